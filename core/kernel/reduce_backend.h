@@ -1,0 +1,37 @@
+// The kernel seam: how bytes are reduced on the host.
+//
+// A ReduceBackend is a table of plain functions. Core calls them on host memory;
+// which backend provides them (kernels/cpu today) is chosen by the build through the
+// generated registerBuiltinKernels(), so core never names a kernel backend.
+//
+// Semantics (every dtype of types.h, every op):
+//   reduce(dst, a, b, n, dtype, op, divisor):  dst[i] = op(a[i], b[i]) for i < n.
+//     dst may alias a or b exactly (same pointer); no other overlap is allowed.
+//     kAvg accumulates like kSum; when divisor > 0 the result is then divided by
+//     divisor (integers: truncating division of the sum; float16/bfloat16: the sum is
+//     rounded to the type, then divided in float32 and rounded to nearest-even).
+//   divide(dst, src, n, dtype, divisor): dst[i] = src[i] / divisor, same rules;
+//     dst may alias src exactly. Used for kAvg where no reduction happens (1 rank).
+// Thread safety: the functions are pure and reentrant.
+#pragma once
+
+#include <cstddef>
+
+#include "collie/types.h"
+
+namespace collie {
+
+struct ReduceBackend {
+  const char* name = nullptr;
+  void (*reduce)(void* dst, const void* a, const void* b, size_t count, DataType dtype,
+                 ReduceOp op, int divisor) = nullptr;
+  void (*divide)(void* dst, const void* src, size_t count, DataType dtype, int divisor) = nullptr;
+};
+
+// The host backend chosen by the build. Never null in a working build.
+const ReduceBackend& hostReduceBackend();
+
+// Defined by the generated file kernels/builtin_kernels.cc: returns the host backend.
+const ReduceBackend& builtinHostReduceBackend();
+
+}  // namespace collie

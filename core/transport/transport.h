@@ -1,0 +1,122 @@
+// The transport seam: how bytes move between two ranks.
+//
+// A Transport is created once per communicator by its factory. connect() builds one
+// Connection per (peer, channel) for the peers this transport was chosen for. A
+// Connection carries whole messages in FIFO order in each direction: the n-th
+// postSend on one side matches the n-th postRecv on the other side of the same
+// (peer, channel). Every message carries a 64-bit tag (the collective's fingerprint)
+// and its length; the receiver checks both against what it posted and fails the
+// receive with kMismatch (naming the peer) when they differ, before any byte of a
+// mismatched message is written to the receive buffer.
+//
+// Operations are asynchronous: post*() queues the operation and returns at once; the
+// operation advances only inside progress() and completes by setting its Completion.
+// Buffers must stay valid and unmodified (send) or untouched (recv) until then.
+// Zero-length messages are legal and are still matched and tag-checked.
+//
+// Thread safety: a Transport and its Connections are used by one thread at a time
+// (the communicator's progress thread) except where a method says otherwise.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collie/status.h"
+#include "collie/store.h"
+#include "collie/unique_id.h"
+
+namespace collie {
+
+// Set by a transport when an operation ends. `status` is OK on success.
+struct Completion {
+  bool done = false;
+  Status status;
+  void complete(Status s = Status()) {
+    status = std::move(s);
+    done = true;
+  }
+};
+
+// What a transport can do (UCX-style capability flags); the planner may read these.
+struct TransportCaps {
+  bool deviceMemory = false;  // accepts CUDA device pointers
+  bool oneSidedWrite = false;
+  bool sameHostOnly = false;
+  size_t maxMessageBytes = SIZE_MAX;
+};
+
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  virtual Status postSend(const void* data, size_t bytes, uint64_t tag, Completion* done) = 0;
+  virtual Status postRecv(void* data, size_t bytes, uint64_t tag, Completion* done) = 0;
+  // Advances queued operations without blocking. Sets *progressed when anything moved.
+  // An error means the connection is broken (peer gone, bad data); the status names
+  // the peer, and every pending operation on it has been completed with that error.
+  virtual Status progress(bool* progressed) = 0;
+  virtual int peer() const = 0;
+};
+
+// What a transport learns about the communicator when it is created.
+struct TransportContext {
+  int rank = 0;
+  int nranks = 1;
+  int nchannels = 1;
+  std::string hostId;          // ranks with equal hostId share a host (and /dev/shm)
+  std::string jobKey;          // unique per communicator; prefix for store keys, shm names
+  JobSecret secret{};          // every connection between ranks must prove it
+  std::shared_ptr<Store> store;
+  std::chrono::milliseconds timeout{0};  // deadline for connection setup
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  virtual TransportCaps caps() const = 0;
+
+  // Whether this transport can connect this rank to `peer` whose host id is given.
+  virtual bool canConnect(int peer, const std::string& peerHostId) const = 0;
+
+  // Connects to every peer in `peers` (sorted, without this rank) on every channel.
+  // Called collectively: every rank calls it with the peers that chose this transport
+  // for it, in the same order of transports. Returns connections indexed
+  // [i * nchannels + channel] for peers[i]. Fails with Timeout naming the missing peer
+  // when a peer does not show up before ctx.timeout.
+  virtual Result<std::vector<std::unique_ptr<Connection>>> connect(const std::vector<int>& peers) = 0;
+
+  // Blocks until any connection of this transport may be able to progress, or until
+  // `maxWait` passed. May return early spuriously. Used after spinning found no work.
+  virtual void waitForActivity(std::chrono::microseconds maxWait) = 0;
+};
+
+// A transport's entry in the registry. Lower `priority` is tried first.
+struct TransportFactory {
+  std::string name;
+  int priority = 100;
+  Result<std::unique_ptr<Transport>> (*create)(const TransportContext& ctx) = nullptr;
+};
+
+// The ordered registry. Transports register through registerBuiltinTransports(), a
+// function generated at build time from the transports that were configured, so core
+// never names a concrete transport.
+class TransportRegistry {
+ public:
+  static TransportRegistry& instance();
+  void add(TransportFactory factory);
+  // Sorted by priority.
+  std::vector<TransportFactory> factories() const;
+  const TransportFactory* find(const std::string& name) const;
+
+ private:
+  std::vector<TransportFactory> factories_;
+};
+
+// Defined by the generated file transports/builtin_transports.cc.
+void registerBuiltinTransports(TransportRegistry& registry);
+
+}  // namespace collie

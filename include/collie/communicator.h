@@ -1,0 +1,113 @@
+// Communicator: a group of ranks that run collectives together.
+//
+// Every collective validates its arguments and returns a Work handle at once, or an
+// InvalidArgument Status naming the bad argument (in which case nothing was sent).
+// Collectives issued on one communicator run in issue order on its progress thread;
+// every rank must issue the same collectives in the same order. Buffers must stay
+// valid until the Work completes. send == recv (in place) is allowed where noted.
+//
+// Thread safety: collectives may be issued from any thread, but the order of issue
+// defines the order of execution, so ranks must agree on it. Work handles may be
+// waited on from any thread. abort() may be called from any thread at any time.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "collie/status.h"
+#include "collie/store.h"
+#include "collie/types.h"
+#include "collie/unique_id.h"
+
+namespace collie {
+
+class WorkState;
+
+// The handle of one asynchronous collective. Copies refer to the same operation.
+class Work {
+ public:
+  Work() = default;
+  explicit Work(std::shared_ptr<WorkState> state) : state_(std::move(state)) {}
+
+  // Waits until the collective finished or `timeout` passed (Timeout status; the
+  // collective itself goes on). Returns the collective's final status.
+  Status wait(std::chrono::milliseconds timeout = std::chrono::milliseconds::max()) const;
+  // True once the collective finished (successfully or not).
+  bool test() const;
+  // OK while running or after success; the error once it failed.
+  Status status() const;
+
+ private:
+  std::shared_ptr<WorkState> state_;
+};
+
+struct Options {
+  // Every value left at its "unset" default is taken from the config table
+  // (COLLIE_* environment variables), see `collie info`.
+  std::chrono::milliseconds timeout{0};  // COLLIE_TIMEOUT
+  std::string transport;                 // COLLIE_TRANSPORT: "", "shm", "tcp", ...
+  Algorithm algorithm = Algorithm::kAuto;  // COLLIE_ALGO
+  int nchannels = 0;                     // COLLIE_NCHANNELS
+  size_t chunkBytes = 0;                 // COLLIE_CHUNKSIZE
+  std::string hostId;                    // COLLIE_HOST_ID; default: this machine's id
+  // Use this store instead of connecting to the one named in the UniqueId (tests
+  // with ranks as threads share an in-memory store this way).
+  std::shared_ptr<Store> store;
+};
+
+class Engine;
+
+class Communicator {
+ public:
+  // Joins the job named by `id` as `rank` of `nranks`. Blocks until every rank joined
+  // and all connections are up, or fails with a Status naming the missing rank.
+  static Result<std::unique_ptr<Communicator>> create(const UniqueId& id, int rank, int nranks,
+                                                      const Options& options = {});
+
+  // Joins a job from launcher variables: collie run (COLLIE_RANK, COLLIE_WORLD_SIZE,
+  // COLLIE_UNIQUE_ID), torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or Open
+  // MPI (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE) in that order of preference.
+  static Result<std::unique_ptr<Communicator>> createFromEnvironment(const Options& options = {});
+
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return nranks_; }
+  // The transport serving the connection to `peer` ("self" for this rank).
+  std::string transportTo(int peer) const;
+
+  // recv[i] = op over ranks of send[i], i < count. In place when send == recv.
+  Result<Work> allReduce(const void* send, void* recv, size_t count, DataType dtype,
+                         ReduceOp op);
+  // recv (recvCount elements) = this rank's block of op over ranks of send
+  // (recvCount * size() elements). In place when recv == send + rank * recvCount.
+  Result<Work> reduceScatter(const void* send, void* recv, size_t recvCount, DataType dtype,
+                             ReduceOp op);
+  // recv (sendCount * size() elements) = concatenation of every rank's send in rank
+  // order. In place when send == recv + rank * sendCount.
+  Result<Work> allGather(const void* send, void* recv, size_t sendCount, DataType dtype);
+  // recv = root's send on every rank (send is read only on the root).
+  Result<Work> broadcast(const void* send, void* recv, size_t count, DataType dtype, int root);
+  // recv on root = op over ranks of send; recv is not touched on other ranks.
+  Result<Work> reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
+                      int root);
+  Result<Work> send(const void* buf, size_t count, DataType dtype, int peer);
+  Result<Work> recv(void* buf, size_t count, DataType dtype, int peer);
+  Result<Work> barrier();
+
+  // Fails every pending and later collective with Aborted, stops the progress thread
+  // and closes every connection. Returns promptly even when peers are gone.
+  void abort();
+
+ private:
+  Communicator(int rank, int nranks, std::unique_ptr<Engine> engine);
+  int rank_;
+  int nranks_;
+  std::unique_ptr<Engine> engine_;
+};
+
+}  // namespace collie
