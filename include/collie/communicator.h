@@ -105,9 +105,17 @@ class Communicator {
 
  private:
   Communicator(int rank, int nranks, std::unique_ptr<Engine> engine);
+  Status check(const char* what, const void* send, const void* recv, size_t count,
+               DataType dtype, const ReduceOp* op, const int* root) const;
+  Result<Work> submit(CollectiveKind kind, const void* send, void* recv, size_t count,
+                      DataType dtype, ReduceOp op, int root);
+
   int rank_;
   int nranks_;
   std::unique_ptr<Engine> engine_;
+  // Set when this rank hosts the job's rendezvous store (torchrun, mpirun starts).
+  std::unique_ptr<StoreServer> storeServer_;
+  std::string cleanupFile_;
 };
 
 }  // namespace collie

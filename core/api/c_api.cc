@@ -1,0 +1,194 @@
+// The C API: thin maps onto the C++ Communicator. No exception crosses it.
+#include "collie/collie.h"
+
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "collie/communicator.h"
+
+struct collieComm {
+  std::unique_ptr<collie::Communicator> comm;
+};
+
+namespace {
+
+thread_local std::string lastError;
+
+collieResult_t fail(const collie::Status& status) {
+  lastError = status.toString();
+  return static_cast<collieResult_t>(status.code());
+}
+
+collieResult_t finish(const collie::Result<collie::Work>& work) {
+  if (!work.isOk()) return fail(work.status());
+  collie::Status status = work->wait();
+  return status.isOk() ? collieSuccess : fail(status);
+}
+
+template <typename Fn>
+collieResult_t guarded(Fn fn) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    lastError = "out of memory";
+    return collieSystemError;
+  } catch (const std::exception& e) {
+    lastError = std::string("internal error: ") + e.what();
+    return collieInternalError;
+  } catch (...) {
+    lastError = "internal error: unknown exception";
+    return collieInternalError;
+  }
+}
+
+collie::DataType dtypeOf(collieDataType_t dtype) { return static_cast<collie::DataType>(dtype); }
+collie::ReduceOp opOf(collieRedOp_t op) { return static_cast<collie::ReduceOp>(op); }
+
+collieResult_t badComm() {
+  lastError = "communicator is null";
+  return collieInvalidArgument;
+}
+
+// Stores started by collieGetUniqueId live until the process exits.
+std::mutex serversMutex;
+std::vector<std::unique_ptr<collie::StoreServer>>& servers() {
+  static auto* list = new std::vector<std::unique_ptr<collie::StoreServer>>();
+  return *list;
+}
+
+}  // namespace
+
+extern "C" {
+
+collieResult_t collieGetUniqueId(collieUniqueId* out) {
+  if (out == nullptr) return fail(collie::invalidArgument("collieGetUniqueId: id is null"));
+  return guarded([&] {
+    collie::Result<collie::UniqueId> id = collie::UniqueId::generate("127.0.0.1", 0);
+    if (!id.isOk()) return fail(id.status());
+    auto server = collie::StoreServer::start("0.0.0.0", 0, id->secret);
+    if (!server.isOk()) return fail(server.status());
+    id->port = (*server)->port();
+    {
+      std::lock_guard<std::mutex> lock(serversMutex);
+      servers().push_back(std::move(*server));
+    }
+    auto bytes = id->toBytes();
+    std::memcpy(out->internal, bytes.data(), bytes.size());
+    return collieSuccess;
+  });
+}
+
+collieResult_t collieCommInitRank(collieComm_t* comm, int nranks, collieUniqueId id, int rank) {
+  if (comm == nullptr) return badComm();
+  return guarded([&] {
+    auto parsed = collie::UniqueId::fromBytes(reinterpret_cast<const uint8_t*>(id.internal),
+                                              sizeof(id.internal));
+    if (!parsed.isOk()) return fail(parsed.status());
+    auto created = collie::Communicator::create(*parsed, rank, nranks);
+    if (!created.isOk()) return fail(created.status());
+    *comm = new collieComm{std::move(*created)};
+    return collieSuccess;
+  });
+}
+
+collieResult_t collieCommInitFromEnv(collieComm_t* comm) {
+  if (comm == nullptr) return badComm();
+  return guarded([&] {
+    auto created = collie::Communicator::createFromEnvironment();
+    if (!created.isOk()) return fail(created.status());
+    *comm = new collieComm{std::move(*created)};
+    return collieSuccess;
+  });
+}
+
+collieResult_t collieCommDestroy(collieComm_t comm) {
+  if (comm == nullptr) return badComm();
+  return guarded([&] {
+    delete comm;
+    return collieSuccess;
+  });
+}
+
+collieResult_t collieCommAbort(collieComm_t comm) {
+  if (comm == nullptr) return badComm();
+  return guarded([&] {
+    comm->comm->abort();
+    delete comm;
+    return collieSuccess;
+  });
+}
+
+collieResult_t collieCommRank(collieComm_t comm, int* rank) {
+  if (comm == nullptr || rank == nullptr) return badComm();
+  *rank = comm->comm->rank();
+  return collieSuccess;
+}
+
+collieResult_t collieCommSize(collieComm_t comm, int* size) {
+  if (comm == nullptr || size == nullptr) return badComm();
+  *size = comm->comm->size();
+  return collieSuccess;
+}
+
+collieResult_t collieAllReduce(const void* send, void* recv, size_t count, collieDataType_t dtype,
+                               collieRedOp_t op, collieComm_t comm) {
+  if (comm == nullptr) return badComm();
+  return guarded([&] { return finish(comm->comm->allReduce(send, recv, count, dtypeOf(dtype), opOf(op))); });
+}
+
+collieResult_t collieReduceScatter(const void* send, void* recv, size_t recvCount,
+                                   collieDataType_t dtype, collieRedOp_t op, collieComm_t comm) {
+  if (comm == nullptr) return badComm();
+  return guarded([&] {
+    return finish(comm->comm->reduceScatter(send, recv, recvCount, dtypeOf(dtype), opOf(op)));
+  });
+}
+
+collieResult_t collieAllGather(const void* send, void* recv, size_t sendCount,
+                               collieDataType_t dtype, collieComm_t comm) {
+  if (comm == nullptr) return badComm();
+  return guarded([&] { return finish(comm->comm->allGather(send, recv, sendCount, dtypeOf(dtype))); });
+}
+
+collieResult_t collieBroadcast(const void* send, void* recv, size_t count, collieDataType_t dtype,
+                               int root, collieComm_t comm) {
+  if (comm == nullptr) return badComm();
+  return guarded([&] { return finish(comm->comm->broadcast(send, recv, count, dtypeOf(dtype), root)); });
+}
+
+collieResult_t collieReduce(const void* send, void* recv, size_t count, collieDataType_t dtype,
+                            collieRedOp_t op, int root, collieComm_t comm) {
+  if (comm == nullptr) return badComm();
+  return guarded([&] {
+    return finish(comm->comm->reduce(send, recv, count, dtypeOf(dtype), opOf(op), root));
+  });
+}
+
+collieResult_t collieSend(const void* buf, size_t count, collieDataType_t dtype, int peer,
+                          collieComm_t comm) {
+  if (comm == nullptr) return badComm();
+  return guarded([&] { return finish(comm->comm->send(buf, count, dtypeOf(dtype), peer)); });
+}
+
+collieResult_t collieRecv(void* buf, size_t count, collieDataType_t dtype, int peer,
+                          collieComm_t comm) {
+  if (comm == nullptr) return badComm();
+  return guarded([&] { return finish(comm->comm->recv(buf, count, dtypeOf(dtype), peer)); });
+}
+
+collieResult_t collieBarrier(collieComm_t comm) {
+  if (comm == nullptr) return badComm();
+  return guarded([&] { return finish(comm->comm->barrier()); });
+}
+
+const char* collieGetErrorString(collieResult_t result) {
+  return collie::statusCodeName(static_cast<collie::StatusCode>(result));
+}
+
+const char* collieGetLastError(void) { return lastError.c_str(); }
+
+}  // extern "C"

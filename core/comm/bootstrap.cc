@@ -1,0 +1,186 @@
+// Communicator creation: find the store, agree on a key for this communicator,
+// exchange host identities, choose a transport per peer from the registry and
+// connect, then start the engine.
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "collie/communicator.h"
+#include "core/config/config.h"
+#include "core/engine/engine.h"
+#include "core/log/log.h"
+#include "core/transport/transport.h"
+
+namespace collie {
+namespace {
+
+std::string readFirstLine(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// Ranks with equal ids share memory and /dev/shm. A network namespace counts as a
+// host of its own so that namespace "hosts" talk over their network.
+std::string defaultHostId() {
+  char name[256] = {0};
+  gethostname(name, sizeof(name) - 1);
+  char netns[128] = {0};
+  ssize_t length = readlink("/proc/self/ns/net", netns, sizeof(netns) - 1);
+  if (length < 0) netns[0] = 0;
+  return std::string(name) + "/" + readFirstLine("/proc/sys/kernel/random/boot_id") + "/" +
+         netns;
+}
+
+// Each communicator made from one unique id gets its own key prefix; ranks create
+// communicators from the same id in the same order, so they agree on the index.
+std::string communicatorKey(const UniqueId& id, int rank) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, int>, int> created;
+  std::lock_guard<std::mutex> lock(mutex);
+  int index = created[{id.toString(), rank}]++;
+  return "collie/" + secretToHex(id.secret).substr(0, 8) + "/" + std::to_string(index);
+}
+
+Bytes toBytes(const std::string& text) { return Bytes(text.begin(), text.end()); }
+std::string fromBytes(const Bytes& bytes) { return std::string(bytes.begin(), bytes.end()); }
+
+}  // namespace
+
+Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, int rank,
+                                                           int nranks, const Options& options) {
+  if (nranks < 1) return invalidArgument("nranks must be at least 1, got " + std::to_string(nranks));
+  if (rank < 0 || rank >= nranks) {
+    return invalidArgument("rank " + std::to_string(rank) + " is outside [0, " +
+                           std::to_string(nranks) + ")");
+  }
+  setLogRank(rank);
+  EngineConfig config;
+  config.rank = rank;
+  config.nranks = nranks;
+  config.timeout = options.timeout.count() > 0
+                       ? std::chrono::duration_cast<std::chrono::microseconds>(options.timeout)
+                       : configDuration("COLLIE_TIMEOUT");
+  config.busyPoll = configDuration("COLLIE_BUSY_POLL");
+  config.nchannels = options.nchannels > 0 ? options.nchannels
+                                           : static_cast<int>(configInt("COLLIE_NCHANNELS"));
+  config.nchannels = std::max(1, std::min(config.nchannels, 16));
+  config.chunkBytes = options.chunkBytes > 0 ? options.chunkBytes
+                                             : static_cast<size_t>(configInt("COLLIE_CHUNKSIZE"));
+  config.chunkBytes = std::max<size_t>(config.chunkBytes, 64);
+  config.algorithm = options.algorithm;
+  if (config.algorithm == Algorithm::kAuto) {
+    std::optional<Algorithm> parsed = parseAlgorithm(configString("COLLIE_ALGO"));
+    if (!parsed) {
+      return invalidArgument("COLLIE_ALGO='" + configString("COLLIE_ALGO") +
+                             "' is not one of auto, ring, tree, chain");
+    }
+    config.algorithm = *parsed;
+  }
+  const auto deadline = Clock::now() + config.timeout;
+
+  std::shared_ptr<Store> store = options.store;
+  if (!store) {
+    Result<std::shared_ptr<Store>> connected = connectTcpStore(id.host, id.port, id.secret, deadline);
+    if (!connected.isOk()) {
+      return connected.status().withContext("rank " + std::to_string(rank) +
+                                            " could not reach the rendezvous store");
+    }
+    store = *connected;
+  }
+
+  TransportContext context;
+  context.rank = rank;
+  context.nranks = nranks;
+  context.nchannels = config.nchannels;
+  context.hostId = !options.hostId.empty() ? options.hostId
+                   : !configString("COLLIE_HOST_ID").empty() ? configString("COLLIE_HOST_ID")
+                                                             : defaultHostId();
+  context.jobKey = communicatorKey(id, rank);
+  context.secret = id.secret;
+  context.store = store;
+  context.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config.timeout);
+
+  // Host identities of every rank.
+  COLLIE_RETURN_IF_ERROR(store->set(context.jobKey + "/host/" + std::to_string(rank),
+                                    toBytes(context.hostId)));
+  std::vector<std::string> hosts(nranks);
+  for (int peer = 0; peer < nranks; ++peer) {
+    Result<Bytes> host = store->get(context.jobKey + "/host/" + std::to_string(peer), deadline);
+    if (!host.isOk()) {
+      return timeoutError("rank " + std::to_string(rank) + ": rank " + std::to_string(peer) +
+                              " did not join the communicator before the deadline (" +
+                              host.status().message() + ")",
+                          peer);
+    }
+    hosts[peer] = fromBytes(*host);
+  }
+
+  // Choose a transport per peer: the forced one, or the first in registry order that
+  // can connect the pair. The choice depends only on both host ids, so both sides of
+  // a pair agree.
+  std::string forced = !options.transport.empty() ? options.transport
+                                                  : configString("COLLIE_TRANSPORT");
+  std::vector<TransportFactory> factories = TransportRegistry::instance().factories();
+  if (!forced.empty()) {
+    const TransportFactory* factory = TransportRegistry::instance().find(forced);
+    if (factory == nullptr) {
+      std::string known;
+      for (const TransportFactory& f : factories) known += (known.empty() ? "" : ", ") + f.name;
+      return invalidArgument("transport '" + forced + "' is not in this build (built: " + known +
+                             ")");
+    }
+    factories = {*factory};
+  }
+  TransportSet set;
+  set.transportOfPeer.assign(nranks, -1);
+  set.connections.resize(nranks);
+  for (const TransportFactory& factory : factories) {
+    if (nranks == 1) break;
+    Result<std::unique_ptr<Transport>> transport = factory.create(context);
+    if (!transport.isOk()) {
+      if (!forced.empty()) return transport.status().withContext("transport " + factory.name);
+      COLLIE_LOG(INFO, INIT) << "transport " << factory.name
+                             << " unavailable: " << transport.status().toString();
+      continue;
+    }
+    std::vector<int> peers;
+    for (int peer = 0; peer < nranks; ++peer) {
+      if (peer != rank && set.transportOfPeer[peer] < 0 &&
+          (*transport)->canConnect(peer, hosts[peer])) {
+        peers.push_back(peer);
+      }
+    }
+    if (peers.empty()) continue;
+    Result<std::vector<std::unique_ptr<Connection>>> connections = (*transport)->connect(peers);
+    if (!connections.isOk()) {
+      return connections.status().withContext("rank " + std::to_string(rank) + " connecting over " +
+                                              factory.name);
+    }
+    int index = static_cast<int>(set.transports.size());
+    for (size_t i = 0; i < peers.size(); ++i) {
+      set.transportOfPeer[peers[i]] = index;
+      for (int c = 0; c < config.nchannels; ++c) {
+        set.connections[peers[i]].push_back(std::move((*connections)[i * config.nchannels + c]));
+      }
+    }
+    COLLIE_LOG(INFO, INIT) << "rank " << rank << " uses " << factory.name << " for "
+                           << peers.size() << " peer(s)";
+    set.transports.push_back(std::move(*transport));
+  }
+  for (int peer = 0; peer < nranks; ++peer) {
+    if (peer != rank && set.transportOfPeer[peer] < 0) {
+      return unsupported("rank " + std::to_string(rank) + ": no transport can reach rank " +
+                         std::to_string(peer) + " (host '" + hosts[peer] + "')" +
+                         (forced.empty() ? "" : " with COLLIE_TRANSPORT=" + forced));
+    }
+  }
+  auto engine = std::make_unique<Engine>(config, std::move(set));
+  return std::unique_ptr<Communicator>(new Communicator(rank, nranks, std::move(engine)));
+}
+
+}  // namespace collie

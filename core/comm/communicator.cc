@@ -1,0 +1,127 @@
+// Communicator: argument checks and the public collective calls. Creation (store,
+// transport selection, connections) lives in bootstrap.cc.
+#include "collie/communicator.h"
+
+#include <unistd.h>
+
+#include "core/engine/engine.h"
+
+namespace collie {
+
+Communicator::Communicator(int rank, int nranks, std::unique_ptr<Engine> engine)
+    : rank_(rank), nranks_(nranks), engine_(std::move(engine)) {}
+
+Communicator::~Communicator() {
+  engine_.reset();
+  if (!cleanupFile_.empty()) ::unlink(cleanupFile_.c_str());
+}
+
+std::string Communicator::transportTo(int peer) const { return engine_->transportTo(peer); }
+
+void Communicator::abort() { engine_->abort(); }
+
+Status Communicator::check(const char* what, const void* send, const void* recv, size_t count,
+                           DataType dtype, const ReduceOp* op, const int* root) const {
+  std::string prefix = std::string(what) + " on rank " + std::to_string(rank_) + ": ";
+  if (!isValid(dtype)) {
+    return invalidArgument(prefix + "unknown dtype " + std::to_string(static_cast<int>(dtype)));
+  }
+  if (op != nullptr && !isValid(*op)) {
+    return invalidArgument(prefix + "unknown reduction op " +
+                           std::to_string(static_cast<int>(*op)));
+  }
+  if (root != nullptr && (*root < 0 || *root >= nranks_)) {
+    return invalidArgument(prefix + "root " + std::to_string(*root) + " is outside [0, " +
+                           std::to_string(nranks_) + ")");
+  }
+  if (count > 0 && send == nullptr && recv == nullptr) {
+    return invalidArgument(prefix + "buffers are null but count is " + std::to_string(count));
+  }
+  if (count > (SIZE_MAX / 8) / static_cast<size_t>(nranks_)) {
+    return invalidArgument(prefix + "count " + std::to_string(count) + " is too large");
+  }
+  return Status();
+}
+
+Result<Work> Communicator::submit(CollectiveKind kind, const void* send, void* recv,
+                                  size_t count, DataType dtype, ReduceOp op, int root) {
+  CollectiveArgs args;
+  args.kind = kind;
+  args.count = count;
+  args.dtype = dtype;
+  args.op = op;
+  args.root = root;
+  return engine_->submit(args, send, recv);
+}
+
+namespace {
+Status nullBuffer(const char* what, int rank, const char* which, size_t count) {
+  return invalidArgument(std::string(what) + " on rank " + std::to_string(rank) + ": " + which +
+                         " buffer is null but count is " + std::to_string(count));
+}
+}  // namespace
+
+Result<Work> Communicator::allReduce(const void* send, void* recv, size_t count, DataType dtype,
+                                     ReduceOp op) {
+  COLLIE_RETURN_IF_ERROR(check("allReduce", send, recv, count, dtype, &op, nullptr));
+  if (count > 0 && send == nullptr) return nullBuffer("allReduce", rank_, "send", count);
+  if (count > 0 && recv == nullptr) return nullBuffer("allReduce", rank_, "recv", count);
+  return submit(CollectiveKind::kAllReduce, send, recv, count, dtype, op, 0);
+}
+
+Result<Work> Communicator::reduceScatter(const void* send, void* recv, size_t recvCount,
+                                         DataType dtype, ReduceOp op) {
+  COLLIE_RETURN_IF_ERROR(check("reduceScatter", send, recv, recvCount, dtype, &op, nullptr));
+  if (recvCount > 0 && send == nullptr) return nullBuffer("reduceScatter", rank_, "send", recvCount);
+  if (recvCount > 0 && recv == nullptr) return nullBuffer("reduceScatter", rank_, "recv", recvCount);
+  return submit(CollectiveKind::kReduceScatter, send, recv, recvCount, dtype, op, 0);
+}
+
+Result<Work> Communicator::allGather(const void* send, void* recv, size_t sendCount,
+                                     DataType dtype) {
+  COLLIE_RETURN_IF_ERROR(check("allGather", send, recv, sendCount, dtype, nullptr, nullptr));
+  if (sendCount > 0 && send == nullptr) return nullBuffer("allGather", rank_, "send", sendCount);
+  if (sendCount > 0 && recv == nullptr) return nullBuffer("allGather", rank_, "recv", sendCount);
+  return submit(CollectiveKind::kAllGather, send, recv, sendCount, dtype, ReduceOp::kSum, 0);
+}
+
+Result<Work> Communicator::broadcast(const void* send, void* recv, size_t count, DataType dtype,
+                                     int root) {
+  COLLIE_RETURN_IF_ERROR(check("broadcast", send, recv, count, dtype, nullptr, &root));
+  if (count > 0 && rank_ == root && send == nullptr) {
+    return nullBuffer("broadcast", rank_, "send (root)", count);
+  }
+  if (count > 0 && recv == nullptr) return nullBuffer("broadcast", rank_, "recv", count);
+  return submit(CollectiveKind::kBroadcast, send, recv, count, dtype, ReduceOp::kSum, root);
+}
+
+Result<Work> Communicator::reduce(const void* send, void* recv, size_t count, DataType dtype,
+                                  ReduceOp op, int root) {
+  COLLIE_RETURN_IF_ERROR(check("reduce", send, recv, count, dtype, &op, &root));
+  if (count > 0 && send == nullptr) return nullBuffer("reduce", rank_, "send", count);
+  if (count > 0 && rank_ == root && recv == nullptr) {
+    return nullBuffer("reduce", rank_, "recv (root)", count);
+  }
+  return submit(CollectiveKind::kReduce, send, recv, count, dtype, op, root);
+}
+
+Result<Work> Communicator::send(const void* buf, size_t count, DataType dtype, int peer) {
+  COLLIE_RETURN_IF_ERROR(check("send", buf, nullptr, count, dtype, nullptr, &peer));
+  if (peer == rank_) return invalidArgument("send on rank " + std::to_string(rank_) + ": peer is this rank");
+  if (count > 0 && buf == nullptr) return nullBuffer("send", rank_, "send", count);
+  return submit(CollectiveKind::kSend, buf, nullptr, count, dtype, ReduceOp::kSum, peer);
+}
+
+Result<Work> Communicator::recv(void* buf, size_t count, DataType dtype, int peer) {
+  COLLIE_RETURN_IF_ERROR(check("recv", nullptr, buf, count, dtype, nullptr, &peer));
+  if (peer == rank_) return invalidArgument("recv on rank " + std::to_string(rank_) + ": peer is this rank");
+  if (count > 0 && buf == nullptr) return nullBuffer("recv", rank_, "recv", count);
+  return submit(CollectiveKind::kRecv, nullptr, buf, count, dtype, ReduceOp::kSum, peer);
+}
+
+Result<Work> Communicator::barrier() {
+  return submit(CollectiveKind::kBarrier, nullptr, nullptr, 0, DataType::kUint8, ReduceOp::kSum,
+                0);
+}
+
+}  // namespace collie

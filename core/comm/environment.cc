@@ -1,0 +1,206 @@
+// Communicator::createFromEnvironment: join a job started by collie run, torchrun,
+// Open MPI or Slurm, from the variables those launchers set.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "collie/communicator.h"
+#include "core/config/config.h"
+#include "core/log/log.h"
+
+namespace collie {
+namespace {
+
+const char* env(const char* name) {
+  const char* value = std::getenv(name);
+  return (value != nullptr && value[0] != '\0') ? value : nullptr;
+}
+
+Result<int> intVariable(const char* name) {
+  const char* text = env(name);
+  if (text == nullptr) return notFound(std::string(name) + " is not set");
+  char* end = nullptr;
+  long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || value < 0 || value > (1 << 24)) {
+    return invalidArgument(std::string(name) + "='" + text + "' is not a non-negative integer");
+  }
+  return static_cast<int>(value);
+}
+
+struct LaunchInfo {
+  int rank = -1;
+  int size = -1;
+  const char* launcher = "";
+};
+
+Status readRankAndSize(const char* rankName, const char* sizeName, LaunchInfo* info) {
+  Result<int> rank = intVariable(rankName);
+  Result<int> size = intVariable(sizeName);
+  if (!rank.isOk()) return rank.status();
+  if (!size.isOk()) return size.status();
+  info->rank = *rank;
+  info->size = *size;
+  return Status();
+}
+
+// The job secret of ranks not started by collie run.
+JobSecret externalSecret() {
+  static bool warned = false;
+  if (const char* hex = env("COLLIE_JOB_SECRET")) {
+    Result<JobSecret> secret = secretFromHex(hex);
+    if (secret.isOk()) return *secret;
+    COLLIE_LOG(WARN, INIT) << "COLLIE_JOB_SECRET is not 32 hex digits; ignoring it";
+  }
+  if (!warned) {
+    warned = true;
+    COLLIE_LOG(WARN, INIT) << "no COLLIE_JOB_SECRET set: this job's connections are "
+                              "UNAUTHENTICATED (anyone who can reach its ports can join). "
+                              "Set COLLIE_JOB_SECRET to 32 hex digits on every rank.";
+  }
+  return JobSecret{};
+}
+
+Result<std::pair<std::string, uint16_t>> splitHostPort(const std::string& text) {
+  size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon + 1 == text.size()) {
+    return invalidArgument("'" + text + "' is not HOST:PORT");
+  }
+  std::string host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  long port = std::strtol(text.c_str() + colon + 1, nullptr, 10);
+  if (port <= 0 || port > 65535) return invalidArgument("bad port in '" + text + "'");
+  return std::make_pair(host, static_cast<uint16_t>(port));
+}
+
+// A single-host rendezvous through a file: rank 0 hosts the store on loopback with a
+// fresh secret and publishes the id in a 0600 file named after the launcher's job id.
+Result<UniqueId> rendezvousByFile(const std::string& path, int rank,
+                                  std::unique_ptr<StoreServer>* server, std::string* cleanup,
+                                  Deadline deadline) {
+  if (rank == 0) {
+    Result<UniqueId> id = UniqueId::generate("127.0.0.1", 0);
+    if (!id.isOk()) return id.status();
+    Result<std::unique_ptr<StoreServer>> started = StoreServer::start("127.0.0.1", 0, id->secret);
+    if (!started.isOk()) return started.status();
+    id->port = (*started)->port();
+    *server = std::move(*started);
+    std::string temp = path + ".tmp" + std::to_string(getpid());
+    int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) return systemError("cannot create " + temp, errno);
+    std::string text = id->toString() + "\n";
+    bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ::close(fd);
+    if (!written || ::rename(temp.c_str(), path.c_str()) != 0) {
+      return systemError("cannot publish the unique id in " + path, errno);
+    }
+    *cleanup = path;
+    return id;
+  }
+  while (true) {
+    std::ifstream in(path);
+    std::string line;
+    if (in && std::getline(in, line) && !line.empty()) return UniqueId::parse(line);
+    if (Clock::now() > deadline) {
+      return timeoutError("rank 0 did not publish the job's unique id in " + path +
+                              " before the deadline (is rank 0 running on this host? on several "
+                              "hosts set COLLIE_MASTER_ADDR=host:port)",
+                          0);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Communicator>> Communicator::createFromEnvironment(const Options& options) {
+  auto timeout = options.timeout.count() > 0
+                     ? std::chrono::duration_cast<std::chrono::microseconds>(options.timeout)
+                     : configDuration("COLLIE_TIMEOUT");
+  const Deadline deadline = Clock::now() + timeout;
+
+  // collie run.
+  if (env("COLLIE_UNIQUE_ID") != nullptr) {
+    Result<int> rank = intVariable("COLLIE_RANK");
+    Result<int> size = intVariable("COLLIE_WORLD_SIZE");
+    if (!rank.isOk()) return rank.status();
+    if (!size.isOk()) return size.status();
+    Result<UniqueId> id = UniqueId::parse(env("COLLIE_UNIQUE_ID"));
+    if (!id.isOk()) return id.status().withContext("COLLIE_UNIQUE_ID");
+    return create(*id, *rank, *size, options);
+  }
+
+  LaunchInfo info;
+  std::string jobName;
+  if (env("RANK") && env("WORLD_SIZE") && env("MASTER_ADDR") && env("MASTER_PORT")) {
+    info.launcher = "torchrun";
+  } else if (env("OMPI_COMM_WORLD_RANK") && env("OMPI_COMM_WORLD_SIZE")) {
+    info.launcher = "mpirun";
+    COLLIE_RETURN_IF_ERROR(readRankAndSize("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", &info));
+    const char* job = env("OMPI_MCA_ess_base_jobid");
+    if (job == nullptr) job = env("PMIX_NAMESPACE");
+    jobName = std::string("ompi-") + (job ? job : "default");
+  } else if (env("SLURM_PROCID") && env("SLURM_NTASKS")) {
+    info.launcher = "slurm";
+    COLLIE_RETURN_IF_ERROR(readRankAndSize("SLURM_PROCID", "SLURM_NTASKS", &info));
+    jobName = std::string("slurm-") + (env("SLURM_JOB_ID") ? env("SLURM_JOB_ID") : "0") + "." +
+              (env("SLURM_STEP_ID") ? env("SLURM_STEP_ID") : "0");
+  } else {
+    return invalidArgument(
+        "no launcher variables found: start ranks with `collie run -n N -- prog`, torchrun "
+        "(RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), mpirun or srun");
+  }
+
+  std::unique_ptr<StoreServer> server;
+  std::string cleanup;
+  UniqueId id;
+  if (std::string(info.launcher) == "torchrun") {
+    Result<int> rank = intVariable("RANK");
+    Result<int> size = intVariable("WORLD_SIZE");
+    Result<int> port = intVariable("MASTER_PORT");
+    if (!rank.isOk()) return rank.status();
+    if (!size.isOk()) return size.status();
+    if (!port.isOk()) return port.status();
+    info.rank = *rank;
+    info.size = *size;
+    // torchrun's own store listens on MASTER_PORT; collie's listens on the next port.
+    id.host = env("MASTER_ADDR");
+    id.port = static_cast<uint16_t>(*port + 1);
+    id.secret = externalSecret();
+    if (info.rank == 0) {
+      Result<std::unique_ptr<StoreServer>> started = StoreServer::start("0.0.0.0", id.port, id.secret);
+      if (!started.isOk()) return started.status().withContext("rank 0 starting the store");
+      server = std::move(*started);
+    }
+  } else if (const char* master = env("COLLIE_MASTER_ADDR")) {
+    Result<std::pair<std::string, uint16_t>> address = splitHostPort(master);
+    if (!address.isOk()) return address.status().withContext("COLLIE_MASTER_ADDR");
+    id.host = address->first;
+    id.port = address->second;
+    id.secret = externalSecret();
+    if (info.rank == 0) {
+      Result<std::unique_ptr<StoreServer>> started = StoreServer::start("0.0.0.0", id.port, id.secret);
+      if (!started.isOk()) return started.status().withContext("rank 0 starting the store");
+      server = std::move(*started);
+    }
+  } else {
+    std::string path = "/tmp/collie-" + jobName + "-" + std::to_string(getuid()) + ".id";
+    Result<UniqueId> found = rendezvousByFile(path, info.rank, &server, &cleanup, deadline);
+    if (!found.isOk()) return found.status();
+    id = *found;
+  }
+  COLLIE_LOG(INFO, INIT) << "started by " << info.launcher << " as rank " << info.rank << " of "
+                         << info.size;
+  Result<std::unique_ptr<Communicator>> comm = create(id, info.rank, info.size, options);
+  if (!comm.isOk()) return comm.status();
+  (*comm)->storeServer_ = std::move(server);
+  (*comm)->cleanupFile_ = cleanup;
+  return comm;
+}
+
+}  // namespace collie

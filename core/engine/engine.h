@@ -1,0 +1,106 @@
+// Engine: the progress thread of one communicator.
+//
+// submit() plans a collective (schedules are cached by their arguments), gives it a
+// fingerprint and queues it; the progress thread runs queued collectives one at a
+// time, in submission order, spinning for COLLIE_BUSY_POLL and then blocking in the
+// transports' waitForActivity(). A collective that sees no progress for the timeout
+// fails with a Status naming the peers it waits for. The first failure is sticky: the
+// connections may hold half a message, so every pending and later collective fails
+// with the same error (prefixed by its own description).
+//
+// Thread safety: submit(), abort() and transportTo() may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "collie/communicator.h"
+#include "core/engine/execution.h"
+
+namespace collie {
+
+struct EngineConfig {
+  int rank = 0;
+  int nranks = 1;
+  int nchannels = 1;
+  size_t chunkBytes = 512 * 1024;
+  Algorithm algorithm = Algorithm::kAuto;
+  std::chrono::microseconds timeout{300'000'000};
+  std::chrono::microseconds busyPoll{50};
+};
+
+// The transports of a communicator and which one serves each peer.
+struct TransportSet {
+  std::vector<std::unique_ptr<Transport>> transports;
+  std::vector<int> transportOfPeer;  // index into transports, -1 for this rank
+  ConnectionTable connections;       // [peer][channel]
+};
+
+class WorkState {
+ public:
+  void complete(Status status);
+  Status wait(std::chrono::milliseconds timeout);
+  bool test();
+  Status status();
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  Status status_;
+};
+
+class Engine {
+ public:
+  Engine(EngineConfig config, TransportSet transports);
+  ~Engine();
+
+  Result<Work> submit(const CollectiveArgs& args, const void* input, void* output);
+  void abort();
+  std::string transportTo(int peer) const;
+  const EngineConfig& config() const { return config_; }
+
+ private:
+  struct Pending {
+    std::shared_ptr<const Schedule> schedule;
+    const void* input;
+    void* output;
+    uint64_t tag;
+    std::shared_ptr<WorkState> work;
+  };
+
+  Result<std::shared_ptr<const Schedule>> plan(const CollectiveArgs& args);
+  void run();
+  Status execute(Pending& pending);
+  void waitForActivity(const std::vector<Connection*>& active);
+
+  const EngineConfig config_;
+  TransportSet transports_;
+  std::vector<ChannelMemory> channelMemory_;
+
+  std::mutex mutex_;  // guards the members below
+  std::condition_variable queued_;
+  std::deque<Pending> queue_;
+  bool stopping_ = false;
+  Status failed_;
+  uint64_t collectiveSequence_ = 0;
+  std::vector<uint64_t> sendSequence_;  // per peer, point-to-point
+  std::vector<uint64_t> recvSequence_;
+  std::map<std::tuple<int, size_t, int, int, int>, std::shared_ptr<const Schedule>> cache_;
+
+  std::atomic<bool> aborted_{false};
+  // Executions that failed keep their completions alive until the connections that
+  // may point at them are gone.
+  std::vector<std::unique_ptr<Execution>> failedExecutions_;
+  std::thread thread_;
+};
+
+}  // namespace collie

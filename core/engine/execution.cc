@@ -1,0 +1,250 @@
+#include "core/engine/execution.h"
+
+#include <cstring>
+
+#include "core/engine/fingerprint.h"
+
+namespace collie {
+
+namespace {
+bool receives(StepKind kind) { return kind != StepKind::kSend && kind != StepKind::kCopy; }
+bool reduces(StepKind kind) {
+  return kind == StepKind::kRecvReduceSend || kind == StepKind::kRecvReduceCopy;
+}
+}  // namespace
+
+Execution::Execution(std::shared_ptr<const Schedule> schedule, const void* input, void* output,
+                     uint64_t tag, ConnectionTable* connections,
+                     std::vector<ChannelMemory>* memory)
+    : schedule_(std::move(schedule)),
+      input_(static_cast<const uint8_t*>(input)),
+      output_(static_cast<uint8_t*>(output)),
+      tag_(tag),
+      connections_(connections),
+      memory_(memory),
+      kernels_(hostReduceBackend()),
+      elemSize_(dataTypeSize(schedule_->args.dtype)),
+      channels_(schedule_->channels.size()) {
+  // Size the reusable channel memory for this schedule.
+  for (size_t c = 0; c < schedule_->channels.size(); ++c) {
+    ChannelMemory& mem = (*memory_)[c];
+    if (mem.scratch.size() < schedule_->scratchBytesPerChannel) {
+      mem.scratch.resize(schedule_->scratchBytesPerChannel);
+    }
+    uint64_t staging = 0;
+    for (const Step& step : schedule_->channels[c]) {
+      if (reduces(step.kind) && step.dst.buffer != BufferId::kScratch) {
+        staging = std::max(staging, step.bytes);
+      }
+    }
+    if (mem.staging.size() < staging) mem.staging.resize(staging);
+  }
+}
+
+uint8_t* Execution::pointer(int channel, const Slice& slice) const {
+  switch (slice.buffer) {
+    case BufferId::kInput: return const_cast<uint8_t*>(input_) + slice.offset;
+    case BufferId::kOutput: return output_ + slice.offset;
+    case BufferId::kScratch: return (*memory_)[channel].scratch.data() + slice.offset;
+  }
+  return nullptr;
+}
+
+bool Execution::finished() const {
+  for (size_t c = 0; c < channels_.size(); ++c) {
+    if (channels_[c].next < schedule_->channels[c].size() || !channels_[c].sends.empty()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Execution::scratchBusy(int channel, uint64_t offset, uint64_t bytes) const {
+  for (const PendingSend& send : channels_[channel].sends) {
+    if (send.fromScratch && !send.done.done && send.offset < offset + bytes &&
+        offset < send.offset + send.bytes) {
+      return true;
+    }
+  }
+  return false;
+}
+
+Status Execution::decorate(const Status& status, int channel, const Step& step) const {
+  std::string where = describeFingerprint(tag_) + " (" +
+                      std::to_string(schedule_->args.count * elemSize_) + " bytes, " +
+                      std::string(algorithmName(schedule_->algorithm)) + ", channel " +
+                      std::to_string(channel) + ", step " +
+                      std::to_string(channels_[channel].next) + " " + stepKindName(step.kind) +
+                      ") on rank " + std::to_string(schedule_->rank);
+  return status.withContext(where);
+}
+
+Status Execution::postSend(int channel, const Step& step, const uint8_t* data, bool fromScratch,
+                           uint64_t offset) {
+  Connection* connection = (*connections_)[step.sendPeer][channel].get();
+  ChannelState& state = channels_[channel];
+  state.sends.push_back(PendingSend{Completion{}, connection, fromScratch, offset, step.bytes});
+  Status posted = connection->postSend(data, step.bytes, tag_, &state.sends.back().done);
+  return posted.isOk() ? posted : decorate(posted, channel, step);
+}
+
+Status Execution::startStep(int channel, const Step& step, bool* started) {
+  ChannelState& state = channels_[channel];
+  *started = false;
+  if (step.kind == StepKind::kCopy) {
+    uint8_t* src = pointer(channel, step.src);
+    uint8_t* dst = pointer(channel, step.dst);
+    if (step.divisor > 1) {
+      kernels_.divide(dst, src, step.bytes / elemSize_, schedule_->args.dtype, step.divisor);
+    } else if (src != dst && step.bytes > 0) {
+      std::memmove(dst, src, step.bytes);
+    }
+    *started = true;
+    return Status();
+  }
+  if (step.kind == StepKind::kSend) {
+    COLLIE_RETURN_IF_ERROR(postSend(channel, step, pointer(channel, step.src),
+                                    step.src.buffer == BufferId::kScratch, step.src.offset));
+    *started = true;
+    return Status();
+  }
+  // A receive. Reductions receive into staging (or straight into their scratch slot,
+  // which must not still be the source of an unfinished send).
+  uint8_t* target;
+  if (reduces(step.kind)) {
+    if (step.dst.buffer == BufferId::kScratch) {
+      if (scratchBusy(channel, step.dst.offset, step.bytes)) return Status();
+      target = pointer(channel, step.dst);
+    } else {
+      target = (*memory_)[channel].staging.data();
+    }
+  } else {
+    target = pointer(channel, step.dst);
+  }
+  Connection* connection = (*connections_)[step.recvPeer][channel].get();
+  state.recv = Completion{};
+  state.recvTarget = target;
+  Status posted = connection->postRecv(target, step.bytes, tag_, &state.recv);
+  if (!posted.isOk()) return decorate(posted, channel, step);
+  state.recvPosted = true;
+  if (step.kind == StepKind::kSendRecv) {
+    COLLIE_RETURN_IF_ERROR(postSend(channel, step, pointer(channel, step.src),
+                                    step.src.buffer == BufferId::kScratch, step.src.offset));
+  }
+  *started = true;
+  return Status();
+}
+
+Status Execution::finishStep(int channel, const Step& step) {
+  ChannelState& state = channels_[channel];
+  state.recvPosted = false;
+  if (reduces(step.kind)) {
+    uint8_t* dst = pointer(channel, step.dst);
+    kernels_.reduce(dst, pointer(channel, step.src), state.recvTarget, step.bytes / elemSize_,
+                    schedule_->args.dtype, schedule_->args.op, step.divisor);
+    if (step.kind == StepKind::kRecvReduceSend) {
+      return postSend(channel, step, dst, step.dst.buffer == BufferId::kScratch, step.dst.offset);
+    }
+  } else if (step.kind == StepKind::kRecvCopySend) {
+    return postSend(channel, step, pointer(channel, step.dst),
+                    step.dst.buffer == BufferId::kScratch, step.dst.offset);
+  }
+  return Status();
+}
+
+Status Execution::advance(bool* progressed) {
+  for (size_t c = 0; c < channels_.size(); ++c) {
+    ChannelState& state = channels_[c];
+    const auto& steps = schedule_->channels[c];
+    // Retire completed sends (they complete in order per connection, not across).
+    while (!state.sends.empty() && state.sends.front().done.done) {
+      if (!state.sends.front().done.status.isOk()) {
+        return decorate(state.sends.front().done.status, c, steps[std::min(state.next, steps.size() - 1)]);
+      }
+      state.sends.pop_front();
+      *progressed = true;
+    }
+    for (const PendingSend& send : state.sends) {
+      if (send.done.done && !send.done.status.isOk()) {
+        return decorate(send.done.status, c, steps[std::min(state.next, steps.size() - 1)]);
+      }
+    }
+    while (state.next < steps.size()) {
+      const Step& step = steps[state.next];
+      if (!state.recvPosted) {
+        bool started = false;
+        COLLIE_RETURN_IF_ERROR(startStep(c, step, &started));
+        if (!started) break;
+        *progressed = true;
+        if (!receives(step.kind)) {
+          ++state.next;
+          continue;
+        }
+      }
+      if (!state.recv.done) break;
+      if (!state.recv.status.isOk()) return decorate(state.recv.status, c, step);
+      COLLIE_RETURN_IF_ERROR(finishStep(c, step));
+      ++state.next;
+      *progressed = true;
+    }
+  }
+  return Status();
+}
+
+void Execution::activeConnections(std::vector<Connection*>* out) const {
+  auto add = [out](Connection* connection) {
+    for (Connection* known : *out) {
+      if (known == connection) return;
+    }
+    out->push_back(connection);
+  };
+  for (size_t c = 0; c < channels_.size(); ++c) {
+    const ChannelState& state = channels_[c];
+    const auto& steps = schedule_->channels[c];
+    if (state.next < steps.size()) {
+      const Step& step = steps[state.next];
+      if (receives(step.kind)) add((*connections_)[step.recvPeer][c].get());
+    }
+    for (const PendingSend& send : state.sends) {
+      if (!send.done.done) add(send.connection);
+    }
+  }
+}
+
+std::string Execution::describeWaits() const {
+  std::string text;
+  for (size_t c = 0; c < channels_.size(); ++c) {
+    const ChannelState& state = channels_[c];
+    const auto& steps = schedule_->channels[c];
+    if (state.next < steps.size() && receives(steps[state.next].kind)) {
+      if (!text.empty()) text += "; ";
+      text += "waiting for rank " + std::to_string(steps[state.next].recvPeer) +
+              " to send (channel " + std::to_string(c) + ", step " +
+              std::to_string(state.next + 1) + " of " + std::to_string(steps.size()) + ")";
+    }
+    for (const PendingSend& send : state.sends) {
+      if (!send.done.done) {
+        if (!text.empty()) text += "; ";
+        text += "waiting for rank " + std::to_string(send.connection->peer()) +
+                " to receive (channel " + std::to_string(c) + ")";
+        break;
+      }
+    }
+  }
+  return text;
+}
+
+int Execution::firstWaitedPeer() const {
+  for (size_t c = 0; c < channels_.size(); ++c) {
+    const auto& steps = schedule_->channels[c];
+    if (channels_[c].next < steps.size() && receives(steps[channels_[c].next].kind)) {
+      return steps[channels_[c].next].recvPeer;
+    }
+    for (const PendingSend& send : channels_[c].sends) {
+      if (!send.done.done) return send.connection->peer();
+    }
+  }
+  return -1;
+}
+
+}  // namespace collie

@@ -1,0 +1,85 @@
+// Execution: one collective's schedule being run on real connections.
+//
+// Owned and driven by the engine's progress thread only. advance() posts the
+// receives and sends of each channel's current step, runs reductions when data has
+// landed, and never blocks. A step is finished when its receive (and reduction) is
+// done; its send may still be in flight and is tracked until it completes, so that
+// ranks pushing into each other's full buffers at the same time cannot deadlock. The
+// collective is finished when every channel ran all its steps and every send
+// completed.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/kernel/reduce_backend.h"
+#include "core/plan/schedule.h"
+#include "core/transport/transport.h"
+
+namespace collie {
+
+// Connections indexed [peer][channel]; null for this rank itself.
+using ConnectionTable = std::vector<std::vector<std::unique_ptr<Connection>>>;
+
+// Per-channel memory reused across collectives (scratch slots and receive staging).
+struct ChannelMemory {
+  std::vector<uint8_t> scratch;
+  std::vector<uint8_t> staging;
+};
+
+class Execution {
+ public:
+  Execution(std::shared_ptr<const Schedule> schedule, const void* input, void* output,
+            uint64_t tag, ConnectionTable* connections, std::vector<ChannelMemory>* memory);
+
+  // Moves every channel as far as it can without blocking. *progressed tells whether
+  // anything moved. Returns an error (naming the peer) when a step failed.
+  Status advance(bool* progressed);
+  bool finished() const;
+
+  // Connections with operations in flight, for the engine to progress and wait on.
+  void activeConnections(std::vector<Connection*>* out) const;
+  // "waiting for rank 3 (receive, channel 0, step 5 of 12)" for timeout messages.
+  std::string describeWaits() const;
+  // The first peer this execution is waiting for, or -1.
+  int firstWaitedPeer() const;
+
+ private:
+  struct PendingSend {
+    Completion done;
+    Connection* connection;
+    bool fromScratch;
+    uint64_t offset;
+    uint64_t bytes;
+  };
+  struct ChannelState {
+    size_t next = 0;       // index of the current step
+    bool recvPosted = false;
+    Completion recv;
+    uint8_t* recvTarget = nullptr;
+    std::deque<PendingSend> sends;
+  };
+
+  uint8_t* pointer(int channel, const Slice& slice) const;
+  Status startStep(int channel, const Step& step, bool* started);
+  Status finishStep(int channel, const Step& step);
+  Status postSend(int channel, const Step& step, const uint8_t* data, bool fromScratch,
+                  uint64_t offset);
+  bool scratchBusy(int channel, uint64_t offset, uint64_t bytes) const;
+  Status decorate(const Status& status, int channel, const Step& step) const;
+
+  std::shared_ptr<const Schedule> schedule_;
+  const uint8_t* input_;
+  uint8_t* output_;
+  uint64_t tag_;
+  ConnectionTable* connections_;
+  std::vector<ChannelMemory>* memory_;
+  const ReduceBackend& kernels_;
+  size_t elemSize_;
+  std::vector<ChannelState> channels_;
+};
+
+}  // namespace collie

@@ -1,0 +1,43 @@
+#include "core/engine/fingerprint.h"
+
+#include <cstdio>
+
+namespace collie {
+
+namespace {
+uint64_t hashCount(uint64_t count) {
+  uint64_t x = count * 0x9E3779B97F4A7C15ull;
+  x ^= x >> 29;
+  return x & 0xFFFFF;
+}
+}  // namespace
+
+uint64_t makeFingerprint(uint64_t sequence, const CollectiveArgs& args) {
+  // Send and recv are two halves of one operation; give them one kind.
+  CollectiveKind kind = args.kind == CollectiveKind::kRecv ? CollectiveKind::kSend : args.kind;
+  bool reduces = kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter ||
+                 kind == CollectiveKind::kReduce;
+  bool rooted = kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce;
+  uint64_t tag = (sequence & 0xFFFFF) << 44;
+  tag |= (static_cast<uint64_t>(kind) & 0xF) << 40;
+  tag |= (static_cast<uint64_t>(args.dtype) & 0xF) << 36;
+  tag |= (reduces ? static_cast<uint64_t>(args.op) & 0xF : 0) << 32;
+  tag |= (rooted ? static_cast<uint64_t>(args.root) & 0xFFF : 0) << 20;
+  tag |= hashCount(args.count);
+  return tag;
+}
+
+std::string describeFingerprint(uint64_t tag) {
+  auto kind = static_cast<CollectiveKind>((tag >> 40) & 0xF);
+  auto dtype = static_cast<DataType>((tag >> 36) & 0xF);
+  auto op = static_cast<ReduceOp>((tag >> 32) & 0xF);
+  char text[160];
+  std::snprintf(text, sizeof(text), "collective #%llu %s dtype=%s op=%s root=%llu count#%05llx",
+                static_cast<unsigned long long>(tag >> 44), std::string(collectiveName(kind)).c_str(),
+                std::string(dataTypeName(dtype)).c_str(), std::string(reduceOpName(op)).c_str(),
+                static_cast<unsigned long long>((tag >> 20) & 0xFFF),
+                static_cast<unsigned long long>(tag & 0xFFFFF));
+  return text;
+}
+
+}  // namespace collie

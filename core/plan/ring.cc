@@ -1,0 +1,147 @@
+// Ring schedules: all-reduce (reduce-scatter then all-gather), reduce-scatter and
+// all-gather, chunked into rounds and split over channels.
+//
+// In one round of all-reduce the round's elements are cut into nranks segments. At
+// reduce-scatter step s (0 <= s < nranks) rank r receives segment r - s from its
+// predecessor, adds its own input, and forwards the partial sum; at step nranks - 1
+// it holds the final value of segment r + 1, which then travels around the ring once
+// more (all-gather). Every final value is computed by exactly one rank and copied
+// everywhere else, so all ranks end with identical bytes.
+#include "core/plan/ring_plans.h"
+
+#include "core/plan/partition.h"
+
+namespace collie {
+namespace {
+
+int mod(int a, int n) { return ((a % n) + n) % n; }
+
+Step makeStep(StepKind kind, int sendPeer, int recvPeer, Slice src, Slice dst, uint64_t bytes) {
+  Step step;
+  step.kind = kind;
+  step.sendPeer = sendPeer;
+  step.recvPeer = recvPeer;
+  step.src = src;
+  step.dst = dst;
+  step.bytes = bytes;
+  return step;
+}
+
+Slice at(BufferId buffer, size_t elem, size_t elemSize) { return Slice{buffer, elem * elemSize}; }
+
+}  // namespace
+
+void planRingAllReduce(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
+                       Schedule* schedule) {
+  const int n = params.nranks;
+  const int r = params.rank;
+  const size_t es = dataTypeSize(args.dtype);
+  const int next = mod(r + 1, n);
+  const int prev = mod(r - 1, n);
+  const int divisor = args.op == ReduceOp::kAvg ? n : 0;
+  for (int c = 0; c < params.nchannels; ++c) {
+    std::vector<Step>& steps = schedule->channels[c];
+    Range channel = splitEven(0, args.count, params.nchannels, c);
+    const size_t roundElems = chunkElems * n;
+    for (size_t done = 0; done < channel.count; done += roundElems) {
+      const size_t roundCount = std::min(roundElems, channel.count - done);
+      auto segment = [&](int index) {
+        return splitEven(channel.begin + done, roundCount, n, mod(index, n));
+      };
+      // Reduce-scatter.
+      Range first = segment(r);
+      if (first.count > 0) {
+        steps.push_back(makeStep(StepKind::kSend, next, -1, at(BufferId::kInput, first.begin, es),
+                                 Slice{}, first.count * es));
+      }
+      for (int s = 1; s < n; ++s) {
+        Range seg = segment(r - s);
+        if (seg.count == 0) continue;
+        Step step = makeStep(StepKind::kRecvReduceSend, next, prev,
+                             at(BufferId::kInput, seg.begin, es),
+                             at(BufferId::kOutput, seg.begin, es), seg.count * es);
+        if (s == n - 1) step.divisor = divisor;  // final value of segment r + 1
+        steps.push_back(step);
+      }
+      // All-gather of the final segments.
+      for (int s = 1; s < n; ++s) {
+        Range seg = segment(r + 1 - s);
+        if (seg.count == 0) continue;
+        StepKind kind = s == n - 1 ? StepKind::kRecv : StepKind::kRecvCopySend;
+        steps.push_back(makeStep(kind, kind == StepKind::kRecv ? -1 : next, prev, Slice{},
+                                 at(BufferId::kOutput, seg.begin, es), seg.count * es));
+      }
+    }
+  }
+}
+
+void planRingReduceScatter(const CollectiveArgs& args, const PlanParams& params,
+                           size_t chunkElems, Schedule* schedule) {
+  const int n = params.nranks;
+  const int r = params.rank;
+  const size_t es = dataTypeSize(args.dtype);
+  const int next = mod(r + 1, n);
+  const int prev = mod(r - 1, n);
+  const int divisor = args.op == ReduceOp::kAvg ? n : 0;
+  const size_t block = args.count;  // elements each rank ends with
+  for (int c = 0; c < params.nchannels; ++c) {
+    std::vector<Step>& steps = schedule->channels[c];
+    Range channel = splitEven(0, block, params.nchannels, c);
+    int slot = 0;
+    for (size_t done = 0; done < channel.count; done += chunkElems) {
+      const size_t chunk = std::min(chunkElems, channel.count - done);
+      const size_t inBlock = channel.begin + done;  // offset within each rank's block
+      auto inputOf = [&](int owner) {
+        return at(BufferId::kInput, static_cast<size_t>(mod(owner, n)) * block + inBlock, es);
+      };
+      // At step s rank r handles block r - 1 - s; the last step (s = n - 1) is block r.
+      steps.push_back(makeStep(StepKind::kSend, next, -1, inputOf(r - 1), Slice{}, chunk * es));
+      for (int s = 1; s < n - 1; ++s) {
+        Slice scratch{BufferId::kScratch, static_cast<uint64_t>(slot) * chunkElems * es};
+        slot ^= 1;
+        steps.push_back(makeStep(StepKind::kRecvReduceSend, next, prev, inputOf(r - 1 - s),
+                                 scratch, chunk * es));
+      }
+      Step last = makeStep(StepKind::kRecvReduceCopy, -1, prev, inputOf(r),
+                           at(BufferId::kOutput, inBlock, es), chunk * es);
+      last.divisor = divisor;
+      steps.push_back(last);
+    }
+  }
+  schedule->scratchBytesPerChannel = 2 * chunkElems * es;
+}
+
+void planRingAllGather(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
+                       Schedule* schedule) {
+  const int n = params.nranks;
+  const int r = params.rank;
+  const size_t es = dataTypeSize(args.dtype);
+  const int next = mod(r + 1, n);
+  const int prev = mod(r - 1, n);
+  const size_t block = args.count;
+  for (int c = 0; c < params.nchannels; ++c) {
+    std::vector<Step>& steps = schedule->channels[c];
+    Range channel = splitEven(0, block, params.nchannels, c);
+    if (channel.count == 0) continue;
+    // Own block into place (a no-op when in place), then around the ring.
+    steps.push_back(makeStep(StepKind::kCopy, -1, -1, at(BufferId::kInput, channel.begin, es),
+                             at(BufferId::kOutput, r * block + channel.begin, es),
+                             channel.count * es));
+    for (size_t done = 0; done < channel.count; done += chunkElems) {
+      const size_t chunk = std::min(chunkElems, channel.count - done);
+      const size_t inBlock = channel.begin + done;
+      auto outputOf = [&](int owner) {
+        return at(BufferId::kOutput, static_cast<size_t>(mod(owner, n)) * block + inBlock, es);
+      };
+      steps.push_back(makeStep(StepKind::kSend, next, -1, at(BufferId::kInput, inBlock, es),
+                               Slice{}, chunk * es));
+      for (int s = 1; s < n; ++s) {
+        StepKind kind = s == n - 1 ? StepKind::kRecv : StepKind::kRecvCopySend;
+        steps.push_back(makeStep(kind, kind == StepKind::kRecv ? -1 : next, prev, Slice{},
+                                 outputOf(r - s), chunk * es));
+      }
+    }
+  }
+}
+
+}  // namespace collie

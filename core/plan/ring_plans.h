@@ -1,0 +1,25 @@
+// Internal: the schedule generators, one per algorithm family. Each appends the steps
+// of rank params.rank to schedule->channels (already sized to params.nchannels) and
+// sets scratchBytesPerChannel when it uses scratch. Arguments are already validated.
+#pragma once
+
+#include <algorithm>
+
+#include "core/plan/schedule.h"
+
+namespace collie {
+
+void planRingAllReduce(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
+                       Schedule* schedule);
+void planRingReduceScatter(const CollectiveArgs& args, const PlanParams& params,
+                           size_t chunkElems, Schedule* schedule);
+void planRingAllGather(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
+                       Schedule* schedule);
+void planChainBroadcast(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
+                        Schedule* schedule);
+void planChainReduce(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
+                     Schedule* schedule);
+void planPointToPoint(const CollectiveArgs& args, const PlanParams& params, Schedule* schedule);
+void planBarrier(const PlanParams& params, Schedule* schedule);
+
+}  // namespace collie

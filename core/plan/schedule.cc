@@ -1,0 +1,168 @@
+#include "core/plan/schedule.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/plan/ring_plans.h"
+
+namespace collie {
+
+size_t Schedule::stepCount() const {
+  size_t total = 0;
+  for (const auto& steps : channels) total += steps.size();
+  return total;
+}
+
+size_t inputBytes(const CollectiveArgs& args, int nranks) {
+  size_t bytes = args.count * dataTypeSize(args.dtype);
+  switch (args.kind) {
+    case CollectiveKind::kReduceScatter: return bytes * nranks;
+    case CollectiveKind::kRecv:
+    case CollectiveKind::kBarrier: return 0;
+    default: return bytes;
+  }
+}
+
+size_t outputBytes(const CollectiveArgs& args, int nranks) {
+  size_t bytes = args.count * dataTypeSize(args.dtype);
+  switch (args.kind) {
+    case CollectiveKind::kAllGather: return bytes * nranks;
+    case CollectiveKind::kSend:
+    case CollectiveKind::kBarrier: return 0;
+    default: return bytes;
+  }
+}
+
+Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& params) {
+  if (params.nranks < 1 || params.rank < 0 || params.rank >= params.nranks) {
+    return invalidArgument("rank " + std::to_string(params.rank) + " is outside [0, " +
+                           std::to_string(params.nranks) + ")");
+  }
+  if (params.nchannels < 1) return invalidArgument("nchannels must be at least 1");
+  if (!isValid(args.dtype)) return invalidArgument("unknown dtype");
+  if (!isValid(args.op)) return invalidArgument("unknown reduction op");
+  const size_t es = dataTypeSize(args.dtype);
+  const size_t chunkElems = std::max<size_t>(1, params.chunkBytes / es);
+
+  Schedule schedule;
+  schedule.args = args;
+  schedule.rank = params.rank;
+  schedule.nranks = params.nranks;
+  schedule.channels.resize(params.nchannels);
+  const bool wantsTree = params.algorithm == Algorithm::kTree;
+
+  switch (args.kind) {
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllGather: {
+      if (wantsTree || params.algorithm == Algorithm::kChain) {
+        return unsupported(std::string(algorithmName(params.algorithm)) + " " +
+                           std::string(collectiveName(args.kind)) +
+                           " is not implemented in this build; use ring or auto");
+      }
+      schedule.algorithm = Algorithm::kRing;
+      if (params.nranks == 1) {
+        Step copy;
+        copy.kind = StepKind::kCopy;
+        copy.src = Slice{BufferId::kInput, 0};
+        copy.dst = Slice{BufferId::kOutput, 0};
+        copy.bytes = args.count * es;
+        copy.divisor = args.op == ReduceOp::kAvg && args.kind != CollectiveKind::kAllGather ? 1 : 0;
+        if (copy.bytes > 0) schedule.channels[0].push_back(copy);
+      } else if (args.kind == CollectiveKind::kAllReduce) {
+        planRingAllReduce(args, params, chunkElems, &schedule);
+      } else if (args.kind == CollectiveKind::kReduceScatter) {
+        planRingReduceScatter(args, params, chunkElems, &schedule);
+      } else {
+        planRingAllGather(args, params, chunkElems, &schedule);
+      }
+      break;
+    }
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kReduce:
+      if (args.root < 0 || args.root >= params.nranks) {
+        return invalidArgument("root " + std::to_string(args.root) + " is outside [0, " +
+                               std::to_string(params.nranks) + ")");
+      }
+      if (wantsTree) {
+        return unsupported("tree " + std::string(collectiveName(args.kind)) +
+                           " is not implemented in this build; use chain or auto");
+      }
+      schedule.algorithm = Algorithm::kChain;
+      if (args.kind == CollectiveKind::kBroadcast) {
+        planChainBroadcast(args, params, chunkElems, &schedule);
+      } else {
+        planChainReduce(args, params, chunkElems, &schedule);
+      }
+      break;
+    case CollectiveKind::kSend:
+    case CollectiveKind::kRecv:
+      if (args.root < 0 || args.root >= params.nranks || args.root == params.rank) {
+        return invalidArgument("peer " + std::to_string(args.root) +
+                               " must be another rank in [0, " + std::to_string(params.nranks) +
+                               ")");
+      }
+      schedule.algorithm = Algorithm::kChain;
+      planPointToPoint(args, params, &schedule);
+      break;
+    case CollectiveKind::kBarrier:
+      schedule.algorithm = Algorithm::kRing;
+      planBarrier(params, &schedule);
+      break;
+  }
+  return schedule;
+}
+
+std::string stepKindName(StepKind kind) {
+  switch (kind) {
+    case StepKind::kSend: return "Send";
+    case StepKind::kRecv: return "Recv";
+    case StepKind::kSendRecv: return "SendRecv";
+    case StepKind::kRecvReduceSend: return "RecvReduceSend";
+    case StepKind::kRecvReduceCopy: return "RecvReduceCopy";
+    case StepKind::kRecvCopySend: return "RecvCopySend";
+    case StepKind::kCopy: return "Copy";
+  }
+  return "?";
+}
+
+namespace {
+const char* bufferName(BufferId id) {
+  switch (id) {
+    case BufferId::kInput: return "input";
+    case BufferId::kOutput: return "output";
+    case BufferId::kScratch: return "scratch";
+  }
+  return "?";
+}
+}  // namespace
+
+std::string scheduleToJson(const Schedule& schedule) {
+  nlohmann::json doc;
+  doc["collective"] = std::string(collectiveName(schedule.args.kind));
+  doc["algorithm"] = std::string(algorithmName(schedule.algorithm));
+  doc["rank"] = schedule.rank;
+  doc["nranks"] = schedule.nranks;
+  doc["count"] = schedule.args.count;
+  doc["dtype"] = std::string(dataTypeName(schedule.args.dtype));
+  doc["op"] = std::string(reduceOpName(schedule.args.op));
+  doc["root"] = schedule.args.root;
+  doc["scratchBytesPerChannel"] = schedule.scratchBytesPerChannel;
+  nlohmann::json channels = nlohmann::json::array();
+  for (const auto& steps : schedule.channels) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const Step& s : steps) {
+      list.push_back({{"kind", stepKindName(s.kind)},
+                      {"sendPeer", s.sendPeer},
+                      {"recvPeer", s.recvPeer},
+                      {"src", {bufferName(s.src.buffer), s.src.offset}},
+                      {"dst", {bufferName(s.dst.buffer), s.dst.offset}},
+                      {"bytes", s.bytes},
+                      {"divisor", s.divisor}});
+    }
+    channels.push_back(std::move(list));
+  }
+  doc["channels"] = std::move(channels);
+  return doc.dump(1);
+}
+
+}  // namespace collie

@@ -1,0 +1,103 @@
+// Schedules: collectives as plain data.
+//
+// A Schedule lists, for one rank, the steps of one collective on each channel. It is
+// a pure function of (collective, count, dtype, op, root/peer, rank, nranks,
+// algorithm, channels, chunk size): it needs no transport, can be cached, checked by
+// a simulator that runs every rank's schedule, and dumped as JSON. The engine runs
+// the steps of a channel in order; channels run concurrently.
+//
+// Step semantics (byte ranges are [offset, offset + bytes) of the named buffer):
+//   kSend           send `src` to sendPeer.
+//   kRecv           receive from recvPeer into `dst`.
+//   kSendRecv       send `src` to sendPeer and receive into `dst` from recvPeer, both
+//                   posted at once (dissemination barrier, pairwise exchange).
+//   kRecvReduceSend receive from recvPeer into a scratch slot, dst = op(src, incoming),
+//                   then send `dst` to sendPeer.
+//   kRecvReduceCopy receive from recvPeer into a scratch slot, dst = op(src, incoming).
+//   kRecvCopySend   receive from recvPeer into `dst`, then send `dst` to sendPeer.
+//   kCopy           dst = src locally (no-op when they are the same bytes).
+// `divisor` > 0 on a step that produces final values of an average: the result is
+// divided by it (see core/kernel/reduce_backend.h). kBuffer kScratch slices name a
+// per-channel scratch area of Schedule::scratchBytesPerChannel bytes.
+//
+// Thread safety: Schedules are immutable values once built.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "collie/status.h"
+#include "collie/types.h"
+
+namespace collie {
+
+enum class StepKind : uint8_t {
+  kSend,
+  kRecv,
+  kSendRecv,
+  kRecvReduceSend,
+  kRecvReduceCopy,
+  kRecvCopySend,
+  kCopy,
+};
+
+enum class BufferId : uint8_t { kInput, kOutput, kScratch };
+
+struct Slice {
+  BufferId buffer = BufferId::kInput;
+  uint64_t offset = 0;  // bytes
+};
+
+struct Step {
+  StepKind kind = StepKind::kCopy;
+  int32_t sendPeer = -1;
+  int32_t recvPeer = -1;
+  Slice src;
+  Slice dst;
+  uint64_t bytes = 0;
+  int32_t divisor = 0;
+};
+
+// What to run: the collective as the caller described it.
+struct CollectiveArgs {
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  size_t count = 0;  // elements: per rank for allreduce/broadcast/reduce/send/recv;
+                     // the receive count for reducescatter, the send count for allgather
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  int root = 0;  // broadcast/reduce root; send/recv peer
+};
+
+// How to run it on this rank.
+struct PlanParams {
+  int rank = 0;
+  int nranks = 1;
+  int nchannels = 1;
+  size_t chunkBytes = 512 * 1024;
+  Algorithm algorithm = Algorithm::kAuto;
+};
+
+struct Schedule {
+  CollectiveArgs args;
+  Algorithm algorithm = Algorithm::kRing;
+  int rank = 0;
+  int nranks = 1;
+  size_t scratchBytesPerChannel = 0;
+  std::vector<std::vector<Step>> channels;
+
+  size_t stepCount() const;
+};
+
+// Bytes of the input and output buffers a collective reads and writes on one rank.
+size_t inputBytes(const CollectiveArgs& args, int nranks);
+size_t outputBytes(const CollectiveArgs& args, int nranks);
+
+// Builds the schedule, or InvalidArgument / Unsupported (e.g. an algorithm this build
+// does not implement for that collective).
+Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& params);
+
+std::string stepKindName(StepKind kind);
+std::string scheduleToJson(const Schedule& schedule);
+
+}  // namespace collie

@@ -1,0 +1,87 @@
+/* collie C API: the C++ Communicator's calls for C programs and other languages.
+ *
+ * Every function returns a collieResult_t; on failure collieGetLastError() gives the
+ * message of the last error of the calling thread. Collectives here are blocking:
+ * they return when this rank's part is complete. No C++ exception crosses this API.
+ * Thread safety: as the C++ API; collieGetLastError is per thread. */
+#ifndef COLLIE_COLLIE_H_
+#define COLLIE_COLLIE_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  collieSuccess = 0,
+  collieInvalidArgument = 1,
+  collieTimeout = 2,
+  collieRemoteError = 3,
+  collieSystemError = 4,
+  collieInternalError = 5,
+  collieMismatch = 6,
+  collieUnauthenticated = 7,
+  collieUnsupported = 8,
+  collieAborted = 9,
+  collieNotFound = 10,
+} collieResult_t;
+
+/* Same values as collie::DataType and collie::ReduceOp. */
+typedef enum {
+  collieInt8 = 0,
+  collieUint8 = 1,
+  collieInt32 = 2,
+  collieUint32 = 3,
+  collieInt64 = 4,
+  collieUint64 = 5,
+  collieFloat16 = 6,
+  collieFloat32 = 7,
+  collieFloat64 = 8,
+  collieBfloat16 = 9,
+} collieDataType_t;
+
+typedef enum { collieSum = 0, collieProd = 1, collieMax = 2, collieMin = 3, collieAvg = 4 } collieRedOp_t;
+
+#define COLLIE_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[COLLIE_UNIQUE_ID_BYTES];
+} collieUniqueId;
+
+typedef struct collieComm* collieComm_t;
+
+/* Creates a unique id and starts the job's rendezvous store in this process (it
+ * serves until the process exits). Hand the id to every rank. */
+collieResult_t collieGetUniqueId(collieUniqueId* id);
+collieResult_t collieCommInitRank(collieComm_t* comm, int nranks, collieUniqueId id, int rank);
+/* Joins from launcher variables (collie run, torchrun, mpirun, srun). */
+collieResult_t collieCommInitFromEnv(collieComm_t* comm);
+collieResult_t collieCommDestroy(collieComm_t comm);
+collieResult_t collieCommAbort(collieComm_t comm);
+collieResult_t collieCommRank(collieComm_t comm, int* rank);
+collieResult_t collieCommSize(collieComm_t comm, int* size);
+
+collieResult_t collieAllReduce(const void* send, void* recv, size_t count, collieDataType_t dtype,
+                               collieRedOp_t op, collieComm_t comm);
+collieResult_t collieReduceScatter(const void* send, void* recv, size_t recvCount,
+                                   collieDataType_t dtype, collieRedOp_t op, collieComm_t comm);
+collieResult_t collieAllGather(const void* send, void* recv, size_t sendCount,
+                               collieDataType_t dtype, collieComm_t comm);
+collieResult_t collieBroadcast(const void* send, void* recv, size_t count, collieDataType_t dtype,
+                               int root, collieComm_t comm);
+collieResult_t collieReduce(const void* send, void* recv, size_t count, collieDataType_t dtype,
+                            collieRedOp_t op, int root, collieComm_t comm);
+collieResult_t collieSend(const void* buf, size_t count, collieDataType_t dtype, int peer,
+                          collieComm_t comm);
+collieResult_t collieRecv(void* buf, size_t count, collieDataType_t dtype, int peer,
+                          collieComm_t comm);
+collieResult_t collieBarrier(collieComm_t comm);
+
+const char* collieGetErrorString(collieResult_t result);
+const char* collieGetLastError(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* COLLIE_COLLIE_H_ */

@@ -1,0 +1,189 @@
+// Schedules checked with no transport: every rank's schedule of a collective is run
+// by the simulator, which moves real bytes between virtual ranks, and each rank's
+// output is compared with the exact expected result.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+#include <tuple>
+
+#include "core/plan/schedule.h"
+#include "core/plan/simulator.h"
+
+namespace collie {
+namespace {
+
+int64_t inputValue(int rank, size_t index) {
+  return static_cast<int64_t>((rank * 131 + index * 7) % 23) - 11;
+}
+
+int64_t combine(ReduceOp op, int64_t a, int64_t b) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg: return a + b;
+    case ReduceOp::kProd: return a * b;
+    case ReduceOp::kMax: return std::max(a, b);
+    case ReduceOp::kMin: return std::min(a, b);
+  }
+  return 0;
+}
+
+// The reduction over ranks of element `index` of every rank's input.
+int64_t reduced(ReduceOp op, int nranks, size_t index) {
+  int64_t value = inputValue(0, index);
+  for (int r = 1; r < nranks; ++r) value = combine(op, value, inputValue(r, index));
+  if (op == ReduceOp::kAvg) value /= nranks;  // int64 division truncates like the kernel
+  return value;
+}
+
+struct Case {
+  CollectiveKind kind;
+  ReduceOp op;
+};
+
+class ScheduleTest
+    : public ::testing::TestWithParam<std::tuple<int, CollectiveKind, size_t, int, bool>> {};
+
+TEST_P(ScheduleTest, EveryRankGetsTheExactResult) {
+  auto [nranks, kind, count, nchannels, inPlace] = GetParam();
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
+    const int root = nranks > 2 ? 2 : 0;
+    CollectiveArgs args;
+    args.kind = kind;
+    args.count = count;
+    args.dtype = DataType::kInt64;
+    args.op = op;
+    args.root = root;
+    std::vector<Schedule> schedules;
+    for (int r = 0; r < nranks; ++r) {
+      PlanParams params;
+      params.rank = r;
+      params.nranks = nranks;
+      params.nchannels = nchannels;
+      params.chunkBytes = 48;  // 6 elements: many rounds even for small counts
+      Result<Schedule> schedule = buildSchedule(args, params);
+      ASSERT_TRUE(schedule.isOk()) << schedule.status().toString();
+      schedules.push_back(std::move(schedule).value());
+    }
+    const size_t inCount = inputBytes(args, nranks) / 8;
+    const size_t outCount = outputBytes(args, nranks) / 8;
+    std::vector<SimulatedRank> ranks(nranks);
+    const int64_t sentinel = 0x5A5A5A5A5A5A5A5A;
+    for (int r = 0; r < nranks; ++r) {
+      std::vector<int64_t> input(inCount), output(outCount, sentinel);
+      for (size_t i = 0; i < inCount; ++i) input[i] = inputValue(r, i);
+      if (inPlace) {
+        // The input lives inside the output buffer.
+        size_t offset = kind == CollectiveKind::kAllGather ? r * count : 0;
+        for (size_t i = 0; i < inCount; ++i) output[offset + i] = input[i];
+      }
+      ranks[r].input.resize(inCount * 8);
+      ranks[r].output.resize(outCount * 8);
+      if (inCount) std::memcpy(ranks[r].input.data(), input.data(), inCount * 8);
+      if (outCount) std::memcpy(ranks[r].output.data(), output.data(), outCount * 8);
+    }
+    SimulationStats stats;
+    Status status = simulateSchedules(schedules, &ranks, inPlace, &stats);
+    ASSERT_TRUE(status.isOk()) << status.toString();
+    for (int r = 0; r < nranks; ++r) {
+      std::vector<int64_t> out(outCount);
+      if (outCount) std::memcpy(out.data(), ranks[r].output.data(), outCount * 8);
+      for (size_t i = 0; i < outCount; ++i) {
+        int64_t expected;
+        switch (kind) {
+          case CollectiveKind::kAllReduce: expected = reduced(op, nranks, i); break;
+          case CollectiveKind::kReduceScatter: expected = reduced(op, nranks, r * count + i); break;
+          case CollectiveKind::kAllGather: expected = inputValue(i / count, i % count); break;
+          case CollectiveKind::kBroadcast: expected = inputValue(root, i); break;
+          case CollectiveKind::kReduce:
+            expected = r == root ? reduced(op, nranks, i) : (inPlace ? inputValue(r, i) : sentinel);
+            break;
+          default: FAIL();
+        }
+        ASSERT_EQ(out[i], expected) << "rank " << r << " element " << i << " op "
+                                    << reduceOpName(op);
+      }
+    }
+    if (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kBroadcast) break;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Collectives, ScheduleTest,
+    ::testing::Combine(::testing::Range(1, 17),
+                       ::testing::Values(CollectiveKind::kAllReduce,
+                                         CollectiveKind::kReduceScatter,
+                                         CollectiveKind::kAllGather, CollectiveKind::kBroadcast,
+                                         CollectiveKind::kReduce),
+                       ::testing::Values(0, 1, 7, 100, 1023), ::testing::Values(1, 3),
+                       ::testing::Bool()));
+
+TEST(ScheduleTest, PointToPointAndBarrierMatchUp) {
+  for (int nranks : {2, 3, 5, 8, 16}) {
+    std::vector<Schedule> schedules;
+    for (int r = 0; r < nranks; ++r) {
+      PlanParams params;
+      params.rank = r;
+      params.nranks = nranks;
+      CollectiveArgs args;
+      args.kind = CollectiveKind::kBarrier;
+      schedules.push_back(*buildSchedule(args, params));
+    }
+    std::vector<SimulatedRank> ranks(nranks);
+    Status status = simulateSchedules(schedules, &ranks, false, nullptr);
+    EXPECT_TRUE(status.isOk()) << status.toString();
+  }
+  std::vector<Schedule> schedules;
+  for (int r = 0; r < 2; ++r) {
+    PlanParams params;
+    params.rank = r;
+    params.nranks = 2;
+    params.nchannels = 2;
+    CollectiveArgs args;
+    args.kind = r == 0 ? CollectiveKind::kSend : CollectiveKind::kRecv;
+    args.count = 1001;
+    args.dtype = DataType::kUint8;
+    args.root = 1 - r;
+    schedules.push_back(*buildSchedule(args, params));
+  }
+  std::vector<SimulatedRank> ranks(2);
+  ranks[0].input.assign(1001, 0);
+  std::iota(ranks[0].input.begin(), ranks[0].input.end(), 0);
+  ranks[1].output.assign(1001, 0);
+  ASSERT_TRUE(simulateSchedules(schedules, &ranks, false, nullptr).isOk());
+  EXPECT_EQ(ranks[1].output, ranks[0].input);
+}
+
+TEST(ScheduleTest, RejectsBadArguments) {
+  PlanParams params;
+  params.nranks = 4;
+  params.rank = 4;
+  CollectiveArgs args;
+  EXPECT_EQ(buildSchedule(args, params).status().code(), StatusCode::kInvalidArgument);
+  params.rank = 0;
+  args.kind = CollectiveKind::kBroadcast;
+  args.root = 4;
+  Status status = buildSchedule(args, params).status();
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("root 4"), std::string::npos) << status.message();
+  args.kind = CollectiveKind::kSend;
+  args.root = 0;
+  EXPECT_EQ(buildSchedule(args, params).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ScheduleTest, RingAllReduceTakesTwoNMinusTwoStepsPerRound) {
+  PlanParams params;
+  params.nranks = 5;
+  params.rank = 3;
+  params.chunkBytes = 1 << 20;
+  CollectiveArgs args;
+  args.count = 1000;
+  args.dtype = DataType::kFloat32;
+  Schedule schedule = *buildSchedule(args, params);
+  // One Send, n - 1 receive-reduce steps, n - 1 all-gather receives.
+  EXPECT_EQ(schedule.stepCount(), 1u + 4u + 4u);
+  EXPECT_NE(scheduleToJson(schedule).find("RecvReduceSend"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace collie
