@@ -1,0 +1,374 @@
+// Host reduction loops: see cpu_reduce.h for the contract.
+//
+// Layout: one loop template per aliasing case (so that __restrict is only promised
+// where it holds), a block path for Half/BFloat16 (widen a block to float, reduce,
+// narrow once), and two entry points per (type, op): Baseline (default ISA) and Avx2
+// (target attribute; loops are force-inlined into it and vectorised for AVX2). Tables
+// of function pointers are built from the templates at compile time.
+#include <immintrin.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "kernels/common/half.h"
+#include "kernels/common/ops.h"
+#include "kernels/cpu/cpu_reduce.h"
+
+namespace collie {
+namespace {
+
+// Half/BFloat16 elements widened per block: three float blocks stay in L1.
+constexpr size_t kBlock = 256;
+
+template <DataType kType>
+struct TypeOf;
+template <>
+struct TypeOf<DataType::kInt8> {
+  using type = int8_t;
+};
+template <>
+struct TypeOf<DataType::kUint8> {
+  using type = uint8_t;
+};
+template <>
+struct TypeOf<DataType::kInt32> {
+  using type = int32_t;
+};
+template <>
+struct TypeOf<DataType::kUint32> {
+  using type = uint32_t;
+};
+template <>
+struct TypeOf<DataType::kInt64> {
+  using type = int64_t;
+};
+template <>
+struct TypeOf<DataType::kUint64> {
+  using type = uint64_t;
+};
+template <>
+struct TypeOf<DataType::kFloat16> {
+  using type = Half;
+};
+template <>
+struct TypeOf<DataType::kFloat32> {
+  using type = float;
+};
+template <>
+struct TypeOf<DataType::kFloat64> {
+  using type = double;
+};
+template <>
+struct TypeOf<DataType::kBFloat16> {
+  using type = BFloat16;
+};
+
+// kAvg's last step fused into the sum: one pass over memory instead of two.
+template <typename T>
+struct SumDivideOp {
+  int divisor;
+  COLLIE_FORCE_INLINE T operator()(T a, T b) const { return divideBy(SumOp<T>()(a, b), divisor); }
+};
+
+// The functor for kOp on compute type C (kAvg without a divisor is plain kSum).
+template <typename C, ReduceOp kOp>
+COLLIE_FORCE_INLINE auto opFor() {
+  if constexpr (kOp == ReduceOp::kProd) {
+    return ProdOp<C>();
+  } else if constexpr (kOp == ReduceOp::kMin) {
+    return MinOp<C>();
+  } else if constexpr (kOp == ReduceOp::kMax) {
+    return MaxOp<C>();
+  } else {
+    return SumOp<C>();
+  }
+}
+
+// ---- Elementwise loops, one per aliasing case -------------------------------------
+// No element depends on another, so exact aliasing is harmless to the math; the
+// separate cases exist so that the compiler is told the truth about __restrict.
+
+template <typename T, typename Op>
+COLLIE_FORCE_INLINE void loopOutOfPlace(T* __restrict dst, const T* __restrict a,
+                                        const T* __restrict b, size_t n, Op op) {
+  for (size_t i = 0; i < n; ++i) dst[i] = op(a[i], b[i]);
+}
+
+template <typename T, typename Op>
+COLLIE_FORCE_INLINE void loopIntoA(T* __restrict dst, const T* __restrict b, size_t n, Op op) {
+  for (size_t i = 0; i < n; ++i) dst[i] = op(dst[i], b[i]);
+}
+
+template <typename T, typename Op>
+COLLIE_FORCE_INLINE void loopIntoB(T* __restrict dst, const T* __restrict a, size_t n, Op op) {
+  for (size_t i = 0; i < n; ++i) dst[i] = op(a[i], dst[i]);
+}
+
+template <typename T, typename Op>
+COLLIE_FORCE_INLINE void loopSelf(T* dst, size_t n, Op op) {
+  for (size_t i = 0; i < n; ++i) dst[i] = op(dst[i], dst[i]);
+}
+
+template <typename T, typename Op>
+COLLIE_FORCE_INLINE void elementwise(T* dst, const T* a, const T* b, size_t n, Op op) {
+  if (dst == a && dst == b) {
+    loopSelf(dst, n, op);
+  } else if (dst == a) {
+    loopIntoA(dst, b, n, op);
+  } else if (dst == b) {
+    loopIntoB(dst, a, n, op);
+  } else {
+    loopOutOfPlace(dst, a, b, n, op);
+  }
+}
+
+template <typename T>
+COLLIE_FORCE_INLINE void divideInPlace(T* dst, size_t n, int divisor) {
+  for (size_t i = 0; i < n; ++i) dst[i] = divideBy(dst[i], divisor);
+}
+
+template <typename T>
+COLLIE_FORCE_INLINE void divideOutOfPlace(T* __restrict dst, const T* __restrict src, size_t n,
+                                          int divisor) {
+  for (size_t i = 0; i < n; ++i) dst[i] = divideBy(src[i], divisor);
+}
+
+// ---- Half / BFloat16 conversions of a block -----------------------------------------
+
+// Portable conversions (kernels/common/half.h); branch-free, so they vectorise.
+struct ScalarConvert {
+  template <typename T>
+  COLLIE_FORCE_INLINE static void widen(const T* __restrict src, float* __restrict out, size_t m) {
+    for (size_t j = 0; j < m; ++j) out[j] = toFloat(src[j]);
+  }
+  template <typename T>
+  COLLIE_FORCE_INLINE static void narrow(const float* __restrict in, T* __restrict dst, size_t m) {
+    for (size_t j = 0; j < m; ++j) dst[j] = fromFloat<T>(in[j]);
+  }
+};
+
+// F16C for Half (vcvtph2ps / vcvtps2ph, round to nearest even: the same bits as
+// half.h); BFloat16 keeps the portable code, which AVX2 vectorises. Not force-inlined:
+// GCC refuses to inline an AVX2 function into the (baseline) templates that call it,
+// and one call per block of kBlock elements costs nothing measurable.
+struct F16cConvert {
+  template <typename T>
+  __attribute__((target("avx2,f16c"))) static void widen(const T* __restrict src,
+                                                         float* __restrict out, size_t m) {
+    if constexpr (std::is_same_v<T, Half>) {
+      size_t j = 0;
+      for (; j + 8 <= m; j += 8) {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + j));
+        _mm256_storeu_ps(out + j, _mm256_cvtph_ps(h));
+      }
+      for (; j < m; ++j) out[j] = toFloat(src[j]);
+    } else {
+      ScalarConvert::widen(src, out, m);
+    }
+  }
+  template <typename T>
+  __attribute__((target("avx2,f16c"))) static void narrow(const float* __restrict in,
+                                                          T* __restrict dst, size_t m) {
+    if constexpr (std::is_same_v<T, Half>) {
+      size_t j = 0;
+      for (; j + 8 <= m; j += 8) {
+        const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + j), _MM_FROUND_TO_NEAREST_INT);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + j), h);
+      }
+      for (; j < m; ++j) dst[j] = fromFloat<T>(in[j]);
+    } else {
+      ScalarConvert::narrow(in, dst, m);
+    }
+  }
+};
+
+// dst = op(a, b) on Half/BFloat16 through float blocks. Each block of a and b is read
+// before the block of dst is written, so exact aliasing is safe.
+template <typename Cvt, typename T, typename FloatOp>
+COLLIE_FORCE_INLINE void blockwise(T* dst, const T* a, const T* b, size_t n, FloatOp op,
+                                   int avgDivisor) {
+  alignas(64) float fa[kBlock];
+  alignas(64) float fb[kBlock];
+  for (size_t i = 0; i < n; i += kBlock) {
+    const size_t m = n - i < kBlock ? n - i : kBlock;
+    Cvt::widen(a + i, fa, m);
+    Cvt::widen(b + i, fb, m);
+    for (size_t j = 0; j < m; ++j) fa[j] = op(fa[j], fb[j]);
+    Cvt::narrow(fa, dst + i, m);
+    if (avgDivisor > 0) {
+      // The sum is rounded to T first (contract), then divided in float.
+      const float d = static_cast<float>(avgDivisor);
+      Cvt::widen(dst + i, fa, m);
+      for (size_t j = 0; j < m; ++j) fa[j] = fa[j] / d;
+      Cvt::narrow(fa, dst + i, m);
+    }
+  }
+}
+
+template <typename Cvt, typename T>
+COLLIE_FORCE_INLINE void blockwiseDivide(T* dst, const T* src, size_t n, int divisor) {
+  alignas(64) float f[kBlock];
+  const float d = static_cast<float>(divisor);
+  for (size_t i = 0; i < n; i += kBlock) {
+    const size_t m = n - i < kBlock ? n - i : kBlock;
+    Cvt::widen(src + i, f, m);
+    for (size_t j = 0; j < m; ++j) f[j] = f[j] / d;
+    Cvt::narrow(f, dst + i, m);
+  }
+}
+
+// ---- Typed kernels ------------------------------------------------------------------
+
+template <typename Cvt, typename T, ReduceOp kOp>
+COLLIE_FORCE_INLINE void reduceTyped(void* dstv, const void* av, const void* bv, size_t n,
+                                     int divisor) {
+  T* dst = static_cast<T*>(dstv);
+  const T* a = static_cast<const T*>(av);
+  const T* b = static_cast<const T*>(bv);
+  const int avgDivisor = kOp == ReduceOp::kAvg && divisor > 0 ? divisor : 0;
+  if constexpr (kIsHalfLike<T>) {
+    blockwise<Cvt>(dst, a, b, n, opFor<float, kOp>(), avgDivisor);
+  } else if (avgDivisor > 0) {
+    elementwise(dst, a, b, n, SumDivideOp<T>{avgDivisor});
+  } else {
+    elementwise(dst, a, b, n, opFor<T, kOp>());
+  }
+}
+
+template <typename Cvt, typename T>
+COLLIE_FORCE_INLINE void divideTyped(void* dstv, const void* srcv, size_t n, int divisor) {
+  T* dst = static_cast<T*>(dstv);
+  const T* src = static_cast<const T*>(srcv);
+  if (divisor <= 0) {  // Nothing to divide by: the identity, as for divisor 1.
+    if (dst != src) std::memcpy(dst, src, n * sizeof(T));
+  } else if constexpr (kIsHalfLike<T>) {
+    blockwiseDivide<Cvt>(dst, src, n, divisor);
+  } else if (dst == src) {
+    divideInPlace(dst, n, divisor);
+  } else {
+    divideOutOfPlace(dst, src, n, divisor);
+  }
+}
+
+// The two ISA levels. Everything above is force-inlined into these entry points, so
+// each gets its own vectorised copy of the loops.
+struct BaselineIsa {
+  template <typename T, ReduceOp kOp>
+  static void reduce(void* dst, const void* a, const void* b, size_t n, int divisor) {
+    reduceTyped<ScalarConvert, T, kOp>(dst, a, b, n, divisor);
+  }
+  template <typename T>
+  static void divide(void* dst, const void* src, size_t n, int divisor) {
+    divideTyped<ScalarConvert, T>(dst, src, n, divisor);
+  }
+};
+
+struct Avx2Isa {
+  template <typename T, ReduceOp kOp>
+  __attribute__((target("avx2,f16c"))) static void reduce(void* dst, const void* a, const void* b,
+                                                          size_t n, int divisor) {
+    reduceTyped<F16cConvert, T, kOp>(dst, a, b, n, divisor);
+  }
+  template <typename T>
+  __attribute__((target("avx2,f16c"))) static void divide(void* dst, const void* src, size_t n,
+                                                          int divisor) {
+    divideTyped<F16cConvert, T>(dst, src, n, divisor);
+  }
+};
+
+// ---- Dispatch tables ----------------------------------------------------------------
+
+using ReduceFn = void (*)(void*, const void*, const void*, size_t, int);
+using DivideFn = void (*)(void*, const void*, size_t, int);
+
+struct Table {
+  std::array<std::array<ReduceFn, kNumReduceOps>, kNumDataTypes> reduce{};
+  std::array<DivideFn, kNumDataTypes> divide{};
+};
+
+template <typename Isa, size_t... kI>
+constexpr Table makeTable(std::index_sequence<kI...>) {
+  // Entry kI is dtype kI / kNumReduceOps, op kI % kNumReduceOps (both enums count from 0).
+  Table t;
+  ((t.reduce[kI / kNumReduceOps][kI % kNumReduceOps] =
+        &Isa::template reduce<typename TypeOf<static_cast<DataType>(kI / kNumReduceOps)>::type,
+                              static_cast<ReduceOp>(kI % kNumReduceOps)>),
+   ...);
+  return t;
+}
+
+template <typename Isa, size_t... kI>
+constexpr Table withDivide(Table t, std::index_sequence<kI...>) {
+  ((t.divide[kI] = &Isa::template divide<typename TypeOf<static_cast<DataType>(kI)>::type>), ...);
+  return t;
+}
+
+template <typename Isa>
+constexpr Table kTable =
+    withDivide<Isa>(makeTable<Isa>(std::make_index_sequence<kNumDataTypes * kNumReduceOps>()),
+                    std::make_index_sequence<kNumDataTypes>());
+
+[[noreturn]] void invalidCall(const char* what, unsigned dtype, unsigned op) {
+  std::fprintf(stderr, "collie: BUG: host reduce kernel called with %s (dtype %u, op %u)\n", what,
+               dtype, op);
+  std::abort();
+}
+
+template <typename Isa>
+void reduceEntry(void* dst, const void* a, const void* b, size_t count, DataType dtype, ReduceOp op,
+                 int divisor) {
+  const unsigned d = static_cast<unsigned>(dtype);
+  const unsigned o = static_cast<unsigned>(op);
+  if (d >= kNumDataTypes || o >= kNumReduceOps) invalidCall("an invalid dtype or op", d, o);
+  if (count == 0) return;
+  kTable<Isa>.reduce[d][o](dst, a, b, count, divisor);
+}
+
+template <typename Isa>
+void divideEntry(void* dst, const void* src, size_t count, DataType dtype, int divisor) {
+  const unsigned d = static_cast<unsigned>(dtype);
+  if (d >= kNumDataTypes) invalidCall("an invalid dtype", d, 0);
+  if (count == 0) return;
+  kTable<Isa>.divide[d](dst, src, count, divisor);
+}
+
+constexpr ReduceBackend kBaselineBackend{"cpu-baseline", &reduceEntry<BaselineIsa>,
+                                         &divideEntry<BaselineIsa>};
+constexpr ReduceBackend kAvx2Backend{"cpu-avx2", &reduceEntry<Avx2Isa>, &divideEntry<Avx2Isa>};
+
+bool cpuHasAvx2F16c() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+}
+
+struct Variants {
+  std::array<const ReduceBackend*, 2> list{};
+  size_t size = 0;
+};
+
+const Variants& variants() {
+  static const Variants v = [] {
+    Variants out;
+    out.list[out.size++] = &kBaselineBackend;
+    if (cpuHasAvx2F16c()) out.list[out.size++] = &kAvx2Backend;
+    return out;
+  }();
+  return v;
+}
+
+}  // namespace
+
+const ReduceBackend& cpuReduceBackend() {
+  const Variants& v = variants();
+  return *v.list[v.size - 1];
+}
+
+std::span<const ReduceBackend* const> cpuReduceBackendVariants() {
+  const Variants& v = variants();
+  return {v.list.data(), v.size};
+}
+
+}  // namespace collie

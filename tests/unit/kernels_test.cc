@@ -1,0 +1,402 @@
+// Host reduction kernels (kernels/cpu) against independent references, for every
+// backend variant this CPU runs, every dtype and op, odd sizes and every aliasing case;
+// and the Half/BFloat16 conversions against known bit patterns.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/kernel/reduce_backend.h"
+#include "kernels/common/half.h"
+#include "kernels/cpu/cpu_reduce.h"
+
+namespace collie {
+namespace {
+
+constexpr size_t kSizes[] = {0, 1, 3, 15, 16, 17, 1023, 4097};
+
+uint32_t bitsOf(float f) { return __builtin_bit_cast(uint32_t, f); }
+float floatOf(uint32_t u) { return __builtin_bit_cast(float, u); }
+
+template <typename T>
+constexpr bool kHalfLike = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+template <typename T>
+float widen(T x) {
+  if constexpr (std::is_same_v<T, Half>) {
+    return halfToFloat(x);
+  } else {
+    return bfloat16ToFloat(x);
+  }
+}
+
+template <typename T>
+T narrow(float f) {
+  if constexpr (std::is_same_v<T, Half>) {
+    return floatToHalf(f);
+  } else {
+    return floatToBFloat16(f);
+  }
+}
+
+// Reference semantics, written independently of kernels/common/ops.h: integers wrap in
+// 64-bit unsigned arithmetic truncated to the width; floats compute in their own
+// precision; Half/BFloat16 compute in float and round once.
+template <typename C>
+C refOp(C a, C b, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kProd:
+      return a * b;
+    case ReduceOp::kMin:
+      return a < b ? a : b;
+    case ReduceOp::kMax:
+      return a > b ? a : b;
+    default:
+      return a + b;
+  }
+}
+
+template <typename T>
+T reference(T a, T b, ReduceOp op, int divisor) {
+  const bool avg = op == ReduceOp::kAvg && divisor > 0;
+  if constexpr (std::is_integral_v<T>) {
+    const uint64_t ua = static_cast<uint64_t>(static_cast<int64_t>(a));
+    const uint64_t ub = static_cast<uint64_t>(static_cast<int64_t>(b));
+    if (op == ReduceOp::kProd) return static_cast<T>(ua * ub);
+    if (op == ReduceOp::kMin) return a < b ? a : b;
+    if (op == ReduceOp::kMax) return a > b ? a : b;
+    const T sum = static_cast<T>(ua + ub);
+    if (!avg) return sum;
+    if constexpr (std::is_signed_v<T>) {
+      return static_cast<T>(static_cast<int64_t>(sum) / divisor);
+    } else {
+      return static_cast<T>(static_cast<uint64_t>(sum) / static_cast<uint64_t>(divisor));
+    }
+  } else if constexpr (kHalfLike<T>) {
+    T r = narrow<T>(refOp(widen(a), widen(b), op));
+    if (avg) r = narrow<T>(widen(r) / static_cast<float>(divisor));
+    return r;
+  } else {
+    T r = refOp(a, b, op);
+    if (avg) r = r / static_cast<T>(divisor);
+    return r;
+  }
+}
+
+template <typename T>
+T referenceDivide(T x, int divisor) {
+  if (divisor <= 0) return x;
+  if constexpr (std::is_integral_v<T>) {
+    return static_cast<T>(x / static_cast<T>(divisor));
+  } else if constexpr (kHalfLike<T>) {
+    return narrow<T>(widen(x) / static_cast<float>(divisor));
+  } else {
+    return x / static_cast<T>(divisor);
+  }
+}
+
+// Random values: integers over their whole range (wraparound is exercised); floats in
+// a range where a product of two stays meaningful, with a share of exact small values.
+template <typename T>
+std::vector<T> randomValues(size_t n, std::mt19937_64& rng) {
+  std::vector<T> v(n);
+  std::uniform_real_distribution<double> real(-8.0, 8.0);
+  for (auto& x : v) {
+    if constexpr (std::is_integral_v<T>) {
+      x = static_cast<T>(rng());
+    } else {
+      const double d =
+          rng() % 8 == 0 ? static_cast<double>(static_cast<int>(rng() % 9) - 4) : real(rng);
+      if constexpr (kHalfLike<T>) {
+        x = narrow<T>(static_cast<float>(d));
+      } else {
+        x = static_cast<T>(d);
+      }
+    }
+  }
+  return v;
+}
+
+template <typename T>
+::testing::AssertionResult sameBits(const std::vector<T>& got, const std::vector<T>& want) {
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0) {
+      double g, w;
+      if constexpr (kHalfLike<T>) {
+        g = widen(got[i]);
+        w = widen(want[i]);
+      } else {
+        g = static_cast<double>(got[i]);
+        w = static_cast<double>(want[i]);
+      }
+      return ::testing::AssertionFailure()
+             << "element " << i << " of " << want.size() << ": got " << g << ", want " << w;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+enum class Alias { kNone, kDstIsA, kDstIsB, kAll };
+const char* aliasName(Alias a) {
+  switch (a) {
+    case Alias::kNone:
+      return "out-of-place";
+    case Alias::kDstIsA:
+      return "dst==a";
+    case Alias::kDstIsB:
+      return "dst==b";
+    default:
+      return "dst==a==b";
+  }
+}
+
+struct OpCase {
+  ReduceOp op;
+  int divisor;
+};
+constexpr OpCase kOpCases[] = {{ReduceOp::kSum, 0}, {ReduceOp::kProd, 0}, {ReduceOp::kMin, 0},
+                               {ReduceOp::kMax, 0}, {ReduceOp::kAvg, 0},  {ReduceOp::kAvg, 3},
+                               {ReduceOp::kAvg, 4}, {ReduceOp::kSum, 3}};  // divisor ignored
+
+template <typename T>
+void checkReduce(const ReduceBackend& backend, DataType dtype, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (const OpCase& oc : kOpCases) {
+    for (size_t n : kSizes) {
+      for (Alias alias : {Alias::kNone, Alias::kDstIsA, Alias::kDstIsB, Alias::kAll}) {
+        SCOPED_TRACE(std::string(backend.name) + " " + std::string(dataTypeName(dtype)) + " " +
+                     std::string(reduceOpName(oc.op)) + "/" + std::to_string(oc.divisor) +
+                     " n=" + std::to_string(n) + " " + aliasName(alias));
+        std::vector<T> a = randomValues<T>(n, rng);
+        std::vector<T> b = alias == Alias::kAll ? a : randomValues<T>(n, rng);
+        std::vector<T> want(n);
+        for (size_t i = 0; i < n; ++i) want[i] = reference(a[i], b[i], oc.op, oc.divisor);
+        std::vector<T> out = randomValues<T>(n, rng);  // garbage the kernel must overwrite
+        T* dst = out.data();
+        const T* pa = a.data();
+        const T* pb = b.data();
+        if (alias == Alias::kDstIsA || alias == Alias::kAll) dst = a.data();
+        if (alias == Alias::kDstIsB) dst = b.data();
+        if (alias == Alias::kAll) pb = a.data();
+        backend.reduce(dst, pa, pb, n, dtype, oc.op, oc.divisor);
+        std::vector<T> got(dst, dst + n);
+        ASSERT_TRUE(sameBits(got, want));
+      }
+    }
+  }
+}
+
+template <typename T>
+void checkDivide(const ReduceBackend& backend, DataType dtype, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (int divisor : {0, 1, 3, 4}) {
+    for (size_t n : kSizes) {
+      for (bool inPlace : {false, true}) {
+        SCOPED_TRACE(std::string(backend.name) + " " + std::string(dataTypeName(dtype)) + " /" +
+                     std::to_string(divisor) + " n=" + std::to_string(n) +
+                     (inPlace ? " in-place" : " out-of-place"));
+        std::vector<T> src = randomValues<T>(n, rng);
+        std::vector<T> want(n);
+        for (size_t i = 0; i < n; ++i) want[i] = referenceDivide(src[i], divisor);
+        std::vector<T> out = randomValues<T>(n, rng);
+        T* dst = inPlace ? src.data() : out.data();
+        backend.divide(dst, src.data(), n, dtype, divisor);
+        std::vector<T> got(dst, dst + n);
+        ASSERT_TRUE(sameBits(got, want));
+      }
+    }
+  }
+}
+
+// Calls f.template operator()<T>(dtype) for every DataType.
+template <typename F>
+void forEachType(F&& f) {
+  f.template operator()<int8_t>(DataType::kInt8);
+  f.template operator()<uint8_t>(DataType::kUint8);
+  f.template operator()<int32_t>(DataType::kInt32);
+  f.template operator()<uint32_t>(DataType::kUint32);
+  f.template operator()<int64_t>(DataType::kInt64);
+  f.template operator()<uint64_t>(DataType::kUint64);
+  f.template operator()<Half>(DataType::kFloat16);
+  f.template operator()<float>(DataType::kFloat32);
+  f.template operator()<double>(DataType::kFloat64);
+  f.template operator()<BFloat16>(DataType::kBFloat16);
+}
+
+TEST(KernelsTest, VariantsIncludeTheHostBackend) {
+  auto variants = cpuReduceBackendVariants();
+  ASSERT_FALSE(variants.empty());
+  EXPECT_STREQ(variants[0]->name, "cpu-baseline");
+  EXPECT_EQ(&hostReduceBackend(), variants.back());
+  EXPECT_EQ(&builtinHostReduceBackend(), &cpuReduceBackend());
+}
+
+TEST(KernelsTest, ReduceMatchesReferenceForEveryTypeOpSizeAndAliasing) {
+  for (const ReduceBackend* backend : cpuReduceBackendVariants()) {
+    uint64_t seed = 1;
+    forEachType([&]<typename T>(DataType dtype) { checkReduce<T>(*backend, dtype, seed++); });
+  }
+}
+
+TEST(KernelsTest, DivideMatchesReference) {
+  for (const ReduceBackend* backend : cpuReduceBackendVariants()) {
+    uint64_t seed = 100;
+    forEachType([&]<typename T>(DataType dtype) { checkDivide<T>(*backend, dtype, seed++); });
+  }
+}
+
+TEST(KernelsTest, IntegerWraparoundAndTruncation) {
+  const ReduceBackend& backend = hostReduceBackend();
+  int8_t a[3] = {127, -128, -7};
+  int8_t b[3] = {1, -1, 0};
+  int8_t d[3];
+  backend.reduce(d, a, b, 3, DataType::kInt8, ReduceOp::kSum, 0);
+  EXPECT_EQ(d[0], -128);
+  EXPECT_EQ(d[1], 127);
+  backend.reduce(d, a, b, 3, DataType::kInt8, ReduceOp::kAvg, 2);
+  EXPECT_EQ(d[2], -3);  // -7 / 2 truncates toward zero
+  int64_t big[1] = {INT64_MAX};
+  int64_t two[1] = {2};
+  backend.reduce(big, big, two, 1, DataType::kInt64, ReduceOp::kProd, 0);
+  EXPECT_EQ(big[0], -2);
+}
+
+// Every Half / BFloat16 bit pattern through the kernel: x + (-0.0) and max(x, x) give x
+// back for every non-NaN x (subnormals and infinities included), and a quiet NaN for
+// NaN. Exercises the vector conversions (F16C or portable) end to end.
+template <typename T>
+void checkAllPatterns(const ReduceBackend& backend, DataType dtype, uint16_t quietBit) {
+  std::vector<T> x(65536), negZero(65536, T{0x8000}), out(65536);
+  for (uint32_t i = 0; i < 65536; ++i) x[i] = T{static_cast<uint16_t>(i)};
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+    SCOPED_TRACE(std::string(backend.name) + " " + std::string(reduceOpName(op)));
+    backend.reduce(out.data(), x.data(), op == ReduceOp::kSum ? negZero.data() : x.data(), x.size(),
+                   dtype, op, 0);
+    for (uint32_t i = 0; i < 65536; ++i) {
+      const bool isNan = std::isnan(widen(x[i]));
+      const uint16_t want = isNan ? static_cast<uint16_t>(i | quietBit) : static_cast<uint16_t>(i);
+      ASSERT_EQ(out[i].bits, want) << "input bits 0x" << std::hex << i;
+    }
+  }
+}
+
+TEST(KernelsTest, EveryHalfAndBFloat16PatternSurvivesTheKernels) {
+  for (const ReduceBackend* backend : cpuReduceBackendVariants()) {
+    checkAllPatterns<Half>(*backend, DataType::kFloat16, 0x0200);
+    checkAllPatterns<BFloat16>(*backend, DataType::kBFloat16, 0x0040);
+  }
+}
+
+TEST(HalfTest, FloatToHalfKnownPatterns) {
+  struct Case {
+    uint32_t in;
+    uint16_t out;
+  };
+  const Case cases[] = {
+      {bitsOf(1.0f), 0x3c00},
+      {bitsOf(-2.0f), 0xc000},
+      {bitsOf(0.0f), 0x0000},
+      {bitsOf(-0.0f), 0x8000},
+      {bitsOf(65504.0f), 0x7bff},
+      {0x477fefffu, 0x7bff},  // just below 65520
+      {bitsOf(65520.0f), 0x7c00},
+      {bitsOf(1e9f), 0x7c00},
+      {bitsOf(-1e9f), 0xfc00},
+      {0x7f800000u, 0x7c00},
+      {0xff800000u, 0xfc00},
+      {bitsOf(0x1p-14f), 0x0400},  // smallest normal
+      {bitsOf(0x1p-24f), 0x0001},
+      {bitsOf(0x3ffp-24f), 0x03ff},    // subnormals
+      {bitsOf(0x1p-25f), 0x0000},      // tie between 0 and 2^-24: even
+      {bitsOf(0x1p-25f) + 1, 0x0001},  // just above the tie
+      {bitsOf(0x3p-25f), 0x0002},      // tie between 1 and 2 ulps: even
+      {bitsOf(-0x1p-26f), 0x8000},
+      {0x00000001u, 0x0000},              // float subnormal
+      {bitsOf(1.0f + 0x1p-11f), 0x3c00},  // tie, even down
+      {bitsOf(1.0f + 0x3p-11f), 0x3c02},  // tie, even up
+      {bitsOf(1.0f + 0x1p-11f) + 1, 0x3c01},
+      {bitsOf(0x1.ffcp-15f), 0x0400},  // largest subnormal + half ulp rounds up to normal
+      {0x7fc00000u, 0x7e00},
+      {0xffc00000u, 0xfe00},
+      {0x7f800001u, 0x7e00},
+      {0x7fa00000u, 0x7f00},  // signalling NaNs quieted
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(floatToHalf(floatOf(c.in)).bits, c.out) << "float bits 0x" << std::hex << c.in;
+  }
+}
+
+TEST(HalfTest, HalfToFloatKnownPatterns) {
+  EXPECT_EQ(halfToFloat(Half{0x3c00}), 1.0f);
+  EXPECT_EQ(halfToFloat(Half{0x3555}), 0.333251953125f);
+  EXPECT_EQ(halfToFloat(Half{0x7bff}), 65504.0f);
+  EXPECT_EQ(halfToFloat(Half{0x0001}), 0x1p-24f);
+  EXPECT_EQ(halfToFloat(Half{0x03ff}), 0x3ffp-24f);
+  EXPECT_EQ(halfToFloat(Half{0x8001}), -0x1p-24f);
+  EXPECT_EQ(bitsOf(halfToFloat(Half{0x8000})), 0x80000000u);
+  EXPECT_EQ(bitsOf(halfToFloat(Half{0x7c00})), 0x7f800000u);
+  EXPECT_EQ(bitsOf(halfToFloat(Half{0xfc00})), 0xff800000u);
+  EXPECT_EQ(bitsOf(halfToFloat(Half{0x7e00})), 0x7fc00000u);
+  EXPECT_EQ(bitsOf(halfToFloat(Half{0x7c01})), 0x7f802000u);  // payload kept
+}
+
+// Exhaustive: every half round-trips, and the float midway between two neighbouring
+// halves rounds to the even one, the floats either side of it to the nearer one.
+template <typename T>
+void checkRoundTripAndTies(uint16_t infBits, uint16_t quietBit) {
+  for (uint32_t i = 0; i < 65536; ++i) {
+    const T h{static_cast<uint16_t>(i)};
+    const float f = widen(h);
+    if (std::isnan(f)) {
+      EXPECT_EQ(narrow<T>(f).bits, i | quietBit) << std::hex << i;
+      continue;
+    }
+    ASSERT_EQ(narrow<T>(f).bits, i) << std::hex << i;
+    if ((i & 0x7fff) >= infBits) continue;
+    // The next value up in magnitude; past the largest finite one, the value one ulp
+    // beyond it, whose tie with the largest finite must round to infinity.
+    const double lo = f;
+    const double hi = (i & 0x7fff) == infBits - 1u ? 2 * lo - widen(T{static_cast<uint16_t>(i - 1)})
+                                                   : widen(T{static_cast<uint16_t>(i + 1)});
+    const float mid = static_cast<float>((lo + hi) / 2);  // exact: needs one more bit
+    ASSERT_EQ(static_cast<double>(mid), (lo + hi) / 2);
+    const uint16_t even = (i & 1) ? static_cast<uint16_t>(i + 1) : static_cast<uint16_t>(i);
+    ASSERT_EQ(narrow<T>(mid).bits, even) << std::hex << i;
+    ASSERT_EQ(narrow<T>(std::nextafter(mid, static_cast<float>(lo))).bits, i) << std::hex << i;
+    ASSERT_EQ(narrow<T>(std::nextafter(mid, static_cast<float>(hi))).bits, i + 1) << std::hex << i;
+  }
+}
+
+TEST(HalfTest, ExhaustiveRoundTripAndTiesToEven) {
+  checkRoundTripAndTies<Half>(0x7c00, 0x0200);
+  checkRoundTripAndTies<BFloat16>(0x7f80, 0x0040);
+}
+
+TEST(BFloat16Test, FloatToBFloat16KnownPatterns) {
+  struct Case {
+    uint32_t in;
+    uint16_t out;
+  };
+  const Case cases[] = {
+      {bitsOf(1.0f), 0x3f80}, {bitsOf(-0.0f), 0x8000}, {0x3f808000u, 0x3f80},  // tie, down
+      {0x3f818000u, 0x3f82},                                                   // tie, up
+      {0x3f808001u, 0x3f81},  {0x7f7fffffu, 0x7f80},  // FLT_MAX rounds to infinity
+      {0x7f7f7fffu, 0x7f7f},  {0x7f800000u, 0x7f80},   {0xff800000u, 0xff80},
+      {0x00008000u, 0x0000},  // subnormal tie, even
+      {0x00018000u, 0x0002},  {0x7fc00000u, 0x7fc0},   {0x7f800001u, 0x7fc0},
+      {0xff812345u, 0xffc1},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(floatToBFloat16(floatOf(c.in)).bits, c.out) << "float bits 0x" << std::hex << c.in;
+  }
+  EXPECT_EQ(bfloat16ToFloat(BFloat16{0x3f80}), 1.0f);
+  EXPECT_EQ(bitsOf(bfloat16ToFloat(BFloat16{0x0001})), 0x00010000u);
+}
+
+}  // namespace
+}  // namespace collie
