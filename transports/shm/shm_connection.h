@@ -1,0 +1,120 @@
+// ShmConnection: one (peer, channel) of the shared-memory transport, and the state
+// its connections share with their transport.
+//
+// A connection sends by writing {tag, length} + payload into its FIFO in the peer's
+// segment and receives from the FIFO the peer writes in this rank's segment. Messages
+// larger than the FIFO stream through it in pieces; the receiver checks the header
+// against the posted receive before it copies any payload byte (kMismatch otherwise).
+// Sends complete once their last byte is in the FIFO. A connection whose peer closed
+// its transport or died (pidfd / kill(pid, 0), checked at most every 100 ms while
+// idle) fails every pending operation with kRemoteError naming the peer, once the
+// data the peer left in the FIFO cannot satisfy them.
+//
+// Thread safety: as Connection (one thread at a time); ShmShared is used by the thread
+// that uses the transport and its connections.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "core/transport/transport.h"
+#include "transports/shm/shm_segment.h"
+
+namespace collie::shm {
+
+class ShmConnection;
+
+struct PeerState {
+  int rank = -1;
+  std::unique_ptr<Segment> segment;  // the peer's segment, mapped here
+  int pid = 0;
+  int pidfd = -1;         // -1 when the pid cannot be watched (same process, other pid ns)
+  bool checkPid = false;  // pid is in our namespace and is not our own process
+  bool dead = false;
+};
+
+// Owned jointly by the transport and its connections; the last one out marks this
+// rank's segment closed and wakes the peers so that they notice.
+class ShmShared {
+ public:
+  explicit ShmShared(int rank) : rank_(rank) {}
+  ~ShmShared();
+
+  int rank() const { return rank_; }
+  std::unique_ptr<Segment> mine;
+  std::vector<std::unique_ptr<PeerState>> peers;
+  std::vector<ShmConnection*> connections;
+
+  // Looks for dead peer processes, at most every 100 ms unless `force`.
+  void checkLiveness(bool force);
+
+ private:
+  int rank_;
+  std::chrono::steady_clock::time_point lastCheck_{};
+};
+
+// One end of a FIFO as this rank sees it.
+struct FifoRef {
+  FifoControl* control = nullptr;
+  uint8_t* data = nullptr;
+  uint64_t bytes = 0;  // power of two
+};
+
+class ShmConnection final : public Connection {
+ public:
+  ShmConnection(std::shared_ptr<ShmShared> shared, PeerState* peer, int channel, FifoRef send,
+                FifoRef recv);
+  ~ShmConnection() override;
+
+  Status postSend(const void* data, size_t bytes, uint64_t tag, Completion* done) override;
+  Status postRecv(void* data, size_t bytes, uint64_t tag, Completion* done) override;
+  Status progress(bool* progressed) override;
+  int peer() const override { return peer_->rank; }
+
+  // Whether progress() may now move something or report an error (waitForActivity).
+  bool mayProgress() const;
+
+ private:
+  struct SendOp {
+    const uint8_t* data;
+    size_t bytes;
+    uint64_t tag;
+    Completion* done;
+    bool headerWritten = false;
+    size_t sent = 0;
+  };
+  struct RecvOp {
+    uint8_t* data;
+    size_t bytes;
+    uint64_t tag;
+    Completion* done;
+    bool headerRead = false;
+    size_t received = 0;
+  };
+
+  Status progressSends(bool* moved);
+  Status progressRecvs(bool* moved);
+  bool peerGone() const;
+  Status goneError() const;
+  // Completes every pending operation with `error` and remembers it.
+  void fail(const Status& error);
+  std::string where() const;
+
+  std::shared_ptr<ShmShared> shared_;
+  PeerState* peer_;
+  int channel_;
+  FifoRef send_;             // in the peer's segment
+  FifoRef recv_;             // in this rank's segment
+  uint64_t head_ = 0;        // send side: bytes written (this rank is the only writer)
+  uint64_t cachedTail_ = 0;  // send side: last tail read from the receiver
+  uint64_t tail_ = 0;        // recv side: bytes consumed (this rank is the only writer)
+  uint64_t cachedHead_ = 0;  // recv side: last head read from the sender
+  std::deque<SendOp> sends_;
+  std::deque<RecvOp> recvs_;
+  Status broken_;
+  uint32_t idlePolls_ = 0;
+};
+
+}  // namespace collie::shm
