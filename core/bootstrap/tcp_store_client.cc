@@ -80,11 +80,11 @@ class TcpStoreClient final : public Store {
     header[0] = op;
     put32(header + 4, static_cast<uint32_t>(key.size()));
     put64(header + 8, arg);
-    COLLIE_RETURN_IF_ERROR(net::writeFull(sock_.fd(), header, sizeof(header), deadline));
-    COLLIE_RETURN_IF_ERROR(net::writeFull(sock_.fd(), key.data(), key.size(), deadline));
-    if (op == kSet && arg > 0) {
-      COLLIE_RETURN_IF_ERROR(net::writeFull(sock_.fd(), value, arg, deadline));
-    }
+    // One write per request (TCP_NODELAY is on): header, key and value together.
+    request_.assign(header, header + sizeof(header));
+    request_.insert(request_.end(), key.begin(), key.end());
+    if (op == kSet && arg > 0) request_.insert(request_.end(), value, value + arg);
+    COLLIE_RETURN_IF_ERROR(net::writeFull(sock_.fd(), request_.data(), request_.size(), deadline));
     uint8_t response[kResponseHeaderBytes];
     Status st = net::readFull(sock_.fd(), response, sizeof(response), deadline);
     if (st.code() == StatusCode::kTimeout && op == kGet) {
@@ -109,7 +109,8 @@ class TcpStoreClient final : public Store {
  public:
   static Result<net::Socket> connect(const std::string& host, uint16_t port,
                                      const JobSecret& secret, Deadline deadline) {
-    Result<net::Socket> sock = net::connectWithDeadline(host, port, deadline);
+    Result<net::Socket> sock = net::connectWithDeadline(
+        host, port, deadline, [](int fd) { net::tuneDataSocket(fd, 0, ""); });
     if (!sock.isOk()) return sock.status().withContext("connecting to the store");
     net::Hello hello;
     hello.purpose = net::Purpose::kStore;
@@ -124,6 +125,7 @@ class TcpStoreClient final : public Store {
   JobSecret secret_;
   std::mutex mutex_;
   net::Socket sock_;
+  Bytes request_;  // reused request buffer
 };
 
 }  // namespace

@@ -110,6 +110,7 @@ class TcpStoreServer final : public StoreServer {
       if (fd < 0) return;  // EAGAIN or a transient error: poll again
       Client c;
       c.sock.reset(fd);
+      net::tuneDataSocket(fd, 0, "");  // TCP_NODELAY: replies are small and latency-bound
       c.address = net::peerAddressOf(fd);
       c.handshakeDeadline = Clock::now() + kHandshakeWait;
       clients_.emplace(nextId_++, std::move(c));
