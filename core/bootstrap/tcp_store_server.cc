@@ -1,0 +1,324 @@
+// The TCP store server: one thread, poll() over the listening socket, every client
+// and a wake-up pipe. Clients are state machines (handshake, then requests); a get
+// for a missing key parks its client (no further requests of that client are read)
+// until the key is set or the get's wait expires. A client that fails the handshake,
+// breaks a protocol limit or sends an unknown op is logged and dropped alone.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "collie/store.h"
+#include "core/bootstrap/store_protocol.h"
+#include "core/log/log.h"
+#include "core/net/handshake.h"
+#include "core/net/socket.h"
+
+namespace collie {
+namespace {
+
+using namespace store_protocol;  // NOLINT(build/namespaces)
+
+constexpr auto kHandshakeWait = std::chrono::seconds(30);
+constexpr size_t kReadChunk = 64 * 1024;
+
+struct Client {
+  net::Socket sock;
+  std::string address;
+  bool authenticated = false;
+  Deadline handshakeDeadline;
+  std::vector<uint8_t> in;  // unparsed bytes start at inPos
+  size_t inPos = 0;
+  std::vector<uint8_t> out;  // unsent bytes start at outPos
+  size_t outPos = 0;
+  std::optional<std::string> parkedKey;
+  Deadline parkedDeadline;
+};
+
+class TcpStoreServer final : public StoreServer {
+ public:
+  TcpStoreServer(net::Socket listener, uint16_t port, const JobSecret& secret, int wakeRead,
+                 int wakeWrite)
+      : listener_(std::move(listener)),
+        port_(port),
+        secret_(secret),
+        wakeRead_(wakeRead),
+        wakeWrite_(wakeWrite) {
+    thread_ = std::thread([this] { run(); });
+  }
+
+  ~TcpStoreServer() override {
+    stop_.store(true);
+    char byte = 1;
+    [[maybe_unused]] ssize_t rc = ::write(wakeWrite_.fd(), &byte, 1);
+    thread_.join();
+  }
+
+  uint16_t port() const override { return port_; }
+
+ private:
+  void run() {
+    std::vector<pollfd> fds;
+    std::vector<uint64_t> ids;
+    while (!stop_.load()) {
+      fds.clear();
+      ids.clear();
+      fds.push_back({wakeRead_.fd(), POLLIN, 0});
+      fds.push_back({listener_.fd(), POLLIN, 0});
+      Deadline next = Clock::now() + std::chrono::seconds(1);
+      for (auto& [id, c] : clients_) {
+        short events = c.parkedKey ? 0 : POLLIN;
+        if (c.outPos < c.out.size()) events |= POLLOUT;
+        fds.push_back({c.sock.fd(), events, 0});
+        ids.push_back(id);
+        if (!c.authenticated) next = std::min(next, c.handshakeDeadline);
+        if (c.parkedKey) next = std::min(next, c.parkedDeadline);
+      }
+      auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now()).count();
+      int rc = ::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(wait, 0)));
+      if (rc < 0 && errno != EINTR) {
+        COLLIE_LOG(WARN, BOOTSTRAP) << "store server poll failed: " << std::strerror(errno);
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        continue;
+      }
+      if (rc > 0 && (fds[1].revents & POLLIN)) acceptClients();
+      for (size_t i = 0; rc > 0 && i < ids.size(); ++i) {
+        short revents = fds[i + 2].revents;
+        if (revents == 0) continue;
+        auto it = clients_.find(ids[i]);
+        if (it == clients_.end()) continue;
+        if ((revents & (POLLIN | POLLHUP | POLLERR)) && !readFrom(ids[i], it->second)) continue;
+        if (revents & POLLOUT) flush(ids[i], it->second);
+      }
+      expire();
+    }
+  }
+
+  void acceptClients() {
+    for (;;) {
+      std::string address;
+      int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) return;  // EAGAIN or a transient error: poll again
+      Client c;
+      c.sock.reset(fd);
+      net::tuneDataSocket(fd, 0, "");  // TCP_NODELAY: replies are small and latency-bound
+      c.address = net::peerAddressOf(fd);
+      c.handshakeDeadline = Clock::now() + kHandshakeWait;
+      clients_.emplace(nextId_++, std::move(c));
+    }
+  }
+
+  void drop(uint64_t id, const std::string& why) {
+    auto it = clients_.find(id);
+    if (it == clients_.end()) return;
+    if (!why.empty()) {
+      COLLIE_LOG(WARN, BOOTSTRAP) << "store server dropped client " << it->second.address << ": "
+                                  << why;
+    }
+    if (it->second.parkedKey) waiters_[*it->second.parkedKey].erase(id);
+    clients_.erase(it);
+  }
+
+  // Reads what is available and handles complete messages. False if the client is gone.
+  bool readFrom(uint64_t id, Client& c) {
+    uint8_t buf[kReadChunk];
+    for (;;) {
+      ssize_t n = ::recv(c.sock.fd(), buf, sizeof(buf), MSG_DONTWAIT);
+      if (n > 0) {
+        c.in.insert(c.in.end(), buf, buf + n);
+        if (static_cast<size_t>(n) < sizeof(buf)) break;
+        continue;
+      }
+      if (n == 0) {
+        drop(id, "");  // orderly close
+        return false;
+      }
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      drop(id, std::string("recv failed: ") + std::strerror(errno));
+      return false;
+    }
+    return handleInput(id, c);
+  }
+
+  bool handleInput(uint64_t id, Client& c) {
+    while (!c.parkedKey) {
+      const uint8_t* p = c.in.data() + c.inPos;
+      size_t avail = c.in.size() - c.inPos;
+      if (!c.authenticated) {
+        if (avail < net::kHelloBytes) break;
+        Result<net::Hello> hello = net::decodeHello(p, secret_);
+        if (hello.isOk() && hello->purpose != net::Purpose::kStore) {
+          hello = unauthenticated("connection is not for the store");
+        }
+        if (!hello.isOk()) {
+          drop(id, "handshake failed: " + hello.status().message());
+          return false;
+        }
+        c.inPos += net::kHelloBytes;
+        c.authenticated = true;
+        auto accept = net::encodeAccept();
+        c.out.insert(c.out.end(), accept.begin(), accept.end());
+        continue;
+      }
+      if (avail < kRequestHeaderBytes) break;
+      uint8_t op = p[0];
+      uint32_t keyLen = get32(p + 4);
+      uint64_t arg = get64(p + 8);
+      if (op != kSet && op != kGet && op != kAdd) {
+        drop(id, "unknown request op " + std::to_string(op));
+        return false;
+      }
+      if (p[1] != 0 || p[2] != 0 || p[3] != 0 || keyLen == 0 || keyLen > kMaxKeyBytes) {
+        drop(id, "malformed request (key length " + std::to_string(keyLen) + ", limit " +
+                     std::to_string(kMaxKeyBytes) + ")");
+        return false;
+      }
+      if (op == kSet && arg > kMaxValueBytes) {
+        drop(id, "value of " + std::to_string(arg) + " bytes exceeds the 64 MiB limit");
+        return false;
+      }
+      size_t need = kRequestHeaderBytes + keyLen + (op == kSet ? arg : 0);
+      if (avail < need) break;
+      std::string key(reinterpret_cast<const char*>(p) + kRequestHeaderBytes, keyLen);
+      const uint8_t* value = p + kRequestHeaderBytes + keyLen;
+      c.inPos += need;
+      if (op == kSet) {
+        values_[key] = Bytes(value, value + arg);
+        respond(c, kOk, nullptr, 0);
+        wake(key);
+      } else if (op == kAdd) {
+        int64_t result = (counters_[key] += static_cast<int64_t>(arg));
+        Bytes text(8);
+        put64(text.data(), static_cast<uint64_t>(result));
+        values_[key] = text;
+        respond(c, kOk, text.data(), text.size());
+        wake(key);
+      } else {
+        auto it = values_.find(key);
+        if (it != values_.end()) {
+          respond(c, kOk, it->second.data(), it->second.size());
+        } else {
+          c.parkedKey = key;
+          c.parkedDeadline = Clock::now() + std::chrono::milliseconds(std::min<uint64_t>(
+                                                arg, uint64_t{1} << 40));
+          waiters_[key].insert(id);
+        }
+      }
+    }
+    if (c.inPos == c.in.size()) {
+      c.in.clear();
+      c.inPos = 0;
+    } else if (c.inPos > (1u << 20) && c.inPos * 2 > c.in.size()) {
+      c.in.erase(c.in.begin(), c.in.begin() + static_cast<ptrdiff_t>(c.inPos));
+      c.inPos = 0;
+    }
+    return flush(id, c);
+  }
+
+  void respond(Client& c, uint8_t status, const uint8_t* payload, size_t n) {
+    uint8_t header[kResponseHeaderBytes] = {0};
+    header[0] = status;
+    put64(header + 8, n);
+    c.out.insert(c.out.end(), header, header + sizeof(header));
+    if (n > 0) c.out.insert(c.out.end(), payload, payload + n);
+  }
+
+  // Answers the clients parked on `key` and lets them continue with their next request.
+  void wake(const std::string& key) {
+    auto it = waiters_.find(key);
+    if (it == waiters_.end()) return;
+    std::set<uint64_t> ids = std::move(it->second);
+    waiters_.erase(it);
+    const Bytes& value = values_[key];
+    for (uint64_t id : ids) {
+      auto cit = clients_.find(id);
+      if (cit == clients_.end()) continue;
+      cit->second.parkedKey.reset();
+      respond(cit->second, kOk, value.data(), value.size());
+      pendingInput_.push_back(id);
+    }
+  }
+
+  // Expires handshakes and parked gets, and resumes clients woken by a set.
+  void expire() {
+    Deadline now = Clock::now();
+    std::vector<uint64_t> late;
+    for (auto& [id, c] : clients_) {
+      if (!c.authenticated && now >= c.handshakeDeadline) late.push_back(id);
+      if (c.parkedKey && now >= c.parkedDeadline) {
+        waiters_[*c.parkedKey].erase(id);
+        c.parkedKey.reset();
+        respond(c, kTimedOut, nullptr, 0);
+        pendingInput_.push_back(id);
+      }
+    }
+    for (uint64_t id : late) drop(id, "no handshake within 30 s");
+    while (!pendingInput_.empty()) {
+      uint64_t id = pendingInput_.back();
+      pendingInput_.pop_back();
+      auto it = clients_.find(id);
+      if (it != clients_.end()) handleInput(id, it->second);
+    }
+  }
+
+  // Sends queued output. False if the client is gone.
+  bool flush(uint64_t id, Client& c) {
+    while (c.outPos < c.out.size()) {
+      ssize_t n = ::send(c.sock.fd(), c.out.data() + c.outPos, c.out.size() - c.outPos,
+                         MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n > 0) {
+        c.outPos += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      drop(id, std::string("send failed: ") + std::strerror(errno));
+      return false;
+    }
+    c.out.clear();
+    c.outPos = 0;
+    return true;
+  }
+
+  net::Socket listener_;
+  uint16_t port_;
+  JobSecret secret_;
+  net::Socket wakeRead_;
+  net::Socket wakeWrite_;
+  std::atomic<bool> stop_{false};
+  std::map<uint64_t, Client> clients_;
+  uint64_t nextId_ = 1;
+  std::map<std::string, Bytes> values_;
+  std::map<std::string, int64_t> counters_;
+  std::map<std::string, std::set<uint64_t>> waiters_;
+  std::vector<uint64_t> pendingInput_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<StoreServer>> StoreServer::start(const std::string& bindHost,
+                                                        uint16_t port, const JobSecret& secret) {
+  Result<net::Socket> listener = net::listen(bindHost, port);
+  if (!listener.isOk()) return listener.status().withContext("store server");
+  COLLIE_RETURN_IF_ERROR(net::setNonBlocking(listener->fd(), true));
+  Result<uint16_t> bound = net::localPort(listener->fd());
+  if (!bound.isOk()) return bound.status();
+  int pipeFds[2];
+  if (::pipe2(pipeFds, O_CLOEXEC | O_NONBLOCK) != 0) return systemError("pipe2", errno);
+  COLLIE_LOG(INFO, BOOTSTRAP) << "store server listening on " << net::joinHostPort(bindHost, *bound);
+  return std::unique_ptr<StoreServer>(new TcpStoreServer(std::move(*listener), *bound, secret,
+                                                         pipeFds[0], pipeFds[1]));
+}
+
+}  // namespace collie

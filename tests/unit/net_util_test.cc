@@ -1,0 +1,83 @@
+// Socket helpers: interface specs, host:port parsing, handshake encoding.
+#include <gtest/gtest.h>
+
+#include "core/net/handshake.h"
+#include "core/net/socket.h"
+
+namespace collie::net {
+namespace {
+
+TEST(Interfaces, SpecMatching) {
+  EXPECT_TRUE(interfaceMatches("eth", "eth0"));
+  EXPECT_TRUE(interfaceMatches("ib,eth", "eth1"));
+  EXPECT_FALSE(interfaceMatches("=eth", "eth0"));
+  EXPECT_TRUE(interfaceMatches("=eth0", "eth0"));
+  EXPECT_FALSE(interfaceMatches("^docker,lo", "lo"));
+  EXPECT_TRUE(interfaceMatches("^docker,lo", "eth0"));
+  EXPECT_TRUE(interfaceMatches("^=eth", "eth0"));
+  EXPECT_FALSE(interfaceMatches("^=eth0", "eth0"));
+}
+
+TEST(Interfaces, SelectLoopbackAndReportMisses) {
+  auto lo = selectInterface("lo");
+  ASSERT_TRUE(lo.isOk()) << lo.status().toString();
+  EXPECT_EQ(lo->address, "127.0.0.1");
+  auto any = selectInterface("");
+  EXPECT_TRUE(any.isOk());
+  auto none = selectInterface("=nosuchif0");
+  ASSERT_FALSE(none.isOk());
+  EXPECT_NE(none.status().message().find("nosuchif0"), std::string::npos);
+}
+
+TEST(HostPort, SplitAndJoin) {
+  std::string host;
+  uint16_t port = 0;
+  ASSERT_TRUE(splitHostPort("[::1]:80", &host, &port).isOk());
+  EXPECT_EQ(host, "::1");
+  EXPECT_EQ(port, 80);
+  EXPECT_EQ(joinHostPort("::1", 80), "[::1]:80");
+  EXPECT_EQ(joinHostPort("10.0.0.1", 5), "10.0.0.1:5");
+  EXPECT_FALSE(splitHostPort("::1:80", &host, &port).isOk());
+  EXPECT_FALSE(splitHostPort("h:99999", &host, &port).isOk());
+  EXPECT_FALSE(splitHostPort("h:", &host, &port).isOk());
+}
+
+TEST(Handshake, EncodeDecode) {
+  JobSecret secret{};
+  secret[3] = 7;
+  Hello hello{Purpose::kTcpData, 5, 1, 3, hashJobKey("job")};
+  auto bytes = encodeHello(hello, secret);
+  auto back = decodeHello(bytes.data(), secret);
+  ASSERT_TRUE(back.isOk());
+  EXPECT_EQ(back->rank, 5);
+  EXPECT_EQ(back->channel, 1u);
+  EXPECT_EQ(back->socketIndex, 3u);
+  EXPECT_EQ(back->jobHash, hashJobKey("job"));
+  JobSecret other = secret;
+  other[15] ^= 1;
+  auto rejected = decodeHello(bytes.data(), other);
+  ASSERT_FALSE(rejected.isOk());
+  EXPECT_EQ(rejected.status().code(), StatusCode::kUnauthenticated);
+  bytes[0] ^= 1;
+  EXPECT_FALSE(decodeHello(bytes.data(), secret).isOk());
+}
+
+TEST(Sockets, ReadTimesOutAndSeesClose) {
+  auto listener = listen("127.0.0.1", 0);
+  ASSERT_TRUE(listener.isOk());
+  auto port = localPort(listener->fd());
+  ASSERT_TRUE(port.isOk());
+  auto client = connectWithDeadline("127.0.0.1", *port, Clock::now() + std::chrono::seconds(2));
+  ASSERT_TRUE(client.isOk());
+  auto server = acceptWithDeadline(listener->fd(), Clock::now() + std::chrono::seconds(2));
+  ASSERT_TRUE(server.isOk());
+  char byte;
+  auto st = readFull(server->fd(), &byte, 1, Clock::now() + std::chrono::milliseconds(50));
+  EXPECT_EQ(st.code(), StatusCode::kTimeout);
+  client->reset();
+  st = readFull(server->fd(), &byte, 1, Clock::now() + std::chrono::seconds(2));
+  EXPECT_EQ(st.code(), StatusCode::kRemoteError);
+}
+
+}  // namespace
+}  // namespace collie::net
