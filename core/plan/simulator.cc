@@ -12,17 +12,17 @@ namespace {
 
 struct RankState {
   std::vector<size_t> next;  // per channel: index of the next step
+  std::vector<bool> sent;    // per channel: the current kSendRecv step already sent
   std::vector<std::vector<uint8_t>> scratch;
   std::vector<uint8_t> staging;
 };
 
 using Link = std::tuple<int, int, int>;  // sender, receiver, channel
 
-// Where the in-place variant of each collective keeps the input inside the output.
-size_t inPlaceInputOffset(const CollectiveArgs& args, int rank) {
-  size_t es = dataTypeSize(args.dtype);
-  if (args.kind == CollectiveKind::kAllGather) return rank * args.count * es;
-  return 0;
+// In place, one buffer holds both: all-gather's input is its block of the output,
+// reduce-scatter's output is its block of the input, the others share one buffer.
+size_t blockOffset(const CollectiveArgs& args, int rank) {
+  return rank * args.count * dataTypeSize(args.dtype);
 }
 
 }  // namespace
@@ -40,18 +40,27 @@ Status simulateSchedules(const std::vector<Schedule>& schedules, std::vector<Sim
   for (int r = 0; r < n; ++r) {
     const Schedule& s = schedules[r];
     state[r].next.assign(s.channels.size(), 0);
+    state[r].sent.assign(s.channels.size(), false);
     state[r].scratch.assign(s.channels.size(), std::vector<uint8_t>(s.scratchBytesPerChannel));
   }
 
   auto pointer = [&](int r, int channel, const Slice& slice) -> uint8_t* {
     SimulatedRank& buffers = (*ranks)[r];
+    const CollectiveKind kind = schedules[r].args.kind;
     switch (slice.buffer) {
       case BufferId::kInput:
-        if (inPlace) {
-          return buffers.output.data() + inPlaceInputOffset(schedules[r].args, r) + slice.offset;
+        if (!inPlace || kind == CollectiveKind::kReduceScatter) {
+          return buffers.input.data() + slice.offset;
         }
-        return buffers.input.data() + slice.offset;
-      case BufferId::kOutput: return buffers.output.data() + slice.offset;
+        if (kind == CollectiveKind::kAllGather) {
+          return buffers.output.data() + blockOffset(schedules[r].args, r) + slice.offset;
+        }
+        return buffers.output.data() + slice.offset;
+      case BufferId::kOutput:
+        if (inPlace && kind == CollectiveKind::kReduceScatter) {
+          return buffers.input.data() + blockOffset(schedules[r].args, r) + slice.offset;
+        }
+        return buffers.output.data() + slice.offset;
       case BufferId::kScratch: return state[r].scratch[channel].data() + slice.offset;
     }
     return nullptr;
@@ -69,6 +78,19 @@ Status simulateSchedules(const std::vector<Schedule>& schedules, std::vector<Sim
         while (index < steps.size()) {
           const Step& step = steps[index];
           const size_t count = step.bytes / dataTypeSize(schedule.args.dtype);
+          auto sendFrom = [&](const uint8_t* data) {
+            links[Link{r, step.sendPeer, static_cast<int>(c)}].emplace_back(data,
+                                                                           data + step.bytes);
+            local.messages++;
+            local.bytesMoved += step.bytes;
+            linkBytes[{r, step.sendPeer}] += step.bytes;
+          };
+          // A kSendRecv sends before it waits, like the engine posts both at once.
+          if (step.kind == StepKind::kSendRecv && !state[r].sent[c]) {
+            sendFrom(pointer(r, c, step.src));
+            state[r].sent[c] = true;
+            progressed = true;
+          }
           std::vector<uint8_t> incoming;
           bool receives = step.kind != StepKind::kSend && step.kind != StepKind::kCopy;
           if (receives) {
@@ -85,17 +107,10 @@ Status simulateSchedules(const std::vector<Schedule>& schedules, std::vector<Sim
                                    step.recvPeer);
             }
           }
-          auto sendFrom = [&](const uint8_t* data) {
-            links[Link{r, step.sendPeer, static_cast<int>(c)}].emplace_back(data,
-                                                                           data + step.bytes);
-            local.messages++;
-            local.bytesMoved += step.bytes;
-            linkBytes[{r, step.sendPeer}] += step.bytes;
-          };
           switch (step.kind) {
             case StepKind::kSend: sendFrom(pointer(r, c, step.src)); break;
             case StepKind::kSendRecv:
-              sendFrom(pointer(r, c, step.src));
+              state[r].sent[c] = false;
               if (step.bytes) std::memcpy(pointer(r, c, step.dst), incoming.data(), step.bytes);
               break;
             case StepKind::kRecv:

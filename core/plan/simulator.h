@@ -27,8 +27,9 @@ struct SimulationStats {
 };
 
 // `schedules[r]` must be the schedule of rank r. `ranks` holds each rank's buffers.
-// `inPlace`: the output buffer doubles as the input (the input vector is ignored and
-// the collective's in-place layout is used).
+// `inPlace`: one buffer holds input and output as NCCL lays them out: all-gather's
+// input is block `rank` of `output`, reduce-scatter's output is block `rank` of
+// `input` (and `output` is unused), every other collective uses `output` for both.
 Status simulateSchedules(const std::vector<Schedule>& schedules, std::vector<SimulatedRank>* ranks,
                          bool inPlace, SimulationStats* stats);
 

@@ -72,7 +72,7 @@ TEST_P(ScheduleTest, EveryRankGetsTheExactResult) {
     for (int r = 0; r < nranks; ++r) {
       std::vector<int64_t> input(inCount), output(outCount, sentinel);
       for (size_t i = 0; i < inCount; ++i) input[i] = inputValue(r, i);
-      if (inPlace) {
+      if (inPlace && kind != CollectiveKind::kReduceScatter) {
         // The input lives inside the output buffer.
         size_t offset = kind == CollectiveKind::kAllGather ? r * count : 0;
         for (size_t i = 0; i < inCount; ++i) output[offset + i] = input[i];
@@ -87,7 +87,11 @@ TEST_P(ScheduleTest, EveryRankGetsTheExactResult) {
     ASSERT_TRUE(status.isOk()) << status.toString();
     for (int r = 0; r < nranks; ++r) {
       std::vector<int64_t> out(outCount);
-      if (outCount) std::memcpy(out.data(), ranks[r].output.data(), outCount * 8);
+      if (inPlace && kind == CollectiveKind::kReduceScatter) {
+        if (outCount) std::memcpy(out.data(), ranks[r].input.data() + r * count * 8, outCount * 8);
+      } else if (outCount) {
+        std::memcpy(out.data(), ranks[r].output.data(), outCount * 8);
+      }
       for (size_t i = 0; i < outCount; ++i) {
         int64_t expected;
         switch (kind) {

@@ -1,0 +1,91 @@
+// Test support: inputs whose reductions are exact in every dtype, and the expected
+// bytes of every collective computed independently of collie's kernels' code paths
+// (integer math, then one conversion to the dtype).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "collie/types.h"
+#include "kernels/common/half.h"
+
+namespace collie::testing {
+
+// Small positive integers: sums of up to 16 ranks stay exact even in int8/bfloat16.
+inline int64_t inputValue(ReduceOp op, int rank, size_t index) {
+  if (op == ReduceOp::kProd) return ((rank + index) % 5 == 0) ? 2 : 1;
+  return static_cast<int64_t>((rank * 3 + index) % 4) + 1;
+}
+
+inline int64_t reduceValues(ReduceOp op, int nranks, size_t index) {
+  int64_t value = inputValue(op, 0, index);
+  for (int r = 1; r < nranks; ++r) {
+    int64_t v = inputValue(op, r, index);
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg: value += v; break;
+      case ReduceOp::kProd: value *= v; break;
+      case ReduceOp::kMax: value = std::max(value, v); break;
+      case ReduceOp::kMin: value = std::min(value, v); break;
+    }
+  }
+  return value;
+}
+
+// Writes `value` (an integer, or sum / divisor when divisor > 0) as one element.
+inline void storeElement(DataType dtype, void* out, int64_t value, int divisor = 0) {
+  auto put = [out](auto v) { std::memcpy(out, &v, sizeof(v)); };
+  switch (dtype) {
+    case DataType::kInt8: put(static_cast<int8_t>(divisor ? value / divisor : value)); break;
+    case DataType::kUint8: put(static_cast<uint8_t>(divisor ? value / divisor : value)); break;
+    case DataType::kInt32: put(static_cast<int32_t>(divisor ? value / divisor : value)); break;
+    case DataType::kUint32: put(static_cast<uint32_t>(divisor ? value / divisor : value)); break;
+    case DataType::kInt64: put(static_cast<int64_t>(divisor ? value / divisor : value)); break;
+    case DataType::kUint64: put(static_cast<uint64_t>(divisor ? value / divisor : value)); break;
+    case DataType::kFloat32:
+      put(divisor ? static_cast<float>(value) / static_cast<float>(divisor)
+                  : static_cast<float>(value));
+      break;
+    case DataType::kFloat64:
+      put(divisor ? static_cast<double>(value) / divisor : static_cast<double>(value));
+      break;
+    case DataType::kFloat16: {
+      float f = divisor ? static_cast<float>(value) / static_cast<float>(divisor)
+                        : static_cast<float>(value);
+      put(floatToHalf(f));
+      break;
+    }
+    case DataType::kBFloat16: {
+      float f = divisor ? static_cast<float>(value) / static_cast<float>(divisor)
+                        : static_cast<float>(value);
+      put(floatToBFloat16(f));
+      break;
+    }
+  }
+}
+
+// Fills `count` elements of this rank's input.
+inline std::vector<uint8_t> makeInput(DataType dtype, ReduceOp op, int rank, size_t count,
+                                      size_t firstIndex = 0) {
+  size_t es = dataTypeSize(dtype);
+  std::vector<uint8_t> bytes(count * es);
+  for (size_t i = 0; i < count; ++i) {
+    storeElement(dtype, bytes.data() + i * es, inputValue(op, rank, firstIndex + i));
+  }
+  return bytes;
+}
+
+// The reduction over `nranks` ranks of elements [firstIndex, firstIndex + count).
+inline std::vector<uint8_t> expectedReduction(DataType dtype, ReduceOp op, int nranks,
+                                              size_t firstIndex, size_t count) {
+  size_t es = dataTypeSize(dtype);
+  std::vector<uint8_t> bytes(count * es);
+  for (size_t i = 0; i < count; ++i) {
+    storeElement(dtype, bytes.data() + i * es, reduceValues(op, nranks, firstIndex + i),
+                 op == ReduceOp::kAvg ? nranks : 0);
+  }
+  return bytes;
+}
+
+}  // namespace collie::testing
