@@ -181,8 +181,8 @@ Status TcpConnection::progressRecvs(int laneIndex, bool* progressed) {
       return peerClosed(laneIndex, errno);
     }
     *progressed = true;
-    bool headerDone = item.got < kFrameHeaderBytes &&
-                      item.got + static_cast<size_t>(rc) == kFrameHeaderBytes;
+    bool headerDone =
+        item.got < kFrameHeaderBytes && item.got + static_cast<size_t>(rc) == kFrameHeaderBytes;
     item.got += static_cast<size_t>(rc);
     if (headerDone) {
       COLLIE_RETURN_IF_ERROR(checkHeader(laneIndex, item, decodeFrame(item.header)));
@@ -197,40 +197,39 @@ Status TcpConnection::progressRecvs(int laneIndex, bool* progressed) {
 }
 
 Status TcpConnection::checkHeader(int lane, const RecvItem& item, const FrameHeader& got) {
-  std::string where = " (channel " + std::to_string(channel_) + ", socket " +
-                      std::to_string(lane) + ")";
+  std::string where =
+      " (channel " + std::to_string(channel_) + ", socket " + std::to_string(lane) + ")";
   if (got.magic != kFrameMagic || got.zero != 0) {
-    return fail(remoteError("tcp: rank " + std::to_string(peer_) +
-                                " sent a corrupt frame header" + where + ": bad magic " +
-                                hex(got.magic) + "; the stream is out of sync or not collie's",
+    return fail(remoteError("tcp: rank " + std::to_string(peer_) + " sent a corrupt frame header" +
+                                where + ": bad magic " + hex(got.magic) +
+                                "; the stream is out of sync or not collie's",
                             peer_));
   }
   const FrameHeader& want = item.expect;
   if (got.tag != want.tag || got.length != want.length) {
-    return fail(mismatchError(
-        "tcp: message from rank " + std::to_string(peer_) + where +
-            " does not match the posted receive: got tag " + hex(got.tag) + " length " +
-            std::to_string(got.length) + ", expected tag " + hex(want.tag) + " length " +
-            std::to_string(want.length) +
-            " (the ranks disagree on the sequence of collectives or their sizes)",
-        peer_));
+    return fail(
+        mismatchError("tcp: message from rank " + std::to_string(peer_) + where +
+                          " does not match the posted receive: got tag " + hex(got.tag) +
+                          " length " + std::to_string(got.length) + ", expected tag " +
+                          hex(want.tag) + " length " + std::to_string(want.length) +
+                          " (the ranks disagree on the sequence of collectives or their sizes)",
+                      peer_));
   }
   if (got.stripe != want.stripe || got.nstripes != want.nstripes || got.offset != want.offset ||
       got.bytes != want.bytes) {
-    return fail(remoteError("tcp: rank " + std::to_string(peer_) + " sent stripe " +
-                                std::to_string(got.stripe) + "/" + std::to_string(got.nstripes) +
-                                " at offset " + std::to_string(got.offset) + " where stripe " +
-                                std::to_string(want.stripe) + "/" +
-                                std::to_string(want.nstripes) + " was expected" + where +
-                                " (do both ranks use the same COLLIE_NSOCKS_PERPEER?)",
-                            peer_));
+    return fail(remoteError(
+        "tcp: rank " + std::to_string(peer_) + " sent stripe " + std::to_string(got.stripe) + "/" +
+            std::to_string(got.nstripes) + " at offset " + std::to_string(got.offset) +
+            " where stripe " + std::to_string(want.stripe) + "/" + std::to_string(want.nstripes) +
+            " was expected" + where + " (do both ranks use the same COLLIE_NSOCKS_PERPEER?)",
+        peer_));
   }
   return Status();
 }
 
 Status TcpConnection::peerClosed(int lane, int err) {
-  std::string how = err == 0 ? "closed its connection" : std::string("connection failed (") +
-                                                             std::strerror(err) + ")";
+  std::string how = err == 0 ? "closed its connection"
+                             : std::string("connection failed (") + std::strerror(err) + ")";
   return fail(remoteError("tcp: rank " + std::to_string(peer_) + " " + how + " (channel " +
                               std::to_string(channel_) + ", socket " + std::to_string(lane) +
                               ") with " + std::to_string(pendingOps()) +

@@ -36,8 +36,8 @@ class TcpTransport final : public Transport {
   TcpTransport(const TransportContext& ctx, net::Socket listener, std::string address,
                std::shared_ptr<EpollHandle> epoll)
       : ctx_(ctx), listener_(std::move(listener)), address_(std::move(address)), epoll_(epoll) {
-    nsocks_ = static_cast<int>(std::clamp<int64_t>(configInt("COLLIE_NSOCKS_PERPEER"), 1,
-                                                   kMaxSockets));
+    nsocks_ =
+        static_cast<int>(std::clamp<int64_t>(configInt("COLLIE_NSOCKS_PERPEER"), 1, kMaxSockets));
     bufBytes_ = configInt("COLLIE_SOCKET_BUFSIZE");
     congestion_ = configString("COLLIE_TCP_CONGESTION");
   }
@@ -56,10 +56,10 @@ class TcpTransport final : public Transport {
 
  private:
   Deadline deadline() const {
-    auto timeout = ctx_.timeout.count() > 0
-                       ? std::chrono::duration_cast<Clock::duration>(ctx_.timeout)
-                       : std::chrono::duration_cast<Clock::duration>(
-                             configDuration("COLLIE_TIMEOUT"));
+    auto timeout =
+        ctx_.timeout.count() > 0
+            ? std::chrono::duration_cast<Clock::duration>(ctx_.timeout)
+            : std::chrono::duration_cast<Clock::duration>(configDuration("COLLIE_TIMEOUT"));
     return Clock::now() + timeout;
   }
   size_t slot(size_t peerIndex, uint32_t channel, uint32_t index) const {
@@ -92,10 +92,10 @@ Result<std::vector<std::unique_ptr<Connection>>> TcpTransport::connect(
     std::string key = ctx_.jobKey + "/tcp/addr/" + std::to_string(peer);
     Result<Bytes> addr = ctx_.store->get(key, until);
     if (!addr.isOk()) {
-      return timeoutError("tcp: rank " + std::to_string(peer) +
-                              " did not publish its address before the deadline: " +
-                              addr.status().message(),
-                          peer);
+      return timeoutError(
+          "tcp: rank " + std::to_string(peer) +
+              " did not publish its address before the deadline: " + addr.status().message(),
+          peer);
     }
     std::string host;
     uint16_t port = 0;
@@ -262,9 +262,8 @@ Result<std::unique_ptr<Transport>> createTcpTransport(const TransportContext& ct
   Result<net::InterfaceAddress> ifc = net::selectInterface(spec);
   if (!ifc.isOk()) return ifc.status().withContext("tcp transport");
   int64_t bufBytes = configInt("COLLIE_SOCKET_BUFSIZE");
-  Result<net::Socket> listener = net::listen(ifc->address, 0, [bufBytes](int fd) {
-    net::tuneDataSocket(fd, bufBytes, "");
-  });
+  Result<net::Socket> listener =
+      net::listen(ifc->address, 0, [bufBytes](int fd) { net::tuneDataSocket(fd, bufBytes, ""); });
   if (!listener.isOk()) return listener.status().withContext("tcp transport");
   Result<uint16_t> port = net::localPort(listener->fd());
   if (!port.isOk()) return port.status();
