@@ -16,7 +16,7 @@ namespace {
 using namespace store_protocol;  // NOLINT(build/namespaces)
 
 constexpr auto kRequestTimeout = std::chrono::seconds(60);  // set/add, and reconnects
-constexpr auto kGetGrace = std::chrono::seconds(5);          // beyond the server-side wait
+constexpr auto kGetGrace = std::chrono::seconds(5);         // beyond the server-side wait
 
 class TcpStoreClient final : public Store {
  public:

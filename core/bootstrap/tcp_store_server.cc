@@ -209,8 +209,8 @@ class TcpStoreServer final : public StoreServer {
           respond(c, kOk, it->second.data(), it->second.size());
         } else {
           c.parkedKey = key;
-          c.parkedDeadline = Clock::now() + std::chrono::milliseconds(std::min<uint64_t>(
-                                                arg, uint64_t{1} << 40));
+          c.parkedDeadline =
+              Clock::now() + std::chrono::milliseconds(std::min<uint64_t>(arg, uint64_t{1} << 40));
           waiters_[key].insert(id);
         }
       }
@@ -307,8 +307,8 @@ class TcpStoreServer final : public StoreServer {
 
 }  // namespace
 
-Result<std::unique_ptr<StoreServer>> StoreServer::start(const std::string& bindHost,
-                                                        uint16_t port, const JobSecret& secret) {
+Result<std::unique_ptr<StoreServer>> StoreServer::start(const std::string& bindHost, uint16_t port,
+                                                        const JobSecret& secret) {
   Result<net::Socket> listener = net::listen(bindHost, port);
   if (!listener.isOk()) return listener.status().withContext("store server");
   COLLIE_RETURN_IF_ERROR(net::setNonBlocking(listener->fd(), true));
@@ -316,9 +316,10 @@ Result<std::unique_ptr<StoreServer>> StoreServer::start(const std::string& bindH
   if (!bound.isOk()) return bound.status();
   int pipeFds[2];
   if (::pipe2(pipeFds, O_CLOEXEC | O_NONBLOCK) != 0) return systemError("pipe2", errno);
-  COLLIE_LOG(INFO, BOOTSTRAP) << "store server listening on " << net::joinHostPort(bindHost, *bound);
-  return std::unique_ptr<StoreServer>(new TcpStoreServer(std::move(*listener), *bound, secret,
-                                                         pipeFds[0], pipeFds[1]));
+  COLLIE_LOG(INFO, BOOTSTRAP) << "store server listening on "
+                              << net::joinHostPort(bindHost, *bound);
+  return std::unique_ptr<StoreServer>(
+      new TcpStoreServer(std::move(*listener), *bound, secret, pipeFds[0], pipeFds[1]));
 }
 
 }  // namespace collie

@@ -39,7 +39,8 @@ Status validateHost(const std::string& host) {
   }
   for (unsigned char c : host) {
     if (!(std::isalnum(c) || c == '.' || c == '-' || c == '_' || c == ':' || c == '%')) {
-      return invalidArgument("unique id host '" + host + "' contains a character that is not "
+      return invalidArgument("unique id host '" + host +
+                             "' contains a character that is not "
                              "allowed in a host name or address");
     }
   }
@@ -130,8 +131,8 @@ Result<UniqueId> UniqueId::parse(const std::string& text) {
   size_t portEnd = rest.find(':', afterHost + 1);
   if (portEnd == std::string::npos) return bad("missing secret");
   std::string port = rest.substr(afterHost + 1, portEnd - afterHost - 1);
-  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
-      std::stoul(port) > 65535) {
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos || std::stoul(port) > 65535) {
     return bad("bad port '" + port + "'");
   }
   id.port = static_cast<uint16_t>(std::stoul(port));
@@ -171,7 +172,8 @@ Result<UniqueId> UniqueId::fromBytes(const uint8_t* bytes, size_t size) {
                            "expected " + std::to_string(kVersion) + "): mixed collie versions?");
   }
   uint32_t stored = 0;
-  for (int i = 0; i < 4; ++i) stored |= static_cast<uint32_t>(bytes[kChecksumOffset + i]) << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    stored |= static_cast<uint32_t>(bytes[kChecksumOffset + i]) << (8 * i);
   if (stored != checksum(bytes, kChecksumOffset)) {
     return invalidArgument(std::string("unique id checksum mismatch: the bytes are corrupted") +
                            expect);

@@ -104,8 +104,8 @@ Result<InterfaceAddress> selectInterface(const std::string& spec) {
   for (const InterfaceAddress& ifc : *all) {
     if (names.find(ifc.name) == std::string::npos) names += (names.empty() ? "" : ", ") + ifc.name;
   }
-  return notFound("no up interface matches COLLIE_SOCKET_IFNAME='" + spec + "' (available: " +
-                  names + ")");
+  return notFound("no up interface matches COLLIE_SOCKET_IFNAME='" + spec +
+                  "' (available: " + names + ")");
 }
 
 }  // namespace collie::net

@@ -226,8 +226,8 @@ Result<Socket> acceptWithDeadline(int listenFd, Deadline deadline, std::string* 
     COLLIE_RETURN_IF_ERROR(waitFor(listenFd, POLLIN, deadline, "accept"));
     SockAddr addr;
     addr.length = sizeof(addr.storage);
-    int fd = ::accept4(listenFd, reinterpret_cast<sockaddr*>(&addr.storage), &addr.length,
-                       SOCK_CLOEXEC);
+    int fd =
+        ::accept4(listenFd, reinterpret_cast<sockaddr*>(&addr.storage), &addr.length, SOCK_CLOEXEC);
     if (fd >= 0) {
       if (peerAddress != nullptr) *peerAddress = addr.toString();
       return Socket(fd);
@@ -302,9 +302,8 @@ void tuneDataSocket(int fd, int64_t bufBytes, const std::string& congestion) {
       static std::once_flag logged;
       int err = errno;
       std::call_once(logged, [&] {
-        COLLIE_LOG(INFO, NET) << "TCP congestion control '" << congestion
-                              << "' not available (" << std::strerror(err)
-                              << "); keeping the system default";
+        COLLIE_LOG(INFO, NET) << "TCP congestion control '" << congestion << "' not available ("
+                              << std::strerror(err) << "); keeping the system default";
       });
     }
   }

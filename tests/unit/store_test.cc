@@ -1,11 +1,12 @@
 // The TCP store: server plus client threads, timeouts, authentication, garbage input.
+#include "collie/store.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 #include <thread>
 #include <vector>
 
-#include "collie/store.h"
 #include "core/net/handshake.h"
 #include "core/net/socket.h"
 

@@ -1,0 +1,92 @@
+// TcpConnection: one (peer, channel) of the tcp transport over K non-blocking sockets.
+//
+// Messages are striped (frame.h): the n-th send's stripes go out on sockets
+// (n + j) % K, the n-th receive expects them on the same sockets, so FIFO matching
+// per connection holds while a large message uses every socket at once. Operations
+// live in preallocated rings; progress() moves bytes with sendmsg (header + payload
+// in one call) and recv straight into the user's buffer once the stripe's header has
+// been validated. Any failure (peer closed, corrupt header, tag/length mismatch)
+// breaks the connection: every pending operation completes with that error, which
+// names the peer, and later posts return it.
+//
+// Thread safety: one thread at a time (see core/transport/transport.h).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/net/socket.h"
+#include "core/transport/transport.h"
+#include "transports/tcp/frame.h"
+#include "transports/tcp/ring.h"
+
+namespace collie::tcp {
+
+// The transport's epoll descriptor, shared so connections may outlive the transport.
+struct EpollHandle {
+  net::Socket fd;
+};
+
+class TcpConnection final : public Connection {
+ public:
+  // `socks` are connected, handshaken sockets in socket-index order.
+  TcpConnection(int peer, int channel, std::vector<net::Socket> socks,
+                std::shared_ptr<EpollHandle> epoll);
+  ~TcpConnection() override;
+
+  Status postSend(const void* data, size_t bytes, uint64_t tag, Completion* done) override;
+  Status postRecv(void* data, size_t bytes, uint64_t tag, Completion* done) override;
+  Status progress(bool* progressed) override;
+  int peer() const override { return peer_; }
+
+ private:
+  struct Op {
+    uint8_t* data = nullptr;
+    size_t bytes = 0;
+    uint64_t tag = 0;
+    Completion* done = nullptr;
+    int stripesLeft = 0;
+  };
+  struct SendItem {
+    uint64_t seq = 0;
+    const uint8_t* payload = nullptr;
+    size_t payloadBytes = 0;
+    size_t sent = 0;  // of header + payload
+    uint8_t header[kFrameHeaderBytes];
+  };
+  struct RecvItem {
+    uint64_t seq = 0;
+    FrameHeader expect;
+    size_t got = 0;  // of header + payload
+    uint8_t header[kFrameHeaderBytes];
+  };
+  struct Lane {
+    net::Socket sock;
+    Ring<SendItem> sends;
+    Ring<RecvItem> recvs;
+  };
+  struct OpQueue {
+    Ring<Op> ops;
+    uint64_t frontSeq = 0;  // sequence number of ops.front()
+    uint64_t nextSeq = 0;
+    Op& at(uint64_t seq) { return ops[seq - frontSeq]; }
+    void stripeDone(uint64_t seq);
+  };
+
+  Status progressSends(int lane, bool* progressed);
+  Status progressRecvs(int lane, bool* progressed);
+  Status checkHeader(int lane, const RecvItem& item, const FrameHeader& got);
+  Status fail(Status status);
+  Status peerClosed(int lane, int err);
+  size_t pendingOps() const { return sendQ_.ops.size() + recvQ_.ops.size(); }
+
+  int peer_;
+  int channel_;
+  std::shared_ptr<EpollHandle> epoll_;
+  std::vector<Lane> lanes_;
+  OpQueue sendQ_;
+  OpQueue recvQ_;
+  Status broken_;
+};
+
+}  // namespace collie::tcp

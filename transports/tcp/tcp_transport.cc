@@ -1,0 +1,290 @@
+// The tcp transport: setup (listen, publish, connect/accept with the secret
+// handshake) and registration. The data path is in tcp_connection.cc.
+//
+// Each rank listens on one port of the interface chosen by COLLIE_SOCKET_IFNAME and
+// publishes "host:port" under <jobKey>/tcp/addr/<rank> when it is created. For each
+// pair the lower rank connects COLLIE_NSOCKS_PERPEER sockets per channel; the higher
+// accepts them, and accepts only those whose Hello carries the job secret, this
+// communicator's job key and a (rank, channel, socket index) it still expects.
+#include <poll.h>
+#include <sys/epoll.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "core/config/config.h"
+#include "core/log/log.h"
+#include "core/net/handshake.h"
+#include "core/net/socket.h"
+#include "core/transport/transport.h"
+#include "transports/tcp/tcp_connection.h"
+
+namespace collie {
+namespace tcp {
+namespace {
+
+struct PendingAccept {
+  net::Socket sock;
+  std::string address;
+  uint8_t hello[net::kHelloBytes];
+  size_t got = 0;
+};
+
+class TcpTransport final : public Transport {
+ public:
+  TcpTransport(const TransportContext& ctx, net::Socket listener, std::string address,
+               std::shared_ptr<EpollHandle> epoll)
+      : ctx_(ctx), listener_(std::move(listener)), address_(std::move(address)), epoll_(epoll) {
+    nsocks_ =
+        static_cast<int>(std::clamp<int64_t>(configInt("COLLIE_NSOCKS_PERPEER"), 1, kMaxSockets));
+    bufBytes_ = configInt("COLLIE_SOCKET_BUFSIZE");
+    congestion_ = configString("COLLIE_TCP_CONGESTION");
+  }
+
+  const char* name() const override { return "tcp"; }
+  TransportCaps caps() const override { return TransportCaps{}; }
+  bool canConnect(int, const std::string&) const override { return true; }
+
+  Result<std::vector<std::unique_ptr<Connection>>> connect(const std::vector<int>& peers) override;
+
+  void waitForActivity(std::chrono::microseconds maxWait) override {
+    epoll_event events[64];
+    auto ms = std::chrono::ceil<std::chrono::milliseconds>(maxWait).count();
+    ::epoll_wait(epoll_->fd.fd(), events, 64, static_cast<int>(std::clamp<int64_t>(ms, 0, 1000)));
+  }
+
+ private:
+  Deadline deadline() const {
+    auto timeout =
+        ctx_.timeout.count() > 0
+            ? std::chrono::duration_cast<Clock::duration>(ctx_.timeout)
+            : std::chrono::duration_cast<Clock::duration>(configDuration("COLLIE_TIMEOUT"));
+    return Clock::now() + timeout;
+  }
+  size_t slot(size_t peerIndex, uint32_t channel, uint32_t index) const {
+    return (peerIndex * static_cast<size_t>(ctx_.nchannels) + channel) * nsocks_ + index;
+  }
+  Status acceptAll(const std::vector<int>& peers, std::vector<net::Socket>* slots,
+                   Deadline deadline);
+  void tune(int fd) const { net::tuneDataSocket(fd, bufBytes_, congestion_); }
+
+  TransportContext ctx_;
+  net::Socket listener_;
+  std::string address_;
+  std::shared_ptr<EpollHandle> epoll_;
+  int nsocks_ = 2;
+  int64_t bufBytes_ = 0;
+  std::string congestion_;
+};
+
+Result<std::vector<std::unique_ptr<Connection>>> TcpTransport::connect(
+    const std::vector<int>& peers) {
+  const Deadline until = deadline();
+  const uint64_t jobHash = net::hashJobKey(ctx_.jobKey);
+  std::vector<net::Socket> slots(peers.size() * ctx_.nchannels * nsocks_);
+
+  // 1. Connect to the higher ranks and send every Hello; answers are collected in 3,
+  //    so no rank waits for a peer that is itself still connecting.
+  for (size_t i = 0; i < peers.size(); ++i) {
+    int peer = peers[i];
+    if (peer < ctx_.rank) continue;
+    std::string key = ctx_.jobKey + "/tcp/addr/" + std::to_string(peer);
+    Result<Bytes> addr = ctx_.store->get(key, until);
+    if (!addr.isOk()) {
+      return timeoutError(
+          "tcp: rank " + std::to_string(peer) +
+              " did not publish its address before the deadline: " + addr.status().message(),
+          peer);
+    }
+    std::string host;
+    uint16_t port = 0;
+    COLLIE_RETURN_IF_ERROR(
+        net::splitHostPort(std::string(addr->begin(), addr->end()), &host, &port));
+    for (uint32_t ch = 0; ch < static_cast<uint32_t>(ctx_.nchannels); ++ch) {
+      for (uint32_t k = 0; k < static_cast<uint32_t>(nsocks_); ++k) {
+        Result<net::Socket> sock =
+            net::connectWithDeadline(host, port, until, [this](int fd) { tune(fd); });
+        if (!sock.isOk()) {
+          return remoteError("tcp: cannot connect to rank " + std::to_string(peer) + " at " +
+                                 net::joinHostPort(host, port) + ": " + sock.status().message(),
+                             peer);
+        }
+        net::Hello hello{net::Purpose::kTcpData, ctx_.rank, ch, k, jobHash};
+        auto bytes = net::encodeHello(hello, ctx_.secret);
+        COLLIE_RETURN_IF_ERROR(net::writeFull(sock->fd(), bytes.data(), bytes.size(), until));
+        slots[slot(i, ch, k)] = std::move(*sock);
+      }
+    }
+  }
+
+  // 2. Accept the lower ranks.
+  COLLIE_RETURN_IF_ERROR(acceptAll(peers, &slots, until));
+
+  // 3. Collect the answers to our Hellos.
+  for (size_t i = 0; i < peers.size(); ++i) {
+    if (peers[i] < ctx_.rank) continue;
+    for (size_t s = slot(i, 0, 0); s < slot(i + 1, 0, 0); ++s) {
+      Status st = net::receiveAccept(slots[s].fd(), until);
+      if (!st.isOk()) {
+        return Status(st.code(),
+                      "tcp: rank " + std::to_string(peers[i]) +
+                          " did not accept our connection: " + st.message(),
+                      peers[i]);
+      }
+    }
+  }
+
+  // 4. Make the sockets non-blocking, watch them, build the connections.
+  std::vector<std::unique_ptr<Connection>> out;
+  for (size_t i = 0; i < peers.size(); ++i) {
+    for (int ch = 0; ch < ctx_.nchannels; ++ch) {
+      std::vector<net::Socket> socks;
+      for (int k = 0; k < nsocks_; ++k) {
+        net::Socket& sock = slots[slot(i, ch, k)];
+        COLLIE_RETURN_IF_ERROR(net::setNonBlocking(sock.fd(), true));
+        epoll_event ev{};
+        ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+        ev.data.fd = sock.fd();
+        if (::epoll_ctl(epoll_->fd.fd(), EPOLL_CTL_ADD, sock.fd(), &ev) != 0) {
+          return systemError("tcp: epoll_ctl", errno);
+        }
+        socks.push_back(std::move(sock));
+      }
+      out.push_back(std::make_unique<TcpConnection>(peers[i], ch, std::move(socks), epoll_));
+    }
+  }
+  COLLIE_LOG(INFO, NET) << "tcp: rank " << ctx_.rank << " connected to " << peers.size()
+                        << " peers, " << ctx_.nchannels << " channels x " << nsocks_
+                        << " sockets, listening on " << address_;
+  return out;
+}
+
+Status TcpTransport::acceptAll(const std::vector<int>& peers, std::vector<net::Socket>* slots,
+                               Deadline until) {
+  const uint64_t jobHash = net::hashJobKey(ctx_.jobKey);
+  size_t expected = 0;
+  for (int peer : peers) {
+    if (peer < ctx_.rank) expected += static_cast<size_t>(ctx_.nchannels * nsocks_);
+  }
+  std::vector<PendingAccept> pending;
+  std::vector<pollfd> fds;
+  while (expected > 0) {
+    fds.clear();
+    fds.push_back({listener_.fd(), POLLIN, 0});
+    for (const PendingAccept& p : pending) fds.push_back({p.sock.fd(), POLLIN, 0});
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now()).count();
+    if (left <= 0) {
+      for (size_t i = 0; i < peers.size(); ++i) {
+        if (peers[i] >= ctx_.rank) continue;
+        for (size_t s = slot(i, 0, 0); s < slot(i + 1, 0, 0); ++s) {
+          if (!(*slots)[s].valid()) {
+            return timeoutError("tcp: rank " + std::to_string(peers[i]) +
+                                    " did not connect to rank " + std::to_string(ctx_.rank) +
+                                    " before the deadline (is it running? see COLLIE_TIMEOUT)",
+                                peers[i]);
+          }
+        }
+      }
+      return timeoutError("tcp: connection setup timed out");
+    }
+    int rc = ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(left, 1000)));
+    if (rc < 0 && errno != EINTR) return systemError("tcp: poll during connection setup", errno);
+    if (rc <= 0) continue;
+    if (fds[0].revents & POLLIN) {
+      std::string address;
+      Result<net::Socket> sock = net::acceptWithDeadline(listener_.fd(), Clock::now(), &address);
+      if (sock.isOk()) {
+        tune(sock->fd());
+        if (net::setNonBlocking(sock->fd(), true).isOk()) {
+          pending.push_back(PendingAccept{std::move(*sock), address, {}, 0});
+        }
+      }
+    }
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      PendingAccept& p = pending[i - 1];
+      ssize_t n = ::recv(p.sock.fd(), p.hello + p.got, net::kHelloBytes - p.got, 0);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (n <= 0) {
+        COLLIE_LOG(WARN, NET) << "tcp: connection from " << p.address
+                              << " closed during the handshake";
+        p.sock.reset();
+        continue;
+      }
+      p.got += static_cast<size_t>(n);
+      if (p.got < net::kHelloBytes) continue;
+      Result<net::Hello> hello = net::decodeHello(p.hello, ctx_.secret);
+      std::string why;
+      size_t s = 0;
+      if (!hello.isOk()) {
+        why = hello.status().message();
+      } else if (hello->purpose != net::Purpose::kTcpData || hello->jobHash != jobHash) {
+        why = "connection for another purpose or communicator";
+      } else {
+        auto it = std::lower_bound(peers.begin(), peers.end(), hello->rank);
+        if (it == peers.end() || *it != hello->rank || hello->rank >= ctx_.rank ||
+            hello->channel >= static_cast<uint32_t>(ctx_.nchannels) ||
+            hello->socketIndex >= static_cast<uint32_t>(nsocks_)) {
+          why = "unexpected rank " + std::to_string(hello->rank) + " channel " +
+                std::to_string(hello->channel) + " socket " + std::to_string(hello->socketIndex);
+        } else {
+          s = slot(static_cast<size_t>(it - peers.begin()), hello->channel, hello->socketIndex);
+          if ((*slots)[s].valid()) why = "duplicate connection from rank " + std::to_string(*it);
+        }
+      }
+      if (!why.empty()) {
+        COLLIE_LOG(WARN, NET) << "tcp: rank " << ctx_.rank << " rejected connection from "
+                              << p.address << ": " << why;
+        p.sock.reset();
+        continue;
+      }
+      auto accept = net::encodeAccept();
+      Status st = net::writeFull(p.sock.fd(), accept.data(), accept.size(), until);
+      if (!st.isOk()) {
+        p.sock.reset();
+        continue;
+      }
+      COLLIE_RETURN_IF_ERROR(net::setNonBlocking(p.sock.fd(), false));
+      (*slots)[s] = std::move(p.sock);
+      --expected;
+    }
+    pending.erase(std::remove_if(pending.begin(), pending.end(),
+                                 [](const PendingAccept& p) { return !p.sock.valid(); }),
+                  pending.end());
+  }
+  return Status();
+}
+
+Result<std::unique_ptr<Transport>> createTcpTransport(const TransportContext& ctx) {
+  if (ctx.store == nullptr) return invalidArgument("tcp transport needs a store");
+  std::string spec = configString("COLLIE_SOCKET_IFNAME");
+  Result<net::InterfaceAddress> ifc = net::selectInterface(spec);
+  if (!ifc.isOk()) return ifc.status().withContext("tcp transport");
+  int64_t bufBytes = configInt("COLLIE_SOCKET_BUFSIZE");
+  Result<net::Socket> listener =
+      net::listen(ifc->address, 0, [bufBytes](int fd) { net::tuneDataSocket(fd, bufBytes, ""); });
+  if (!listener.isOk()) return listener.status().withContext("tcp transport");
+  Result<uint16_t> port = net::localPort(listener->fd());
+  if (!port.isOk()) return port.status();
+  COLLIE_RETURN_IF_ERROR(net::setNonBlocking(listener->fd(), true));
+  auto epoll = std::make_shared<EpollHandle>();
+  epoll->fd.reset(::epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll->fd.valid()) return systemError("tcp: epoll_create1", errno);
+  std::string address = net::joinHostPort(ifc->address, *port);
+  std::string key = ctx.jobKey + "/tcp/addr/" + std::to_string(ctx.rank);
+  COLLIE_RETURN_IF_ERROR(ctx.store->set(key, Bytes(address.begin(), address.end())));
+  COLLIE_LOG(INFO, NET) << "tcp: rank " << ctx.rank << " listens on " << address << " ("
+                        << ifc->name << ")";
+  return std::unique_ptr<Transport>(
+      new TcpTransport(ctx, std::move(*listener), address, std::move(epoll)));
+}
+
+}  // namespace
+}  // namespace tcp
+
+void registerTcpTransport(TransportRegistry& registry) {
+  registry.add(TransportFactory{"tcp", 200, &tcp::createTcpTransport});
+}
+
+}  // namespace collie
