@@ -213,8 +213,8 @@ std::string name(const ::testing::TestParamInfo<std::tuple<std::string, int>>& i
   return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "ranks";
 }
 
-INSTANTIATE_TEST_SUITE_P(Shm, CollectivesTest,
-                         ::testing::Combine(::testing::Values("shm"), ::testing::Range(1, 9)),
+INSTANTIATE_TEST_SUITE_P(Transports, CollectivesTest,
+                         ::testing::Combine(::testing::Values("shm", "tcp"), ::testing::Range(1, 9)),
                          name);
 
 }  // namespace
