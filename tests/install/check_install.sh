@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs collie from the build tree into a temporary prefix, then builds programs
+# against it with find_package(collie) and with pkg-config, and runs them.
+set -euo pipefail
+build="$1"
+source_dir="$(cd "$(dirname "$0")" && pwd)"
+prefix="$(mktemp -d)"
+trap 'rm -rf "$prefix"' EXIT
+cmake --install "$build" --prefix "$prefix" >/dev/null
+test -x "$prefix/bin/collie" || { echo "collie CLI not installed"; exit 1; }
+test -f "$prefix/include/collie/collie.h" || { echo "headers not installed"; exit 1; }
+libdir=$(dirname "$(find "$prefix" -name 'libcollie.so' | head -1)")
+cmake -S "$source_dir/consumer" -B "$prefix/consumer-build" -G Ninja \
+  -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+ninja -C "$prefix/consumer-build" >/dev/null
+LD_LIBRARY_PATH="$libdir" "$prefix/consumer-build/consumer_c"
+LD_LIBRARY_PATH="$libdir" "$prefix/consumer-build/consumer_cxx"
+export PKG_CONFIG_PATH="$libdir/pkgconfig"
+cc "$source_dir/consumer/main.c" -o "$prefix/consumer_pc" $(pkg-config --cflags --libs collie)
+LD_LIBRARY_PATH="$libdir" "$prefix/consumer_pc"
+echo "install check passed"
