@@ -213,6 +213,32 @@ TEST(ShmTransportTest, ClosedPeerFailsPendingOperationsNamingIt) {
   EXPECT_LT(took, milliseconds(1000));
 }
 
+// A sender asleep on a full FIFO is woken when the receiver leaves, and fails.
+TEST(ShmTransportTest, SenderBlockedOnAFullFifoFailsWhenTheReceiverLeaves) {
+  ScopedBuffSize buff("4K");
+  std::vector<ShmRank> ranks = connectAll(2, 1, uniqueJobKey("blocked"));
+  ASSERT_FALSE(HasFailure());
+  std::vector<uint8_t> big(64 * 1024, 7);
+  Completion sent;
+  ASSERT_TRUE(ranks[0].conn(1, 0)->postSend(big.data(), big.size(), 1, &sent).isOk());
+  Status s;
+  std::chrono::steady_clock::duration took{};
+  std::thread sender([&] {
+    auto start = std::chrono::steady_clock::now();
+    s = driveShm(ranks[0].transport.get(), ranks[0].all(), {&sent}, milliseconds(5000));
+    took = std::chrono::steady_clock::now() - start;
+  });
+  std::this_thread::sleep_for(milliseconds(50));
+  ranks[1].connections.clear();
+  ranks[1].transport.reset();
+  sender.join();
+  EXPECT_EQ(s.code(), StatusCode::kRemoteError) << s.toString();
+  EXPECT_EQ(s.peer(), 1);
+  EXPECT_TRUE(sent.done);
+  EXPECT_EQ(sent.status.code(), StatusCode::kRemoteError);
+  EXPECT_LT(took, milliseconds(1000));
+}
+
 // More ranks than cores with tiny FIFOs: every rank streams to its ring neighbour
 // through many FIFO refills; spin-then-block must keep this fast.
 TEST(ShmTransportTest, OversubscribedRingCompletesQuickly) {
