@@ -324,6 +324,13 @@ TEST(ShmTransportTest, PingPongLatencyAndStreamBandwidth) {
   EXPECT_GT(gbps, 0.2);
 }
 
+TEST(ShmTransportTest, IsRegisteredAsShm) {
+  const TransportFactory* factory = TransportRegistry::instance().find("shm");
+  ASSERT_NE(factory, nullptr);
+  EXPECT_EQ(factory->priority, 100);
+  EXPECT_NE(factory->create, nullptr);
+}
+
 TEST(ShmTransportTest, RejectsBadPeerLists) {
   auto store = makeInMemoryStore();
   auto transport = createShmTransport(shmContext(store, uniqueJobKey("bad"), 0, 2, 1));
