@@ -213,6 +213,32 @@ TEST(ShmTransportTest, ClosedPeerFailsPendingOperationsNamingIt) {
   EXPECT_LT(took, milliseconds(1000));
 }
 
+// A sender asleep on a full FIFO is woken when the receiver leaves, and fails.
+TEST(ShmTransportTest, SenderBlockedOnAFullFifoFailsWhenTheReceiverLeaves) {
+  ScopedBuffSize buff("4K");
+  std::vector<ShmRank> ranks = connectAll(2, 1, uniqueJobKey("blocked"));
+  ASSERT_FALSE(HasFailure());
+  std::vector<uint8_t> big(64 * 1024, 7);
+  Completion sent;
+  ASSERT_TRUE(ranks[0].conn(1, 0)->postSend(big.data(), big.size(), 1, &sent).isOk());
+  Status s;
+  std::chrono::steady_clock::duration took{};
+  std::thread sender([&] {
+    auto start = std::chrono::steady_clock::now();
+    s = driveShm(ranks[0].transport.get(), ranks[0].all(), {&sent}, milliseconds(5000));
+    took = std::chrono::steady_clock::now() - start;
+  });
+  std::this_thread::sleep_for(milliseconds(50));
+  ranks[1].connections.clear();
+  ranks[1].transport.reset();
+  sender.join();
+  EXPECT_EQ(s.code(), StatusCode::kRemoteError) << s.toString();
+  EXPECT_EQ(s.peer(), 1);
+  EXPECT_TRUE(sent.done);
+  EXPECT_EQ(sent.status.code(), StatusCode::kRemoteError);
+  EXPECT_LT(took, milliseconds(1000));
+}
+
 // More ranks than cores with tiny FIFOs: every rank streams to its ring neighbour
 // through many FIFO refills; spin-then-block must keep this fast.
 TEST(ShmTransportTest, OversubscribedRingCompletesQuickly) {
@@ -250,7 +276,7 @@ TEST(ShmTransportTest, OversubscribedRingCompletesQuickly) {
 TEST(ShmTransportTest, PingPongLatencyAndStreamBandwidth) {
   std::vector<ShmRank> ranks = connectAll(2, 1, uniqueJobKey("perf"));
   ASSERT_FALSE(HasFailure());
-  constexpr int kIters = 20000;
+  constexpr int kIters = 5000;
   constexpr size_t kStream = 64 << 20;
   std::vector<uint8_t> big0(kStream, 1), big1(kStream, 0);
   double pingUs = 0, gbps = 0;
@@ -292,9 +318,17 @@ TEST(ShmTransportTest, PingPongLatencyAndStreamBandwidth) {
   ASSERT_TRUE(status[1].isOk()) << status[1].toString();
   EXPECT_EQ(big0, big1);
   std::printf("[ info ] 8-byte one-way latency %.2f us, 64 MiB stream %.2f GB/s\n", pingUs, gbps);
-  // Loose bounds: the test box is a shared 2-core machine.
-  EXPECT_LT(pingUs, 200.0);
+  // Loose bounds (the test box is a shared 2-core machine): they catch a wait that
+  // sleeps out its timeout instead of being woken, not a slow copy.
+  EXPECT_LT(pingUs, 2000.0);
   EXPECT_GT(gbps, 0.2);
+}
+
+TEST(ShmTransportTest, IsRegisteredAsShm) {
+  const TransportFactory* factory = TransportRegistry::instance().find("shm");
+  ASSERT_NE(factory, nullptr);
+  EXPECT_EQ(factory->priority, 100);
+  EXPECT_NE(factory->create, nullptr);
 }
 
 TEST(ShmTransportTest, RejectsBadPeerLists) {

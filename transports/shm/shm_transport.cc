@@ -241,6 +241,9 @@ void ShmTransport::waitForActivity(std::chrono::microseconds maxWait) {
   }
   shm::SegmentHeader* header = shared_->mine->header();
   header->sleepers.fetch_add(1, std::memory_order_seq_cst);
+  // Orders our `sleepers` increment before the FIFO reads in anyReady(); pairs with the
+  // fence in ringDoorbell() (a peer either sees us sleeping or we see its data).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   const uint32_t seen = header->doorbell.load(std::memory_order_seq_cst);
   if (!anyReady()) {
     auto left = std::chrono::duration_cast<std::chrono::microseconds>(
