@@ -46,6 +46,7 @@ struct Rank {
 // Everything the child needs, prepared before fork (the child may only call
 // async-signal-safe functions: the launcher has a store server thread).
 struct ExecPlan {
+  std::string path;  // resolved before fork: execvpe's PATH search may allocate
   std::vector<std::string> envStrings;
   std::vector<char*> envp;
   std::vector<char*> argv;
@@ -53,6 +54,7 @@ struct ExecPlan {
 
 ExecPlan makePlan(const LaunchSpec& spec, int rank) {
   ExecPlan plan;
+  plan.path = findExecutable(spec.command[0]);
   EnvVars extra = spec.env ? spec.env(rank) : EnvVars{};
   for (char** e = environ; *e != nullptr; ++e) {
     std::string entry(*e);
@@ -85,7 +87,7 @@ ExecPlan makePlan(const LaunchSpec& spec, int rank) {
     int devNull = open("/dev/null", O_RDONLY);
     if (devNull >= 0) dup2(devNull, 0);
   }
-  execvpe(plan.argv[0], plan.argv.data(), plan.envp.data());
+  execve(plan.path.c_str(), plan.argv.data(), plan.envp.data());
   static const char kMsg[] = "collie run: exec failed\n";
   ssize_t ignored = write(2, kMsg, sizeof kMsg - 1);
   (void)ignored;
