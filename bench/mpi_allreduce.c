@@ -1,0 +1,107 @@
+/* Open MPI reference for `collie perf allreduce`: MPI_Allreduce of floats (sum), out of
+ * place and in place. Per size: `-w` warmup calls, then `-t` trials of `-n` back-to-back
+ * calls between barriers; a trial's time is the slowest rank's average per call, and the
+ * reported time is the median over trials (microseconds).
+ *
+ * Usage: mpirun -np 2 mpi_allreduce [-b minbytes] [-e maxbytes] [-f factor] [-n iters]
+ *                                   [-w warmup] [-t trials]
+ * Output (rank 0): one line per size, "size_bytes out_of_place_us in_place_us". */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static long parseBytes(const char* text) {
+  char* end = NULL;
+  long value = strtol(text, &end, 10);
+  if (*end == 'K' || *end == 'k') value <<= 10;
+  if (*end == 'M' || *end == 'm') value <<= 20;
+  if (*end == 'G' || *end == 'g') value <<= 30;
+  return value;
+}
+
+static int compareDoubles(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+
+/* Median over trials of the slowest rank's average time per call, in microseconds. */
+static double timeAllreduce(float* send, float* recv, long count, int iters, int warmup, int trials,
+                            int inPlace) {
+  const void* src = inPlace ? MPI_IN_PLACE : send;
+  double* samples = malloc(sizeof(double) * (size_t)trials);
+  for (int i = 0; i < warmup; ++i)
+    MPI_Allreduce(src, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  for (int t = 0; t < trials; ++t) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    double start = MPI_Wtime();
+    for (int i = 0; i < iters; ++i) {
+      MPI_Allreduce(src, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    }
+    double mine = (MPI_Wtime() - start) / iters * 1e6, slowest = 0;
+    MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    samples[t] = slowest;
+  }
+  qsort(samples, (size_t)trials, sizeof(double), compareDoubles);
+  double median =
+      trials % 2 ? samples[trials / 2] : (samples[trials / 2 - 1] + samples[trials / 2]) / 2.0;
+  free(samples);
+  return median;
+}
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  long minBytes = 8, maxBytes = 64L << 20, factor = 2;
+  int iters = 20, warmup = 5, trials = 5, opt;
+  while ((opt = getopt(argc, argv, "b:e:f:n:w:t:")) != -1) {
+    switch (opt) {
+      case 'b':
+        minBytes = parseBytes(optarg);
+        break;
+      case 'e':
+        maxBytes = parseBytes(optarg);
+        break;
+      case 'f':
+        factor = atol(optarg);
+        break;
+      case 'n':
+        iters = atoi(optarg);
+        break;
+      case 'w':
+        warmup = atoi(optarg);
+        break;
+      case 't':
+        trials = atoi(optarg);
+        break;
+      default:
+        fprintf(stderr,
+                "usage: %s [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-t trials]\n",
+                argv[0]);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+  }
+  if (minBytes < 4 || maxBytes < minBytes || factor < 2 || iters < 1 || trials < 1) {
+    fprintf(stderr, "mpi_allreduce: need 4 <= min <= max, factor >= 2, iters and trials >= 1\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  int rank;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  long maxCount = maxBytes / (long)sizeof(float);
+  float* send = malloc(sizeof(float) * (size_t)maxCount);
+  float* recv = malloc(sizeof(float) * (size_t)maxCount);
+  if (send == NULL || recv == NULL) MPI_Abort(MPI_COMM_WORLD, 1);
+  for (long i = 0; i < maxCount; ++i) send[i] = recv[i] = (float)(1 + (i + rank) % 3);
+  if (rank == 0) printf("# size_bytes out_of_place_us in_place_us (median of %d trials)\n", trials);
+  for (long bytes = minBytes; bytes <= maxBytes; bytes *= factor) {
+    long count = bytes / (long)sizeof(float);
+    double oop = timeAllreduce(send, recv, count, iters, warmup, trials, 0);
+    double ip = timeAllreduce(send, recv, count, iters, warmup, trials, 1);
+    if (rank == 0) printf("%ld %.3f %.3f\n", count * (long)sizeof(float), oop, ip);
+    fflush(stdout);
+  }
+  free(send);
+  free(recv);
+  MPI_Finalize();
+  return 0;
+}

@@ -1,0 +1,52 @@
+#!/bin/sh
+# End-to-end checks of `collie run` and `collie perf --json`.
+# Usage: collie_run_checks.sh path/to/collie
+set -u
+collie=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+
+# 1. A rank that exits 7 ends the job: non-zero status, stderr names rank 1 and status 7,
+#    and the sleeping ranks are torn down long before their sleep ends.
+start=$(date +%s)
+"$collie" run -n 3 -- sh -c 'test $COLLIE_RANK != 1 || exit 7; sleep 60' 2>"$tmp/err"
+status=$?
+elapsed=$(( $(date +%s) - start ))
+[ "$status" -ne 0 ] || fail "collie run exited 0 although rank 1 failed"
+[ "$status" -eq 7 ] || fail "expected exit status 7, got $status"
+grep -q "rank 1 exited with status 7" "$tmp/err" || fail "stderr does not name rank 1 / status 7: $(cat "$tmp/err")"
+[ "$elapsed" -lt 30 ] || fail "teardown took ${elapsed}s"
+
+# 2. A rank killed by a signal is reported with the signal's name.
+"$collie" run -n 2 -- sh -c 'test $COLLIE_RANK != 0 || kill -9 $$; sleep 60' 2>"$tmp/err"
+status=$?
+[ "$status" -eq 137 ] || fail "expected 128+9 for a SIGKILLed rank, got $status"
+grep -q "rank 0 killed by signal SIGKILL (9)" "$tmp/err" || fail "no signal report: $(cat "$tmp/err")"
+
+# 3. Every rank sees its launcher variables.
+"$collie" run -n 2 -- sh -c 'echo "$COLLIE_RANK/$COLLIE_WORLD_SIZE/$COLLIE_LOCAL_RANK/$COLLIE_LOCAL_WORLD_SIZE ${COLLIE_UNIQUE_ID%%:*}"' >"$tmp/out"
+sort "$tmp/out" | tr '\n' ' ' | grep -q "^0/2/0/2 collie1 1/2/1/2 collie1 $" || fail "rank variables: $(cat "$tmp/out")"
+
+# 4. perf writes a JSON document with min/median per size and no wrong element.
+if "$collie" run -n 2 -- "$collie" perf allreduce -b 1K -e 64K -f 4 -n 3 -w 1 -c 1 \
+    --json "$tmp/perf.json" >"$tmp/out"; then
+  python3 - "$tmp/perf.json" <<'PY' || fail "bad perf JSON"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert doc["nranks"] == 2 and doc["wrong_total"] == 0, doc
+sizes = [r["size"] for r in doc["results"]]
+assert sizes == [1024, 4096, 16384, 65536], sizes
+for r in doc["results"]:
+    for k in ("out_of_place", "in_place"):
+        m = r[k]
+        assert 0 < m["min_us"] <= m["median_us"] and m["time_us"] > 0 and m["wrong"] == 0, r
+PY
+  grep -q "^# Out of bounds values : 0 OK" "$tmp/out" || fail "no OK footer"
+else
+  fail "collie perf failed: $(cat "$tmp/out")"
+fi
+
+[ "$failures" -eq 0 ] && echo "collie_run_checks: all passed"
+exit "$failures"

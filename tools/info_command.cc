@@ -1,0 +1,90 @@
+// `collie info`: what this build contains and how this host and configuration look.
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "core/config/config.h"
+#include "core/transport/transport.h"
+#include "tools/commands.h"
+
+namespace collie {
+// Generated into the build (builtin_transports.cc): space-separated feature names.
+const char* builtinFeatures();
+}  // namespace collie
+
+namespace collie::tools {
+namespace {
+
+void printInterfaces() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) {
+    std::printf("  (getifaddrs failed)\n");
+    return;
+  }
+  // name -> (flags, addresses)
+  std::map<std::string, std::pair<unsigned, std::string>> interfaces;
+  for (ifaddrs* ifa = list; ifa != nullptr; ifa = ifa->ifa_next) {
+    auto& [flags, addresses] = interfaces[ifa->ifa_name];
+    flags = ifa->ifa_flags;
+    if (ifa->ifa_addr == nullptr) continue;
+    char text[INET6_ADDRSTRLEN] = {};
+    int family = ifa->ifa_addr->sa_family;
+    if (family == AF_INET) {
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(ifa->ifa_addr)->sin_addr, text,
+                sizeof text);
+    } else if (family == AF_INET6) {
+      inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(ifa->ifa_addr)->sin6_addr, text,
+                sizeof text);
+    } else {
+      continue;
+    }
+    addresses += std::string(addresses.empty() ? "" : " ") + text;
+  }
+  freeifaddrs(list);
+  for (const auto& [name, entry] : interfaces) {
+    const auto& [flags, addresses] = entry;
+    std::printf("  %-12s %-4s%s  %s\n", name.c_str(), (flags & IFF_UP) ? "up" : "down",
+                (flags & IFF_LOOPBACK) ? " loopback" : "", addresses.c_str());
+  }
+}
+
+}  // namespace
+
+CLI::App* addInfoCommand(CLI::App& app) {
+  return app.add_subcommand("info",
+                            "Print version, build features, transports, network "
+                            "interfaces and configuration");
+}
+
+int runInfo() {
+  std::printf("collie %s\n", COLLIE_VERSION);
+  std::string features = builtinFeatures();
+  std::printf("build features: %s\n", features.empty() ? "(none)" : features.c_str());
+  std::printf("transports (in order of preference):");
+  for (const TransportFactory& factory : TransportRegistry::instance().factories()) {
+    std::printf(" %s", factory.name.c_str());
+  }
+  std::printf("\n");
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::printf("hostname: %s\n", host);
+  std::printf("network interfaces:\n");
+  printInterfaces();
+  std::printf("configuration (value [source]):\n");
+  for (const Knob& knob : configKnobs()) {
+    std::string value = configString(knob.name);
+    std::printf("  %-24s = %-10s [%s]\n      %s\n", knob.name,
+                value.empty() ? "\"\"" : value.c_str(), configSource(knob.name).c_str(),
+                knob.meaning);
+  }
+  return 0;
+}
+
+}  // namespace collie::tools

@@ -1,0 +1,46 @@
+// Local process supervision for `collie run`: start N ranks, pass their output
+// through, forward signals, and end the whole job when one rank fails.
+//
+// Contract of superviseRanks():
+//  - every rank runs `command` (PATH lookup) in its own process group, with the
+//    launcher's environment plus spec.env(rank); rank 0 keeps stdin, others read
+//    /dev/null; ranks die with the launcher (PR_SET_PDEATHSIG);
+//  - SIGINT/SIGTERM received by the launcher are forwarded to every rank; a second one
+//    kills them (SIGKILL);
+//  - the first rank that exits non-zero or by a signal is reported on stderr as
+//    "collie run: rank R exited with status S" (or "... killed by signal SIGKILL (9)");
+//    the others get SIGTERM, then SIGKILL after spec.grace;
+//  - returns 0 when every rank exited 0, else the first failing rank's exit status
+//    (128 + signal for a signal, and 128 + signal when the launcher was signalled).
+// blockLauncherSignals() must be called before any thread is started (threads inherit
+// the mask, so SIGINT/SIGTERM/SIGCHLD reach only the supervisor's signalfd).
+// Not thread-safe: one supervision per process at a time.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace collie::tools {
+
+using EnvVars = std::vector<std::pair<std::string, std::string>>;
+
+struct LaunchSpec {
+  std::vector<std::string> command;
+  int nprocs = 1;
+  std::function<EnvVars(int rank)> env;
+  bool tagOutput = false;  // prefix every output line with "[rank] "
+  std::chrono::milliseconds grace{2000};
+};
+
+void blockLauncherSignals();
+int superviseRanks(const LaunchSpec& spec);
+
+// "SIGKILL (9)"-style text for a signal number.
+std::string signalDescription(int sig);
+// Finds `program` as execvp would; empty when it cannot be found or executed.
+std::string findExecutable(const std::string& program);
+
+}  // namespace collie::tools

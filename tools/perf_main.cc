@@ -1,0 +1,251 @@
+// `collie perf`: one rank's side of an nccl-tests style benchmark.
+//
+// Per size, out-of-place then in-place: an optional checked run (outputs reset to a
+// sentinel, inputs refilled, every element compared bit for bit), `-w` warmup runs,
+// then `-n` timed runs, each issued and waited for. The reported time is the slowest
+// rank's (a float64 max all-reduce over the communicator); #wrong is summed over ranks.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+
+#include "collie/communicator.h"
+#include "tools/commands.h"
+#include "tools/perf_data.h"
+#include "tools/perf_report.h"
+
+namespace collie::tools {
+namespace {
+
+// A 64-byte aligned, zero-initialised byte buffer.
+class AlignedBuffer {
+ public:
+  explicit AlignedBuffer(size_t bytes)
+      : data_(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64))) {
+    if (data_ != nullptr) std::memset(data_.get(), 0, (bytes + 63) / 64 * 64 + 64);
+  }
+  uint8_t* get() const { return data_.get(); }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> data_;
+};
+
+class PerfRunner {
+ public:
+  PerfRunner(Communicator& comm, const PerfArgs& args) : comm_(comm), args_(args) {}
+
+  Status run(std::vector<PerfRow>* rows);
+
+ private:
+  Result<Work> issue(const PerfShape& shape, const void* send, void* recv);
+  Status runOnce(const PerfShape& shape, const void* send, void* recv, const char* what);
+  Result<PerfMeasurement> measure(const PerfShape& shape, bool inPlace);
+  Status maxOverRanks(double* values, size_t n);
+  Status sumOverRanks(uint64_t* value);
+  Result<std::vector<std::string>> rankLines();
+  PerfCase perfCase(const PerfShape& shape) const {
+    return {args_.collective, args_.dtype, args_.op, comm_.size(), comm_.rank(), args_.root, shape};
+  }
+
+  Communicator& comm_;
+  const PerfArgs& args_;
+  size_t elemSize_ = 0;
+  std::unique_ptr<AlignedBuffer> send_;
+  std::unique_ptr<AlignedBuffer> recv_;
+};
+
+Result<Work> PerfRunner::issue(const PerfShape& shape, const void* send, void* recv) {
+  size_t n = shape.callCount;
+  switch (args_.collective) {
+    case CollectiveKind::kAllReduce:
+      return comm_.allReduce(send, recv, n, args_.dtype, args_.op);
+    case CollectiveKind::kReduceScatter:
+      return comm_.reduceScatter(send, recv, n, args_.dtype, args_.op);
+    case CollectiveKind::kAllGather:
+      return comm_.allGather(send, recv, n, args_.dtype);
+    case CollectiveKind::kBroadcast:
+      return comm_.broadcast(send, recv, n, args_.dtype, args_.root);
+    case CollectiveKind::kReduce:
+      return comm_.reduce(send, recv, n, args_.dtype, args_.op, args_.root);
+    default:
+      return internalError("collie perf: unexpected collective");
+  }
+}
+
+Status PerfRunner::runOnce(const PerfShape& shape, const void* send, void* recv, const char* what) {
+  Result<Work> work = issue(shape, send, recv);
+  Status status = work.isOk() ? work->wait() : work.status();
+  if (status.isOk()) return status;
+  return status.withContext(std::string(collectiveName(args_.collective)) + " of " +
+                            std::to_string(shape.sizeBytes) + " bytes (" + what + ")");
+}
+
+Status PerfRunner::maxOverRanks(double* values, size_t n) {
+  Result<Work> work = comm_.allReduce(values, values, n, DataType::kFloat64, ReduceOp::kMax);
+  return work.isOk() ? work->wait() : work.status();
+}
+
+Status PerfRunner::sumOverRanks(uint64_t* value) {
+  Result<Work> work = comm_.allReduce(value, value, 1, DataType::kUint64, ReduceOp::kSum);
+  return work.isOk() ? work->wait() : work.status();
+}
+
+Result<PerfMeasurement> PerfRunner::measure(const PerfShape& shape, bool inPlace) {
+  PerfCase c = perfCase(shape);
+  uint8_t* buf = recv_->get();
+  const void* send = inPlace ? buf + shape.inPlaceSendOffset * elemSize_ : send_->get();
+  void* recv = inPlace ? buf + shape.inPlaceRecvOffset * elemSize_ : buf;
+  const char* what = inPlace ? "in-place" : "out-of-place";
+  PerfMeasurement m;
+  if (args_.check) {
+    fillSentinel(buf, shape.sizeBytes);
+    if (inPlace) {
+      bool hasInput = args_.collective != CollectiveKind::kBroadcast || c.rank == c.root;
+      if (hasInput) fillInput(c, buf + shape.inPlaceSendOffset * elemSize_, 0, shape.sendElems);
+    }
+    COLLIE_RETURN_IF_ERROR(runOnce(shape, send, recv, what));
+    m.wrong = countWrong(c, recv);
+    COLLIE_RETURN_IF_ERROR(sumOverRanks(&m.wrong));
+  }
+  for (int i = 0; i < args_.warmup; ++i) COLLIE_RETURN_IF_ERROR(runOnce(shape, send, recv, what));
+  Result<Work> barrier = comm_.barrier();
+  COLLIE_RETURN_IF_ERROR(barrier.isOk() ? barrier->wait() : barrier.status());
+
+  std::vector<double> timesUs;
+  timesUs.reserve(static_cast<size_t>(args_.iters));
+  for (int i = 0; i < args_.iters; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    COLLIE_RETURN_IF_ERROR(runOnce(shape, send, recv, what));
+    std::chrono::duration<double, std::micro> elapsed = std::chrono::steady_clock::now() - start;
+    timesUs.push_back(elapsed.count());
+  }
+  m.timing = summarizeTimes(std::move(timesUs));
+  double stats[3] = {m.timing.avgUs, m.timing.minUs, m.timing.medianUs};
+  COLLIE_RETURN_IF_ERROR(maxOverRanks(stats, 3));
+  m.timing = {stats[0], stats[1], stats[2]};
+  computeBandwidth(args_, comm_.size(), shape.sizeBytes, &m);
+  return m;
+}
+
+Result<std::vector<std::string>> PerfRunner::rankLines() {
+  constexpr size_t kLine = 160;
+  char host[64] = {};
+  gethostname(host, sizeof host - 1);
+  int next = (comm_.rank() + 1) % comm_.size();
+  std::vector<char> all(kLine * static_cast<size_t>(comm_.size()));
+  char mine[kLine] = {};
+  std::snprintf(mine, sizeof mine, "Rank %2d Pid %6d on %10s device host transport to rank %d: %s",
+                comm_.rank(), static_cast<int>(getpid()), host, next,
+                comm_.transportTo(next).c_str());
+  Result<Work> work = comm_.allGather(mine, all.data(), kLine, DataType::kUint8);
+  COLLIE_RETURN_IF_ERROR(work.isOk() ? work->wait() : work.status());
+  std::vector<std::string> lines;
+  for (int r = 0; r < comm_.size(); ++r) {
+    const char* line = all.data() + kLine * static_cast<size_t>(r);
+    lines.emplace_back(line, strnlen(line, kLine));
+  }
+  return lines;
+}
+
+Status PerfRunner::run(std::vector<PerfRow>* rows) {
+  const int nranks = comm_.size();
+  const bool printer = comm_.rank() == 0;
+  elemSize_ = dataTypeSize(args_.dtype);
+  std::vector<int64_t> sizes = perfSizes(args_);
+  size_t maxSend = 0, maxBuf = 0;
+  for (int64_t size : sizes) {
+    PerfShape shape = perfShape(args_.collective, size, args_.dtype, nranks, comm_.rank());
+    maxSend = std::max(maxSend, shape.sendElems * elemSize_);
+    maxBuf = std::max(maxBuf, shape.sizeBytes);
+  }
+  send_ = std::make_unique<AlignedBuffer>(maxSend);
+  recv_ = std::make_unique<AlignedBuffer>(maxBuf);
+  if (send_->get() == nullptr || recv_->get() == nullptr) {
+    return systemError("collie perf: allocating " + std::to_string(maxSend + maxBuf) + " bytes",
+                       ENOMEM);
+  }
+  // Inputs depend only on the element index, so one fill serves every size.
+  PerfShape largest =
+      perfShape(args_.collective, args_.maxBytes, args_.dtype, nranks, comm_.rank());
+  fillInput(perfCase(largest), send_->get(), 0, maxSend / std::max<size_t>(elemSize_, 1));
+
+  Result<std::vector<std::string>> lines = rankLines();
+  if (!lines.isOk()) return lines.status();
+  if (printer) {
+    std::fputs(formatHeader(args_, nranks, *lines).c_str(), stdout);
+    std::fflush(stdout);
+  }
+  for (int64_t size : sizes) {
+    PerfShape shape = perfShape(args_.collective, size, args_.dtype, nranks, comm_.rank());
+    if (shape.callCount == 0) continue;  // fewer elements than ranks: nothing to move
+    PerfRow row;
+    row.sizeBytes = shape.sizeBytes;
+    row.count = shape.countColumn;
+    Result<PerfMeasurement> out = measure(shape, false);
+    if (!out.isOk()) return out.status();
+    Result<PerfMeasurement> in = measure(shape, true);
+    if (!in.isOk()) return in.status();
+    row.outOfPlace = *out;
+    row.inPlace = *in;
+    rows->push_back(row);
+    if (printer) {
+      std::fputs(formatRow(args_, row).c_str(), stdout);
+      std::fflush(stdout);
+    }
+  }
+  if (printer) std::fputs(formatFooter(args_, *rows).c_str(), stdout);
+  return Status();
+}
+
+}  // namespace
+
+int runPerf(const PerfCliOptions& raw) {
+  Result<PerfArgs> args = resolvePerfArgs(raw);
+  if (!args.isOk()) {
+    std::fprintf(stderr, "collie perf: %s\n", args.status().message().c_str());
+    return 2;
+  }
+  Options options;
+  options.algorithm = args->algorithm;
+  options.transport = args->transport;
+  Result<std::unique_ptr<Communicator>> comm = Communicator::createFromEnvironment(options);
+  if (!comm.isOk()) {
+    std::fprintf(stderr, "collie perf: joining the job failed: %s\n",
+                 comm.status().toString().c_str());
+    return 2;
+  }
+  Communicator& c = **comm;
+  if (hasRoot(args->collective) && args->root >= c.size()) {
+    std::fprintf(stderr, "collie perf: -r %d is not a rank of this %d-rank job\n", args->root,
+                 c.size());
+    return 2;
+  }
+  PerfRunner runner(c, *args);
+  std::vector<PerfRow> rows;
+  Status status = runner.run(&rows);
+  if (!status.isOk()) {
+    std::fprintf(stderr, "collie perf: rank %d: %s\n", c.rank(), status.toString().c_str());
+    c.abort();
+    return 2;
+  }
+  if (c.rank() == 0 && !args->jsonPath.empty()) {
+    std::string transport =
+        args->transport.empty() ? c.transportTo((c.rank() + 1) % c.size()) : args->transport;
+    std::ofstream file(args->jsonPath);
+    file << toJson(*args, c.size(), transport, rows).dump(2) << "\n";
+    if (!file) {
+      std::fprintf(stderr, "collie perf: cannot write %s\n", args->jsonPath.c_str());
+      return 2;
+    }
+  }
+  return totalWrong(rows) == 0 ? 0 : 1;
+}
+
+}  // namespace collie::tools
