@@ -14,7 +14,8 @@
 //     vectorise). NaN therefore propagates only from b; -0.0 and +0.0 compare equal and
 //     give b. This matches neither fmin (drops NaN) nor std::min (returns a).
 //   divideBy<T>(x, divisor), divisor > 0, the last step of kAvg:
-//   - Integers: truncating division (toward zero).
+//   - Integers: truncating division (toward zero); 8- to 32-bit ones go through an
+//     exact floating division so that the host loops vectorise.
 //   - float: x / float(divisor); double: x / double(divisor).
 //   - Half, BFloat16: widened to float, divided in float, rounded once.
 // Thread safety: stateless functors; pure.
@@ -105,6 +106,14 @@ template <typename T>
 COLLIE_HOST_DEVICE COLLIE_FORCE_INLINE T divideBy(T x, int divisor) {
   if constexpr (kIsHalfLike<T>) {
     return fromFloat<T>(toFloat(x) / static_cast<float>(divisor));
+  } else if constexpr (std::is_integral_v<T> && sizeof(T) <= 4) {
+    // Truncating integer division through a floating division, which vectorises (x86
+    // has no SIMD integer divide). Exact: with |x| < 2^p (p = 24 for float, 53 for
+    // double) an integer quotient is exact, and a non-integer one lies at least 1/d
+    // from the integers while the rounding error is below |x| 2^-p / d < 1/d, so
+    // truncation picks the same integer. Needs IEEE division (not nvcc -use_fast_math).
+    using F = std::conditional_t<(sizeof(T) <= 2), float, double>;
+    return static_cast<T>(static_cast<F>(x) / static_cast<F>(divisor));
   } else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
     return static_cast<T>(static_cast<int64_t>(x) / static_cast<int64_t>(divisor));
   } else if constexpr (std::is_integral_v<T>) {

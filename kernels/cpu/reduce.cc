@@ -5,7 +5,15 @@
 // narrow once), and two entry points per (type, op): Baseline (default ISA) and Avx2
 // (target attribute; loops are force-inlined into it and vectorised for AVX2). Tables
 // of function pointers are built from the templates at compile time.
+#include "kernels/cpu/cpu_reduce.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define COLLIE_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
+#else
+#define COLLIE_X86 0
+#endif
 
 #include <array>
 #include <cstdio>
@@ -15,7 +23,6 @@
 
 #include "kernels/common/half.h"
 #include "kernels/common/ops.h"
-#include "kernels/cpu/cpu_reduce.h"
 
 namespace collie {
 namespace {
@@ -150,6 +157,7 @@ struct ScalarConvert {
   }
 };
 
+#if COLLIE_X86
 // F16C for Half (vcvtph2ps / vcvtps2ph, round to nearest even: the same bits as
 // half.h); BFloat16 keeps the portable code, which AVX2 vectorises. Not force-inlined:
 // GCC refuses to inline an AVX2 function into the (baseline) templates that call it,
@@ -184,6 +192,7 @@ struct F16cConvert {
     }
   }
 };
+#endif  // COLLIE_X86
 
 // dst = op(a, b) on Half/BFloat16 through float blocks. Each block of a and b is read
 // before the block of dst is written, so exact aliasing is safe.
@@ -266,6 +275,7 @@ struct BaselineIsa {
   }
 };
 
+#if COLLIE_X86
 struct Avx2Isa {
   template <typename T, ReduceOp kOp>
   __attribute__((target("avx2,f16c"))) static void reduce(void* dst, const void* a, const void* b,
@@ -278,6 +288,7 @@ struct Avx2Isa {
     divideTyped<F16cConvert, T>(dst, src, n, divisor);
   }
 };
+#endif  // COLLIE_X86
 
 // ---- Dispatch tables ----------------------------------------------------------------
 
@@ -337,12 +348,18 @@ void divideEntry(void* dst, const void* src, size_t count, DataType dtype, int d
 
 constexpr ReduceBackend kBaselineBackend{"cpu-baseline", &reduceEntry<BaselineIsa>,
                                          &divideEntry<BaselineIsa>};
+#if COLLIE_X86
 constexpr ReduceBackend kAvx2Backend{"cpu-avx2", &reduceEntry<Avx2Isa>, &divideEntry<Avx2Isa>};
 
 bool cpuHasAvx2F16c() {
+  // avx2 through the compiler (it also checks that the OS saves ymm state); f16c
+  // through cpuid leaf 1, since clang's __builtin_cpu_supports does not know it.
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+  return __builtin_cpu_supports("avx2") && f16c;
 }
+#endif  // COLLIE_X86
 
 struct Variants {
   std::array<const ReduceBackend*, 2> list{};
@@ -353,7 +370,9 @@ const Variants& variants() {
   static const Variants v = [] {
     Variants out;
     out.list[out.size++] = &kBaselineBackend;
+#if COLLIE_X86
     if (cpuHasAvx2F16c()) out.list[out.size++] = &kAvx2Backend;
+#endif
     return out;
   }();
   return v;

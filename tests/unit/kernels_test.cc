@@ -266,6 +266,45 @@ TEST(KernelsTest, IntegerWraparoundAndTruncation) {
   EXPECT_EQ(big[0], -2);
 }
 
+// Integer division goes through floating division for narrow types: check it exactly
+// on every 8-bit value and on 32-bit edges, against plain integer division.
+TEST(KernelsTest, IntegerDivideIsExactTruncation) {
+  for (const ReduceBackend* backend : cpuReduceBackendVariants()) {
+    SCOPED_TRACE(backend->name);
+    std::vector<int8_t> s8(256), d8(256);
+    std::vector<uint8_t> u8(256), e8(256);
+    for (int i = 0; i < 256; ++i) {
+      s8[i] = static_cast<int8_t>(i);
+      u8[i] = static_cast<uint8_t>(i);
+    }
+    std::vector<int32_t> s32, d32;
+    std::vector<uint32_t> u32, e32;
+    for (int64_t base : {int64_t{0}, int64_t{INT32_MAX}, int64_t{INT32_MIN}, int64_t{1} << 24,
+                         int64_t{3} * 1000003, int64_t{UINT32_MAX}}) {
+      for (int64_t delta = -3; delta <= 3; ++delta) {
+        s32.push_back(static_cast<int32_t>(base + delta));
+        u32.push_back(static_cast<uint32_t>(base + delta));
+      }
+    }
+    d32.resize(s32.size());
+    e32.resize(u32.size());
+    for (int divisor : {1, 2, 3, 7, 128, 255, 256, 1000003, INT32_MAX}) {
+      backend->divide(d8.data(), s8.data(), 256, DataType::kInt8, divisor);
+      backend->divide(e8.data(), u8.data(), 256, DataType::kUint8, divisor);
+      for (int i = 0; i < 256; ++i) {
+        ASSERT_EQ(d8[i], s8[i] / divisor) << int(s8[i]) << " / " << divisor;
+        ASSERT_EQ(e8[i], u8[i] / divisor) << int(u8[i]) << " / " << divisor;
+      }
+      backend->divide(d32.data(), s32.data(), s32.size(), DataType::kInt32, divisor);
+      backend->divide(e32.data(), u32.data(), u32.size(), DataType::kUint32, divisor);
+      for (size_t i = 0; i < s32.size(); ++i) {
+        ASSERT_EQ(d32[i], s32[i] / divisor) << s32[i] << " / " << divisor;
+        ASSERT_EQ(e32[i], u32[i] / static_cast<uint32_t>(divisor)) << u32[i] << " / " << divisor;
+      }
+    }
+  }
+}
+
 // Every Half / BFloat16 bit pattern through the kernel: x + (-0.0) and max(x, x) give x
 // back for every non-NaN x (subnormals and infinities included), and a quiet NaN for
 // NaN. Exercises the vector conversions (F16C or portable) end to end.
