@@ -28,7 +28,7 @@ case "$transport" in
   *) echo "compare_mpi.sh: --transport must be shm or tcp" >&2; exit 2 ;;
 esac
 
-collie="$build/tools/collie"
+collie="$build/bin/collie"
 [[ -x "$collie" ]] || { echo "compare_mpi.sh: $collie not found; build first (ninja -C $build collie_cli)" >&2; exit 1; }
 
 # Open MPI, installed on demand (idempotent).
