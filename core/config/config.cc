@@ -26,6 +26,10 @@ const std::vector<Knob>& configKnobs() {
       {"COLLIE_CHUNKSIZE", "512K", "bytes per pipelined chunk of a collective", nullptr},
       {"COLLIE_BUFFSIZE", "4M", "bytes of each shared-memory FIFO (per peer, channel, direction)",
        "NCCL_BUFFSIZE"},
+      {"COLLIE_SHM_ONESHOT_MAX", "64K",
+       "largest per-rank input of a one-shot collective through the shared board when all "
+       "ranks share a host (0 disables; must be equal on every rank)",
+       nullptr},
       {"COLLIE_SHM_SPIN", "50us", "how long shm waits spin before blocking on a futex", nullptr},
       {"COLLIE_SOCKET_IFNAME", "",
        "network interfaces for tcp: prefix match, '=' exact, '^' exclude (as NCCL's)",
