@@ -107,6 +107,7 @@ class Communicator {
   Communicator(int rank, int nranks, std::unique_ptr<Engine> engine);
   Status check(const char* what, const void* send, const void* recv, size_t count,
                DataType dtype, const ReduceOp* op, const int* root) const;
+  Status checkPeer(const char* what, int peer) const;
   Result<Work> submit(CollectiveKind kind, const void* send, void* recv, size_t count,
                       DataType dtype, ReduceOp op, int root);
 
