@@ -1,0 +1,90 @@
+// CollieWork and CompletionQueue: how collie's Work handles become c10d::Work objects.
+//
+// A CollieWork is the c10d::Work that one torch.distributed call returns. It completes
+// (Work::wait returns or rethrows; its Future is marked completed with the output
+// tensors, or set to the error) when every collie operation behind it finished and
+// the results were copied to the caller's tensors.
+//
+// A CompletionQueue owns one thread that finishes CollieWorks in issue order. collie
+// runs the operations of one communicator in issue order, so waiting on the oldest
+// entry first never waits longer than needed. The thread blocks in collie's
+// Work::wait, never spins; collie bounds every operation by COLLIE_TIMEOUT and ends
+// pending ones when the communicator is aborted or destroyed, so the wait ends.
+//
+// Thread safety: push() may be called from any thread; drain() and stop() from one
+// owner thread. Future callbacks (DDP's bucket finalisation) run on the queue's
+// thread and must not wait for a later operation of the same backend.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/core/ivalue.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <vector>
+
+#include "collie/communicator.h"
+
+namespace torch_collie {
+
+class CollieWork : public c10d::Work {
+ public:
+  CollieWork(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs);
+
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  std::vector<at::Tensor> result() override { return outputs_; }
+
+  // Completes the work once: success when `error` is null.
+  void complete(std::exception_ptr error);
+
+ private:
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+// One torch.distributed call in flight: its collie operations, the copy-out to run
+// after they all succeeded, and the tensors that must stay alive until then.
+struct PendingCall {
+  c10::intrusive_ptr<CollieWork> work;
+  std::vector<collie::Work> ops;
+  std::function<void()> onSuccess;  // may be empty
+  std::vector<at::Tensor> keepAlive;
+  std::string what;  // "allreduce", ... for error messages
+};
+
+class CompletionQueue {
+ public:
+  explicit CompletionQueue(int rank);
+  ~CompletionQueue();
+
+  void push(PendingCall call);
+  // Waits until every pushed call completed or `timeout` passed; true when empty.
+  bool drain(std::chrono::milliseconds timeout);
+  // Finishes the calls still queued (their collie operations must be able to end,
+  // e.g. because the communicator was destroyed) and joins the thread.
+  void stop();
+
+ private:
+  void run();
+  void finishCall(PendingCall& call);
+
+  const int rank_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<PendingCall> queue_;
+  size_t inFlight_ = 0;  // queued plus the one being finished
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+// Raises a c10::DistBackendError as an exception_ptr (Python sees
+// torch.distributed.DistBackendError).
+std::exception_ptr makeBackendError(const std::string& message);
+
+}  // namespace torch_collie

@@ -1,0 +1,221 @@
+"""DDP and every collective on the collie backend, checked against gloo.
+
+Two ranks (torch.multiprocessing spawn, file:// rendezvous). The default group is
+"collie"; a second group over the same ranks runs "gloo" for the reference. Exits 0
+when every check passed; prints what failed otherwise.
+"""
+
+import os
+import sys
+import tempfile
+import traceback
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+
+import torch_collie  # noqa: F401  (registers "collie")
+
+WORLD = 2
+STEPS = 5
+
+
+def big_mlp():
+    # ~8.4M parameters (~34 MB): more than eight 4 MB buckets.
+    return nn.Sequential(
+        nn.Linear(1024, 2048), nn.ReLU(), nn.Linear(2048, 2048), nn.ReLU(),
+        nn.Linear(2048, 1024), nn.ReLU(), nn.Linear(1024, 16))
+
+
+class WithUnused(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.used = nn.Linear(64, 64)
+        self.unused = nn.Linear(64, 64)  # never in the graph
+        self.head = nn.Linear(64, 4)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.used(x)))
+
+
+def train(make_model, in_dim, group, rank, **ddp_args):
+    torch.manual_seed(0)  # same initial weights on every rank and backend
+    model = nn.parallel.DistributedDataParallel(make_model(), process_group=group, **ddp_args)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    gen = torch.Generator().manual_seed(100 + rank)  # different data per rank
+    for _ in range(STEPS):
+        x = torch.randn(16, in_dim, generator=gen)
+        loss = model(x).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return [p.detach().clone() for p in model.module.parameters()]
+
+
+def check_ddp(rank, collie, gloo, failures):
+    cases = [("mlp", big_mlp, 1024, dict(bucket_cap_mb=4)),
+             ("unused", WithUnused, 64, dict(find_unused_parameters=True))]
+    for name, make, dim, args in cases:
+        ours = train(make, dim, collie, rank, **args)
+        ref = train(make, dim, gloo, rank, **args)
+        # Bitwise identical across ranks: gather every rank's parameters to rank 0.
+        flat = torch.cat([p.reshape(-1) for p in ours])
+        gathered = [torch.empty_like(flat) for _ in range(WORLD)]
+        dist.all_gather(gathered, flat, group=gloo)
+        if not all(torch.equal(gathered[0], g) for g in gathered):
+            failures.append(f"ddp {name}: parameters differ across ranks")
+        for i, (a, b) in enumerate(zip(ours, ref)):
+            if not torch.allclose(a, b, rtol=1e-5, atol=1e-6):
+                failures.append(f"ddp {name}: parameter {i} differs from gloo by "
+                                f"{(a - b).abs().max().item()}")
+        torch.manual_seed(0)
+        if torch.equal(ours[0], next(make().parameters())):
+            failures.append(f"ddp {name}: parameters did not change")
+
+
+def values(rank, n=37, dtype=torch.float32):
+    return (torch.arange(n, dtype=torch.float64) * (rank + 1) + rank).to(dtype)
+
+
+def check_collectives(rank, collie, gloo, failures):
+    def expect(name, got, want):
+        if not torch.equal(got, want):
+            failures.append(f"{name}: got {got.flatten()[:6].tolist()} want "
+                            f"{want.flatten()[:6].tolist()}")
+
+    all_vals = lambda dt, n=37: [values(r, n, dt) for r in range(WORLD)]  # noqa: E731
+    # allreduce over dtypes and ops, vs the local reference (and gloo where it has the op).
+    ops = {dist.ReduceOp.SUM: lambda v: sum(v[1:], v[0].clone()),
+           dist.ReduceOp.PRODUCT: lambda v: v[0] * v[1],
+           dist.ReduceOp.MIN: lambda v: torch.minimum(v[0], v[1]),
+           dist.ReduceOp.MAX: lambda v: torch.maximum(v[0], v[1])}
+    for dt in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8,
+               torch.uint8, torch.int32, torch.int64):
+        n = 5 if dt in (torch.int8, torch.uint8) else 37
+        for op, ref in ops.items():
+            t = values(rank, n, dt)
+            dist.all_reduce(t, op=op, group=collie)
+            expect(f"allreduce {dt} {op}", t, ref(all_vals(dt, n)).to(dt))
+            g = values(rank, n, dt)
+            dist.all_reduce(g, op=op, group=gloo)
+            expect(f"allreduce {dt} {op} vs gloo", t, g)
+    t = values(rank)
+    dist.all_reduce(t, op=dist.ReduceOp.AVG, group=collie)
+    expect("allreduce avg", t, (values(0) + values(1)) / 2)
+    # Non-contiguous tensor (a transposed view) is reduced in place.
+    base = values(rank, 24).reshape(4, 6)
+    view = base.t()
+    dist.all_reduce(view, group=collie)
+    expect("allreduce non-contiguous", base, (values(0, 24) + values(1, 24)).reshape(4, 6))
+    try:
+        dist.all_reduce(values(rank), op=dist.ReduceOp.BAND, group=collie)
+        failures.append("allreduce BAND did not raise")
+    except Exception as e:  # noqa: BLE001
+        if "not supported" not in str(e):
+            failures.append(f"allreduce BAND raised an unclear error: {e}")
+    # allreduce_coalesced
+    a, b = values(rank, 10), values(rank, 7).reshape(7, 1)
+    dist.all_reduce_coalesced([a, b], group=collie)
+    expect("allreduce_coalesced a", a, values(0, 10) + values(1, 10))
+    expect("allreduce_coalesced b", b, (values(0, 7) + values(1, 7)).reshape(7, 1))
+    # broadcast from each root
+    for root in range(WORLD):
+        t = values(rank)
+        dist.broadcast(t, src=root, group=collie)
+        expect(f"broadcast root {root}", t, values(root))
+    # allgather and all_gather_into_tensor, incl. bool (moved as bytes)
+    outs = [torch.empty(37) for _ in range(WORLD)]
+    dist.all_gather(outs, values(rank), group=collie)
+    for r in range(WORLD):
+        expect(f"allgather part {r}", outs[r], values(r))
+    out = torch.empty(WORLD * 37)
+    dist.all_gather_into_tensor(out, values(rank), group=collie)
+    expect("all_gather_into_tensor", out, torch.cat(all_vals(torch.float32)))
+    ref = torch.empty(WORLD * 37)
+    dist.all_gather_into_tensor(ref, values(rank), group=gloo)
+    expect("all_gather_into_tensor vs gloo", out, ref)
+    bools = [torch.empty(5, dtype=torch.bool) for _ in range(WORLD)]
+    dist.all_gather(bools, torch.tensor([rank == 0, True, False, rank == 1, True]), group=collie)
+    expect("allgather bool", bools[1], torch.tensor([False, True, False, True, True]))
+    # reduce_scatter and reduce_scatter_tensor
+    out = torch.empty(8)
+    dist.reduce_scatter(out, [values(rank, 16)[8 * i:8 * i + 8] for i in range(WORLD)],
+                        group=collie)
+    expect("reduce_scatter", out, (values(0, 16) + values(1, 16))[8 * rank:8 * rank + 8])
+    out = torch.empty(8)
+    dist.reduce_scatter_tensor(out, values(rank, 16), group=collie)
+    expect("reduce_scatter_tensor", out, (values(0, 16) + values(1, 16))[8 * rank:8 * rank + 8])
+    # reduce to each root
+    for root in range(WORLD):
+        t = values(rank)
+        dist.reduce(t, dst=root, group=collie)
+        expect(f"reduce root {root}", t, values(0) + values(1) if rank == root else values(rank))
+    # send / recv both ways
+    if rank == 0:
+        dist.send(values(0), dst=1, group=collie)
+        t = torch.empty(37)
+        dist.recv(t, src=1, group=collie)
+        expect("recv on 0", t, values(1))
+    else:
+        t = torch.empty(37)
+        dist.recv(t, src=0, group=collie)
+        expect("recv on 1", t, values(0))
+        dist.send(values(1), dst=0, group=collie)
+    # alltoall (lists) and all_to_all_single with uneven splits, vs gloo
+    ins = [torch.full((3,), 10.0 * rank + p) for p in range(WORLD)]
+    outs = [torch.empty(3) for _ in range(WORLD)]
+    dist.all_to_all(outs, ins, group=collie)
+    for p in range(WORLD):
+        expect(f"alltoall from {p}", outs[p], torch.full((3,), 10.0 * p + rank))
+    in_splits = [1, 2] if rank == 0 else [3, 4]
+    out_splits = [1, 3] if rank == 0 else [2, 4]
+    inp = torch.arange(sum(in_splits), dtype=torch.float32) + 100 * rank
+    out = torch.empty(sum(out_splits))
+    dist.all_to_all_single(out, inp, out_splits, in_splits, group=collie)
+    ref = torch.empty(sum(out_splits))
+    dist.all_to_all_single(ref, inp, out_splits, in_splits, group=gloo)
+    expect("all_to_all_single vs gloo", out, ref)
+    # barrier, async work with a future
+    dist.barrier(group=collie)
+    t = values(rank)
+    work = dist.all_reduce(t, group=collie, async_op=True)
+    fut = work.get_future()
+    got = fut.wait()
+    expect("future value", got[0], values(0) + values(1))
+    if not work.is_completed():
+        failures.append("work not completed after its future")
+
+
+def worker(rank, init_file, result_dir):
+    failures = []
+    try:
+        dist.init_process_group("collie", init_method="file://" + init_file, rank=rank,
+                                world_size=WORLD)
+        collie = dist.group.WORLD
+        gloo = dist.new_group(backend="gloo")
+        check_collectives(rank, collie, gloo, failures)
+        check_ddp(rank, collie, gloo, failures)
+        dist.barrier()
+        dist.destroy_process_group()
+    except Exception:  # noqa: BLE001
+        failures.append(traceback.format_exc())
+    with open(os.path.join(result_dir, f"rank{rank}"), "w") as f:
+        f.write("\n".join(failures))
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        mp.spawn(worker, args=(os.path.join(tmp, "init"), tmp), nprocs=WORLD)
+        failed = False
+        for r in range(WORLD):
+            text = open(os.path.join(tmp, f"rank{r}")).read()
+            if text:
+                failed = True
+                print(f"rank {r} FAILED:\n{text}")
+        print("torch_ddp_test:", "FAILED" if failed else "all checks passed")
+        return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""A dead peer surfaces as a Python exception on the survivor that names it.
+
+Rank 1 leaves without a word (os._exit) after a barrier; rank 0 then all-reduces
+and must get torch.distributed.DistBackendError mentioning rank 1, within the
+collie timeout (COLLIE_TIMEOUT, set short by the runner)."""
+
+import os
+import sys
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import torch_collie  # noqa: F401
+
+
+def worker(rank, init_file, result):
+    dist.init_process_group("collie", init_method="file://" + init_file, rank=rank, world_size=2)
+    dist.barrier()
+    if rank == 1:
+        os._exit(0)
+    time.sleep(0.5)
+    start = time.monotonic()
+    message = "no exception"
+    try:
+        dist.all_reduce(torch.ones(1 << 16))
+    except Exception as e:  # noqa: BLE001
+        message = f"{type(e).__name__}: {e}"
+    with open(result, "w") as f:
+        f.write(f"{time.monotonic() - start:.1f}\n{message}")
+    os._exit(0)  # the group is broken; skip destroy_process_group
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        result = os.path.join(tmp, "result")
+        mp.spawn(worker, args=(os.path.join(tmp, "init"), result), nprocs=2)
+        seconds, message = open(result).read().split("\n", 1)
+        print(f"rank 0 after {seconds} s: {message}")
+        ok = "DistBackendError" in message and ("rank 1" in message or "peer 1" in message)
+        print("torch_dead_peer_test:", "ok" if ok else "FAILED")
+        return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
