@@ -11,6 +11,7 @@ change in machine load hits both; the median over all its steps is reported.
 """
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -30,7 +31,9 @@ def mlp(width):
         nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width))
 
 
-def worker(rank, args, backend, init_file, out_file):
+def worker(rank, args, name, init_file, out_file):
+    # "none": the same step under DDP's no_sync() on gloo: the compute-only floor.
+    backend = "gloo" if name == "none" else name
     if backend == "collie":
         import torch_collie  # noqa: F401
     torch.set_num_threads(args.threads)
@@ -45,9 +48,10 @@ def worker(rank, args, backend, init_file, out_file):
     for step in range(args.warmup + args.steps):
         dist.barrier()
         start = time.perf_counter()
-        loss = model(x).square().mean()
-        opt.zero_grad(set_to_none=False)
-        loss.backward()
+        with model.no_sync() if name == "none" else contextlib.nullcontext():
+            loss = model(x).square().mean()
+            opt.zero_grad(set_to_none=False)
+            loss.backward()
         opt.step()
         elapsed = time.perf_counter() - start
         if step >= args.warmup:
@@ -71,7 +75,8 @@ def run(args, backend):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--backends", default="collie,gloo")
+    p.add_argument("--backends", default="collie,gloo,none",
+                   help="'none' = compute only (DDP no_sync), the floor")
     p.add_argument("--world", type=int, default=2)
     p.add_argument("--width", type=int, default=2048)
     p.add_argument("--batch", type=int, default=16)
@@ -95,6 +100,11 @@ def main():
     for b in backends:
         print(f"{b:8s} median step {med[b] * 1e3:8.1f} ms  (min {min(times[b]) * 1e3:.1f}, "
               f"max {max(times[b]) * 1e3:.1f}, {len(times[b])} steps)")
+    if "none" in med:
+        for b in backends:
+            if b != "none":
+                print(f"{b:8s} communication cost over compute-only: "
+                      f"{(med[b] - med['none']) * 1e3:8.1f} ms")
     if "collie" in med and "gloo" in med:
         print(f"collie / gloo = {med['collie'] / med['gloo']:.2f}")
     print(f"# load after: {os.getloadavg()[0]:.2f}")

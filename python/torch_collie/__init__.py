@@ -30,13 +30,15 @@ def init_method_from_env():
     named after the job's unique id serves as the rendezvous.
     Returns (init_method, rank, world_size).
     """
+    import hashlib
     import os
 
     if "MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ:
         return "env://", int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if "COLLIE_UNIQUE_ID" in os.environ:
         uid = os.environ["COLLIE_UNIQUE_ID"]
-        tag = uid.rsplit(":", 1)[-1][:16]
+        # A digest, not the id: the file name must not reveal the job secret.
+        tag = hashlib.sha256(uid.encode()).hexdigest()[:16]
         tmp = os.environ.get("COLLIE_TMPDIR", "/tmp")
         return (
             "file://" + os.path.join(tmp, "torch_collie_" + tag),
