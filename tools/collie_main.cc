@@ -1,4 +1,4 @@
-// `collie`: the command-line tool (run, perf, info).
+// `collie`: the command-line tool (run, perf, info, ddp-demo).
 //
 // Arguments after the first "--" are never parsed as collie's own: they are the
 // command `collie run` starts (CLI11's prefix_command stops at the program name, but
@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
   CLI::App* run = addRunCommand(app, &runOptions);
   CLI::App* perf = addPerfCommand(app, &perfOptions);
   CLI::App* info = addInfoCommand(app);
+  DdpDemoCliOptions ddpOptions;
+  CLI::App* ddpDemo = addDdpDemoCommand(app, &ddpOptions);
 
   std::vector<std::string> reversed(front.rbegin(), front.rend());
   try {
@@ -51,5 +53,6 @@ int main(int argc, char** argv) {
   }
   if (perf->parsed()) return runPerf(perfOptions);
   if (info->parsed()) return runInfo();
+  if (ddpDemo->parsed()) return runDdpDemo(ddpOptions);
   return 2;
 }

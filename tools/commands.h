@@ -3,6 +3,7 @@
 // executes it after parsing and returns the process exit status.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -31,5 +32,28 @@ int runPerf(const PerfCliOptions& options);
 
 CLI::App* addInfoCommand(CLI::App& app);
 int runInfo();
+
+// `collie ddp-demo` (tools/ddp_demo_command.cc).
+struct DdpDemoCliOptions {
+  int layers = 8;
+  int64_t paramsPerLayer = 1 << 20;
+  double msPerLayer = 20.0;
+  std::string compute = "fma";
+  int steps = 4;
+  int batch = 8;
+  int64_t datasetSize = 4096;
+  double bucketCapMb = 25.0;
+  double firstBucketMb = 1.0;
+  std::string optimizer = "sgd";
+  double lr = 0.01;
+  uint64_t seed = 1234;
+  std::string checkpointDir;
+  bool resume = false;
+  std::string tracePath;
+  std::string svgPath;
+};
+
+CLI::App* addDdpDemoCommand(CLI::App& app, DdpDemoCliOptions* options);
+int runDdpDemo(const DdpDemoCliOptions& options);
 
 }  // namespace collie::tools
