@@ -174,7 +174,6 @@ Status DdpDemo::setUp() {
   if (!reducer.isOk()) return reducer.status();
   reducer_ = std::move(*reducer);
   burner_ = std::make_unique<ddp::ComputeBurner>(mode, o_.msPerLayer);
-  if (mode == ddp::ComputeMode::kFma) ddp::ComputeBurner::fmaItersPerMs();  // calibrate now
   data_ = std::make_unique<ddp::SyntheticDataset>(o_.datasetSize, dim, o_.seed);
   sampler_ = std::make_unique<ddp::DistributedSampler>(o_.datasetSize, comm_.size(), comm_.rank(),
                                                        o_.seed);
@@ -189,8 +188,7 @@ Status DdpDemo::setUp() {
         "(%s), optimizer %s%s\n",
         comm_.size(), o_.layers, dim, dim, reducer_->totalElements(), psiBytes / (1 << 20),
         o_.batch, o_.compute.c_str(), o_.msPerLayer,
-        o_.compute == "fma" ? "calibrated multiply-add loop" : "host idle",
-        optimizer_->name().c_str(),
+        o_.compute == "fma" ? "busy multiply-add loop" : "host idle", optimizer_->name().c_str(),
         o_.resume ? (", resumed at step " + std::to_string(startStep_)).c_str() : "");
     std::printf("# buckets (launch order; cap %.2f MiB, first %.2f MiB):\n", o_.bucketCapMb,
                 o_.firstBucketMb);

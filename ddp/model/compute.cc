@@ -36,29 +36,6 @@ bool parseComputeMode(std::string_view name, ComputeMode* mode) {
   return true;
 }
 
-double ComputeBurner::fmaItersPerMs() {
-  static const double rate = [] {
-    using Clock = std::chrono::steady_clock;
-    int64_t iters = 1 << 16;
-    double best = 0;
-    // Best of a few 5+ ms runs: the rate of an undisturbed core.
-    for (int run = 0; run < 4; ++run) {
-      while (true) {
-        auto start = Clock::now();
-        gSink = fmaLoop(iters);
-        double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-        if (ms >= 5.0) {
-          best = std::max(best, iters / ms);
-          break;
-        }
-        iters *= 2;
-      }
-    }
-    return best;
-  }();
-  return rate;
-}
-
 void ComputeBurner::burnLayerRemainder(std::chrono::steady_clock::time_point layerStart) const {
   double spent =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - layerStart)
@@ -69,7 +46,13 @@ void ComputeBurner::burnLayerRemainder(std::chrono::steady_clock::time_point lay
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(remaining));
     return;
   }
-  gSink = fmaLoop(static_cast<int64_t>(remaining * fmaItersPerMs()));
+  // Busy until the deadline, in slices short enough to end within ~0.1 ms of it.
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double, std::milli>(remaining));
+  float sink = 0;
+  while (std::chrono::steady_clock::now() < deadline) sink += fmaLoop(4096);
+  gSink = sink;
 }
 
 }  // namespace collie::ddp

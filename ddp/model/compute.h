@@ -1,11 +1,13 @@
-// Simulated per-layer compute cost: a backward layer takes msPerLayer in all: after
-// the layer's real gradient math, the rest of the time is spent as
-//   kFma:   a calibrated multiply-add loop on this thread (real CPU work, competes for
-//           cores with communication like host compute does), or
+// Simulated per-layer compute cost: a backward layer takes msPerLayer of wall time in
+// all: after the layer's real gradient math, the rest of the time is spent as
+//   kFma:   a busy multiply-add loop on this thread until the layer's deadline (real
+//           CPU work that competes for cores with communication, as host compute does;
+//           deadline-based rather than a calibrated count, so a loaded machine shrinks
+//           the work done instead of stretching the layer unpredictably), or
 //   kSleep: a sleep (the host thread idles as it would while an accelerator computes).
 // The burn never touches model data, so results do not depend on it.
 //
-// Thread safety: burn() may be called from any thread; calibration runs once.
+// Thread safety: burnLayerRemainder() may be called from any thread.
 #pragma once
 
 #include <chrono>
@@ -22,14 +24,10 @@ class ComputeBurner {
  public:
   ComputeBurner(ComputeMode mode, double msPerLayer) : mode_(mode), msPerLayer_(msPerLayer) {}
   // Spends what is left of one layer's msPerLayer since `layerStart` (nothing when the
-  // real math already took longer). kFma converts the remaining time into a calibrated
-  // iteration count, so a core shared with other threads stretches it, as it would
-  // stretch real compute.
+  // real math already took longer).
   void burnLayerRemainder(std::chrono::steady_clock::time_point layerStart) const;
   double msPerLayer() const { return msPerLayer_; }
   ComputeMode mode() const { return mode_; }
-  // FMA loop iterations per millisecond on this machine (measured on first use).
-  static double fmaItersPerMs();
 
  private:
   ComputeMode mode_;
