@@ -20,7 +20,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -311,8 +310,8 @@ Status DdpDemo::run() {
         counted, o_.steps > 1 ? " (first step excluded)" : "", c, m, 100 * m / c, a, b, a / b,
         m > 0 ? 100 * std::clamp((a - b) / m, 0.0, 1.0) : 100.0);
     std::printf(
-        "# sent_bytes: bytes written to sockets per rank in step (b) (tcp transport);"
-        " shared memory moves data without system calls, so it is not counted\n");
+        "# sent_bytes: bytes rank 0 sent on its TCP sockets in step (b), from TCP_INFO (run "
+        "with COLLIE_TRANSPORT=tcp); shared-memory copies are not counted\n");
   }
   if (!o_.checkpointDir.empty()) {
     COLLIE_RETURN_IF_ERROR(saveCheckpoint(step, step / perEpoch));
