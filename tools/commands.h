@@ -36,14 +36,15 @@ int runInfo();
 // `collie ddp-demo` (tools/ddp_demo_command.cc).
 struct DdpDemoCliOptions {
   // Defaults: 16 layers of 16 MiB (256 MiB of gradients, 9 buckets of <= 25 MiB) and
-  // 20 ms per backward layer: on a 2-core box, 2 ranks spend about half as long on
+  // 25 ms per backward layer (batch 1 per rank), topped up by sleeping (the host idles as it does
+  // while an accelerator computes): on a 2-core box, 2 ranks spend about half as long on
   // communication as on compute, so the overlap is plain in the timeline.
   int layers = 16;
   int64_t paramsPerLayer = 4 << 20;
-  double msPerLayer = 20.0;
-  std::string compute = "fma";
-  int steps = 4;
-  int batch = 2;
+  double msPerLayer = 25.0;
+  std::string compute = "sleep";
+  int steps = 5;
+  int batch = 1;
   int64_t datasetSize = 4096;
   double bucketCapMb = 25.0;
   double firstBucketMb = 1.0;

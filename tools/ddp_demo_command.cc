@@ -252,6 +252,7 @@ Status DdpDemo::run() {
   timeline_.resetEpoch();
   const size_t perEpoch = std::max<size_t>(1, sampler_->numSamples() / o_.batch);
   std::vector<double> sums(4, 0.0);
+  std::vector<double> hiddenPerStep;
   int counted = 0;
   uint64_t step = startStep_;
   for (int s = 0; s < o_.steps; ++s, ++step) {
@@ -285,6 +286,7 @@ Status DdpDemo::run() {
       sums[1] += commA;
       sums[2] += maxes[1];
       sums[3] += maxes[3];
+      hiddenPerStep.push_back(hidden);
       ++counted;
     }
     if (root()) {
@@ -309,6 +311,12 @@ Status DdpDemo::run() {
         "(%.2fx), communication hidden %.0f%%\n",
         counted, o_.steps > 1 ? " (first step excluded)" : "", c, m, 100 * m / c, a, b, a / b,
         m > 0 ? 100 * std::clamp((a - b) / m, 0.0, 1.0) : 100.0);
+    std::sort(hiddenPerStep.begin(), hiddenPerStep.end());
+    size_t h = hiddenPerStep.size();
+    double median =
+        h % 2 ? hiddenPerStep[h / 2] : (hiddenPerStep[h / 2 - 1] + hiddenPerStep[h / 2]) / 2;
+    std::printf("# communication hidden per step: median %.0f%%, min %.0f%%, max %.0f%%\n",
+                100 * median, 100 * hiddenPerStep.front(), 100 * hiddenPerStep.back());
     std::printf(
         "# sent_bytes: bytes rank 0 sent on its TCP sockets in step (b), from TCP_INFO (run "
         "with COLLIE_TRANSPORT=tcp); shared-memory copies are not counted\n");
