@@ -3,6 +3,7 @@
 // connect, then start the engine.
 #include <unistd.h>
 
+#include <cctype>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -74,7 +75,16 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
   config.chunkBytes = std::max<size_t>(config.chunkBytes, 64);
   config.algorithm = options.algorithm;
   if (config.algorithm == Algorithm::kAuto) {
-    std::optional<Algorithm> parsed = parseAlgorithm(configString("COLLIE_ALGO"));
+    std::string name = configString("COLLIE_ALGO");
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::optional<Algorithm> parsed = parseAlgorithm(name);
+    if (!parsed && configSource("COLLIE_ALGO") == "NCCL_ALGO") {
+      // NCCL_ALGO accepts lists and NCCL-only algorithms (^nvls, allreduce:tree, ...).
+      COLLIE_LOG(WARN, INIT) << "NCCL_ALGO='" << configString("COLLIE_ALGO")
+                             << "' has no collie equivalent (collie knows auto, ring, tree, "
+                                "chain); using auto";
+      parsed = Algorithm::kAuto;
+    }
     if (!parsed) {
       return invalidArgument("COLLIE_ALGO='" + configString("COLLIE_ALGO") +
                              "' is not one of auto, ring, tree, chain");
@@ -180,7 +190,12 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
     }
   }
   auto engine = std::make_unique<Engine>(config, std::move(set));
-  return std::unique_ptr<Communicator>(new Communicator(rank, nranks, std::move(engine)));
+  std::unique_ptr<Communicator> comm(new Communicator(rank, nranks, std::move(engine)));
+  comm->id_ = id;
+  comm->store_ = store;
+  comm->options_ = options;
+  comm->options_.store.reset();  // the store is kept in store_
+  return comm;
 }
 
 }  // namespace collie

@@ -60,7 +60,7 @@ Engine::~Engine() {
   if (thread_.joinable()) thread_.join();
   for (Pending& pending : queue_) {
     pending.work->complete(abortedError("communicator destroyed before " +
-                                        describeFingerprint(pending.tag) + " ran"));
+                                        describeFingerprint(pending.parts.front().tag) + " ran"));
   }
   // Connections first: they may still point at completions of failed executions.
   transports_.connections.clear();
@@ -85,8 +85,8 @@ std::string Engine::transportTo(int peer) const {
 }
 
 Result<std::shared_ptr<const Schedule>> Engine::plan(const CollectiveArgs& args) {
-  auto key = std::make_tuple(static_cast<int>(args.kind), args.count,
-                             static_cast<int>(args.dtype), static_cast<int>(args.op), args.root);
+  auto key = std::make_tuple(static_cast<int>(args.kind), args.count, static_cast<int>(args.dtype),
+                             static_cast<int>(args.op), args.root);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto found = cache_.find(key);
@@ -107,29 +107,68 @@ Result<std::shared_ptr<const Schedule>> Engine::plan(const CollectiveArgs& args)
   return shared;
 }
 
+uint64_t Engine::nextTag(const CollectiveArgs& args) {
+  uint64_t sequence;
+  if (args.kind == CollectiveKind::kSend) {
+    sequence = sendSequence_[args.root]++;
+  } else if (args.kind == CollectiveKind::kRecv) {
+    sequence = recvSequence_[args.root]++;
+  } else {
+    sequence = collectiveSequence_++;
+  }
+  return makeFingerprint(sequence, args);
+}
+
 Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void* output) {
   Result<std::shared_ptr<const Schedule>> schedule = plan(args);
   if (!schedule.isOk()) return schedule.status();
   auto work = std::make_shared<WorkState>();
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    uint64_t sequence;
-    if (args.kind == CollectiveKind::kSend) {
-      sequence = sendSequence_[args.root]++;
-    } else if (args.kind == CollectiveKind::kRecv) {
-      sequence = recvSequence_[args.root]++;
-    } else {
-      sequence = collectiveSequence_++;
-    }
-    uint64_t tag = makeFingerprint(sequence, args);
+    uint64_t tag = nextTag(args);
     if (!failed_.isOk()) {
       work->complete(failed_.withContext(describeFingerprint(tag) + " not run"));
       return Work(work);
     }
-    queue_.push_back(Pending{*schedule, input, output, tag, work});
+    queue_.push_back(Pending{{Part{*schedule, input, output, tag}}, work});
   }
   queued_.notify_one();
   return Work(work);
+}
+
+Result<Work> Engine::submitGroup(const std::vector<GroupOp>& ops) {
+  std::vector<Part> parts;
+  parts.reserve(ops.size());
+  for (const GroupOp& op : ops) {
+    if (op.args.kind != CollectiveKind::kSend && op.args.kind != CollectiveKind::kRecv) {
+      return invalidArgument("a group may hold only send and recv operations, got " +
+                             std::string(collectiveName(op.args.kind)));
+    }
+    Result<std::shared_ptr<const Schedule>> schedule = plan(op.args);
+    if (!schedule.isOk()) return schedule.status();
+    parts.push_back(Part{*schedule, op.input, op.output, 0});
+  }
+  auto work = std::make_shared<WorkState>();
+  if (parts.empty()) {
+    work->complete(Status());
+    return Work(work);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Part& part : parts) part.tag = nextTag(part.schedule->args);
+    if (!failed_.isOk()) {
+      work->complete(failed_.withContext(describeFingerprint(parts.front().tag) + " not run"));
+      return Work(work);
+    }
+    queue_.push_back(Pending{std::move(parts), work});
+  }
+  queued_.notify_one();
+  return Work(work);
+}
+
+Status Engine::failure() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failed_;
 }
 
 void Engine::run() {
@@ -144,7 +183,8 @@ void Engine::run() {
       if (!failed_.isOk()) {
         Status failed = failed_;
         lock.unlock();
-        pending.work->complete(failed.withContext(describeFingerprint(pending.tag) + " not run"));
+        pending.work->complete(
+            failed.withContext(describeFingerprint(pending.parts.front().tag) + " not run"));
         continue;
       }
     }
@@ -169,26 +209,37 @@ void Engine::waitForActivity(const std::vector<Connection*>& active) {
     for (Transport* t : involved) known = known || t == transport;
     if (!known) involved.push_back(transport);
   }
-  auto slice = involved.size() <= 1 ? std::chrono::microseconds(5000)
-                                    : std::chrono::microseconds(500);
+  auto slice =
+      involved.size() <= 1 ? std::chrono::microseconds(5000) : std::chrono::microseconds(500);
   for (Transport* transport : involved) transport->waitForActivity(slice);
 }
 
 Status Engine::execute(Pending& pending) {
-  auto execution = std::make_unique<Execution>(pending.schedule, pending.input, pending.output,
-                                               pending.tag, &transports_.connections,
-                                               &channelMemory_);
+  // The parts of a group run side by side: every advance() round posts what each can,
+  // so all sends and receives of a group are in flight before any is waited for.
+  std::vector<std::unique_ptr<Execution>> executions;
+  for (const Part& part : pending.parts) {
+    executions.push_back(std::make_unique<Execution>(part.schedule, part.input, part.output,
+                                                     part.tag, &transports_.connections,
+                                                     &channelMemory_));
+  }
+  const uint64_t tag = pending.parts.front().tag;
   std::vector<Connection*> active;
   auto lastProgress = Clock::now();
   auto idleSince = lastProgress;
   Status status;
   while (true) {
     bool progressed = false;
-    status = execution->advance(&progressed);
+    bool finished = true;
+    for (auto& execution : executions) {
+      status = execution->advance(&progressed);
+      if (!status.isOk()) break;
+      finished = finished && execution->finished();
+    }
     if (!status.isOk()) break;
-    if (execution->finished()) return Status();
+    if (finished) return Status();
     active.clear();
-    execution->activeConnections(&active);
+    for (auto& execution : executions) execution->activeConnections(&active);
     for (Connection* connection : active) {
       bool moved = false;
       status = connection->progress(&moved);
@@ -196,8 +247,8 @@ Status Engine::execute(Pending& pending) {
       progressed = progressed || moved;
     }
     if (!status.isOk()) {
-      status = status.withContext(describeFingerprint(pending.tag) + " on rank " +
-                                  std::to_string(config_.rank));
+      status =
+          status.withContext(describeFingerprint(tag) + " on rank " + std::to_string(config_.rank));
       break;
     }
     auto now = Clock::now();
@@ -206,25 +257,35 @@ Status Engine::execute(Pending& pending) {
       continue;
     }
     if (aborted_) {
-      status = abortedError(describeFingerprint(pending.tag) + " aborted on rank " +
+      status = abortedError(describeFingerprint(tag) + " aborted on rank " +
                             std::to_string(config_.rank));
       break;
     }
     if (now - lastProgress > config_.timeout) {
+      std::string waits;
+      int waited = -1;
+      for (auto& execution : executions) {
+        if (execution->finished()) continue;
+        waits += (waits.empty() ? "" : "; ") + execution->describeWaits();
+        if (waited < 0) waited = execution->firstWaitedPeer();
+      }
       status = timeoutError(
-          describeFingerprint(pending.tag) + " on rank " + std::to_string(config_.rank) +
-              " made no progress for " +
-              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(config_.timeout)
-                                 .count()) +
-              " ms: " + execution->describeWaits() +
+          describeFingerprint(tag) +
+              (executions.size() > 1
+                   ? " (group of " + std::to_string(executions.size()) + " operations)"
+                   : std::string()) +
+              " on rank " + std::to_string(config_.rank) + " made no progress for " +
+              std::to_string(
+                  std::chrono::duration_cast<std::chrono::milliseconds>(config_.timeout).count()) +
+              " ms: " + waits +
               ". The peer may be dead, stuck or running a different collective; raise "
               "COLLIE_TIMEOUT if it is only slow.",
-          execution->firstWaitedPeer());
+          waited);
       break;
     }
     if (now - idleSince > config_.busyPoll) waitForActivity(active);
   }
-  failedExecutions_.push_back(std::move(execution));
+  for (auto& execution : executions) failedExecutions_.push_back(std::move(execution));
   return status;
 }
 

@@ -8,7 +8,14 @@
 // connections may hold half a message, so every pending and later collective fails
 // with the same error (prefixed by its own description).
 //
-// Thread safety: submit(), abort() and transportTo() may be called from any thread.
+// submitGroup() queues several point-to-point operations as one unit: the progress
+// thread posts every send and receive of the group before waiting for any, so a group
+// whose sends and receives match the peers' is deadlock-free whatever the message
+// sizes and whatever order each rank listed them in. Each operation keeps its own
+// per-peer sequence number, so grouped and ungrouped operations match each other.
+//
+// Thread safety: submit(), submitGroup(), abort(), failure() and transportTo() may be
+// called from any thread.
 #pragma once
 
 #include <atomic>
@@ -64,20 +71,35 @@ class Engine {
   ~Engine();
 
   Result<Work> submit(const CollectiveArgs& args, const void* input, void* output);
+  // Every element of `ops` must be a kSend or kRecv (peer in args.root); the Work
+  // completes when all of them did. An empty group completes at once.
+  struct GroupOp {
+    CollectiveArgs args;
+    const void* input = nullptr;
+    void* output = nullptr;
+  };
+  Result<Work> submitGroup(const std::vector<GroupOp>& ops);
   void abort();
+  // The sticky failure (OK while healthy): the first collective error, or Aborted.
+  Status failure();
   std::string transportTo(int peer) const;
   const EngineConfig& config() const { return config_; }
 
  private:
-  struct Pending {
+  // One schedule to run: a collective, or one operation of a group.
+  struct Part {
     std::shared_ptr<const Schedule> schedule;
     const void* input;
     void* output;
     uint64_t tag;
+  };
+  struct Pending {
+    std::vector<Part> parts;  // run concurrently; one for a plain collective
     std::shared_ptr<WorkState> work;
   };
 
   Result<std::shared_ptr<const Schedule>> plan(const CollectiveArgs& args);
+  uint64_t nextTag(const CollectiveArgs& args);  // requires mutex_
   void run();
   Status execute(Pending& pending);
   void waitForActivity(const std::vector<Connection*>& active);
