@@ -8,6 +8,21 @@
 // connections may hold half a message, so every pending and later collective fails
 // with the same error (prefixed by its own description).
 //
+// A failure is also spread: the failing rank leaves its reason on the FailureBoard
+// and closes every connection, so that its peers fail at once (instead of at their
+// timeout) and report the same root cause. A rank that only sends in a collective
+// (a broadcast root) can finish it before a receiver rejects its data; it learns of
+// the failure on its next collective with those peers.
+//
+// abort() fails the running and every queued collective with Aborted, closes the
+// connections and returns once that is done (bounded: the progress thread checks for
+// it on every turn). Destroying the engine does the same for collectives still
+// pending, then joins the progress thread.
+//
+// Small collectives that the transport can offload (CollectiveOffload) run inline on
+// the submitting thread when nothing else is queued or running, which saves two thread
+// hand-offs; otherwise they queue like any other and run on the progress thread.
+//
 // submitGroup() queues several point-to-point operations as one unit: the progress
 // thread posts every send and receive of the group before waiting for any, so a group
 // whose sends and receives match the peers' is deadlock-free whatever the message
@@ -31,6 +46,7 @@
 
 #include "collie/communicator.h"
 #include "core/engine/execution.h"
+#include "core/engine/failure_board.h"
 
 namespace collie {
 
@@ -67,51 +83,70 @@ class WorkState {
 
 class Engine {
  public:
-  Engine(EngineConfig config, TransportSet transports);
+  // `board` may be null (failures are then not explained across ranks).
+  Engine(EngineConfig config, TransportSet transports, std::unique_ptr<FailureBoard> board);
   ~Engine();
 
   Result<Work> submit(const CollectiveArgs& args, const void* input, void* output);
-  // Every element of `ops` must be a kSend or kRecv (peer in args.root); the Work
-  // completes when all of them did. An empty group completes at once.
+  // One operation of submitGroup(): a kSend or kRecv (peer in args.root).
   struct GroupOp {
     CollectiveArgs args;
     const void* input = nullptr;
     void* output = nullptr;
   };
+  // The Work completes when every operation did. An empty group completes at once.
   Result<Work> submitGroup(const std::vector<GroupOp>& ops);
-  void abort();
   // The sticky failure (OK while healthy): the first collective error, or Aborted.
   Status failure();
+  void abort();
   std::string transportTo(int peer) const;
   const EngineConfig& config() const { return config_; }
 
  private:
-  // One schedule to run: a collective, or one operation of a group.
-  struct Part {
+  struct Pending {
     std::shared_ptr<const Schedule> schedule;
     const void* input;
     void* output;
     uint64_t tag;
-  };
-  struct Pending {
-    std::vector<Part> parts;  // run concurrently; one for a plain collective
     std::shared_ptr<WorkState> work;
+    bool offloaded = false;  // run by the transport's CollectiveOffload
+    // Further operations of a group (submitGroup), run alongside the first.
+    struct Part {
+      std::shared_ptr<const Schedule> schedule;
+      const void* input;
+      void* output;
+      uint64_t tag;
+    };
+    std::vector<Part> group;
   };
 
   Result<std::shared_ptr<const Schedule>> plan(const CollectiveArgs& args);
   uint64_t nextTag(const CollectiveArgs& args);  // requires mutex_
   void run();
   Status execute(Pending& pending);
+  Status runOffloaded(const Pending& pending);
   void waitForActivity(const std::vector<Connection*>& active);
+  // On the progress thread after the first failure: explains `status`, makes it the
+  // sticky error, publishes it and closes every connection. Returns the error to give
+  // the failed collective.
+  Status giveUp(Status status, bool publish);
+  void closeConnections();
 
   const EngineConfig config_;
-  TransportSet transports_;
+  TransportSet transports_;                  // used by the progress thread only
+  std::vector<std::string> transportNames_;  // per peer, for transportTo()
+  std::unique_ptr<FailureBoard> board_;
   std::vector<ChannelMemory> channelMemory_;
+  // Set when one transport serves every peer and can run small collectives itself.
+  CollectiveOffload* offload_ = nullptr;
 
   std::mutex mutex_;  // guards the members below
   std::condition_variable queued_;
   std::deque<Pending> queue_;
   bool stopping_ = false;
+  bool closed_ = false;   // connections closed after a failure or abort
+  bool running_ = false;  // a collective is executing (progress thread or inline)
+  std::condition_variable closedCv_;
   Status failed_;
   uint64_t collectiveSequence_ = 0;
   std::vector<uint64_t> sendSequence_;  // per peer, point-to-point
