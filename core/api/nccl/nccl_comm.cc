@@ -222,7 +222,11 @@ ncclResult_t ready(ncclComm* comm, bool wait) {
     lock.unlock();
     comm->init.reset();
     if (comm->initThread.joinable()) comm->initThread.join();
-    if (comm->comm) return ncclSuccess;
+    if (comm->comm) {
+      comm->rank = comm->comm->rank();
+      comm->nranks = comm->comm->size();
+      return ncclSuccess;
+    }
   }
   if (!comm->initError.isOk()) return fail(comm->initError.withContext("communicator init failed"));
   return invalidUsage("communicator is not initialised");
