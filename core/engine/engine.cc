@@ -59,8 +59,8 @@ Engine::~Engine() {
   queued_.notify_all();
   if (thread_.joinable()) thread_.join();
   for (Pending& pending : queue_) {
-    pending.work->complete(abortedError("communicator destroyed before " +
-                                        describeFingerprint(pending.tag) + " ran"));
+    pending.work->complete(
+        abortedError("communicator destroyed before " + describeFingerprint(pending.tag) + " ran"));
   }
   // Connections first: they may still point at completions of failed executions.
   transports_.connections.clear();
@@ -84,24 +84,45 @@ std::string Engine::transportTo(int peer) const {
   return index < 0 ? "none" : transports_.transports[index]->name();
 }
 
+void Engine::setTuneConstants(const TuneConstants& constants) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  tune_ = constants;
+  cache_.clear();
+}
+
+TuneConstants Engine::tuneConstants() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return tune_;
+}
+
 Result<std::shared_ptr<const Schedule>> Engine::plan(const CollectiveArgs& args) {
-  auto key = std::make_tuple(static_cast<int>(args.kind), args.count,
-                             static_cast<int>(args.dtype), static_cast<int>(args.op), args.root);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto found = cache_.find(key);
-    if (found != cache_.end()) return found->second;
-  }
+  TuneLimits limits;
+  limits.maxChannels = config_.nchannels;
+  limits.channelsFixed = config_.channelsFixed;
+  limits.chunkBytes = config_.chunkBytes;
+  limits.forced = config_.algorithm;
+  const size_t bytes =
+      args.count *
+      dataTypeSize(args.kind == CollectiveKind::kBarrier ? DataType::kUint8 : args.dtype);
+  std::unique_lock<std::mutex> lock(mutex_);
+  const TuneDecision decision = decide(args.kind, bytes, config_.nranks, limits, tune_);
+  auto key =
+      std::make_tuple(static_cast<int>(args.kind), args.count, static_cast<int>(args.dtype),
+                      static_cast<int>(args.op), args.root, static_cast<int>(decision.algorithm),
+                      decision.chunkBytes, decision.nchannels);
+  auto found = cache_.find(key);
+  if (found != cache_.end()) return found->second;
+  lock.unlock();
   PlanParams params;
   params.rank = config_.rank;
   params.nranks = config_.nranks;
-  params.nchannels = config_.nchannels;
-  params.chunkBytes = config_.chunkBytes;
-  params.algorithm = config_.algorithm;
+  params.nchannels = decision.nchannels;
+  params.chunkBytes = decision.chunkBytes;
+  params.algorithm = decision.algorithm;
   Result<Schedule> schedule = buildSchedule(args, params);
   if (!schedule.isOk()) return schedule.status();
   auto shared = std::make_shared<const Schedule>(std::move(schedule).value());
-  std::lock_guard<std::mutex> lock(mutex_);
+  lock.lock();
   if (cache_.size() >= 256) cache_.clear();
   cache_[key] = shared;
   return shared;
@@ -169,15 +190,15 @@ void Engine::waitForActivity(const std::vector<Connection*>& active) {
     for (Transport* t : involved) known = known || t == transport;
     if (!known) involved.push_back(transport);
   }
-  auto slice = involved.size() <= 1 ? std::chrono::microseconds(5000)
-                                    : std::chrono::microseconds(500);
+  auto slice =
+      involved.size() <= 1 ? std::chrono::microseconds(5000) : std::chrono::microseconds(500);
   for (Transport* transport : involved) transport->waitForActivity(slice);
 }
 
 Status Engine::execute(Pending& pending) {
-  auto execution = std::make_unique<Execution>(pending.schedule, pending.input, pending.output,
-                                               pending.tag, &transports_.connections,
-                                               &channelMemory_);
+  auto execution =
+      std::make_unique<Execution>(pending.schedule, pending.input, pending.output, pending.tag,
+                                  &transports_.connections, &channelMemory_);
   std::vector<Connection*> active;
   auto lastProgress = Clock::now();
   auto idleSince = lastProgress;
@@ -214,8 +235,8 @@ Status Engine::execute(Pending& pending) {
       status = timeoutError(
           describeFingerprint(pending.tag) + " on rank " + std::to_string(config_.rank) +
               " made no progress for " +
-              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(config_.timeout)
-                                 .count()) +
+              std::to_string(
+                  std::chrono::duration_cast<std::chrono::milliseconds>(config_.timeout).count()) +
               " ms: " + execution->describeWaits() +
               ". The peer may be dead, stuck or running a different collective; raise "
               "COLLIE_TIMEOUT if it is only slow.",
