@@ -48,6 +48,9 @@ Engine::Engine(EngineConfig config, TransportSet transports)
       channelMemory_(config.nchannels),
       sendSequence_(config.nranks, 0),
       recvSequence_(config.nranks, 0) {
+  if (transports_.transports.size() == 1 && config_.nranks > 1) {
+    offload_ = transports_.transports[0]->collectiveOffload();
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -133,7 +136,7 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
   if (!schedule.isOk()) return schedule.status();
   auto work = std::make_shared<WorkState>();
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
     uint64_t sequence;
     if (args.kind == CollectiveKind::kSend) {
       sequence = sendSequence_[args.root]++;
@@ -147,10 +150,37 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
       work->complete(failed_.withContext(describeFingerprint(tag) + " not run"));
       return Work(work);
     }
-    queue_.push_back(Pending{*schedule, input, output, tag, work});
+    const bool offloaded = offload_ != nullptr && offload_->accepts(args);
+    Pending pending{*schedule, input, output, tag, work, offloaded};
+    if (!offloaded || running_ || !queue_.empty()) {
+      queue_.push_back(std::move(pending));
+      lock.unlock();
+      queued_.notify_one();
+      return Work(work);
+    }
+    running_ = true;
+    lock.unlock();
+    Status status = runOffloaded(pending);
+    lock.lock();
+    running_ = false;
+    if (!status.isOk()) recordFailureLocked(status);
+    lock.unlock();
+    work->complete(std::move(status));
   }
   queued_.notify_one();
   return Work(work);
+}
+
+Status Engine::runOffloaded(const Pending& pending) {
+  Status status = offload_->run(pending.schedule->args, pending.tag, pending.input,
+                                pending.output, Clock::now() + config_.timeout, aborted_);
+  return status.withContext(describeFingerprint(pending.tag) + " (one-shot) on rank " +
+                            std::to_string(config_.rank));
+}
+
+void Engine::recordFailureLocked(const Status& status) {
+  COLLIE_LOG(WARN, COLL) << status.toString();
+  if (failed_.isOk()) failed_ = status;
 }
 
 void Engine::run() {
@@ -158,8 +188,8 @@ void Engine::run() {
     Pending pending;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      queued_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;
+      queued_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !running_); });
+      if (queue_.empty() || running_) return;
       pending = std::move(queue_.front());
       queue_.pop_front();
       if (!failed_.isOk()) {
@@ -168,13 +198,15 @@ void Engine::run() {
         pending.work->complete(failed.withContext(describeFingerprint(pending.tag) + " not run"));
         continue;
       }
+      running_ = true;
     }
-    Status status = execute(pending);
-    if (!status.isOk()) {
-      COLLIE_LOG(WARN, COLL) << status.toString();
+    Status status = pending.offloaded ? runOffloaded(pending) : execute(pending);
+    {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (failed_.isOk()) failed_ = status;
+      running_ = false;
+      if (!status.isOk()) recordFailureLocked(status);
     }
+    queued_.notify_all();
     pending.work->complete(std::move(status));
   }
 }
@@ -243,7 +275,11 @@ Status Engine::execute(Pending& pending) {
           execution->firstWaitedPeer());
       break;
     }
-    if (now - idleSince > config_.busyPoll) waitForActivity(active);
+    if (now - idleSince > config_.busyPoll) {
+      waitForActivity(active);
+    } else {
+      std::this_thread::yield();  // lets a peer sharing this core run; free when idle
+    }
   }
   failedExecutions_.push_back(std::move(execution));
   return status;

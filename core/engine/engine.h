@@ -8,6 +8,10 @@
 // connections may hold half a message, so every pending and later collective fails
 // with the same error (prefixed by its own description).
 //
+// Small collectives that the transport can offload (CollectiveOffload) run inline on
+// the submitting thread when nothing else is queued or running, which saves two thread
+// hand-offs; otherwise they queue like any other and run on the progress thread.
+//
 // Thread safety: submit(), abort() and transportTo() may be called from any thread.
 #pragma once
 
@@ -80,21 +84,27 @@ class Engine {
     void* output;
     uint64_t tag;
     std::shared_ptr<WorkState> work;
+    bool offloaded;  // run by the transport's CollectiveOffload
   };
 
   Result<std::shared_ptr<const Schedule>> plan(const CollectiveArgs& args);
   void run();
   Status execute(Pending& pending);
+  Status runOffloaded(const Pending& pending);
+  void recordFailureLocked(const Status& status);  // mutex_ held
   void waitForActivity(const std::vector<Connection*>& active);
 
   const EngineConfig config_;
   TransportSet transports_;
   std::vector<ChannelMemory> channelMemory_;
+  // Set when one transport serves every peer and can run small collectives itself.
+  CollectiveOffload* offload_ = nullptr;
 
   std::mutex mutex_;  // guards the members below
   std::condition_variable queued_;
   std::deque<Pending> queue_;
   bool stopping_ = false;
+  bool running_ = false;  // a collective is executing (progress thread or inline)
   Status failed_;
   uint64_t collectiveSequence_ = 0;
   std::vector<uint64_t> sendSequence_;  // per peer, point-to-point
