@@ -150,7 +150,9 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
       work->complete(failed_.withContext(describeFingerprint(tag) + " not run"));
       return Work(work);
     }
-    const bool offloaded = offload_ != nullptr && offload_->accepts(args);
+    // A forced algorithm (COLLIE_ALGO, Options::algorithm) runs as asked, not offloaded.
+    const bool offloaded = offload_ != nullptr && config_.algorithm == Algorithm::kAuto &&
+                           offload_->accepts(args);
     Pending pending{*schedule, input, output, tag, work, offloaded};
     if (!offloaded || running_ || !queue_.empty()) {
       queue_.push_back(std::move(pending));
