@@ -12,8 +12,8 @@ for algo in ring tree auto; do
   "$COLLIE" run -n "$NRANKS" -- "$COLLIE" perf allreduce --algo "$algo" -b 8 -e 64M -f 4 \
     -w 3 -n 10 -c 0 > "$OUT/$algo.txt"
 done
-times() { awk '$1 ~ /^[0-9]+$/ {print $1, $6}' "$OUT/$1.txt"; }
-times ring > "$OUT/r"; times tree > "$OUT/t"; times auto > "$OUT/a"
+perf_times() { awk '$1 ~ /^[0-9]+$/ {print $1, $6}' "$OUT/$1.txt"; }
+perf_times ring > "$OUT/r"; perf_times tree > "$OUT/t"; perf_times auto > "$OUT/a"
 printf "%10s %12s %12s %12s  %s\n" bytes "ring(us)" "tree(us)" "auto(us)" "auto<=1.1*best"
 join "$OUT/r" "$OUT/t" | join - "$OUT/a" | awk '{
   best = $2 < $3 ? $2 : $3; ok = ($4 <= 1.1 * best) ? "yes" : "NO";
