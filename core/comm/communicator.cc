@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "core/engine/engine.h"
+#include "core/kernel/device_memory.h"
 
 namespace collie {
 
@@ -40,11 +41,31 @@ Status Communicator::check(const char* what, const void* send, const void* recv,
   if (count > (SIZE_MAX / 8) / static_cast<size_t>(nranks_)) {
     return invalidArgument(prefix + "count " + std::to_string(count) + " is too large");
   }
+  // The engine runs host buffers only; the CUDA kernels exist but are not wired into
+  // it yet (docs/cuda.md). Without this check a device pointer would be dereferenced.
+  if (count > 0 && (isDeviceMemory(send) || isDeviceMemory(recv))) {
+    return unsupported(prefix +
+                       "CUDA device buffers are not supported by this version's engine "
+                       "(see docs/cuda.md); pass host buffers (copy with cudaMemcpy first)");
+  }
   return Status();
 }
 
-Result<Work> Communicator::submit(CollectiveKind kind, const void* send, void* recv,
-                                  size_t count, DataType dtype, ReduceOp op, int root) {
+Status Communicator::checkPeer(const char* what, int peer) const {
+  std::string prefix = std::string(what) + " on rank " + std::to_string(rank_) + ": peer ";
+  if (peer < 0 || peer >= nranks_) {
+    return invalidArgument(prefix + std::to_string(peer) + " is outside [0, " +
+                           std::to_string(nranks_) + ")");
+  }
+  if (peer == rank_) {
+    return invalidArgument(prefix + std::to_string(peer) +
+                           " is this rank; copy the buffer instead of sending it to yourself");
+  }
+  return Status();
+}
+
+Result<Work> Communicator::submit(CollectiveKind kind, const void* send, void* recv, size_t count,
+                                  DataType dtype, ReduceOp op, int root) {
   CollectiveArgs args;
   args.kind = kind;
   args.count = count;
@@ -72,8 +93,10 @@ Result<Work> Communicator::allReduce(const void* send, void* recv, size_t count,
 Result<Work> Communicator::reduceScatter(const void* send, void* recv, size_t recvCount,
                                          DataType dtype, ReduceOp op) {
   COLLIE_RETURN_IF_ERROR(check("reduceScatter", send, recv, recvCount, dtype, &op, nullptr));
-  if (recvCount > 0 && send == nullptr) return nullBuffer("reduceScatter", rank_, "send", recvCount);
-  if (recvCount > 0 && recv == nullptr) return nullBuffer("reduceScatter", rank_, "recv", recvCount);
+  if (recvCount > 0 && send == nullptr)
+    return nullBuffer("reduceScatter", rank_, "send", recvCount);
+  if (recvCount > 0 && recv == nullptr)
+    return nullBuffer("reduceScatter", rank_, "recv", recvCount);
   return submit(CollectiveKind::kReduceScatter, send, recv, recvCount, dtype, op, 0);
 }
 
@@ -106,22 +129,46 @@ Result<Work> Communicator::reduce(const void* send, void* recv, size_t count, Da
 }
 
 Result<Work> Communicator::send(const void* buf, size_t count, DataType dtype, int peer) {
-  COLLIE_RETURN_IF_ERROR(check("send", buf, nullptr, count, dtype, nullptr, &peer));
-  if (peer == rank_) return invalidArgument("send on rank " + std::to_string(rank_) + ": peer is this rank");
+  COLLIE_RETURN_IF_ERROR(checkPeer("send", peer));
+  COLLIE_RETURN_IF_ERROR(check("send", buf, nullptr, count, dtype, nullptr, nullptr));
   if (count > 0 && buf == nullptr) return nullBuffer("send", rank_, "send", count);
   return submit(CollectiveKind::kSend, buf, nullptr, count, dtype, ReduceOp::kSum, peer);
 }
 
 Result<Work> Communicator::recv(void* buf, size_t count, DataType dtype, int peer) {
-  COLLIE_RETURN_IF_ERROR(check("recv", nullptr, buf, count, dtype, nullptr, &peer));
-  if (peer == rank_) return invalidArgument("recv on rank " + std::to_string(rank_) + ": peer is this rank");
+  COLLIE_RETURN_IF_ERROR(checkPeer("recv", peer));
+  COLLIE_RETURN_IF_ERROR(check("recv", nullptr, buf, count, dtype, nullptr, nullptr));
   if (count > 0 && buf == nullptr) return nullBuffer("recv", rank_, "recv", count);
   return submit(CollectiveKind::kRecv, nullptr, buf, count, dtype, ReduceOp::kSum, peer);
 }
 
+Result<Work> Communicator::sendRecv(const std::vector<PointToPoint>& ops) {
+  std::vector<Engine::GroupOp> group;
+  group.reserve(ops.size());
+  for (const PointToPoint& op : ops) {
+    const char* what = op.isSend ? "send (group)" : "recv (group)";
+    COLLIE_RETURN_IF_ERROR(checkPeer(what, op.peer));
+    COLLIE_RETURN_IF_ERROR(check(what, op.buffer, nullptr, op.count, op.dtype, nullptr, nullptr));
+    if (op.count > 0 && op.buffer == nullptr) {
+      return invalidArgument(std::string(what) + " on rank " + std::to_string(rank_) +
+                             ": buffer is null but count is " + std::to_string(op.count));
+    }
+    Engine::GroupOp entry;
+    entry.args.kind = op.isSend ? CollectiveKind::kSend : CollectiveKind::kRecv;
+    entry.args.count = op.count;
+    entry.args.dtype = op.dtype;
+    entry.args.root = op.peer;
+    entry.input = op.isSend ? op.buffer : nullptr;
+    entry.output = op.isSend ? nullptr : op.buffer;
+    group.push_back(entry);
+  }
+  return engine_->submitGroup(group);
+}
+
+Status Communicator::asyncError() const { return engine_->failure(); }
+
 Result<Work> Communicator::barrier() {
-  return submit(CollectiveKind::kBarrier, nullptr, nullptr, 0, DataType::kUint8, ReduceOp::kSum,
-                0);
+  return submit(CollectiveKind::kBarrier, nullptr, nullptr, 0, DataType::kUint8, ReduceOp::kSum, 0);
 }
 
 }  // namespace collie

@@ -42,12 +42,37 @@ Status Work::wait(std::chrono::milliseconds timeout) const {
 bool Work::test() const { return state_ ? state_->test() : true; }
 Status Work::status() const { return state_ ? state_->status() : Status(); }
 
-Engine::Engine(EngineConfig config, TransportSet transports)
+namespace {
+// How long a failing rank waits for the store to take its reason, and how long a rank
+// waits for a peer's reason; both bound abort() and the failure path.
+constexpr auto kPublishWait = std::chrono::milliseconds(300);
+constexpr auto kLookupWait = std::chrono::milliseconds(200);
+// abort() waits this long at most for the progress thread to close the connections
+// (it normally takes a few milliseconds plus kPublishWait at worst).
+constexpr auto kCloseWait = std::chrono::seconds(2);
+}  // namespace
+
+Engine::Engine(EngineConfig config, TransportSet transports, std::unique_ptr<FailureBoard> board)
     : config_(config),
       transports_(std::move(transports)),
+      board_(std::move(board)),
       channelMemory_(config.nchannels),
       sendSequence_(config.nranks, 0),
       recvSequence_(config.nranks, 0) {
+  transportNames_.assign(config_.nranks, "none");
+  for (int peer = 0; peer < config_.nranks; ++peer) {
+    int index = peer < static_cast<int>(transports_.transportOfPeer.size())
+                    ? transports_.transportOfPeer[peer]
+                    : -1;
+    if (peer == config_.rank) {
+      transportNames_[peer] = "self";
+    } else if (index >= 0) {
+      transportNames_[peer] = transports_.transports[index]->name();
+    }
+  }
+  if (transports_.transports.size() == 1 && config_.nranks > 1) {
+    offload_ = transports_.transports[0]->collectiveOffload();
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -55,81 +80,213 @@ Engine::~Engine() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
+    aborted_ = true;
+    if (failed_.isOk()) {
+      failed_ =
+          abortedError("communicator of rank " + std::to_string(config_.rank) + " was destroyed");
+    }
   }
   queued_.notify_all();
   if (thread_.joinable()) thread_.join();
   for (Pending& pending : queue_) {
-    pending.work->complete(abortedError("communicator destroyed before " +
-                                        describeFingerprint(pending.tag) + " ran"));
+    pending.work->complete(
+        abortedError("communicator destroyed before " + describeFingerprint(pending.tag) + " ran"));
   }
+  closeConnections();
+}
+
+void Engine::abort() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  aborted_ = true;
+  if (failed_.isOk()) {
+    failed_ = abortedError("communicator of rank " + std::to_string(config_.rank) +
+                           " was aborted (abort() called)");
+  }
+  queued_.notify_all();
+  if (!closedCv_.wait_for(lock, kCloseWait, [&] { return closed_; })) {
+    COLLIE_LOG(WARN, ENGINE) << "abort() on rank " << config_.rank
+                             << ": the progress thread did not close the connections within "
+                             << kCloseWait.count() << " s; returning anyway";
+  }
+}
+
+std::string Engine::transportTo(int peer) const {
+  if (peer < 0 || peer >= config_.nranks) return "none";
+  return transportNames_[peer];
+}
+
+void Engine::closeConnections() {
   // Connections first: they may still point at completions of failed executions.
+  // Destroying them is what tells the peers (closed sockets, shm segment marked closed).
   transports_.connections.clear();
   transports_.transports.clear();
   failedExecutions_.clear();
 }
 
-void Engine::abort() {
-  aborted_ = true;
+Status Engine::giveUp(Status status, bool publish) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (failed_.isOk()) failed_ = abortedError("communicator aborted");
+    if (closed_) return status;
   }
-  queued_.notify_all();
+  if (board_ && status.code() != StatusCode::kAborted) {
+    status = board_->explain(status, kLookupWait);
+  }
+  Status sticky;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failed_.isOk()) failed_ = status;
+    sticky = failed_;
+  }
+  if (publish) {
+    COLLIE_LOG(WARN, ENGINE) << "rank " << config_.rank
+                             << " closes its connections: " << sticky.toString();
+    if (board_) board_->publish(sticky, kPublishWait);
+  }
+  closeConnections();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    closed_ = true;
+  }
+  closedCv_.notify_all();
+  return status;
 }
 
-std::string Engine::transportTo(int peer) const {
-  if (peer == config_.rank) return "self";
-  if (peer < 0 || peer >= config_.nranks) return "none";
-  int index = transports_.transportOfPeer[peer];
-  return index < 0 ? "none" : transports_.transports[index]->name();
+void Engine::setTuneConstants(const TuneConstants& constants) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  tune_ = constants;
+  cache_.clear();
+}
+
+TuneConstants Engine::tuneConstants() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return tune_;
 }
 
 Result<std::shared_ptr<const Schedule>> Engine::plan(const CollectiveArgs& args) {
-  auto key = std::make_tuple(static_cast<int>(args.kind), args.count,
-                             static_cast<int>(args.dtype), static_cast<int>(args.op), args.root);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto found = cache_.find(key);
-    if (found != cache_.end()) return found->second;
-  }
+  TuneLimits limits;
+  limits.maxChannels = config_.nchannels;
+  limits.channelsFixed = config_.channelsFixed;
+  limits.chunkBytes = config_.chunkBytes;
+  limits.forced = config_.algorithm;
+  const size_t bytes =
+      args.count *
+      dataTypeSize(args.kind == CollectiveKind::kBarrier ? DataType::kUint8 : args.dtype);
+  std::unique_lock<std::mutex> lock(mutex_);
+  const TuneDecision decision = decide(args.kind, bytes, config_.nranks, limits, tune_);
+  auto key =
+      std::make_tuple(static_cast<int>(args.kind), args.count, static_cast<int>(args.dtype),
+                      static_cast<int>(args.op), args.root, static_cast<int>(decision.algorithm),
+                      decision.chunkBytes, decision.nchannels);
+  auto found = cache_.find(key);
+  if (found != cache_.end()) return found->second;
+  lock.unlock();
   PlanParams params;
   params.rank = config_.rank;
   params.nranks = config_.nranks;
-  params.nchannels = config_.nchannels;
-  params.chunkBytes = config_.chunkBytes;
-  params.algorithm = config_.algorithm;
+  params.nchannels = decision.nchannels;
+  params.chunkBytes = decision.chunkBytes;
+  params.algorithm = decision.algorithm;
   Result<Schedule> schedule = buildSchedule(args, params);
   if (!schedule.isOk()) return schedule.status();
   auto shared = std::make_shared<const Schedule>(std::move(schedule).value());
-  std::lock_guard<std::mutex> lock(mutex_);
+  lock.lock();
   if (cache_.size() >= 256) cache_.clear();
   cache_[key] = shared;
   return shared;
+}
+
+uint64_t Engine::nextTag(const CollectiveArgs& args) {
+  uint64_t sequence;
+  if (args.kind == CollectiveKind::kSend) {
+    sequence = sendSequence_[args.root]++;
+  } else if (args.kind == CollectiveKind::kRecv) {
+    sequence = recvSequence_[args.root]++;
+  } else {
+    sequence = collectiveSequence_++;
+  }
+  return makeFingerprint(sequence, args);
+}
+
+Result<Work> Engine::submitGroup(const std::vector<GroupOp>& ops) {
+  std::vector<Pending::Part> parts;
+  parts.reserve(ops.size());
+  for (const GroupOp& op : ops) {
+    if (op.args.kind != CollectiveKind::kSend && op.args.kind != CollectiveKind::kRecv) {
+      return invalidArgument("a group may hold only send and recv operations, got " +
+                             std::string(collectiveName(op.args.kind)));
+    }
+    Result<std::shared_ptr<const Schedule>> schedule = plan(op.args);
+    if (!schedule.isOk()) return schedule.status();
+    parts.push_back(Pending::Part{*schedule, op.input, op.output, 0});
+  }
+  auto work = std::make_shared<WorkState>();
+  if (parts.empty()) {
+    work->complete(Status());
+    return Work(work);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Pending::Part& part : parts) part.tag = nextTag(part.schedule->args);
+    if (!failed_.isOk()) {
+      work->complete(failed_.withContext(describeFingerprint(parts.front().tag) + " not run"));
+      return Work(work);
+    }
+    Pending pending{parts.front().schedule, parts.front().input, parts.front().output,
+                    parts.front().tag, work};
+    pending.group.assign(parts.begin() + 1, parts.end());
+    queue_.push_back(std::move(pending));
+  }
+  queued_.notify_one();
+  return Work(work);
+}
+
+Status Engine::failure() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failed_;
 }
 
 Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void* output) {
   Result<std::shared_ptr<const Schedule>> schedule = plan(args);
   if (!schedule.isOk()) return schedule.status();
   auto work = std::make_shared<WorkState>();
+  Status status;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    uint64_t sequence;
-    if (args.kind == CollectiveKind::kSend) {
-      sequence = sendSequence_[args.root]++;
-    } else if (args.kind == CollectiveKind::kRecv) {
-      sequence = recvSequence_[args.root]++;
-    } else {
-      sequence = collectiveSequence_++;
-    }
-    uint64_t tag = makeFingerprint(sequence, args);
+    std::unique_lock<std::mutex> lock(mutex_);
+    uint64_t tag = nextTag(args);
     if (!failed_.isOk()) {
       work->complete(failed_.withContext(describeFingerprint(tag) + " not run"));
       return Work(work);
     }
-    queue_.push_back(Pending{*schedule, input, output, tag, work});
+    // A forced algorithm (COLLIE_ALGO, Options::algorithm) runs as asked, not offloaded.
+    const bool offloaded = offload_ != nullptr && config_.algorithm == Algorithm::kAuto &&
+                           offload_->accepts(args);
+    Pending pending{*schedule, input, output, tag, work, offloaded};
+    if (!offloaded || running_ || !queue_.empty() || closed_) {
+      queue_.push_back(std::move(pending));
+      lock.unlock();
+      queued_.notify_one();
+      return Work(work);
+    }
+    // Run it here and now: nothing is queued or running, and while running_ is set the
+    // progress thread leaves the connections alone.
+    running_ = true;
+    lock.unlock();
+    status = runOffloaded(pending);
+    if (!status.isOk()) status = giveUp(std::move(status), true);
+    lock.lock();
+    running_ = false;
   }
-  queued_.notify_one();
+  queued_.notify_all();
+  work->complete(std::move(status));
   return Work(work);
+}
+
+Status Engine::runOffloaded(const Pending& pending) {
+  Status status = offload_->run(pending.schedule->args, pending.tag, pending.input, pending.output,
+                                Clock::now() + config_.timeout, aborted_);
+  if (status.isOk()) return status;
+  return status.withContext(describeFingerprint(pending.tag) + " (one-shot) on rank " +
+                            std::to_string(config_.rank));
 }
 
 void Engine::run() {
@@ -137,7 +294,20 @@ void Engine::run() {
     Pending pending;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      queued_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      // While a collective runs inline on a caller's thread (running_), the progress
+      // thread neither starts another nor closes the connections under it.
+      queued_.wait(lock, [&] {
+        return !running_ && (stopping_ || !queue_.empty() || (aborted_ && !closed_));
+      });
+      if (aborted_ && !closed_) {
+        // Aborted or destroyed while idle. An explicit abort() is news for the peers;
+        // the destruction of an idle communicator is not.
+        Status reason = failed_;
+        bool publish = !stopping_;
+        lock.unlock();
+        giveUp(reason, publish);
+        continue;
+      }
       if (queue_.empty()) return;
       pending = std::move(queue_.front());
       queue_.pop_front();
@@ -147,13 +317,18 @@ void Engine::run() {
         pending.work->complete(failed.withContext(describeFingerprint(pending.tag) + " not run"));
         continue;
       }
+      running_ = true;
     }
-    Status status = execute(pending);
+    Status status = pending.offloaded ? runOffloaded(pending) : execute(pending);
     if (!status.isOk()) {
       COLLIE_LOG(WARN, COLL) << status.toString();
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (failed_.isOk()) failed_ = status;
+      status = giveUp(std::move(status), true);
     }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      running_ = false;
+    }
+    queued_.notify_all();
     pending.work->complete(std::move(status));
   }
 }
@@ -169,26 +344,39 @@ void Engine::waitForActivity(const std::vector<Connection*>& active) {
     for (Transport* t : involved) known = known || t == transport;
     if (!known) involved.push_back(transport);
   }
-  auto slice = involved.size() <= 1 ? std::chrono::microseconds(5000)
-                                    : std::chrono::microseconds(500);
+  auto slice =
+      involved.size() <= 1 ? std::chrono::microseconds(5000) : std::chrono::microseconds(500);
   for (Transport* transport : involved) transport->waitForActivity(slice);
 }
 
 Status Engine::execute(Pending& pending) {
-  auto execution = std::make_unique<Execution>(pending.schedule, pending.input, pending.output,
-                                               pending.tag, &transports_.connections,
-                                               &channelMemory_);
+  // The operations of a group run side by side: every turn advances each, so all sends
+  // and receives of a group are in flight before any is waited for.
+  std::vector<std::unique_ptr<Execution>> executions;
+  executions.push_back(std::make_unique<Execution>(pending.schedule, pending.input, pending.output,
+                                                   pending.tag, &transports_.connections,
+                                                   &channelMemory_));
+  for (const Pending::Part& part : pending.group) {
+    executions.push_back(std::make_unique<Execution>(part.schedule, part.input, part.output,
+                                                     part.tag, &transports_.connections,
+                                                     &channelMemory_));
+  }
   std::vector<Connection*> active;
   auto lastProgress = Clock::now();
   auto idleSince = lastProgress;
   Status status;
   while (true) {
     bool progressed = false;
-    status = execution->advance(&progressed);
+    bool finished = true;
+    for (auto& execution : executions) {
+      status = execution->advance(&progressed);
+      if (!status.isOk()) break;
+      finished = finished && execution->finished();
+    }
     if (!status.isOk()) break;
-    if (execution->finished()) return Status();
+    if (finished) return Status();
     active.clear();
-    execution->activeConnections(&active);
+    for (auto& execution : executions) execution->activeConnections(&active);
     for (Connection* connection : active) {
       bool moved = false;
       status = connection->progress(&moved);
@@ -200,31 +388,42 @@ Status Engine::execute(Pending& pending) {
                                   std::to_string(config_.rank));
       break;
     }
-    auto now = Clock::now();
-    if (progressed) {
-      lastProgress = idleSince = now;
-      continue;
-    }
+    // Checked on every turn: a collective that keeps moving must still stop at once.
     if (aborted_) {
       status = abortedError(describeFingerprint(pending.tag) + " aborted on rank " +
                             std::to_string(config_.rank));
       break;
     }
+    auto now = Clock::now();
+    if (progressed) {
+      lastProgress = idleSince = now;
+      continue;
+    }
     if (now - lastProgress > config_.timeout) {
+      std::string waits;
+      int waited = -1;
+      for (auto& execution : executions) {
+        if (execution->finished()) continue;
+        waits += (waits.empty() ? "" : "; ") + execution->describeWaits();
+        if (waited < 0) waited = execution->firstWaitedPeer();
+      }
+      std::string what = describeFingerprint(pending.tag);
+      if (executions.size() > 1) {
+        what += " (group of " + std::to_string(executions.size()) + " operations)";
+      }
       status = timeoutError(
-          describeFingerprint(pending.tag) + " on rank " + std::to_string(config_.rank) +
-              " made no progress for " +
-              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(config_.timeout)
-                                 .count()) +
-              " ms: " + execution->describeWaits() +
+          what + " on rank " + std::to_string(config_.rank) + " made no progress for " +
+              std::to_string(
+                  std::chrono::duration_cast<std::chrono::milliseconds>(config_.timeout).count()) +
+              " ms: " + waits +
               ". The peer may be dead, stuck or running a different collective; raise "
               "COLLIE_TIMEOUT if it is only slow.",
-          execution->firstWaitedPeer());
+          waited);
       break;
     }
     if (now - idleSince > config_.busyPoll) waitForActivity(active);
   }
-  failedExecutions_.push_back(std::move(execution));
+  for (auto& execution : executions) failedExecutions_.push_back(std::move(execution));
   return status;
 }
 

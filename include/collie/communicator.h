@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "collie/status.h"
 #include "collie/store.h"
@@ -46,18 +47,27 @@ class Work {
 struct Options {
   // Every value left at its "unset" default is taken from the config table
   // (COLLIE_* environment variables), see `collie info`.
-  std::chrono::milliseconds timeout{0};  // COLLIE_TIMEOUT
-  std::string transport;                 // COLLIE_TRANSPORT: "", "shm", "tcp", ...
+  std::chrono::milliseconds timeout{0};    // COLLIE_TIMEOUT
+  std::string transport;                   // COLLIE_TRANSPORT: "", "shm", "tcp", ...
   Algorithm algorithm = Algorithm::kAuto;  // COLLIE_ALGO
-  int nchannels = 0;                     // COLLIE_NCHANNELS
-  size_t chunkBytes = 0;                 // COLLIE_CHUNKSIZE
-  std::string hostId;                    // COLLIE_HOST_ID; default: this machine's id
+  int nchannels = 0;                       // COLLIE_NCHANNELS
+  size_t chunkBytes = 0;                   // COLLIE_CHUNKSIZE
+  std::string hostId;                      // COLLIE_HOST_ID; default: this machine's id
   // Use this store instead of connecting to the one named in the UniqueId (tests
   // with ranks as threads share an in-memory store this way).
   std::shared_ptr<Store> store;
 };
 
 class Engine;
+
+// One operation of a point-to-point group (Communicator::sendRecv).
+struct PointToPoint {
+  bool isSend = true;
+  void* buffer = nullptr;  // read for a send, written for a receive
+  size_t count = 0;
+  DataType dtype = DataType::kUint8;
+  int peer = -1;
+};
 
 class Communicator {
  public:
@@ -71,6 +81,9 @@ class Communicator {
   // MPI (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE) in that order of preference.
   static Result<std::unique_ptr<Communicator>> createFromEnvironment(const Options& options = {});
 
+  // Aborts what is still pending (it completes with Aborted; wait for every Work first
+  // for a clean end), closes the connections and joins the progress thread. Peers
+  // still running collectives with this rank fail at once, naming it.
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -81,8 +94,7 @@ class Communicator {
   std::string transportTo(int peer) const;
 
   // recv[i] = op over ranks of send[i], i < count. In place when send == recv.
-  Result<Work> allReduce(const void* send, void* recv, size_t count, DataType dtype,
-                         ReduceOp op);
+  Result<Work> allReduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);
   // recv (recvCount elements) = this rank's block of op over ranks of send
   // (recvCount * size() elements). In place when recv == send + rank * recvCount.
   Result<Work> reduceScatter(const void* send, void* recv, size_t recvCount, DataType dtype,
@@ -98,21 +110,44 @@ class Communicator {
   Result<Work> send(const void* buf, size_t count, DataType dtype, int peer);
   Result<Work> recv(void* buf, size_t count, DataType dtype, int peer);
   Result<Work> barrier();
+  // Runs every operation of `ops` at once: all sends and receives are posted before
+  // any is waited for, so any set of operations that the peers match (the n-th send to
+  // a peer with that peer's n-th receive from this rank, grouped or not) completes
+  // without deadlock whatever the sizes and the order of the list. One Work for all.
+  Result<Work> sendRecv(const std::vector<PointToPoint>& ops);
 
-  // Fails every pending and later collective with Aborted, stops the progress thread
-  // and closes every connection. Returns promptly even when peers are gone.
+  // Splits this communicator (collective over all its ranks, like MPI_Comm_split):
+  // ranks passing the same color >= 0 form a new communicator, ranked by (key, rank
+  // here). A negative color joins none and yields a null pointer. The new
+  // communicator reuses this one's store and options; `options` fields that are set
+  // override them. Blocks until the new communicator is up.
+  Result<std::unique_ptr<Communicator>> split(int color, int key, const Options& options = {});
+
+  // The sticky error of this communicator: OK while healthy, the first failure of a
+  // collective otherwise (RemoteError naming a dead peer, Timeout, Aborted, ...).
+  Status asyncError() const;
+
+  // Fails every pending and later collective with Aborted and closes every connection
+  // (peers then fail at once, naming this rank). Returns promptly even when peers are
+  // gone. After a failure, collectives fail with the first error until destruction.
   void abort();
 
  private:
   Communicator(int rank, int nranks, std::unique_ptr<Engine> engine);
-  Status check(const char* what, const void* send, const void* recv, size_t count,
-               DataType dtype, const ReduceOp* op, const int* root) const;
+  Status check(const char* what, const void* send, const void* recv, size_t count, DataType dtype,
+               const ReduceOp* op, const int* root) const;
+  Status checkPeer(const char* what, int peer) const;
   Result<Work> submit(CollectiveKind kind, const void* send, void* recv, size_t count,
                       DataType dtype, ReduceOp op, int root);
 
   int rank_;
   int nranks_;
   std::unique_ptr<Engine> engine_;
+  // Kept for split(): the job id, its store and the options this communicator got.
+  UniqueId id_;
+  std::shared_ptr<Store> store_;
+  Options options_;
+  int splits_ = 0;
   // Set when this rank hosts the job's rendezvous store (torchrun, mpirun starts).
   std::unique_ptr<StoreServer> storeServer_;
   std::string cleanupFile_;
