@@ -273,9 +273,10 @@ Status DdpDemo::run() {
     f[5] = (before >= 0 && after >= 0) ? static_cast<double>(after - before) : -1;
     optimizer_->step(params_, *reducer_);
 
-    double maxes[4] = {f[0], f[1], f[2], f[3]};
+    // Slowest rank's times; largest and smallest bytes sent (min as max of -x).
+    double maxes[6] = {f[0], f[1], f[2], f[3], f[5], -f[5]};
     COLLIE_RETURN_IF_ERROR(
-        waitFor(comm_.allReduce(maxes, maxes, 4, DataType::kFloat64, ReduceOp::kMax), "max"));
+        waitFor(comm_.allReduce(maxes, maxes, 6, DataType::kFloat64, ReduceOp::kMax), "max"));
     double lossAvg = f[4];
     COLLIE_RETURN_IF_ERROR(waitFor(
         comm_.allReduce(&lossAvg, &lossAvg, 1, DataType::kFloat64, ReduceOp::kAvg), "loss"));
@@ -290,9 +291,12 @@ Status DdpDemo::run() {
       ++counted;
     }
     if (root()) {
-      char sent[32];
-      if (f[5] > 0) {
-        std::snprintf(sent, sizeof(sent), "%.0f", f[5]);
+      char sent[48];
+      double sentMax = maxes[4], sentMin = -maxes[5];
+      if (sentMin > 0 && sentMin == sentMax) {
+        std::snprintf(sent, sizeof(sent), "%.0f", sentMax);
+      } else if (sentMin > 0) {
+        std::snprintf(sent, sizeof(sent), "%.0f..%.0f", sentMin, sentMax);
       } else {
         std::snprintf(sent, sizeof(sent), "n/a(shm)");
       }
@@ -318,8 +322,8 @@ Status DdpDemo::run() {
     std::printf("# communication hidden per step: median %.0f%%, min %.0f%%, max %.0f%%\n",
                 100 * median, 100 * hiddenPerStep.front(), 100 * hiddenPerStep.back());
     std::printf(
-        "# sent_bytes: bytes rank 0 sent on its TCP sockets in step (b), from TCP_INFO (run "
-        "with COLLIE_TRANSPORT=tcp); shared-memory copies are not counted\n");
+        "# sent_bytes: bytes each rank sent on its TCP sockets in step (b) (min..max over ranks), "
+        "from TCP_INFO (run with COLLIE_TRANSPORT=tcp); shared-memory copies are not counted\n");
   }
   if (!o_.checkpointDir.empty()) {
     COLLIE_RETURN_IF_ERROR(saveCheckpoint(step, step / perEpoch));
