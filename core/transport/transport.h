@@ -71,6 +71,7 @@ struct TransportContext {
   JobSecret secret{};          // every connection between ranks must prove it
   std::shared_ptr<Store> store;
   std::chrono::milliseconds timeout{0};  // deadline for connection setup
+  bool forced = false;  // the user forced this transport for every pair (COLLIE_TRANSPORT)
 };
 
 class Transport {
