@@ -70,12 +70,13 @@ void UcxConnection::releaseRequests(std::deque<std::unique_ptr<Op>>& ops) {
   // Cancel and give UCX a moment to finish them, so no buffer is written after the
   // owner was told the operation ended. A request still running after that is freed
   // (UCX releases it when it completes).
-  auto until = Clock::now() + std::chrono::milliseconds(500);
+  auto until = Clock::now() + std::chrono::milliseconds(200);
   for (auto& op : ops) {
     for (void** request : {&op->headerRequest, &op->dataRequest}) {
       if (*request == nullptr || UCS_PTR_IS_ERR(*request)) continue;
       if (ucp_request_check_status(*request) == UCS_INPROGRESS) {
         ucp_request_cancel(worker_->worker(), *request);
+        worker_->markAbandoned(peer_);  // sends cannot be cancelled: force-close later
       }
       while (ucp_request_check_status(*request) == UCS_INPROGRESS && Clock::now() < until) {
         worker_->progress();
@@ -243,21 +244,27 @@ Status UcxConnection::progress(bool* progressed) {
   if (!broken_.isOk()) return broken_;
   if (sends_.empty() && recvs_.empty()) return Status();
   if (worker_->progress()) *progressed = true;
-  if (!worker_->peerStatus(peer_).isOk()) return fail(worker_->peerStatus(peer_));
-  for (auto& op : sends_) {
-    Status st = progressSend(*op, progressed);
-    if (!st.isOk()) return fail(st);
-  }
-  for (auto& op : recvs_) {
-    Status st = progressRecv(*op, progressed);
-    if (!st.isOk()) return fail(st);
-  }
-  // Complete in post order.
-  for (auto* queue : {&sends_, &recvs_}) {
-    while (!queue->empty() && queue->front()->stage == Stage::kDone) {
-      queue->front()->done->complete();
-      queue->pop_front();
+  // A failed peer may have delivered everything we wait for before it left (it flushes,
+  // then closes): finish what arrived first, fail only what cannot complete any more.
+  for (int round = 0; round < 2; ++round) {
+    for (auto& op : sends_) {
+      Status st = progressSend(*op, progressed);
+      if (!st.isOk()) return fail(st);
     }
+    for (auto& op : recvs_) {
+      Status st = progressRecv(*op, progressed);
+      if (!st.isOk()) return fail(st);
+    }
+    // Complete in post order.
+    for (auto* queue : {&sends_, &recvs_}) {
+      while (!queue->empty() && queue->front()->stage == Stage::kDone) {
+        queue->front()->done->complete();
+        queue->pop_front();
+      }
+    }
+    if ((sends_.empty() && recvs_.empty()) || worker_->peerStatus(peer_).isOk()) break;
+    if (round == 1) return fail(worker_->peerStatus(peer_));
+    worker_->progress();
   }
   return Status();
 }

@@ -59,8 +59,24 @@ UcxWorker::~UcxWorker() {
 }
 
 void UcxWorker::closeEndpoints() {
-  // Force-close: pending operations are abandoned (their owners are gone) and the
-  // peers see the connection reset, which fails their operations naming this rank.
+  // Sends that completed locally (eager data copied into UCX's buffers) may not have
+  // left yet: flush the worker first (bounded; skipped when a peer's operations were
+  // abandoned, they would never complete), then force-close, which needs no answer
+  // from the peers (they may be gone or closing themselves). The peers see the
+  // connection reset, which fails only operations they still have pending with us.
+  bool abandoned = false;
+  for (const Peer& p : peers_) abandoned = abandoned || (p.ep != nullptr && p.abandoned);
+  if (!abandoned && worker_ != nullptr) {
+    ucp_request_param_t param{};
+    void* flush = ucp_worker_flush_nbx(worker_, &param);
+    if (UCS_PTR_IS_PTR(flush)) {
+      auto until = Clock::now() + std::chrono::seconds(2);
+      while (ucp_request_check_status(flush) == UCS_INPROGRESS && Clock::now() < until) {
+        ucp_worker_progress(worker_);
+      }
+      ucp_request_free(flush);
+    }
+  }
   std::vector<void*> closing;
   for (Peer& p : peers_) {
     if (p.ep == nullptr) continue;

@@ -55,6 +55,9 @@ class UcxWorker {
   // Why the endpoint to `peer` failed, or OK.
   const Status& peerStatus(int peer) const { return peers_[peer].failure; }
 
+  // Operations to `peer` were abandoned (a connection died with requests in flight): its
+  // endpoint is force-closed instead of flushed.
+  void markAbandoned(int peer) { peers_[peer].abandoned = true; }
   // One ucp_worker_progress round; true when it did anything.
   bool progress() { return ucp_worker_progress(worker_) != 0; }
   // Blocks on the worker's event fd until something may happen or maxWait passed.
@@ -67,6 +70,7 @@ class UcxWorker {
   struct Peer {
     ucp_ep_h ep = nullptr;
     Status failure;
+    bool abandoned = false;
     UcxWorker* owner = nullptr;
     int rank = -1;
   };
