@@ -100,6 +100,9 @@ struct TransportFactory {
   std::string name;
   int priority = 100;
   Result<std::unique_ptr<Transport>> (*create)(const TransportContext& ctx) = nullptr;
+  // Optional, for `collie info`: what this transport sees on this host (devices, wires),
+  // one item per line; nullptr when there is nothing to add.
+  std::string (*describe)() = nullptr;
 };
 
 // The ordered registry. Transports register through registerBuiltinTransports(), a

@@ -145,11 +145,19 @@ Result<std::unique_ptr<Transport>> createIbTransport(const TransportContext& ctx
   return std::unique_ptr<Transport>(new IbTransport(ctx, std::move(shared)));
 }
 
+std::string describeIb() {
+  std::vector<std::string> ports = describeIbPorts();
+  if (ports.empty()) return "no InfiniBand device found";
+  std::string out;
+  for (const std::string& p : ports) out += (out.empty() ? "" : "\n") + p;
+  return out;
+}
+
 }  // namespace
 }  // namespace ib
 
 void registerIbverbsTransport(TransportRegistry& registry) {
-  registry.add(TransportFactory{"ibverbs", 120, &ib::createIbTransport});
+  registry.add(TransportFactory{"ibverbs", 120, &ib::createIbTransport, &ib::describeIb});
 }
 
 }  // namespace collie

@@ -24,6 +24,7 @@
 
 namespace collie {
 namespace ucx {
+std::string describeUcx();
 namespace {
 
 constexpr uint32_t kHandshakeMagic = 0x48584355;  // "UCXH"
@@ -185,7 +186,7 @@ Result<std::unique_ptr<Transport>> createUcxTransport(const TransportContext& ct
 }  // namespace ucx
 
 void registerUcxTransport(TransportRegistry& registry) {
-  registry.add(TransportFactory{"ucx", 150, &ucx::createUcxTransport});
+  registry.add(TransportFactory{"ucx", 150, &ucx::createUcxTransport, &ucx::describeUcx});
 }
 
 }  // namespace collie
