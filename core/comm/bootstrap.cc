@@ -180,7 +180,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
                          (forced.empty() ? "" : " with COLLIE_TRANSPORT=" + forced));
     }
   }
-  auto engine = std::make_unique<Engine>(config, std::move(set));
+  auto board = std::make_unique<FailureBoard>(store, context.jobKey, rank);
+  auto engine = std::make_unique<Engine>(config, std::move(set), std::move(board));
   return std::unique_ptr<Communicator>(new Communicator(rank, nranks, std::move(engine)));
 }
 

@@ -43,8 +43,21 @@ Status Communicator::check(const char* what, const void* send, const void* recv,
   return Status();
 }
 
-Result<Work> Communicator::submit(CollectiveKind kind, const void* send, void* recv,
-                                  size_t count, DataType dtype, ReduceOp op, int root) {
+Status Communicator::checkPeer(const char* what, int peer) const {
+  std::string prefix = std::string(what) + " on rank " + std::to_string(rank_) + ": peer ";
+  if (peer < 0 || peer >= nranks_) {
+    return invalidArgument(prefix + std::to_string(peer) + " is outside [0, " +
+                           std::to_string(nranks_) + ")");
+  }
+  if (peer == rank_) {
+    return invalidArgument(prefix + std::to_string(peer) +
+                           " is this rank; copy the buffer instead of sending it to yourself");
+  }
+  return Status();
+}
+
+Result<Work> Communicator::submit(CollectiveKind kind, const void* send, void* recv, size_t count,
+                                  DataType dtype, ReduceOp op, int root) {
   CollectiveArgs args;
   args.kind = kind;
   args.count = count;
@@ -72,8 +85,10 @@ Result<Work> Communicator::allReduce(const void* send, void* recv, size_t count,
 Result<Work> Communicator::reduceScatter(const void* send, void* recv, size_t recvCount,
                                          DataType dtype, ReduceOp op) {
   COLLIE_RETURN_IF_ERROR(check("reduceScatter", send, recv, recvCount, dtype, &op, nullptr));
-  if (recvCount > 0 && send == nullptr) return nullBuffer("reduceScatter", rank_, "send", recvCount);
-  if (recvCount > 0 && recv == nullptr) return nullBuffer("reduceScatter", rank_, "recv", recvCount);
+  if (recvCount > 0 && send == nullptr)
+    return nullBuffer("reduceScatter", rank_, "send", recvCount);
+  if (recvCount > 0 && recv == nullptr)
+    return nullBuffer("reduceScatter", rank_, "recv", recvCount);
   return submit(CollectiveKind::kReduceScatter, send, recv, recvCount, dtype, op, 0);
 }
 
@@ -106,22 +121,21 @@ Result<Work> Communicator::reduce(const void* send, void* recv, size_t count, Da
 }
 
 Result<Work> Communicator::send(const void* buf, size_t count, DataType dtype, int peer) {
-  COLLIE_RETURN_IF_ERROR(check("send", buf, nullptr, count, dtype, nullptr, &peer));
-  if (peer == rank_) return invalidArgument("send on rank " + std::to_string(rank_) + ": peer is this rank");
+  COLLIE_RETURN_IF_ERROR(checkPeer("send", peer));
+  COLLIE_RETURN_IF_ERROR(check("send", buf, nullptr, count, dtype, nullptr, nullptr));
   if (count > 0 && buf == nullptr) return nullBuffer("send", rank_, "send", count);
   return submit(CollectiveKind::kSend, buf, nullptr, count, dtype, ReduceOp::kSum, peer);
 }
 
 Result<Work> Communicator::recv(void* buf, size_t count, DataType dtype, int peer) {
-  COLLIE_RETURN_IF_ERROR(check("recv", nullptr, buf, count, dtype, nullptr, &peer));
-  if (peer == rank_) return invalidArgument("recv on rank " + std::to_string(rank_) + ": peer is this rank");
+  COLLIE_RETURN_IF_ERROR(checkPeer("recv", peer));
+  COLLIE_RETURN_IF_ERROR(check("recv", nullptr, buf, count, dtype, nullptr, nullptr));
   if (count > 0 && buf == nullptr) return nullBuffer("recv", rank_, "recv", count);
   return submit(CollectiveKind::kRecv, nullptr, buf, count, dtype, ReduceOp::kSum, peer);
 }
 
 Result<Work> Communicator::barrier() {
-  return submit(CollectiveKind::kBarrier, nullptr, nullptr, 0, DataType::kUint8, ReduceOp::kSum,
-                0);
+  return submit(CollectiveKind::kBarrier, nullptr, nullptr, 0, DataType::kUint8, ReduceOp::kSum, 0);
 }
 
 }  // namespace collie

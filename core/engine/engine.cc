@@ -42,12 +42,37 @@ Status Work::wait(std::chrono::milliseconds timeout) const {
 bool Work::test() const { return state_ ? state_->test() : true; }
 Status Work::status() const { return state_ ? state_->status() : Status(); }
 
-Engine::Engine(EngineConfig config, TransportSet transports)
+namespace {
+// How long a failing rank waits for the store to take its reason, and how long a rank
+// waits for a peer's reason; both bound abort() and the failure path.
+constexpr auto kPublishWait = std::chrono::milliseconds(300);
+constexpr auto kLookupWait = std::chrono::milliseconds(200);
+// abort() waits this long at most for the progress thread to close the connections
+// (it normally takes a few milliseconds plus kPublishWait at worst).
+constexpr auto kCloseWait = std::chrono::seconds(2);
+}  // namespace
+
+Engine::Engine(EngineConfig config, TransportSet transports, std::unique_ptr<FailureBoard> board)
     : config_(config),
       transports_(std::move(transports)),
+      board_(std::move(board)),
       channelMemory_(config.nchannels),
       sendSequence_(config.nranks, 0),
       recvSequence_(config.nranks, 0) {
+  transportNames_.assign(config_.nranks, "none");
+  for (int peer = 0; peer < config_.nranks; ++peer) {
+    int index = peer < static_cast<int>(transports_.transportOfPeer.size())
+                    ? transports_.transportOfPeer[peer]
+                    : -1;
+    if (peer == config_.rank) {
+      transportNames_[peer] = "self";
+    } else if (index >= 0) {
+      transportNames_[peer] = transports_.transports[index]->name();
+    }
+  }
+  if (transports_.transports.size() == 1 && config_.nranks > 1) {
+    offload_ = transports_.transports[0]->collectiveOffload();
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -55,38 +80,80 @@ Engine::~Engine() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
+    aborted_ = true;
+    if (failed_.isOk()) {
+      failed_ =
+          abortedError("communicator of rank " + std::to_string(config_.rank) + " was destroyed");
+    }
   }
   queued_.notify_all();
   if (thread_.joinable()) thread_.join();
   for (Pending& pending : queue_) {
-    pending.work->complete(abortedError("communicator destroyed before " +
-                                        describeFingerprint(pending.tag) + " ran"));
+    pending.work->complete(
+        abortedError("communicator destroyed before " + describeFingerprint(pending.tag) + " ran"));
   }
+  closeConnections();
+}
+
+void Engine::abort() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  aborted_ = true;
+  if (failed_.isOk()) {
+    failed_ = abortedError("communicator of rank " + std::to_string(config_.rank) +
+                           " was aborted (abort() called)");
+  }
+  queued_.notify_all();
+  if (!closedCv_.wait_for(lock, kCloseWait, [&] { return closed_; })) {
+    COLLIE_LOG(WARN, ENGINE) << "abort() on rank " << config_.rank
+                             << ": the progress thread did not close the connections within "
+                             << kCloseWait.count() << " s; returning anyway";
+  }
+}
+
+std::string Engine::transportTo(int peer) const {
+  if (peer < 0 || peer >= config_.nranks) return "none";
+  return transportNames_[peer];
+}
+
+void Engine::closeConnections() {
   // Connections first: they may still point at completions of failed executions.
+  // Destroying them is what tells the peers (closed sockets, shm segment marked closed).
   transports_.connections.clear();
   transports_.transports.clear();
   failedExecutions_.clear();
 }
 
-void Engine::abort() {
-  aborted_ = true;
+Status Engine::giveUp(Status status, bool publish) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (failed_.isOk()) failed_ = abortedError("communicator aborted");
+    if (closed_) return status;
   }
-  queued_.notify_all();
-}
-
-std::string Engine::transportTo(int peer) const {
-  if (peer == config_.rank) return "self";
-  if (peer < 0 || peer >= config_.nranks) return "none";
-  int index = transports_.transportOfPeer[peer];
-  return index < 0 ? "none" : transports_.transports[index]->name();
+  if (board_ && status.code() != StatusCode::kAborted) {
+    status = board_->explain(status, kLookupWait);
+  }
+  Status sticky;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failed_.isOk()) failed_ = status;
+    sticky = failed_;
+  }
+  if (publish) {
+    COLLIE_LOG(WARN, ENGINE) << "rank " << config_.rank
+                             << " closes its connections: " << sticky.toString();
+    if (board_) board_->publish(sticky, kPublishWait);
+  }
+  closeConnections();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    closed_ = true;
+  }
+  closedCv_.notify_all();
+  return status;
 }
 
 Result<std::shared_ptr<const Schedule>> Engine::plan(const CollectiveArgs& args) {
-  auto key = std::make_tuple(static_cast<int>(args.kind), args.count,
-                             static_cast<int>(args.dtype), static_cast<int>(args.op), args.root);
+  auto key = std::make_tuple(static_cast<int>(args.kind), args.count, static_cast<int>(args.dtype),
+                             static_cast<int>(args.op), args.root);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto found = cache_.find(key);
@@ -111,8 +178,9 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
   Result<std::shared_ptr<const Schedule>> schedule = plan(args);
   if (!schedule.isOk()) return schedule.status();
   auto work = std::make_shared<WorkState>();
+  Status status;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
     uint64_t sequence;
     if (args.kind == CollectiveKind::kSend) {
       sequence = sendSequence_[args.root]++;
@@ -126,10 +194,34 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
       work->complete(failed_.withContext(describeFingerprint(tag) + " not run"));
       return Work(work);
     }
-    queue_.push_back(Pending{*schedule, input, output, tag, work});
+    const bool offloaded = offload_ != nullptr && offload_->accepts(args);
+    Pending pending{*schedule, input, output, tag, work, offloaded};
+    if (!offloaded || running_ || !queue_.empty() || closed_) {
+      queue_.push_back(std::move(pending));
+      lock.unlock();
+      queued_.notify_one();
+      return Work(work);
+    }
+    // Run it here and now: nothing is queued or running, and while running_ is set the
+    // progress thread leaves the connections alone.
+    running_ = true;
+    lock.unlock();
+    status = runOffloaded(pending);
+    if (!status.isOk()) status = giveUp(std::move(status), true);
+    lock.lock();
+    running_ = false;
   }
-  queued_.notify_one();
+  queued_.notify_all();
+  work->complete(std::move(status));
   return Work(work);
+}
+
+Status Engine::runOffloaded(const Pending& pending) {
+  Status status = offload_->run(pending.schedule->args, pending.tag, pending.input,
+                                pending.output, Clock::now() + config_.timeout, aborted_);
+  if (status.isOk()) return status;
+  return status.withContext(describeFingerprint(pending.tag) + " (one-shot) on rank " +
+                            std::to_string(config_.rank));
 }
 
 void Engine::run() {
@@ -137,7 +229,20 @@ void Engine::run() {
     Pending pending;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      queued_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      // While a collective runs inline on a caller's thread (running_), the progress
+      // thread neither starts another nor closes the connections under it.
+      queued_.wait(lock, [&] {
+        return !running_ && (stopping_ || !queue_.empty() || (aborted_ && !closed_));
+      });
+      if (aborted_ && !closed_) {
+        // Aborted or destroyed while idle. An explicit abort() is news for the peers;
+        // the destruction of an idle communicator is not.
+        Status reason = failed_;
+        bool publish = !stopping_;
+        lock.unlock();
+        giveUp(reason, publish);
+        continue;
+      }
       if (queue_.empty()) return;
       pending = std::move(queue_.front());
       queue_.pop_front();
@@ -147,13 +252,18 @@ void Engine::run() {
         pending.work->complete(failed.withContext(describeFingerprint(pending.tag) + " not run"));
         continue;
       }
+      running_ = true;
     }
-    Status status = execute(pending);
+    Status status = pending.offloaded ? runOffloaded(pending) : execute(pending);
     if (!status.isOk()) {
       COLLIE_LOG(WARN, COLL) << status.toString();
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (failed_.isOk()) failed_ = status;
+      status = giveUp(std::move(status), true);
     }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      running_ = false;
+    }
+    queued_.notify_all();
     pending.work->complete(std::move(status));
   }
 }
@@ -169,15 +279,15 @@ void Engine::waitForActivity(const std::vector<Connection*>& active) {
     for (Transport* t : involved) known = known || t == transport;
     if (!known) involved.push_back(transport);
   }
-  auto slice = involved.size() <= 1 ? std::chrono::microseconds(5000)
-                                    : std::chrono::microseconds(500);
+  auto slice =
+      involved.size() <= 1 ? std::chrono::microseconds(5000) : std::chrono::microseconds(500);
   for (Transport* transport : involved) transport->waitForActivity(slice);
 }
 
 Status Engine::execute(Pending& pending) {
-  auto execution = std::make_unique<Execution>(pending.schedule, pending.input, pending.output,
-                                               pending.tag, &transports_.connections,
-                                               &channelMemory_);
+  auto execution =
+      std::make_unique<Execution>(pending.schedule, pending.input, pending.output, pending.tag,
+                                  &transports_.connections, &channelMemory_);
   std::vector<Connection*> active;
   auto lastProgress = Clock::now();
   auto idleSince = lastProgress;
@@ -200,22 +310,23 @@ Status Engine::execute(Pending& pending) {
                                   std::to_string(config_.rank));
       break;
     }
-    auto now = Clock::now();
-    if (progressed) {
-      lastProgress = idleSince = now;
-      continue;
-    }
+    // Checked on every turn: a collective that keeps moving must still stop at once.
     if (aborted_) {
       status = abortedError(describeFingerprint(pending.tag) + " aborted on rank " +
                             std::to_string(config_.rank));
       break;
     }
+    auto now = Clock::now();
+    if (progressed) {
+      lastProgress = idleSince = now;
+      continue;
+    }
     if (now - lastProgress > config_.timeout) {
       status = timeoutError(
           describeFingerprint(pending.tag) + " on rank " + std::to_string(config_.rank) +
               " made no progress for " +
-              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(config_.timeout)
-                                 .count()) +
+              std::to_string(
+                  std::chrono::duration_cast<std::chrono::milliseconds>(config_.timeout).count()) +
               " ms: " + execution->describeWaits() +
               ". The peer may be dead, stuck or running a different collective; raise "
               "COLLIE_TIMEOUT if it is only slow.",

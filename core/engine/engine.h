@@ -8,6 +8,21 @@
 // connections may hold half a message, so every pending and later collective fails
 // with the same error (prefixed by its own description).
 //
+// A failure is also spread: the failing rank leaves its reason on the FailureBoard
+// and closes every connection, so that its peers fail at once (instead of at their
+// timeout) and report the same root cause. A rank that only sends in a collective
+// (a broadcast root) can finish it before a receiver rejects its data; it learns of
+// the failure on its next collective with those peers.
+//
+// abort() fails the running and every queued collective with Aborted, closes the
+// connections and returns once that is done (bounded: the progress thread checks for
+// it on every turn). Destroying the engine does the same for collectives still
+// pending, then joins the progress thread.
+//
+// Small collectives that the transport can offload (CollectiveOffload) run inline on
+// the submitting thread when nothing else is queued or running, which saves two thread
+// hand-offs; otherwise they queue like any other and run on the progress thread.
+//
 // Thread safety: submit(), abort() and transportTo() may be called from any thread.
 #pragma once
 
@@ -24,6 +39,7 @@
 
 #include "collie/communicator.h"
 #include "core/engine/execution.h"
+#include "core/engine/failure_board.h"
 
 namespace collie {
 
@@ -60,7 +76,8 @@ class WorkState {
 
 class Engine {
  public:
-  Engine(EngineConfig config, TransportSet transports);
+  // `board` may be null (failures are then not explained across ranks).
+  Engine(EngineConfig config, TransportSet transports, std::unique_ptr<FailureBoard> board);
   ~Engine();
 
   Result<Work> submit(const CollectiveArgs& args, const void* input, void* output);
@@ -75,21 +92,35 @@ class Engine {
     void* output;
     uint64_t tag;
     std::shared_ptr<WorkState> work;
+    bool offloaded = false;  // run by the transport's CollectiveOffload
   };
 
   Result<std::shared_ptr<const Schedule>> plan(const CollectiveArgs& args);
   void run();
   Status execute(Pending& pending);
+  Status runOffloaded(const Pending& pending);
   void waitForActivity(const std::vector<Connection*>& active);
+  // On the progress thread after the first failure: explains `status`, makes it the
+  // sticky error, publishes it and closes every connection. Returns the error to give
+  // the failed collective.
+  Status giveUp(Status status, bool publish);
+  void closeConnections();
 
   const EngineConfig config_;
-  TransportSet transports_;
+  TransportSet transports_;                  // used by the progress thread only
+  std::vector<std::string> transportNames_;  // per peer, for transportTo()
+  std::unique_ptr<FailureBoard> board_;
   std::vector<ChannelMemory> channelMemory_;
+  // Set when one transport serves every peer and can run small collectives itself.
+  CollectiveOffload* offload_ = nullptr;
 
   std::mutex mutex_;  // guards the members below
   std::condition_variable queued_;
   std::deque<Pending> queue_;
   bool stopping_ = false;
+  bool closed_ = false;   // connections closed after a failure or abort
+  bool running_ = false;  // a collective is executing (progress thread or inline)
+  std::condition_variable closedCv_;
   Status failed_;
   uint64_t collectiveSequence_ = 0;
   std::vector<uint64_t> sendSequence_;  // per peer, point-to-point

@@ -18,6 +18,7 @@
 // (the communicator's progress thread) except where a method says otherwise.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -28,6 +29,7 @@
 #include "collie/status.h"
 #include "collie/store.h"
 #include "collie/unique_id.h"
+#include "core/plan/schedule.h"
 
 namespace collie {
 
@@ -74,6 +76,24 @@ struct TransportContext {
   bool forced = false;  // the user forced this transport for every pair (COLLIE_TRANSPORT)
 };
 
+// Optional capability of a transport that connects every rank of a communicator
+// (UCC-style "team" collectives): it runs whole small collectives itself, e.g. through
+// one shared board instead of a sequence of messages. The engine offers a collective
+// only when accepts() is true, and every rank calls run() for the same collectives in
+// the same order.
+class CollectiveOffload {
+ public:
+  virtual ~CollectiveOffload() = default;
+  // Must depend on `args` only, so that every rank decides alike.
+  virtual bool accepts(const CollectiveArgs& args) const = 0;
+  // Runs the collective to completion on the calling thread. Fails with kMismatch when
+  // a peer runs a collective with another fingerprint (`tag`), kRemoteError when a
+  // peer is gone, kTimeout naming the silent peer after `deadline`, kAborted soon
+  // after `cancelled` becomes true.
+  virtual Status run(const CollectiveArgs& args, uint64_t tag, const void* input, void* output,
+                     Deadline deadline, const std::atomic<bool>& cancelled) = 0;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -93,6 +113,10 @@ class Transport {
   // Blocks until any connection of this transport may be able to progress, or until
   // `maxWait` passed. May return early spuriously. Used after spinning found no work.
   virtual void waitForActivity(std::chrono::microseconds maxWait) = 0;
+
+  // The transport's collective offload, or null. Only meaningful after connect() and
+  // only when this transport serves every peer of the communicator.
+  virtual CollectiveOffload* collectiveOffload() { return nullptr; }
 };
 
 // A transport's entry in the registry. Lower `priority` is tried first.

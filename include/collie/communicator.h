@@ -46,12 +46,12 @@ class Work {
 struct Options {
   // Every value left at its "unset" default is taken from the config table
   // (COLLIE_* environment variables), see `collie info`.
-  std::chrono::milliseconds timeout{0};  // COLLIE_TIMEOUT
-  std::string transport;                 // COLLIE_TRANSPORT: "", "shm", "tcp", ...
+  std::chrono::milliseconds timeout{0};    // COLLIE_TIMEOUT
+  std::string transport;                   // COLLIE_TRANSPORT: "", "shm", "tcp", ...
   Algorithm algorithm = Algorithm::kAuto;  // COLLIE_ALGO
-  int nchannels = 0;                     // COLLIE_NCHANNELS
-  size_t chunkBytes = 0;                 // COLLIE_CHUNKSIZE
-  std::string hostId;                    // COLLIE_HOST_ID; default: this machine's id
+  int nchannels = 0;                       // COLLIE_NCHANNELS
+  size_t chunkBytes = 0;                   // COLLIE_CHUNKSIZE
+  std::string hostId;                      // COLLIE_HOST_ID; default: this machine's id
   // Use this store instead of connecting to the one named in the UniqueId (tests
   // with ranks as threads share an in-memory store this way).
   std::shared_ptr<Store> store;
@@ -71,6 +71,9 @@ class Communicator {
   // MPI (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE) in that order of preference.
   static Result<std::unique_ptr<Communicator>> createFromEnvironment(const Options& options = {});
 
+  // Aborts what is still pending (it completes with Aborted; wait for every Work first
+  // for a clean end), closes the connections and joins the progress thread. Peers
+  // still running collectives with this rank fail at once, naming it.
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -81,8 +84,7 @@ class Communicator {
   std::string transportTo(int peer) const;
 
   // recv[i] = op over ranks of send[i], i < count. In place when send == recv.
-  Result<Work> allReduce(const void* send, void* recv, size_t count, DataType dtype,
-                         ReduceOp op);
+  Result<Work> allReduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);
   // recv (recvCount elements) = this rank's block of op over ranks of send
   // (recvCount * size() elements). In place when recv == send + rank * recvCount.
   Result<Work> reduceScatter(const void* send, void* recv, size_t recvCount, DataType dtype,
@@ -99,14 +101,16 @@ class Communicator {
   Result<Work> recv(void* buf, size_t count, DataType dtype, int peer);
   Result<Work> barrier();
 
-  // Fails every pending and later collective with Aborted, stops the progress thread
-  // and closes every connection. Returns promptly even when peers are gone.
+  // Fails every pending and later collective with Aborted and closes every connection
+  // (peers then fail at once, naming this rank). Returns promptly even when peers are
+  // gone. After a failure, collectives fail with the first error until destruction.
   void abort();
 
  private:
   Communicator(int rank, int nranks, std::unique_ptr<Engine> engine);
-  Status check(const char* what, const void* send, const void* recv, size_t count,
-               DataType dtype, const ReduceOp* op, const int* root) const;
+  Status check(const char* what, const void* send, const void* recv, size_t count, DataType dtype,
+               const ReduceOp* op, const int* root) const;
+  Status checkPeer(const char* what, int peer) const;
   Result<Work> submit(CollectiveKind kind, const void* send, void* recv, size_t count,
                       DataType dtype, ReduceOp op, int root);
 

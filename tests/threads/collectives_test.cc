@@ -4,7 +4,9 @@
 // must be bitwise identical.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 
@@ -114,12 +116,23 @@ struct Params {
 
 class CollectivesTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
+// "shm-ring" is shm with the one-shot board disabled, so that small collectives also
+// take the ring/chain schedules over shm FIFOs.
+std::vector<std::unique_ptr<Communicator>> makeComms(const std::string& transport, int nranks,
+                                                     Options options) {
+  const bool ringOnly = transport == "shm-ring";
+  options.transport = ringOnly ? "shm" : transport;
+  if (ringOnly) setenv("COLLIE_SHM_ONESHOT_MAX", "0", 1);
+  auto comms = testing::makeCommunicators(nranks, options);
+  if (ringOnly) unsetenv("COLLIE_SHM_ONESHOT_MAX");
+  return comms;
+}
+
 TEST_P(CollectivesTest, EveryCollectiveDtypeOpAndCount) {
   auto [transport, nranks] = GetParam();
   Options options;
-  options.transport = transport;
   options.timeout = std::chrono::seconds(60);
-  auto comms = testing::makeCommunicators(nranks, options);
+  auto comms = makeComms(transport, nranks, options);
   ASSERT_EQ(comms.size(), static_cast<size_t>(nranks));
   Failures failures;
   const CollectiveKind kinds[] = {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter,
@@ -152,9 +165,7 @@ TEST_P(CollectivesTest, EveryCollectiveDtypeOpAndCount) {
 
 TEST_P(CollectivesTest, AllReduceOfRandomFloatsIsBitwiseIdenticalOnEveryRank) {
   auto [transport, nranks] = GetParam();
-  Options options;
-  options.transport = transport;
-  auto comms = testing::makeCommunicators(nranks, options);
+  auto comms = makeComms(transport, nranks, Options{});
   ASSERT_EQ(comms.size(), static_cast<size_t>(nranks));
   const size_t count = 300001;
   std::vector<std::vector<float>> outputs(nranks, std::vector<float>(count));
@@ -183,9 +194,7 @@ TEST_P(CollectivesTest, AllReduceOfRandomFloatsIsBitwiseIdenticalOnEveryRank) {
 TEST_P(CollectivesTest, PointToPointAndBarrier) {
   auto [transport, nranks] = GetParam();
   if (nranks < 2) GTEST_SKIP() << "needs two ranks";
-  Options options;
-  options.transport = transport;
-  auto comms = testing::makeCommunicators(nranks, options);
+  auto comms = makeComms(transport, nranks, Options{});
   ASSERT_EQ(comms.size(), static_cast<size_t>(nranks));
   testing::onEveryRank(nranks, [&](int r) {
     // Every rank sends to the next and receives from the previous one.
@@ -210,11 +219,13 @@ TEST_P(CollectivesTest, PointToPointAndBarrier) {
 }
 
 std::string name(const ::testing::TestParamInfo<std::tuple<std::string, int>>& info) {
-  return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "ranks";
+  std::string transport = std::get<0>(info.param);
+  std::replace(transport.begin(), transport.end(), '-', '_');
+  return transport + "_" + std::to_string(std::get<1>(info.param)) + "ranks";
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, CollectivesTest,
-                         ::testing::Combine(::testing::Values("shm", "tcp"), ::testing::Range(1, 9)),
+                         ::testing::Combine(::testing::Values("shm", "shm-ring", "tcp"), ::testing::Range(1, 9)),
                          name);
 
 }  // namespace

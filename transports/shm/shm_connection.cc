@@ -264,10 +264,13 @@ Status ShmConnection::progress(bool* progressed) {
   if (!broken_.isOk()) return broken_;
   if (sends_.empty() && recvs_.empty()) return Status();
   bool moved = false;
-  Status status = progressSends(&moved);
+  // Bytes sent to a peer that closed would never be read: fail the sends at once.
+  Status status = !sends_.empty() && peerGone() ? goneError() : Status();
+  if (status.isOk()) status = progressSends(&moved);
   if (status.isOk()) status = progressRecvs(&moved);
-  if (status.isOk() && !moved && (++idlePolls_ & 255) == 0) {
-    shared_->checkLiveness(false);
+  if (status.isOk() && !moved) {
+    // The closed flag is one load; the pid check rate-limits itself (100 ms).
+    if ((++idlePolls_ & 15) == 0) shared_->checkLiveness(false);
     if (peerGone()) {
       // Whatever the peer wrote before it left is visible now: use it first.
       status = progressSends(&moved);

@@ -8,9 +8,8 @@
 // Sends complete once their last byte is in the FIFO. A connection whose peer closed
 // its transport or died (pidfd / kill(pid, 0), checked at most every 100 ms while
 // idle) fails every pending operation with kRemoteError naming the peer, once the
-// data the peer left in the FIFO cannot satisfy them. Once failed, a connection stays
-// failed: progress() returns the error and post*() complete at once with it (and
-// return it).
+// data the peer left in the FIFO cannot satisfy them. Sends to a peer that closed
+// fail at once (nobody would read them).
 //
 // Thread safety: as Connection (one thread at a time); ShmShared is used by the thread
 // that uses the transport and its connections.

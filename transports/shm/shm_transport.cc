@@ -10,6 +10,7 @@
 #include "core/config/config.h"
 #include "core/log/log.h"
 #include "transports/shm/shm_connection.h"
+#include "transports/shm/shm_oneshot.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -88,6 +89,7 @@ class ShmTransport final : public Transport {
 
   Result<std::vector<std::unique_ptr<Connection>>> connect(const std::vector<int>& peers) override;
   void waitForActivity(std::chrono::microseconds maxWait) override;
+  CollectiveOffload* collectiveOffload() override { return board_.get(); }
 
  private:
   std::string storeKey(int rank) const { return ctx_.jobKey + "/shm/" + std::to_string(rank); }
@@ -99,6 +101,7 @@ class ShmTransport final : public Transport {
   bool connected_ = false;
   std::shared_ptr<ShmShared> shared_;
   std::chrono::microseconds spin_{0};
+  std::unique_ptr<shm::OneShotBoard> board_;  // when every rank of the job is local
 };
 
 Status ShmTransport::mapPeer(int peer, Deadline deadline) {
@@ -212,6 +215,13 @@ Result<std::vector<std::unique_ptr<Connection>>> ShmTransport::connect(
   }
   spin_ = configDuration("COLLIE_SHM_SPIN");
   if (static_cast<int>(peers.size()) + 1 > cpuCount()) spin_ = std::chrono::microseconds(0);
+  if (static_cast<int>(peers.size()) == ctx_.nranks - 1 &&
+      configInt("COLLIE_SHM_ONESHOT_MAX") > 0) {
+    Result<std::unique_ptr<shm::OneShotBoard>> board =
+        shm::OneShotBoard::connect(ctx_, shared_, spin_);
+    if (!board.isOk()) return board.status();
+    board_ = std::move(*board);
+  }
   COLLIE_LOG(INFO, SHM) << "rank " << ctx_.rank << ": shm connected to " << peers.size()
                         << " peer(s) x " << ctx_.nchannels << " channel(s), FIFO " << fifoBytes
                         << " bytes, spin " << spin_.count() << " us";

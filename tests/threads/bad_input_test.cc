@@ -1,0 +1,271 @@
+// Bad arguments, per collective and transport: every bad call returns InvalidArgument
+// naming the argument, and nothing is sent — proved by running good collectives on
+// every rank afterwards and checking their bytes. Also bad communicator creation,
+// unparsable unique ids and a rank with a wrong job secret at a real TCP store.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/rank_threads.h"
+
+namespace collie {
+namespace {
+
+using namespace std::chrono_literals;  // NOLINT(build/namespaces)
+using testing::makeCommunicators;
+using testing::onEveryRank;
+
+constexpr int kRanks = 3;
+constexpr size_t kCount = 1000;
+
+// Expects `result` to be an InvalidArgument whose message contains `word`.
+template <typename T>
+void expectInvalid(const Result<T>& result, const std::string& word, const std::string& call) {
+  ASSERT_FALSE(result.isOk()) << call << " was accepted";
+  EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument)
+      << call << ": " << result.status().toString();
+  EXPECT_NE(result.status().message().find(word), std::string::npos)
+      << call << ": message does not name '" << word << "': " << result.status().toString();
+}
+
+// Every rank runs an all-reduce, a broadcast from the last rank and a ring of
+// send/recv, and checks the bytes: the bad calls before must have left no trace
+// (no message sent, no sequence number used).
+void expectGoodCollectives(std::vector<std::unique_ptr<Communicator>>& comms) {
+  const int n = static_cast<int>(comms.size());
+  onEveryRank(n, [&](int r) {
+    Communicator& comm = *comms[r];
+    std::vector<int32_t> in(kCount), out(kCount, -7);
+    for (size_t i = 0; i < kCount; ++i) in[i] = static_cast<int32_t>(i) + r * 1000;
+    auto work = comm.allReduce(in.data(), out.data(), kCount, DataType::kInt32, ReduceOp::kSum);
+    ASSERT_TRUE(work.isOk()) << work.status().toString();
+    ASSERT_TRUE(work->wait(20s).isOk()) << "rank " << r << ": " << work->status().toString();
+    for (size_t i = 0; i < kCount; ++i) {
+      int32_t want = static_cast<int32_t>(i) * n + 1000 * (n * (n - 1) / 2);
+      ASSERT_EQ(out[i], want) << "allReduce rank " << r << " element " << i;
+    }
+
+    std::vector<int32_t> bc(kCount, -7);
+    if (r == n - 1) bc = in;
+    work = comm.broadcast(bc.data(), bc.data(), kCount, DataType::kInt32, n - 1);
+    ASSERT_TRUE(work.isOk()) << work.status().toString();
+    ASSERT_TRUE(work->wait(20s).isOk()) << "rank " << r << ": " << work->status().toString();
+    for (size_t i = 0; i < kCount; ++i) {
+      ASSERT_EQ(bc[i], static_cast<int32_t>(i) + (n - 1) * 1000) << "broadcast element " << i;
+    }
+
+    if (n < 2) return;
+    std::vector<int32_t> got(kCount, -7);
+    auto sent = comm.send(in.data(), kCount, DataType::kInt32, (r + 1) % n);
+    auto recvd = comm.recv(got.data(), kCount, DataType::kInt32, (r + n - 1) % n);
+    ASSERT_TRUE(sent.isOk() && recvd.isOk());
+    ASSERT_TRUE(sent->wait(20s).isOk()) << sent->status().toString();
+    ASSERT_TRUE(recvd->wait(20s).isOk()) << recvd->status().toString();
+    const int from = (r + n - 1) % n;
+    for (size_t i = 0; i < kCount; ++i) {
+      ASSERT_EQ(got[i], static_cast<int32_t>(i) + from * 1000) << "recv element " << i;
+    }
+  });
+}
+
+class BadInputTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::vector<std::unique_ptr<Communicator>> make() {
+    Options options;
+    options.transport = GetParam();
+    options.timeout = 5s;
+    return makeCommunicators(kRanks, options);
+  }
+};
+
+TEST_P(BadInputTest, NullBuffersAreRejectedAndNothingIsSent) {
+  auto comms = make();
+  ASSERT_EQ(comms.size(), static_cast<size_t>(kRanks));
+  Communicator& c = *comms[0];  // rank 0 alone makes every bad call
+  std::vector<int32_t> buf(kCount * kRanks);
+  int32_t* p = buf.data();
+  const auto i32 = DataType::kInt32;
+  const auto sum = ReduceOp::kSum;
+
+  expectInvalid(c.allReduce(nullptr, p, kCount, i32, sum), "send", "allReduce(null send)");
+  expectInvalid(c.allReduce(p, nullptr, kCount, i32, sum), "recv", "allReduce(null recv)");
+  expectInvalid(c.allReduce(nullptr, nullptr, kCount, i32, sum), "null", "allReduce(null, null)");
+  expectInvalid(c.reduceScatter(nullptr, p, kCount, i32, sum), "send", "reduceScatter(null send)");
+  expectInvalid(c.reduceScatter(p, nullptr, kCount, i32, sum), "recv", "reduceScatter(null recv)");
+  expectInvalid(c.allGather(nullptr, p, kCount, i32), "send", "allGather(null send)");
+  expectInvalid(c.allGather(p, nullptr, kCount, i32), "recv", "allGather(null recv)");
+  // Rank 0 as root must supply send; every rank must supply recv.
+  expectInvalid(c.broadcast(nullptr, p, kCount, i32, 0), "send", "broadcast(root, null send)");
+  expectInvalid(c.broadcast(p, nullptr, kCount, i32, 1), "recv", "broadcast(null recv)");
+  expectInvalid(c.reduce(nullptr, p, kCount, i32, sum, 1), "send", "reduce(null send)");
+  expectInvalid(c.reduce(p, nullptr, kCount, i32, sum, 0), "recv", "reduce(root, null recv)");
+  expectInvalid(c.send(nullptr, kCount, i32, 1), "buffer", "send(null)");
+  expectInvalid(c.recv(nullptr, kCount, i32, 1), "buffer", "recv(null)");
+
+  expectGoodCollectives(comms);
+}
+
+TEST_P(BadInputTest, UnknownDtypeAndOpAreRejectedAndNothingIsSent) {
+  auto comms = make();
+  ASSERT_EQ(comms.size(), static_cast<size_t>(kRanks));
+  Communicator& c = *comms[1];
+  std::vector<int32_t> buf(kCount * kRanks);
+  int32_t* p = buf.data();
+  const auto badType = static_cast<DataType>(42);
+  const auto badOp = static_cast<ReduceOp>(42);
+  const auto i32 = DataType::kInt32;
+
+  expectInvalid(c.allReduce(p, p, kCount, badType, ReduceOp::kSum), "dtype", "allReduce(dtype)");
+  expectInvalid(c.allReduce(p, p, kCount, i32, badOp), "op", "allReduce(op)");
+  expectInvalid(c.reduceScatter(p, p, kCount, badType, ReduceOp::kSum), "dtype",
+                "reduceScatter(dtype)");
+  expectInvalid(c.reduceScatter(p, p, kCount, i32, badOp), "op", "reduceScatter(op)");
+  expectInvalid(c.allGather(p, p, kCount, badType), "dtype", "allGather(dtype)");
+  expectInvalid(c.broadcast(p, p, kCount, badType, 0), "dtype", "broadcast(dtype)");
+  expectInvalid(c.reduce(p, p, kCount, badType, ReduceOp::kSum, 0), "dtype", "reduce(dtype)");
+  expectInvalid(c.reduce(p, p, kCount, i32, badOp, 0), "op", "reduce(op)");
+  expectInvalid(c.send(p, kCount, badType, 0), "dtype", "send(dtype)");
+  expectInvalid(c.recv(p, kCount, badType, 0), "dtype", "recv(dtype)");
+  // A valid dtype with an op that is not an enumerator, at count 0 as well.
+  expectInvalid(c.allReduce(p, p, 0, i32, badOp), "op", "allReduce(op, count 0)");
+
+  expectGoodCollectives(comms);
+}
+
+TEST_P(BadInputTest, RootAndPeerOutOfRangeAreRejectedAndNothingIsSent) {
+  auto comms = make();
+  ASSERT_EQ(comms.size(), static_cast<size_t>(kRanks));
+  Communicator& c = *comms[2];
+  std::vector<int32_t> buf(kCount);
+  int32_t* p = buf.data();
+  const auto i32 = DataType::kInt32;
+  for (int bad : {-1, kRanks, 1 << 20}) {
+    const std::string which = std::to_string(bad);
+    expectInvalid(c.broadcast(p, p, kCount, i32, bad), "root", "broadcast(root " + which + ")");
+    expectInvalid(c.reduce(p, p, kCount, i32, ReduceOp::kSum, bad), "root",
+                  "reduce(root " + which + ")");
+    expectInvalid(c.send(p, kCount, i32, bad), "peer", "send(peer " + which + ")");
+    expectInvalid(c.recv(p, kCount, i32, bad), "peer", "recv(peer " + which + ")");
+  }
+  expectInvalid(c.send(p, kCount, i32, c.rank()), "peer", "send(to self)");
+  expectInvalid(c.recv(p, kCount, i32, c.rank()), "peer", "recv(from self)");
+
+  expectGoodCollectives(comms);
+}
+
+TEST_P(BadInputTest, OversizedCountIsRejected) {
+  auto comms = make();
+  ASSERT_EQ(comms.size(), static_cast<size_t>(kRanks));
+  int32_t x = 0;
+  expectInvalid(comms[0]->allReduce(&x, &x, SIZE_MAX / 2, DataType::kInt32, ReduceOp::kSum),
+                "count", "allReduce(huge count)");
+  expectGoodCollectives(comms);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, BadInputTest, ::testing::Values("shm", "tcp"),
+                         [](const auto& info) { return info.param; });
+
+TEST(BadCreate, RankOutsideRangeAndZeroRanksAreRejected) {
+  Options options;
+  options.store = makeInMemoryStore();
+  options.timeout = 2s;
+  UniqueId id = testing::testUniqueId();
+  struct Case {
+    int rank, nranks;
+    const char* word;
+  };
+  for (Case bad :
+       {Case{-1, 2, "rank"}, Case{2, 2, "rank"}, Case{0, 0, "nranks"}, Case{0, -3, "nranks"}}) {
+    auto start = Clock::now();
+    auto created = Communicator::create(id, bad.rank, bad.nranks, options);
+    std::string call =
+        "create(rank " + std::to_string(bad.rank) + ", nranks " + std::to_string(bad.nranks) + ")";
+    expectInvalid(created, bad.word, call);
+    EXPECT_LT(Clock::now() - start, 500ms) << call << " should fail without waiting";
+  }
+}
+
+TEST(BadUniqueId, GarbageDoesNotParse) {
+  const std::string hex32 = "0123456789abcdef0123456789abcdef";
+  for (const std::string& text :
+       {std::string(""), std::string("garbage"), std::string("collie1:"),
+        "collie2:127.0.0.1:29500:" + hex32, "collie1:127.0.0.1:29500:" + hex32.substr(1),
+        "collie1:127.0.0.1:29500:" + hex32 + "00", "collie1:127.0.0.1:295x0:" + hex32,
+        "collie1:127.0.0.1:70000:" + hex32, "collie1:127.0.0.1:-1:" + hex32,
+        "collie1::29500:" + hex32, "collie1:127.0.0.1:29500:" + std::string(32, 'g'),
+        "collie1:[::1:29500:" + hex32, std::string(5000, 'x')}) {
+    Result<UniqueId> parsed = UniqueId::parse(text);
+    EXPECT_FALSE(parsed.isOk()) << "'" << text.substr(0, 80) << "' parsed";
+    if (!parsed.isOk()) {
+      EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument) << parsed.status().toString();
+    }
+  }
+  // The well-formed version of the same text does parse.
+  Result<UniqueId> good = UniqueId::parse("collie1:127.0.0.1:29500:" + hex32);
+  ASSERT_TRUE(good.isOk()) << good.status().toString();
+  EXPECT_EQ(good->port, 29500);
+
+  std::vector<uint8_t> shortBlob(10, 0xAB);
+  EXPECT_FALSE(UniqueId::fromBytes(shortBlob.data(), shortBlob.size()).isOk());
+  std::vector<uint8_t> noise(kUniqueIdBytes, 0xAB);
+  EXPECT_FALSE(UniqueId::fromBytes(noise.data(), noise.size()).isOk());
+}
+
+// Two ranks join through a real TCP store (no options.store); a third client claims
+// rank 1 with a wrong secret. It must be turned away (kUnauthenticated) quickly and
+// must not disturb the real ranks, which form their communicator and all-reduce.
+class WrongSecretTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(WrongSecretTest, IntruderIsRejectedAndRealRanksStillConnect) {
+  UniqueId id = testing::testUniqueId();
+  auto server = StoreServer::start("127.0.0.1", 0, id.secret);
+  ASSERT_TRUE(server.isOk()) << server.status().toString();
+  id.port = (*server)->port();
+  UniqueId wrong = id;
+  wrong.secret[3] ^= 0x5A;
+
+  Options options;
+  options.transport = GetParam();
+  options.timeout = 5s;
+
+  Status intruder;
+  auto intruderTime = Clock::duration::zero();
+  std::vector<std::unique_ptr<Communicator>> comms(2);
+  std::vector<Status> errors(2);
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] {
+    auto start = Clock::now();
+    auto created = Communicator::create(wrong, 1, 2, options);
+    intruderTime = Clock::now() - start;
+    intruder = created.isOk() ? Status() : created.status();
+  });
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      auto created = Communicator::create(id, r, 2, options);
+      if (created.isOk()) {
+        comms[r] = std::move(*created);
+      } else {
+        errors[r] = created.status();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+
+  ASSERT_FALSE(intruder.isOk()) << "a rank with a wrong secret joined";
+  EXPECT_EQ(intruder.code(), StatusCode::kUnauthenticated) << intruder.toString();
+  EXPECT_NE(intruder.message().find("secret"), std::string::npos) << intruder.toString();
+  EXPECT_LT(intruderTime, 3s) << "the intruder should be turned away at once";
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(errors[r].isOk()) << errors[r].toString();
+  expectGoodCollectives(comms);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, WrongSecretTest, ::testing::Values("shm", "tcp"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace collie

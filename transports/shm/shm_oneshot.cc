@@ -1,0 +1,325 @@
+#include "transports/shm/shm_oneshot.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "core/config/config.h"
+#include "core/engine/fingerprint.h"
+#include "core/kernel/reduce_backend.h"
+#include "core/log/log.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define COLLIE_CPU_RELAX() _mm_pause()
+#else
+#define COLLIE_CPU_RELAX() std::atomic_signal_fence(std::memory_order_seq_cst)
+#endif
+
+namespace collie::shm {
+namespace {
+
+constexpr uint64_t kBoardMagic = 0x3144524f4254534full;  // "OSTBORD1"
+
+struct BoardHeader {
+  uint64_t magic;
+  int32_t rank;
+  int32_t nranks;
+  uint64_t slotBytes;
+  uint8_t nonce[16];
+};
+
+struct SlotControl {
+  alignas(kCacheLine) std::atomic<uint64_t> sequence;
+  uint64_t tag;
+  uint64_t bytes;
+};
+
+constexpr size_t kControlOffset = kPage;
+constexpr size_t kDataOffset = 2 * kPage;
+
+size_t boardBytes(size_t slotBytes) { return kDataOffset + 2 * slotBytes; }
+
+SlotControl* control(void* base, int parity) {
+  return reinterpret_cast<SlotControl*>(static_cast<uint8_t*>(base) + kControlOffset) + parity;
+}
+
+std::string hex(const uint8_t* bytes, size_t n) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string text;
+  for (size_t i = 0; i < n; ++i) {
+    text += kDigits[bytes[i] >> 4];
+    text += kDigits[bytes[i] & 15];
+  }
+  return text;
+}
+
+Status randomBytes(uint8_t* out, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = getrandom(out + got, n - got, 0);
+    if (r < 0 && errno != EINTR) return systemError("shm: getrandom", errno);
+    if (r > 0) got += static_cast<size_t>(r);
+  }
+  return Status();
+}
+
+// Bytes rank `rank` publishes for `args` on `nranks` ranks.
+size_t publishedBytes(const CollectiveArgs& args, int nranks, int rank) {
+  const size_t bytes = args.count * dataTypeSize(args.dtype);
+  switch (args.kind) {
+    case CollectiveKind::kReduceScatter: return bytes * nranks;
+    case CollectiveKind::kBroadcast: return rank == args.root ? bytes : 0;
+    case CollectiveKind::kBarrier: return 0;
+    default: return bytes;
+  }
+}
+
+}  // namespace
+
+OneShotBoard::OneShotBoard(const TransportContext& ctx, std::shared_ptr<ShmShared> shared,
+                           size_t slotBytes, std::chrono::microseconds spin)
+    : ctx_(ctx), shared_(std::move(shared)), slotBytes_(slotBytes), boards_(ctx.nranks), spin_(spin) {}
+
+OneShotBoard::~OneShotBoard() {
+  for (Mapping& board : boards_) {
+    if (board.base != nullptr) munmap(board.base, board.bytes);
+  }
+  if (!name_.empty()) shm_unlink(name_.c_str());
+}
+
+Result<std::unique_ptr<OneShotBoard>> OneShotBoard::connect(const TransportContext& ctx,
+                                                            std::shared_ptr<ShmShared> shared,
+                                                            std::chrono::microseconds spin) {
+  const int64_t configured = configInt("COLLIE_SHM_ONESHOT_MAX");
+  const size_t slotBytes = static_cast<size_t>(std::clamp<int64_t>(configured, 0, 16 << 20));
+  std::unique_ptr<OneShotBoard> board(new OneShotBoard(ctx, std::move(shared), slotBytes, spin));
+  const size_t bytes = boardBytes(slotBytes);
+
+  uint8_t random[16];
+  COLLIE_RETURN_IF_ERROR(randomBytes(random, sizeof(random)));
+  board->name_ = "/collie-board-" + hex(random, sizeof(random));
+  int fd = shm_open(board->name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) {
+    board->name_.clear();
+    return systemError("shm: creating the one-shot board", errno);
+  }
+  int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  void* base = err == 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                        : MAP_FAILED;
+  close(fd);
+  if (base == MAP_FAILED) {
+    return systemError("shm: sizing or mapping the one-shot board (" + std::to_string(bytes) +
+                           " bytes; is /dev/shm full?)",
+                       err != 0 ? err : errno);
+  }
+  board->boards_[ctx.rank] = Mapping{base, bytes};
+  auto* header = static_cast<BoardHeader*>(base);
+  header->magic = kBoardMagic;
+  header->rank = ctx.rank;
+  header->nranks = ctx.nranks;
+  header->slotBytes = slotBytes;
+  COLLIE_RETURN_IF_ERROR(randomBytes(header->nonce, sizeof(header->nonce)));
+  for (int parity = 0; parity < 2; ++parity) {
+    new (control(base, parity)) SlotControl();
+    control(base, parity)->sequence.store(0, std::memory_order_release);
+  }
+
+  const std::string prefix = ctx.jobKey + "/shmboard/";
+  const std::string entry = board->name_ + " " + hex(header->nonce, sizeof(header->nonce));
+  COLLIE_RETURN_IF_ERROR(ctx.store->set(prefix + std::to_string(ctx.rank),
+                                        Bytes(entry.begin(), entry.end())));
+  const Deadline deadline = Clock::now() + ctx.timeout;
+  for (int peer = 0; peer < ctx.nranks; ++peer) {
+    if (peer == ctx.rank) continue;
+    Result<Bytes> value = ctx.store->get(prefix + std::to_string(peer), deadline);
+    if (!value.isOk()) {
+      return timeoutError("shm: rank " + std::to_string(peer) +
+                              " did not publish its one-shot board before the deadline",
+                          peer);
+    }
+    std::string text(value->begin(), value->end());
+    size_t space = text.find(' ');
+    if (space == std::string::npos || text.compare(0, 14, "/collie-board-") != 0) {
+      return remoteError("shm: rank " + std::to_string(peer) + " published a malformed board",
+                         peer);
+    }
+    int peerFd = shm_open(text.substr(0, space).c_str(), O_RDONLY, 0);
+    if (peerFd < 0) return systemError("shm: opening rank " + std::to_string(peer) + "'s board", errno);
+    void* peerBase = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, peerFd, 0);
+    struct stat info {};
+    bool sized = fstat(peerFd, &info) == 0 && static_cast<size_t>(info.st_size) >= bytes;
+    close(peerFd);
+    if (peerBase == MAP_FAILED) {
+      return systemError("shm: mapping rank " + std::to_string(peer) + "'s board", errno);
+    }
+    board->boards_[peer] = Mapping{peerBase, bytes};
+    const auto* peerHeader = static_cast<const BoardHeader*>(peerBase);
+    if (!sized || peerHeader->magic != kBoardMagic || peerHeader->rank != peer ||
+        peerHeader->nranks != ctx.nranks || peerHeader->slotBytes != slotBytes ||
+        hex(peerHeader->nonce, sizeof(peerHeader->nonce)) != text.substr(space + 1)) {
+      return remoteError("shm: rank " + std::to_string(peer) +
+                             "'s one-shot board does not match this job (rank, size or nonce; "
+                             "is COLLIE_SHM_ONESHOT_MAX equal on every rank?)",
+                         peer);
+    }
+  }
+  // Unlink the names once every rank mapped every board.
+  COLLIE_RETURN_IF_ERROR(ctx.store->set(prefix + "mapped/" + std::to_string(ctx.rank), Bytes{1}));
+  for (int peer = 0; peer < ctx.nranks; ++peer) {
+    Result<Bytes> done = ctx.store->get(prefix + "mapped/" + std::to_string(peer), deadline);
+    if (!done.isOk()) {
+      return timeoutError("shm: rank " + std::to_string(peer) +
+                              " did not map the one-shot boards before the deadline",
+                          peer);
+    }
+  }
+  shm_unlink(board->name_.c_str());
+  board->name_.clear();
+  return board;
+}
+
+bool OneShotBoard::accepts(const CollectiveArgs& args) const {
+  switch (args.kind) {
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kReduce:
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kBarrier: break;
+    default: return false;
+  }
+  // The largest slot any rank needs for this collective.
+  return publishedBytes(args, ctx_.nranks, args.root) <= slotBytes_ &&
+         publishedBytes(args, ctx_.nranks, (args.root + 1) % ctx_.nranks) <= slotBytes_;
+}
+
+const uint8_t* OneShotBoard::slotData(int rank, int parity) const {
+  return static_cast<const uint8_t*>(boards_[rank].base) + kDataOffset + parity * slotBytes_;
+}
+
+Status OneShotBoard::waitForPeers(uint64_t sequence, uint64_t tag, size_t bytes,
+                                  Deadline deadline, const std::atomic<bool>& cancelled) {
+  const int parity = static_cast<int>(sequence & 1);
+  SegmentHeader* doorbell = shared_->mine->header();
+  for (int peer = 0; peer < ctx_.nranks; ++peer) {
+    if (peer == ctx_.rank) continue;
+    const SlotControl* slot = control(boards_[peer].base, parity);
+    auto spinUntil = Clock::now() + spin_;
+    while (slot->sequence.load(std::memory_order_acquire) != sequence) {
+      if (Clock::now() < spinUntil) {
+        // Yielding lets a peer that shares this core run; on an idle machine it
+        // returns at once.
+        for (int i = 0; i < 16; ++i) COLLIE_CPU_RELAX();
+        sched_yield();
+        continue;
+      }
+      shared_->checkLiveness(false);
+      for (const auto& state : shared_->peers) {
+        if (state->rank == peer && (state->dead || state->segment->header()->closed.load())) {
+          return remoteError("rank " + std::to_string(peer) +
+                                 " is gone (its process exited or closed the communicator)",
+                             peer);
+        }
+      }
+      if (cancelled.load(std::memory_order_relaxed)) {
+        return abortedError("one-shot collective aborted on rank " + std::to_string(ctx_.rank));
+      }
+      if (Clock::now() > deadline) {
+        return timeoutError("rank " + std::to_string(peer) +
+                                " did not join the one-shot collective before the deadline",
+                            peer);
+      }
+      // Sleep on our doorbell; publishers ring it only when someone sleeps.
+      doorbell->sleepers.fetch_add(1, std::memory_order_seq_cst);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      const uint32_t seen = doorbell->doorbell.load(std::memory_order_seq_cst);
+      if (slot->sequence.load(std::memory_order_acquire) != sequence) {
+        waitDoorbell(doorbell, seen, 10'000);
+      }
+      doorbell->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    }
+    if (slot->tag != tag) {
+      return mismatchError("rank " + std::to_string(ctx_.rank) + " runs " +
+                               describeFingerprint(tag) + " but rank " + std::to_string(peer) +
+                               " runs " + describeFingerprint(slot->tag),
+                           peer);
+    }
+    if (slot->bytes > slotBytes_ || (bytes != SIZE_MAX && slot->bytes != bytes)) {
+      return mismatchError("rank " + std::to_string(peer) + " published " +
+                               std::to_string(slot->bytes) + " bytes, expected " +
+                               std::to_string(bytes),
+                           peer);
+    }
+  }
+  return Status();
+}
+
+Status OneShotBoard::run(const CollectiveArgs& args, uint64_t tag, const void* input,
+                         void* output, Deadline deadline,
+                         const std::atomic<bool>& cancelled) {
+  const int n = ctx_.nranks;
+  const int rank = ctx_.rank;
+  const uint64_t sequence = ++sequence_;
+  const int parity = static_cast<int>(sequence & 1);
+  const size_t es = dataTypeSize(args.dtype);
+  const size_t bytes = args.count * es;
+
+  // Publish.
+  const size_t mine = publishedBytes(args, n, rank);
+  uint8_t* slot = const_cast<uint8_t*>(slotData(rank, parity));
+  if (mine > 0) std::memcpy(slot, input, mine);
+  SlotControl* control = shm::control(boards_[rank].base, parity);
+  control->tag = tag;
+  control->bytes = mine;
+  control->sequence.store(sequence, std::memory_order_release);
+  for (const auto& peer : shared_->peers) ringDoorbell(peer->segment->header());
+
+  // Everyone else's broadcast slot is empty; every other collective publishes alike.
+  const size_t expected = args.kind == CollectiveKind::kBroadcast ? SIZE_MAX : mine;
+  COLLIE_RETURN_IF_ERROR(waitForPeers(sequence, tag, expected, deadline, cancelled));
+
+  const ReduceBackend& kernels = hostReduceBackend();
+  const int divisor = args.op == ReduceOp::kAvg ? n : 0;
+  auto reduceAll = [&](uint8_t* dst, size_t offset) {
+    if (n == 1) {
+      if (divisor > 1) {
+        kernels.divide(dst, slotData(0, parity) + offset, args.count, args.dtype, divisor);
+      } else if (dst != slotData(0, parity) + offset) {
+        std::memmove(dst, slotData(0, parity) + offset, bytes);
+      }
+      return;
+    }
+    kernels.reduce(dst, slotData(0, parity) + offset, slotData(1, parity) + offset, args.count,
+                   args.dtype, args.op, n == 2 ? divisor : 0);
+    for (int r = 2; r < n; ++r) {
+      kernels.reduce(dst, dst, slotData(r, parity) + offset, args.count, args.dtype, args.op,
+                     r == n - 1 ? divisor : 0);
+    }
+  };
+  uint8_t* out = static_cast<uint8_t*>(output);
+  switch (args.kind) {
+    case CollectiveKind::kAllReduce: if (bytes) reduceAll(out, 0); break;
+    case CollectiveKind::kReduce: if (bytes && rank == args.root) reduceAll(out, 0); break;
+    case CollectiveKind::kReduceScatter: if (bytes) reduceAll(out, rank * bytes); break;
+    case CollectiveKind::kAllGather:
+      for (int r = 0; r < n && bytes; ++r) {
+        if (out + r * bytes != slotData(r, parity)) std::memcpy(out + r * bytes, slotData(r, parity), bytes);
+      }
+      break;
+    case CollectiveKind::kBroadcast:
+      if (bytes) std::memcpy(out, slotData(args.root, parity), bytes);
+      break;
+    default: break;
+  }
+  return Status();
+}
+
+}  // namespace collie::shm

@@ -1,0 +1,62 @@
+// One-shot collectives through a shared board, for small messages between ranks that
+// all share one host.
+//
+// Every rank owns a small board segment with two slots (double buffering by sequence
+// parity). For collective number s each rank copies its input into slot s % 2 of its
+// board, stores the collective's fingerprint and publishes s with a release store;
+// then it waits until every rank published s in its slot s % 2 and computes its
+// output straight from the slots, combining ranks in rank order so that every rank
+// gets the same bits. No queue, no syscall on the fast path: a waiter spins for
+// COLLIE_SHM_SPIN, then sleeps on its doorbell futex, which publishers ring only when
+// someone sleeps. Reusing slot s % 2 at s + 2 is safe without more flags: a rank
+// publishes s + 1 only after it finished reading the slots of s.
+//
+// Peers' boards are mapped read-only and their headers validated; a peer whose tag
+// differs fails the collective with kMismatch naming it before any output is written.
+//
+// Thread safety: used by one thread at a time (the engine serialises collectives).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/transport/transport.h"
+#include "transports/shm/shm_connection.h"
+
+namespace collie::shm {
+
+class OneShotBoard final : public CollectiveOffload {
+ public:
+  // Creates this rank's board, publishes it, maps every peer's and unlinks the names
+  // once all ranks mapped them. `shared` provides peer liveness and doorbells.
+  static Result<std::unique_ptr<OneShotBoard>> connect(const TransportContext& ctx,
+                                                       std::shared_ptr<ShmShared> shared,
+                                                       std::chrono::microseconds spin);
+  ~OneShotBoard() override;
+
+  bool accepts(const CollectiveArgs& args) const override;
+  Status run(const CollectiveArgs& args, uint64_t tag, const void* input, void* output,
+             Deadline deadline, const std::atomic<bool>& cancelled) override;
+
+ private:
+  struct Mapping {
+    void* base = nullptr;
+    size_t bytes = 0;
+  };
+  OneShotBoard(const TransportContext& ctx, std::shared_ptr<ShmShared> shared, size_t slotBytes,
+               std::chrono::microseconds spin);
+  Status waitForPeers(uint64_t sequence, uint64_t tag, size_t bytes, Deadline deadline,
+                      const std::atomic<bool>& cancelled);
+  const uint8_t* slotData(int rank, int parity) const;
+
+  TransportContext ctx_;
+  std::shared_ptr<ShmShared> shared_;
+  size_t slotBytes_;
+  std::string name_;
+  std::vector<Mapping> boards_;  // per rank; this rank's is writable
+  uint64_t sequence_ = 0;
+  std::chrono::microseconds spin_;
+};
+
+}  // namespace collie::shm
