@@ -14,8 +14,11 @@ export UCX_TLS
 force=""
 [ "$transport" = auto ] || force="--transport $transport"
 subnet=$(( $$ % 200 + 10 ))
-cmd="for coll in allreduce reducescatter allgather broadcast reduce; do
-  $collie run --nnodes 2 --node-rank \$COLLIE_NETNS_INDEX --master \$COLLIE_NETNS_MASTER:29500 \
+# A fresh port per job: a host that is quick to start the next job must not find the
+# previous job's store (same secret) still serving on node 0.
+cmd="port=29500; for coll in allreduce reducescatter allgather broadcast reduce; do
+  port=\$((port + 1))
+  $collie run --nnodes 2 --node-rank \$COLLIE_NETNS_INDEX --master \$COLLIE_NETNS_MASTER:\$port \
     -n 2 -- $collie perf \$coll -b 8 -e 1M -f 8 -c 1 -n 2 -w 1 $force || exit 1
 done"
 out=$("$harness" --subnet "$subnet" --timeout 240 -- "$cmd" 2>&1)
