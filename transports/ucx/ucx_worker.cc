@@ -3,11 +3,37 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
+#include <string>
 
 #include "core/log/log.h"
 
 namespace collie::ucx {
+namespace {
+
+// Whether UCX_TLS leaves UCX a network transport, which peer-failure detection needs
+// (its shared-memory transports cannot report a dead peer). Unset, "all" or an
+// exclusion list ("^...") leave the network in.
+bool networkTransportAllowed() {
+  const char* tls = std::getenv("UCX_TLS");
+  if (tls == nullptr || tls[0] == '\0' || tls[0] == '^') return true;
+  std::string list(tls);
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    std::string tl =
+        list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    for (const char* net : {"all", "tcp", "rc", "ud", "dc", "ib"}) {
+      if (tl.rfind(net, 0) == 0) return true;
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return false;
+}
+
+}  // namespace
 
 Result<std::shared_ptr<UcxWorker>> UcxWorker::create(int rank, int nranks) {
   if (nranks > kMaxRanks) {
@@ -120,7 +146,8 @@ Status UcxWorker::connect(int peer, const uint8_t* address, size_t length) {
   params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   params.err_handler.cb = &UcxWorker::onEndpointError;
   params.err_handler.arg = &p;
-  ucs_status_t st = ucp_ep_create(worker_, &params, &p.ep);
+  ucs_status_t st = UCS_ERR_UNREACHABLE;
+  if (networkTransportAllowed()) st = ucp_ep_create(worker_, &params, &p.ep);
   if (st == UCS_ERR_UNREACHABLE) {
     // UCX's shared-memory transports cannot report peer failures; without a network
     // transport in UCX_TLS connect without it (a dead peer is then caught by the
