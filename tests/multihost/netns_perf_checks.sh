@@ -11,6 +11,12 @@ export COLLIE_JOB_SECRET
 # UCX would take shared memory between namespaces of one machine: keep it on the wire.
 UCX_TLS=${UCX_TLS:-tcp}
 export UCX_TLS
+if [ "$transport" = tcp ]; then
+  # To check below that tcp advertises the namespace's own address (COLLIE_SOCKET_IFNAME
+  # unset: the first up non-loopback interface, the veth).
+  COLLIE_DEBUG=INFO COLLIE_DEBUG_SUBSYS=NET
+  export COLLIE_DEBUG COLLIE_DEBUG_SUBSYS
+fi
 force=""
 [ "$transport" = auto ] || force="--transport $transport"
 subnet=$(( $$ % 200 + 10 ))
@@ -31,5 +37,11 @@ tables=$(echo "$out" | grep -c "Out of bounds values : 0 OK")
 [ "$tables" -eq 5 ] || { echo "FAILED: $tables of 5 collectives passed"; exit 1; }
 if [ "$transport" != auto ]; then
   echo "$out" | grep -q "transport to rank 1: $transport" || { echo "FAILED: not over $transport"; exit 1; }
+fi
+if [ "$transport" = tcp ]; then
+  for host in 0 1; do
+    echo "$out" | grep "^\[host $host\]" | grep -q "tcp: rank .* listens on 10\.213\.$subnet\.$((host + 1)):" ||
+      { echo "FAILED: tcp on host $host did not listen on 10.213.$subnet.$((host + 1))"; exit 1; }
+  done
 fi
 echo "PASSED: 5 collectives over $transport, 2 hosts x 2 ranks"
