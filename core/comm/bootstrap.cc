@@ -13,6 +13,7 @@
 #include "core/engine/engine.h"
 #include "core/log/log.h"
 #include "core/transport/transport.h"
+#include "core/tune/tune_probe.h"
 
 namespace collie {
 namespace {
@@ -32,8 +33,7 @@ std::string defaultHostId() {
   char netns[128] = {0};
   ssize_t length = readlink("/proc/self/ns/net", netns, sizeof(netns) - 1);
   if (length < 0) netns[0] = 0;
-  return std::string(name) + "/" + readFirstLine("/proc/sys/kernel/random/boot_id") + "/" +
-         netns;
+  return std::string(name) + "/" + readFirstLine("/proc/sys/kernel/random/boot_id") + "/" + netns;
 }
 
 // Each communicator made from one unique id gets its own key prefix; ranks create
@@ -51,9 +51,10 @@ std::string fromBytes(const Bytes& bytes) { return std::string(bytes.begin(), by
 
 }  // namespace
 
-Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, int rank,
-                                                           int nranks, const Options& options) {
-  if (nranks < 1) return invalidArgument("nranks must be at least 1, got " + std::to_string(nranks));
+Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, int rank, int nranks,
+                                                           const Options& options) {
+  if (nranks < 1)
+    return invalidArgument("nranks must be at least 1, got " + std::to_string(nranks));
   if (rank < 0 || rank >= nranks) {
     return invalidArgument("rank " + std::to_string(rank) + " is outside [0, " +
                            std::to_string(nranks) + ")");
@@ -66,12 +67,16 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
                        ? std::chrono::duration_cast<std::chrono::microseconds>(options.timeout)
                        : configDuration("COLLIE_TIMEOUT");
   config.busyPoll = configDuration("COLLIE_BUSY_POLL");
-  config.nchannels = options.nchannels > 0 ? options.nchannels
-                                           : static_cast<int>(configInt("COLLIE_NCHANNELS"));
+  config.nchannels =
+      options.nchannels > 0 ? options.nchannels : static_cast<int>(configInt("COLLIE_NCHANNELS"));
   config.nchannels = std::max(1, std::min(config.nchannels, 16));
+  config.channelsFixed = options.nchannels > 0 || configSource("COLLIE_NCHANNELS") != "default";
+  // Chunk size: fixed when the caller or COLLIE_CHUNKSIZE sets it, else tuned (0).
   config.chunkBytes = options.chunkBytes > 0 ? options.chunkBytes
-                                             : static_cast<size_t>(configInt("COLLIE_CHUNKSIZE"));
-  config.chunkBytes = std::max<size_t>(config.chunkBytes, 64);
+                      : configSource("COLLIE_CHUNKSIZE") != "default"
+                          ? static_cast<size_t>(configInt("COLLIE_CHUNKSIZE"))
+                          : 0;
+  if (config.chunkBytes > 0) config.chunkBytes = std::max<size_t>(config.chunkBytes, 64);
   config.algorithm = options.algorithm;
   if (config.algorithm == Algorithm::kAuto) {
     std::optional<Algorithm> parsed = parseAlgorithm(configString("COLLIE_ALGO"));
@@ -85,7 +90,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
 
   std::shared_ptr<Store> store = options.store;
   if (!store) {
-    Result<std::shared_ptr<Store>> connected = connectTcpStore(id.host, id.port, id.secret, deadline);
+    Result<std::shared_ptr<Store>> connected =
+        connectTcpStore(id.host, id.port, id.secret, deadline);
     if (!connected.isOk()) {
       return connected.status().withContext("rank " + std::to_string(rank) +
                                             " could not reach the rendezvous store");
@@ -97,7 +103,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
   context.rank = rank;
   context.nranks = nranks;
   context.nchannels = config.nchannels;
-  context.hostId = !options.hostId.empty() ? options.hostId
+  context.hostId = !options.hostId.empty()                   ? options.hostId
                    : !configString("COLLIE_HOST_ID").empty() ? configString("COLLIE_HOST_ID")
                                                              : defaultHostId();
   context.jobKey = communicatorKey(id, rank);
@@ -106,8 +112,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
   context.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config.timeout);
 
   // Host identities of every rank.
-  COLLIE_RETURN_IF_ERROR(store->set(context.jobKey + "/host/" + std::to_string(rank),
-                                    toBytes(context.hostId)));
+  COLLIE_RETURN_IF_ERROR(
+      store->set(context.jobKey + "/host/" + std::to_string(rank), toBytes(context.hostId)));
   std::vector<std::string> hosts(nranks);
   for (int peer = 0; peer < nranks; ++peer) {
     Result<Bytes> host = store->get(context.jobKey + "/host/" + std::to_string(peer), deadline);
@@ -123,8 +129,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
   // Choose a transport per peer: the forced one, or the first in registry order that
   // can connect the pair. The choice depends only on both host ids, so both sides of
   // a pair agree.
-  std::string forced = !options.transport.empty() ? options.transport
-                                                  : configString("COLLIE_TRANSPORT");
+  std::string forced =
+      !options.transport.empty() ? options.transport : configString("COLLIE_TRANSPORT");
   std::vector<TransportFactory> factories = TransportRegistry::instance().factories();
   if (!forced.empty()) {
     const TransportFactory* factory = TransportRegistry::instance().find(forced);
@@ -169,8 +175,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
         set.connections[peers[i]].push_back(std::move((*connections)[i * config.nchannels + c]));
       }
     }
-    COLLIE_LOG(INFO, INIT) << "rank " << rank << " uses " << factory.name << " for "
-                           << peers.size() << " peer(s)";
+    COLLIE_LOG(INFO, INIT) << "rank " << rank << " uses " << factory.name << " for " << peers.size()
+                           << " peer(s)";
     set.transports.push_back(std::move(*transport));
   }
   for (int peer = 0; peer < nranks; ++peer) {
@@ -182,6 +188,9 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
   }
   auto board = std::make_unique<FailureBoard>(store, context.jobKey, rank);
   auto engine = std::make_unique<Engine>(config, std::move(set), std::move(board));
+  Result<TuneConstants> tune = agreeOnTuneConstants(*engine, *store, context.jobKey, deadline);
+  if (!tune.isOk()) return tune.status().withContext("rank " + std::to_string(rank));
+  engine->setTuneConstants(*tune);
   return std::unique_ptr<Communicator>(new Communicator(rank, nranks, std::move(engine)));
 }
 

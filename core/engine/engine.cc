@@ -151,24 +151,45 @@ Status Engine::giveUp(Status status, bool publish) {
   return status;
 }
 
+void Engine::setTuneConstants(const TuneConstants& constants) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  tune_ = constants;
+  cache_.clear();
+}
+
+TuneConstants Engine::tuneConstants() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return tune_;
+}
+
 Result<std::shared_ptr<const Schedule>> Engine::plan(const CollectiveArgs& args) {
-  auto key = std::make_tuple(static_cast<int>(args.kind), args.count, static_cast<int>(args.dtype),
-                             static_cast<int>(args.op), args.root);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto found = cache_.find(key);
-    if (found != cache_.end()) return found->second;
-  }
+  TuneLimits limits;
+  limits.maxChannels = config_.nchannels;
+  limits.channelsFixed = config_.channelsFixed;
+  limits.chunkBytes = config_.chunkBytes;
+  limits.forced = config_.algorithm;
+  const size_t bytes =
+      args.count *
+      dataTypeSize(args.kind == CollectiveKind::kBarrier ? DataType::kUint8 : args.dtype);
+  std::unique_lock<std::mutex> lock(mutex_);
+  const TuneDecision decision = decide(args.kind, bytes, config_.nranks, limits, tune_);
+  auto key =
+      std::make_tuple(static_cast<int>(args.kind), args.count, static_cast<int>(args.dtype),
+                      static_cast<int>(args.op), args.root, static_cast<int>(decision.algorithm),
+                      decision.chunkBytes, decision.nchannels);
+  auto found = cache_.find(key);
+  if (found != cache_.end()) return found->second;
+  lock.unlock();
   PlanParams params;
   params.rank = config_.rank;
   params.nranks = config_.nranks;
-  params.nchannels = config_.nchannels;
-  params.chunkBytes = config_.chunkBytes;
-  params.algorithm = config_.algorithm;
+  params.nchannels = decision.nchannels;
+  params.chunkBytes = decision.chunkBytes;
+  params.algorithm = decision.algorithm;
   Result<Schedule> schedule = buildSchedule(args, params);
   if (!schedule.isOk()) return schedule.status();
   auto shared = std::make_shared<const Schedule>(std::move(schedule).value());
-  std::lock_guard<std::mutex> lock(mutex_);
+  lock.lock();
   if (cache_.size() >= 256) cache_.clear();
   cache_[key] = shared;
   return shared;
@@ -194,7 +215,9 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
       work->complete(failed_.withContext(describeFingerprint(tag) + " not run"));
       return Work(work);
     }
-    const bool offloaded = offload_ != nullptr && offload_->accepts(args);
+    // A forced algorithm (COLLIE_ALGO, Options::algorithm) runs as asked, not offloaded.
+    const bool offloaded = offload_ != nullptr && config_.algorithm == Algorithm::kAuto &&
+                           offload_->accepts(args);
     Pending pending{*schedule, input, output, tag, work, offloaded};
     if (!offloaded || running_ || !queue_.empty() || closed_) {
       queue_.push_back(std::move(pending));

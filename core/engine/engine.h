@@ -40,15 +40,17 @@
 #include "collie/communicator.h"
 #include "core/engine/execution.h"
 #include "core/engine/failure_board.h"
+#include "core/tune/tuner.h"
 
 namespace collie {
 
 struct EngineConfig {
   int rank = 0;
   int nranks = 1;
-  int nchannels = 1;
-  size_t chunkBytes = 512 * 1024;
-  Algorithm algorithm = Algorithm::kAuto;
+  int nchannels = 1;                       // connections per peer: the most a schedule may use
+  bool channelsFixed = false;              // set by config: every schedule uses nchannels
+  size_t chunkBytes = 512 * 1024;          // 0: the tuner picks per collective
+  Algorithm algorithm = Algorithm::kAuto;  // kAuto: the tuner picks
   std::chrono::microseconds timeout{300'000'000};
   std::chrono::microseconds busyPoll{50};
 };
@@ -84,6 +86,9 @@ class Engine {
   void abort();
   std::string transportTo(int peer) const;
   const EngineConfig& config() const { return config_; }
+  // The tuner's constants (the same on every rank); set once at creation.
+  void setTuneConstants(const TuneConstants& constants);
+  TuneConstants tuneConstants();
 
  private:
   struct Pending {
@@ -125,7 +130,11 @@ class Engine {
   uint64_t collectiveSequence_ = 0;
   std::vector<uint64_t> sendSequence_;  // per peer, point-to-point
   std::vector<uint64_t> recvSequence_;
-  std::map<std::tuple<int, size_t, int, int, int>, std::shared_ptr<const Schedule>> cache_;
+  TuneConstants tune_;
+  // (kind, count, dtype, op, root, algorithm, chunk bytes, channels) -> schedule
+  std::map<std::tuple<int, size_t, int, int, int, int, size_t, int>,
+           std::shared_ptr<const Schedule>>
+      cache_;
 
   std::atomic<bool> aborted_{false};
   // Executions that failed keep their completions alive until the connections that
