@@ -192,10 +192,14 @@ Status IbConnection::fail(Status status) {
     }
     queue->clear();
   }
-  // Stop the peer from writing into buffers we no longer own.
-  ibv_qp_attr attr{};
-  attr.qp_state = IBV_QPS_ERR;
-  ibv_modify_qp(qp_, &attr, IBV_QP_STATE);
+  // Stop the peer from writing into buffers we no longer own. Not on a mismatch: no
+  // write is coming then, and the error state would flush the mismatch notice to the
+  // peer before it left.
+  if (broken_.code() != StatusCode::kMismatch) {
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_ERR;
+    ibv_modify_qp(qp_, &attr, IBV_QP_STATE);
+  }
   return broken_;
 }
 
