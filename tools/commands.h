@@ -19,7 +19,8 @@ struct RunCliOptions {
   int nprocs = 1;
   int nnodes = 1;
   int nodeRank = 0;
-  std::string master;  // HOST:PORT of node 0's store (multi-host, not yet supported)
+  std::string master;      // HOST:PORT of node 0's store (multi-host)
+  std::string secretFile;  // file holding the job secret (32 hex digits), multi-host
   bool tagOutput = false;
   double graceSeconds = 2.0;
   std::vector<std::string> command;

@@ -231,8 +231,12 @@ Result<Work> Engine::submitGroup(const std::vector<GroupOp>& ops) {
       work->complete(failed_.withContext(describeFingerprint(parts.front().tag) + " not run"));
       return Work(work);
     }
-    Pending pending{parts.front().schedule, parts.front().input, parts.front().output,
-                    parts.front().tag, work};
+    Pending pending;
+    pending.schedule = parts.front().schedule;
+    pending.input = parts.front().input;
+    pending.output = parts.front().output;
+    pending.tag = parts.front().tag;
+    pending.work = work;
     pending.group.assign(parts.begin() + 1, parts.end());
     queue_.push_back(std::move(pending));
   }
@@ -260,7 +264,13 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
     // A forced algorithm (COLLIE_ALGO, Options::algorithm) runs as asked, not offloaded.
     const bool offloaded = offload_ != nullptr && config_.algorithm == Algorithm::kAuto &&
                            offload_->accepts(args);
-    Pending pending{*schedule, input, output, tag, work, offloaded};
+    Pending pending;
+    pending.schedule = *schedule;
+    pending.input = input;
+    pending.output = output;
+    pending.tag = tag;
+    pending.work = work;
+    pending.offloaded = offloaded;
     if (!offloaded || running_ || !queue_.empty() || closed_) {
       queue_.push_back(std::move(pending));
       lock.unlock();
