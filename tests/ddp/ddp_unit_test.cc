@@ -57,9 +57,13 @@ TEST(BucketAssignment, EveryParameterOnceAndLimitsRespected) {
     for (size_t k = 0; k < buckets[b].size(); ++k) {
       sum += bytes[buckets[b][k]];
       // Closed exactly when the limit was reached: no prefix reaches it earlier.
-      if (k + 1 < buckets[b].size()) EXPECT_LT(sum, b == 0 ? first : cap);
+      if (k + 1 < buckets[b].size()) {
+        EXPECT_LT(sum, b == 0 ? first : cap);
+      }
     }
-    if (b + 1 < buckets.size()) EXPECT_GE(sum, b == 0 ? first : cap);
+    if (b + 1 < buckets.size()) {
+      EXPECT_GE(sum, b == 0 ? first : cap);
+    }
     seen.insert(seen.end(), buckets[b].begin(), buckets[b].end());
   }
   ASSERT_EQ(seen.size(), bytes.size());
