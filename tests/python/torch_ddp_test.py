@@ -195,6 +195,12 @@ def worker(rank, init_file, result_dir):
         collie = dist.group.WORLD
         gloo = dist.new_group(backend="gloo")
         check_collectives(rank, collie, gloo, failures)
+        # A second collie group: its own communicator, rendezvous under its own prefix.
+        sub = dist.new_group(backend="collie")
+        t = values(rank)
+        dist.all_reduce(t, group=sub)
+        if not torch.equal(t, values(0) + values(1)):
+            failures.append("allreduce on a second collie group")
         check_ddp(rank, collie, gloo, failures)
         dist.barrier()
         dist.destroy_process_group()
