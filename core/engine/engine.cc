@@ -210,18 +210,30 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
     if (!status.isOk()) status = giveUp(std::move(status), true);
     lock.lock();
     running_ = false;
+    if (status.isOk() && !pending.offloaded) {
+      // Declined: it runs its schedule on the progress thread, ahead of anything that
+      // was queued meanwhile.
+      queue_.push_front(std::move(pending));
+      lock.unlock();
+      queued_.notify_all();
+      return Work(work);
+    }
   }
   queued_.notify_all();
   work->complete(std::move(status));
   return Work(work);
 }
 
-Status Engine::runOffloaded(const Pending& pending) {
-  Status status = offload_->run(pending.schedule->args, pending.tag, pending.input,
-                                pending.output, Clock::now() + config_.timeout, aborted_);
-  if (status.isOk()) return status;
-  return status.withContext(describeFingerprint(pending.tag) + " (one-shot) on rank " +
-                            std::to_string(config_.rank));
+Status Engine::runOffloaded(Pending& pending) {
+  Result<OffloadOutcome> outcome =
+      offload_->run(pending.schedule->args, pending.tag, pending.input, pending.output,
+                    Clock::now() + config_.timeout, aborted_);
+  if (outcome.isOk()) {
+    if (*outcome == OffloadOutcome::kDeclined) pending.offloaded = false;
+    return Status();
+  }
+  return outcome.status().withContext(describeFingerprint(pending.tag) + " (one-shot) on rank " +
+                                      std::to_string(config_.rank));
 }
 
 void Engine::run() {
@@ -254,7 +266,9 @@ void Engine::run() {
       }
       running_ = true;
     }
-    Status status = pending.offloaded ? runOffloaded(pending) : execute(pending);
+    Status status;
+    if (pending.offloaded) status = runOffloaded(pending);
+    if (status.isOk() && !pending.offloaded) status = execute(pending);  // or declined
     if (!status.isOk()) {
       COLLIE_LOG(WARN, COLL) << status.toString();
       status = giveUp(std::move(status), true);

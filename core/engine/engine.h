@@ -98,7 +98,8 @@ class Engine {
   Result<std::shared_ptr<const Schedule>> plan(const CollectiveArgs& args);
   void run();
   Status execute(Pending& pending);
-  Status runOffloaded(const Pending& pending);
+  // Clears pending.offloaded when the offload declined it (then it needs execute()).
+  Status runOffloaded(Pending& pending);
   void waitForActivity(const std::vector<Connection*>& active);
   // On the progress thread after the first failure: explains `status`, makes it the
   // sticky error, publishes it and closes every connection. Returns the error to give

@@ -15,6 +15,8 @@
 #include "core/engine/fingerprint.h"
 #include "core/kernel/reduce_backend.h"
 #include "core/log/log.h"
+#include "core/memory/shared_region.h"
+#include "transports/shm/shm_segment.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -40,15 +42,36 @@ struct SlotControl {
   alignas(kCacheLine) std::atomic<uint64_t> sequence;
   uint64_t tag;
   uint64_t bytes;
+  // Large all-reduce only: whether both buffers are registered, and where they are.
+  uint32_t registered;
+  uint64_t pidNamespace;
+  SharedWindow send;
+  SharedWindow recv;
+};
+
+// Published once a rank finished writing the outputs of a direct collective.
+struct DoneFlag {
+  alignas(kCacheLine) std::atomic<uint64_t> sequence;
 };
 
 constexpr size_t kControlOffset = kPage;
+constexpr auto kPureSpin = std::chrono::microseconds(5);
 constexpr size_t kDataOffset = 2 * kPage;
 
 size_t boardBytes(size_t slotBytes) { return kDataOffset + 2 * slotBytes; }
 
 SlotControl* control(void* base, int parity) {
   return reinterpret_cast<SlotControl*>(static_cast<uint8_t*>(base) + kControlOffset) + parity;
+}
+
+DoneFlag* doneFlag(void* base) {
+  return reinterpret_cast<DoneFlag*>(reinterpret_cast<uint8_t*>(control(base, 2)) + kCacheLine);
+}
+static_assert(3 * sizeof(SlotControl) + 2 * kCacheLine <= kPage);
+
+bool isDirect(const CollectiveArgs& args, size_t slotBytes) {
+  return args.kind == CollectiveKind::kAllReduce &&
+         args.count * dataTypeSize(args.dtype) > slotBytes;
 }
 
 std::string hex(const uint8_t* bytes, size_t n) {
@@ -75,10 +98,14 @@ Status randomBytes(uint8_t* out, size_t n) {
 size_t publishedBytes(const CollectiveArgs& args, int nranks, int rank) {
   const size_t bytes = args.count * dataTypeSize(args.dtype);
   switch (args.kind) {
-    case CollectiveKind::kReduceScatter: return bytes * nranks;
-    case CollectiveKind::kBroadcast: return rank == args.root ? bytes : 0;
-    case CollectiveKind::kBarrier: return 0;
-    default: return bytes;
+    case CollectiveKind::kReduceScatter:
+      return bytes * nranks;
+    case CollectiveKind::kBroadcast:
+      return rank == args.root ? bytes : 0;
+    case CollectiveKind::kBarrier:
+      return 0;
+    default:
+      return bytes;
   }
 }
 
@@ -86,7 +113,13 @@ size_t publishedBytes(const CollectiveArgs& args, int nranks, int rank) {
 
 OneShotBoard::OneShotBoard(const TransportContext& ctx, std::shared_ptr<ShmShared> shared,
                            size_t slotBytes, std::chrono::microseconds spin)
-    : ctx_(ctx), shared_(std::move(shared)), slotBytes_(slotBytes), boards_(ctx.nranks), spin_(spin) {}
+    : ctx_(ctx),
+      shared_(std::move(shared)),
+      slotBytes_(slotBytes),
+      boards_(ctx.nranks),
+      spin_(spin),
+      pidNamespace_(currentPidNamespace()),
+      scratch_(static_cast<uint8_t*>(std::aligned_alloc(64, kDirectTileBytes))) {}
 
 OneShotBoard::~OneShotBoard() {
   for (Mapping& board : boards_) {
@@ -112,8 +145,8 @@ Result<std::unique_ptr<OneShotBoard>> OneShotBoard::connect(const TransportConte
     return systemError("shm: creating the one-shot board", errno);
   }
   int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
-  void* base = err == 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
-                        : MAP_FAILED;
+  void* base =
+      err == 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
   close(fd);
   if (base == MAP_FAILED) {
     return systemError("shm: sizing or mapping the one-shot board (" + std::to_string(bytes) +
@@ -131,11 +164,13 @@ Result<std::unique_ptr<OneShotBoard>> OneShotBoard::connect(const TransportConte
     new (control(base, parity)) SlotControl();
     control(base, parity)->sequence.store(0, std::memory_order_release);
   }
+  new (doneFlag(base)) DoneFlag();
+  doneFlag(base)->sequence.store(0, std::memory_order_release);
 
   const std::string prefix = ctx.jobKey + "/shmboard/";
   const std::string entry = board->name_ + " " + hex(header->nonce, sizeof(header->nonce));
-  COLLIE_RETURN_IF_ERROR(ctx.store->set(prefix + std::to_string(ctx.rank),
-                                        Bytes(entry.begin(), entry.end())));
+  COLLIE_RETURN_IF_ERROR(
+      ctx.store->set(prefix + std::to_string(ctx.rank), Bytes(entry.begin(), entry.end())));
   const Deadline deadline = Clock::now() + ctx.timeout;
   for (int peer = 0; peer < ctx.nranks; ++peer) {
     if (peer == ctx.rank) continue;
@@ -152,7 +187,8 @@ Result<std::unique_ptr<OneShotBoard>> OneShotBoard::connect(const TransportConte
                          peer);
     }
     int peerFd = shm_open(text.substr(0, space).c_str(), O_RDONLY, 0);
-    if (peerFd < 0) return systemError("shm: opening rank " + std::to_string(peer) + "'s board", errno);
+    if (peerFd < 0)
+      return systemError("shm: opening rank " + std::to_string(peer) + "'s board", errno);
     void* peerBase = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, peerFd, 0);
     struct stat info {};
     bool sized = fstat(peerFd, &info) == 0 && static_cast<size_t>(info.st_size) >= bytes;
@@ -193,9 +229,13 @@ bool OneShotBoard::accepts(const CollectiveArgs& args) const {
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kAllGather:
     case CollectiveKind::kBroadcast:
-    case CollectiveKind::kBarrier: break;
-    default: return false;
+    case CollectiveKind::kBarrier:
+      break;
+    default:
+      return false;
   }
+  // Too large for the slots: run() goes direct or declines, alike on every rank.
+  if (isDirect(args, slotBytes_)) return true;
   // The largest slot any rank needs for this collective.
   return publishedBytes(args, ctx_.nranks, args.root) <= slotBytes_ &&
          publishedBytes(args, ctx_.nranks, (args.root + 1) % ctx_.nranks) <= slotBytes_;
@@ -205,19 +245,27 @@ const uint8_t* OneShotBoard::slotData(int rank, int parity) const {
   return static_cast<const uint8_t*>(boards_[rank].base) + kDataOffset + parity * slotBytes_;
 }
 
-Status OneShotBoard::waitForPeers(uint64_t sequence, uint64_t tag, size_t bytes,
-                                  Deadline deadline, const std::atomic<bool>& cancelled) {
-  const int parity = static_cast<int>(sequence & 1);
+template <typename Ready>
+Status OneShotBoard::waitForAll(Ready ready, const char* what, Deadline deadline,
+                                const std::atomic<bool>& cancelled) {
   SegmentHeader* doorbell = shared_->mine->header();
   for (int peer = 0; peer < ctx_.nranks; ++peer) {
-    if (peer == ctx_.rank) continue;
-    const SlotControl* slot = control(boards_[peer].base, parity);
-    auto spinUntil = Clock::now() + spin_;
-    while (slot->sequence.load(std::memory_order_acquire) != sequence) {
-      if (Clock::now() < spinUntil) {
-        // Yielding lets a peer that shares this core run; on an idle machine it
-        // returns at once.
-        for (int i = 0; i < 16; ++i) COLLIE_CPU_RELAX();
+    if (peer == ctx_.rank || ready(peer)) continue;
+    // Pure spinning first (a peer on another core answers within a microsecond or
+    // two), then spinning with sched_yield (lets a peer that shares this core run),
+    // then sleeping on the doorbell futex. spin_ is 0 when ranks outnumber cores.
+    const auto start = Clock::now();
+    const auto pureUntil = start + std::min(spin_, kPureSpin);
+    const auto spinUntil = start + spin_;
+    uint32_t turns = 0;
+    while (!ready(peer)) {
+      if (++turns % 16 != 0) {
+        COLLIE_CPU_RELAX();
+        continue;
+      }
+      const auto now = Clock::now();
+      if (now < pureUntil) continue;
+      if (now < spinUntil) {
         sched_yield();
         continue;
       }
@@ -232,20 +280,33 @@ Status OneShotBoard::waitForPeers(uint64_t sequence, uint64_t tag, size_t bytes,
       if (cancelled.load(std::memory_order_relaxed)) {
         return abortedError("one-shot collective aborted on rank " + std::to_string(ctx_.rank));
       }
-      if (Clock::now() > deadline) {
-        return timeoutError("rank " + std::to_string(peer) +
-                                " did not join the one-shot collective before the deadline",
-                            peer);
+      if (now > deadline) {
+        return timeoutError(
+            "rank " + std::to_string(peer) + " did not " + what + " before the deadline", peer);
       }
       // Sleep on our doorbell; publishers ring it only when someone sleeps.
       doorbell->sleepers.fetch_add(1, std::memory_order_seq_cst);
       std::atomic_thread_fence(std::memory_order_seq_cst);
       const uint32_t seen = doorbell->doorbell.load(std::memory_order_seq_cst);
-      if (slot->sequence.load(std::memory_order_acquire) != sequence) {
-        waitDoorbell(doorbell, seen, 10'000);
-      }
+      if (!ready(peer)) waitDoorbell(doorbell, seen, 10'000);
       doorbell->sleepers.fetch_sub(1, std::memory_order_seq_cst);
     }
+  }
+  return Status();
+}
+
+Status OneShotBoard::waitForPeers(uint64_t sequence, uint64_t tag, size_t bytes, Deadline deadline,
+                                  const std::atomic<bool>& cancelled) {
+  const int parity = static_cast<int>(sequence & 1);
+  auto published = [&](int peer) {
+    return control(boards_[peer].base, parity)->sequence.load(std::memory_order_acquire) ==
+           sequence;
+  };
+  COLLIE_RETURN_IF_ERROR(
+      waitForAll(published, "join the one-shot collective", deadline, cancelled));
+  for (int peer = 0; peer < ctx_.nranks; ++peer) {
+    if (peer == ctx_.rank) continue;
+    const SlotControl* slot = control(boards_[peer].base, parity);
     if (slot->tag != tag) {
       return mismatchError("rank " + std::to_string(ctx_.rank) + " runs " +
                                describeFingerprint(tag) + " but rank " + std::to_string(peer) +
@@ -262,9 +323,80 @@ Status OneShotBoard::waitForPeers(uint64_t sequence, uint64_t tag, size_t bytes,
   return Status();
 }
 
-Status OneShotBoard::run(const CollectiveArgs& args, uint64_t tag, const void* input,
-                         void* output, Deadline deadline,
-                         const std::atomic<bool>& cancelled) {
+void OneShotBoard::ringPeers() {
+  for (const auto& peer : shared_->peers) ringDoorbell(peer->segment->header());
+}
+
+Result<OffloadOutcome> OneShotBoard::runDirect(const CollectiveArgs& args, uint64_t tag,
+                                               const void* input, void* output, Deadline deadline,
+                                               const std::atomic<bool>& cancelled) {
+  const int n = ctx_.nranks;
+  const int rank = ctx_.rank;
+  const uint64_t sequence = ++sequence_;
+  const int parity = static_cast<int>(sequence & 1);
+  const size_t bytes = args.count * dataTypeSize(args.dtype);
+
+  // Publish where this rank's buffers are, if they are registered.
+  SlotControl* mine = control(boards_[rank].base, parity);
+  SharedWindow send, recv;
+  const bool registered =
+      findSharedWindow(input, bytes, &send) && findSharedWindow(output, bytes, &recv);
+  mine->tag = tag;
+  mine->bytes = 0;
+  mine->registered = registered ? 1 : 0;
+  mine->pidNamespace = pidNamespace_;
+  mine->send = send;
+  mine->recv = recv;
+  mine->sequence.store(sequence, std::memory_order_release);
+  ringPeers();
+  COLLIE_RETURN_IF_ERROR(waitForPeers(sequence, tag, 0, deadline, cancelled));
+
+  // Every rank reads the same headers, so every rank takes the same branch here.
+  std::vector<SlotControl> slots(n);
+  for (int r = 0; r < n; ++r) {
+    const SlotControl* c = control(boards_[r].base, parity);
+    slots[r].registered = c->registered;
+    slots[r].pidNamespace = c->pidNamespace;
+    slots[r].send = c->send;
+    slots[r].recv = c->recv;
+  }
+  for (int r = 0; r < n; ++r) {
+    if (slots[r].registered != 1 || slots[r].pidNamespace != slots[0].pidNamespace) {
+      return OffloadOutcome::kDeclined;
+    }
+  }
+  std::vector<const uint8_t*> inputs(n);
+  std::vector<uint8_t*> outputs(n);
+  for (int r = 0; r < n; ++r) {
+    if (r == rank) {
+      inputs[r] = static_cast<const uint8_t*>(input);
+      outputs[r] = static_cast<uint8_t*>(output);
+      continue;
+    }
+    Result<uint8_t*> in = windows_.resolve(r, slots[r].send, bytes);
+    if (!in.isOk()) return in.status();
+    Result<uint8_t*> out = windows_.resolve(r, slots[r].recv, bytes);
+    if (!out.isOk()) return out.status();
+    inputs[r] = *in;
+    outputs[r] = *out;
+  }
+  directAllReduceShare(inputs, outputs, args.count, args.dtype, args.op, rank, scratch_.get());
+
+  // Nobody may return (and reuse its buffers) before every share is written.
+  doneFlag(boards_[rank].base)->sequence.store(sequence, std::memory_order_release);
+  ringPeers();
+  auto finished = [&](int peer) {
+    return doneFlag(boards_[peer].base)->sequence.load(std::memory_order_acquire) >= sequence;
+  };
+  COLLIE_RETURN_IF_ERROR(
+      waitForAll(finished, "finish its share of the direct all-reduce", deadline, cancelled));
+  return OffloadOutcome::kDone;
+}
+
+Result<OffloadOutcome> OneShotBoard::run(const CollectiveArgs& args, uint64_t tag,
+                                         const void* input, void* output, Deadline deadline,
+                                         const std::atomic<bool>& cancelled) {
+  if (isDirect(args, slotBytes_)) return runDirect(args, tag, input, output, deadline, cancelled);
   const int n = ctx_.nranks;
   const int rank = ctx_.rank;
   const uint64_t sequence = ++sequence_;
@@ -280,7 +412,7 @@ Status OneShotBoard::run(const CollectiveArgs& args, uint64_t tag, const void* i
   control->tag = tag;
   control->bytes = mine;
   control->sequence.store(sequence, std::memory_order_release);
-  for (const auto& peer : shared_->peers) ringDoorbell(peer->segment->header());
+  ringPeers();
 
   // Everyone else's broadcast slot is empty; every other collective publishes alike.
   const size_t expected = args.kind == CollectiveKind::kBroadcast ? SIZE_MAX : mine;
@@ -306,20 +438,28 @@ Status OneShotBoard::run(const CollectiveArgs& args, uint64_t tag, const void* i
   };
   uint8_t* out = static_cast<uint8_t*>(output);
   switch (args.kind) {
-    case CollectiveKind::kAllReduce: if (bytes) reduceAll(out, 0); break;
-    case CollectiveKind::kReduce: if (bytes && rank == args.root) reduceAll(out, 0); break;
-    case CollectiveKind::kReduceScatter: if (bytes) reduceAll(out, rank * bytes); break;
+    case CollectiveKind::kAllReduce:
+      if (bytes) reduceAll(out, 0);
+      break;
+    case CollectiveKind::kReduce:
+      if (bytes && rank == args.root) reduceAll(out, 0);
+      break;
+    case CollectiveKind::kReduceScatter:
+      if (bytes) reduceAll(out, rank * bytes);
+      break;
     case CollectiveKind::kAllGather:
       for (int r = 0; r < n && bytes; ++r) {
-        if (out + r * bytes != slotData(r, parity)) std::memcpy(out + r * bytes, slotData(r, parity), bytes);
+        if (out + r * bytes != slotData(r, parity))
+          std::memcpy(out + r * bytes, slotData(r, parity), bytes);
       }
       break;
     case CollectiveKind::kBroadcast:
       if (bytes) std::memcpy(out, slotData(args.root, parity), bytes);
       break;
-    default: break;
+    default:
+      break;
   }
-  return Status();
+  return OffloadOutcome::kDone;
 }
 
 }  // namespace collie::shm
