@@ -266,6 +266,8 @@ Status OneShotBoard::waitForAll(Ready ready, const char* what, Deadline deadline
       const auto now = Clock::now();
       if (now < pureUntil) continue;
       if (now < spinUntil) {
+        // Measured at load ~17 on 2 cores: yielding here gives a 15 us median for 8 B,
+        // pure spinning 58 us (the peer we wait for needs our core).
         sched_yield();
         continue;
       }
