@@ -50,6 +50,8 @@ constexpr auto kLookupWait = std::chrono::milliseconds(200);
 // abort() waits this long at most for the progress thread to close the connections
 // (it normally takes a few milliseconds plus kPublishWait at worst).
 constexpr auto kCloseWait = std::chrono::seconds(2);
+// Busy polling yields the core after this long without progress.
+constexpr auto kPureSpin = std::chrono::microseconds(5);
 }  // namespace
 
 Engine::Engine(EngineConfig config, TransportSet transports, std::unique_ptr<FailureBoard> board)
@@ -196,7 +198,8 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
     }
     const bool offloaded = offload_ != nullptr && offload_->accepts(args);
     Pending pending{*schedule, input, output, tag, work, offloaded};
-    if (!offloaded || running_ || !queue_.empty() || closed_) {
+    if (!offloaded || running_ || !queue_.empty() || closed_ ||
+        !offload_->runsInline(args, input, output)) {
       queue_.push_back(std::move(pending));
       lock.unlock();
       queued_.notify_one();
@@ -347,7 +350,14 @@ Status Engine::execute(Pending& pending) {
           execution->firstWaitedPeer());
       break;
     }
-    if (now - idleSince > config_.busyPoll) waitForActivity(active);
+    if (now - idleSince > config_.busyPoll) {
+      waitForActivity(active);
+    } else if (now - idleSince > kPureSpin) {
+      // On a busy host the peer we wait for may be queued behind us on this core:
+      // spinning without yielding made every step cost a whole busy-poll period
+      // (8 B over tcp at load 9 on 2 cores: 115 us median, 19 us with no spin).
+      std::this_thread::yield();
+    }
   }
   failedExecutions_.push_back(std::move(execution));
   return status;

@@ -19,9 +19,11 @@
 // it on every turn). Destroying the engine does the same for collectives still
 // pending, then joins the progress thread.
 //
-// Small collectives that the transport can offload (CollectiveOffload) run inline on
-// the submitting thread when nothing else is queued or running, which saves two thread
-// hand-offs; otherwise they queue like any other and run on the progress thread.
+// Collectives that the transport can offload (CollectiveOffload) run inline on the
+// submitting thread when nothing else is queued or running and the offload says so
+// (runsInline), which saves two thread hand-offs; otherwise they queue like any other
+// and run on the progress thread. When the offload declines one (every rank alike), it
+// runs its schedule on the progress thread, ahead of what was queued meanwhile.
 //
 // Thread safety: submit(), abort() and transportTo() may be called from any thread.
 #pragma once

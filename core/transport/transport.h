@@ -99,6 +99,14 @@ class CollectiveOffload {
   // when a peer runs a collective with another fingerprint (`tag`), kRemoteError when
   // a peer is gone, kTimeout naming the silent peer after `deadline`, kAborted soon
   // after `cancelled` becomes true.
+  // Whether the engine may run this collective on the submitting thread when it is
+  // idle (saving two thread hand-offs) rather than on its progress thread. A local
+  // choice: it may depend on the buffers. Inline runs block the caller until every
+  // rank joined, so say yes only where that is short or wanted.
+  virtual bool runsInline(const CollectiveArgs& args, const void* input,
+                          const void* output) const {
+    return true;
+  }
   virtual Result<OffloadOutcome> run(const CollectiveArgs& args, uint64_t tag, const void* input,
                                      void* output, Deadline deadline,
                                      const std::atomic<bool>& cancelled) = 0;

@@ -241,6 +241,14 @@ bool OneShotBoard::accepts(const CollectiveArgs& args) const {
          publishedBytes(args, ctx_.nranks, (args.root + 1) % ctx_.nranks) <= slotBytes_;
 }
 
+bool OneShotBoard::runsInline(const CollectiveArgs& args, const void* input,
+                              const void* output) const {
+  if (!isDirect(args, slotBytes_)) return true;
+  const size_t bytes = args.count * dataTypeSize(args.dtype);
+  SharedWindow window;
+  return findSharedWindow(input, bytes, &window) && findSharedWindow(output, bytes, &window);
+}
+
 const uint8_t* OneShotBoard::slotData(int rank, int parity) const {
   return static_cast<const uint8_t*>(boards_[rank].base) + kDataOffset + parity * slotBytes_;
 }

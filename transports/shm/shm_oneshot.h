@@ -43,6 +43,10 @@ class OneShotBoard final : public CollectiveOffload {
   ~OneShotBoard() override;
 
   bool accepts(const CollectiveArgs& args) const override;
+  // Small ones always; direct ones when this rank's buffers are registered (an
+  // unregistered large all-reduce will be declined: no point blocking the caller).
+  bool runsInline(const CollectiveArgs& args, const void* input,
+                  const void* output) const override;
   Result<OffloadOutcome> run(const CollectiveArgs& args, uint64_t tag, const void* input,
                              void* output, Deadline deadline,
                              const std::atomic<bool>& cancelled) override;
