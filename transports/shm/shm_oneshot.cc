@@ -69,11 +69,6 @@ DoneFlag* doneFlag(void* base) {
 }
 static_assert(3 * sizeof(SlotControl) + 2 * kCacheLine <= kPage);
 
-bool isDirect(const CollectiveArgs& args, size_t slotBytes) {
-  return args.kind == CollectiveKind::kAllReduce &&
-         args.count * dataTypeSize(args.dtype) > slotBytes;
-}
-
 std::string hex(const uint8_t* bytes, size_t n) {
   static const char kDigits[] = "0123456789abcdef";
   std::string text;
@@ -107,6 +102,13 @@ size_t publishedBytes(const CollectiveArgs& args, int nranks, int rank) {
     default:
       return bytes;
   }
+}
+
+// Too large for the slots on some rank: run() goes direct (a registered all-reduce) or
+// only checks that every rank runs the same collective, then declines.
+bool isLarge(const CollectiveArgs& args, int nranks, size_t slotBytes) {
+  return publishedBytes(args, nranks, args.root) > slotBytes ||
+         publishedBytes(args, nranks, (args.root + 1) % nranks) > slotBytes;
 }
 
 }  // namespace
@@ -234,16 +236,15 @@ bool OneShotBoard::accepts(const CollectiveArgs& args) const {
     default:
       return false;
   }
-  // Too large for the slots: run() goes direct or declines, alike on every rank.
-  if (isDirect(args, slotBytes_)) return true;
-  // The largest slot any rank needs for this collective.
-  return publishedBytes(args, ctx_.nranks, args.root) <= slotBytes_ &&
-         publishedBytes(args, ctx_.nranks, (args.root + 1) % ctx_.nranks) <= slotBytes_;
+  // Large ones too: the board's fingerprint check then catches ranks that disagree
+  // (one rank's all-reduce here, another's broadcast on the FIFOs would only time out).
+  return true;
 }
 
 bool OneShotBoard::runsInline(const CollectiveArgs& args, const void* input,
                               const void* output) const {
-  if (!isDirect(args, slotBytes_)) return true;
+  if (!isLarge(args, ctx_.nranks, slotBytes_)) return true;
+  if (args.kind != CollectiveKind::kAllReduce) return false;  // a check, then declined
   const size_t bytes = args.count * dataTypeSize(args.dtype);
   SharedWindow window;
   return findSharedWindow(input, bytes, &window) && findSharedWindow(output, bytes, &window);
@@ -337,9 +338,9 @@ void OneShotBoard::ringPeers() {
   for (const auto& peer : shared_->peers) ringDoorbell(peer->segment->header());
 }
 
-Result<OffloadOutcome> OneShotBoard::runDirect(const CollectiveArgs& args, uint64_t tag,
-                                               const void* input, void* output, Deadline deadline,
-                                               const std::atomic<bool>& cancelled) {
+Result<OffloadOutcome> OneShotBoard::runLarge(const CollectiveArgs& args, uint64_t tag,
+                                              const void* input, void* output, Deadline deadline,
+                                              const std::atomic<bool>& cancelled) {
   const int n = ctx_.nranks;
   const int rank = ctx_.rank;
   const uint64_t sequence = ++sequence_;
@@ -349,8 +350,9 @@ Result<OffloadOutcome> OneShotBoard::runDirect(const CollectiveArgs& args, uint6
   // Publish where this rank's buffers are, if they are registered.
   SlotControl* mine = control(boards_[rank].base, parity);
   SharedWindow send, recv;
+  const bool direct = args.kind == CollectiveKind::kAllReduce;
   const bool registered =
-      findSharedWindow(input, bytes, &send) && findSharedWindow(output, bytes, &recv);
+      direct && findSharedWindow(input, bytes, &send) && findSharedWindow(output, bytes, &recv);
   mine->tag = tag;
   mine->bytes = 0;
   mine->registered = registered ? 1 : 0;
@@ -362,6 +364,7 @@ Result<OffloadOutcome> OneShotBoard::runDirect(const CollectiveArgs& args, uint6
   COLLIE_RETURN_IF_ERROR(waitForPeers(sequence, tag, 0, deadline, cancelled));
 
   // Every rank reads the same headers, so every rank takes the same branch here.
+  if (!direct) return OffloadOutcome::kDeclined;
   std::vector<SlotControl> slots(n);
   for (int r = 0; r < n; ++r) {
     const SlotControl* c = control(boards_[r].base, parity);
@@ -406,7 +409,9 @@ Result<OffloadOutcome> OneShotBoard::runDirect(const CollectiveArgs& args, uint6
 Result<OffloadOutcome> OneShotBoard::run(const CollectiveArgs& args, uint64_t tag,
                                          const void* input, void* output, Deadline deadline,
                                          const std::atomic<bool>& cancelled) {
-  if (isDirect(args, slotBytes_)) return runDirect(args, tag, input, output, deadline, cancelled);
+  if (isLarge(args, ctx_.nranks, slotBytes_)) {
+    return runLarge(args, tag, input, output, deadline, cancelled);
+  }
   const int n = ctx_.nranks;
   const int rank = ctx_.rank;
   const uint64_t sequence = ++sequence_;

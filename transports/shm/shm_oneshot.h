@@ -58,7 +58,9 @@ class OneShotBoard final : public CollectiveOffload {
   };
   OneShotBoard(const TransportContext& ctx, std::shared_ptr<ShmShared> shared, size_t slotBytes,
                std::chrono::microseconds spin);
-  Result<OffloadOutcome> runDirect(const CollectiveArgs& args, uint64_t tag, const void* input,
+  // Collectives too large for the slots: a fingerprint check, then the direct
+  // all-reduce when every rank's buffers are registered, else kDeclined.
+  Result<OffloadOutcome> runLarge(const CollectiveArgs& args, uint64_t tag, const void* input,
                                    void* output, Deadline deadline,
                                    const std::atomic<bool>& cancelled);
   // Waits until ready(peer) for every peer: spin, then yield, then the doorbell futex.
