@@ -99,6 +99,16 @@ void streamCopy(void* dst, const void* src, size_t bytes) {
 #endif
 }
 
+size_t lastLevelCacheBytes() {
+  static const size_t kBytes = [] {
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    long best = l3 > 0 ? l3 : l2;
+    return best > 0 ? static_cast<size_t>(best) : size_t{32} << 20;
+  }();
+  return kBytes;
+}
+
 void directAllReduceShare(const std::vector<const uint8_t*>& inputs,
                           const std::vector<uint8_t*>& outputs, size_t count, DataType dtype,
                           ReduceOp op, int rank, uint8_t* scratch) {
@@ -113,6 +123,10 @@ void directAllReduceShare(const std::vector<const uint8_t*>& inputs,
   const ReduceBackend& kernels = hostReduceBackend();
   const int divisor = op == ReduceOp::kAvg ? n : 0;
   gDirectShares.fetch_add(1, std::memory_order_relaxed);
+  // Streaming stores skip the read-for-ownership of the destination but leave the
+  // output out of cache. Measured on the 2-core test VM (docs/performance.md) they lost
+  // at every size up to 256 MiB, so they are kept for working sets far beyond the LLC.
+  const bool streaming = 2 * n * count * es > 4 * lastLevelCacheBytes();
   for (size_t first = begin; first < end; first += tile) {
     const size_t elems = std::min(tile, end - first);
     const size_t offset = first * es;
@@ -130,7 +144,13 @@ void directAllReduceShare(const std::vector<const uint8_t*>& inputs,
                        r == n - 1 ? divisor : 0);
       }
     }
-    for (int r = 0; r < n; ++r) streamCopy(outputs[r] + offset, scratch, elems * es);
+    for (int r = 0; r < n; ++r) {
+      if (streaming) {
+        streamCopy(outputs[r] + offset, scratch, elems * es);
+      } else {
+        std::memcpy(outputs[r] + offset, scratch, elems * es);
+      }
+    }
   }
 }
 

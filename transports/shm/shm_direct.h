@@ -4,7 +4,8 @@
 // and receive buffers, rank r owns share r of the elements (64-byte aligned cuts). It
 // loads that share from every rank's input in rank order, reduces tile by tile in a
 // cache-resident scratch (no copy-then-reduce), and writes each finished tile into
-// every rank's output with non-temporal stores. Every element is computed once, by one
+// every rank's output (plain stores; non-temporal ones only when the working set is
+// far beyond the last-level cache, see shm_direct.cc). Every element is computed once, by one
 // rank, in rank order, so all outputs hold the same bits; in-place buffers are safe
 // because only rank r touches share r of any buffer.
 //
