@@ -18,7 +18,8 @@ struct RunCliOptions {
   int nprocs = 1;
   int nnodes = 1;
   int nodeRank = 0;
-  std::string master;  // HOST:PORT of node 0's store (multi-host, not yet supported)
+  std::string master;      // HOST:PORT of node 0's store (multi-host)
+  std::string secretFile;  // file holding the job secret (32 hex digits), multi-host
   bool tagOutput = false;
   double graceSeconds = 2.0;
   std::vector<std::string> command;
@@ -29,7 +30,23 @@ int runLauncher(const RunCliOptions& options);
 
 int runPerf(const PerfCliOptions& options);
 
-CLI::App* addInfoCommand(CLI::App& app);
-int runInfo();
+CLI::App* addInfoCommand(CLI::App& app, bool* tuning);
+int runInfo(bool tuning);
+
+struct SimCliOptions {
+  std::string collective = "allreduce";
+  std::string algo = "auto";
+  int nranks = 8;
+  std::string bytes = "1M";
+  std::string dtype = "float";
+  double alphaUs = 0;  // 0: the tuner's default
+  double bwGBps = 0;
+  int nchannels = 0;  // 0: tuned
+  std::string chunk;  // "": tuned
+  int root = 0;
+};
+
+CLI::App* addSimCommand(CLI::App& app, SimCliOptions* options);
+int runSim(const SimCliOptions& options);
 
 }  // namespace collie::tools

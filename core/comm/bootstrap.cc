@@ -3,6 +3,7 @@
 // connect, then start the engine.
 #include <unistd.h>
 
+#include <cctype>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -13,6 +14,7 @@
 #include "core/engine/engine.h"
 #include "core/log/log.h"
 #include "core/transport/transport.h"
+#include "core/tune/tune_probe.h"
 
 namespace collie {
 namespace {
@@ -32,8 +34,7 @@ std::string defaultHostId() {
   char netns[128] = {0};
   ssize_t length = readlink("/proc/self/ns/net", netns, sizeof(netns) - 1);
   if (length < 0) netns[0] = 0;
-  return std::string(name) + "/" + readFirstLine("/proc/sys/kernel/random/boot_id") + "/" +
-         netns;
+  return std::string(name) + "/" + readFirstLine("/proc/sys/kernel/random/boot_id") + "/" + netns;
 }
 
 // Each communicator made from one unique id gets its own key prefix; ranks create
@@ -51,9 +52,10 @@ std::string fromBytes(const Bytes& bytes) { return std::string(bytes.begin(), by
 
 }  // namespace
 
-Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, int rank,
-                                                           int nranks, const Options& options) {
-  if (nranks < 1) return invalidArgument("nranks must be at least 1, got " + std::to_string(nranks));
+Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, int rank, int nranks,
+                                                           const Options& options) {
+  if (nranks < 1)
+    return invalidArgument("nranks must be at least 1, got " + std::to_string(nranks));
   if (rank < 0 || rank >= nranks) {
     return invalidArgument("rank " + std::to_string(rank) + " is outside [0, " +
                            std::to_string(nranks) + ")");
@@ -66,15 +68,28 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
                        ? std::chrono::duration_cast<std::chrono::microseconds>(options.timeout)
                        : configDuration("COLLIE_TIMEOUT");
   config.busyPoll = configDuration("COLLIE_BUSY_POLL");
-  config.nchannels = options.nchannels > 0 ? options.nchannels
-                                           : static_cast<int>(configInt("COLLIE_NCHANNELS"));
+  config.nchannels =
+      options.nchannels > 0 ? options.nchannels : static_cast<int>(configInt("COLLIE_NCHANNELS"));
   config.nchannels = std::max(1, std::min(config.nchannels, 16));
+  config.channelsFixed = options.nchannels > 0 || configSource("COLLIE_NCHANNELS") != "default";
+  // Chunk size: fixed when the caller or COLLIE_CHUNKSIZE sets it, else tuned (0).
   config.chunkBytes = options.chunkBytes > 0 ? options.chunkBytes
-                                             : static_cast<size_t>(configInt("COLLIE_CHUNKSIZE"));
-  config.chunkBytes = std::max<size_t>(config.chunkBytes, 64);
+                      : configSource("COLLIE_CHUNKSIZE") != "default"
+                          ? static_cast<size_t>(configInt("COLLIE_CHUNKSIZE"))
+                          : 0;
+  if (config.chunkBytes > 0) config.chunkBytes = std::max<size_t>(config.chunkBytes, 64);
   config.algorithm = options.algorithm;
   if (config.algorithm == Algorithm::kAuto) {
-    std::optional<Algorithm> parsed = parseAlgorithm(configString("COLLIE_ALGO"));
+    std::string name = configString("COLLIE_ALGO");
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::optional<Algorithm> parsed = parseAlgorithm(name);
+    if (!parsed && configSource("COLLIE_ALGO") == "NCCL_ALGO") {
+      // NCCL_ALGO accepts lists and NCCL-only algorithms (^nvls, allreduce:tree, ...).
+      COLLIE_LOG(WARN, INIT) << "NCCL_ALGO='" << configString("COLLIE_ALGO")
+                             << "' has no collie equivalent (collie knows auto, ring, tree, "
+                                "chain); using auto";
+      parsed = Algorithm::kAuto;
+    }
     if (!parsed) {
       return invalidArgument("COLLIE_ALGO='" + configString("COLLIE_ALGO") +
                              "' is not one of auto, ring, tree, chain");
@@ -85,7 +100,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
 
   std::shared_ptr<Store> store = options.store;
   if (!store) {
-    Result<std::shared_ptr<Store>> connected = connectTcpStore(id.host, id.port, id.secret, deadline);
+    Result<std::shared_ptr<Store>> connected =
+        connectTcpStore(id.host, id.port, id.secret, deadline);
     if (!connected.isOk()) {
       return connected.status().withContext("rank " + std::to_string(rank) +
                                             " could not reach the rendezvous store");
@@ -97,7 +113,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
   context.rank = rank;
   context.nranks = nranks;
   context.nchannels = config.nchannels;
-  context.hostId = !options.hostId.empty() ? options.hostId
+  context.hostId = !options.hostId.empty()                   ? options.hostId
                    : !configString("COLLIE_HOST_ID").empty() ? configString("COLLIE_HOST_ID")
                                                              : defaultHostId();
   context.jobKey = communicatorKey(id, rank);
@@ -106,8 +122,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
   context.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config.timeout);
 
   // Host identities of every rank.
-  COLLIE_RETURN_IF_ERROR(store->set(context.jobKey + "/host/" + std::to_string(rank),
-                                    toBytes(context.hostId)));
+  COLLIE_RETURN_IF_ERROR(
+      store->set(context.jobKey + "/host/" + std::to_string(rank), toBytes(context.hostId)));
   std::vector<std::string> hosts(nranks);
   for (int peer = 0; peer < nranks; ++peer) {
     Result<Bytes> host = store->get(context.jobKey + "/host/" + std::to_string(peer), deadline);
@@ -123,8 +139,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
   // Choose a transport per peer: the forced one, or the first in registry order that
   // can connect the pair. The choice depends only on both host ids, so both sides of
   // a pair agree.
-  std::string forced = !options.transport.empty() ? options.transport
-                                                  : configString("COLLIE_TRANSPORT");
+  std::string forced =
+      !options.transport.empty() ? options.transport : configString("COLLIE_TRANSPORT");
   std::vector<TransportFactory> factories = TransportRegistry::instance().factories();
   if (!forced.empty()) {
     const TransportFactory* factory = TransportRegistry::instance().find(forced);
@@ -135,6 +151,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
                              ")");
     }
     factories = {*factory};
+    context.forced = true;
   }
   TransportSet set;
   set.transportOfPeer.assign(nranks, -1);
@@ -168,8 +185,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
         set.connections[peers[i]].push_back(std::move((*connections)[i * config.nchannels + c]));
       }
     }
-    COLLIE_LOG(INFO, INIT) << "rank " << rank << " uses " << factory.name << " for "
-                           << peers.size() << " peer(s)";
+    COLLIE_LOG(INFO, INIT) << "rank " << rank << " uses " << factory.name << " for " << peers.size()
+                           << " peer(s)";
     set.transports.push_back(std::move(*transport));
   }
   for (int peer = 0; peer < nranks; ++peer) {
@@ -181,7 +198,15 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
   }
   auto board = std::make_unique<FailureBoard>(store, context.jobKey, rank);
   auto engine = std::make_unique<Engine>(config, std::move(set), std::move(board));
-  return std::unique_ptr<Communicator>(new Communicator(rank, nranks, std::move(engine)));
+  Result<TuneConstants> tune = agreeOnTuneConstants(*engine, *store, context.jobKey, deadline);
+  if (!tune.isOk()) return tune.status().withContext("rank " + std::to_string(rank));
+  engine->setTuneConstants(*tune);
+  std::unique_ptr<Communicator> comm(new Communicator(rank, nranks, std::move(engine)));
+  comm->id_ = id;
+  comm->store_ = store;
+  comm->options_ = options;
+  comm->options_.store.reset();  // the store is kept in store_
+  return comm;
 }
 
 }  // namespace collie

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "core/engine/engine.h"
+#include "core/kernel/device_memory.h"
 #include "core/memory/shared_region.h"
 
 namespace collie {
@@ -51,6 +52,13 @@ Status Communicator::check(const char* what, const void* send, const void* recv,
   }
   if (count > (SIZE_MAX / 8) / static_cast<size_t>(nranks_)) {
     return invalidArgument(prefix + "count " + std::to_string(count) + " is too large");
+  }
+  // The engine runs host buffers only; the CUDA kernels exist but are not wired into
+  // it yet (docs/cuda.md). Without this check a device pointer would be dereferenced.
+  if (count > 0 && (isDeviceMemory(send) || isDeviceMemory(recv))) {
+    return unsupported(prefix +
+                       "CUDA device buffers are not supported by this version's engine "
+                       "(see docs/cuda.md); pass host buffers (copy with cudaMemcpy first)");
   }
   return Status();
 }
@@ -145,6 +153,31 @@ Result<Work> Communicator::recv(void* buf, size_t count, DataType dtype, int pee
   if (count > 0 && buf == nullptr) return nullBuffer("recv", rank_, "recv", count);
   return submit(CollectiveKind::kRecv, nullptr, buf, count, dtype, ReduceOp::kSum, peer);
 }
+
+Result<Work> Communicator::sendRecv(const std::vector<PointToPoint>& ops) {
+  std::vector<Engine::GroupOp> group;
+  group.reserve(ops.size());
+  for (const PointToPoint& op : ops) {
+    const char* what = op.isSend ? "send (group)" : "recv (group)";
+    COLLIE_RETURN_IF_ERROR(checkPeer(what, op.peer));
+    COLLIE_RETURN_IF_ERROR(check(what, op.buffer, nullptr, op.count, op.dtype, nullptr, nullptr));
+    if (op.count > 0 && op.buffer == nullptr) {
+      return invalidArgument(std::string(what) + " on rank " + std::to_string(rank_) +
+                             ": buffer is null but count is " + std::to_string(op.count));
+    }
+    Engine::GroupOp entry;
+    entry.args.kind = op.isSend ? CollectiveKind::kSend : CollectiveKind::kRecv;
+    entry.args.count = op.count;
+    entry.args.dtype = op.dtype;
+    entry.args.root = op.peer;
+    entry.input = op.isSend ? op.buffer : nullptr;
+    entry.output = op.isSend ? nullptr : op.buffer;
+    group.push_back(entry);
+  }
+  return engine_->submitGroup(group);
+}
+
+Status Communicator::asyncError() const { return engine_->failure(); }
 
 Result<Work> Communicator::barrier() {
   return submit(CollectiveKind::kBarrier, nullptr, nullptr, 0, DataType::kUint8, ReduceOp::kSum, 0);
