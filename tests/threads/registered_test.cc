@@ -4,6 +4,7 @@
 // still be correct.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -17,8 +18,8 @@
 namespace collie {
 namespace {
 
-// Above the default one-shot slot (64 KiB) for every element size; odd so that shares
-// and tiles end mid-unit.
+// Above the one-shot slot the tests set (64 KiB) for every element size; odd so that
+// shares and tiles end mid-unit.
 constexpr size_t kCount = 65536 + 4099;
 
 struct Failures {
@@ -70,7 +71,9 @@ void runEveryDtypeAndOp(int nranks, const std::vector<Buffers::Kind>& kinds) {
   Options options;
   options.transport = "shm";
   options.timeout = std::chrono::seconds(60);
+  setenv("COLLIE_SHM_ONESHOT_MAX", "64K", 1);  // read when the communicators connect
   auto comms = testing::makeCommunicators(nranks, options);
+  unsetenv("COLLIE_SHM_ONESHOT_MAX");
   ASSERT_EQ(comms.size(), static_cast<size_t>(nranks));
   Failures failures;
   testing::onEveryRank(nranks, [&](int r) {
