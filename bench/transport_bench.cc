@@ -78,7 +78,8 @@ std::unique_ptr<Pair> connectPair(const std::string& name, std::string* error) {
 }
 
 // Polls `conn` until `done` is set, as the engine does: busy polling for 50 us
-// (yielding after 5 us), then blocking in the transport's waitForActivity(). False on a connection error.
+// (yielding after 5 us), then blocking in the transport's waitForActivity(). False on a connection
+// error.
 bool drive(Transport* transport, Connection* conn, const Completion& done) {
   auto idleSince = std::chrono::steady_clock::now();
   while (!done.done) {

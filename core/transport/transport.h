@@ -104,8 +104,7 @@ class CollectiveOffload {
   // idle (saving two thread hand-offs) rather than on its progress thread. A local
   // choice: it may depend on the buffers. Inline runs block the caller until every
   // rank joined, so say yes only where that is short or wanted.
-  virtual bool runsInline(const CollectiveArgs& args, const void* input,
-                          const void* output) const {
+  virtual bool runsInline(const CollectiveArgs& args, const void* input, const void* output) const {
     return true;
   }
   virtual Result<OffloadOutcome> run(const CollectiveArgs& args, uint64_t tag, const void* input,

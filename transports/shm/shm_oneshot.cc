@@ -151,8 +151,8 @@ Result<std::unique_ptr<OneShotBoard>> OneShotBoard::connect(const TransportConte
 
   const std::string prefix = ctx.jobKey + "/shmboard/";
   const std::string entry = board->name_ + " " + toHex(header->nonce, sizeof(header->nonce));
-  COLLIE_RETURN_IF_ERROR(ctx.store->set(prefix + std::to_string(ctx.rank),
-                                        Bytes(entry.begin(), entry.end())));
+  COLLIE_RETURN_IF_ERROR(
+      ctx.store->set(prefix + std::to_string(ctx.rank), Bytes(entry.begin(), entry.end())));
   const Deadline deadline = Clock::now() + ctx.timeout;
   for (int peer = 0; peer < ctx.nranks; ++peer) {
     if (peer == ctx.rank) continue;

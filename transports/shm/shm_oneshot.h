@@ -45,8 +45,7 @@ class OneShotBoard final : public CollectiveOffload {
   bool accepts(const CollectiveArgs& args) const override;
   // Small ones always; direct ones when this rank's buffers are registered (an
   // unregistered large all-reduce will be declined: no point blocking the caller).
-  bool runsInline(const CollectiveArgs& args, const void* input,
-                  const void* output) const override;
+  bool runsInline(const CollectiveArgs& args, const void* input, const void* output) const override;
   Result<OffloadOutcome> run(const CollectiveArgs& args, uint64_t tag, const void* input,
                              void* output, Deadline deadline,
                              const std::atomic<bool>& cancelled) override;
@@ -61,8 +60,8 @@ class OneShotBoard final : public CollectiveOffload {
   // Collectives too large for the slots: a fingerprint check, then the direct
   // all-reduce when every rank's buffers are registered, else kDeclined.
   Result<OffloadOutcome> runLarge(const CollectiveArgs& args, uint64_t tag, const void* input,
-                                   void* output, Deadline deadline,
-                                   const std::atomic<bool>& cancelled);
+                                  void* output, Deadline deadline,
+                                  const std::atomic<bool>& cancelled);
   // Waits until ready(peer) for every peer: spin, then yield, then the doorbell futex.
   template <typename Ready>
   Status waitForAll(Ready ready, const char* what, Deadline deadline,
