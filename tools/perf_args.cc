@@ -31,7 +31,8 @@ CLI::App* addPerfCommand(CLI::App& app, PerfCliOptions* raw) {
       ->capture_default_str();
   cmd->add_option("-o,--op", raw->op, "sum prod min max avg")->capture_default_str();
   cmd->add_option("-r,--root", raw->root, "root rank (broadcast, reduce)")->capture_default_str();
-  cmd->add_option("-R,--local_register", raw->registered, "registered buffers (only 0 for now)")
+  cmd->add_option("-R,--local_register", raw->registered,
+                  "1: buffers from allocShared, registered (single-copy shm)")
       ->capture_default_str();
   cmd->add_option("--algo", raw->algo, "auto, ring, tree or chain")->capture_default_str();
   cmd->add_option("--transport", raw->transport, "force a transport (shm, ibverbs, ucx, tcp); default: per pair");
@@ -113,10 +114,8 @@ Result<PerfArgs> resolvePerfArgs(const PerfCliOptions& raw) {
   args.op = *op;
   if (raw.root < 0) return invalidArgument("-r/--root must not be negative");
   args.root = raw.root;
-  if (raw.registered == 1) {
-    return unsupported("-R 1 (registered buffers) is not supported yet; use -R 0");
-  }
-  if (raw.registered != 0) return invalidArgument("-R must be 0 or 1");
+  if (raw.registered != 0 && raw.registered != 1) return invalidArgument("-R must be 0 or 1");
+  args.registered = raw.registered == 1;
   std::optional<Algorithm> algo = parseAlgorithm(raw.algo);
   if (!algo)
     return invalidArgument("unknown --algo '" + raw.algo +

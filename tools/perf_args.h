@@ -55,8 +55,9 @@ struct PerfArgs {
   ReduceOp op = ReduceOp::kSum;
   int root = 0;
   Algorithm algorithm = Algorithm::kAuto;
-  std::string transport;  // "" = per-pair choice (COLLIE_TRANSPORT)
-  std::string jsonPath;   // "" = no JSON
+  std::string transport;    // "" = per-pair choice (COLLIE_TRANSPORT)
+  std::string jsonPath;     // "" = no JSON
+  bool registered = false;  // -R 1: allocShared buffers, registered on the communicator
 };
 
 // Registers `perf` on `app`; `raw` must outlive parsing.

@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "collie/communicator.h"
+#include "collie/shared_memory.h"
 #include "tools/commands.h"
 #include "tools/perf_data.h"
 #include "tools/perf_report.h"
@@ -21,20 +22,41 @@
 namespace collie::tools {
 namespace {
 
-// A 64-byte aligned, zero-initialised byte buffer.
+// A 64-byte aligned, zero-initialised byte buffer: heap memory, or (-R 1) memory from
+// allocShared registered on the communicator for single-copy collectives.
 class AlignedBuffer {
  public:
-  explicit AlignedBuffer(size_t bytes)
-      : data_(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64))) {
-    if (data_ != nullptr) std::memset(data_.get(), 0, (bytes + 63) / 64 * 64 + 64);
+  AlignedBuffer(size_t bytes, Communicator* registerOn) : comm_(registerOn) {
+    const size_t padded = (bytes + 63) / 64 * 64 + 64;
+    if (comm_ == nullptr) {
+      data_ = static_cast<uint8_t*>(std::aligned_alloc(64, padded));
+      if (data_ != nullptr) std::memset(data_, 0, padded);
+      return;
+    }
+    Result<void*> shared = allocShared(padded);  // zero-filled
+    if (!shared.isOk()) return;
+    data_ = static_cast<uint8_t*>(*shared);
+    if (!comm_->registerBuffer(data_, padded).isOk()) {
+      (void)freeShared(data_);
+      data_ = nullptr;
+    }
   }
-  uint8_t* get() const { return data_.get(); }
+  ~AlignedBuffer() {
+    if (data_ == nullptr) return;
+    if (comm_ == nullptr) {
+      std::free(data_);
+    } else {
+      (void)comm_->deregisterBuffer(data_);
+      (void)freeShared(data_);
+    }
+  }
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  uint8_t* get() const { return data_; }
 
  private:
-  struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
-  std::unique_ptr<uint8_t, Free> data_;
+  Communicator* comm_;
+  uint8_t* data_ = nullptr;
 };
 
 class PerfRunner {
@@ -165,8 +187,9 @@ Status PerfRunner::run(std::vector<PerfRow>* rows) {
     maxSend = std::max(maxSend, shape.sendElems * elemSize_);
     maxBuf = std::max(maxBuf, shape.sizeBytes);
   }
-  send_ = std::make_unique<AlignedBuffer>(maxSend);
-  recv_ = std::make_unique<AlignedBuffer>(maxBuf);
+  Communicator* registerOn = args_.registered ? &comm_ : nullptr;
+  send_ = std::make_unique<AlignedBuffer>(maxSend, registerOn);
+  recv_ = std::make_unique<AlignedBuffer>(maxBuf, registerOn);
   if (send_->get() == nullptr || recv_->get() == nullptr) {
     return systemError("collie perf: allocating " + std::to_string(maxSend + maxBuf) + " bytes",
                        ENOMEM);

@@ -6,6 +6,7 @@
 
 #include "core/engine/engine.h"
 #include "core/kernel/device_memory.h"
+#include "core/memory/shared_region.h"
 
 namespace collie {
 
@@ -14,12 +15,23 @@ Communicator::Communicator(int rank, int nranks, std::unique_ptr<Engine> engine)
 
 Communicator::~Communicator() {
   engine_.reset();
+  dropSharedRanges(this);
   if (!cleanupFile_.empty()) ::unlink(cleanupFile_.c_str());
 }
 
 std::string Communicator::transportTo(int peer) const { return engine_->transportTo(peer); }
 
 void Communicator::abort() { engine_->abort(); }
+
+Status Communicator::registerBuffer(const void* ptr, size_t bytes) {
+  Status status = registerSharedRange(this, ptr, bytes);
+  return status.isOk() ? status : status.withContext("rank " + std::to_string(rank_));
+}
+
+Status Communicator::deregisterBuffer(const void* ptr) {
+  Status status = deregisterSharedRange(this, ptr);
+  return status.isOk() ? status : status.withContext("rank " + std::to_string(rank_));
+}
 
 Status Communicator::check(const char* what, const void* send, const void* recv, size_t count,
                            DataType dtype, const ReduceOp* op, const int* root) const {

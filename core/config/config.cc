@@ -37,7 +37,7 @@ const std::vector<Knob>& configKnobs() {
        nullptr},
       {"COLLIE_BUFFSIZE", "4M", "bytes of each shared-memory FIFO (per peer, channel, direction)",
        "NCCL_BUFFSIZE"},
-      {"COLLIE_SHM_ONESHOT_MAX", "64K",
+      {"COLLIE_SHM_ONESHOT_MAX", "256K",
        "largest per-rank input of a one-shot collective through the shared board when all "
        "ranks share a host (0 disables; must be equal on every rank)",
        nullptr},

@@ -50,6 +50,8 @@ constexpr auto kLookupWait = std::chrono::milliseconds(200);
 // abort() waits this long at most for the progress thread to close the connections
 // (it normally takes a few milliseconds plus kPublishWait at worst).
 constexpr auto kCloseWait = std::chrono::seconds(2);
+// Busy polling yields the core after this long without progress.
+constexpr auto kPureSpin = std::chrono::microseconds(5);
 }  // namespace
 
 Engine::Engine(EngineConfig config, TransportSet transports, std::unique_ptr<FailureBoard> board)
@@ -271,7 +273,8 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
     pending.tag = tag;
     pending.work = work;
     pending.offloaded = offloaded;
-    if (!offloaded || running_ || !queue_.empty() || closed_) {
+    if (!offloaded || running_ || !queue_.empty() || closed_ ||
+        !offload_->runsInline(args, input, output)) {
       queue_.push_back(std::move(pending));
       lock.unlock();
       queued_.notify_one();
@@ -285,18 +288,30 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
     if (!status.isOk()) status = giveUp(std::move(status), true);
     lock.lock();
     running_ = false;
+    if (status.isOk() && !pending.offloaded) {
+      // Declined: it runs its schedule on the progress thread, ahead of anything that
+      // was queued meanwhile.
+      queue_.push_front(std::move(pending));
+      lock.unlock();
+      queued_.notify_all();
+      return Work(work);
+    }
   }
   queued_.notify_all();
   work->complete(std::move(status));
   return Work(work);
 }
 
-Status Engine::runOffloaded(const Pending& pending) {
-  Status status = offload_->run(pending.schedule->args, pending.tag, pending.input, pending.output,
-                                Clock::now() + config_.timeout, aborted_);
-  if (status.isOk()) return status;
-  return status.withContext(describeFingerprint(pending.tag) + " (one-shot) on rank " +
-                            std::to_string(config_.rank));
+Status Engine::runOffloaded(Pending& pending) {
+  Result<OffloadOutcome> outcome =
+      offload_->run(pending.schedule->args, pending.tag, pending.input, pending.output,
+                    Clock::now() + config_.timeout, aborted_);
+  if (outcome.isOk()) {
+    if (*outcome == OffloadOutcome::kDeclined) pending.offloaded = false;
+    return Status();
+  }
+  return outcome.status().withContext(describeFingerprint(pending.tag) + " (one-shot) on rank " +
+                                      std::to_string(config_.rank));
 }
 
 void Engine::run() {
@@ -329,7 +344,9 @@ void Engine::run() {
       }
       running_ = true;
     }
-    Status status = pending.offloaded ? runOffloaded(pending) : execute(pending);
+    Status status;
+    if (pending.offloaded) status = runOffloaded(pending);
+    if (status.isOk() && !pending.offloaded) status = execute(pending);  // or declined
     if (!status.isOk()) {
       COLLIE_LOG(WARN, COLL) << status.toString();
       status = giveUp(std::move(status), true);
@@ -431,7 +448,14 @@ Status Engine::execute(Pending& pending) {
           waited);
       break;
     }
-    if (now - idleSince > config_.busyPoll) waitForActivity(active);
+    if (now - idleSince > config_.busyPoll) {
+      waitForActivity(active);
+    } else if (now - idleSince > kPureSpin) {
+      // On a busy host the peer we wait for may be queued behind us on this core:
+      // spinning without yielding made every step cost a whole busy-poll period
+      // (8 B over tcp at load 9 on 2 cores: 115 us median, 19 us with no spin).
+      std::this_thread::yield();
+    }
   }
   for (auto& execution : executions) failedExecutions_.push_back(std::move(execution));
   return status;

@@ -19,9 +19,11 @@
 // it on every turn). Destroying the engine does the same for collectives still
 // pending, then joins the progress thread.
 //
-// Small collectives that the transport can offload (CollectiveOffload) run inline on
-// the submitting thread when nothing else is queued or running, which saves two thread
-// hand-offs; otherwise they queue like any other and run on the progress thread.
+// Collectives that the transport can offload (CollectiveOffload) run inline on the
+// submitting thread when nothing else is queued or running and the offload says so
+// (runsInline), which saves two thread hand-offs; otherwise they queue like any other
+// and run on the progress thread. When the offload declines one (every rank alike), it
+// runs its schedule on the progress thread, ahead of what was queued meanwhile.
 //
 // submitGroup() queues several point-to-point operations as one unit: the progress
 // thread posts every send and receive of the group before waiting for any, so a group
@@ -129,7 +131,8 @@ class Engine {
   uint64_t nextTag(const CollectiveArgs& args);  // requires mutex_
   void run();
   Status execute(Pending& pending);
-  Status runOffloaded(const Pending& pending);
+  // Clears pending.offloaded when the offload declined it (then it needs execute()).
+  Status runOffloaded(Pending& pending);
   void waitForActivity(const std::vector<Connection*>& active);
   // On the progress thread after the first failure: explains `status`, makes it the
   // sticky error, publishes it and closes every connection. Returns the error to give

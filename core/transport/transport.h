@@ -68,12 +68,19 @@ struct TransportContext {
   int rank = 0;
   int nranks = 1;
   int nchannels = 1;
-  std::string hostId;          // ranks with equal hostId share a host (and /dev/shm)
-  std::string jobKey;          // unique per communicator; prefix for store keys, shm names
-  JobSecret secret{};          // every connection between ranks must prove it
+  std::string hostId;  // ranks with equal hostId share a host (and /dev/shm)
+  std::string jobKey;  // unique per communicator; prefix for store keys, shm names
+  JobSecret secret{};  // every connection between ranks must prove it
   std::shared_ptr<Store> store;
   std::chrono::milliseconds timeout{0};  // deadline for connection setup
   bool forced = false;  // the user forced this transport for every pair (COLLIE_TRANSPORT)
+};
+
+// What CollectiveOffload::run() did with a collective.
+enum class OffloadOutcome {
+  kDone,      // ran to completion
+  kDeclined,  // every rank declined it alike (e.g. buffers not registered everywhere):
+              // the engine runs its schedule instead, as if accepts() had said no
 };
 
 // Optional capability of a transport that connects every rank of a communicator
@@ -86,12 +93,23 @@ class CollectiveOffload {
   virtual ~CollectiveOffload() = default;
   // Must depend on `args` only, so that every rank decides alike.
   virtual bool accepts(const CollectiveArgs& args) const = 0;
-  // Runs the collective to completion on the calling thread. Fails with kMismatch when
-  // a peer runs a collective with another fingerprint (`tag`), kRemoteError when a
-  // peer is gone, kTimeout naming the silent peer after `deadline`, kAborted soon
+  // Runs the collective to completion on the calling thread, or declines it. A
+  // decision that depends on more than `args` (buffer registration) must be taken from
+  // what every rank published, so that every rank returns kDeclined for the same
+  // collectives; a declined collective has written no output. Fails with kMismatch
+  // when a peer runs a collective with another fingerprint (`tag`), kRemoteError when
+  // a peer is gone, kTimeout naming the silent peer after `deadline`, kAborted soon
   // after `cancelled` becomes true.
-  virtual Status run(const CollectiveArgs& args, uint64_t tag, const void* input, void* output,
-                     Deadline deadline, const std::atomic<bool>& cancelled) = 0;
+  // Whether the engine may run this collective on the submitting thread when it is
+  // idle (saving two thread hand-offs) rather than on its progress thread. A local
+  // choice: it may depend on the buffers. Inline runs block the caller until every
+  // rank joined, so say yes only where that is short or wanted.
+  virtual bool runsInline(const CollectiveArgs& args, const void* input, const void* output) const {
+    return true;
+  }
+  virtual Result<OffloadOutcome> run(const CollectiveArgs& args, uint64_t tag, const void* input,
+                                     void* output, Deadline deadline,
+                                     const std::atomic<bool>& cancelled) = 0;
 };
 
 class Transport {
@@ -108,7 +126,8 @@ class Transport {
   // for it, in the same order of transports. Returns connections indexed
   // [i * nchannels + channel] for peers[i]. Fails with Timeout naming the missing peer
   // when a peer does not show up before ctx.timeout.
-  virtual Result<std::vector<std::unique_ptr<Connection>>> connect(const std::vector<int>& peers) = 0;
+  virtual Result<std::vector<std::unique_ptr<Connection>>> connect(
+      const std::vector<int>& peers) = 0;
 
   // Blocks until any connection of this transport may be able to progress, or until
   // `maxWait` passed. May return early spuriously. Used after spinning found no work.

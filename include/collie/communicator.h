@@ -127,6 +127,18 @@ class Communicator {
   // collective otherwise (RemoteError naming a dead peer, Timeout, Aborted, ...).
   Status asyncError() const;
 
+  // Registers [ptr, ptr + bytes), which must lie in memory from collie::allocShared(),
+  // for single-copy collectives: when every rank of a one-host communicator passes
+  // registered send and receive buffers to an all-reduce too large for the one-shot
+  // board, each rank reduces its share straight from all inputs into all outputs.
+  // Local: ranks may register differently; a collective whose buffers are not
+  // registered on every rank takes the usual path (every rank decides alike from what
+  // all ranks publish). InvalidArgument when the range is not allocShared memory.
+  Status registerBuffer(const void* ptr, size_t bytes);
+  // Drops a registration made on this communicator (NotFound when there is none).
+  // Destroying the communicator drops its registrations.
+  Status deregisterBuffer(const void* ptr);
+
   // Fails every pending and later collective with Aborted and closes every connection
   // (peers then fail at once, naming this rank). Returns promptly even when peers are
   // gone. After a failure, collectives fail with the first error until destruction.

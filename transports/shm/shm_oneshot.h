@@ -11,6 +11,12 @@
 // someone sleeps. Reusing slot s % 2 at s + 2 is safe without more flags: a rank
 // publishes s + 1 only after it finished reading the slots of s.
 //
+// An all-reduce larger than the slots goes direct (shm_direct.h): each rank publishes
+// the registration windows of its buffers in its slot header, and when every rank's
+// are registered (all ranks read the same headers, so all decide alike) each reduces
+// its share into every output, then publishes a done flag and waits for everyone's;
+// otherwise run() returns kDeclined on every rank and the engine runs the schedule.
+//
 // Peers' boards are mapped read-only and their headers validated; a peer whose tag
 // differs fails the collective with kMismatch naming it before any output is written.
 //
@@ -23,6 +29,7 @@
 
 #include "core/transport/transport.h"
 #include "transports/shm/shm_connection.h"
+#include "transports/shm/shm_direct.h"
 
 namespace collie::shm {
 
@@ -36,8 +43,12 @@ class OneShotBoard final : public CollectiveOffload {
   ~OneShotBoard() override;
 
   bool accepts(const CollectiveArgs& args) const override;
-  Status run(const CollectiveArgs& args, uint64_t tag, const void* input, void* output,
-             Deadline deadline, const std::atomic<bool>& cancelled) override;
+  // Small ones always; direct ones when this rank's buffers are registered (an
+  // unregistered large all-reduce will be declined: no point blocking the caller).
+  bool runsInline(const CollectiveArgs& args, const void* input, const void* output) const override;
+  Result<OffloadOutcome> run(const CollectiveArgs& args, uint64_t tag, const void* input,
+                             void* output, Deadline deadline,
+                             const std::atomic<bool>& cancelled) override;
 
  private:
   struct Mapping {
@@ -46,6 +57,16 @@ class OneShotBoard final : public CollectiveOffload {
   };
   OneShotBoard(const TransportContext& ctx, std::shared_ptr<ShmShared> shared, size_t slotBytes,
                std::chrono::microseconds spin);
+  // Collectives too large for the slots: a fingerprint check, then the direct
+  // all-reduce when every rank's buffers are registered, else kDeclined.
+  Result<OffloadOutcome> runLarge(const CollectiveArgs& args, uint64_t tag, const void* input,
+                                  void* output, Deadline deadline,
+                                  const std::atomic<bool>& cancelled);
+  // Waits until ready(peer) for every peer: spin, then yield, then the doorbell futex.
+  template <typename Ready>
+  Status waitForAll(Ready ready, const char* what, Deadline deadline,
+                    const std::atomic<bool>& cancelled);
+  void ringPeers();
   Status waitForPeers(uint64_t sequence, uint64_t tag, size_t bytes, Deadline deadline,
                       const std::atomic<bool>& cancelled);
   const uint8_t* slotData(int rank, int parity) const;
@@ -57,6 +78,12 @@ class OneShotBoard final : public CollectiveOffload {
   std::vector<Mapping> boards_;  // per rank; this rank's is writable
   uint64_t sequence_ = 0;
   std::chrono::microseconds spin_;
+  uint64_t pidNamespace_;
+  struct FreeScratch {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, FreeScratch> scratch_;  // kDirectTileBytes, 64-byte aligned
+  PeerWindows windows_;
 };
 
 }  // namespace collie::shm

@@ -245,9 +245,14 @@ void ShmTransport::waitForActivity(std::chrono::microseconds maxWait) {
   if (anyReady()) return;
   const auto start = Clock::now();
   const auto spinEnd = start + std::min(spin_, maxWait);
-  while (Clock::now() < spinEnd) {
+  const auto pureEnd = start + std::chrono::microseconds(5);
+  while (true) {
+    const auto now = Clock::now();
+    if (now >= spinEnd) break;
     for (int i = 0; i < 32; ++i) COLLIE_CPU_RELAX();
     if (anyReady()) return;
+    // Let a peer queued on this core run (see the engine's busy poll).
+    if (now > pureEnd) sched_yield();
   }
   shm::SegmentHeader* header = shared_->mine->header();
   header->sleepers.fetch_add(1, std::memory_order_seq_cst);

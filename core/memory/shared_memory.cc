@@ -1,0 +1,191 @@
+// allocShared/freeShared and the table of registered ranges (see shared_region.h).
+#include "collie/shared_memory.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "core/log/log.h"
+#include "core/memory/shared_region.h"
+
+#ifndef MFD_HUGETLB
+#define MFD_HUGETLB 0x0004U
+#endif
+
+namespace collie {
+namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;
+
+struct Region {
+  void* base;
+  size_t bytes;  // mapped length
+  int fd;
+  uint64_t id;
+  uint64_t inode;
+};
+
+struct Registration {
+  const void* owner;
+  const uint8_t* begin;
+  const uint8_t* end;
+};
+
+struct Table {
+  std::mutex mutex;
+  std::vector<Region> regions;
+  std::vector<Registration> registrations;
+};
+
+Table& table() {
+  static Table* t = new Table();  // never destroyed: used from exit paths
+  return *t;
+}
+
+const Region* regionOf(const Table& t, const void* ptr, size_t bytes) {
+  const auto* p = static_cast<const uint8_t*>(ptr);
+  for (const Region& r : t.regions) {
+    const auto* base = static_cast<const uint8_t*>(r.base);
+    if (p >= base && p <= base + r.bytes && bytes <= static_cast<size_t>(base + r.bytes - p)) {
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
+uint64_t randomId() {
+  uint64_t id = 0;
+  while (id == 0) {
+    if (getrandom(&id, sizeof id, 0) != sizeof id) id = static_cast<uint64_t>(getpid()) << 32 | 1;
+  }
+  return id;
+}
+
+// Maps a fresh memfd of `bytes` bytes; huge pages first when asked.
+void* mapMemfd(size_t bytes, bool huge, int* fdOut) {
+  int fd = memfd_create("collie-shared", MFD_CLOEXEC | (huge ? MFD_HUGETLB : 0));
+  if (fd < 0) return MAP_FAILED;
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    close(fd);
+    return MAP_FAILED;
+  }
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  if (base == MAP_FAILED) {
+    int err = errno;
+    close(fd);
+    errno = err;
+    return MAP_FAILED;
+  }
+  *fdOut = fd;
+  return base;
+}
+
+}  // namespace
+
+Result<void*> allocShared(size_t bytes) {
+  if (bytes == 0) return invalidArgument("allocShared: bytes is 0");
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  int fd = -1;
+  void* base = MAP_FAILED;
+  size_t mapped = (bytes + page - 1) / page * page;
+  if (bytes >= kHugePage) {
+    // Reserved huge pages (vm.nr_hugepages) cut TLB misses when peers stream the
+    // buffer; without a reservation the mapping fails at once and we fall back.
+    size_t hugeBytes = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+    base = mapMemfd(hugeBytes, true, &fd);
+    if (base != MAP_FAILED) mapped = hugeBytes;
+  }
+  if (base == MAP_FAILED) {
+    base = mapMemfd(mapped, false, &fd);
+    if (base == MAP_FAILED) {
+      return systemError("allocShared: mapping " + std::to_string(bytes) + " bytes of memfd",
+                         errno);
+    }
+    if (bytes >= kHugePage) madvise(base, mapped, MADV_HUGEPAGE);  // shmem THP if enabled
+  }
+  struct stat st {};
+  fstat(fd, &st);
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  t.regions.push_back(Region{base, mapped, fd, randomId(), static_cast<uint64_t>(st.st_ino)});
+  return base;
+}
+
+Status freeShared(void* ptr) {
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  for (size_t i = 0; i < t.regions.size(); ++i) {
+    Region r = t.regions[i];
+    if (r.base != ptr) continue;
+    std::erase_if(t.registrations, [&](const Registration& reg) {
+      return reg.begin >= static_cast<const uint8_t*>(r.base) &&
+             reg.begin < static_cast<const uint8_t*>(r.base) + r.bytes;
+    });
+    t.regions.erase(t.regions.begin() + static_cast<std::ptrdiff_t>(i));
+    munmap(r.base, r.bytes);
+    close(r.fd);
+    return Status();
+  }
+  return invalidArgument("freeShared: pointer was not returned by allocShared (or already freed)");
+}
+
+Status registerSharedRange(const void* owner, const void* ptr, size_t bytes) {
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  const Region* region = ptr == nullptr ? nullptr : regionOf(t, ptr, bytes);
+  if (region == nullptr) {
+    return invalidArgument(
+        "registerBuffer: the range is not inside memory from collie::allocShared (peers can "
+        "map only that); allocate the buffer with allocShared");
+  }
+  const auto* begin = static_cast<const uint8_t*>(ptr);
+  t.registrations.push_back(Registration{owner, begin, begin + bytes});
+  return Status();
+}
+
+Status deregisterSharedRange(const void* owner, const void* ptr) {
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  for (auto it = t.registrations.begin(); it != t.registrations.end(); ++it) {
+    if (it->owner == owner && it->begin == ptr) {
+      t.registrations.erase(it);
+      return Status();
+    }
+  }
+  return notFound("deregisterBuffer: this pointer is not registered on this communicator");
+}
+
+void dropSharedRanges(const void* owner) {
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  std::erase_if(t.registrations, [&](const Registration& reg) { return reg.owner == owner; });
+}
+
+bool findSharedWindow(const void* ptr, size_t bytes, SharedWindow* window) {
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  const auto* p = static_cast<const uint8_t*>(ptr);
+  for (const Registration& reg : t.registrations) {
+    if (p < reg.begin || p > reg.end || bytes > static_cast<size_t>(reg.end - p)) continue;
+    const Region* region = regionOf(t, ptr, bytes);
+    if (region == nullptr) return false;
+    window->regionId = region->id;
+    window->pid = static_cast<int32_t>(getpid());
+    window->fd = region->fd;
+    window->inode = region->inode;
+    window->regionBytes = region->bytes;
+    window->base = reinterpret_cast<uint64_t>(region->base);
+    window->offset = static_cast<uint64_t>(p - static_cast<const uint8_t*>(region->base));
+    return true;
+  }
+  return false;
+}
+
+}  // namespace collie

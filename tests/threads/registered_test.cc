@@ -1,0 +1,159 @@
+// Registered buffers (allocShared + registerBuffer): the single-copy shm all-reduce for
+// every dtype and op on 1..4 ranks as threads, in and out of place, and mixed
+// registration across ranks, which must fall back to the schedule on every rank and
+// still be correct.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "collie/shared_memory.h"
+#include "support/rank_threads.h"
+#include "support/reference.h"
+#include "transports/shm/shm_direct.h"
+
+namespace collie {
+namespace {
+
+// Above the one-shot slot the tests set (64 KiB) for every element size; odd so that
+// shares and tiles end mid-unit.
+constexpr size_t kCount = 65536 + 4099;
+
+struct Failures {
+  std::mutex mutex;
+  std::vector<std::string> messages;
+  void add(std::string message) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (messages.size() < 20) messages.push_back(std::move(message));
+  }
+};
+
+// One rank's send and receive buffers, from allocShared (registered or not) or the heap.
+struct Buffers {
+  enum Kind { kHeap, kSharedRegistered, kSendOnlyRegistered };
+  Buffers(Communicator& comm, Kind kind, size_t bytes) : comm(comm), kind(kind), bytes(bytes) {
+    if (kind == kHeap) {
+      heapSend.resize(bytes);
+      heapRecv.resize(bytes);
+      send = heapSend.data();
+      recv = heapRecv.data();
+      return;
+    }
+    send = static_cast<uint8_t*>(*allocShared(bytes));
+    recv = static_cast<uint8_t*>(*allocShared(bytes));
+    EXPECT_TRUE(comm.registerBuffer(send, bytes).isOk());
+    if (kind == kSharedRegistered) {
+      EXPECT_TRUE(comm.registerBuffer(recv, bytes).isOk());
+    }
+  }
+  ~Buffers() {
+    if (kind == kHeap) return;
+    EXPECT_TRUE(comm.deregisterBuffer(send).isOk());
+    if (kind == kSharedRegistered) {
+      EXPECT_TRUE(comm.deregisterBuffer(recv).isOk());
+    }
+    EXPECT_TRUE(freeShared(send).isOk());
+    EXPECT_TRUE(freeShared(recv).isOk());
+  }
+  Communicator& comm;
+  Kind kind;
+  size_t bytes;
+  uint8_t* send = nullptr;
+  uint8_t* recv = nullptr;
+  std::vector<uint8_t> heapSend, heapRecv;
+};
+
+// Every dtype x op x {out of place, in place} with the given buffer kind per rank.
+void runEveryDtypeAndOp(int nranks, const std::vector<Buffers::Kind>& kinds) {
+  Options options;
+  options.transport = "shm";
+  options.timeout = std::chrono::seconds(60);
+  setenv("COLLIE_SHM_ONESHOT_MAX", "64K", 1);  // read when the communicators connect
+  auto comms = testing::makeCommunicators(nranks, options);
+  unsetenv("COLLIE_SHM_ONESHOT_MAX");
+  ASSERT_EQ(comms.size(), static_cast<size_t>(nranks));
+  Failures failures;
+  testing::onEveryRank(nranks, [&](int r) {
+    Communicator& comm = *comms[r];
+    Buffers buffers(comm, kinds[r], kCount * 8);
+    for (int d = 0; d < kNumDataTypes; ++d) {
+      const DataType dtype = static_cast<DataType>(d);
+      const size_t bytes = kCount * dataTypeSize(dtype);
+      for (int o = 0; o < kNumReduceOps; ++o) {
+        const ReduceOp op = static_cast<ReduceOp>(o);
+        const std::vector<uint8_t> expected =
+            testing::expectedReduction(dtype, op, nranks, 0, kCount);
+        for (bool inPlace : {false, true}) {
+          std::vector<uint8_t> input = testing::makeInput(dtype, op, r, kCount);
+          std::memcpy(inPlace ? buffers.recv : buffers.send, input.data(), bytes);
+          if (!inPlace) std::memset(buffers.recv, 0xEE, bytes);
+          Result<Work> work = comm.allReduce(inPlace ? buffers.recv : buffers.send, buffers.recv,
+                                             kCount, dtype, op);
+          Status status = work.isOk() ? work->wait() : work.status();
+          const std::string what = std::string(dataTypeName(dtype)) + " " +
+                                   std::string(reduceOpName(op)) + (inPlace ? " in-place" : "") +
+                                   " rank " + std::to_string(r);
+          if (!status.isOk()) {
+            failures.add(what + ": " + status.toString());
+            return;
+          }
+          if (std::memcmp(buffers.recv, expected.data(), bytes) != 0) {
+            failures.add(what + ": wrong result");
+          }
+        }
+      }
+    }
+  });
+  for (const std::string& message : failures.messages) ADD_FAILURE() << message;
+}
+
+class RegisteredTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(RegisteredTest, EveryDtypeAndOpGoesDirect) {
+  const int nranks = GetParam();
+  const uint64_t before = shm::directShareCount();
+  runEveryDtypeAndOp(nranks, std::vector<Buffers::Kind>(nranks, Buffers::kSharedRegistered));
+  // One rank alone has no peers and no board: the engine runs it by itself.
+  if (nranks > 1) {
+    EXPECT_EQ(shm::directShareCount() - before,
+              static_cast<uint64_t>(kNumDataTypes * kNumReduceOps * 2 * nranks));
+  }
+}
+
+TEST_P(RegisteredTest, MixedRegistrationFallsBackOnEveryRank) {
+  const int nranks = GetParam();
+  if (nranks == 1) GTEST_SKIP() << "mixing needs two ranks";
+  std::vector<Buffers::Kind> kinds(nranks, Buffers::kSharedRegistered);
+  kinds[nranks - 1] = Buffers::kHeap;
+  if (nranks > 2) kinds[1] = Buffers::kSendOnlyRegistered;
+  const uint64_t before = shm::directShareCount();
+  runEveryDtypeAndOp(nranks, kinds);
+  EXPECT_EQ(shm::directShareCount(), before) << "a rank went direct without every rank's buffers";
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, RegisteredTest, ::testing::Values(1, 2, 3, 4));
+
+TEST(SharedMemory, RejectsWhatItCannotShare) {
+  Options options;
+  auto comms = testing::makeCommunicators(1, options);
+  ASSERT_EQ(comms.size(), 1u);
+  std::vector<uint8_t> heap(4096);
+  EXPECT_EQ(comms[0]->registerBuffer(heap.data(), heap.size()).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(comms[0]->deregisterBuffer(heap.data()).code(), StatusCode::kNotFound);
+  EXPECT_EQ(freeShared(heap.data()).code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(allocShared(0).isOk());
+  Result<void*> shared = allocShared(10000);
+  ASSERT_TRUE(shared.isOk());
+  // A range running past the end of the allocation is not shareable.
+  EXPECT_EQ(comms[0]->registerBuffer(*shared, 1 << 20).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(comms[0]->registerBuffer(*shared, 10000).isOk());
+  EXPECT_TRUE(freeShared(*shared).isOk());  // drops its registrations too
+  EXPECT_EQ(comms[0]->deregisterBuffer(*shared).code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace collie

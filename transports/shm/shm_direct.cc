@@ -1,0 +1,157 @@
+#include "transports/shm/shm_direct.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <string>
+
+#include "core/kernel/reduce_backend.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace collie::shm {
+namespace {
+std::atomic<uint64_t> gDirectShares{0};
+}  // namespace
+
+uint64_t directShareCount() { return gDirectShares.load(std::memory_order_relaxed); }
+
+PeerWindows::~PeerWindows() {
+  for (const Entry& e : entries_) munmap(e.base, e.bytes);
+}
+
+Result<uint8_t*> PeerWindows::resolve(int peer, const SharedWindow& window, size_t bytes) {
+  const std::string who = "rank " + std::to_string(peer) + "'s registered buffer";
+  if (window.regionId == 0 || window.offset > window.regionBytes ||
+      bytes > window.regionBytes - window.offset) {
+    return remoteError(who + " is malformed (offset or size outside its region)", peer);
+  }
+  if (window.pid == static_cast<int32_t>(getpid())) {
+    return reinterpret_cast<uint8_t*>(window.base) + window.offset;  // a thread of ours
+  }
+  for (const Entry& e : entries_) {
+    if (e.peer == peer && e.regionId == window.regionId && e.bytes == window.regionBytes) {
+      return static_cast<uint8_t*>(e.base) + window.offset;
+    }
+  }
+  if (entries_.size() >= 256) {  // a program that keeps reallocating: start over
+    for (const Entry& e : entries_) munmap(e.base, e.bytes);
+    entries_.clear();
+  }
+  const std::string path =
+      "/proc/" + std::to_string(window.pid) + "/fd/" + std::to_string(window.fd);
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    return systemError("shm: opening " + who + " through " + path +
+                           " (ranks must run as one user in one pid namespace; deregister the "
+                           "buffers to use the copy path)",
+                       errno);
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_ino) != window.inode ||
+      static_cast<uint64_t>(st.st_size) < window.regionBytes) {
+    close(fd);
+    return remoteError(who + " changed under us (inode or size differ from what it published)",
+                       peer);
+  }
+  void* base =
+      mmap(nullptr, window.regionBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  int err = errno;
+  close(fd);
+  if (base == MAP_FAILED) return systemError("shm: mapping " + who, err);
+  entries_.push_back(Entry{peer, window.regionId, base, window.regionBytes});
+  return static_cast<uint8_t*>(base) + window.offset;
+}
+
+void streamCopy(void* dst, const void* src, size_t bytes) {
+  auto* d = static_cast<uint8_t*>(dst);
+  const auto* s = static_cast<const uint8_t*>(src);
+#if defined(__x86_64__)
+  // Head up to 16-byte alignment of the destination, SSE2 streaming stores, tail.
+  size_t head = (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15;
+  if (head > bytes) head = bytes;
+  std::memcpy(d, s, head);
+  d += head;
+  s += head;
+  bytes -= head;
+  size_t vec = bytes & ~size_t{63};
+  for (size_t i = 0; i < vec; i += 64) {
+    __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
+    __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
+    __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
+  }
+  std::memcpy(d + vec, s + vec, bytes - vec);
+  _mm_sfence();
+#else
+  std::memcpy(d, s, bytes);
+#endif
+}
+
+size_t lastLevelCacheBytes() {
+  static const size_t kBytes = [] {
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    long best = l3 > 0 ? l3 : l2;
+    return best > 0 ? static_cast<size_t>(best) : size_t{32} << 20;
+  }();
+  return kBytes;
+}
+
+void directAllReduceShare(const std::vector<const uint8_t*>& inputs,
+                          const std::vector<uint8_t*>& outputs, size_t count, DataType dtype,
+                          ReduceOp op, int rank, uint8_t* scratch) {
+  const int n = static_cast<int>(inputs.size());
+  const size_t es = dataTypeSize(dtype);
+  // Shares are cut at 64-byte boundaries (every element size divides 64).
+  const size_t unit = 64 / es;
+  const size_t units = (count + unit - 1) / unit;
+  const size_t begin = std::min(count, units * static_cast<size_t>(rank) / n * unit);
+  const size_t end = std::min(count, units * static_cast<size_t>(rank + 1) / n * unit);
+  const size_t tile = kDirectTileBytes / es;
+  const ReduceBackend& kernels = hostReduceBackend();
+  const int divisor = op == ReduceOp::kAvg ? n : 0;
+  gDirectShares.fetch_add(1, std::memory_order_relaxed);
+  // Streaming stores skip the read-for-ownership of the destination but leave the
+  // output out of cache. Measured on the 2-core test VM (docs/performance.md) they lost
+  // at every size up to 256 MiB, so they are kept for working sets far beyond the LLC.
+  const bool streaming = 2 * n * count * es > 4 * lastLevelCacheBytes();
+  for (size_t first = begin; first < end; first += tile) {
+    const size_t elems = std::min(tile, end - first);
+    const size_t offset = first * es;
+    if (n == 1) {
+      if (divisor > 1) {
+        kernels.divide(scratch, inputs[0] + offset, elems, dtype, divisor);
+      } else {
+        std::memcpy(scratch, inputs[0] + offset, elems * es);
+      }
+    } else {
+      kernels.reduce(scratch, inputs[0] + offset, inputs[1] + offset, elems, dtype, op,
+                     n == 2 ? divisor : 0);
+      for (int r = 2; r < n; ++r) {
+        kernels.reduce(scratch, scratch, inputs[r] + offset, elems, dtype, op,
+                       r == n - 1 ? divisor : 0);
+      }
+    }
+    for (int r = 0; r < n; ++r) {
+      if (streaming) {
+        streamCopy(outputs[r] + offset, scratch, elems * es);
+      } else {
+        std::memcpy(outputs[r] + offset, scratch, elems * es);
+      }
+    }
+  }
+}
+
+}  // namespace collie::shm

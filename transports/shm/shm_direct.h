@@ -1,0 +1,66 @@
+// Single-copy all-reduce over registered buffers (see collie/shared_memory.h).
+//
+// When every rank of a one-host communicator runs an all-reduce with registered send
+// and receive buffers, rank r owns share r of the elements (64-byte aligned cuts). It
+// loads that share from every rank's input in rank order, reduces tile by tile in a
+// cache-resident scratch (no copy-then-reduce), and writes each finished tile into
+// every rank's output (plain stores; non-temporal ones only when the working set is
+// far beyond the last-level cache, see shm_direct.cc). Every element is computed once, by one
+// rank, in rank order, so all outputs hold the same bits; in-place buffers are safe
+// because only rank r touches share r of any buffer.
+//
+// PeerWindows maps other processes' registered regions (/proc/<pid>/fd/<fd>, checked
+// by inode) and caches the mappings; ranks that are threads of this process are used
+// through their addresses.
+//
+// Thread safety: a PeerWindows is used by one thread at a time; the functions are
+// reentrant.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "collie/types.h"
+#include "core/memory/shared_region.h"
+
+namespace collie::shm {
+
+class PeerWindows {
+ public:
+  PeerWindows() = default;
+  PeerWindows(const PeerWindows&) = delete;
+  PeerWindows& operator=(const PeerWindows&) = delete;
+  ~PeerWindows();
+
+  // The address of `bytes` bytes of `window`, published by rank `peer`, in this
+  // process. Fails (RemoteError naming the peer) when the window is malformed or its
+  // region cannot be mapped.
+  Result<uint8_t*> resolve(int peer, const SharedWindow& window, size_t bytes);
+
+ private:
+  struct Entry {
+    int peer;
+    uint64_t regionId;
+    void* base;
+    size_t bytes;
+  };
+  std::vector<Entry> entries_;
+};
+
+// Copies with non-temporal stores where the CPU has them (the destination is another
+// rank's output: no point polluting this core's cache), then fences.
+void streamCopy(void* dst, const void* src, size_t bytes);
+
+// Reduces share `rank` of `count` elements over `inputs` (rank order) into every one of
+// `outputs`. `scratch` holds kDirectTileBytes bytes, 64-byte aligned.
+constexpr size_t kDirectTileBytes = 16 * 1024;
+void directAllReduceShare(const std::vector<const uint8_t*>& inputs,
+                          const std::vector<uint8_t*>& outputs, size_t count, DataType dtype,
+                          ReduceOp op, int rank, uint8_t* scratch);
+
+// How many shares directAllReduceShare() reduced in this process (for tests and
+// diagnostics: it shows that the direct path ran).
+uint64_t directShareCount();
+
+}  // namespace collie::shm
