@@ -10,6 +10,8 @@ packages=(
   openmpi-bin libopenmpi-dev
   iproute2 python3 python3-venv
   libucx-dev ucx-utils libibverbs-dev rdma-core ibverbs-utils
+  # Peers that bench/compare.py measures collie against.
+  mpich libmpich-dev libgloo-dev python3-matplotlib
 )
 
 missing=()
