@@ -26,11 +26,12 @@ wait
 check_table "$tmp/torch0.log"
 echo "torchrun variables: ok"
 
-if command -v mpirun >/dev/null; then
-  timeout 120 mpirun --allow-run-as-root --oversubscribe -np 3 \
+mpirun=$(command -v mpirun.openmpi || command -v mpirun || true)
+if [ -n "$mpirun" ] && "$mpirun" --version 2>&1 | grep -q "Open MPI"; then
+  timeout 120 "$mpirun" --allow-run-as-root --oversubscribe -np 3 \
     "$collie" perf allreduce -b 8 -e 64K -f 64 -n 2 -w 1 -c 1 >"$tmp/mpi.log" 2>&1
   check_table "$tmp/mpi.log"
   echo "mpirun: ok"
 else
-  echo "mpirun not installed: Open MPI start not checked"
+  echo "Open MPI mpirun not installed: Open MPI start not checked"
 fi
