@@ -3,6 +3,7 @@
 // connect, then start the engine.
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -51,6 +52,12 @@ std::string fromBytes(const Bytes& bytes) { return std::string(bytes.begin(), by
 
 }  // namespace
 
+static std::chrono::microseconds configuredTimeout(const Options& options) {
+  return options.timeout.count() > 0
+             ? std::chrono::duration_cast<std::chrono::microseconds>(options.timeout)
+             : configDuration("COLLIE_TIMEOUT");
+}
+
 Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, int rank,
                                                            int nranks, const Options& options) {
   if (nranks < 1) return invalidArgument("nranks must be at least 1, got " + std::to_string(nranks));
@@ -59,12 +66,64 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
                            std::to_string(nranks) + ")");
   }
   setLogRank(rank);
+  std::shared_ptr<Store> store = options.store;
+  if (!store) {
+    Result<std::shared_ptr<Store>> connected =
+        connectTcpStore(id.host, id.port, id.secret, Clock::now() + configuredTimeout(options));
+    if (!connected.isOk()) {
+      return connected.status().withContext("rank " + std::to_string(rank) +
+                                            " could not reach the rendezvous store");
+    }
+    store = *connected;
+  }
+  return join(id, std::move(store), communicatorKey(id, rank), rank, nranks, options);
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::shrink(const std::vector<int>& excluded) {
+  std::vector<int> gone = excluded;
+  std::sort(gone.begin(), gone.end());
+  gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
+  std::string list;
+  int newRank = rank_;
+  for (int r : gone) {
+    if (r < 0 || r >= nranks_) {
+      return invalidArgument("shrink on rank " + std::to_string(rank_) + ": excluded rank " +
+                             std::to_string(r) + " is outside [0, " + std::to_string(nranks_) +
+                             ")");
+    }
+    if (r == rank_) {
+      return invalidArgument("shrink on rank " + std::to_string(rank_) +
+                             ": this rank is in the excluded list; only survivors call shrink");
+    }
+    if (r < rank_) --newRank;
+    list += (list.empty() ? "" : ",") + std::to_string(r);
+  }
+  const int newSize = nranks_ - static_cast<int>(gone.size());
+  // Survivors shrink in the same order with the same list, so they agree on the key; a
+  // survivor with another list waits under another key and times out naming the rank.
+  std::string key = jobKey_ + "/shrink" + std::to_string(shrinks_++) + "-" + list;
+  COLLIE_LOG(INFO, INIT) << "rank " << rank_ << " shrinks to rank " << newRank << " of "
+                         << newSize << " without ranks [" << list << "]";
+  Result<std::unique_ptr<Communicator>> child =
+      join(id_, store_, key, newRank, newSize, options_);
+  if (!child.isOk()) {
+    return child.status().withContext("shrink on rank " + std::to_string(rank_) +
+                                      " (excluding [" + list + "])");
+  }
+  (*child)->storeServer_ = storeServer_;
+  return child;
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::join(const UniqueId& id,
+                                                         std::shared_ptr<Store> store,
+                                                         const std::string& jobKey, int rank,
+                                                         int nranks, const Options& options) {
   EngineConfig config;
   config.rank = rank;
   config.nranks = nranks;
-  config.timeout = options.timeout.count() > 0
-                       ? std::chrono::duration_cast<std::chrono::microseconds>(options.timeout)
-                       : configDuration("COLLIE_TIMEOUT");
+  config.timeout = configuredTimeout(options);
+  config.traceDepth = static_cast<size_t>(std::max<int64_t>(0, configInt("COLLIE_TRACE_DEPTH")));
+  config.traceDump = configString("COLLIE_TRACE_DUMP");
   config.busyPoll = configDuration("COLLIE_BUSY_POLL");
   config.nchannels = options.nchannels > 0 ? options.nchannels
                                            : static_cast<int>(configInt("COLLIE_NCHANNELS"));
@@ -83,16 +142,6 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
   }
   const auto deadline = Clock::now() + config.timeout;
 
-  std::shared_ptr<Store> store = options.store;
-  if (!store) {
-    Result<std::shared_ptr<Store>> connected = connectTcpStore(id.host, id.port, id.secret, deadline);
-    if (!connected.isOk()) {
-      return connected.status().withContext("rank " + std::to_string(rank) +
-                                            " could not reach the rendezvous store");
-    }
-    store = *connected;
-  }
-
   TransportContext context;
   context.rank = rank;
   context.nranks = nranks;
@@ -100,7 +149,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
   context.hostId = !options.hostId.empty() ? options.hostId
                    : !configString("COLLIE_HOST_ID").empty() ? configString("COLLIE_HOST_ID")
                                                              : defaultHostId();
-  context.jobKey = communicatorKey(id, rank);
+  context.jobKey = jobKey;
   context.secret = id.secret;
   context.store = store;
   context.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config.timeout);
@@ -181,7 +230,13 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
   }
   auto board = std::make_unique<FailureBoard>(store, context.jobKey, rank);
   auto engine = std::make_unique<Engine>(config, std::move(set), std::move(board));
-  return std::unique_ptr<Communicator>(new Communicator(rank, nranks, std::move(engine)));
+  std::unique_ptr<Communicator> comm(new Communicator(rank, nranks, std::move(engine)));
+  comm->id_ = id;
+  comm->store_ = std::move(store);
+  comm->jobKey_ = jobKey;
+  comm->options_ = options;
+  comm->options_.store.reset();  // kept in store_
+  return comm;
 }
 
 }  // namespace collie

@@ -20,6 +20,8 @@ std::string Communicator::transportTo(int peer) const { return engine_->transpor
 
 void Communicator::abort() { engine_->abort(); }
 
+std::string Communicator::dumpFlightRecorder() const { return engine_->dumpFlightRecorder(); }
+
 Status Communicator::check(const char* what, const void* send, const void* recv, size_t count,
                            DataType dtype, const ReduceOp* op, const int* root) const {
   std::string prefix = std::string(what) + " on rank " + std::to_string(rank_) + ": ";

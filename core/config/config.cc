@@ -53,6 +53,12 @@ const std::vector<Knob>& configKnobs() {
        "host:port of the rendezvous store for ranks started by mpirun on several hosts", nullptr},
       {"COLLIE_TRACE", "", "write a Chrome-trace JSON timeline of collectives to this file",
        nullptr},
+      {"COLLIE_TRACE_DEPTH", "64",
+       "collectives kept per rank by the flight recorder (0 disables it)", nullptr},
+      {"COLLIE_TRACE_DUMP", "",
+       "write the flight recorder as JSON on failure and at communicator destruction: "
+       "'stderr' or a file path where %r becomes the rank",
+       nullptr},
   };
   return kKnobs;
 }

@@ -1,5 +1,9 @@
 #include "core/engine/engine.h"
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
 #include "core/engine/fingerprint.h"
 #include "core/log/log.h"
 
@@ -56,6 +60,7 @@ Engine::Engine(EngineConfig config, TransportSet transports, std::unique_ptr<Fai
     : config_(config),
       transports_(std::move(transports)),
       board_(std::move(board)),
+      recorder_(config.traceDepth),
       channelMemory_(config.nchannels),
       sendSequence_(config.nranks, 0),
       recvSequence_(config.nranks, 0) {
@@ -89,10 +94,52 @@ Engine::~Engine() {
   queued_.notify_all();
   if (thread_.joinable()) thread_.join();
   for (Pending& pending : queue_) {
+    recorder_.finished(pending.flightId, false);
     pending.work->complete(
         abortedError("communicator destroyed before " + describeFingerprint(pending.tag) + " ran"));
   }
   closeConnections();
+  writeFlightRecorder("communicator destroyed");
+}
+
+std::string Engine::dumpFlightRecorder() {
+  std::string error;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failed_.isOk()) error = failed_.toString();
+  }
+  return recorder_.toJson(config_.rank, config_.nranks, error);
+}
+
+void Engine::writeFlightRecorder(const char* why) {
+  if (config_.traceDump.empty() || config_.traceDepth == 0) return;
+  std::string text = dumpFlightRecorder();
+  if (config_.traceDump == "stderr" || config_.traceDump == "-") {
+    std::fprintf(stderr, "collie flight recorder of rank %d (%s):\n%s\n", config_.rank, why,
+                 text.c_str());
+    return;
+  }
+  std::string path;
+  for (size_t i = 0; i < config_.traceDump.size(); ++i) {
+    if (config_.traceDump[i] == '%' && i + 1 < config_.traceDump.size() &&
+        config_.traceDump[i + 1] == 'r') {
+      path += std::to_string(config_.rank);
+      ++i;
+    } else {
+      path += config_.traceDump[i];
+    }
+  }
+  std::FILE* file = std::fopen(path.c_str(), "w");
+  if (file == nullptr) {
+    COLLIE_LOG(WARN, ENGINE) << "cannot write the flight recorder to " << path
+                             << " (COLLIE_TRACE_DUMP): " << std::strerror(errno);
+    return;
+  }
+  std::fwrite(text.data(), 1, text.size(), file);
+  std::fputc('\n', file);
+  std::fclose(file);
+  COLLIE_LOG(INFO, ENGINE) << "flight recorder of rank " << config_.rank << " written to " << path
+                           << " (" << why << ")";
 }
 
 void Engine::abort() {
@@ -143,6 +190,7 @@ Status Engine::giveUp(Status status, bool publish) {
     if (board_) board_->publish(sticky, kPublishWait);
   }
   closeConnections();
+  if (publish) writeFlightRecorder(sticky.toString().c_str());
   {
     std::lock_guard<std::mutex> lock(mutex_);
     closed_ = true;
@@ -190,12 +238,15 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
       sequence = collectiveSequence_++;
     }
     uint64_t tag = makeFingerprint(sequence, args);
+    const bool offloaded = offload_ != nullptr && offload_->accepts(args);
+    const uint64_t flightId = recorder_.queued(
+        args, tag, offloaded ? "oneshot" : algorithmName((*schedule)->algorithm).data());
     if (!failed_.isOk()) {
+      recorder_.finished(flightId, false);
       work->complete(failed_.withContext(describeFingerprint(tag) + " not run"));
       return Work(work);
     }
-    const bool offloaded = offload_ != nullptr && offload_->accepts(args);
-    Pending pending{*schedule, input, output, tag, work, offloaded};
+    Pending pending{*schedule, input, output, tag, work, offloaded, flightId};
     if (!offloaded || running_ || !queue_.empty() || closed_) {
       queue_.push_back(std::move(pending));
       lock.unlock();
@@ -206,7 +257,9 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
     // progress thread leaves the connections alone.
     running_ = true;
     lock.unlock();
+    recorder_.running(flightId);
     status = runOffloaded(pending);
+    recorder_.finished(flightId, status.isOk());
     if (!status.isOk()) status = giveUp(std::move(status), true);
     lock.lock();
     running_ = false;
@@ -249,12 +302,15 @@ void Engine::run() {
       if (!failed_.isOk()) {
         Status failed = failed_;
         lock.unlock();
+        recorder_.finished(pending.flightId, false);
         pending.work->complete(failed.withContext(describeFingerprint(pending.tag) + " not run"));
         continue;
       }
       running_ = true;
     }
+    recorder_.running(pending.flightId);
     Status status = pending.offloaded ? runOffloaded(pending) : execute(pending);
+    recorder_.finished(pending.flightId, status.isOk());
     if (!status.isOk()) {
       COLLIE_LOG(WARN, COLL) << status.toString();
       status = giveUp(std::move(status), true);
@@ -334,6 +390,19 @@ Status Engine::execute(Pending& pending) {
       break;
     }
     if (now - idleSince > config_.busyPoll) waitForActivity(active);
+  }
+  if (status.code() == StatusCode::kMismatch) {
+    uint64_t peerTag = 0;
+    int peer = -1;
+    if (execution->rejectedTag(&peerTag, &peer)) {
+      std::string fields = describeMismatch(pending.tag, peerTag, peer);
+      if (!fields.empty()) {
+        status = mismatchError("rank " + std::to_string(config_.rank) + " and rank " +
+                                   std::to_string(peer) + " run different collectives: " +
+                                   fields + ". " + status.message(),
+                               peer);
+      }
+    }
   }
   failedExecutions_.push_back(std::move(execution));
   return status;

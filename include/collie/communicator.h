@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "collie/status.h"
 #include "collie/store.h"
@@ -106,6 +107,24 @@ class Communicator {
   // gone. After a failure, collectives fail with the first error until destruction.
   void abort();
 
+  // Builds a new communicator of the ranks of this one that are not in `excluded`
+  // (ranks of this communicator), typically after a failure: survivors keep their
+  // order and are renumbered 0..size()-excluded-1. Collective over the survivors:
+  // every survivor must call it with the same list (in any order, duplicates ignored),
+  // and successive shrinks in the same order. It uses this communicator's store and
+  // job secret under a new key, works whether or not this one failed, and leaves this
+  // one untouched (destroy it when done). When this rank hosts the job's store
+  // (torchrun/mpirun starts) the new communicator keeps it alive. Fails with
+  // InvalidArgument for a bad list (or this rank in it) and with Timeout naming a
+  // survivor that did not join before COLLIE_TIMEOUT.
+  Result<std::unique_ptr<Communicator>> shrink(const std::vector<int>& excluded);
+
+  // The flight recorder: the last COLLIE_TRACE_DEPTH collectives of this rank (id,
+  // sequence, kind, bytes, dtype, op, root, algorithm, state, queued/start/end times in
+  // microseconds since the epoch) and the sticky error, as JSON. With COLLIE_TRACE_DUMP
+  // set it is also written there on failure and at destruction.
+  std::string dumpFlightRecorder() const;
+
  private:
   Communicator(int rank, int nranks, std::unique_ptr<Engine> engine);
   Status check(const char* what, const void* send, const void* recv, size_t count, DataType dtype,
@@ -113,13 +132,24 @@ class Communicator {
   Status checkPeer(const char* what, int peer) const;
   Result<Work> submit(CollectiveKind kind, const void* send, void* recv, size_t count,
                       DataType dtype, ReduceOp op, int root);
+  // Creation once the store is known: `jobKey` prefixes every key of this communicator.
+  static Result<std::unique_ptr<Communicator>> join(const UniqueId& id,
+                                                    std::shared_ptr<Store> store,
+                                                    const std::string& jobKey, int rank,
+                                                    int nranks, const Options& options);
 
   int rank_;
   int nranks_;
   std::unique_ptr<Engine> engine_;
   // Set when this rank hosts the job's rendezvous store (torchrun, mpirun starts).
-  std::unique_ptr<StoreServer> storeServer_;
+  std::shared_ptr<StoreServer> storeServer_;
   std::string cleanupFile_;
+  // What shrink() needs to build a sibling communicator.
+  UniqueId id_;
+  std::shared_ptr<Store> store_;
+  std::string jobKey_;
+  Options options_;
+  int shrinks_ = 0;
 };
 
 }  // namespace collie
