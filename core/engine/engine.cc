@@ -238,14 +238,15 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
       sequence = collectiveSequence_++;
     }
     uint64_t tag = makeFingerprint(sequence, args);
-    const bool offloaded = offload_ != nullptr && offload_->accepts(args);
-    const uint64_t flightId = recorder_.queued(
-        args, tag, offloaded ? "oneshot" : algorithmName((*schedule)->algorithm).data());
+    const char* algorithm = algorithmName((*schedule)->algorithm).data();
     if (!failed_.isOk()) {
-      recorder_.finished(flightId, false);
+      // The connections (and offload_, which belongs to a transport) may be gone.
+      recorder_.finished(recorder_.queued(args, tag, algorithm), false);
       work->complete(failed_.withContext(describeFingerprint(tag) + " not run"));
       return Work(work);
     }
+    const bool offloaded = offload_ != nullptr && offload_->accepts(args);
+    const uint64_t flightId = recorder_.queued(args, tag, offloaded ? "oneshot" : algorithm);
     Pending pending{*schedule, input, output, tag, work, offloaded, flightId};
     if (!offloaded || running_ || !queue_.empty() || closed_) {
       queue_.push_back(std::move(pending));
