@@ -102,13 +102,12 @@ Result<std::unique_ptr<Communicator>> Communicator::shrink(const std::vector<int
   // Survivors shrink in the same order with the same list, so they agree on the key; a
   // survivor with another list waits under another key and times out naming the rank.
   std::string key = jobKey_ + "/shrink" + std::to_string(shrinks_++) + "-" + list;
-  COLLIE_LOG(INFO, INIT) << "rank " << rank_ << " shrinks to rank " << newRank << " of "
-                         << newSize << " without ranks [" << list << "]";
-  Result<std::unique_ptr<Communicator>> child =
-      join(id_, store_, key, newRank, newSize, options_);
+  COLLIE_LOG(INFO, INIT) << "rank " << rank_ << " shrinks to rank " << newRank << " of " << newSize
+                         << " without ranks [" << list << "]";
+  Result<std::unique_ptr<Communicator>> child = join(id_, store_, key, newRank, newSize, options_);
   if (!child.isOk()) {
-    return child.status().withContext("shrink on rank " + std::to_string(rank_) +
-                                      " (excluding [" + list + "])");
+    return child.status().withContext("shrink on rank " + std::to_string(rank_) + " (excluding [" +
+                                      list + "])");
   }
   (*child)->storeServer_ = storeServer_;
   return child;

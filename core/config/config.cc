@@ -34,7 +34,7 @@ const std::vector<Knob>& configKnobs() {
       {"COLLIE_SOCKET_IFNAME", "",
        "network interfaces for tcp: prefix match, '=' exact, '^' exclude (as NCCL's)",
        "NCCL_SOCKET_IFNAME"},
-{"COLLIE_NSOCKS_PERPEER", "2", "tcp sockets per peer and channel, striped by message",
+      {"COLLIE_NSOCKS_PERPEER", "2", "tcp sockets per peer and channel, striped by message",
        "NCCL_NSOCKS_PERTHREAD"},
       {"COLLIE_SOCKET_BUFSIZE", "4M", "SO_SNDBUF/SO_RCVBUF of tcp data sockets", nullptr},
       {"COLLIE_TCP_CONGESTION", "cubic",

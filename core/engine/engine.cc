@@ -399,8 +399,8 @@ Status Engine::execute(Pending& pending) {
       std::string fields = describeMismatch(pending.tag, peerTag, peer);
       if (!fields.empty()) {
         status = mismatchError("rank " + std::to_string(config_.rank) + " and rank " +
-                                   std::to_string(peer) + " run different collectives: " +
-                                   fields + ". " + status.message(),
+                                   std::to_string(peer) + " run different collectives: " + fields +
+                                   ". " + status.message(),
                                peer);
       }
     }

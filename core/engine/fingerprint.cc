@@ -61,8 +61,8 @@ std::string describeMismatch(uint64_t mine, uint64_t theirs, int peer) {
     text += field + " differs: this rank " + ours + ", " + them + theirs;
   };
   if (a.sequence != b.sequence) {
-    add("sequence number", "#" + std::to_string(a.sequence), "#" + std::to_string(b.sequence) +
-        " (one rank issued more collectives than the other)");
+    add("sequence number", "#" + std::to_string(a.sequence),
+        "#" + std::to_string(b.sequence) + " (one rank issued more collectives than the other)");
   }
   if (a.kind != b.kind) {
     add("kind", std::string(collectiveName(a.kind)), std::string(collectiveName(b.kind)));

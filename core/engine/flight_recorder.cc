@@ -16,10 +16,14 @@ int64_t nowUs() {
 
 const char* flightStateName(FlightState state) {
   switch (state) {
-    case FlightState::kQueued: return "queued";
-    case FlightState::kRunning: return "running";
-    case FlightState::kDone: return "done";
-    case FlightState::kFailed: return "failed";
+    case FlightState::kQueued:
+      return "queued";
+    case FlightState::kRunning:
+      return "running";
+    case FlightState::kDone:
+      return "done";
+    case FlightState::kFailed:
+      return "failed";
   }
   return "unknown";
 }

@@ -135,8 +135,8 @@ class Communicator {
   // Creation once the store is known: `jobKey` prefixes every key of this communicator.
   static Result<std::unique_ptr<Communicator>> join(const UniqueId& id,
                                                     std::shared_ptr<Store> store,
-                                                    const std::string& jobKey, int rank,
-                                                    int nranks, const Options& options);
+                                                    const std::string& jobKey, int rank, int nranks,
+                                                    const Options& options);
 
   int rank_;
   int nranks_;

@@ -16,7 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string why;
     Parse parsed = parseRequest(data + pos, size - pos, &request, &why);
     if (parsed != Parse::kOk) break;
-    if (request.consumed < kRequestHeaderBytes + 1 || request.consumed > size - pos) __builtin_trap();
+    if (request.consumed < kRequestHeaderBytes + 1 || request.consumed > size - pos)
+      __builtin_trap();
     if (request.key.size() == 0 || request.key.size() > kMaxKeyBytes) __builtin_trap();
     volatile char sink = request.key.front() ^ request.key.back();
     if (request.op == kSet && request.arg > 0) sink = sink ^ request.value[request.arg - 1];

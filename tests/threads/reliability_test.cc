@@ -43,8 +43,8 @@ TEST_P(ReliabilityTest, FlightRecorderListsTheLastCollectives) {
   onEveryRank(2, [&](int r) {
     std::vector<float> in(1000, 1.0f), out(2000);
     for (int i = 0; i < 10; ++i) {
-      auto work = comms[r]->allReduce(in.data(), out.data(), 100 + i, DataType::kFloat32,
-                                      ReduceOp::kMax);
+      auto work =
+          comms[r]->allReduce(in.data(), out.data(), 100 + i, DataType::kFloat32, ReduceOp::kMax);
       ASSERT_TRUE(work.isOk() && work->wait().isOk());
     }
     auto work = comms[r]->allGather(in.data(), out.data(), 1000, DataType::kFloat32);
@@ -94,12 +94,12 @@ TEST_P(ReliabilityTest, FlightRecorderShowsTheFailedCollective) {
   // Rank 1 never joins the second all-reduce: rank 0 times out on it.
   onEveryRank(2, [&](int r) {
     std::vector<int32_t> in(1 << 16, 1), out(1 << 16);
-    auto work = comms[r]->allReduce(in.data(), out.data(), in.size(), DataType::kInt32,
-                                    ReduceOp::kSum);
+    auto work =
+        comms[r]->allReduce(in.data(), out.data(), in.size(), DataType::kInt32, ReduceOp::kSum);
     ASSERT_TRUE(work.isOk() && work->wait().isOk());
     if (r == 0) {
-      work = comms[r]->allReduce(in.data(), out.data(), in.size(), DataType::kInt32,
-                                 ReduceOp::kSum);
+      work =
+          comms[r]->allReduce(in.data(), out.data(), in.size(), DataType::kInt32, ReduceOp::kSum);
       ASSERT_TRUE(work.isOk());
       EXPECT_FALSE(work->wait(10s).isOk());
     }
@@ -120,8 +120,7 @@ TEST_P(ReliabilityTest, MismatchMessageNamesTheDifferingFields) {
   onEveryRank(2, [&](int r) {
     std::vector<int32_t> in(2 * n, 1), out(2 * n);
     auto work = comms[r]->allReduce(in.data(), out.data(), r == 0 ? n : n + 1,
-                                    r == 0 ? DataType::kInt32 : DataType::kFloat32,
-                                    ReduceOp::kSum);
+                                    r == 0 ? DataType::kInt32 : DataType::kFloat32, ReduceOp::kSum);
     ASSERT_TRUE(work.isOk());
     results[r] = work->wait(15s);
   });

@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -59,16 +59,15 @@ struct Step {
 
 // The same sequence on every rank (same seed).
 Step makeStep(std::mt19937_64& rng, int nranks) {
-  static const CollectiveKind kinds[] = {CollectiveKind::kAllReduce, CollectiveKind::kAllReduce,
-                                         CollectiveKind::kReduceScatter,
-                                         CollectiveKind::kAllGather, CollectiveKind::kBroadcast,
-                                         CollectiveKind::kReduce};
+  static const CollectiveKind kinds[] = {CollectiveKind::kAllReduce,     CollectiveKind::kAllReduce,
+                                         CollectiveKind::kReduceScatter, CollectiveKind::kAllGather,
+                                         CollectiveKind::kBroadcast,     CollectiveKind::kReduce};
   static const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin};
   Step step;
   step.kind = kinds[rng() % 6];
   step.op = ops[rng() % 3];
-  const uint64_t bytes = rng() % 50 == 0 ? 64 * 1024 + rng() % ((1 << 20) - 64 * 1024 + 1)
-                                         : rng() % (64 * 1024);
+  const uint64_t bytes =
+      rng() % 50 == 0 ? 64 * 1024 + rng() % ((1 << 20) - 64 * 1024 + 1) : rng() % (64 * 1024);
   step.count = std::max<size_t>(1, bytes / 4);
   if (step.kind == CollectiveKind::kReduceScatter || step.kind == CollectiveKind::kAllGather) {
     step.count = std::max<size_t>(1, step.count / nranks);
@@ -81,7 +80,9 @@ int32_t reduceValues(ReduceOp op, uint64_t s, int nranks, size_t i) {
   int32_t acc = inputValue(s, 0, i);
   for (int r = 1; r < nranks; ++r) {
     int32_t v = inputValue(s, r, i);
-    acc = op == ReduceOp::kSum ? acc + v : op == ReduceOp::kMax ? std::max(acc, v) : std::min(acc, v);
+    acc = op == ReduceOp::kSum   ? acc + v
+          : op == ReduceOp::kMax ? std::max(acc, v)
+                                 : std::min(acc, v);
   }
   return acc;
 }
@@ -114,31 +115,37 @@ TEST(Soak, TenThousandRandomCollectivesStayCorrectAndMemoryIsFlat) {
       const int32_t* x = in[r].data();
       const auto i32 = DataType::kInt32;
       for (const Result<Work>& work :
-           {comm.allReduce(x, o, big, i32, ReduceOp::kSum), comm.reduceScatter(x, o, per, i32, ReduceOp::kSum),
-            comm.allGather(x, o, per, i32), comm.broadcast(x, o, big, i32, 0),
-            comm.reduce(x, o, big, i32, ReduceOp::kSum, 1)}) {
+           {comm.allReduce(x, o, big, i32, ReduceOp::kSum),
+            comm.reduceScatter(x, o, per, i32, ReduceOp::kSum), comm.allGather(x, o, per, i32),
+            comm.broadcast(x, o, big, i32, 0), comm.reduce(x, o, big, i32, ReduceOp::kSum, 1)}) {
         ASSERT_TRUE(work.isOk() && work->wait(60s).isOk());
       }
     }
     for (int s = 0; s < total; ++s) {
       const Step step = makeStep(rng, kRanks);
-      const size_t inElems = step.kind == CollectiveKind::kReduceScatter ? step.count * kRanks
-                                                                         : step.count;
+      const size_t inElems =
+          step.kind == CollectiveKind::kReduceScatter ? step.count * kRanks : step.count;
       for (size_t i = 0; i < inElems; ++i) in[r][i] = inputValue(s, r, i);
       Result<Work> work = invalidArgument("unset");
       int32_t* o = out[r].data();
       const int32_t* x = in[r].data();
       const auto i32 = DataType::kInt32;
       switch (step.kind) {
-        case CollectiveKind::kAllReduce: work = comm.allReduce(x, o, step.count, i32, step.op); break;
+        case CollectiveKind::kAllReduce:
+          work = comm.allReduce(x, o, step.count, i32, step.op);
+          break;
         case CollectiveKind::kReduceScatter:
           work = comm.reduceScatter(x, o, step.count, i32, step.op);
           break;
-        case CollectiveKind::kAllGather: work = comm.allGather(x, o, step.count, i32); break;
+        case CollectiveKind::kAllGather:
+          work = comm.allGather(x, o, step.count, i32);
+          break;
         case CollectiveKind::kBroadcast:
           work = comm.broadcast(x, o, step.count, i32, step.root);
           break;
-        default: work = comm.reduce(x, o, step.count, i32, step.op, step.root); break;
+        default:
+          work = comm.reduce(x, o, step.count, i32, step.op, step.root);
+          break;
       }
       if (!work.isOk() || !work->wait(60s).isOk()) {
         ++failed;
@@ -186,9 +193,10 @@ TEST(Soak, TenThousandRandomCollectivesStayCorrectAndMemoryIsFlat) {
   EXPECT_EQ(wrong.load(), 0) << "collectives with wrong results";
   const long first = rss[0];
   const long last = rss[total / 1000 - 1];
-  std::printf("soak: %d collectives, resident %ld KiB after the first thousand, %ld KiB after "
-              "the last\n",
-              total, first * 4, last * 4);
+  std::printf(
+      "soak: %d collectives, resident %ld KiB after the first thousand, %ld KiB after "
+      "the last\n",
+      total, first * 4, last * 4);
   EXPECT_LT(static_cast<double>(last), first * 1.05)
       << "resident memory grew from " << first << " to " << last << " pages";
 }
@@ -238,9 +246,9 @@ TEST(Intruders, WrongSecretsAndRandomBytesAreRejectedWhileTheJobRuns) {
     auto store = connectTcpStore("127.0.0.1", (*server)->port(), id->secret, Clock::now() + 5s);
     ASSERT_TRUE(store.isOk());
     for (int r = 0; r < kRanks; ++r) {
-      auto addr = (*store)->get("collie/" + secretToHex(id->secret).substr(0, 8) + "/0/tcp/addr/" +
-                                    std::to_string(r),
-                                Clock::now() + 2s);
+      auto addr = (*store)->get(
+          "collie/" + secretToHex(id->secret).substr(0, 8) + "/0/tcp/addr/" + std::to_string(r),
+          Clock::now() + 2s);
       ASSERT_TRUE(addr.isOk()) << addr.status().toString();
       std::string text(addr->begin(), addr->end());
       ports.push_back(static_cast<uint16_t>(std::stoi(text.substr(text.rfind(':') + 1))));
@@ -255,8 +263,8 @@ TEST(Intruders, WrongSecretsAndRandomBytesAreRejectedWhileTheJobRuns) {
       std::vector<int32_t> in(50000, r + 1), out(50000);
       while (true) {
         in[0] = stop ? 1 : 0;
-        auto work = comms[r]->allReduce(in.data(), out.data(), in.size(), DataType::kInt32,
-                                        ReduceOp::kSum);
+        auto work =
+            comms[r]->allReduce(in.data(), out.data(), in.size(), DataType::kInt32, ReduceOp::kSum);
         Status st = work.isOk() ? work->wait(30s) : work.status();
         if (!st.isOk() || out[49999] != 6) {
           errors[r] = st.isOk() ? internalError("wrong sum") : st;
