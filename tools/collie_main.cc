@@ -1,4 +1,4 @@
-// `collie`: the command-line tool (run, perf, info).
+// `collie`: the command-line tool (run, perf, info, sim).
 //
 // Arguments after the first "--" are never parsed as collie's own: they are the
 // command `collie run` starts (CLI11's prefix_command stops at the program name, but
@@ -30,7 +30,10 @@ int main(int argc, char** argv) {
   PerfCliOptions perfOptions;
   CLI::App* run = addRunCommand(app, &runOptions);
   CLI::App* perf = addPerfCommand(app, &perfOptions);
-  CLI::App* info = addInfoCommand(app);
+  bool infoTuning = false;
+  CLI::App* info = addInfoCommand(app, &infoTuning);
+  SimCliOptions simOptions;
+  CLI::App* sim = addSimCommand(app, &simOptions);
 
   std::vector<std::string> reversed(front.rbegin(), front.rend());
   try {
@@ -50,6 +53,7 @@ int main(int argc, char** argv) {
     return runLauncher(runOptions);
   }
   if (perf->parsed()) return runPerf(perfOptions);
-  if (info->parsed()) return runInfo();
+  if (info->parsed()) return runInfo(infoTuning);
+  if (sim->parsed()) return runSim(simOptions);
   return 2;
 }

@@ -29,7 +29,23 @@ int runLauncher(const RunCliOptions& options);
 
 int runPerf(const PerfCliOptions& options);
 
-CLI::App* addInfoCommand(CLI::App& app);
-int runInfo();
+CLI::App* addInfoCommand(CLI::App& app, bool* tuning);
+int runInfo(bool tuning);
+
+struct SimCliOptions {
+  std::string collective = "allreduce";
+  std::string algo = "auto";
+  int nranks = 8;
+  std::string bytes = "1M";
+  std::string dtype = "float";
+  double alphaUs = 0;  // 0: the tuner's default
+  double bwGBps = 0;
+  int nchannels = 0;  // 0: tuned
+  std::string chunk;  // "": tuned
+  int root = 0;
+};
+
+CLI::App* addSimCommand(CLI::App& app, SimCliOptions* options);
+int runSim(const SimCliOptions& options);
 
 }  // namespace collie::tools

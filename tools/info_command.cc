@@ -12,6 +12,7 @@
 
 #include "core/config/config.h"
 #include "core/transport/transport.h"
+#include "core/tune/tune_probe.h"
 #include "tools/commands.h"
 
 namespace collie {
@@ -57,13 +58,41 @@ void printInterfaces() {
 
 }  // namespace
 
-CLI::App* addInfoCommand(CLI::App& app) {
-  return app.add_subcommand("info",
-                            "Print version, build features, transports, network "
-                            "interfaces and configuration");
+CLI::App* addInfoCommand(CLI::App& app, bool* tuning) {
+  CLI::App* cmd = app.add_subcommand("info",
+                                     "Print version, build features, transports, network "
+                                     "interfaces and configuration");
+  cmd->add_flag("--tuning", *tuning, "print the tuner's constants and decision table instead");
+  return cmd;
 }
 
-int runInfo() {
+namespace {
+int printTuning() {
+  TuneLimits limits;
+  limits.maxChannels = static_cast<int>(configInt("COLLIE_NCHANNELS"));
+  limits.channelsFixed = configSource("COLLIE_NCHANNELS") != "default";
+  limits.chunkBytes = configSource("COLLIE_CHUNKSIZE") != "default"
+                          ? static_cast<size_t>(configInt("COLLIE_CHUNKSIZE"))
+                          : 0;
+  limits.forced = parseAlgorithm(configString("COLLIE_ALGO")).value_or(Algorithm::kAuto);
+  bool printed = false;
+  for (const TransportFactory& factory : TransportRegistry::instance().factories()) {
+    TuneConstants constants;
+    if (!storedTuneConstants(factory.name, &constants)) continue;
+    std::printf("== transport %s\n%s\n", factory.name.c_str(),
+                decisionTable(limits, constants).c_str());
+    printed = true;
+  }
+  if (!printed) {
+    std::printf("== no probe cached yet (a communicator probes at creation); model defaults\n%s",
+                decisionTable(limits, TuneConstants{}).c_str());
+  }
+  return 0;
+}
+}  // namespace
+
+int runInfo(bool tuning) {
+  if (tuning) return printTuning();
   std::printf("collie %s\n", COLLIE_VERSION);
   std::string features = builtinFeatures();
   std::printf("build features: %s\n", features.empty() ? "(none)" : features.c_str());

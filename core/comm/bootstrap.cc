@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include "core/engine/engine.h"
 #include "core/log/log.h"
 #include "core/transport/transport.h"
+#include "core/tune/tune_probe.h"
 
 namespace collie {
 namespace {
@@ -33,8 +35,7 @@ std::string defaultHostId() {
   char netns[128] = {0};
   ssize_t length = readlink("/proc/self/ns/net", netns, sizeof(netns) - 1);
   if (length < 0) netns[0] = 0;
-  return std::string(name) + "/" + readFirstLine("/proc/sys/kernel/random/boot_id") + "/" +
-         netns;
+  return std::string(name) + "/" + readFirstLine("/proc/sys/kernel/random/boot_id") + "/" + netns;
 }
 
 // Each communicator made from one unique id gets its own key prefix; ranks create
@@ -52,87 +53,46 @@ std::string fromBytes(const Bytes& bytes) { return std::string(bytes.begin(), by
 
 }  // namespace
 
-static std::chrono::microseconds configuredTimeout(const Options& options) {
-  return options.timeout.count() > 0
-             ? std::chrono::duration_cast<std::chrono::microseconds>(options.timeout)
-             : configDuration("COLLIE_TIMEOUT");
-}
-
-Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, int rank,
-                                                           int nranks, const Options& options) {
-  if (nranks < 1) return invalidArgument("nranks must be at least 1, got " + std::to_string(nranks));
+Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, int rank, int nranks,
+                                                           const Options& options) {
+  if (nranks < 1)
+    return invalidArgument("nranks must be at least 1, got " + std::to_string(nranks));
   if (rank < 0 || rank >= nranks) {
     return invalidArgument("rank " + std::to_string(rank) + " is outside [0, " +
                            std::to_string(nranks) + ")");
   }
   setLogRank(rank);
-  std::shared_ptr<Store> store = options.store;
-  if (!store) {
-    Result<std::shared_ptr<Store>> connected =
-        connectTcpStore(id.host, id.port, id.secret, Clock::now() + configuredTimeout(options));
-    if (!connected.isOk()) {
-      return connected.status().withContext("rank " + std::to_string(rank) +
-                                            " could not reach the rendezvous store");
-    }
-    store = *connected;
-  }
-  return join(id, std::move(store), communicatorKey(id, rank), rank, nranks, options);
-}
-
-Result<std::unique_ptr<Communicator>> Communicator::shrink(const std::vector<int>& excluded) {
-  std::vector<int> gone = excluded;
-  std::sort(gone.begin(), gone.end());
-  gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
-  std::string list;
-  int newRank = rank_;
-  for (int r : gone) {
-    if (r < 0 || r >= nranks_) {
-      return invalidArgument("shrink on rank " + std::to_string(rank_) + ": excluded rank " +
-                             std::to_string(r) + " is outside [0, " + std::to_string(nranks_) +
-                             ")");
-    }
-    if (r == rank_) {
-      return invalidArgument("shrink on rank " + std::to_string(rank_) +
-                             ": this rank is in the excluded list; only survivors call shrink");
-    }
-    if (r < rank_) --newRank;
-    list += (list.empty() ? "" : ",") + std::to_string(r);
-  }
-  const int newSize = nranks_ - static_cast<int>(gone.size());
-  // Survivors shrink in the same order with the same list, so they agree on the key; a
-  // survivor with another list waits under another key and times out naming the rank.
-  std::string key = jobKey_ + "/shrink" + std::to_string(shrinks_++) + "-" + list;
-  COLLIE_LOG(INFO, INIT) << "rank " << rank_ << " shrinks to rank " << newRank << " of " << newSize
-                         << " without ranks [" << list << "]";
-  Result<std::unique_ptr<Communicator>> child = join(id_, store_, key, newRank, newSize, options_);
-  if (!child.isOk()) {
-    return child.status().withContext("shrink on rank " + std::to_string(rank_) + " (excluding [" +
-                                      list + "])");
-  }
-  (*child)->storeServer_ = storeServer_;
-  return child;
-}
-
-Result<std::unique_ptr<Communicator>> Communicator::join(const UniqueId& id,
-                                                         std::shared_ptr<Store> store,
-                                                         const std::string& jobKey, int rank,
-                                                         int nranks, const Options& options) {
   EngineConfig config;
   config.rank = rank;
   config.nranks = nranks;
-  config.timeout = configuredTimeout(options);
+  config.timeout = options.timeout.count() > 0
+                       ? std::chrono::duration_cast<std::chrono::microseconds>(options.timeout)
+                       : configDuration("COLLIE_TIMEOUT");
+  config.busyPoll = configDuration("COLLIE_BUSY_POLL");
   config.traceDepth = static_cast<size_t>(std::max<int64_t>(0, configInt("COLLIE_TRACE_DEPTH")));
   config.traceDump = configString("COLLIE_TRACE_DUMP");
-  config.busyPoll = configDuration("COLLIE_BUSY_POLL");
-  config.nchannels = options.nchannels > 0 ? options.nchannels
-                                           : static_cast<int>(configInt("COLLIE_NCHANNELS"));
+  config.nchannels =
+      options.nchannels > 0 ? options.nchannels : static_cast<int>(configInt("COLLIE_NCHANNELS"));
   config.nchannels = std::max(1, std::min(config.nchannels, 16));
+  config.channelsFixed = options.nchannels > 0 || configSource("COLLIE_NCHANNELS") != "default";
+  // Chunk size: fixed when the caller or COLLIE_CHUNKSIZE sets it, else tuned (0).
   config.chunkBytes = options.chunkBytes > 0 ? options.chunkBytes
-                                             : static_cast<size_t>(configInt("COLLIE_CHUNKSIZE"));
-  config.chunkBytes = std::max<size_t>(config.chunkBytes, 64);
+                      : configSource("COLLIE_CHUNKSIZE") != "default"
+                          ? static_cast<size_t>(configInt("COLLIE_CHUNKSIZE"))
+                          : 0;
+  if (config.chunkBytes > 0) config.chunkBytes = std::max<size_t>(config.chunkBytes, 64);
   config.algorithm = options.algorithm;
   if (config.algorithm == Algorithm::kAuto) {
-    std::optional<Algorithm> parsed = parseAlgorithm(configString("COLLIE_ALGO"));
+    std::string name = configString("COLLIE_ALGO");
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::optional<Algorithm> parsed = parseAlgorithm(name);
+    if (!parsed && configSource("COLLIE_ALGO") == "NCCL_ALGO") {
+      // NCCL_ALGO accepts lists and NCCL-only algorithms (^nvls, allreduce:tree, ...).
+      COLLIE_LOG(WARN, INIT) << "NCCL_ALGO='" << configString("COLLIE_ALGO")
+                             << "' has no collie equivalent (collie knows auto, ring, tree, "
+                                "chain); using auto";
+      parsed = Algorithm::kAuto;
+    }
     if (!parsed) {
       return invalidArgument("COLLIE_ALGO='" + configString("COLLIE_ALGO") +
                              "' is not one of auto, ring, tree, chain");
@@ -141,21 +101,32 @@ Result<std::unique_ptr<Communicator>> Communicator::join(const UniqueId& id,
   }
   const auto deadline = Clock::now() + config.timeout;
 
+  std::shared_ptr<Store> store = options.store;
+  if (!store) {
+    Result<std::shared_ptr<Store>> connected =
+        connectTcpStore(id.host, id.port, id.secret, deadline);
+    if (!connected.isOk()) {
+      return connected.status().withContext("rank " + std::to_string(rank) +
+                                            " could not reach the rendezvous store");
+    }
+    store = *connected;
+  }
+
   TransportContext context;
   context.rank = rank;
   context.nranks = nranks;
   context.nchannels = config.nchannels;
-  context.hostId = !options.hostId.empty() ? options.hostId
+  context.hostId = !options.hostId.empty()                   ? options.hostId
                    : !configString("COLLIE_HOST_ID").empty() ? configString("COLLIE_HOST_ID")
                                                              : defaultHostId();
-  context.jobKey = jobKey;
+  context.jobKey = communicatorKey(id, rank);
   context.secret = id.secret;
   context.store = store;
   context.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config.timeout);
 
   // Host identities of every rank.
-  COLLIE_RETURN_IF_ERROR(store->set(context.jobKey + "/host/" + std::to_string(rank),
-                                    toBytes(context.hostId)));
+  COLLIE_RETURN_IF_ERROR(
+      store->set(context.jobKey + "/host/" + std::to_string(rank), toBytes(context.hostId)));
   std::vector<std::string> hosts(nranks);
   for (int peer = 0; peer < nranks; ++peer) {
     Result<Bytes> host = store->get(context.jobKey + "/host/" + std::to_string(peer), deadline);
@@ -171,8 +142,8 @@ Result<std::unique_ptr<Communicator>> Communicator::join(const UniqueId& id,
   // Choose a transport per peer: the forced one, or the first in registry order that
   // can connect the pair. The choice depends only on both host ids, so both sides of
   // a pair agree.
-  std::string forced = !options.transport.empty() ? options.transport
-                                                  : configString("COLLIE_TRANSPORT");
+  std::string forced =
+      !options.transport.empty() ? options.transport : configString("COLLIE_TRANSPORT");
   std::vector<TransportFactory> factories = TransportRegistry::instance().factories();
   if (!forced.empty()) {
     const TransportFactory* factory = TransportRegistry::instance().find(forced);
@@ -216,8 +187,8 @@ Result<std::unique_ptr<Communicator>> Communicator::join(const UniqueId& id,
         set.connections[peers[i]].push_back(std::move((*connections)[i * config.nchannels + c]));
       }
     }
-    COLLIE_LOG(INFO, INIT) << "rank " << rank << " uses " << factory.name << " for "
-                           << peers.size() << " peer(s)";
+    COLLIE_LOG(INFO, INIT) << "rank " << rank << " uses " << factory.name << " for " << peers.size()
+                           << " peer(s)";
     set.transports.push_back(std::move(*transport));
   }
   for (int peer = 0; peer < nranks; ++peer) {
@@ -229,12 +200,14 @@ Result<std::unique_ptr<Communicator>> Communicator::join(const UniqueId& id,
   }
   auto board = std::make_unique<FailureBoard>(store, context.jobKey, rank);
   auto engine = std::make_unique<Engine>(config, std::move(set), std::move(board));
+  Result<TuneConstants> tune = agreeOnTuneConstants(*engine, *store, context.jobKey, deadline);
+  if (!tune.isOk()) return tune.status().withContext("rank " + std::to_string(rank));
+  engine->setTuneConstants(*tune);
   std::unique_ptr<Communicator> comm(new Communicator(rank, nranks, std::move(engine)));
   comm->id_ = id;
-  comm->store_ = std::move(store);
-  comm->jobKey_ = jobKey;
+  comm->store_ = store;
   comm->options_ = options;
-  comm->options_.store.reset();  // kept in store_
+  comm->options_.store.reset();  // the store is kept in store_
   return comm;
 }
 

@@ -136,6 +136,31 @@ Result<Work> Communicator::recv(void* buf, size_t count, DataType dtype, int pee
   return submit(CollectiveKind::kRecv, nullptr, buf, count, dtype, ReduceOp::kSum, peer);
 }
 
+Result<Work> Communicator::sendRecv(const std::vector<PointToPoint>& ops) {
+  std::vector<Engine::GroupOp> group;
+  group.reserve(ops.size());
+  for (const PointToPoint& op : ops) {
+    const char* what = op.isSend ? "send (group)" : "recv (group)";
+    COLLIE_RETURN_IF_ERROR(checkPeer(what, op.peer));
+    COLLIE_RETURN_IF_ERROR(check(what, op.buffer, nullptr, op.count, op.dtype, nullptr, nullptr));
+    if (op.count > 0 && op.buffer == nullptr) {
+      return invalidArgument(std::string(what) + " on rank " + std::to_string(rank_) +
+                             ": buffer is null but count is " + std::to_string(op.count));
+    }
+    Engine::GroupOp entry;
+    entry.args.kind = op.isSend ? CollectiveKind::kSend : CollectiveKind::kRecv;
+    entry.args.count = op.count;
+    entry.args.dtype = op.dtype;
+    entry.args.root = op.peer;
+    entry.input = op.isSend ? op.buffer : nullptr;
+    entry.output = op.isSend ? nullptr : op.buffer;
+    group.push_back(entry);
+  }
+  return engine_->submitGroup(group);
+}
+
+Status Communicator::asyncError() const { return engine_->failure(); }
+
 Result<Work> Communicator::barrier() {
   return submit(CollectiveKind::kBarrier, nullptr, nullptr, 0, DataType::kUint8, ReduceOp::kSum, 0);
 }

@@ -199,27 +199,102 @@ Status Engine::giveUp(Status status, bool publish) {
   return status;
 }
 
+void Engine::setTuneConstants(const TuneConstants& constants) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  tune_ = constants;
+  cache_.clear();
+}
+
+TuneConstants Engine::tuneConstants() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return tune_;
+}
+
 Result<std::shared_ptr<const Schedule>> Engine::plan(const CollectiveArgs& args) {
-  auto key = std::make_tuple(static_cast<int>(args.kind), args.count, static_cast<int>(args.dtype),
-                             static_cast<int>(args.op), args.root);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto found = cache_.find(key);
-    if (found != cache_.end()) return found->second;
-  }
+  TuneLimits limits;
+  limits.maxChannels = config_.nchannels;
+  limits.channelsFixed = config_.channelsFixed;
+  limits.chunkBytes = config_.chunkBytes;
+  limits.forced = config_.algorithm;
+  const size_t bytes =
+      args.count *
+      dataTypeSize(args.kind == CollectiveKind::kBarrier ? DataType::kUint8 : args.dtype);
+  std::unique_lock<std::mutex> lock(mutex_);
+  const TuneDecision decision = decide(args.kind, bytes, config_.nranks, limits, tune_);
+  auto key =
+      std::make_tuple(static_cast<int>(args.kind), args.count, static_cast<int>(args.dtype),
+                      static_cast<int>(args.op), args.root, static_cast<int>(decision.algorithm),
+                      decision.chunkBytes, decision.nchannels);
+  auto found = cache_.find(key);
+  if (found != cache_.end()) return found->second;
+  lock.unlock();
   PlanParams params;
   params.rank = config_.rank;
   params.nranks = config_.nranks;
-  params.nchannels = config_.nchannels;
-  params.chunkBytes = config_.chunkBytes;
-  params.algorithm = config_.algorithm;
+  params.nchannels = decision.nchannels;
+  params.chunkBytes = decision.chunkBytes;
+  params.algorithm = decision.algorithm;
   Result<Schedule> schedule = buildSchedule(args, params);
   if (!schedule.isOk()) return schedule.status();
   auto shared = std::make_shared<const Schedule>(std::move(schedule).value());
-  std::lock_guard<std::mutex> lock(mutex_);
+  lock.lock();
   if (cache_.size() >= 256) cache_.clear();
   cache_[key] = shared;
   return shared;
+}
+
+uint64_t Engine::nextTag(const CollectiveArgs& args) {
+  uint64_t sequence;
+  if (args.kind == CollectiveKind::kSend) {
+    sequence = sendSequence_[args.root]++;
+  } else if (args.kind == CollectiveKind::kRecv) {
+    sequence = recvSequence_[args.root]++;
+  } else {
+    sequence = collectiveSequence_++;
+  }
+  return makeFingerprint(sequence, args);
+}
+
+Result<Work> Engine::submitGroup(const std::vector<GroupOp>& ops) {
+  std::vector<Pending::Part> parts;
+  parts.reserve(ops.size());
+  for (const GroupOp& op : ops) {
+    if (op.args.kind != CollectiveKind::kSend && op.args.kind != CollectiveKind::kRecv) {
+      return invalidArgument("a group may hold only send and recv operations, got " +
+                             std::string(collectiveName(op.args.kind)));
+    }
+    Result<std::shared_ptr<const Schedule>> schedule = plan(op.args);
+    if (!schedule.isOk()) return schedule.status();
+    parts.push_back(Pending::Part{*schedule, op.input, op.output, 0});
+  }
+  auto work = std::make_shared<WorkState>();
+  if (parts.empty()) {
+    work->complete(Status());
+    return Work(work);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Pending::Part& part : parts) part.tag = nextTag(part.schedule->args);
+    const uint64_t flightId =
+        recorder_.queued(parts.front().schedule->args, parts.front().tag, "group");
+    if (!failed_.isOk()) {
+      recorder_.finished(flightId, false);
+      work->complete(failed_.withContext(describeFingerprint(parts.front().tag) + " not run"));
+      return Work(work);
+    }
+    Pending pending{parts.front().schedule, parts.front().input, parts.front().output,
+                    parts.front().tag, work};
+    pending.flightId = flightId;
+    pending.group.assign(parts.begin() + 1, parts.end());
+    queue_.push_back(std::move(pending));
+  }
+  queued_.notify_one();
+  return Work(work);
+}
+
+Status Engine::failure() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failed_;
 }
 
 Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void* output) {
@@ -229,15 +304,7 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
   Status status;
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    uint64_t sequence;
-    if (args.kind == CollectiveKind::kSend) {
-      sequence = sendSequence_[args.root]++;
-    } else if (args.kind == CollectiveKind::kRecv) {
-      sequence = recvSequence_[args.root]++;
-    } else {
-      sequence = collectiveSequence_++;
-    }
-    uint64_t tag = makeFingerprint(sequence, args);
+    uint64_t tag = nextTag(args);
     const char* algorithm = algorithmName((*schedule)->algorithm).data();
     if (!failed_.isOk()) {
       // The connections (and offload_, which belongs to a transport) may be gone.
@@ -245,7 +312,9 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
       work->complete(failed_.withContext(describeFingerprint(tag) + " not run"));
       return Work(work);
     }
-    const bool offloaded = offload_ != nullptr && offload_->accepts(args);
+    // A forced algorithm (COLLIE_ALGO, Options::algorithm) runs as asked, not offloaded.
+    const bool offloaded = offload_ != nullptr && config_.algorithm == Algorithm::kAuto &&
+                           offload_->accepts(args);
     const uint64_t flightId = recorder_.queued(args, tag, offloaded ? "oneshot" : algorithm);
     Pending pending{*schedule, input, output, tag, work, offloaded, flightId};
     if (!offloaded || running_ || !queue_.empty() || closed_) {
@@ -271,8 +340,8 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
 }
 
 Status Engine::runOffloaded(const Pending& pending) {
-  Status status = offload_->run(pending.schedule->args, pending.tag, pending.input,
-                                pending.output, Clock::now() + config_.timeout, aborted_);
+  Status status = offload_->run(pending.schedule->args, pending.tag, pending.input, pending.output,
+                                Clock::now() + config_.timeout, aborted_);
   if (status.isOk()) return status;
   return status.withContext(describeFingerprint(pending.tag) + " (one-shot) on rank " +
                             std::to_string(config_.rank));
@@ -342,20 +411,33 @@ void Engine::waitForActivity(const std::vector<Connection*>& active) {
 }
 
 Status Engine::execute(Pending& pending) {
-  auto execution =
-      std::make_unique<Execution>(pending.schedule, pending.input, pending.output, pending.tag,
-                                  &transports_.connections, &channelMemory_);
+  // The operations of a group run side by side: every turn advances each, so all sends
+  // and receives of a group are in flight before any is waited for.
+  std::vector<std::unique_ptr<Execution>> executions;
+  executions.push_back(std::make_unique<Execution>(pending.schedule, pending.input, pending.output,
+                                                   pending.tag, &transports_.connections,
+                                                   &channelMemory_));
+  for (const Pending::Part& part : pending.group) {
+    executions.push_back(std::make_unique<Execution>(part.schedule, part.input, part.output,
+                                                     part.tag, &transports_.connections,
+                                                     &channelMemory_));
+  }
   std::vector<Connection*> active;
   auto lastProgress = Clock::now();
   auto idleSince = lastProgress;
   Status status;
   while (true) {
     bool progressed = false;
-    status = execution->advance(&progressed);
+    bool finished = true;
+    for (auto& execution : executions) {
+      status = execution->advance(&progressed);
+      if (!status.isOk()) break;
+      finished = finished && execution->finished();
+    }
     if (!status.isOk()) break;
-    if (execution->finished()) return Status();
+    if (finished) return Status();
     active.clear();
-    execution->activeConnections(&active);
+    for (auto& execution : executions) execution->activeConnections(&active);
     for (Connection* connection : active) {
       bool moved = false;
       status = connection->progress(&moved);
@@ -379,33 +461,45 @@ Status Engine::execute(Pending& pending) {
       continue;
     }
     if (now - lastProgress > config_.timeout) {
+      std::string waits;
+      int waited = -1;
+      for (auto& execution : executions) {
+        if (execution->finished()) continue;
+        waits += (waits.empty() ? "" : "; ") + execution->describeWaits();
+        if (waited < 0) waited = execution->firstWaitedPeer();
+      }
+      std::string what = describeFingerprint(pending.tag);
+      if (executions.size() > 1) {
+        what += " (group of " + std::to_string(executions.size()) + " operations)";
+      }
       status = timeoutError(
-          describeFingerprint(pending.tag) + " on rank " + std::to_string(config_.rank) +
-              " made no progress for " +
+          what + " on rank " + std::to_string(config_.rank) + " made no progress for " +
               std::to_string(
                   std::chrono::duration_cast<std::chrono::milliseconds>(config_.timeout).count()) +
-              " ms: " + execution->describeWaits() +
+              " ms: " + waits +
               ". The peer may be dead, stuck or running a different collective; raise "
               "COLLIE_TIMEOUT if it is only slow.",
-          execution->firstWaitedPeer());
+          waited);
       break;
     }
     if (now - idleSince > config_.busyPoll) waitForActivity(active);
   }
   if (status.code() == StatusCode::kMismatch) {
-    uint64_t peerTag = 0;
-    int peer = -1;
-    if (execution->rejectedTag(&peerTag, &peer)) {
-      std::string fields = describeMismatch(pending.tag, peerTag, peer);
+    for (auto& execution : executions) {
+      uint64_t peerTag = 0;
+      int peer = -1;
+      if (!execution->rejectedTag(&peerTag, &peer)) continue;
+      std::string fields = describeMismatch(execution->tag(), peerTag, peer);
       if (!fields.empty()) {
         status = mismatchError("rank " + std::to_string(config_.rank) + " and rank " +
                                    std::to_string(peer) + " run different collectives: " + fields +
                                    ". " + status.message(),
                                peer);
       }
+      break;
     }
   }
-  failedExecutions_.push_back(std::move(execution));
+  for (auto& execution : executions) failedExecutions_.push_back(std::move(execution));
   return status;
 }
 

@@ -23,7 +23,14 @@
 // the submitting thread when nothing else is queued or running, which saves two thread
 // hand-offs; otherwise they queue like any other and run on the progress thread.
 //
-// Thread safety: submit(), abort() and transportTo() may be called from any thread.
+// submitGroup() queues several point-to-point operations as one unit: the progress
+// thread posts every send and receive of the group before waiting for any, so a group
+// whose sends and receives match the peers' is deadlock-free whatever the message
+// sizes and whatever order each rank listed them in. Each operation keeps its own
+// per-peer sequence number, so grouped and ungrouped operations match each other.
+//
+// Thread safety: submit(), submitGroup(), abort(), failure() and transportTo() may be
+// called from any thread.
 #pragma once
 
 #include <atomic>
@@ -41,15 +48,17 @@
 #include "core/engine/execution.h"
 #include "core/engine/failure_board.h"
 #include "core/engine/flight_recorder.h"
+#include "core/tune/tuner.h"
 
 namespace collie {
 
 struct EngineConfig {
   int rank = 0;
   int nranks = 1;
-  int nchannels = 1;
-  size_t chunkBytes = 512 * 1024;
-  Algorithm algorithm = Algorithm::kAuto;
+  int nchannels = 1;                       // connections per peer: the most a schedule may use
+  bool channelsFixed = false;              // set by config: every schedule uses nchannels
+  size_t chunkBytes = 512 * 1024;          // 0: the tuner picks per collective
+  Algorithm algorithm = Algorithm::kAuto;  // kAuto: the tuner picks
   std::chrono::microseconds timeout{300'000'000};
   std::chrono::microseconds busyPoll{50};
   size_t traceDepth = 64;  // COLLIE_TRACE_DEPTH: collectives kept by the flight recorder
@@ -84,9 +93,22 @@ class Engine {
   ~Engine();
 
   Result<Work> submit(const CollectiveArgs& args, const void* input, void* output);
+  // One operation of submitGroup(): a kSend or kRecv (peer in args.root).
+  struct GroupOp {
+    CollectiveArgs args;
+    const void* input = nullptr;
+    void* output = nullptr;
+  };
+  // The Work completes when every operation did. An empty group completes at once.
+  Result<Work> submitGroup(const std::vector<GroupOp>& ops);
+  // The sticky failure (OK while healthy): the first collective error, or Aborted.
+  Status failure();
   void abort();
   std::string transportTo(int peer) const;
   const EngineConfig& config() const { return config_; }
+  // The tuner's constants (the same on every rank); set once at creation.
+  void setTuneConstants(const TuneConstants& constants);
+  TuneConstants tuneConstants();
   // The flight recorder as JSON (see flight_recorder.h), with the sticky error if any.
   std::string dumpFlightRecorder();
 
@@ -99,9 +121,18 @@ class Engine {
     std::shared_ptr<WorkState> work;
     bool offloaded = false;  // run by the transport's CollectiveOffload
     uint64_t flightId = 0;   // entry in the flight recorder
+    // Further operations of a group (submitGroup), run alongside the first.
+    struct Part {
+      std::shared_ptr<const Schedule> schedule;
+      const void* input;
+      void* output;
+      uint64_t tag;
+    };
+    std::vector<Part> group;
   };
 
   Result<std::shared_ptr<const Schedule>> plan(const CollectiveArgs& args);
+  uint64_t nextTag(const CollectiveArgs& args);  // requires mutex_
   void run();
   Status execute(Pending& pending);
   Status runOffloaded(const Pending& pending);
@@ -134,7 +165,11 @@ class Engine {
   uint64_t collectiveSequence_ = 0;
   std::vector<uint64_t> sendSequence_;  // per peer, point-to-point
   std::vector<uint64_t> recvSequence_;
-  std::map<std::tuple<int, size_t, int, int, int>, std::shared_ptr<const Schedule>> cache_;
+  TuneConstants tune_;
+  // (kind, count, dtype, op, root, algorithm, chunk bytes, channels) -> schedule
+  std::map<std::tuple<int, size_t, int, int, int, int, size_t, int>,
+           std::shared_ptr<const Schedule>>
+      cache_;
 
   std::atomic<bool> aborted_{false};
   // Executions that failed keep their completions alive until the connections that

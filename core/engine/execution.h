@@ -49,6 +49,7 @@ class Execution {
   // After a kMismatch: the tag carried by the rejected message and its sender, when a
   // transport recorded it on a receive. False otherwise.
   bool rejectedTag(uint64_t* peerTag, int* peer) const;
+  uint64_t tag() const { return tag_; }
 
  private:
   struct PendingSend {

@@ -46,15 +46,15 @@ void planChainBroadcast(const CollectiveArgs& args, const PlanParams& params, si
       const uint64_t offset = (channel.begin + done) * es;
       if (position == 0) {
         if (next >= 0) {
-          steps.push_back(step(StepKind::kSend, next, -1, Slice{BufferId::kInput, offset},
-                               Slice{}, chunk * es));
+          steps.push_back(step(StepKind::kSend, next, -1, Slice{BufferId::kInput, offset}, Slice{},
+                               chunk * es));
         }
       } else if (next >= 0) {
         steps.push_back(step(StepKind::kRecvCopySend, next, prev, Slice{},
                              Slice{BufferId::kOutput, offset}, chunk * es));
       } else {
-        steps.push_back(step(StepKind::kRecv, -1, prev, Slice{}, Slice{BufferId::kOutput, offset},
-                             chunk * es));
+        steps.push_back(
+            step(StepKind::kRecv, -1, prev, Slice{}, Slice{BufferId::kOutput, offset}, chunk * es));
       }
     }
   }
@@ -79,8 +79,8 @@ void planChainReduce(const CollectiveArgs& args, const PlanParams& params, size_
       const uint64_t offset = (channel.begin + done) * es;
       const Slice input{BufferId::kInput, offset};
       if (n == 1) {
-        Step copy = step(StepKind::kCopy, -1, -1, input, Slice{BufferId::kOutput, offset},
-                         chunk * es);
+        Step copy =
+            step(StepKind::kCopy, -1, -1, input, Slice{BufferId::kOutput, offset}, chunk * es);
         copy.divisor = divisor;
         steps.push_back(copy);
       } else if (position == 0) {

@@ -7,9 +7,8 @@
 // it holds the final value of segment r + 1, which then travels around the ring once
 // more (all-gather). Every final value is computed by exactly one rank and copied
 // everywhere else, so all ranks end with identical bytes.
-#include "core/plan/ring_plans.h"
-
 #include "core/plan/partition.h"
+#include "core/plan/ring_plans.h"
 
 namespace collie {
 namespace {
@@ -29,18 +28,27 @@ Step makeStep(StepKind kind, int sendPeer, int recvPeer, Slice src, Slice dst, u
 
 Slice at(BufferId buffer, size_t elem, size_t elemSize) { return Slice{buffer, elem * elemSize}; }
 
+template <typename Steps>
+void collectSteps(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
+                  Steps steps, Schedule* schedule) {
+  for (int c = 0; c < params.nchannels; ++c) {
+    Generator<Step> generator = steps(args, params, chunkElems, c);
+    Step step;
+    while (generator.next(&step)) schedule->channels[c].push_back(step);
+  }
+}
+
 }  // namespace
 
-void planRingAllReduce(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
-                       Schedule* schedule) {
+Generator<Step> ringAllReduceSteps(CollectiveArgs args, PlanParams params, size_t chunkElems,
+                                   int c) {
   const int n = params.nranks;
   const int r = params.rank;
   const size_t es = dataTypeSize(args.dtype);
   const int next = mod(r + 1, n);
   const int prev = mod(r - 1, n);
   const int divisor = args.op == ReduceOp::kAvg ? n : 0;
-  for (int c = 0; c < params.nchannels; ++c) {
-    std::vector<Step>& steps = schedule->channels[c];
+  {
     Range channel = splitEven(0, args.count, params.nchannels, c);
     const size_t roundElems = chunkElems * n;
     for (size_t done = 0; done < channel.count; done += roundElems) {
@@ -51,32 +59,32 @@ void planRingAllReduce(const CollectiveArgs& args, const PlanParams& params, siz
       // Reduce-scatter.
       Range first = segment(r);
       if (first.count > 0) {
-        steps.push_back(makeStep(StepKind::kSend, next, -1, at(BufferId::kInput, first.begin, es),
-                                 Slice{}, first.count * es));
+        co_yield (makeStep(StepKind::kSend, next, -1, at(BufferId::kInput, first.begin, es),
+                           Slice{}, first.count * es));
       }
       for (int s = 1; s < n; ++s) {
         Range seg = segment(r - s);
         if (seg.count == 0) continue;
-        Step step = makeStep(StepKind::kRecvReduceSend, next, prev,
-                             at(BufferId::kInput, seg.begin, es),
-                             at(BufferId::kOutput, seg.begin, es), seg.count * es);
+        Step step =
+            makeStep(StepKind::kRecvReduceSend, next, prev, at(BufferId::kInput, seg.begin, es),
+                     at(BufferId::kOutput, seg.begin, es), seg.count * es);
         if (s == n - 1) step.divisor = divisor;  // final value of segment r + 1
-        steps.push_back(step);
+        co_yield (step);
       }
       // All-gather of the final segments.
       for (int s = 1; s < n; ++s) {
         Range seg = segment(r + 1 - s);
         if (seg.count == 0) continue;
         StepKind kind = s == n - 1 ? StepKind::kRecv : StepKind::kRecvCopySend;
-        steps.push_back(makeStep(kind, kind == StepKind::kRecv ? -1 : next, prev, Slice{},
-                                 at(BufferId::kOutput, seg.begin, es), seg.count * es));
+        co_yield (makeStep(kind, kind == StepKind::kRecv ? -1 : next, prev, Slice{},
+                           at(BufferId::kOutput, seg.begin, es), seg.count * es));
       }
     }
   }
 }
 
-void planRingReduceScatter(const CollectiveArgs& args, const PlanParams& params,
-                           size_t chunkElems, Schedule* schedule) {
+Generator<Step> ringReduceScatterSteps(CollectiveArgs args, PlanParams params, size_t chunkElems,
+                                       int c) {
   const int n = params.nranks;
   const int r = params.rank;
   const size_t es = dataTypeSize(args.dtype);
@@ -84,8 +92,7 @@ void planRingReduceScatter(const CollectiveArgs& args, const PlanParams& params,
   const int prev = mod(r - 1, n);
   const int divisor = args.op == ReduceOp::kAvg ? n : 0;
   const size_t block = args.count;  // elements each rank ends with
-  for (int c = 0; c < params.nchannels; ++c) {
-    std::vector<Step>& steps = schedule->channels[c];
+  {
     Range channel = splitEven(0, block, params.nchannels, c);
     int slot = 0;
     for (size_t done = 0; done < channel.count; done += chunkElems) {
@@ -95,53 +102,70 @@ void planRingReduceScatter(const CollectiveArgs& args, const PlanParams& params,
         return at(BufferId::kInput, static_cast<size_t>(mod(owner, n)) * block + inBlock, es);
       };
       // At step s rank r handles block r - 1 - s; the last step (s = n - 1) is block r.
-      steps.push_back(makeStep(StepKind::kSend, next, -1, inputOf(r - 1), Slice{}, chunk * es));
+      co_yield (makeStep(StepKind::kSend, next, -1, inputOf(r - 1), Slice{}, chunk * es));
       for (int s = 1; s < n - 1; ++s) {
         Slice scratch{BufferId::kScratch, static_cast<uint64_t>(slot) * chunkElems * es};
         slot ^= 1;
-        steps.push_back(makeStep(StepKind::kRecvReduceSend, next, prev, inputOf(r - 1 - s),
-                                 scratch, chunk * es));
+        co_yield (makeStep(StepKind::kRecvReduceSend, next, prev, inputOf(r - 1 - s), scratch,
+                           chunk * es));
       }
       Step last = makeStep(StepKind::kRecvReduceCopy, -1, prev, inputOf(r),
                            at(BufferId::kOutput, inBlock, es), chunk * es);
       last.divisor = divisor;
-      steps.push_back(last);
+      co_yield (last);
     }
   }
-  schedule->scratchBytesPerChannel = 2 * chunkElems * es;
 }
 
-void planRingAllGather(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
-                       Schedule* schedule) {
+Generator<Step> ringAllGatherSteps(CollectiveArgs args, PlanParams params, size_t chunkElems,
+                                   int c) {
   const int n = params.nranks;
   const int r = params.rank;
   const size_t es = dataTypeSize(args.dtype);
   const int next = mod(r + 1, n);
   const int prev = mod(r - 1, n);
   const size_t block = args.count;
-  for (int c = 0; c < params.nchannels; ++c) {
-    std::vector<Step>& steps = schedule->channels[c];
+  {
     Range channel = splitEven(0, block, params.nchannels, c);
-    if (channel.count == 0) continue;
+    if (channel.count == 0) co_return;
     // Own block into place (a no-op when in place), then around the ring.
-    steps.push_back(makeStep(StepKind::kCopy, -1, -1, at(BufferId::kInput, channel.begin, es),
-                             at(BufferId::kOutput, r * block + channel.begin, es),
-                             channel.count * es));
+    co_yield (makeStep(StepKind::kCopy, -1, -1, at(BufferId::kInput, channel.begin, es),
+                       at(BufferId::kOutput, r * block + channel.begin, es), channel.count * es));
     for (size_t done = 0; done < channel.count; done += chunkElems) {
       const size_t chunk = std::min(chunkElems, channel.count - done);
       const size_t inBlock = channel.begin + done;
       auto outputOf = [&](int owner) {
         return at(BufferId::kOutput, static_cast<size_t>(mod(owner, n)) * block + inBlock, es);
       };
-      steps.push_back(makeStep(StepKind::kSend, next, -1, at(BufferId::kInput, inBlock, es),
-                               Slice{}, chunk * es));
+      co_yield (makeStep(StepKind::kSend, next, -1, at(BufferId::kInput, inBlock, es), Slice{},
+                         chunk * es));
       for (int s = 1; s < n; ++s) {
         StepKind kind = s == n - 1 ? StepKind::kRecv : StepKind::kRecvCopySend;
-        steps.push_back(makeStep(kind, kind == StepKind::kRecv ? -1 : next, prev, Slice{},
-                                 outputOf(r - s), chunk * es));
+        co_yield (makeStep(kind, kind == StepKind::kRecv ? -1 : next, prev, Slice{},
+                           outputOf(r - s), chunk * es));
       }
     }
   }
+}
+
+void planRingAllReduce(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
+                       Schedule* schedule) {
+  collectSteps(args, params, chunkElems, ringAllReduceSteps, schedule);
+}
+
+void planRingReduceScatter(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
+                           Schedule* schedule) {
+  collectSteps(args, params, chunkElems, ringReduceScatterSteps, schedule);
+  schedule->scratchBytesPerChannel = ringReduceScatterScratch(args, chunkElems);
+}
+
+void planRingAllGather(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
+                       Schedule* schedule) {
+  collectSteps(args, params, chunkElems, ringAllGatherSteps, schedule);
+}
+
+size_t ringReduceScatterScratch(const CollectiveArgs& args, size_t chunkElems) {
+  return 2 * chunkElems * dataTypeSize(args.dtype);
 }
 
 }  // namespace collie

@@ -5,20 +5,35 @@
 
 #include <algorithm>
 
+#include "core/plan/generator.h"
 #include "core/plan/schedule.h"
 
 namespace collie {
 
 void planRingAllReduce(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
                        Schedule* schedule);
-void planRingReduceScatter(const CollectiveArgs& args, const PlanParams& params,
-                           size_t chunkElems, Schedule* schedule);
+void planRingReduceScatter(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
+                           Schedule* schedule);
 void planRingAllGather(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
                        Schedule* schedule);
+// The ring steps of one channel, produced lazily (same steps as the plan* functions).
+Generator<Step> ringAllReduceSteps(CollectiveArgs args, PlanParams params, size_t chunkElems,
+                                   int channel);
+Generator<Step> ringReduceScatterSteps(CollectiveArgs args, PlanParams params, size_t chunkElems,
+                                       int channel);
+Generator<Step> ringAllGatherSteps(CollectiveArgs args, PlanParams params, size_t chunkElems,
+                                   int channel);
+size_t ringReduceScatterScratch(const CollectiveArgs& args, size_t chunkElems);
 void planChainBroadcast(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
                         Schedule* schedule);
 void planChainReduce(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
                      Schedule* schedule);
+void planTreeAllReduce(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
+                       Schedule* schedule);
+void planTreeBroadcast(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
+                       Schedule* schedule);
+void planTreeReduce(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
+                    Schedule* schedule);
 void planPointToPoint(const CollectiveArgs& args, const PlanParams& params, Schedule* schedule);
 void planBarrier(const PlanParams& params, Schedule* schedule);
 

@@ -1,5 +1,6 @@
 #include "core/plan/schedule.h"
 
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "core/plan/ring_plans.h"
@@ -15,24 +16,31 @@ size_t Schedule::stepCount() const {
 size_t inputBytes(const CollectiveArgs& args, int nranks) {
   size_t bytes = args.count * dataTypeSize(args.dtype);
   switch (args.kind) {
-    case CollectiveKind::kReduceScatter: return bytes * nranks;
+    case CollectiveKind::kReduceScatter:
+      return bytes * nranks;
     case CollectiveKind::kRecv:
-    case CollectiveKind::kBarrier: return 0;
-    default: return bytes;
+    case CollectiveKind::kBarrier:
+      return 0;
+    default:
+      return bytes;
   }
 }
 
 size_t outputBytes(const CollectiveArgs& args, int nranks) {
   size_t bytes = args.count * dataTypeSize(args.dtype);
   switch (args.kind) {
-    case CollectiveKind::kAllGather: return bytes * nranks;
+    case CollectiveKind::kAllGather:
+      return bytes * nranks;
     case CollectiveKind::kSend:
-    case CollectiveKind::kBarrier: return 0;
-    default: return bytes;
+    case CollectiveKind::kBarrier:
+      return 0;
+    default:
+      return bytes;
   }
 }
 
-Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& params) {
+namespace {
+Status checkCommon(const CollectiveArgs& args, const PlanParams& params) {
   if (params.nranks < 1 || params.rank < 0 || params.rank >= params.nranks) {
     return invalidArgument("rank " + std::to_string(params.rank) + " is outside [0, " +
                            std::to_string(params.nranks) + ")");
@@ -40,6 +48,45 @@ Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& par
   if (params.nchannels < 1) return invalidArgument("nchannels must be at least 1");
   if (!isValid(args.dtype)) return invalidArgument("unknown dtype");
   if (!isValid(args.op)) return invalidArgument("unknown reduction op");
+  return Status();
+}
+
+Generator<Step> yieldSteps(std::shared_ptr<const Schedule> schedule, int channel) {
+  for (const Step& step : schedule->channels[channel]) co_yield step;
+}
+}  // namespace
+
+Result<std::vector<Generator<Step>>> streamSchedule(const CollectiveArgs& args,
+                                                    const PlanParams& params,
+                                                    size_t* scratchBytesPerChannel) {
+  COLLIE_RETURN_IF_ERROR(checkCommon(args, params));
+  std::vector<Generator<Step>> channels;
+  const bool ring = params.algorithm == Algorithm::kRing || params.algorithm == Algorithm::kAuto;
+  const size_t chunkElems = std::max<size_t>(1, params.chunkBytes / dataTypeSize(args.dtype));
+  if (ring && params.nranks > 1 &&
+      (args.kind == CollectiveKind::kAllReduce || args.kind == CollectiveKind::kReduceScatter ||
+       args.kind == CollectiveKind::kAllGather)) {
+    auto generate = args.kind == CollectiveKind::kAllReduce       ? ringAllReduceSteps
+                    : args.kind == CollectiveKind::kReduceScatter ? ringReduceScatterSteps
+                                                                  : ringAllGatherSteps;
+    for (int c = 0; c < params.nchannels; ++c) {
+      channels.push_back(generate(args, params, chunkElems, c));
+    }
+    *scratchBytesPerChannel = args.kind == CollectiveKind::kReduceScatter
+                                  ? ringReduceScatterScratch(args, chunkElems)
+                                  : 0;
+    return channels;
+  }
+  Result<Schedule> built = buildSchedule(args, params);
+  if (!built.isOk()) return built.status();
+  auto shared = std::make_shared<const Schedule>(std::move(built).value());
+  for (int c = 0; c < params.nchannels; ++c) channels.push_back(yieldSteps(shared, c));
+  *scratchBytesPerChannel = shared->scratchBytesPerChannel;
+  return channels;
+}
+
+Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& params) {
+  COLLIE_RETURN_IF_ERROR(checkCommon(args, params));
   const size_t es = dataTypeSize(args.dtype);
   const size_t chunkElems = std::max<size_t>(1, params.chunkBytes / es);
 
@@ -54,12 +101,13 @@ Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& par
     case CollectiveKind::kAllReduce:
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kAllGather: {
-      if (wantsTree || params.algorithm == Algorithm::kChain) {
+      const bool treeAllReduce = wantsTree && args.kind == CollectiveKind::kAllReduce;
+      if ((wantsTree && !treeAllReduce) || params.algorithm == Algorithm::kChain) {
         return unsupported(std::string(algorithmName(params.algorithm)) + " " +
                            std::string(collectiveName(args.kind)) +
-                           " is not implemented in this build; use ring or auto");
+                           " is not implemented; use ring or auto");
       }
-      schedule.algorithm = Algorithm::kRing;
+      schedule.algorithm = treeAllReduce ? Algorithm::kTree : Algorithm::kRing;
       if (params.nranks == 1) {
         Step copy;
         copy.kind = StepKind::kCopy;
@@ -68,6 +116,8 @@ Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& par
         copy.bytes = args.count * es;
         copy.divisor = args.op == ReduceOp::kAvg && args.kind != CollectiveKind::kAllGather ? 1 : 0;
         if (copy.bytes > 0) schedule.channels[0].push_back(copy);
+      } else if (treeAllReduce) {
+        planTreeAllReduce(args, params, chunkElems, &schedule);
       } else if (args.kind == CollectiveKind::kAllReduce) {
         planRingAllReduce(args, params, chunkElems, &schedule);
       } else if (args.kind == CollectiveKind::kReduceScatter) {
@@ -83,15 +133,11 @@ Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& par
         return invalidArgument("root " + std::to_string(args.root) + " is outside [0, " +
                                std::to_string(params.nranks) + ")");
       }
-      if (wantsTree) {
-        return unsupported("tree " + std::string(collectiveName(args.kind)) +
-                           " is not implemented in this build; use chain or auto");
-      }
-      schedule.algorithm = Algorithm::kChain;
+      schedule.algorithm = wantsTree ? Algorithm::kTree : Algorithm::kChain;
       if (args.kind == CollectiveKind::kBroadcast) {
-        planChainBroadcast(args, params, chunkElems, &schedule);
+        (wantsTree ? planTreeBroadcast : planChainBroadcast)(args, params, chunkElems, &schedule);
       } else {
-        planChainReduce(args, params, chunkElems, &schedule);
+        (wantsTree ? planTreeReduce : planChainReduce)(args, params, chunkElems, &schedule);
       }
       break;
     case CollectiveKind::kSend:
@@ -114,13 +160,20 @@ Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& par
 
 std::string stepKindName(StepKind kind) {
   switch (kind) {
-    case StepKind::kSend: return "Send";
-    case StepKind::kRecv: return "Recv";
-    case StepKind::kSendRecv: return "SendRecv";
-    case StepKind::kRecvReduceSend: return "RecvReduceSend";
-    case StepKind::kRecvReduceCopy: return "RecvReduceCopy";
-    case StepKind::kRecvCopySend: return "RecvCopySend";
-    case StepKind::kCopy: return "Copy";
+    case StepKind::kSend:
+      return "Send";
+    case StepKind::kRecv:
+      return "Recv";
+    case StepKind::kSendRecv:
+      return "SendRecv";
+    case StepKind::kRecvReduceSend:
+      return "RecvReduceSend";
+    case StepKind::kRecvReduceCopy:
+      return "RecvReduceCopy";
+    case StepKind::kRecvCopySend:
+      return "RecvCopySend";
+    case StepKind::kCopy:
+      return "Copy";
   }
   return "?";
 }
@@ -128,9 +181,12 @@ std::string stepKindName(StepKind kind) {
 namespace {
 const char* bufferName(BufferId id) {
   switch (id) {
-    case BufferId::kInput: return "input";
-    case BufferId::kOutput: return "output";
-    case BufferId::kScratch: return "scratch";
+    case BufferId::kInput:
+      return "input";
+    case BufferId::kOutput:
+      return "output";
+    case BufferId::kScratch:
+      return "scratch";
   }
   return "?";
 }

@@ -29,6 +29,7 @@
 
 #include "collie/status.h"
 #include "collie/types.h"
+#include "core/plan/generator.h"
 
 namespace collie {
 
@@ -96,6 +97,13 @@ size_t outputBytes(const CollectiveArgs& args, int nranks);
 // Builds the schedule, or InvalidArgument / Unsupported (e.g. an algorithm this build
 // does not implement for that collective).
 Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& params);
+
+// The same steps as buildSchedule(), one generator per channel, produced lazily where
+// the generator supports it (ring), so that thousands of virtual ranks with thousands
+// of steps each fit in memory. *scratchBytesPerChannel receives the scratch size.
+Result<std::vector<Generator<Step>>> streamSchedule(const CollectiveArgs& args,
+                                                    const PlanParams& params,
+                                                    size_t* scratchBytesPerChannel);
 
 std::string stepKindName(StepKind kind);
 std::string scheduleToJson(const Schedule& schedule);

@@ -2,27 +2,282 @@
 
 #include <cstring>
 #include <deque>
-#include <map>
-#include <tuple>
+#include <unordered_map>
 
 #include "core/kernel/reduce_backend.h"
 
 namespace collie {
 namespace {
 
-struct RankState {
-  std::vector<size_t> next;  // per channel: index of the next step
-  std::vector<bool> sent;    // per channel: the current kSendRecv step already sent
-  std::vector<std::vector<uint8_t>> scratch;
-  std::vector<uint8_t> staging;
+struct Link {
+  int sender = 0;
+  int receiver = 0;
+  std::vector<uint8_t> data;  // queued payloads, back to back
+  size_t readPos = 0;
+  std::deque<uint64_t> sizes;
+  uint64_t totalBytes = 0;
+  int waiter = -1;  // unit blocked on this link
 };
 
-using Link = std::tuple<int, int, int>;  // sender, receiver, channel
+// One rank's channel: its step generator and where it stands.
+struct Unit {
+  Generator<Step> steps;
+  Step current;
+  bool hasCurrent = false;
+  bool sent = false;  // the current kSendRecv already sent
+  bool done = false;
+  bool queued = false;
+  uint64_t index = 0;
+};
 
-// In place, one buffer holds both: all-gather's input is its block of the output,
-// reduce-scatter's output is its block of the input, the others share one buffer.
-size_t blockOffset(const CollectiveArgs& args, int rank) {
-  return rank * args.count * dataTypeSize(args.dtype);
+class Runner {
+ public:
+  Runner(int nranks, int nchannels, const CollectiveArgs& args, std::vector<SimulatedRank>* ranks,
+         bool inPlace)
+      : n_(nranks),
+        channels_(nchannels),
+        args_(args),
+        ranks_(ranks),
+        inPlace_(inPlace),
+        kernels_(hostReduceBackend()),
+        units_(static_cast<size_t>(nranks) * nchannels),
+        scratch_(units_.size()),
+        stepsPerRank_(nranks, 0) {}
+
+  void setRank(int rank, std::vector<Generator<Step>> steps, size_t scratchBytes) {
+    for (int c = 0; c < channels_; ++c) {
+      Unit& unit = units_[rank * channels_ + c];
+      if (c < static_cast<int>(steps.size())) unit.steps = std::move(steps[c]);
+      if (ranks_ && scratchBytes) scratch_[rank * channels_ + c].resize(scratchBytes);
+    }
+  }
+
+  Status run(SimulationStats* stats);
+
+ private:
+  uint8_t* pointer(int rank, int channel, const Slice& slice);
+  Link& link(int sender, int receiver, int channel);
+  void send(int rank, int channel, int peer, const uint8_t* data, uint64_t bytes);
+  Status execute(int id);
+  void wake(int id) {
+    if (!units_[id].queued && !units_[id].done) {
+      units_[id].queued = true;
+      work_.push_back(id);
+    }
+  }
+
+  const int n_;
+  const int channels_;
+  const CollectiveArgs args_;
+  std::vector<SimulatedRank>* ranks_;
+  const bool inPlace_;
+  const ReduceBackend& kernels_;
+  std::vector<Unit> units_;
+  std::vector<std::vector<uint8_t>> scratch_;
+  std::vector<uint64_t> stepsPerRank_;
+  std::unordered_map<uint64_t, size_t> linkIndex_;
+  std::deque<Link> links_;
+  std::deque<int> work_;
+  SimulationStats local_;
+};
+
+uint8_t* Runner::pointer(int rank, int channel, const Slice& slice) {
+  SimulatedRank& buffers = (*ranks_)[rank];
+  const size_t block = rank * args_.count * dataTypeSize(args_.dtype);
+  switch (slice.buffer) {
+    case BufferId::kInput:
+      if (!inPlace_ || args_.kind == CollectiveKind::kReduceScatter) {
+        return buffers.input.data() + slice.offset;
+      }
+      if (args_.kind == CollectiveKind::kAllGather) {
+        return buffers.output.data() + block + slice.offset;
+      }
+      return buffers.output.data() + slice.offset;
+    case BufferId::kOutput:
+      if (inPlace_ && args_.kind == CollectiveKind::kReduceScatter) {
+        return buffers.input.data() + block + slice.offset;
+      }
+      return buffers.output.data() + slice.offset;
+    case BufferId::kScratch:
+      return scratch_[rank * channels_ + channel].data() + slice.offset;
+  }
+  return nullptr;
+}
+
+Link& Runner::link(int sender, int receiver, int channel) {
+  const uint64_t key =
+      (static_cast<uint64_t>(sender) * n_ + static_cast<uint64_t>(receiver)) * channels_ + channel;
+  auto [it, inserted] = linkIndex_.try_emplace(key, links_.size());
+  if (inserted) {
+    links_.emplace_back();
+    links_.back().sender = sender;
+    links_.back().receiver = receiver;
+  }
+  return links_[it->second];
+}
+
+void Runner::send(int rank, int channel, int peer, const uint8_t* data, uint64_t bytes) {
+  Link& out = link(rank, peer, channel);
+  if (ranks_ && bytes) out.data.insert(out.data.end(), data, data + bytes);
+  out.sizes.push_back(bytes);
+  out.totalBytes += bytes;
+  local_.messages++;
+  local_.bytesMoved += bytes;
+  if (out.waiter >= 0) {
+    wake(out.waiter);
+    out.waiter = -1;
+  }
+}
+
+Status Runner::execute(int id) {
+  Unit& unit = units_[id];
+  const int r = id / channels_;
+  const int c = id % channels_;
+  const bool data = ranks_ != nullptr;
+  const size_t es = dataTypeSize(args_.dtype);
+  while (true) {
+    if (!unit.hasCurrent) {
+      if (!unit.steps.next(&unit.current)) {
+        unit.done = true;
+        return Status();
+      }
+      unit.hasCurrent = true;
+      unit.sent = false;
+    }
+    const Step& step = unit.current;
+    if (step.kind == StepKind::kSendRecv && !unit.sent) {
+      send(r, c, step.sendPeer, data ? pointer(r, c, step.src) : nullptr, step.bytes);
+      unit.sent = true;
+    }
+    const uint8_t* incoming = nullptr;
+    if (step.kind != StepKind::kSend && step.kind != StepKind::kCopy) {
+      if (step.recvPeer < 0 || step.recvPeer >= n_) {
+        return internalError("rank " + std::to_string(r) + " receives from invalid rank " +
+                             std::to_string(step.recvPeer));
+      }
+      Link& in = link(step.recvPeer, r, c);
+      if (in.sizes.empty()) {
+        in.waiter = id;
+        return Status();
+      }
+      const uint64_t size = in.sizes.front();
+      if (size != step.bytes) {
+        return mismatchError("rank " + std::to_string(r) + " channel " + std::to_string(c) +
+                                 " step " + std::to_string(unit.index) + " expected " +
+                                 std::to_string(step.bytes) + " bytes from rank " +
+                                 std::to_string(step.recvPeer) + ", got " + std::to_string(size),
+                             step.recvPeer);
+      }
+      in.sizes.pop_front();
+      if (data) {
+        incoming = in.data.data() + in.readPos;
+        in.readPos += size;
+      }
+      // `incoming` stays valid while the step runs: its sends go out on links whose
+      // sender is this rank, never on this one. The buffer is reset once drained.
+    }
+    if (step.kind == StepKind::kSend && (step.sendPeer < 0 || step.sendPeer >= n_)) {
+      return internalError("rank " + std::to_string(r) + " sends to invalid rank " +
+                           std::to_string(step.sendPeer));
+    }
+    const size_t count = step.bytes / es;
+    switch (step.kind) {
+      case StepKind::kSend:
+        send(r, c, step.sendPeer, data ? pointer(r, c, step.src) : nullptr, step.bytes);
+        break;
+      case StepKind::kSendRecv:
+      case StepKind::kRecv:
+        if (data && step.bytes) std::memcpy(pointer(r, c, step.dst), incoming, step.bytes);
+        break;
+      case StepKind::kRecvCopySend:
+        if (data && step.bytes) std::memcpy(pointer(r, c, step.dst), incoming, step.bytes);
+        send(r, c, step.sendPeer, data ? pointer(r, c, step.dst) : nullptr, step.bytes);
+        break;
+      case StepKind::kRecvReduceSend:
+      case StepKind::kRecvReduceCopy:
+        if (data) {
+          uint8_t* dst = pointer(r, c, step.dst);
+          if (step.dst.buffer == BufferId::kScratch) {
+            // Like the engine: the message lands in the scratch slot itself.
+            if (step.bytes) std::memcpy(dst, incoming, step.bytes);
+            incoming = dst;
+          }
+          kernels_.reduce(dst, pointer(r, c, step.src), incoming, count, args_.dtype, args_.op,
+                          step.divisor);
+        }
+        if (step.kind == StepKind::kRecvReduceSend) {
+          send(r, c, step.sendPeer, data ? pointer(r, c, step.dst) : nullptr, step.bytes);
+        }
+        break;
+      case StepKind::kCopy:
+        if (data) {
+          uint8_t* src = pointer(r, c, step.src);
+          uint8_t* dst = pointer(r, c, step.dst);
+          if (step.divisor > 1) {
+            kernels_.divide(dst, src, count, args_.dtype, step.divisor);
+          } else if (src != dst && step.bytes) {
+            std::memmove(dst, src, step.bytes);
+          }
+        }
+        break;
+    }
+    if (data && step.kind != StepKind::kSend && step.kind != StepKind::kCopy) {
+      Link& in = link(step.recvPeer, r, c);
+      if (in.sizes.empty()) {
+        in.data.clear();
+        in.readPos = 0;
+      }
+    }
+    unit.hasCurrent = false;
+    unit.index++;
+    stepsPerRank_[r]++;
+    local_.steps++;
+  }
+}
+
+Status Runner::run(SimulationStats* stats) {
+  for (size_t id = 0; id < units_.size(); ++id) wake(static_cast<int>(id));
+  while (!work_.empty()) {
+    int id = work_.front();
+    work_.pop_front();
+    units_[id].queued = false;
+    COLLIE_RETURN_IF_ERROR(execute(id));
+  }
+  for (size_t id = 0; id < units_.size(); ++id) {
+    const Unit& unit = units_[id];
+    if (!unit.done) {
+      return internalError("schedule deadlock: rank " + std::to_string(id / channels_) +
+                           " channel " + std::to_string(id % channels_) + " waits at step " +
+                           std::to_string(unit.index) + " for rank " +
+                           std::to_string(unit.current.recvPeer));
+    }
+  }
+  std::unordered_map<uint64_t, uint64_t> pairBytes;
+  for (const Link& l : links_) {
+    if (!l.sizes.empty()) {
+      return internalError("rank " + std::to_string(l.sender) + " sent " +
+                           std::to_string(l.sizes.size()) + " message(s) to rank " +
+                           std::to_string(l.receiver) + " that were never received");
+    }
+    pairBytes[static_cast<uint64_t>(l.sender) * n_ + l.receiver] += l.totalBytes;
+  }
+  for (const auto& [pair, bytes] : pairBytes) {
+    if (bytes > 0) local_.links++;
+    if (bytes > local_.maxBytesOnOneLink || local_.busiestSender < 0) {
+      local_.maxBytesOnOneLink = bytes;
+      local_.busiestSender = static_cast<int>(pair / n_);
+      local_.busiestReceiver = static_cast<int>(pair % n_);
+    }
+  }
+  for (uint64_t steps : stepsPerRank_) {
+    local_.maxStepsOnOneRank = std::max(local_.maxStepsOnOneRank, steps);
+  }
+  if (stats) *stats = local_;
+  return Status();
+}
+
+Generator<Step> stepsOf(const Schedule* schedule, size_t channel) {
+  for (const Step& step : schedule->channels[channel]) co_yield step;
 }
 
 }  // namespace
@@ -31,142 +286,37 @@ Status simulateSchedules(const std::vector<Schedule>& schedules, std::vector<Sim
                          bool inPlace, SimulationStats* stats) {
   const int n = static_cast<int>(schedules.size());
   if (static_cast<int>(ranks->size()) != n) return invalidArgument("one buffer set per rank");
-  const ReduceBackend& kernels = hostReduceBackend();
-  std::vector<RankState> state(n);
-  std::map<Link, std::deque<std::vector<uint8_t>>> links;
-  std::map<std::pair<int, int>, uint64_t> linkBytes;
-  SimulationStats local;
-
+  if (n == 0) return Status();
+  int nchannels = 1;
+  for (const Schedule& s : schedules) {
+    nchannels = std::max(nchannels, static_cast<int>(s.channels.size()));
+  }
+  Runner runner(n, nchannels, schedules[0].args, ranks, inPlace);
   for (int r = 0; r < n; ++r) {
-    const Schedule& s = schedules[r];
-    state[r].next.assign(s.channels.size(), 0);
-    state[r].sent.assign(s.channels.size(), false);
-    state[r].scratch.assign(s.channels.size(), std::vector<uint8_t>(s.scratchBytesPerChannel));
+    std::vector<Generator<Step>> steps;
+    for (size_t c = 0; c < schedules[r].channels.size(); ++c) {
+      steps.push_back(stepsOf(&schedules[r], c));
+    }
+    runner.setRank(r, std::move(steps), schedules[r].scratchBytesPerChannel);
   }
+  return runner.run(stats);
+}
 
-  auto pointer = [&](int r, int channel, const Slice& slice) -> uint8_t* {
-    SimulatedRank& buffers = (*ranks)[r];
-    const CollectiveKind kind = schedules[r].args.kind;
-    switch (slice.buffer) {
-      case BufferId::kInput:
-        if (!inPlace || kind == CollectiveKind::kReduceScatter) {
-          return buffers.input.data() + slice.offset;
-        }
-        if (kind == CollectiveKind::kAllGather) {
-          return buffers.output.data() + blockOffset(schedules[r].args, r) + slice.offset;
-        }
-        return buffers.output.data() + slice.offset;
-      case BufferId::kOutput:
-        if (inPlace && kind == CollectiveKind::kReduceScatter) {
-          return buffers.input.data() + blockOffset(schedules[r].args, r) + slice.offset;
-        }
-        return buffers.output.data() + slice.offset;
-      case BufferId::kScratch: return state[r].scratch[channel].data() + slice.offset;
-    }
-    return nullptr;
-  };
-
-  bool remaining = true;
-  while (remaining) {
-    remaining = false;
-    bool progressed = false;
-    for (int r = 0; r < n; ++r) {
-      const Schedule& schedule = schedules[r];
-      for (size_t c = 0; c < schedule.channels.size(); ++c) {
-        const auto& steps = schedule.channels[c];
-        size_t& index = state[r].next[c];
-        while (index < steps.size()) {
-          const Step& step = steps[index];
-          const size_t count = step.bytes / dataTypeSize(schedule.args.dtype);
-          auto sendFrom = [&](const uint8_t* data) {
-            links[Link{r, step.sendPeer, static_cast<int>(c)}].emplace_back(data,
-                                                                           data + step.bytes);
-            local.messages++;
-            local.bytesMoved += step.bytes;
-            linkBytes[{r, step.sendPeer}] += step.bytes;
-          };
-          // A kSendRecv sends before it waits, like the engine posts both at once.
-          if (step.kind == StepKind::kSendRecv && !state[r].sent[c]) {
-            sendFrom(pointer(r, c, step.src));
-            state[r].sent[c] = true;
-            progressed = true;
-          }
-          std::vector<uint8_t> incoming;
-          bool receives = step.kind != StepKind::kSend && step.kind != StepKind::kCopy;
-          if (receives) {
-            auto& queue = links[Link{step.recvPeer, r, static_cast<int>(c)}];
-            if (queue.empty()) break;  // wait for the peer
-            incoming = std::move(queue.front());
-            queue.pop_front();
-            if (incoming.size() != step.bytes) {
-              return mismatchError("rank " + std::to_string(r) + " channel " + std::to_string(c) +
-                                       " step " + std::to_string(index) + " expected " +
-                                       std::to_string(step.bytes) + " bytes from rank " +
-                                       std::to_string(step.recvPeer) + ", got " +
-                                       std::to_string(incoming.size()),
-                                   step.recvPeer);
-            }
-          }
-          switch (step.kind) {
-            case StepKind::kSend: sendFrom(pointer(r, c, step.src)); break;
-            case StepKind::kSendRecv:
-              state[r].sent[c] = false;
-              if (step.bytes) std::memcpy(pointer(r, c, step.dst), incoming.data(), step.bytes);
-              break;
-            case StepKind::kRecv:
-              if (step.bytes) std::memcpy(pointer(r, c, step.dst), incoming.data(), step.bytes);
-              break;
-            case StepKind::kRecvCopySend:
-              if (step.bytes) std::memcpy(pointer(r, c, step.dst), incoming.data(), step.bytes);
-              sendFrom(pointer(r, c, step.dst));
-              break;
-            case StepKind::kRecvReduceSend:
-            case StepKind::kRecvReduceCopy:
-              kernels.reduce(pointer(r, c, step.dst), pointer(r, c, step.src), incoming.data(),
-                             count, schedule.args.dtype, schedule.args.op, step.divisor);
-              if (step.kind == StepKind::kRecvReduceSend) sendFrom(pointer(r, c, step.dst));
-              break;
-            case StepKind::kCopy: {
-              uint8_t* src = pointer(r, c, step.src);
-              uint8_t* dst = pointer(r, c, step.dst);
-              if (step.divisor > 1) {
-                kernels.divide(dst, src, count, schedule.args.dtype, step.divisor);
-              } else if (src != dst && step.bytes) {
-                std::memmove(dst, src, step.bytes);
-              }
-              break;
-            }
-          }
-          ++index;
-          progressed = true;
-        }
-        if (index < steps.size()) remaining = true;
-      }
-    }
-    if (remaining && !progressed) {
-      for (int r = 0; r < n; ++r) {
-        for (size_t c = 0; c < schedules[r].channels.size(); ++c) {
-          size_t index = state[r].next[c];
-          if (index < schedules[r].channels[c].size()) {
-            return internalError("schedule deadlock: rank " + std::to_string(r) + " channel " +
-                                 std::to_string(c) + " waits at step " + std::to_string(index) +
-                                 " for rank " +
-                                 std::to_string(schedules[r].channels[c][index].recvPeer));
-          }
-        }
-      }
-    }
+Status simulateCollective(const CollectiveArgs& args, const PlanParams& params,
+                          std::vector<SimulatedRank>* ranks, bool inPlace, SimulationStats* stats) {
+  if (ranks && static_cast<int>(ranks->size()) != params.nranks) {
+    return invalidArgument("one buffer set per rank");
   }
-  for (auto& [link, queue] : links) {
-    if (!queue.empty()) {
-      return internalError("rank " + std::to_string(std::get<0>(link)) + " sent " +
-                           std::to_string(queue.size()) + " message(s) to rank " +
-                           std::to_string(std::get<1>(link)) + " that were never received");
-    }
+  Runner runner(params.nranks, params.nchannels, args, ranks, inPlace);
+  for (int r = 0; r < params.nranks; ++r) {
+    PlanParams mine = params;
+    mine.rank = r;
+    size_t scratch = 0;
+    Result<std::vector<Generator<Step>>> steps = streamSchedule(args, mine, &scratch);
+    if (!steps.isOk()) return steps.status();
+    runner.setRank(r, std::move(steps).value(), scratch);
   }
-  for (auto& [pair, bytes] : linkBytes) local.maxBytesOnOneLink = std::max(local.maxBytesOnOneLink, bytes);
-  if (stats) *stats = local;
-  return Status();
+  return runner.run(stats);
 }
 
 }  // namespace collie

@@ -2,7 +2,13 @@
 // through unbounded in-memory FIFOs (one per sender, receiver and channel). It
 // checks that every receive matches the size of the message it gets and that no rank
 // waits forever (deadlock), and leaves each rank's output buffer for the caller to
-// verify. Used by the schedule tests and `collie sim`.
+// verify. It models the engine where that matters for correctness: a reduction whose
+// destination is a scratch slot receives straight into that slot (so a schedule that
+// reduces a slot into itself is caught), and a channel runs its steps in order.
+//
+// Ranks are run from a work list (a rank runs until it waits for a message; a message
+// wakes its receiver), so the cost is linear in the number of steps. Used by the
+// schedule tests and `collie sim`.
 //
 // Thread safety: a call uses only its arguments; concurrent calls are independent.
 #pragma once
@@ -21,9 +27,14 @@ struct SimulatedRank {
 };
 
 struct SimulationStats {
+  uint64_t steps = 0;  // over all ranks and channels
+  uint64_t maxStepsOnOneRank = 0;
   uint64_t messages = 0;
   uint64_t bytesMoved = 0;
+  uint64_t links = 0;              // directed (sender, receiver) pairs that carried data
   uint64_t maxBytesOnOneLink = 0;  // busiest directed (sender, receiver) pair
+  int busiestSender = -1;
+  int busiestReceiver = -1;
 };
 
 // `schedules[r]` must be the schedule of rank r. `ranks` holds each rank's buffers.
@@ -32,5 +43,11 @@ struct SimulationStats {
 // `input` (and `output` is unused), every other collective uses `output` for both.
 Status simulateSchedules(const std::vector<Schedule>& schedules, std::vector<SimulatedRank>* ranks,
                          bool inPlace, SimulationStats* stats);
+
+// Generates every rank's steps lazily with the real generator (streamSchedule) and
+// runs them. With `ranks` null no data moves: only message sizes, order and deadlock
+// freedom are checked and the statistics gathered (for sizes too large to hold).
+Status simulateCollective(const CollectiveArgs& args, const PlanParams& params,
+                          std::vector<SimulatedRank>* ranks, bool inPlace, SimulationStats* stats);
 
 }  // namespace collie

@@ -60,6 +60,15 @@ struct Options {
 
 class Engine;
 
+// One operation of a point-to-point group (Communicator::sendRecv).
+struct PointToPoint {
+  bool isSend = true;
+  void* buffer = nullptr;  // read for a send, written for a receive
+  size_t count = 0;
+  DataType dtype = DataType::kUint8;
+  int peer = -1;
+};
+
 class Communicator {
  public:
   // Joins the job named by `id` as `rank` of `nranks`. Blocks until every rank joined
@@ -101,6 +110,22 @@ class Communicator {
   Result<Work> send(const void* buf, size_t count, DataType dtype, int peer);
   Result<Work> recv(void* buf, size_t count, DataType dtype, int peer);
   Result<Work> barrier();
+  // Runs every operation of `ops` at once: all sends and receives are posted before
+  // any is waited for, so any set of operations that the peers match (the n-th send to
+  // a peer with that peer's n-th receive from this rank, grouped or not) completes
+  // without deadlock whatever the sizes and the order of the list. One Work for all.
+  Result<Work> sendRecv(const std::vector<PointToPoint>& ops);
+
+  // Splits this communicator (collective over all its ranks, like MPI_Comm_split):
+  // ranks passing the same color >= 0 form a new communicator, ranked by (key, rank
+  // here). A negative color joins none and yields a null pointer. The new
+  // communicator reuses this one's store and options; `options` fields that are set
+  // override them. Blocks until the new communicator is up.
+  Result<std::unique_ptr<Communicator>> split(int color, int key, const Options& options = {});
+
+  // The sticky error of this communicator: OK while healthy, the first failure of a
+  // collective otherwise (RemoteError naming a dead peer, Timeout, Aborted, ...).
+  Status asyncError() const;
 
   // Fails every pending and later collective with Aborted and closes every connection
   // (peers then fail at once, naming this rank). Returns promptly even when peers are
@@ -132,23 +157,19 @@ class Communicator {
   Status checkPeer(const char* what, int peer) const;
   Result<Work> submit(CollectiveKind kind, const void* send, void* recv, size_t count,
                       DataType dtype, ReduceOp op, int root);
-  // Creation once the store is known: `jobKey` prefixes every key of this communicator.
-  static Result<std::unique_ptr<Communicator>> join(const UniqueId& id,
-                                                    std::shared_ptr<Store> store,
-                                                    const std::string& jobKey, int rank, int nranks,
-                                                    const Options& options);
 
   int rank_;
   int nranks_;
   std::unique_ptr<Engine> engine_;
+  // Kept for split() and shrink(): the job id, its store and the options this
+  // communicator got.
+  UniqueId id_;
+  std::shared_ptr<Store> store_;
+  Options options_;
+  int splits_ = 0;
   // Set when this rank hosts the job's rendezvous store (torchrun, mpirun starts).
   std::shared_ptr<StoreServer> storeServer_;
   std::string cleanupFile_;
-  // What shrink() needs to build a sibling communicator.
-  UniqueId id_;
-  std::shared_ptr<Store> store_;
-  std::string jobKey_;
-  Options options_;
   int shrinks_ = 0;
 };
 

@@ -33,7 +33,8 @@ class ReliabilityTest : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(ReliabilityTest, FlightRecorderListsTheLastCollectives) {
-  const std::string path = ::testing::TempDir() + "collie_flight_" + GetParam() + "_%r.json";
+  const std::string path = ::testing::TempDir() + "collie_flight_" + std::to_string(::getpid()) +
+                           "_" + GetParam() + "_%r.json";
   ::setenv("COLLIE_TRACE_DUMP", path.c_str(), 1);
   ::setenv("COLLIE_TRACE_DEPTH", "8", 1);
   auto comms = make(2, 10s);

@@ -1,13 +1,14 @@
 // Schedules checked with no transport: every rank's schedule of a collective is run
 // by the simulator, which moves real bytes between virtual ranks, and each rank's
 // output is compared with the exact expected result.
+#include "core/plan/schedule.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <numeric>
 #include <tuple>
 
-#include "core/plan/schedule.h"
 #include "core/plan/simulator.h"
 
 namespace collie {
@@ -20,10 +21,14 @@ int64_t inputValue(int rank, size_t index) {
 int64_t combine(ReduceOp op, int64_t a, int64_t b) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: return a + b;
-    case ReduceOp::kProd: return a * b;
-    case ReduceOp::kMax: return std::max(a, b);
-    case ReduceOp::kMin: return std::min(a, b);
+    case ReduceOp::kAvg:
+      return a + b;
+    case ReduceOp::kProd:
+      return a * b;
+    case ReduceOp::kMax:
+      return std::max(a, b);
+    case ReduceOp::kMin:
+      return std::min(a, b);
   }
   return 0;
 }
@@ -41,11 +46,9 @@ struct Case {
   ReduceOp op;
 };
 
-class ScheduleTest
-    : public ::testing::TestWithParam<std::tuple<int, CollectiveKind, size_t, int, bool>> {};
-
-TEST_P(ScheduleTest, EveryRankGetsTheExactResult) {
-  auto [nranks, kind, count, nchannels, inPlace] = GetParam();
+// Builds every rank's schedule, simulates it and checks every rank's bytes.
+void checkEveryRank(int nranks, CollectiveKind kind, size_t count, int nchannels, bool inPlace,
+                    Algorithm algorithm) {
   for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
     const int root = nranks > 2 ? 2 : 0;
     CollectiveArgs args;
@@ -61,6 +64,7 @@ TEST_P(ScheduleTest, EveryRankGetsTheExactResult) {
       params.nranks = nranks;
       params.nchannels = nchannels;
       params.chunkBytes = 48;  // 6 elements: many rounds even for small counts
+      params.algorithm = algorithm;
       Result<Schedule> schedule = buildSchedule(args, params);
       ASSERT_TRUE(schedule.isOk()) << schedule.status().toString();
       schedules.push_back(std::move(schedule).value());
@@ -95,28 +99,60 @@ TEST_P(ScheduleTest, EveryRankGetsTheExactResult) {
       for (size_t i = 0; i < outCount; ++i) {
         int64_t expected;
         switch (kind) {
-          case CollectiveKind::kAllReduce: expected = reduced(op, nranks, i); break;
-          case CollectiveKind::kReduceScatter: expected = reduced(op, nranks, r * count + i); break;
-          case CollectiveKind::kAllGather: expected = inputValue(i / count, i % count); break;
-          case CollectiveKind::kBroadcast: expected = inputValue(root, i); break;
+          case CollectiveKind::kAllReduce:
+            expected = reduced(op, nranks, i);
+            break;
+          case CollectiveKind::kReduceScatter:
+            expected = reduced(op, nranks, r * count + i);
+            break;
+          case CollectiveKind::kAllGather:
+            expected = inputValue(i / count, i % count);
+            break;
+          case CollectiveKind::kBroadcast:
+            expected = inputValue(root, i);
+            break;
           case CollectiveKind::kReduce:
             expected = r == root ? reduced(op, nranks, i) : (inPlace ? inputValue(r, i) : sentinel);
             break;
-          default: FAIL();
+          default:
+            FAIL();
         }
-        ASSERT_EQ(out[i], expected) << "rank " << r << " element " << i << " op "
-                                    << reduceOpName(op);
+        ASSERT_EQ(out[i], expected)
+            << "rank " << r << " element " << i << " op " << reduceOpName(op);
       }
     }
     if (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kBroadcast) break;
   }
 }
 
+class ScheduleTest
+    : public ::testing::TestWithParam<std::tuple<int, CollectiveKind, size_t, int, bool>> {};
+
+TEST_P(ScheduleTest, EveryRankGetsTheExactResult) {
+  auto [nranks, kind, count, nchannels, inPlace] = GetParam();
+  checkEveryRank(nranks, kind, count, nchannels, inPlace, Algorithm::kAuto);
+}
+
+class TreeScheduleTest
+    : public ::testing::TestWithParam<std::tuple<int, CollectiveKind, size_t, int, bool>> {};
+
+TEST_P(TreeScheduleTest, EveryRankGetsTheExactResult) {
+  auto [nranks, kind, count, nchannels, inPlace] = GetParam();
+  checkEveryRank(nranks, kind, count, nchannels, inPlace, Algorithm::kTree);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Tree, TreeScheduleTest,
+    ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 16, 17, 31, 64),
+                       ::testing::Values(CollectiveKind::kAllReduce, CollectiveKind::kBroadcast,
+                                         CollectiveKind::kReduce),
+                       ::testing::Values(0, 1, 7, 100, 1023), ::testing::Values(1, 3),
+                       ::testing::Bool()));
+
 INSTANTIATE_TEST_SUITE_P(
     Collectives, ScheduleTest,
     ::testing::Combine(::testing::Range(1, 17),
-                       ::testing::Values(CollectiveKind::kAllReduce,
-                                         CollectiveKind::kReduceScatter,
+                       ::testing::Values(CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter,
                                          CollectiveKind::kAllGather, CollectiveKind::kBroadcast,
                                          CollectiveKind::kReduce),
                        ::testing::Values(0, 1, 7, 100, 1023), ::testing::Values(1, 3),

@@ -1,0 +1,464 @@
+// The NCCL-compatible API, part 1: ids, communicators, errors and memory.
+// Thin maps onto collie::Communicator; no exception crosses the C boundary.
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "collie/store.h"
+#include "core/api/nccl/nccl_internal.h"
+#include "core/config/config.h"
+#include "core/log/log.h"
+#include "core/net/socket.h"
+
+namespace collie::nccl {
+namespace {
+
+thread_local std::string lastError;
+constexpr unsigned kConfigMagic = 0xcafebeef;
+
+// Stores started by ncclGetUniqueId live until the process exits, like NCCL's
+// bootstrap root thread.
+std::mutex serversMutex;
+std::vector<std::unique_ptr<StoreServer>>& servers() {
+  static auto* list = new std::vector<std::unique_ptr<StoreServer>>();
+  return *list;
+}
+
+const char* env(const char* name) {
+  const char* value = std::getenv(name);
+  return (value != nullptr && value[0] != '\0') ? value : nullptr;
+}
+
+// NCCL variables without a collie knob: said once, at the first init.
+void noteIgnoredVariables() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct Ignored {
+      const char* name;
+      const char* why;
+    };
+    const Ignored ignored[] = {
+        {"NCCL_PROTO", "collie has one protocol per transport"},
+        {"NCCL_IB_HCA", "this build has no InfiniBand transport"},
+        {"NCCL_NET", "collie chooses transports itself (COLLIE_TRANSPORT forces one)"},
+        {"NCCL_P2P_DISABLE", "collie has no GPU peer-to-peer path on host buffers"},
+        {"NCCL_P2P_LEVEL", "collie has no GPU peer-to-peer path on host buffers"},
+        {"NCCL_MAX_NCHANNELS", "use NCCL_MIN_NCHANNELS / COLLIE_NCHANNELS"},
+        {"NCCL_NTHREADS", "collie runs one progress thread per communicator"},
+        {"NCCL_LAUNCH_MODE", "collie launches no kernels for host buffers"},
+    };
+    for (const Ignored& var : ignored) {
+      if (const char* value = env(var.name)) {
+        COLLIE_LOG(WARN, INIT) << var.name << "=" << value << " accepted and ignored: " << var.why;
+      }
+    }
+  });
+}
+
+// Options from the NCCL variables that are not plain aliases of a collie knob.
+Options optionsFromEnvironment() {
+  noteIgnoredVariables();
+  Options options;
+  const char* shmDisable = env("NCCL_SHM_DISABLE");
+  if (shmDisable != nullptr && std::string(shmDisable) == "1" &&
+      configString("COLLIE_TRANSPORT").empty()) {
+    options.transport = "tcp";
+  }
+  return options;
+}
+
+struct ConfigFields {
+  bool blocking = true;
+  std::string name;
+};
+
+// Reads the fields collie honours, only as far as the caller's struct reaches.
+ncclResult_t readConfig(const ncclConfig_t* config, ConfigFields* out) {
+  const char* blockingEnv = env("NCCL_COMM_BLOCKING");
+  out->blocking = blockingEnv == nullptr || std::string(blockingEnv) != "0";
+  if (config == nullptr) return ncclSuccess;
+  if (config->magic != kConfigMagic) {
+    return invalidArgumentResult(
+        "ncclConfig_t was not initialised with NCCL_CONFIG_INITIALIZER (bad magic)");
+  }
+  auto covers = [&](size_t offset, size_t bytes) { return config->size >= offset + bytes; };
+  if (covers(offsetof(ncclConfig_t, blocking), sizeof(int)) &&
+      config->blocking != NCCL_CONFIG_UNDEF_INT) {
+    out->blocking = config->blocking != 0;
+  }
+  if (covers(offsetof(ncclConfig_t, commName), sizeof(const char*)) &&
+      config->commName != nullptr) {
+    out->name = config->commName;
+  }
+  return ncclSuccess;
+}
+
+template <typename Fn>
+ncclResult_t guarded(Fn fn) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return fail(systemError("out of memory", ENOMEM));
+  } catch (const std::exception& e) {
+    return fail(internalError(std::string("unexpected exception: ") + e.what()));
+  } catch (...) {
+    return fail(internalError("unexpected exception"));
+  }
+}
+
+// Creates the communicator now (blocking) or on a thread (non-blocking, in a group).
+ncclResult_t createComm(ncclComm_t* out, const ConfigFields& fields,
+                        std::function<Result<std::unique_ptr<Communicator>>()> create) {
+  auto handle = std::make_unique<ncclComm>();
+  handle->name = fields.name;
+  if (fields.blocking && !inGroup()) {
+    Result<std::unique_ptr<Communicator>> created = create();
+    if (!created.isOk()) return fail(created.status());
+    handle->comm = std::move(*created);
+    handle->rank = handle->comm->rank();
+    handle->nranks = handle->comm->size();
+    *out = handle.release();
+    return ncclSuccess;
+  }
+  ncclComm* comm = handle.release();
+  comm->init = std::make_shared<AsyncInit>();
+  comm->initThread = std::thread([state = comm->init, create = std::move(create)] {
+    Result<std::unique_ptr<Communicator>> created = create();
+    std::unique_ptr<Communicator> orphan;
+    {
+      std::lock_guard<std::mutex> lock(state->mutex);
+      if (!created.isOk()) {
+        state->status = created.status();
+      } else if (state->abandoned) {
+        orphan = std::move(*created);
+      } else {
+        state->comm = std::move(*created);
+      }
+      state->done = true;
+    }
+    state->cv.notify_all();
+    if (orphan) orphan->abort();  // destroyed here, off the caller's thread
+  });
+  *out = comm;
+  if (inGroup()) {
+    deferInit(comm);
+    return ncclSuccess;
+  }
+  return ncclInProgress;
+}
+
+ncclResult_t initRank(ncclComm_t* out, int nranks, const ncclUniqueId& commId, int rank,
+                      const ncclConfig_t* config) {
+  if (out == nullptr) return invalidArgumentResult("ncclCommInitRank: comm is NULL");
+  *out = nullptr;
+  ConfigFields fields;
+  if (ncclResult_t r = readConfig(config, &fields); r != ncclSuccess) return r;
+  Result<UniqueId> id = UniqueId::fromBytes(reinterpret_cast<const uint8_t*>(commId.internal),
+                                            sizeof(commId.internal));
+  if (!id.isOk()) return fail(id.status().withContext("ncclCommInitRank: bad ncclUniqueId"));
+  if (nranks < 1 || rank < 0 || rank >= nranks) {
+    return invalidArgumentResult("ncclCommInitRank: rank " + std::to_string(rank) +
+                                 " is outside [0, " + std::to_string(nranks) + ")");
+  }
+  Options options = optionsFromEnvironment();
+  UniqueId parsed = *id;
+  ncclResult_t result = createComm(out, fields, [parsed, rank, nranks, options] {
+    return Communicator::create(parsed, rank, nranks, options);
+  });
+  if (*out != nullptr) {
+    (*out)->rank = rank;
+    (*out)->nranks = nranks;
+  }
+  return result;
+}
+
+}  // namespace
+
+ncclResult_t resultOf(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kOk:
+      return ncclSuccess;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+      return ncclInvalidArgument;
+    case StatusCode::kTimeout:
+    case StatusCode::kRemoteError:
+      return ncclRemoteError;
+    case StatusCode::kSystemError:
+    case StatusCode::kUnauthenticated:
+      return ncclSystemError;
+    case StatusCode::kMismatch:
+    case StatusCode::kUnsupported:
+    case StatusCode::kAborted:
+      return ncclInvalidUsage;
+    case StatusCode::kInternal:
+      return ncclInternalError;
+  }
+  return ncclInternalError;
+}
+
+ncclResult_t fail(const Status& status) {
+  lastError = status.toString();
+  COLLIE_LOG(WARN, INIT) << "nccl: " << lastError;
+  return resultOf(status);
+}
+
+ncclResult_t invalidUsage(const std::string& why) { return fail(unsupported(why)); }
+ncclResult_t invalidArgumentResult(const std::string& why) { return fail(invalidArgument(why)); }
+
+ncclResult_t ready(ncclComm* comm, bool wait) {
+  if (comm->comm) return ncclSuccess;
+  if (comm->init) {
+    std::unique_lock<std::mutex> lock(comm->init->mutex);
+    if (wait) comm->init->cv.wait(lock, [&] { return comm->init->done; });
+    if (!comm->init->done) return ncclInProgress;
+    comm->comm = std::move(comm->init->comm);
+    comm->initError = comm->init->status;
+    lock.unlock();
+    comm->init.reset();
+    if (comm->initThread.joinable()) comm->initThread.join();
+    if (comm->comm) {
+      comm->rank = comm->comm->rank();
+      comm->nranks = comm->comm->size();
+      return ncclSuccess;
+    }
+  }
+  if (!comm->initError.isOk()) return fail(comm->initError.withContext("communicator init failed"));
+  return invalidUsage("communicator is not initialised");
+}
+
+}  // namespace collie::nccl
+
+using namespace collie;        // NOLINT(build/namespaces)
+using namespace collie::nccl;  // NOLINT(build/namespaces)
+
+extern "C" {
+
+ncclResult_t ncclGetVersion(int* version) {
+  if (version == nullptr) return invalidArgumentResult("ncclGetVersion: version is NULL");
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
+  if (uniqueId == nullptr) return invalidArgumentResult("ncclGetUniqueId: uniqueId is NULL");
+  return guarded([&] {
+    // NCCL_COMM_ID=host:port fixes the root's address; otherwise the store listens on
+    // every interface and the id names the one COLLIE_SOCKET_IFNAME selects.
+    std::string host = "127.0.0.1";
+    uint16_t port = 0;
+    if (const char* commId = env("NCCL_COMM_ID")) {
+      Status split = net::splitHostPort(commId, &host, &port);
+      if (!split.isOk()) return fail(split.withContext("NCCL_COMM_ID"));
+    } else {
+      Result<net::InterfaceAddress> ifc =
+          net::selectInterface(configString("COLLIE_SOCKET_IFNAME"));
+      if (ifc.isOk()) host = ifc->address;
+    }
+    Result<UniqueId> id = UniqueId::generate(host, port);
+    if (!id.isOk()) return fail(id.status());
+    Result<std::unique_ptr<StoreServer>> server = StoreServer::start("0.0.0.0", port, id->secret);
+    if (!server.isOk()) return fail(server.status().withContext("ncclGetUniqueId: store"));
+    id->port = (*server)->port();
+    {
+      std::lock_guard<std::mutex> lock(serversMutex);
+      servers().push_back(std::move(*server));
+    }
+    auto bytes = id->toBytes();
+    static_assert(sizeof(uniqueId->internal) == kUniqueIdBytes);
+    std::memcpy(uniqueId->internal, bytes.data(), bytes.size());
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return guarded([&] { return initRank(comm, nranks, commId, rank, nullptr); });
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                    ncclConfig_t* config) {
+  return guarded([&] { return initRank(comm, nranks, commId, rank, config); });
+}
+
+ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  if (comms == nullptr || ndev < 1) {
+    return invalidArgumentResult("ncclCommInitAll: comms is NULL or ndev < 1");
+  }
+  ncclUniqueId id;
+  if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) return r;
+  ncclGroupStart();
+  ncclResult_t first = ncclSuccess;
+  for (int i = 0; i < ndev; ++i) {
+    ncclResult_t r = ncclCommInitRank(&comms[i], ndev, id, i);
+    if (first == ncclSuccess) first = r;
+  }
+  ncclResult_t end = ncclGroupEnd();
+  return first != ncclSuccess ? first : end;
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  if (comm == nullptr) return invalidArgumentResult("ncclCommFinalize: comm is NULL");
+  // Host-buffer operations have completed when their call returned: nothing to flush.
+  if (ncclResult_t r = ready(comm, true); r != ncclSuccess) return r;
+  comm->finalized = true;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  return guarded([&] {
+    ready(comm, true);
+    delete comm;
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  return guarded([&] {
+    if (comm->init) {
+      std::unique_ptr<Communicator> made;
+      bool running;
+      {
+        std::lock_guard<std::mutex> lock(comm->init->mutex);
+        running = !comm->init->done;
+        comm->init->abandoned = running;
+        made = std::move(comm->init->comm);
+      }
+      // A running init may wait for absent peers until its deadline: leave it to
+      // dispose of what it makes, and return now.
+      if (running) {
+        comm->initThread.detach();
+      } else if (comm->initThread.joinable()) {
+        comm->initThread.join();
+      }
+      if (made) made->abort();
+    } else if (comm->comm) {
+      comm->comm->abort();
+    }
+    delete comm;
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                           ncclConfig_t* config) {
+  if (comm == nullptr || newcomm == nullptr) {
+    return invalidArgumentResult("ncclCommSplit: comm or newcomm is NULL");
+  }
+  if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
+    return invalidArgumentResult("ncclCommSplit: color " + std::to_string(color) +
+                                 " is negative (only NCCL_SPLIT_NOCOLOR may be)");
+  }
+  return guarded([&] {
+    *newcomm = nullptr;
+    if (ncclResult_t r = ready(comm, true); r != ncclSuccess) return r;
+    ConfigFields fields;
+    if (ncclResult_t r = readConfig(config, &fields); r != ncclSuccess) return r;
+    if (color == NCCL_SPLIT_NOCOLOR) {  // run at once, also inside a group
+      // Still a collective call on the parent: take part in the color exchange.
+      Result<std::unique_ptr<Communicator>> none = comm->comm->split(-1, key);
+      return none.isOk() ? ncclSuccess : fail(none.status());
+    }
+    Communicator* parent = comm->comm.get();
+    Options options = optionsFromEnvironment();
+    ncclResult_t result = createComm(newcomm, fields, [parent, color, key, options] {
+      return parent->split(color, key, options);
+    });
+    return result;
+  });
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  if (comm == nullptr || asyncError == nullptr) {
+    return invalidArgumentResult("ncclCommGetAsyncError: comm or asyncError is NULL");
+  }
+  return guarded([&] {
+    ncclResult_t state = ready(comm, false);
+    if (state != ncclSuccess) {
+      *asyncError = state;
+      return ncclSuccess;
+    }
+    Status error = comm->comm->asyncError();
+    *asyncError = resultOf(error);
+    if (!error.isOk()) lastError = error.toString();
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  if (comm == nullptr || count == nullptr) return invalidArgumentResult("ncclCommCount: NULL");
+  *count = comm->nranks;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  if (comm == nullptr || device == nullptr) return invalidArgumentResult("ncclCommCuDevice: NULL");
+  *device = -1;  // a host communicator has no CUDA device
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  if (comm == nullptr || rank == nullptr) return invalidArgumentResult("ncclCommUserRank: NULL");
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  if (comm == nullptr || handle == nullptr) return invalidArgumentResult("ncclCommRegister: NULL");
+  // Host buffers need no registration; the handle only has to round-trip.
+  *handle = buff != nullptr ? buff : comm;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
+  if (comm == nullptr) return invalidArgumentResult("ncclCommDeregister: comm is NULL");
+  return ncclSuccess;
+}
+
+const char* ncclGetErrorString(ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess:
+      return "no error";
+    case ncclUnhandledCudaError:
+      return "unhandled cuda error";
+    case ncclSystemError:
+      return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError:
+      return "internal error - please report this issue to the collie developers";
+    case ncclInvalidArgument:
+      return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage:
+      return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError:
+      return "remote process exited or there was a network error";
+    case ncclInProgress:
+      return "NCCL operation in progress";
+    default:
+      return "unknown result code";
+  }
+}
+
+const char* ncclGetLastError(ncclComm_t comm) { return lastError.c_str(); }
+
+ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
+  if (ptr == nullptr) return invalidArgumentResult("ncclMemAlloc: ptr is NULL");
+  void* memory = nullptr;
+  if (posix_memalign(&memory, 4096, size == 0 ? 1 : size) != 0) {
+    return fail(systemError("ncclMemAlloc of " + std::to_string(size) + " bytes", ENOMEM));
+  }
+  *ptr = memory;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclMemFree(void* ptr) {
+  std::free(ptr);
+  return ncclSuccess;
+}
+
+}  // extern "C"

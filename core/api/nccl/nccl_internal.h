@@ -1,0 +1,76 @@
+// Internals of the NCCL-compatible API (libcollie_nccl): the communicator handle, the
+// Status -> ncclResult_t map and the per-thread last error.
+//
+// An ncclComm owns a collie::Communicator, or, while a non-blocking (or grouped)
+// init runs on its own thread, the state of that init. Everything here is used by
+// one thread per communicator at a time, as NCCL requires of its callers, except
+// AsyncInit, which the init thread shares under its mutex.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collie/communicator.h"
+#include "collie/nccl.h"
+
+namespace collie::nccl {
+
+// A communicator being created on a thread of its own.
+struct AsyncInit {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+  bool abandoned = false;  // the handle was aborted: the thread disposes of the result
+  Status status;
+  std::unique_ptr<Communicator> comm;
+};
+
+// A reduction operator made by ncclRedOpCreatePreMulSum.
+struct PreMulSum {
+  DataType dtype;
+  std::vector<uint8_t> scalar;  // one element of dtype
+};
+
+}  // namespace collie::nccl
+
+struct ncclComm {
+  std::unique_ptr<collie::Communicator> comm;  // null while init runs or after it failed
+  std::shared_ptr<collie::nccl::AsyncInit> init;
+  std::thread initThread;
+  collie::Status initError;  // why init failed, when it did
+  int rank = -1;
+  int nranks = 0;
+  std::string name;  // config->commName, for log lines
+  std::map<int, collie::nccl::PreMulSum> preMulSums;
+  int nextOp = ncclNumOps;
+  bool finalized = false;
+};
+
+namespace collie::nccl {
+
+// Records `status` as this thread's last error (logged at WARN) and maps its code.
+ncclResult_t fail(const Status& status);
+// Maps a Status code to the closest ncclResult_t (OK -> ncclSuccess).
+ncclResult_t resultOf(const Status& status);
+ncclResult_t invalidUsage(const std::string& why);
+ncclResult_t invalidArgumentResult(const std::string& why);
+
+// Waits for a pending init when `wait`, then reports the handle's state: OK when the
+// communicator is usable, InProgress-like (returns ncclInProgress) while the init
+// runs, or the init's failure.
+ncclResult_t ready(ncclComm* comm, bool wait);
+
+// Starts creating `comm`'s communicator on a thread (non-blocking and grouped init).
+void startInit(ncclComm* comm, const UniqueId& id, int rank, int nranks, const Options& options);
+
+// Group state of the calling thread.
+bool inGroup();
+// Called by ncclCommInitRank inside a group: ncclGroupEnd waits for this init.
+void deferInit(ncclComm* comm);
+
+}  // namespace collie::nccl

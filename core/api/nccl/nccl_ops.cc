@@ -1,0 +1,353 @@
+// The NCCL-compatible API, part 2: collectives, point-to-point, groups and
+// pre-multiplied sums, on host buffers.
+//
+// Outside a group a call issues its collective and waits for it. Inside a group the
+// calls are recorded; ncclGroupEnd first waits for the inits of the group, then
+// issues every recorded call in order, per communicator, merging each run of
+// consecutive sends and receives into one Communicator::sendRecv (all posted before
+// any is waited for: no deadlock whatever the sizes), and waits for all of them.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/api/nccl/nccl_internal.h"
+#include "core/kernel/reduce_backend.h"
+#include "core/log/log.h"
+
+namespace collie::nccl {
+namespace {
+
+enum class OpKind { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kSend, kRecv };
+
+struct Call {
+  OpKind kind;
+  ncclComm* comm;
+  const void* send;
+  void* recv;
+  size_t count;
+  DataType dtype;
+  ReduceOp op;
+  int root;                                      // root, or peer of a send/recv
+  std::shared_ptr<std::vector<uint8_t>> scaled;  // pre-multiplied input (PreMulSum)
+};
+
+struct GroupState {
+  int depth = 0;
+  std::vector<Call> calls;
+  std::vector<ncclComm*> inits;
+  ncclResult_t firstError = ncclSuccess;
+};
+thread_local GroupState group;
+
+bool isP2P(OpKind kind) { return kind == OpKind::kSend || kind == OpKind::kRecv; }
+
+const char* nameOf(OpKind kind) {
+  switch (kind) {
+    case OpKind::kAllReduce:
+      return "ncclAllReduce";
+    case OpKind::kBroadcast:
+      return "ncclBroadcast";
+    case OpKind::kReduce:
+      return "ncclReduce";
+    case OpKind::kAllGather:
+      return "ncclAllGather";
+    case OpKind::kReduceScatter:
+      return "ncclReduceScatter";
+    case OpKind::kSend:
+      return "ncclSend";
+    case OpKind::kRecv:
+      return "ncclRecv";
+  }
+  return "nccl";
+}
+
+// dst[i] = scalar * src[i], with collie's own product kernel (same rounding as kProd).
+void preMultiply(void* dst, const void* src, size_t count, const PreMulSum& premul) {
+  const size_t es = dataTypeSize(premul.dtype);
+  constexpr size_t kBlock = 4096;
+  std::vector<uint8_t> scalars(kBlock * es);
+  for (size_t i = 0; i < kBlock; ++i) std::memcpy(&scalars[i * es], premul.scalar.data(), es);
+  const ReduceBackend& kernels = hostReduceBackend();
+  for (size_t done = 0; done < count; done += kBlock) {
+    size_t n = std::min(kBlock, count - done);
+    kernels.reduce(static_cast<uint8_t*>(dst) + done * es,
+                   static_cast<const uint8_t*>(src) + done * es, scalars.data(), n, premul.dtype,
+                   ReduceOp::kProd, 0);
+  }
+}
+
+// Checks what NCCL checks before enqueueing and resolves PreMulSum operators.
+ncclResult_t prepare(Call* call, ncclDataType_t datatype, ncclRedOp_t op, bool hasOp) {
+  if (call->comm == nullptr)
+    return invalidArgumentResult(std::string(nameOf(call->kind)) + ": comm is NULL");
+  if (static_cast<int>(datatype) < 0 || static_cast<int>(datatype) >= kNumDataTypes) {
+    return invalidArgumentResult(std::string(nameOf(call->kind)) + ": datatype " +
+                                 std::to_string(static_cast<int>(datatype)) +
+                                 (datatype == ncclFloat8e4m3 || datatype == ncclFloat8e5m2
+                                      ? " (fp8) is not supported by collie"
+                                      : " is not an ncclDataType_t"));
+  }
+  call->dtype = static_cast<DataType>(datatype);
+  call->op = ReduceOp::kSum;
+  if (!hasOp) return ncclSuccess;
+  if (static_cast<int>(op) >= 0 && static_cast<int>(op) < ncclNumOps) {
+    call->op = static_cast<ReduceOp>(op);
+    return ncclSuccess;
+  }
+  auto found = call->comm->preMulSums.find(static_cast<int>(op));
+  if (found == call->comm->preMulSums.end()) {
+    return invalidArgumentResult(std::string(nameOf(call->kind)) + ": op " +
+                                 std::to_string(static_cast<int>(op)) +
+                                 " is neither built in nor made by ncclRedOpCreatePreMulSum "
+                                 "on this communicator");
+  }
+  if (found->second.dtype != call->dtype) {
+    return invalidArgumentResult(std::string(nameOf(call->kind)) +
+                                 ": PreMulSum op was created for another datatype");
+  }
+  size_t elements = call->kind == OpKind::kReduceScatter
+                        ? call->count * static_cast<size_t>(call->comm->nranks)
+                        : call->count;
+  if (elements > 0 && call->send == nullptr) {
+    return invalidArgumentResult(std::string(nameOf(call->kind)) + ": sendbuff is NULL");
+  }
+  call->scaled = std::make_shared<std::vector<uint8_t>>(elements * dataTypeSize(call->dtype));
+  preMultiply(call->scaled->data(), call->send, elements, found->second);
+  call->send = call->scaled->data();
+  return ncclSuccess;
+}
+
+Result<Work> issue(const Call& call) {
+  Communicator& comm = *call.comm->comm;
+  switch (call.kind) {
+    case OpKind::kAllReduce:
+      return comm.allReduce(call.send, call.recv, call.count, call.dtype, call.op);
+    case OpKind::kBroadcast:
+      return comm.broadcast(call.send, call.recv, call.count, call.dtype, call.root);
+    case OpKind::kReduce:
+      return comm.reduce(call.send, call.recv, call.count, call.dtype, call.op, call.root);
+    case OpKind::kAllGather:
+      return comm.allGather(call.send, call.recv, call.count, call.dtype);
+    case OpKind::kReduceScatter:
+      return comm.reduceScatter(call.send, call.recv, call.count, call.dtype, call.op);
+    case OpKind::kSend:
+      return comm.send(call.send, call.count, call.dtype, call.root);
+    case OpKind::kRecv:
+      return comm.recv(call.recv, call.count, call.dtype, call.root);
+  }
+  return internalError("unknown operation");
+}
+
+ncclResult_t waitFor(const Result<Work>& work) {
+  if (!work.isOk()) return fail(work.status());
+  Status status = work->wait();
+  return status.isOk() ? ncclSuccess : fail(status);
+}
+
+// Runs `call` now, or records it when a group is open.
+ncclResult_t submit(Call call, ncclDataType_t datatype, ncclRedOp_t op, bool hasOp) {
+  try {
+    if (group.depth == 0 && call.comm != nullptr) {
+      if (ncclResult_t r = ready(call.comm, true); r != ncclSuccess) return r;
+    }
+    ncclResult_t prepared = prepare(&call, datatype, op, hasOp);
+    if (prepared != ncclSuccess) {
+      if (group.depth > 0 && group.firstError == ncclSuccess) group.firstError = prepared;
+      return prepared;
+    }
+    if (group.depth > 0) {
+      group.calls.push_back(std::move(call));
+      return ncclSuccess;
+    }
+    return waitFor(issue(call));
+  } catch (const std::bad_alloc&) {
+    return fail(systemError("out of memory", ENOMEM));
+  } catch (const std::exception& e) {
+    return fail(internalError(std::string("unexpected exception: ") + e.what()));
+  }
+}
+
+// Sends and receives of one communicator to itself, matched in order.
+ncclResult_t copyToSelf(const std::vector<const Call*>& sends,
+                        const std::vector<const Call*>& recvs) {
+  if (sends.size() != recvs.size()) {
+    return invalidUsage("group has " + std::to_string(sends.size()) + " send(s) to self but " +
+                        std::to_string(recvs.size()) + " receive(s) from self");
+  }
+  for (size_t i = 0; i < sends.size(); ++i) {
+    size_t bytes = sends[i]->count * dataTypeSize(sends[i]->dtype);
+    if (bytes != recvs[i]->count * dataTypeSize(recvs[i]->dtype)) {
+      return invalidUsage("send to self of " + std::to_string(bytes) +
+                          " bytes meets a receive of another size");
+    }
+    if (bytes > 0) std::memmove(recvs[i]->recv, sends[i]->send, bytes);
+  }
+  return ncclSuccess;
+}
+
+// Issues the calls of one communicator, in order; returns the Works to wait for.
+ncclResult_t issueGroup(ncclComm* comm, const std::vector<const Call*>& calls,
+                        std::vector<Result<Work>>* works) {
+  std::vector<PointToPoint> batch;
+  std::vector<const Call*> selfSends, selfRecvs;
+  auto flush = [&] {
+    if (!batch.empty()) works->push_back(comm->comm->sendRecv(batch));
+    batch.clear();
+  };
+  for (const Call* call : calls) {
+    if (!isP2P(call->kind)) {
+      flush();
+      works->push_back(issue(*call));
+      continue;
+    }
+    bool isSend = call->kind == OpKind::kSend;
+    if (call->root == comm->rank) {
+      (isSend ? selfSends : selfRecvs).push_back(call);
+      continue;
+    }
+    batch.push_back(PointToPoint{isSend, isSend ? const_cast<void*>(call->send) : call->recv,
+                                 call->count, call->dtype, call->root});
+  }
+  flush();
+  return copyToSelf(selfSends, selfRecvs);
+}
+
+ncclResult_t endGroup() {
+  GroupState state = std::move(group);
+  group = GroupState();
+  ncclResult_t first = state.firstError;
+  auto note = [&first](ncclResult_t r) {
+    if (first == ncclSuccess) first = r;
+  };
+  for (ncclComm* comm : state.inits) note(ready(comm, true));
+
+  std::vector<ncclComm*> comms;  // in order of first use
+  for (const Call& call : state.calls) {
+    if (std::find(comms.begin(), comms.end(), call.comm) == comms.end()) comms.push_back(call.comm);
+  }
+  std::vector<Result<Work>> works;
+  for (ncclComm* comm : comms) {
+    if (ncclResult_t r = ready(comm, true); r != ncclSuccess) {
+      note(r);
+      continue;
+    }
+    std::vector<const Call*> calls;
+    for (const Call& call : state.calls) {
+      if (call.comm == comm) calls.push_back(&call);
+    }
+    note(issueGroup(comm, calls, &works));
+  }
+  for (const Result<Work>& work : works) note(waitFor(work));
+  return first;
+}
+
+}  // namespace
+
+bool inGroup() { return group.depth > 0; }
+void deferInit(ncclComm* comm) { group.inits.push_back(comm); }
+
+}  // namespace collie::nccl
+
+using namespace collie;        // NOLINT(build/namespaces)
+using namespace collie::nccl;  // NOLINT(build/namespaces)
+
+extern "C" {
+
+ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                           cudaStream_t stream) {
+  return submit(Call{OpKind::kAllReduce, comm, sendbuff, recvbuff, count, {}, {}, 0, nullptr},
+                datatype, op, true);
+}
+
+ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                           ncclDataType_t datatype, int root, ncclComm_t comm,
+                           cudaStream_t stream) {
+  return submit(Call{OpKind::kBroadcast, comm, sendbuff, recvbuff, count, {}, {}, root, nullptr},
+                datatype, ncclSum, false);
+}
+
+ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                       cudaStream_t stream) {
+  return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
+}
+
+ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  return submit(Call{OpKind::kReduce, comm, sendbuff, recvbuff, count, {}, {}, root, nullptr},
+                datatype, op, true);
+}
+
+ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  return submit(Call{OpKind::kAllGather, comm, sendbuff, recvbuff, sendcount, {}, {}, 0, nullptr},
+                datatype, ncclSum, false);
+}
+
+ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t stream) {
+  return submit(
+      Call{OpKind::kReduceScatter, comm, sendbuff, recvbuff, recvcount, {}, {}, 0, nullptr},
+      datatype, op, true);
+}
+
+ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream) {
+  return submit(Call{OpKind::kSend, comm, sendbuff, nullptr, count, {}, {}, peer, nullptr},
+                datatype, ncclSum, false);
+}
+
+ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream) {
+  return submit(Call{OpKind::kRecv, comm, nullptr, recvbuff, count, {}, {}, peer, nullptr},
+                datatype, ncclSum, false);
+}
+
+ncclResult_t ncclGroupStart(void) {
+  ++group.depth;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd(void) {
+  if (group.depth == 0) return invalidUsage("ncclGroupEnd without a matching ncclGroupStart");
+  if (--group.depth > 0) return ncclSuccess;
+  try {
+    return endGroup();
+  } catch (const std::exception& e) {
+    return fail(internalError(std::string("ncclGroupEnd: unexpected exception: ") + e.what()));
+  }
+}
+
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+                                      ncclScalarResidence_t residence, ncclComm_t comm) {
+  if (op == nullptr || scalar == nullptr || comm == nullptr) {
+    return invalidArgumentResult("ncclRedOpCreatePreMulSum: op, scalar or comm is NULL");
+  }
+  if (static_cast<int>(datatype) < 0 || static_cast<int>(datatype) >= kNumDataTypes) {
+    return invalidArgumentResult("ncclRedOpCreatePreMulSum: unsupported datatype " +
+                                 std::to_string(static_cast<int>(datatype)));
+  }
+  // Host memory is both host- and "device"-visible here: the scalar is read now in both
+  // cases (ncclScalarDevice would read it at each call in NCCL; see docs/nccl.md).
+  PreMulSum premul;
+  premul.dtype = static_cast<DataType>(datatype);
+  size_t es = dataTypeSize(premul.dtype);
+  premul.scalar.assign(static_cast<const uint8_t*>(scalar),
+                       static_cast<const uint8_t*>(scalar) + es);
+  int handle = comm->nextOp++;
+  comm->preMulSums[handle] = std::move(premul);
+  *op = static_cast<ncclRedOp_t>(handle);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+  if (comm == nullptr) return invalidArgumentResult("ncclRedOpDestroy: comm is NULL");
+  if (comm->preMulSums.erase(static_cast<int>(op)) == 0) {
+    return invalidArgumentResult("ncclRedOpDestroy: op " + std::to_string(static_cast<int>(op)) +
+                                 " was not made by ncclRedOpCreatePreMulSum on this communicator");
+  }
+  return ncclSuccess;
+}
+
+}  // extern "C"
