@@ -4,6 +4,7 @@
 # the reduced test matrix (COLLIE_TEST_QUICK=1); any sanitizer report fails the run
 # (halt_on_error).
 # Usage: tests/sanitize/run.sh address|thread [build-dir]
+#   COLLIE_SANITIZE_ONLY=regex limits the run (and the build) to matching test names.
 # Builds only the library, the collie CLI and the test binaries of those suites.
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -27,7 +28,8 @@ fi
 # collie CLI, helpers; ninja takes output paths as targets).
 skip='perf_.*_n[5-8]_|perf_.*_n8_|launchers_test'
 [ "$mode" = thread ] && skip="$skip|kill_rank_"
-targets=$(cd "$build" && ctest --show-only=json-v1 -L '^(threads|multiprocess)$' -E "$skip" |
+only=${COLLIE_SANITIZE_ONLY:-.}
+targets=$(cd "$build" && ctest --show-only=json-v1 -L '^(threads|multiprocess)$' -E "$skip" -R "$only" |
   python3 -c '
 import json, os, sys
 build = os.path.realpath(sys.argv[1])
@@ -59,4 +61,4 @@ cd "$build"
 # Sanitized multiprocess runs of many ranks are slow on 2 cores: $skip drops the
 # 5..8-rank perf checks and the launcher matrix (threads tests cover those paths), and
 # under TSan the 20x kill -9 loops too (ASan runs them).
-exec ctest --output-on-failure --timeout 600 -L '^(threads|multiprocess)$' -E "$skip" -j1
+exec ctest --output-on-failure --timeout 600 -L '^(threads|multiprocess)$' -E "$skip" -R "$only" -j1
