@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
   openmpi-bin libopenmpi-dev
   iproute2 python3 python3-venv
+  libucx-dev ucx-utils libibverbs-dev rdma-core ibverbs-utils
   clang libclang-rt-14-dev
 )
 

@@ -1,4 +1,4 @@
-// `collie`: the command-line tool (run, perf, info, sim).
+// `collie`: the command-line tool (run, perf, info, sim, ddp-demo).
 //
 // Arguments after the first "--" are never parsed as collie's own: they are the
 // command `collie run` starts (CLI11's prefix_command stops at the program name, but
@@ -34,6 +34,8 @@ int main(int argc, char** argv) {
   CLI::App* info = addInfoCommand(app, &infoTuning);
   SimCliOptions simOptions;
   CLI::App* sim = addSimCommand(app, &simOptions);
+  DdpDemoCliOptions ddpOptions;
+  CLI::App* ddpDemo = addDdpDemoCommand(app, &ddpOptions);
 
   std::vector<std::string> reversed(front.rbegin(), front.rend());
   try {
@@ -55,5 +57,6 @@ int main(int argc, char** argv) {
   if (perf->parsed()) return runPerf(perfOptions);
   if (info->parsed()) return runInfo(infoTuning);
   if (sim->parsed()) return runSim(simOptions);
+  if (ddpDemo->parsed()) return runDdpDemo(ddpOptions);
   return 2;
 }

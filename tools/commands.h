@@ -3,6 +3,7 @@
 // executes it after parsing and returns the process exit status.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,8 @@ struct RunCliOptions {
   int nprocs = 1;
   int nnodes = 1;
   int nodeRank = 0;
-  std::string master;  // HOST:PORT of node 0's store (multi-host, not yet supported)
+  std::string master;      // HOST:PORT of node 0's store (multi-host)
+  std::string secretFile;  // file holding the job secret (32 hex digits), multi-host
   bool tagOutput = false;
   double graceSeconds = 2.0;
   std::vector<std::string> command;
@@ -47,5 +49,32 @@ struct SimCliOptions {
 
 CLI::App* addSimCommand(CLI::App& app, SimCliOptions* options);
 int runSim(const SimCliOptions& options);
+
+// `collie ddp-demo` (tools/ddp_demo_command.cc).
+struct DdpDemoCliOptions {
+  // Defaults: 16 layers of 16 MiB (256 MiB of gradients, 9 buckets of <= 25 MiB) and
+  // 25 ms per backward layer (batch 1 per rank), topped up by sleeping (the host idles as it does
+  // while an accelerator computes): on a 2-core box, 2 ranks spend about half as long on
+  // communication as on compute, so the overlap is plain in the timeline.
+  int layers = 16;
+  int64_t paramsPerLayer = 4 << 20;
+  double msPerLayer = 25.0;
+  std::string compute = "sleep";
+  int steps = 5;
+  int batch = 1;
+  int64_t datasetSize = 4096;
+  double bucketCapMb = 25.0;
+  double firstBucketMb = 1.0;
+  std::string optimizer = "sgd";
+  double lr = 0.01;
+  uint64_t seed = 1234;
+  std::string checkpointDir;
+  bool resume = false;
+  std::string tracePath;
+  std::string svgPath;
+};
+
+CLI::App* addDdpDemoCommand(CLI::App& app, DdpDemoCliOptions* options);
+int runDdpDemo(const DdpDemoCliOptions& options);
 
 }  // namespace collie::tools

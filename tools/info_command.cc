@@ -1,5 +1,6 @@
 // `collie info`: what this build contains and how this host and configuration look.
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -8,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <map>
+#include <sstream>
 #include <string>
 
 #include "core/config/config.h"
@@ -56,6 +58,66 @@ void printInterfaces() {
   }
 }
 
+// Each built transport, whether it can be created here (a probe with an in-memory
+// store; nothing leaves the process) and what it reports about the host.
+void printTransports() {
+  TransportContext ctx;
+  ctx.rank = 0;
+  ctx.nranks = 2;
+  ctx.hostId = "collie-info";
+  ctx.jobKey = "collie-info/" + std::to_string(getpid());
+  ctx.store = makeInMemoryStore();
+  ctx.timeout = std::chrono::milliseconds(1000);
+  for (const TransportFactory& factory : TransportRegistry::instance().factories()) {
+    Result<std::unique_ptr<Transport>> probe = factory.create(ctx);
+    std::printf("  %-8s priority %-4d %s\n", factory.name.c_str(), factory.priority,
+                probe.isOk() ? "usable" : ("unavailable: " + probe.status().message()).c_str());
+    std::string details = factory.describe != nullptr ? factory.describe() : "";
+    if (!details.empty() && (probe.isOk() || details != probe.status().message())) {
+      std::istringstream lines(details);
+      for (std::string line; std::getline(lines, line);) std::printf("      %s\n", line.c_str());
+    }
+  }
+}
+
+// CUDA devices through the driver library, loaded at run time so that the tool runs
+// (and says so) on machines without a GPU.
+void printCudaDevices(bool built) {
+  std::printf("CUDA: %s\n", built ? "built with CUDA kernels" : "not built with CUDA");
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    std::printf("  no CUDA driver (libcuda.so.1 not found): no devices\n");
+    return;
+  }
+  using InitFn = int (*)(unsigned);
+  using CountFn = int (*)(int*);
+  using GetFn = int (*)(int*, int);
+  using NameFn = int (*)(char*, int, int);
+  using MemFn = int (*)(size_t*, int);
+  auto init = reinterpret_cast<InitFn>(dlsym(lib, "cuInit"));
+  auto count = reinterpret_cast<CountFn>(dlsym(lib, "cuDeviceGetCount"));
+  auto get = reinterpret_cast<GetFn>(dlsym(lib, "cuDeviceGet"));
+  auto name = reinterpret_cast<NameFn>(dlsym(lib, "cuDeviceGetName"));
+  auto mem = reinterpret_cast<MemFn>(dlsym(lib, "cuDeviceTotalMem_v2"));
+  int n = 0;
+  if (init == nullptr || count == nullptr || get == nullptr || name == nullptr || init(0) != 0 ||
+      count(&n) != 0) {
+    std::printf("  the CUDA driver did not initialise: no usable devices\n");
+    dlclose(lib);
+    return;
+  }
+  if (n == 0) std::printf("  no CUDA devices\n");
+  for (int i = 0; i < n; ++i) {
+    int device = 0;
+    char text[256] = {};
+    size_t bytes = 0;
+    if (get(&device, i) != 0 || name(text, sizeof text - 1, device) != 0) continue;
+    if (mem != nullptr) mem(&bytes, device);
+    std::printf("  %d: %s, %.1f GiB\n", i, text, bytes / double(1u << 30));
+  }
+  dlclose(lib);
+}
+
 }  // namespace
 
 CLI::App* addInfoCommand(CLI::App& app, bool* tuning) {
@@ -96,16 +158,14 @@ int runInfo(bool tuning) {
   std::printf("collie %s\n", COLLIE_VERSION);
   std::string features = builtinFeatures();
   std::printf("build features: %s\n", features.empty() ? "(none)" : features.c_str());
-  std::printf("transports (in order of preference):");
-  for (const TransportFactory& factory : TransportRegistry::instance().factories()) {
-    std::printf(" %s", factory.name.c_str());
-  }
-  std::printf("\n");
+  std::printf("transports (in order of preference; shm within a host, then the first usable):\n");
+  printTransports();
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   std::printf("hostname: %s\n", host);
   std::printf("network interfaces:\n");
   printInterfaces();
+  printCudaDevices((" " + features + " ").find(" cuda ") != std::string::npos);
   std::printf("configuration (value [source]):\n");
   for (const Knob& knob : configKnobs()) {
     std::string value = configString(knob.name);

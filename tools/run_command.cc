@@ -1,9 +1,16 @@
-// `collie run`: the local launcher. It hosts the job's rendezvous store itself (so no
-// rank is special), hands every rank the unique id and its rank through COLLIE_*
-// variables, and supervises the ranks (tools/launcher.h).
+// `collie run`: the launcher. It hosts the job's rendezvous store itself (so no rank is
+// special), hands every rank the unique id and its rank through COLLIE_* variables, and
+// supervises the ranks (tools/launcher.h).
+//
+// Several hosts: every host runs `collie run --nnodes M --node-rank R --master HOST:PORT
+// -n N`; the launcher of node 0 hosts the store at HOST:PORT, global ranks are
+// R * N + local. All launchers must share the job secret (COLLIE_JOB_SECRET or
+// --secret-file, 32 hex digits): it is what the store and every transport check.
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 
 #include "collie/store.h"
 #include "collie/unique_id.h"
@@ -17,11 +24,13 @@ CLI::App* addRunCommand(CLI::App& app, RunCliOptions* options) {
       "run", "Start N local ranks of a program: collie run -n N [--] prog args...");
   cmd->add_option("-n,--nproc-per-node", options->nprocs, "ranks to start on this host")
       ->capture_default_str();
-  cmd->add_option("--nnodes", options->nnodes, "hosts in the job (only 1 for now)")
-      ->capture_default_str();
+  cmd->add_option("--nnodes", options->nnodes, "hosts in the job")->capture_default_str();
   cmd->add_option("--node-rank", options->nodeRank, "this host's index among --nnodes")
       ->capture_default_str();
-  cmd->add_option("--master", options->master, "HOST:PORT of node 0's store (multi-host)");
+  cmd->add_option("--master", options->master,
+                  "HOST:PORT where node 0's launcher hosts the store (multi-host)");
+  cmd->add_option("--secret-file", options->secretFile,
+                  "file with the job secret (32 hex digits; else COLLIE_JOB_SECRET), multi-host");
   cmd->add_flag("--tag-output", options->tagOutput, "prefix each output line with [rank]");
   cmd->add_option("--grace", options->graceSeconds,
                   "seconds between SIGTERM and SIGKILL when the job ends early")
@@ -29,6 +38,51 @@ CLI::App* addRunCommand(CLI::App& app, RunCliOptions* options) {
   cmd->prefix_command();  // the program's own flags are not ours
   return cmd;
 }
+
+namespace {
+
+// The unique id of a multi-host job: the master's address and the shared secret.
+Result<UniqueId> multiHostId(const RunCliOptions& options) {
+  UniqueId id;
+  if (options.master.empty()) {
+    return invalidArgument("--nnodes > 1 needs --master HOST:PORT (node 0's address)");
+  }
+  Result<UniqueId> parsed =
+      UniqueId::parse("collie1:" + options.master + ":" + std::string(32, '0'));
+  if (!parsed.isOk() || parsed->port == 0) {
+    return invalidArgument("--master '" + options.master +
+                           "' is not HOST:PORT with a fixed port (e.g. 10.213.0.1:29500)");
+  }
+  id.host = parsed->host;
+  id.port = parsed->port;
+  std::string hex;
+  std::string source;
+  if (!options.secretFile.empty()) {
+    std::ifstream in(options.secretFile);
+    if (!in || !std::getline(in, hex)) {
+      return invalidArgument("cannot read the job secret from --secret-file '" +
+                             options.secretFile + "'");
+    }
+    source = "--secret-file " + options.secretFile;
+  } else if (const char* env = std::getenv("COLLIE_JOB_SECRET")) {
+    hex = env;
+    source = "COLLIE_JOB_SECRET";
+  } else {
+    return invalidArgument(
+        "a multi-host job needs the same job secret on every host: set COLLIE_JOB_SECRET to 32 "
+        "hex digits (e.g. $(openssl rand -hex 16)) or pass --secret-file");
+  }
+  while (!hex.empty() && (hex.back() == '\n' || hex.back() == '\r' || hex.back() == ' ')) {
+    hex.pop_back();
+  }
+  Result<JobSecret> secret = secretFromHex(hex);
+  if (!secret.isOk())
+    return invalidArgument("the job secret in " + source + " is not 32 hex digits");
+  id.secret = *secret;
+  return id;
+}
+
+}  // namespace
 
 int runLauncher(const RunCliOptions& options) {
   if (options.command.empty()) {
@@ -39,12 +93,10 @@ int runLauncher(const RunCliOptions& options) {
     std::fprintf(stderr, "collie run: -n must be at least 1 (got %d)\n", options.nprocs);
     return 2;
   }
-  if (options.nnodes != 1 || options.nodeRank != 0 || !options.master.empty()) {
-    std::fprintf(stderr,
-                 "collie run: multi-host jobs (--nnodes %d, --node-rank %d, --master '%s') are "
-                 "not yet supported; start one job per host or use mpirun/torchrun, whose "
-                 "variables collie ranks also read\n",
-                 options.nnodes, options.nodeRank, options.master.c_str());
+  const bool multiHost = options.nnodes != 1 || !options.master.empty();
+  if (options.nnodes < 1 || options.nodeRank < 0 || options.nodeRank >= options.nnodes) {
+    std::fprintf(stderr, "collie run: --node-rank %d is outside [0, --nnodes %d)\n",
+                 options.nodeRank, options.nnodes);
     return 2;
   }
   if (!(options.graceSeconds >= 0) || options.graceSeconds > 3600) {
@@ -60,21 +112,29 @@ int runLauncher(const RunCliOptions& options) {
   // Before the store server starts its thread, so that it inherits the blocked mask.
   blockLauncherSignals();
 
-  Result<UniqueId> uid = UniqueId::generate("127.0.0.1", 0);
+  Result<UniqueId> uid = multiHost ? multiHostId(options) : UniqueId::generate("127.0.0.1", 0);
   if (!uid.isOk()) {
-    std::fprintf(stderr, "collie run: creating the job id failed: %s\n",
-                 uid.status().toString().c_str());
-    return 1;
+    std::fprintf(stderr, "collie run: %s\n", uid.status().message().c_str());
+    return 2;
   }
-  Result<std::unique_ptr<StoreServer>> server = StoreServer::start("127.0.0.1", 0, uid->secret);
-  if (!server.isOk()) {
-    std::fprintf(stderr, "collie run: starting the rendezvous store on 127.0.0.1 failed: %s\n",
-                 server.status().toString().c_str());
-    return 1;
+  std::unique_ptr<StoreServer> store;
+  if (options.nodeRank == 0) {
+    // Bind the master address itself when it is local, else every interface.
+    Result<std::unique_ptr<StoreServer>> server =
+        StoreServer::start(uid->host, uid->port, uid->secret);
+    if (!server.isOk() && multiHost) server = StoreServer::start("0.0.0.0", uid->port, uid->secret);
+    if (!server.isOk()) {
+      std::fprintf(stderr, "collie run: starting the rendezvous store on %s:%u failed: %s\n",
+                   uid->host.c_str(), unsigned(uid->port), server.status().toString().c_str());
+      return 1;
+    }
+    store = std::move(*server);
+    uid->port = store->port();
   }
-  uid->port = (*server)->port();
   const std::string uidText = uid->toString();
-  const std::string world = std::to_string(options.nprocs);
+  const std::string world = std::to_string(options.nprocs * options.nnodes);
+  const std::string localWorld = std::to_string(options.nprocs);
+  const int firstRank = options.nodeRank * options.nprocs;
 
   LaunchSpec spec;
   spec.command = options.command;
@@ -82,10 +142,11 @@ int runLauncher(const RunCliOptions& options) {
   spec.tagOutput = options.tagOutput;
   spec.grace = std::chrono::milliseconds(std::lround(options.graceSeconds * 1000.0));
   spec.env = [&](int rank) {
-    return EnvVars{{"COLLIE_RANK", std::to_string(rank)},
+    return EnvVars{{"COLLIE_RANK", std::to_string(firstRank + rank)},
                    {"COLLIE_WORLD_SIZE", world},
                    {"COLLIE_LOCAL_RANK", std::to_string(rank)},
-                   {"COLLIE_LOCAL_WORLD_SIZE", world},
+                   {"COLLIE_LOCAL_WORLD_SIZE", localWorld},
+                   {"COLLIE_NODE_RANK", std::to_string(options.nodeRank)},
                    {"COLLIE_UNIQUE_ID", uidText}};
   };
   return superviseRanks(spec);

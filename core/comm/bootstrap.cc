@@ -154,6 +154,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
                              ")");
     }
     factories = {*factory};
+    context.forced = true;
   }
   TransportSet set;
   set.transportOfPeer.assign(nranks, -1);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "core/engine/engine.h"
+#include "core/kernel/device_memory.h"
 
 namespace collie {
 
@@ -41,6 +42,13 @@ Status Communicator::check(const char* what, const void* send, const void* recv,
   }
   if (count > (SIZE_MAX / 8) / static_cast<size_t>(nranks_)) {
     return invalidArgument(prefix + "count " + std::to_string(count) + " is too large");
+  }
+  // The engine runs host buffers only; the CUDA kernels exist but are not wired into
+  // it yet (docs/cuda.md). Without this check a device pointer would be dereferenced.
+  if (count > 0 && (isDeviceMemory(send) || isDeviceMemory(recv))) {
+    return unsupported(prefix +
+                       "CUDA device buffers are not supported by this version's engine "
+                       "(see docs/cuda.md); pass host buffers (copy with cudaMemcpy first)");
   }
   return Status();
 }

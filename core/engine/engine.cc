@@ -282,8 +282,12 @@ Result<Work> Engine::submitGroup(const std::vector<GroupOp>& ops) {
       work->complete(failed_.withContext(describeFingerprint(parts.front().tag) + " not run"));
       return Work(work);
     }
-    Pending pending{parts.front().schedule, parts.front().input, parts.front().output,
-                    parts.front().tag, work};
+    Pending pending;
+    pending.schedule = parts.front().schedule;
+    pending.input = parts.front().input;
+    pending.output = parts.front().output;
+    pending.tag = parts.front().tag;
+    pending.work = work;
     pending.flightId = flightId;
     pending.group.assign(parts.begin() + 1, parts.end());
     queue_.push_back(std::move(pending));
@@ -315,8 +319,14 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
     // A forced algorithm (COLLIE_ALGO, Options::algorithm) runs as asked, not offloaded.
     const bool offloaded = offload_ != nullptr && config_.algorithm == Algorithm::kAuto &&
                            offload_->accepts(args);
-    const uint64_t flightId = recorder_.queued(args, tag, offloaded ? "oneshot" : algorithm);
-    Pending pending{*schedule, input, output, tag, work, offloaded, flightId};
+    Pending pending;
+    pending.schedule = *schedule;
+    pending.input = input;
+    pending.output = output;
+    pending.tag = tag;
+    pending.work = work;
+    pending.offloaded = offloaded;
+    pending.flightId = recorder_.queued(args, tag, offloaded ? "oneshot" : algorithm);
     if (!offloaded || running_ || !queue_.empty() || closed_) {
       queue_.push_back(std::move(pending));
       lock.unlock();
@@ -327,9 +337,9 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
     // progress thread leaves the connections alone.
     running_ = true;
     lock.unlock();
-    recorder_.running(flightId);
+    recorder_.running(pending.flightId);
     status = runOffloaded(pending);
-    recorder_.finished(flightId, status.isOk());
+    recorder_.finished(pending.flightId, status.isOk());
     if (!status.isOk()) status = giveUp(std::move(status), true);
     lock.lock();
     running_ = false;

@@ -115,9 +115,9 @@ class Engine {
  private:
   struct Pending {
     std::shared_ptr<const Schedule> schedule;
-    const void* input;
-    void* output;
-    uint64_t tag;
+    const void* input = nullptr;
+    void* output = nullptr;
+    uint64_t tag = 0;
     std::shared_ptr<WorkState> work;
     bool offloaded = false;  // run by the transport's CollectiveOffload
     uint64_t flightId = 0;   // entry in the flight recorder

@@ -9,23 +9,6 @@
 #include "core/plan/ring_plans.h"
 
 namespace collie {
-namespace {
-
-int mod(int a, int n) { return ((a % n) + n) % n; }
-
-Step step(StepKind kind, int sendPeer, int recvPeer, Slice src, Slice dst, uint64_t bytes) {
-  Step s;
-  s.kind = kind;
-  s.sendPeer = sendPeer;
-  s.recvPeer = recvPeer;
-  s.src = src;
-  s.dst = dst;
-  s.bytes = bytes;
-  return s;
-}
-
-}  // namespace
-
 void planChainBroadcast(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
                         Schedule* schedule) {
   const int n = params.nranks;
@@ -38,7 +21,7 @@ void planChainBroadcast(const CollectiveArgs& args, const PlanParams& params, si
     Range channel = splitEven(0, args.count, params.nchannels, c);
     if (channel.count == 0) continue;
     if (position == 0) {
-      steps.push_back(step(StepKind::kCopy, -1, -1, Slice{BufferId::kInput, channel.begin * es},
+      steps.push_back(makeStep(StepKind::kCopy, -1, -1, Slice{BufferId::kInput, channel.begin * es},
                            Slice{BufferId::kOutput, channel.begin * es}, channel.count * es));
     }
     for (size_t done = 0; done < channel.count; done += chunkElems) {
@@ -46,15 +29,15 @@ void planChainBroadcast(const CollectiveArgs& args, const PlanParams& params, si
       const uint64_t offset = (channel.begin + done) * es;
       if (position == 0) {
         if (next >= 0) {
-          steps.push_back(step(StepKind::kSend, next, -1, Slice{BufferId::kInput, offset}, Slice{},
+          steps.push_back(makeStep(StepKind::kSend, next, -1, Slice{BufferId::kInput, offset}, Slice{},
                                chunk * es));
         }
       } else if (next >= 0) {
-        steps.push_back(step(StepKind::kRecvCopySend, next, prev, Slice{},
+        steps.push_back(makeStep(StepKind::kRecvCopySend, next, prev, Slice{},
                              Slice{BufferId::kOutput, offset}, chunk * es));
       } else {
         steps.push_back(
-            step(StepKind::kRecv, -1, prev, Slice{}, Slice{BufferId::kOutput, offset}, chunk * es));
+            makeStep(StepKind::kRecv, -1, prev, Slice{}, Slice{BufferId::kOutput, offset}, chunk * es));
       }
     }
   }
@@ -80,17 +63,17 @@ void planChainReduce(const CollectiveArgs& args, const PlanParams& params, size_
       const Slice input{BufferId::kInput, offset};
       if (n == 1) {
         Step copy =
-            step(StepKind::kCopy, -1, -1, input, Slice{BufferId::kOutput, offset}, chunk * es);
+            makeStep(StepKind::kCopy, -1, -1, input, Slice{BufferId::kOutput, offset}, chunk * es);
         copy.divisor = divisor;
         steps.push_back(copy);
       } else if (position == 0) {
-        steps.push_back(step(StepKind::kSend, next, -1, input, Slice{}, chunk * es));
+        steps.push_back(makeStep(StepKind::kSend, next, -1, input, Slice{}, chunk * es));
       } else if (!isRoot) {
         Slice scratch{BufferId::kScratch, static_cast<uint64_t>(slot) * chunkElems * es};
         slot ^= 1;
-        steps.push_back(step(StepKind::kRecvReduceSend, next, prev, input, scratch, chunk * es));
+        steps.push_back(makeStep(StepKind::kRecvReduceSend, next, prev, input, scratch, chunk * es));
       } else {
-        Step last = step(StepKind::kRecvReduceCopy, -1, prev, input,
+        Step last = makeStep(StepKind::kRecvReduceCopy, -1, prev, input,
                          Slice{BufferId::kOutput, offset}, chunk * es);
         last.divisor = divisor;
         steps.push_back(last);
@@ -110,10 +93,10 @@ void planPointToPoint(const CollectiveArgs& args, const PlanParams& params, Sche
                 part.begin * es};
     if (args.kind == CollectiveKind::kSend) {
       schedule->channels[c].push_back(
-          step(StepKind::kSend, args.root, -1, slice, Slice{}, part.count * es));
+          makeStep(StepKind::kSend, args.root, -1, slice, Slice{}, part.count * es));
     } else {
       schedule->channels[c].push_back(
-          step(StepKind::kRecv, -1, args.root, Slice{}, slice, part.count * es));
+          makeStep(StepKind::kRecv, -1, args.root, Slice{}, slice, part.count * es));
     }
   }
 }
@@ -123,7 +106,7 @@ void planBarrier(const PlanParams& params, Schedule* schedule) {
   // the 2^(k+1) - 1 ranks before it.
   const int n = params.nranks;
   for (int distance = 1; distance < n; distance *= 2) {
-    schedule->channels[0].push_back(step(StepKind::kSendRecv, mod(params.rank + distance, n),
+    schedule->channels[0].push_back(makeStep(StepKind::kSendRecv, mod(params.rank + distance, n),
                                          mod(params.rank - distance, n), Slice{}, Slice{}, 0));
   }
 }

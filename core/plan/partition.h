@@ -1,8 +1,12 @@
-// Splitting element ranges among channels, rounds and ring segments. Every rank
-// computes the same split, so peers agree on every message's size without talking.
+// Helpers shared by the schedule generators: splitting element ranges among
+// channels, rounds and segments (every rank computes the same split, so peers agree on
+// every message's size without talking), ring arithmetic and step construction.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+
+#include "core/plan/schedule.h"
 
 namespace collie {
 
@@ -21,5 +25,20 @@ inline Range splitEven(size_t begin, size_t count, size_t parts, size_t index) {
 }
 
 inline size_t ceilDiv(size_t a, size_t b) { return (a + b - 1) / b; }
+
+// a mod n in [0, n), also for negative a (ring positions).
+inline int mod(int a, int n) { return ((a % n) + n) % n; }
+
+inline Step makeStep(StepKind kind, int sendPeer, int recvPeer, Slice src, Slice dst,
+                     uint64_t bytes) {
+  Step step;
+  step.kind = kind;
+  step.sendPeer = sendPeer;
+  step.recvPeer = recvPeer;
+  step.src = src;
+  step.dst = dst;
+  step.bytes = bytes;
+  return step;
+}
 
 }  // namespace collie

@@ -13,19 +13,6 @@
 namespace collie {
 namespace {
 
-int mod(int a, int n) { return ((a % n) + n) % n; }
-
-Step makeStep(StepKind kind, int sendPeer, int recvPeer, Slice src, Slice dst, uint64_t bytes) {
-  Step step;
-  step.kind = kind;
-  step.sendPeer = sendPeer;
-  step.recvPeer = recvPeer;
-  step.src = src;
-  step.dst = dst;
-  step.bytes = bytes;
-  return step;
-}
-
 Slice at(BufferId buffer, size_t elem, size_t elemSize) { return Slice{buffer, elem * elemSize}; }
 
 template <typename Steps>

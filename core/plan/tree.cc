@@ -25,17 +25,6 @@
 namespace collie {
 namespace {
 
-Step makeStep(StepKind kind, int sendPeer, int recvPeer, Slice src, Slice dst, uint64_t bytes) {
-  Step step;
-  step.kind = kind;
-  step.sendPeer = sendPeer;
-  step.recvPeer = recvPeer;
-  step.src = src;
-  step.dst = dst;
-  step.bytes = bytes;
-  return step;
-}
-
 std::vector<int> childrenOf(const TreeNode& node) {
   std::vector<int> out;
   for (int child : node.children) {

@@ -82,6 +82,7 @@ struct TransportContext {
   JobSecret secret{};          // every connection between ranks must prove it
   std::shared_ptr<Store> store;
   std::chrono::milliseconds timeout{0};  // deadline for connection setup
+  bool forced = false;  // the user forced this transport for every pair (COLLIE_TRANSPORT)
 };
 
 // Optional capability of a transport that connects every rank of a communicator
@@ -132,6 +133,9 @@ struct TransportFactory {
   std::string name;
   int priority = 100;
   Result<std::unique_ptr<Transport>> (*create)(const TransportContext& ctx) = nullptr;
+  // Optional, for `collie info`: what this transport sees on this host (devices, wires),
+  // one item per line; nullptr when there is nothing to add.
+  std::string (*describe)() = nullptr;
 };
 
 // The ordered registry. Transports register through registerBuiltinTransports(), a

@@ -8,6 +8,7 @@ prefix="$(mktemp -d)"
 trap 'rm -rf "$prefix"' EXIT
 cmake --install "$build" --prefix "$prefix" >/dev/null
 test -x "$prefix/bin/collie" || { echo "collie CLI not installed"; exit 1; }
+"$prefix/bin/collie" info >/dev/null || { echo "installed collie does not run"; exit 1; }
 test -f "$prefix/include/collie/collie.h" || { echo "headers not installed"; exit 1; }
 libdir=$(dirname "$(find "$prefix" -name 'libcollie.so' | head -1)")
 cmake -S "$source_dir/consumer" -B "$prefix/consumer-build" -G Ninja \

@@ -15,6 +15,7 @@
 #include "core/engine/fingerprint.h"
 #include "core/kernel/reduce_backend.h"
 #include "core/log/log.h"
+#include "transports/shm/shm_segment.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -51,26 +52,6 @@ SlotControl* control(void* base, int parity) {
   return reinterpret_cast<SlotControl*>(static_cast<uint8_t*>(base) + kControlOffset) + parity;
 }
 
-std::string hex(const uint8_t* bytes, size_t n) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string text;
-  for (size_t i = 0; i < n; ++i) {
-    text += kDigits[bytes[i] >> 4];
-    text += kDigits[bytes[i] & 15];
-  }
-  return text;
-}
-
-Status randomBytes(uint8_t* out, size_t n) {
-  size_t got = 0;
-  while (got < n) {
-    ssize_t r = getrandom(out + got, n - got, 0);
-    if (r < 0 && errno != EINTR) return systemError("shm: getrandom", errno);
-    if (r > 0) got += static_cast<size_t>(r);
-  }
-  return Status();
-}
-
 // Bytes rank `rank` publishes for `args` on `nranks` ranks.
 size_t publishedBytes(const CollectiveArgs& args, int nranks, int rank) {
   const size_t bytes = args.count * dataTypeSize(args.dtype);
@@ -105,7 +86,7 @@ Result<std::unique_ptr<OneShotBoard>> OneShotBoard::connect(const TransportConte
 
   uint8_t random[16];
   COLLIE_RETURN_IF_ERROR(randomBytes(random, sizeof(random)));
-  board->name_ = "/collie-board-" + hex(random, sizeof(random));
+  board->name_ = "/collie-board-" + toHex(random, sizeof(random));
   int fd = shm_open(board->name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) {
     board->name_.clear();
@@ -133,7 +114,7 @@ Result<std::unique_ptr<OneShotBoard>> OneShotBoard::connect(const TransportConte
   }
 
   const std::string prefix = ctx.jobKey + "/shmboard/";
-  const std::string entry = board->name_ + " " + hex(header->nonce, sizeof(header->nonce));
+  const std::string entry = board->name_ + " " + toHex(header->nonce, sizeof(header->nonce));
   COLLIE_RETURN_IF_ERROR(ctx.store->set(prefix + std::to_string(ctx.rank),
                                         Bytes(entry.begin(), entry.end())));
   const Deadline deadline = Clock::now() + ctx.timeout;
@@ -164,7 +145,7 @@ Result<std::unique_ptr<OneShotBoard>> OneShotBoard::connect(const TransportConte
     const auto* peerHeader = static_cast<const BoardHeader*>(peerBase);
     if (!sized || peerHeader->magic != kBoardMagic || peerHeader->rank != peer ||
         peerHeader->nranks != ctx.nranks || peerHeader->slotBytes != slotBytes ||
-        hex(peerHeader->nonce, sizeof(peerHeader->nonce)) != text.substr(space + 1)) {
+        toHex(peerHeader->nonce, sizeof(peerHeader->nonce)) != text.substr(space + 1)) {
       return remoteError("shm: rank " + std::to_string(peer) +
                              "'s one-shot board does not match this job (rank, size or nonce; "
                              "is COLLIE_SHM_ONESHOT_MAX equal on every rank?)",

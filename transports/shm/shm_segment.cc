@@ -17,6 +17,10 @@ namespace {
 
 uint64_t roundUp(uint64_t value, uint64_t align) { return (value + align - 1) / align * align; }
 
+bool isPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+}  // namespace
+
 std::string toHex(const uint8_t* bytes, size_t n) {
   static const char kDigits[] = "0123456789abcdef";
   std::string out;
@@ -34,16 +38,12 @@ Status randomBytes(uint8_t* out, size_t n) {
     ssize_t r = getrandom(out + got, n - got, 0);
     if (r < 0) {
       if (errno == EINTR) continue;
-      return systemError("shm: getrandom for the segment name", errno);
+      return systemError("shm: getrandom", errno);
     }
     got += static_cast<size_t>(r);
   }
   return Status();
 }
-
-bool isPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
-
-}  // namespace
 
 uint64_t currentPidNamespace() {
   struct stat st;

@@ -30,6 +30,10 @@ struct SegmentGeometry {
   uint64_t fifoBytes = 0;  // power of two
 };
 
+// Lower-case hex of `n` bytes, and `n` bytes from the OS's CSPRNG (names, nonces).
+std::string toHex(const uint8_t* bytes, size_t n);
+Status randomBytes(uint8_t* out, size_t n);
+
 class Segment {
  public:
   ~Segment();

@@ -1,0 +1,11 @@
+// The CUDA built-ins for kernel sources: the toolkit's headers under nvcc, the host
+// emulation (kernels/cuda/emulation) under any other compiler. Kernel sources include
+// this instead of cuda_runtime.h so that one source serves both.
+#pragma once
+
+#if defined(__CUDACC__)
+#include <cuda_runtime.h>
+#else
+#include "kernels/cuda/emulation/cuda_emulation.h"
+#include "kernels/cuda/emulation/emulated_launch.h"
+#endif

@@ -1,0 +1,109 @@
+// Device handles (MSCCL++ style): plain structs that host code fills in and passes by
+// value to the kernels of kernels/cuda, whose __device__ code reads their fields.
+//
+// Contract:
+//   - Every pointer is a device address the kernel's GPU can load from or store to:
+//     its own memory or a peer's mapped through CUDA IPC / P2P (see
+//     transports/cuda_ipc). Host code never dereferences them.
+//   - Buffers given to one step must not overlap, except that a destination may be
+//     exactly a source (in place).
+//   - Pointers need not be 16-byte aligned: when all of a step's pointers share the
+//     same offset modulo 16 the body moves 16-byte vectors and the unaligned head and
+//     tail elements are done one by one; otherwise the step runs element by element
+//     (and byte by byte when a pointer is not even aligned to its element size).
+//   - Counts are in elements of the step's dtype (bytes for the copy steps).
+//   - divisor > 0 on the step that produces final values of kAvg: the reduced value
+//     (a sum) is divided by it, as core/kernel/reduce_backend.h specifies.
+//   - StepSync orders a step after peers' steps through flags in device memory: wait
+//     until *waitFlags[i] >= waitValue for every non-null entry (acquire, system scope;
+//     usually the peers' own flags, read over P2P), run, then after every block
+//     finished set *postFlag = postValue (release, system scope; usually this rank's
+//     own flag, which its peers poll). blockCounter (zero
+//     at launch, one per postFlag) counts finished blocks; the last block resets it.
+//     A wait that outlasts timeoutNs (0 means kDefaultStepTimeoutNs) stores
+//     kStepErrorTimeout into *error and abandons the step, so a dead peer ends the
+//     collective instead of hanging the GPU. Grids must be one-dimensional.
+// Thread safety: values.
+#pragma once
+
+#include <cstdint>
+
+namespace collie::cuda {
+
+inline constexpr int kMaxSources = 4;       // tree reduce: own data + 2 children
+inline constexpr int kMaxDestinations = 4;  // tree broadcast: own output + 2 children
+inline constexpr int kMaxTreeChildren = 2;
+inline constexpr int kMaxStepWaits = 2;  // tree reduce waits for both children
+inline constexpr uint64_t kDefaultStepTimeoutNs = 30ull * 1000 * 1000 * 1000;
+inline constexpr int32_t kStepErrorTimeout = 1;
+
+struct StepSync {
+  const uint64_t* waitFlags[kMaxStepWaits] = {};  // null entries: no wait
+  uint64_t waitValue = 0;
+  uint64_t* postFlag = nullptr;  // null: no post
+  uint64_t postValue = 0;
+  uint32_t* blockCounter = nullptr;  // required when postFlag is set
+  int32_t* error = nullptr;          // required when a wait flag is set
+  uint64_t timeoutNs = 0;
+};
+
+// The primitive: dsts[d][i] = op(srcs[0][i], srcs[1][i], ...) (left fold in source
+// order), divided by divisor when divisor > 0, for i < count.
+struct ReduceCopyArgs {
+  const void* srcs[kMaxSources] = {};
+  void* dsts[kMaxDestinations] = {};
+  int32_t nsrcs = 0;  // 1..kMaxSources; 1: a copy (divided when divisor > 0)
+  int32_t ndsts = 0;  // 1..kMaxDestinations
+  uint64_t count = 0;
+  int32_t divisor = 0;
+};
+
+// One ring reduce-scatter step (RecvReduceSend / RecvReduceCopy of core/plan/schedule.h
+// with the peer's data read in place): r = op(local, incoming); write r to `out`
+// (this rank's buffer; null on a forwarding step) and to `peerOut` (the next rank's
+// receive slot; null on the final step).
+struct RingReduceStep {
+  const void* local = nullptr;
+  const void* incoming = nullptr;
+  void* out = nullptr;
+  void* peerOut = nullptr;
+  uint64_t count = 0;
+  int32_t divisor = 0;
+  StepSync sync;
+};
+
+// One ring all-gather step (RecvCopySend / Copy): copy `bytes` from src to `out`
+// and/or `peerOut` (at least one). src == out is allowed (only the forward happens
+// in effect).
+struct RingCopyStep {
+  const void* src = nullptr;
+  void* out = nullptr;
+  void* peerOut = nullptr;
+  uint64_t bytes = 0;
+  StepSync sync;
+};
+
+// Tree reduce (up): out = op(local, children[0], children[1]) for the nchildren
+// children (0..2); `out` is this rank's buffer or its parent's receive slot.
+struct TreeReduceStep {
+  const void* local = nullptr;
+  const void* children[kMaxTreeChildren] = {};
+  int32_t nchildren = 0;
+  void* out = nullptr;
+  uint64_t count = 0;
+  int32_t divisor = 0;
+  StepSync sync;
+};
+
+// Tree broadcast (down): copy `bytes` from src (this rank's data or the parent's)
+// to `out` (may be null or equal src) and to each child's buffer.
+struct TreeBroadcastStep {
+  const void* src = nullptr;
+  void* out = nullptr;
+  void* childOut[kMaxTreeChildren] = {};
+  int32_t nchildren = 0;
+  uint64_t bytes = 0;
+  StepSync sync;
+};
+
+}  // namespace collie::cuda

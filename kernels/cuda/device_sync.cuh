@@ -1,0 +1,105 @@
+// Device-side step synchronisation through flags in device memory (StepSync of
+// device_handles.h): acquire loads and release stores at system scope, a global
+// nanosecond timer for deadlines, and the wait / post protocol.
+//
+// Contract: stepWait() and stepPost() must be called by every thread of the block
+// (they contain block barriers). stepWait() returns false on every thread when the
+// wait timed out (the error was recorded); the caller then skips the step and must
+// not call stepPost().
+// Thread safety: device code; flags are shared between GPUs (system scope).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/cuda_compat.h"
+#include "kernels/cuda/device_handles.h"
+
+#if !defined(__CUDA_ARCH__)
+#include <atomic>
+#include <chrono>
+#include <thread>
+#endif
+
+namespace collie::cuda {
+
+__device__ __forceinline__ uint64_t loadAcquireSys(const uint64_t* flag) {
+#if defined(__CUDA_ARCH__)
+  uint64_t value;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(value) : "l"(flag) : "memory");
+  return value;
+#else
+  return std::atomic_ref<uint64_t>(*const_cast<uint64_t*>(flag)).load(std::memory_order_acquire);
+#endif
+}
+
+__device__ __forceinline__ void storeReleaseSys(uint64_t* flag, uint64_t value) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(flag), "l"(value) : "memory");
+#else
+  std::atomic_ref<uint64_t>(*flag).store(value, std::memory_order_release);
+#endif
+}
+
+__device__ __forceinline__ uint64_t globalTimerNs() {
+#if defined(__CUDA_ARCH__)
+  uint64_t ns;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+  return ns;
+#else
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+#endif
+}
+
+__device__ __forceinline__ bool isFirstThreadOfBlock() {
+  return threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
+}
+
+// Backs off between polls: frees the SM's issue slots (the host: the CPU).
+__device__ __forceinline__ void spinPause() {
+#if defined(__CUDA_ARCH__)
+  __nanosleep(64);
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Thread 0 polls the flags; the block learns the outcome from the barrier.
+__device__ __forceinline__ bool stepWait(const StepSync& sync) {
+  int ok = 1;
+  if (isFirstThreadOfBlock()) {
+    const uint64_t timeout = sync.timeoutNs != 0 ? sync.timeoutNs : kDefaultStepTimeoutNs;
+    const uint64_t start = globalTimerNs();
+    for (int i = 0; i < kMaxStepWaits && ok; ++i) {
+      if (sync.waitFlags[i] == nullptr) continue;
+      while (loadAcquireSys(sync.waitFlags[i]) < sync.waitValue) {
+        if (globalTimerNs() - start > timeout) {
+          atomicExch(sync.error, kStepErrorTimeout);
+          ok = 0;
+          break;
+        }
+        spinPause();
+      }
+    }
+  }
+  return __syncthreads_and(ok) != 0;
+}
+
+// Every thread fences its own stores, the block meets, and the last block to finish
+// publishes the flag (and rearms the counter for the next launch).
+__device__ __forceinline__ void stepPost(const StepSync& sync) {
+  if (sync.postFlag == nullptr) return;
+  __threadfence_system();
+  __syncthreads();
+  if (isFirstThreadOfBlock()) {
+    const uint32_t finished = atomicAdd(sync.blockCounter, 1u) + 1u;
+    if (finished == gridDim.x) {
+      atomicExch(sync.blockCounter, 0u);
+      __threadfence_system();
+      storeReleaseSys(sync.postFlag, sync.postValue);
+    }
+  }
+}
+
+}  // namespace collie::cuda

@@ -1,0 +1,111 @@
+// Kernel selection: (DataType, ReduceOp) -> the instantiation of a kernel template of
+// collective_kernels.cuh. Taking the addresses here is what instantiates every
+// (type, op) pair, once, through templates (no code-generation macros): the CUDA
+// build does it in cuda_kernels.cu, the emulation tests in their own translation unit.
+//
+// Contract: kernelFor<K>(dtype, op) returns the kernel of family K for that pair, or
+// null for an invalid dtype/op. kAvg selects the SumOp kernel (the caller passes
+// divisor = nranks on the final step). launchGrid() picks a 1-D grid for a step.
+// Thread safety: pure functions.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "collie/types.h"
+#include "kernels/common/half.h"
+#include "kernels/common/ops.h"
+#include "kernels/cuda/collective_kernels.cuh"
+
+namespace collie::cuda {
+
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
+// Calls f(TypeTag<T>{}) for the C++ type of dtype; returns f's result, or `fallback`.
+template <typename F, typename R>
+R visitDataType(DataType dtype, F&& f, R fallback) {
+  switch (dtype) {
+    case DataType::kInt8:
+      return f(TypeTag<int8_t>{});
+    case DataType::kUint8:
+      return f(TypeTag<uint8_t>{});
+    case DataType::kInt32:
+      return f(TypeTag<int32_t>{});
+    case DataType::kUint32:
+      return f(TypeTag<uint32_t>{});
+    case DataType::kInt64:
+      return f(TypeTag<int64_t>{});
+    case DataType::kUint64:
+      return f(TypeTag<uint64_t>{});
+    case DataType::kFloat16:
+      return f(TypeTag<Half>{});
+    case DataType::kFloat32:
+      return f(TypeTag<float>{});
+    case DataType::kFloat64:
+      return f(TypeTag<double>{});
+    case DataType::kBFloat16:
+      return f(TypeTag<BFloat16>{});
+  }
+  return fallback;
+}
+
+// Kernel families: each names its function-pointer type and its instantiation.
+struct ReduceCopyFamily {
+  using Fn = void (*)(ReduceCopyArgs);
+  template <typename T, typename Op>
+  static Fn get() {
+    return &reduceCopyKernel<T, Op>;
+  }
+};
+struct RingReduceScatterFamily {
+  using Fn = void (*)(RingReduceStep);
+  template <typename T, typename Op>
+  static Fn get() {
+    return &ringReduceScatterStepKernel<T, Op>;
+  }
+};
+struct TreeReduceFamily {
+  using Fn = void (*)(TreeReduceStep);
+  template <typename T, typename Op>
+  static Fn get() {
+    return &treeReduceKernel<T, Op>;
+  }
+};
+
+template <typename Family>
+typename Family::Fn kernelFor(DataType dtype, ReduceOp op) {
+  using Fn = typename Family::Fn;
+  return visitDataType(
+      dtype,
+      [op](auto tag) -> Fn {
+        using T = typename decltype(tag)::type;
+        switch (op) {
+          case ReduceOp::kSum:
+          case ReduceOp::kAvg:
+            return Family::template get<T, SumOp<T>>();
+          case ReduceOp::kProd:
+            return Family::template get<T, ProdOp<T>>();
+          case ReduceOp::kMin:
+            return Family::template get<T, MinOp<T>>();
+          case ReduceOp::kMax:
+            return Family::template get<T, MaxOp<T>>();
+        }
+        return nullptr;
+      },
+      Fn{nullptr});
+}
+
+inline constexpr unsigned kDefaultBlockThreads = 256;
+inline constexpr unsigned kDefaultMaxBlocks = 32;
+
+// Enough blocks to give each thread about one 16-byte pack, at most maxBlocks.
+inline unsigned launchGrid(uint64_t bytes, unsigned blockThreads, unsigned maxBlocks) {
+  const uint64_t perBlock = static_cast<uint64_t>(blockThreads) * 16;
+  const uint64_t blocks = (bytes + perBlock - 1) / perBlock;
+  return static_cast<unsigned>(std::clamp<uint64_t>(blocks, 1, std::max(1u, maxBlocks)));
+}
+
+}  // namespace collie::cuda

@@ -1,0 +1,163 @@
+// The reduce-copy primitive every kernel of kernels/cuda is built on: read N sources,
+// fold them with an op of kernels/common/ops.h, write the result to M destinations
+// (ReduceCopyArgs in device_handles.h gives the exact contract).
+//
+// Layout of one call over `count` elements:
+//   - all pointers congruent modulo 16 and element-aligned: a scalar head up to the
+//     first 16-byte boundary, a body of 16-byte packs (uint4 loads and stores, which
+//     nvcc emits as ld/st .v4.u32; tests/cuda/check_ptx_vectors.sh checks it), a
+//     scalar tail;
+//   - element-aligned but not congruent: element by element;
+//   - some pointer not element-aligned: element by element through byte loads.
+// Every part is a grid-stride loop over (thread, nthreads), so any grid covers any
+// count, and the caller chooses the grid for bandwidth only.
+// Thread safety: device code; threads touch disjoint elements.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/common/ops.h"
+#include "kernels/cuda/cuda_compat.h"
+#include "kernels/cuda/device_handles.h"
+
+namespace collie::cuda {
+
+inline constexpr size_t kPackBytes = 16;
+
+// A copy "op": used by the copy kernels, whose single source is never combined.
+template <typename T>
+struct CopyOp {
+  __host__ __device__ __forceinline__ T operator()(T a, T) const { return a; }
+};
+
+template <typename T>
+union Pack {
+  uint4 vector;
+  T elements[kPackBytes / sizeof(T)];
+};
+
+template <typename T>
+__device__ __forceinline__ T loadBytes(const void* p) {
+  union {
+    T value;
+    unsigned char bytes[sizeof(T)];
+  } u;
+  const unsigned char* src = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < sizeof(T); ++i) u.bytes[i] = src[i];
+  return u.value;
+}
+
+template <typename T>
+__device__ __forceinline__ void storeBytes(void* p, T value) {
+  union {
+    T value;
+    unsigned char bytes[sizeof(T)];
+  } u;
+  u.value = value;
+  unsigned char* dst = static_cast<unsigned char*>(p);
+  for (size_t i = 0; i < sizeof(T); ++i) dst[i] = u.bytes[i];
+}
+
+// Element i of every source folded, divided, and stored to every destination.
+template <typename T, typename Op, bool kByteWise>
+__device__ __forceinline__ void reduceCopyElement(const ReduceCopyArgs& args, uint64_t i) {
+  const size_t offset = static_cast<size_t>(i) * sizeof(T);
+  auto load = [offset](const void* base) {
+    const void* p = static_cast<const unsigned char*>(base) + offset;
+    if constexpr (kByteWise) {
+      return loadBytes<T>(p);
+    } else {
+      return *static_cast<const T*>(p);
+    }
+  };
+  T acc = load(args.srcs[0]);
+  for (int s = 1; s < args.nsrcs; ++s) acc = Op()(acc, load(args.srcs[s]));
+  if (args.divisor > 0) acc = divideBy(acc, args.divisor);
+  for (int d = 0; d < args.ndsts; ++d) {
+    void* p = static_cast<unsigned char*>(args.dsts[d]) + offset;
+    if constexpr (kByteWise) {
+      storeBytes<T>(p, acc);
+    } else {
+      *static_cast<T*>(p) = acc;
+    }
+  }
+}
+
+// Pack p (16 bytes starting `base` bytes into every buffer).
+template <typename T, typename Op>
+__device__ __forceinline__ void reduceCopyPack(const ReduceCopyArgs& args, size_t base) {
+  constexpr int kPerPack = static_cast<int>(kPackBytes / sizeof(T));
+  Pack<T> acc;
+  acc.vector =
+      *reinterpret_cast<const uint4*>(static_cast<const unsigned char*>(args.srcs[0]) + base);
+  for (int s = 1; s < args.nsrcs; ++s) {
+    Pack<T> in;
+    in.vector =
+        *reinterpret_cast<const uint4*>(static_cast<const unsigned char*>(args.srcs[s]) + base);
+    for (int e = 0; e < kPerPack; ++e) acc.elements[e] = Op()(acc.elements[e], in.elements[e]);
+  }
+  if (args.divisor > 0) {
+    for (int e = 0; e < kPerPack; ++e) acc.elements[e] = divideBy(acc.elements[e], args.divisor);
+  }
+  for (int d = 0; d < args.ndsts; ++d) {
+    *reinterpret_cast<uint4*>(static_cast<unsigned char*>(args.dsts[d]) + base) = acc.vector;
+  }
+}
+
+// The primitive. `thread` in [0, nthreads) is this thread's index in the grid-stride
+// loops; nthreads is the number of threads sharing the work.
+template <typename T, typename Op>
+__device__ __forceinline__ void reduceCopy(const ReduceCopyArgs& args, uint64_t thread,
+                                           uint64_t nthreads) {
+  static_assert(kPackBytes % sizeof(T) == 0, "element size must divide 16");
+  const uint64_t count = args.count;
+  if (count == 0 || args.nsrcs < 1 || args.ndsts < 1) return;
+
+  const uintptr_t phase = reinterpret_cast<uintptr_t>(args.srcs[0]) % kPackBytes;
+  bool congruent = true;
+  bool elementAligned = true;
+  for (int s = 0; s < args.nsrcs; ++s) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(args.srcs[s]);
+    congruent = congruent && a % kPackBytes == phase;
+    elementAligned = elementAligned && a % sizeof(T) == 0;
+  }
+  for (int d = 0; d < args.ndsts; ++d) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(args.dsts[d]);
+    congruent = congruent && a % kPackBytes == phase;
+    elementAligned = elementAligned && a % sizeof(T) == 0;
+  }
+  if (!elementAligned) {
+    for (uint64_t i = thread; i < count; i += nthreads) reduceCopyElement<T, Op, true>(args, i);
+    return;
+  }
+  if (!congruent) {
+    for (uint64_t i = thread; i < count; i += nthreads) reduceCopyElement<T, Op, false>(args, i);
+    return;
+  }
+  constexpr uint64_t kPerPack = kPackBytes / sizeof(T);
+  uint64_t head = ((kPackBytes - phase) % kPackBytes) / sizeof(T);
+  if (head > count) head = count;
+  const uint64_t packs = (count - head) / kPerPack;
+  const uint64_t tailBegin = head + packs * kPerPack;
+  const uint64_t loose = head + (count - tailBegin);
+  // Head and tail elements: a handful, spread over the first threads.
+  for (uint64_t j = thread; j < loose; j += nthreads) {
+    const uint64_t i = j < head ? j : tailBegin + (j - head);
+    reduceCopyElement<T, Op, false>(args, i);
+  }
+  const size_t bodyOffset = static_cast<size_t>(head) * sizeof(T);
+  for (uint64_t p = thread; p < packs; p += nthreads) {
+    reduceCopyPack<T, Op>(args, bodyOffset + static_cast<size_t>(p) * kPackBytes);
+  }
+}
+
+__device__ __forceinline__ uint64_t gridThreadIndex() {
+  return static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+
+__device__ __forceinline__ uint64_t gridThreadCount() {
+  return static_cast<uint64_t>(gridDim.x) * blockDim.x;
+}
+
+}  // namespace collie::cuda

@@ -1,0 +1,272 @@
+#include "transports/ucx/ucx_connection.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+#include "core/log/log.h"
+
+namespace collie::ucx {
+namespace {
+
+void putLe(uint8_t* out, uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) out[i] = static_cast<uint8_t>(value >> (8 * i));
+}
+uint64_t getLe(const uint8_t* in, int bytes) {
+  uint64_t value = 0;
+  for (int i = 0; i < bytes; ++i) value |= static_cast<uint64_t>(in[i]) << (8 * i);
+  return value;
+}
+
+std::string hex(uint64_t value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "0x%" PRIx64, value);
+  return text;
+}
+
+// Whether a send request finished; frees it. `request` may be nullptr (done) or an
+// error pointer.
+bool sendFinished(void*& request, ucs_status_t* status) {
+  *status = UCS_OK;
+  if (request == nullptr) return true;
+  if (UCS_PTR_IS_ERR(request)) {
+    *status = UCS_PTR_STATUS(request);
+    request = nullptr;
+    return true;
+  }
+  ucs_status_t st = ucp_request_check_status(request);
+  if (st == UCS_INPROGRESS) return false;
+  *status = st;
+  ucp_request_free(request);
+  request = nullptr;
+  return true;
+}
+
+// The same for receives; fills `info` (length) when the receive finished.
+bool recvFinished(void*& request, ucp_tag_recv_info_t* info, ucs_status_t* status) {
+  *status = UCS_OK;
+  if (request == nullptr) return true;  // completed at post time; info already set
+  if (UCS_PTR_IS_ERR(request)) {
+    *status = UCS_PTR_STATUS(request);
+    request = nullptr;
+    return true;
+  }
+  ucs_status_t st = ucp_tag_recv_request_test(request, info);
+  if (st == UCS_INPROGRESS) return false;
+  *status = st;
+  ucp_request_free(request);
+  request = nullptr;
+  return true;
+}
+
+}  // namespace
+
+UcxConnection::~UcxConnection() {
+  releaseRequests(sends_);
+  releaseRequests(recvs_);
+}
+
+void UcxConnection::releaseRequests(std::deque<std::unique_ptr<Op>>& ops) {
+  // Cancel and give UCX a moment to finish them, so no buffer is written after the
+  // owner was told the operation ended. A request still running after that is freed
+  // (UCX releases it when it completes).
+  auto until = Clock::now() + std::chrono::milliseconds(200);
+  for (auto& op : ops) {
+    for (void** request : {&op->headerRequest, &op->dataRequest}) {
+      if (*request == nullptr || UCS_PTR_IS_ERR(*request)) continue;
+      if (ucp_request_check_status(*request) == UCS_INPROGRESS) {
+        ucp_request_cancel(worker_->worker(), *request);
+        worker_->markAbandoned(peer_);  // sends cannot be cancelled: force-close later
+      }
+      while (ucp_request_check_status(*request) == UCS_INPROGRESS && Clock::now() < until) {
+        worker_->progress();
+      }
+      ucp_request_free(*request);
+      *request = nullptr;
+    }
+  }
+}
+
+Status UcxConnection::fail(Status status) {
+  if (broken_.isOk()) broken_ = status;
+  releaseRequests(sends_);
+  releaseRequests(recvs_);
+  for (auto* queue : {&sends_, &recvs_}) {
+    for (auto& op : *queue) {
+      if (!op->done->done) op->done->complete(broken_);
+    }
+    queue->clear();
+  }
+  return broken_;
+}
+
+Status UcxConnection::postSend(const void* data, size_t bytes, uint64_t tag, Completion* done) {
+  if (!broken_.isOk()) return broken_;
+  auto op = std::make_unique<Op>();
+  op->done = done;
+  op->data = static_cast<uint8_t*>(const_cast<void*>(data));
+  op->bytes = bytes;
+  op->tag = tag;
+  op->seq = sendSeq_++;
+  const bool inlined = bytes <= kInlineBytes;
+  op->buffer.resize(kHeaderBytes + (inlined ? bytes : 0));
+  putLe(op->buffer.data(), kHeaderMagic, 4);
+  putLe(op->buffer.data() + 4, op->seq, 4);
+  putLe(op->buffer.data() + 8, tag, 8);
+  putLe(op->buffer.data() + 16, bytes, 8);
+  if (inlined && bytes > 0) std::memcpy(op->buffer.data() + kHeaderBytes, data, bytes);
+
+  ucp_ep_h ep = worker_->endpoint(peer_);
+  ucp_request_param_t param{};
+  op->headerRequest =
+      ucp_tag_send_nbx(ep, op->buffer.data(), op->buffer.size(),
+                       makeTag(TagKind::kHeader, channel_, worker_->rank(), op->seq), &param);
+  if (!inlined) {
+    op->stage = Stage::kData;
+    op->dataRequest = ucp_tag_send_nbx(
+        ep, data, bytes, makeTag(TagKind::kData, channel_, worker_->rank(), op->seq), &param);
+  }
+  sends_.push_back(std::move(op));
+  return Status();
+}
+
+Status UcxConnection::postRecv(void* data, size_t bytes, uint64_t tag, Completion* done) {
+  if (!broken_.isOk()) return broken_;
+  auto op = std::make_unique<Op>();
+  op->done = done;
+  op->data = static_cast<uint8_t*>(data);
+  op->bytes = bytes;
+  op->tag = tag;
+  op->seq = recvSeq_++;
+  op->buffer.resize(kHeaderBytes + kInlineBytes);
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  param.recv_info.tag_info = &op->info;
+  op->headerRequest =
+      ucp_tag_recv_nbx(worker_->worker(), op->buffer.data(), op->buffer.size(),
+                       makeTag(TagKind::kHeader, channel_, peer_, op->seq), kFullMask, &param);
+  recvs_.push_back(std::move(op));
+  return Status();
+}
+
+Status UcxConnection::progressSend(Op& op, bool* progressed) {
+  ucs_status_t st = UCS_OK;
+  bool header = op.headerRequest == nullptr || sendFinished(op.headerRequest, &st);
+  if (st != UCS_OK) {
+    return remoteError(
+        "ucx: sending to rank " + std::to_string(peer_) + " failed: " + ucs_status_string(st),
+        peer_);
+  }
+  bool data = op.dataRequest == nullptr || sendFinished(op.dataRequest, &st);
+  if (st != UCS_OK) {
+    return remoteError(
+        "ucx: sending to rank " + std::to_string(peer_) + " failed: " + ucs_status_string(st),
+        peer_);
+  }
+  if (header && data && op.stage != Stage::kDone) {
+    op.stage = Stage::kDone;
+    *progressed = true;
+  }
+  return Status();
+}
+
+Status UcxConnection::checkHeader(Op& op) {
+  const uint8_t* h = op.buffer.data();
+  const size_t got = op.info.length;
+  if (got < kHeaderBytes || getLe(h, 4) != kHeaderMagic || getLe(h + 4, 4) != op.seq) {
+    return remoteError("ucx: corrupt message header from rank " + std::to_string(peer_) + " (" +
+                           std::to_string(got) + " bytes)",
+                       peer_);
+  }
+  uint64_t tag = getLe(h + 8, 8);
+  uint64_t bytes = getLe(h + 16, 8);
+  if (tag != op.tag || bytes != op.bytes) {
+    return Status(StatusCode::kMismatch,
+                  "ucx: message from rank " + std::to_string(peer_) + " on channel " +
+                      std::to_string(channel_) + " has tag " + hex(tag) + " and " +
+                      std::to_string(bytes) + " bytes, but the receive expects tag " + hex(op.tag) +
+                      " and " + std::to_string(op.bytes) +
+                      " bytes (the ranks disagree on the collective sequence)",
+                  peer_);
+  }
+  bool inlined = bytes <= kInlineBytes;
+  if (got != kHeaderBytes + (inlined ? bytes : 0)) {
+    return remoteError("ucx: message from rank " + std::to_string(peer_) + " is " +
+                           std::to_string(got) + " bytes, its header announces " +
+                           std::to_string(bytes),
+                       peer_);
+  }
+  return Status();
+}
+
+Status UcxConnection::progressRecv(Op& op, bool* progressed) {
+  ucs_status_t st = UCS_OK;
+  if (op.stage == Stage::kHeader) {
+    if (!recvFinished(op.headerRequest, &op.info, &st)) return Status();
+    if (st != UCS_OK) {
+      return remoteError("ucx: receiving from rank " + std::to_string(peer_) +
+                             " failed: " + ucs_status_string(st) +
+                             (st == UCS_ERR_MESSAGE_TRUNCATED ? " (header too long)" : ""),
+                         peer_);
+    }
+    *progressed = true;
+    COLLIE_RETURN_IF_ERROR(checkHeader(op));
+    if (op.bytes <= kInlineBytes) {
+      if (op.bytes > 0) std::memcpy(op.data, op.buffer.data() + kHeaderBytes, op.bytes);
+      op.stage = Stage::kDone;
+      return Status();
+    }
+    op.stage = Stage::kData;
+    op.info = ucp_tag_recv_info_t{};
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    param.recv_info.tag_info = &op.info;
+    op.dataRequest =
+        ucp_tag_recv_nbx(worker_->worker(), op.data, op.bytes,
+                         makeTag(TagKind::kData, channel_, peer_, op.seq), kFullMask, &param);
+  }
+  if (op.stage == Stage::kData) {
+    if (!recvFinished(op.dataRequest, &op.info, &st)) return Status();
+    *progressed = true;
+    if (st != UCS_OK || op.info.length != op.bytes) {
+      return remoteError("ucx: data from rank " + std::to_string(peer_) +
+                             " does not match its header (" + std::to_string(op.info.length) +
+                             " of " + std::to_string(op.bytes) + " bytes, " +
+                             ucs_status_string(st) + ")",
+                         peer_);
+    }
+    op.stage = Stage::kDone;
+  }
+  return Status();
+}
+
+Status UcxConnection::progress(bool* progressed) {
+  if (!broken_.isOk()) return broken_;
+  if (sends_.empty() && recvs_.empty()) return Status();
+  if (worker_->progress()) *progressed = true;
+  // A failed peer may have delivered everything we wait for before it left (it flushes,
+  // then closes): finish what arrived first, fail only what cannot complete any more.
+  for (int round = 0; round < 2; ++round) {
+    for (auto& op : sends_) {
+      Status st = progressSend(*op, progressed);
+      if (!st.isOk()) return fail(st);
+    }
+    for (auto& op : recvs_) {
+      Status st = progressRecv(*op, progressed);
+      if (!st.isOk()) return fail(st);
+    }
+    // Complete in post order.
+    for (auto* queue : {&sends_, &recvs_}) {
+      while (!queue->empty() && queue->front()->stage == Stage::kDone) {
+        queue->front()->done->complete();
+        queue->pop_front();
+      }
+    }
+    if ((sends_.empty() && recvs_.empty()) || worker_->peerStatus(peer_).isOk()) break;
+    if (round == 1) return fail(worker_->peerStatus(peer_));
+    worker_->progress();
+  }
+  return Status();
+}
+
+}  // namespace collie::ucx

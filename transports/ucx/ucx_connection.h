@@ -1,0 +1,79 @@
+// UcxConnection: one (peer, channel) of the ucx transport over UCP tagged messages.
+//
+// Every collie message is a 24-byte header {magic, sequence, collective tag, length}
+// sent with a header tag; messages up to kInlineBytes carry their payload right after
+// the header, larger ones follow as a second UCP message with a data tag of the same
+// sequence number. The receiver posts the header receive when postRecv() is called,
+// checks magic, sequence, tag and length against what it posted, and only then posts
+// the data receive into the user's buffer (large) or copies the inline payload
+// (small). A tag or length mismatch therefore fails with kMismatch, naming the peer,
+// before any byte reaches the user's buffer. The data message's length is checked
+// again on completion (UCX reports a longer one as truncated); a peer that sends a
+// shorter data message than its own header announced breaks the protocol, and those
+// bytes have been written (only a corrupt or malicious peer can do that).
+//
+// Sequence numbers make every UCP tag unique per (sender, channel), so FIFO matching
+// per connection holds regardless of how UCX orders arrivals across lanes.
+// Operations complete in post order per direction. Any failure (peer gone, mismatch,
+// bad header) breaks the connection: pending UCP requests are cancelled, every
+// pending operation completes with the error, and later posts return it.
+//
+// Thread safety: one thread at a time (see core/transport/transport.h).
+#pragma once
+
+#include <deque>
+#include <memory>
+
+#include "core/transport/transport.h"
+#include "transports/ucx/ucx_worker.h"
+
+namespace collie::ucx {
+
+inline constexpr size_t kHeaderBytes = 24;
+inline constexpr size_t kInlineBytes = 8192;
+inline constexpr uint32_t kHeaderMagic = 0x58435543;  // "CUCX"
+
+class UcxConnection final : public Connection {
+ public:
+  UcxConnection(std::shared_ptr<UcxWorker> worker, int peer, int channel)
+      : worker_(std::move(worker)), peer_(peer), channel_(channel) {}
+  ~UcxConnection() override;
+
+  Status postSend(const void* data, size_t bytes, uint64_t tag, Completion* done) override;
+  Status postRecv(void* data, size_t bytes, uint64_t tag, Completion* done) override;
+  Status progress(bool* progressed) override;
+  int peer() const override { return peer_; }
+
+ private:
+  enum class Stage { kHeader, kData, kDone };
+  struct Op {
+    Completion* done = nullptr;
+    uint8_t* data = nullptr;
+    size_t bytes = 0;
+    uint64_t tag = 0;
+    uint32_t seq = 0;
+    Stage stage = Stage::kHeader;
+    void* headerRequest = nullptr;  // in flight, else nullptr
+    void* dataRequest = nullptr;
+    ucp_tag_recv_info_t info{};
+    std::vector<uint8_t> buffer;  // header (+ inline payload)
+  };
+
+  Status progressSend(Op& op, bool* progressed);
+  Status progressRecv(Op& op, bool* progressed);
+  Status checkHeader(Op& op);
+  // Records the first failure, cancels every request, completes every pending op.
+  Status fail(Status status);
+  void releaseRequests(std::deque<std::unique_ptr<Op>>& ops);
+
+  std::shared_ptr<UcxWorker> worker_;
+  int peer_;
+  int channel_;
+  uint32_t sendSeq_ = 0;
+  uint32_t recvSeq_ = 0;
+  std::deque<std::unique_ptr<Op>> sends_;
+  std::deque<std::unique_ptr<Op>> recvs_;
+  Status broken_;
+};
+
+}  // namespace collie::ucx

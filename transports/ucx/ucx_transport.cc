@@ -1,0 +1,192 @@
+// The ucx transport: setup (worker, address exchange through the store, endpoints,
+// the secret handshake) and registration. The data path is in ucx_connection.cc.
+//
+// create() is cheap (UCP is initialised only in connect(), when some peer chose this
+// transport). connect() publishes the worker address under <jobKey>/ucx/addr/<rank>,
+// reads each peer's, creates the endpoints and then exchanges one handshake message
+// per pair over them: {magic, rank, job-key hash, job secret}. A peer whose
+// handshake carries another secret or job is refused (Unauthenticated, naming it)
+// before any connection is returned, so no data is accepted from a rank that cannot
+// prove the secret. (The store itself admits only clients that present the secret, so
+// only job members can publish addresses in the first place.)
+//
+// Priority 150: after shm (same host) and ibverbs, before tcp. canConnect() accepts
+// only peers on other hosts unless COLLIE_TRANSPORT=ucx forced it, so single-host jobs
+// keep shm; UCX itself picks its wire from UCX_TLS (rc/ud/dc, tcp, posix/sysv/cma).
+#include <cstring>
+
+#include "core/config/config.h"
+#include "core/log/log.h"
+#include "core/net/handshake.h"
+#include "core/transport/transport.h"
+#include "transports/ucx/ucx_connection.h"
+#include "transports/ucx/ucx_worker.h"
+
+namespace collie {
+namespace ucx {
+std::string describeUcx();
+namespace {
+
+constexpr uint32_t kHandshakeMagic = 0x48584355;  // "UCXH"
+constexpr size_t kHandshakeBytes = 4 + 4 + 8 + kJobSecretBytes;
+
+std::array<uint8_t, kHandshakeBytes> encodeHandshake(int rank, uint64_t jobHash,
+                                                     const JobSecret& secret) {
+  std::array<uint8_t, kHandshakeBytes> out{};
+  uint32_t magic = kHandshakeMagic;
+  uint32_t r = static_cast<uint32_t>(rank);
+  std::memcpy(out.data(), &magic, 4);
+  std::memcpy(out.data() + 4, &r, 4);
+  std::memcpy(out.data() + 8, &jobHash, 8);
+  std::memcpy(out.data() + 16, secret.data(), kJobSecretBytes);
+  return out;
+}
+
+class UcxTransport final : public Transport {
+ public:
+  explicit UcxTransport(const TransportContext& ctx) : ctx_(ctx) {}
+
+  const char* name() const override { return "ucx"; }
+  TransportCaps caps() const override { return TransportCaps{}; }
+  bool canConnect(int, const std::string& peerHostId) const override {
+    return ctx_.forced || peerHostId != ctx_.hostId;
+  }
+  Result<std::vector<std::unique_ptr<Connection>>> connect(const std::vector<int>& peers) override;
+  void waitForActivity(std::chrono::microseconds maxWait) override {
+    if (worker_) worker_->waitForActivity(maxWait);
+  }
+
+ private:
+  Status handshake(const std::vector<int>& peers, Deadline until);
+
+  TransportContext ctx_;
+  std::shared_ptr<UcxWorker> worker_;
+};
+
+Result<std::vector<std::unique_ptr<Connection>>> UcxTransport::connect(
+    const std::vector<int>& peers) {
+  auto timeout =
+      ctx_.timeout.count() > 0
+          ? std::chrono::duration_cast<Clock::duration>(ctx_.timeout)
+          : std::chrono::duration_cast<Clock::duration>(configDuration("COLLIE_TIMEOUT"));
+  const Deadline until = Clock::now() + timeout;
+  if (ctx_.nchannels > kMaxChannels) {
+    return invalidArgument("ucx: at most " + std::to_string(kMaxChannels) + " channels");
+  }
+  if (!worker_) {
+    Result<std::shared_ptr<UcxWorker>> worker = UcxWorker::create(ctx_.rank, ctx_.nranks);
+    if (!worker.isOk()) return worker.status();
+    worker_ = *worker;
+    const auto& address = worker_->address();
+    COLLIE_RETURN_IF_ERROR(ctx_.store->set(ctx_.jobKey + "/ucx/addr/" + std::to_string(ctx_.rank),
+                                           Bytes(address.begin(), address.end())));
+  }
+  for (int peer : peers) {
+    Result<Bytes> address =
+        ctx_.store->get(ctx_.jobKey + "/ucx/addr/" + std::to_string(peer), until);
+    if (!address.isOk()) {
+      return timeoutError("ucx: rank " + std::to_string(peer) +
+                              " did not publish its worker address before the deadline: " +
+                              address.status().message(),
+                          peer);
+    }
+    COLLIE_RETURN_IF_ERROR(worker_->connect(peer, address->data(), address->size()));
+  }
+  COLLIE_RETURN_IF_ERROR(handshake(peers, until));
+
+  std::vector<std::unique_ptr<Connection>> out;
+  for (int peer : peers) {
+    for (int ch = 0; ch < ctx_.nchannels; ++ch) {
+      out.push_back(std::make_unique<UcxConnection>(worker_, peer, ch));
+    }
+  }
+  COLLIE_LOG(INFO, NET) << "ucx: rank " << ctx_.rank << " connected to " << peers.size()
+                        << " peers, " << ctx_.nchannels << " channels";
+  if (!peers.empty()) {
+    COLLIE_LOG(TRACE, NET) << "ucx: endpoint to rank " << peers[0] << ":\n"
+                           << worker_->describe(peers[0]);
+  }
+  return out;
+}
+
+Status UcxTransport::handshake(const std::vector<int>& peers, Deadline until) {
+  const uint64_t jobHash = net::hashJobKey(ctx_.jobKey);
+  auto mine = encodeHandshake(ctx_.rank, jobHash, ctx_.secret);
+  struct Pending {
+    int peer;
+    void* send = nullptr;
+    void* recv = nullptr;
+    ucp_tag_recv_info_t info{};
+    std::array<uint8_t, kHandshakeBytes + 8> got{};
+  };
+  std::vector<Pending> pending(peers.size());
+  for (size_t i = 0; i < peers.size(); ++i) {
+    Pending& p = pending[i];
+    p.peer = peers[i];
+    ucp_request_param_t rparam{};
+    rparam.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    rparam.recv_info.tag_info = &p.info;
+    p.recv = ucp_tag_recv_nbx(worker_->worker(), p.got.data(), p.got.size(),
+                              makeTag(TagKind::kHandshake, 0, p.peer, 0), kFullMask, &rparam);
+    ucp_request_param_t sparam{};
+    p.send = ucp_tag_send_nbx(worker_->endpoint(p.peer), mine.data(), mine.size(),
+                              makeTag(TagKind::kHandshake, 0, ctx_.rank, 0), &sparam);
+  }
+  for (Pending& p : pending) {
+    std::string who = "handshake with rank " + std::to_string(p.peer);
+    bool immediate = p.recv == nullptr;
+    if (!immediate && !UCS_PTR_IS_ERR(p.recv)) {
+      // Keep the request to read the received length before it is freed.
+      ucs_status_t st;
+      while ((st = ucp_tag_recv_request_test(p.recv, &p.info)) == UCS_INPROGRESS) {
+        if (!worker_->peerStatus(p.peer).isOk()) break;
+        if (!worker_->progress()) {
+          if (Clock::now() > until) break;
+          worker_->waitForActivity(std::chrono::milliseconds(10));
+        }
+      }
+    }
+    Status received = waitRequest(*worker_, p.recv, Clock::now(), who);
+    if (received.isOk()) received = waitRequest(*worker_, p.send, until, who);
+    if (!received.isOk()) {
+      if (!worker_->peerStatus(p.peer).isOk()) return worker_->peerStatus(p.peer);
+      return Status(
+          received.code() == StatusCode::kTimeout ? StatusCode::kTimeout : StatusCode::kRemoteError,
+          "ucx: rank " + std::to_string(p.peer) + " did not complete the " + who +
+              " before the deadline (is it running? see COLLIE_TIMEOUT): " + received.message(),
+          p.peer);
+    }
+    uint32_t magic = 0;
+    uint32_t rank = 0;
+    uint64_t hash = 0;
+    std::memcpy(&magic, p.got.data(), 4);
+    std::memcpy(&rank, p.got.data() + 4, 4);
+    std::memcpy(&hash, p.got.data() + 8, 8);
+    if (p.info.length != kHandshakeBytes || magic != kHandshakeMagic ||
+        rank != static_cast<uint32_t>(p.peer) || hash != jobHash ||
+        !net::secretsEqual(p.got.data() + 16, ctx_.secret.data(), kJobSecretBytes)) {
+      COLLIE_LOG(WARN, NET) << "ucx: rank " << ctx_.rank << " refused the endpoint of rank "
+                            << p.peer << ": wrong job secret or communicator";
+      return Status(StatusCode::kUnauthenticated,
+                    "ucx: rank " + std::to_string(p.peer) +
+                        " did not prove the job secret (another job or an intruder); check "
+                        "that every launcher uses the same COLLIE_JOB_SECRET",
+                    p.peer);
+    }
+  }
+  return Status();
+}
+
+Result<std::unique_ptr<Transport>> createUcxTransport(const TransportContext& ctx) {
+  if (ctx.store == nullptr) return invalidArgument("ucx transport needs a store");
+  return std::unique_ptr<Transport>(new UcxTransport(ctx));
+}
+
+}  // namespace
+}  // namespace ucx
+
+void registerUcxTransport(TransportRegistry& registry) {
+  registry.add(TransportFactory{"ucx", 150, &ucx::createUcxTransport, &ucx::describeUcx});
+}
+
+}  // namespace collie

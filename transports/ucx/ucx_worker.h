@@ -1,0 +1,94 @@
+// UcxWorker: one UCP context and worker, the endpoints to the peers, and the tag
+// layout of the ucx transport. Shared (shared_ptr) by the transport and its
+// connections so that connections may outlive the transport object; the worker is
+// destroyed after the last of them.
+//
+// UCP tag layout (64 bits), unique per message so that matching never depends on
+// arrival order: [kind:2][channel:6][sender rank:24][sequence:32]. `kind` is a
+// header (collective tag, length and small payloads), the data of a large message,
+// or the connection handshake. Every tag is received with the full mask.
+//
+// An endpoint's error handler (peer died, connection reset) marks the peer failed;
+// connections check the mark on every progress() and fail with RemoteError naming it.
+//
+// Thread safety: one thread at a time (UCS_THREAD_MODE_SERIALIZED).
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "collie/status.h"
+#include "collie/store.h"
+
+namespace collie::ucx {
+
+enum class TagKind : uint64_t { kHeader = 0, kData = 1, kHandshake = 2 };
+
+inline constexpr int kMaxChannels = 64;
+inline constexpr int kMaxRanks = 1 << 24;
+
+inline uint64_t makeTag(TagKind kind, int channel, int senderRank, uint32_t seq) {
+  return (static_cast<uint64_t>(kind) << 62) | (static_cast<uint64_t>(channel & 63) << 56) |
+         (static_cast<uint64_t>(senderRank & 0xffffff) << 32) | seq;
+}
+inline constexpr ucp_tag_t kFullMask = ~ucp_tag_t{0};
+
+class UcxWorker {
+ public:
+  ~UcxWorker();
+
+  // Initialises UCP (tag matching + wakeup) and a serialized worker. Unsupported when
+  // UCX finds no usable transport (see UCX_TLS).
+  static Result<std::shared_ptr<UcxWorker>> create(int rank, int nranks);
+
+  // This worker's address, to publish through the store.
+  const std::vector<uint8_t>& address() const { return address_; }
+  // Creates the endpoint to `peer` from its published address.
+  Status connect(int peer, const uint8_t* address, size_t length);
+
+  ucp_worker_h worker() const { return worker_; }
+  ucp_ep_h endpoint(int peer) const { return peers_[peer].ep; }
+  // Why the endpoint to `peer` failed, or OK.
+  const Status& peerStatus(int peer) const { return peers_[peer].failure; }
+
+  // Operations to `peer` were abandoned (a connection died with requests in flight): its
+  // endpoint is force-closed instead of flushed.
+  void markAbandoned(int peer) { peers_[peer].abandoned = true; }
+  // One ucp_worker_progress round; true when it did anything.
+  bool progress() { return ucp_worker_progress(worker_) != 0; }
+  // Blocks on the worker's event fd until something may happen or maxWait passed.
+  void waitForActivity(std::chrono::microseconds maxWait);
+  int rank() const { return rank_; }
+  // The transports UCX chose for the endpoint to `peer` ("tcp/eth0 ..."), for logs.
+  std::string describe(int peer) const;
+
+ private:
+  struct Peer {
+    ucp_ep_h ep = nullptr;
+    Status failure;
+    bool abandoned = false;
+    UcxWorker* owner = nullptr;
+    int rank = -1;
+  };
+  static void onEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
+
+  UcxWorker(int rank, int nranks) : rank_(rank), peers_(nranks) {}
+  void closeEndpoints();
+
+  int rank_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  int eventFd_ = -1;
+  std::vector<uint8_t> address_;
+  std::vector<Peer> peers_;
+};
+
+// Waits (progressing the worker) until `request` completes or the deadline; frees it.
+// `request` may be a UCS_PTR status (immediate completion or error).
+Status waitRequest(UcxWorker& worker, void* request, Deadline deadline, const std::string& what);
+
+}  // namespace collie::ucx
