@@ -57,16 +57,19 @@ TEST_P(ReliabilityTest, FlightRecorderListsTheLastCollectives) {
     EXPECT_EQ(doc["depth"], 8);
     EXPECT_EQ(doc["error"], "");
     const auto& list = doc["collectives"];
-    ASSERT_EQ(list.size(), 8u);  // the ring keeps the last 8 of 11
-    EXPECT_EQ(list[0]["id"], 4);
-    EXPECT_EQ(list[7]["id"], 11);
+    // The ring keeps the last 8 of the 11 (creation may add the tuner's probes when its
+    // cache is cold, so ids are checked relative to the last one).
+    ASSERT_EQ(list.size(), 8u);
+    const uint64_t last = list[7]["id"].get<uint64_t>();
+    EXPECT_GE(last, 11u);
+    for (size_t i = 0; i < 8; ++i) EXPECT_EQ(list[i]["id"].get<uint64_t>(), last - 7 + i);
     EXPECT_EQ(list[7]["kind"], "allgather");
     EXPECT_EQ(list[7]["bytes"], 4000);
     EXPECT_EQ(list[6]["kind"], "allreduce");
     EXPECT_EQ(list[6]["op"], "max");
     EXPECT_EQ(list[6]["dtype"], "float");
     EXPECT_EQ(list[6]["bytes"], 109 * 4);
-    EXPECT_EQ(list[6]["seq"], 9);
+    EXPECT_EQ(list[6]["seq"].get<uint64_t>() + 1, list[7]["seq"].get<uint64_t>());
     for (const auto& entry : list) {
       EXPECT_EQ(entry["state"], "done");
       EXPECT_LE(entry["queued_us"].get<int64_t>(), entry["start_us"].get<int64_t>());
@@ -106,9 +109,10 @@ TEST_P(ReliabilityTest, FlightRecorderShowsTheFailedCollective) {
     }
   });
   auto doc = nlohmann::json::parse(comms[0]->dumpFlightRecorder());
-  ASSERT_EQ(doc["collectives"].size(), 2u);
-  EXPECT_EQ(doc["collectives"][0]["state"], "done");
-  EXPECT_EQ(doc["collectives"][1]["state"], "failed");
+  const auto& list = doc["collectives"];
+  ASSERT_GE(list.size(), 2u);
+  EXPECT_EQ(list[list.size() - 2]["state"], "done");
+  EXPECT_EQ(list[list.size() - 1]["state"], "failed");
   EXPECT_NE(doc["error"].get<std::string>().find("rank 1"), std::string::npos) << doc["error"];
 }
 
