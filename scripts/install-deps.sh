@@ -12,6 +12,8 @@ packages=(
   libucx-dev ucx-utils libibverbs-dev rdma-core ibverbs-utils
   # Peers that bench/compare.py measures collie against.
   mpich libmpich-dev libgloo-dev python3-matplotlib
+  # Fuzzers (libFuzzer) and the sanitizer builds.
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -92,15 +92,15 @@ class TcpStoreClient final : public Store {
                           "server did not answer)");
     }
     COLLIE_RETURN_IF_ERROR(st);
-    uint64_t length = get64(response + 8);
+    uint64_t length = 0;
+    std::string why;
+    if (parseResponseHeader(response, static_cast<Op>(op), &length, &why) != Parse::kOk) {
+      return remoteError("store server sent a malformed reply: " + why);
+    }
     if (response[0] == kTimedOut) {
-      if (length != 0) return remoteError("store server sent a malformed reply");
       return timeoutError("store key '" + key +
                           "' was not set before the deadline (a rank that should set it is "
                           "missing or slow; raise COLLIE_TIMEOUT if ranks start slowly)");
-    }
-    if (response[0] != kOk || length > kMaxValueBytes) {
-      return remoteError("store server sent a malformed reply");
     }
     reply->resize(length);
     return net::readFull(sock_.fd(), reply->data(), length, deadline);

@@ -170,28 +170,19 @@ class TcpStoreServer final : public StoreServer {
         c.out.insert(c.out.end(), accept.begin(), accept.end());
         continue;
       }
-      if (avail < kRequestHeaderBytes) break;
-      uint8_t op = p[0];
-      uint32_t keyLen = get32(p + 4);
-      uint64_t arg = get64(p + 8);
-      if (op != kSet && op != kGet && op != kAdd) {
-        drop(id, "unknown request op " + std::to_string(op));
+      Request request;
+      std::string why;
+      Parse parsed = parseRequest(p, avail, &request, &why);
+      if (parsed == Parse::kNeedMore) break;
+      if (parsed == Parse::kBad) {
+        drop(id, why);
         return false;
       }
-      if (p[1] != 0 || p[2] != 0 || p[3] != 0 || keyLen == 0 || keyLen > kMaxKeyBytes) {
-        drop(id, "malformed request (key length " + std::to_string(keyLen) + ", limit " +
-                     std::to_string(kMaxKeyBytes) + ")");
-        return false;
-      }
-      if (op == kSet && arg > kMaxValueBytes) {
-        drop(id, "value of " + std::to_string(arg) + " bytes exceeds the 64 MiB limit");
-        return false;
-      }
-      size_t need = kRequestHeaderBytes + keyLen + (op == kSet ? arg : 0);
-      if (avail < need) break;
-      std::string key(reinterpret_cast<const char*>(p) + kRequestHeaderBytes, keyLen);
-      const uint8_t* value = p + kRequestHeaderBytes + keyLen;
-      c.inPos += need;
+      const uint8_t op = request.op;
+      const uint64_t arg = request.arg;
+      std::string key(request.key);
+      const uint8_t* value = request.value;
+      c.inPos += request.consumed;
       if (op == kSet) {
         values_[key] = Bytes(value, value + arg);
         respond(c, kOk, nullptr, 0);

@@ -3,6 +3,7 @@
 // connect, then start the engine.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <map>
@@ -68,6 +69,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
                        ? std::chrono::duration_cast<std::chrono::microseconds>(options.timeout)
                        : configDuration("COLLIE_TIMEOUT");
   config.busyPoll = configDuration("COLLIE_BUSY_POLL");
+  config.traceDepth = static_cast<size_t>(std::max<int64_t>(0, configInt("COLLIE_TRACE_DEPTH")));
+  config.traceDump = configString("COLLIE_TRACE_DUMP");
   config.nchannels =
       options.nchannels > 0 ? options.nchannels : static_cast<int>(configInt("COLLIE_NCHANNELS"));
   config.nchannels = std::max(1, std::min(config.nchannels, 16));

@@ -33,6 +33,8 @@ Status Communicator::deregisterBuffer(const void* ptr) {
   return status.isOk() ? status : status.withContext("rank " + std::to_string(rank_));
 }
 
+std::string Communicator::dumpFlightRecorder() const { return engine_->dumpFlightRecorder(); }
+
 Status Communicator::check(const char* what, const void* send, const void* recv, size_t count,
                            DataType dtype, const ReduceOp* op, const int* root) const {
   std::string prefix = std::string(what) + " on rank " + std::to_string(rank_) + ": ";

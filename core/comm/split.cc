@@ -1,10 +1,14 @@
-// Communicator::split: MPI_Comm_split / ncclCommSplit over an existing communicator.
+// Communicator::split: MPI_Comm_split / ncclCommSplit over an existing communicator,
+// and Communicator::shrink: the survivors of a failure form a new communicator.
 //
 // The ranks exchange (color, key) with an all-gather on the parent, then each color's
 // ranks create a communicator from a unique id derived from the parent's: same store
 // address, a secret mixed from the parent's secret, the parent's split count and the
 // color. Every rank of the parent calls split() in the same order, so the split count
 // (and with it the derived id and store keys) agrees without further messages.
+// shrink() exchanges nothing over the (possibly broken) parent: survivors derive the
+// child id from the parent's, their shrink count and the excluded list, so only
+// survivors that agree on the list meet.
 #include <algorithm>
 #include <cstring>
 
@@ -75,6 +79,46 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key,
                                         std::to_string(color) + " on rank " +
                                         std::to_string(rank_));
   }
+  return created;
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::shrink(const std::vector<int>& excluded) {
+  std::vector<int> gone = excluded;
+  std::sort(gone.begin(), gone.end());
+  gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
+  std::string list;
+  uint64_t listHash = 0x51ed270b;
+  int newRank = rank_;
+  for (int r : gone) {
+    if (r < 0 || r >= nranks_) {
+      return invalidArgument("shrink on rank " + std::to_string(rank_) + ": excluded rank " +
+                             std::to_string(r) + " is outside [0, " + std::to_string(nranks_) +
+                             ")");
+    }
+    if (r == rank_) {
+      return invalidArgument("shrink on rank " + std::to_string(rank_) +
+                             ": this rank is in the excluded list; only survivors call shrink");
+    }
+    if (r < rank_) --newRank;
+    list += (list.empty() ? "" : ",") + std::to_string(r);
+    listHash = mix64(listHash ^ static_cast<uint64_t>(r));
+  }
+  const int newSize = nranks_ - static_cast<int>(gone.size());
+  const int shrinkIndex = shrinks_++;
+  // A negative index keeps shrink's secrets apart from split's.
+  UniqueId child = id_;
+  child.secret = deriveSecret(id_.secret, -1 - shrinkIndex, static_cast<int>(listHash));
+  Options merged = options_;
+  merged.store = store_;
+  COLLIE_LOG(INFO, INIT) << "shrink #" << shrinkIndex << ": rank " << rank_ << " -> rank "
+                         << newRank << " of " << newSize << " without ranks [" << list << "]";
+  Result<std::unique_ptr<Communicator>> created = create(child, newRank, newSize, merged);
+  setLogRank(rank_);
+  if (!created.isOk()) {
+    return created.status().withContext("shrink on rank " + std::to_string(rank_) +
+                                         " (excluding [" + list + "])");
+  }
+  (*created)->storeServer_ = storeServer_;
   return created;
 }
 

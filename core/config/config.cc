@@ -45,7 +45,7 @@ const std::vector<Knob>& configKnobs() {
       {"COLLIE_SOCKET_IFNAME", "",
        "network interfaces for tcp: prefix match, '=' exact, '^' exclude (as NCCL's)",
        "NCCL_SOCKET_IFNAME"},
-{"COLLIE_NSOCKS_PERPEER", "2", "tcp sockets per peer and channel, striped by message",
+      {"COLLIE_NSOCKS_PERPEER", "2", "tcp sockets per peer and channel, striped by message",
        "NCCL_NSOCKS_PERTHREAD"},
       {"COLLIE_SOCKET_BUFSIZE", "4M", "SO_SNDBUF/SO_RCVBUF of tcp data sockets", nullptr},
       {"COLLIE_TCP_CONGESTION", "cubic",
@@ -71,6 +71,12 @@ const std::vector<Knob>& configKnobs() {
       {"COLLIE_MASTER_ADDR", "",
        "host:port of the rendezvous store for ranks started by mpirun on several hosts", nullptr},
       {"COLLIE_TRACE", "", "write a Chrome-trace JSON timeline of collectives to this file",
+       nullptr},
+      {"COLLIE_TRACE_DEPTH", "64",
+       "collectives kept per rank by the flight recorder (0 disables it)", nullptr},
+      {"COLLIE_TRACE_DUMP", "",
+       "write the flight recorder as JSON on failure and at communicator destruction: "
+       "'stderr' or a file path where %r becomes the rank",
        nullptr},
   };
   return kKnobs;

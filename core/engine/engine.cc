@@ -1,5 +1,9 @@
 #include "core/engine/engine.h"
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
 #include "core/engine/fingerprint.h"
 #include "core/log/log.h"
 
@@ -58,6 +62,7 @@ Engine::Engine(EngineConfig config, TransportSet transports, std::unique_ptr<Fai
     : config_(config),
       transports_(std::move(transports)),
       board_(std::move(board)),
+      recorder_(config.traceDepth),
       channelMemory_(config.nchannels),
       sendSequence_(config.nranks, 0),
       recvSequence_(config.nranks, 0) {
@@ -91,10 +96,52 @@ Engine::~Engine() {
   queued_.notify_all();
   if (thread_.joinable()) thread_.join();
   for (Pending& pending : queue_) {
+    recorder_.finished(pending.flightId, false);
     pending.work->complete(
         abortedError("communicator destroyed before " + describeFingerprint(pending.tag) + " ran"));
   }
   closeConnections();
+  writeFlightRecorder("communicator destroyed");
+}
+
+std::string Engine::dumpFlightRecorder() {
+  std::string error;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failed_.isOk()) error = failed_.toString();
+  }
+  return recorder_.toJson(config_.rank, config_.nranks, error);
+}
+
+void Engine::writeFlightRecorder(const char* why) {
+  if (config_.traceDump.empty() || config_.traceDepth == 0) return;
+  std::string text = dumpFlightRecorder();
+  if (config_.traceDump == "stderr" || config_.traceDump == "-") {
+    std::fprintf(stderr, "collie flight recorder of rank %d (%s):\n%s\n", config_.rank, why,
+                 text.c_str());
+    return;
+  }
+  std::string path;
+  for (size_t i = 0; i < config_.traceDump.size(); ++i) {
+    if (config_.traceDump[i] == '%' && i + 1 < config_.traceDump.size() &&
+        config_.traceDump[i + 1] == 'r') {
+      path += std::to_string(config_.rank);
+      ++i;
+    } else {
+      path += config_.traceDump[i];
+    }
+  }
+  std::FILE* file = std::fopen(path.c_str(), "w");
+  if (file == nullptr) {
+    COLLIE_LOG(WARN, ENGINE) << "cannot write the flight recorder to " << path
+                             << " (COLLIE_TRACE_DUMP): " << std::strerror(errno);
+    return;
+  }
+  std::fwrite(text.data(), 1, text.size(), file);
+  std::fputc('\n', file);
+  std::fclose(file);
+  COLLIE_LOG(INFO, ENGINE) << "flight recorder of rank " << config_.rank << " written to " << path
+                           << " (" << why << ")";
 }
 
 void Engine::abort() {
@@ -145,6 +192,7 @@ Status Engine::giveUp(Status status, bool publish) {
     if (board_) board_->publish(sticky, kPublishWait);
   }
   closeConnections();
+  if (publish) writeFlightRecorder(sticky.toString().c_str());
   {
     std::lock_guard<std::mutex> lock(mutex_);
     closed_ = true;
@@ -229,7 +277,10 @@ Result<Work> Engine::submitGroup(const std::vector<GroupOp>& ops) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (Pending::Part& part : parts) part.tag = nextTag(part.schedule->args);
+    const uint64_t flightId =
+        recorder_.queued(parts.front().schedule->args, parts.front().tag, "group");
     if (!failed_.isOk()) {
+      recorder_.finished(flightId, false);
       work->complete(failed_.withContext(describeFingerprint(parts.front().tag) + " not run"));
       return Work(work);
     }
@@ -239,6 +290,7 @@ Result<Work> Engine::submitGroup(const std::vector<GroupOp>& ops) {
     pending.output = parts.front().output;
     pending.tag = parts.front().tag;
     pending.work = work;
+    pending.flightId = flightId;
     pending.group.assign(parts.begin() + 1, parts.end());
     queue_.push_back(std::move(pending));
   }
@@ -259,7 +311,10 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
   {
     std::unique_lock<std::mutex> lock(mutex_);
     uint64_t tag = nextTag(args);
+    const char* algorithm = algorithmName((*schedule)->algorithm).data();
     if (!failed_.isOk()) {
+      // The connections (and offload_, which belongs to a transport) may be gone.
+      recorder_.finished(recorder_.queued(args, tag, algorithm), false);
       work->complete(failed_.withContext(describeFingerprint(tag) + " not run"));
       return Work(work);
     }
@@ -273,6 +328,7 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
     pending.tag = tag;
     pending.work = work;
     pending.offloaded = offloaded;
+    pending.flightId = recorder_.queued(args, tag, offloaded ? "oneshot" : algorithm);
     if (!offloaded || running_ || !queue_.empty() || closed_ ||
         !offload_->runsInline(args, input, output)) {
       queue_.push_back(std::move(pending));
@@ -284,11 +340,14 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
     // progress thread leaves the connections alone.
     running_ = true;
     lock.unlock();
+    recorder_.running(pending.flightId);
     status = runOffloaded(pending);
+    const bool declined = status.isOk() && !pending.offloaded;
+    if (!declined) recorder_.finished(pending.flightId, status.isOk());
     if (!status.isOk()) status = giveUp(std::move(status), true);
     lock.lock();
     running_ = false;
-    if (status.isOk() && !pending.offloaded) {
+    if (declined) {
       // Declined: it runs its schedule on the progress thread, ahead of anything that
       // was queued meanwhile.
       queue_.push_front(std::move(pending));
@@ -339,14 +398,17 @@ void Engine::run() {
       if (!failed_.isOk()) {
         Status failed = failed_;
         lock.unlock();
+        recorder_.finished(pending.flightId, false);
         pending.work->complete(failed.withContext(describeFingerprint(pending.tag) + " not run"));
         continue;
       }
       running_ = true;
     }
+    recorder_.running(pending.flightId);
     Status status;
     if (pending.offloaded) status = runOffloaded(pending);
     if (status.isOk() && !pending.offloaded) status = execute(pending);  // or declined
+    recorder_.finished(pending.flightId, status.isOk());
     if (!status.isOk()) {
       COLLIE_LOG(WARN, COLL) << status.toString();
       status = giveUp(std::move(status), true);
@@ -455,6 +517,21 @@ Status Engine::execute(Pending& pending) {
       // spinning without yielding made every step cost a whole busy-poll period
       // (8 B over tcp at load 9 on 2 cores: 115 us median, 19 us with no spin).
       std::this_thread::yield();
+    }
+  }
+  if (status.code() == StatusCode::kMismatch) {
+    for (auto& execution : executions) {
+      uint64_t peerTag = 0;
+      int peer = -1;
+      if (!execution->rejectedTag(&peerTag, &peer)) continue;
+      std::string fields = describeMismatch(execution->tag(), peerTag, peer);
+      if (!fields.empty()) {
+        status = mismatchError("rank " + std::to_string(config_.rank) + " and rank " +
+                                   std::to_string(peer) + " run different collectives: " + fields +
+                                   ". " + status.message(),
+                               peer);
+      }
+      break;
     }
   }
   for (auto& execution : executions) failedExecutions_.push_back(std::move(execution));

@@ -49,6 +49,7 @@
 #include "collie/communicator.h"
 #include "core/engine/execution.h"
 #include "core/engine/failure_board.h"
+#include "core/engine/flight_recorder.h"
 #include "core/tune/tuner.h"
 
 namespace collie {
@@ -62,6 +63,8 @@ struct EngineConfig {
   Algorithm algorithm = Algorithm::kAuto;  // kAuto: the tuner picks
   std::chrono::microseconds timeout{300'000'000};
   std::chrono::microseconds busyPoll{50};
+  size_t traceDepth = 64;  // COLLIE_TRACE_DEPTH: collectives kept by the flight recorder
+  std::string traceDump;   // COLLIE_TRACE_DUMP: "", "stderr" or a path (%r = rank)
 };
 
 // The transports of a communicator and which one serves each peer.
@@ -108,6 +111,8 @@ class Engine {
   // The tuner's constants (the same on every rank); set once at creation.
   void setTuneConstants(const TuneConstants& constants);
   TuneConstants tuneConstants();
+  // The flight recorder as JSON (see flight_recorder.h), with the sticky error if any.
+  std::string dumpFlightRecorder();
 
  private:
   struct Pending {
@@ -117,6 +122,7 @@ class Engine {
     uint64_t tag = 0;
     std::shared_ptr<WorkState> work;
     bool offloaded = false;  // run by the transport's CollectiveOffload
+    uint64_t flightId = 0;   // entry in the flight recorder
     // Further operations of a group (submitGroup), run alongside the first.
     struct Part {
       std::shared_ptr<const Schedule> schedule;
@@ -139,11 +145,14 @@ class Engine {
   // the failed collective.
   Status giveUp(Status status, bool publish);
   void closeConnections();
+  // Writes the flight recorder to config_.traceDump (nothing when it is empty).
+  void writeFlightRecorder(const char* why);
 
   const EngineConfig config_;
   TransportSet transports_;                  // used by the progress thread only
   std::vector<std::string> transportNames_;  // per peer, for transportTo()
   std::unique_ptr<FailureBoard> board_;
+  FlightRecorder recorder_;
   std::vector<ChannelMemory> channelMemory_;
   // Set when one transport serves every peer and can run small collectives itself.
   CollectiveOffload* offload_ = nullptr;

@@ -247,4 +247,17 @@ int Execution::firstWaitedPeer() const {
   return -1;
 }
 
+bool Execution::rejectedTag(uint64_t* peerTag, int* peer) const {
+  for (size_t c = 0; c < channels_.size(); ++c) {
+    const ChannelState& state = channels_[c];
+    const auto& steps = schedule_->channels[c];
+    if (state.recv.done && state.recv.hasPeerTag && state.next < steps.size()) {
+      *peerTag = state.recv.peerTag;
+      *peer = steps[state.next].recvPeer;
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace collie

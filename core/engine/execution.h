@@ -46,6 +46,10 @@ class Execution {
   std::string describeWaits() const;
   // The first peer this execution is waiting for, or -1.
   int firstWaitedPeer() const;
+  // After a kMismatch: the tag carried by the rejected message and its sender, when a
+  // transport recorded it on a receive. False otherwise.
+  bool rejectedTag(uint64_t* peerTag, int* peer) const;
+  uint64_t tag() const { return tag_; }
 
  private:
   struct PendingSend {

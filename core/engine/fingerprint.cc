@@ -40,4 +40,46 @@ std::string describeFingerprint(uint64_t tag) {
   return text;
 }
 
+FingerprintFields decodeFingerprint(uint64_t tag) {
+  FingerprintFields f;
+  f.sequence = tag >> 44;
+  f.kind = static_cast<CollectiveKind>((tag >> 40) & 0xF);
+  f.dtype = static_cast<DataType>((tag >> 36) & 0xF);
+  f.op = static_cast<ReduceOp>((tag >> 32) & 0xF);
+  f.root = (tag >> 20) & 0xFFF;
+  f.countHash = tag & 0xFFFFF;
+  return f;
+}
+
+std::string describeMismatch(uint64_t mine, uint64_t theirs, int peer) {
+  const FingerprintFields a = decodeFingerprint(mine);
+  const FingerprintFields b = decodeFingerprint(theirs);
+  const std::string them = "rank " + std::to_string(peer) + " ";
+  std::string text;
+  auto add = [&](const std::string& field, const std::string& ours, const std::string& theirs) {
+    if (!text.empty()) text += "; ";
+    text += field + " differs: this rank " + ours + ", " + them + theirs;
+  };
+  if (a.sequence != b.sequence) {
+    add("sequence number", "#" + std::to_string(a.sequence),
+        "#" + std::to_string(b.sequence) + " (one rank issued more collectives than the other)");
+  }
+  if (a.kind != b.kind) {
+    add("kind", std::string(collectiveName(a.kind)), std::string(collectiveName(b.kind)));
+  }
+  if (a.dtype != b.dtype) {
+    add("dtype", std::string(dataTypeName(a.dtype)), std::string(dataTypeName(b.dtype)));
+  }
+  if (a.op != b.op) add("op", std::string(reduceOpName(a.op)), std::string(reduceOpName(b.op)));
+  if (a.root != b.root) add("root/peer", std::to_string(a.root), std::to_string(b.root));
+  if (a.countHash != b.countHash) {
+    char ours[16], theirs_[16];
+    std::snprintf(ours, sizeof(ours), "count#%05llx", static_cast<unsigned long long>(a.countHash));
+    std::snprintf(theirs_, sizeof(theirs_), "count#%05llx",
+                  static_cast<unsigned long long>(b.countHash));
+    add("count", ours, std::string(theirs_) + " (only a hash of the count travels)");
+  }
+  return text;
+}
+
 }  // namespace collie

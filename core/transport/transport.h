@@ -33,13 +33,22 @@
 
 namespace collie {
 
-// Set by a transport when an operation ends. `status` is OK on success.
+// Set by a transport when an operation ends. `status` is OK on success. A receive
+// that failed with kMismatch because the peer's message carried another tag also
+// records that tag (peerTag, hasPeerTag) so that the engine can name the fields of the
+// collective the ranks disagree on.
 struct Completion {
   bool done = false;
+  bool hasPeerTag = false;
+  uint64_t peerTag = 0;
   Status status;
   void complete(Status s = Status()) {
     status = std::move(s);
     done = true;
+  }
+  void mismatch(uint64_t tagOfPeer) {
+    peerTag = tagOfPeer;
+    hasPeerTag = true;
   }
 };
 

@@ -144,6 +144,24 @@ class Communicator {
   // gone. After a failure, collectives fail with the first error until destruction.
   void abort();
 
+  // Builds a new communicator of the ranks of this one that are not in `excluded`
+  // (ranks of this communicator), typically after a failure: survivors keep their
+  // order and are renumbered 0..size()-excluded-1. Collective over the survivors:
+  // every survivor must call it with the same list (in any order, duplicates ignored),
+  // and successive shrinks in the same order. It uses this communicator's store and
+  // job secret under a new key, works whether or not this one failed, and leaves this
+  // one untouched (destroy it when done). When this rank hosts the job's store
+  // (torchrun/mpirun starts) the new communicator keeps it alive. Fails with
+  // InvalidArgument for a bad list (or this rank in it) and with Timeout naming a
+  // survivor that did not join before COLLIE_TIMEOUT.
+  Result<std::unique_ptr<Communicator>> shrink(const std::vector<int>& excluded);
+
+  // The flight recorder: the last COLLIE_TRACE_DEPTH collectives of this rank (id,
+  // sequence, kind, bytes, dtype, op, root, algorithm, state, queued/start/end times in
+  // microseconds since the epoch) and the sticky error, as JSON. With COLLIE_TRACE_DUMP
+  // set it is also written there on failure and at destruction.
+  std::string dumpFlightRecorder() const;
+
  private:
   Communicator(int rank, int nranks, std::unique_ptr<Engine> engine);
   Status check(const char* what, const void* send, const void* recv, size_t count, DataType dtype,
@@ -155,14 +173,16 @@ class Communicator {
   int rank_;
   int nranks_;
   std::unique_ptr<Engine> engine_;
-  // Kept for split(): the job id, its store and the options this communicator got.
+  // Kept for split() and shrink(): the job id, its store and the options this
+  // communicator got.
   UniqueId id_;
   std::shared_ptr<Store> store_;
   Options options_;
   int splits_ = 0;
   // Set when this rank hosts the job's rendezvous store (torchrun, mpirun starts).
-  std::unique_ptr<StoreServer> storeServer_;
+  std::shared_ptr<StoreServer> storeServer_;
   std::string cleanupFile_;
+  int shrinks_ = 0;
 };
 
 }  // namespace collie

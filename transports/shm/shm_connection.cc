@@ -190,6 +190,7 @@ Status ShmConnection::progressRecvs(bool* moved) {
       MessageHeader header;
       copyFromRing(recv_, tail_, reinterpret_cast<uint8_t*>(&header), kHeaderBytes);
       if (header.tag != op.tag || header.length != op.bytes) {
+        if (header.tag != op.tag) op.done->mismatch(header.tag);
         return mismatchError("shm: " + where() + " sent a message with tag " + hex(header.tag) +
                                  " and " + std::to_string(header.length) +
                                  " bytes, but the receive posted here expects tag " + hex(op.tag) +

@@ -301,7 +301,8 @@ Status OneShotBoard::waitForPeers(uint64_t sequence, uint64_t tag, size_t bytes,
     if (slot->tag != tag) {
       return mismatchError("rank " + std::to_string(ctx_.rank) + " runs " +
                                describeFingerprint(tag) + " but rank " + std::to_string(peer) +
-                               " runs " + describeFingerprint(slot->tag),
+                               " runs " + describeFingerprint(slot->tag) + " (" +
+                               describeMismatch(tag, slot->tag, peer) + ")",
                            peer);
     }
     if (slot->bytes > slotBytes_ || (bytes != SIZE_MAX && slot->bytes != bytes)) {

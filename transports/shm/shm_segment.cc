@@ -202,8 +202,9 @@ Status Segment::validate(const std::string& nonceHex, const SegmentGeometry& exp
     return bad("FIFO geometry");
   }
   if (h.nslots < 0 || h.nslots > h.nranks) return bad("slot count");
-  if (h.slotTable < sizeof(SegmentHeader) ||
-      h.slotTable + sizeof(int32_t) * static_cast<uint64_t>(h.nranks) > h.fifoBase) {
+  // fifoBase bounds the slot table, so it must lie in the segment even without FIFOs.
+  if (h.fifoBase > size_ || h.slotTable < sizeof(SegmentHeader) || h.slotTable > h.fifoBase ||
+      sizeof(int32_t) * static_cast<uint64_t>(h.nranks) > h.fifoBase - h.slotTable) {
     return bad("slot table");
   }
   const uint64_t fifoSpace = static_cast<uint64_t>(h.nslots) * h.nchannels;
@@ -223,6 +224,19 @@ Status Segment::validate(const std::string& nonceHex, const SegmentGeometry& exp
     if (slot < -1 || slot >= nslots_) return bad("slot table entry");
   }
   return Status();
+}
+
+Status Segment::validateImage(const uint8_t* base, size_t size, const std::string& nonceHex,
+                              const SegmentGeometry& expected) {
+  if (size < kPage) return remoteError("shm: segment image smaller than a page", expected.rank);
+  Segment seg;
+  seg.name_ = "(image)";
+  seg.base_ = const_cast<uint8_t*>(base);  // validate() only reads
+  seg.size_ = size;
+  seg.header_ = reinterpret_cast<SegmentHeader*>(seg.base_);
+  Status status = seg.validate(nonceHex, expected);
+  seg.base_ = nullptr;  // not ours to unmap
+  return status;
 }
 
 int Segment::slotOf(int sender) const {

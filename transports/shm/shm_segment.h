@@ -47,6 +47,11 @@ class Segment {
   static Result<std::unique_ptr<Segment>> open(const std::string& name, const std::string& nonceHex,
                                                const SegmentGeometry& expected);
 
+  // Validates a peer's segment image held in `base[0, size)` (at least a page) as
+  // open() does, without mapping anything: for tests and fuzzing. Pure.
+  static Status validateImage(const uint8_t* base, size_t size, const std::string& nonceHex,
+                              const SegmentGeometry& expected);
+
   // Removes the name from /dev/shm (owner only; idempotent). Mappings stay valid.
   void unlink();
 

@@ -76,4 +76,21 @@ inline FrameHeader decodeFrame(const uint8_t* p) {
   return h;
 }
 
+enum class FrameCheck { kOk, kCorrupt, kMismatch, kWrongStripe };
+
+// Compares a received header with the one the posted receive expects (`want`, built
+// by the receiver from its own plan). kCorrupt: bad magic or padding; kMismatch: the
+// tag or whole-message length differ (the ranks disagree); kWrongStripe: the stripe
+// layout differs. Only kOk lets payload bytes be read, and then exactly want.bytes
+// of them at want.offset, which the receiver derived itself.
+inline FrameCheck checkFrame(const FrameHeader& got, const FrameHeader& want) {
+  if (got.magic != kFrameMagic || got.zero != 0) return FrameCheck::kCorrupt;
+  if (got.tag != want.tag || got.length != want.length) return FrameCheck::kMismatch;
+  if (got.stripe != want.stripe || got.nstripes != want.nstripes || got.offset != want.offset ||
+      got.bytes != want.bytes) {
+    return FrameCheck::kWrongStripe;
+  }
+  return FrameCheck::kOk;
+}
+
 }  // namespace collie::tcp

@@ -199,14 +199,16 @@ Status TcpConnection::progressRecvs(int laneIndex, bool* progressed) {
 Status TcpConnection::checkHeader(int lane, const RecvItem& item, const FrameHeader& got) {
   std::string where =
       " (channel " + std::to_string(channel_) + ", socket " + std::to_string(lane) + ")";
-  if (got.magic != kFrameMagic || got.zero != 0) {
+  const FrameCheck check = checkFrame(got, item.expect);
+  if (check == FrameCheck::kCorrupt) {
     return fail(remoteError("tcp: rank " + std::to_string(peer_) + " sent a corrupt frame header" +
                                 where + ": bad magic " + hex(got.magic) +
                                 "; the stream is out of sync or not collie's",
                             peer_));
   }
   const FrameHeader& want = item.expect;
-  if (got.tag != want.tag || got.length != want.length) {
+  if (check == FrameCheck::kMismatch) {
+    if (got.tag != want.tag) recvQ_.at(item.seq).done->mismatch(got.tag);
     return fail(
         mismatchError("tcp: message from rank " + std::to_string(peer_) + where +
                           " does not match the posted receive: got tag " + hex(got.tag) +
@@ -215,8 +217,7 @@ Status TcpConnection::checkHeader(int lane, const RecvItem& item, const FrameHea
                           " (the ranks disagree on the sequence of collectives or their sizes)",
                       peer_));
   }
-  if (got.stripe != want.stripe || got.nstripes != want.nstripes || got.offset != want.offset ||
-      got.bytes != want.bytes) {
+  if (check == FrameCheck::kWrongStripe) {
     return fail(remoteError(
         "tcp: rank " + std::to_string(peer_) + " sent stripe " + std::to_string(got.stripe) + "/" +
             std::to_string(got.nstripes) + " at offset " + std::to_string(got.offset) +

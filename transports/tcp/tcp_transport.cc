@@ -121,6 +121,10 @@ Result<std::vector<std::unique_ptr<Connection>>> TcpTransport::connect(
   // 2. Accept the lower ranks.
   COLLIE_RETURN_IF_ERROR(acceptAll(peers, &slots, until));
 
+  // Every peer is in: stop listening, so that no stranger's connection waits unserved
+  // in the backlog (it is refused instead).
+  listener_.reset();
+
   // 3. Collect the answers to our Hellos.
   for (size_t i = 0; i < peers.size(); ++i) {
     if (peers[i] < ctx_.rank) continue;

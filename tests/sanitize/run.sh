@@ -1,0 +1,64 @@
+#!/bin/sh
+# Sanitizer runs: builds collie in its own build dir with COLLIE_SANITIZE=address
+# (ASan+UBSan) or =thread (TSan) and runs the threads and multiprocess suites there with
+# the reduced test matrix (COLLIE_TEST_QUICK=1); any sanitizer report fails the run
+# (halt_on_error).
+# Usage: tests/sanitize/run.sh address|thread [build-dir]
+#   COLLIE_SANITIZE_ONLY=regex limits the run (and the build) to matching test names.
+# Builds only the library, the collie CLI and the test binaries of those suites.
+set -eu
+root=$(cd "$(dirname "$0")/../.." && pwd)
+mode=${1:?usage: run.sh address|thread [build-dir]}
+build=${2:-$root/build-$mode}
+mkdir -p "$build"
+build=$(cd "$build" && pwd)
+jobs=${COLLIE_BUILD_JOBS:-2}
+case "$mode" in
+  address | thread) ;;
+  *) echo "run.sh: mode must be address or thread" >&2; exit 2 ;;
+esac
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCOLLIE_SANITIZE="$mode" -DCOLLIE_BUILD_BENCH=OFF -DCOLLIE_WITH_CUDA=OFF >/dev/null
+else
+  cmake "$build" >/dev/null  # refresh the test list before asking ctest for it
+fi
+# Build exactly what the selected tests run: each test named after its executable
+# target, and every absolute argument of a test command that lies in the build dir (the
+# collie CLI, helpers; ninja takes output paths as targets).
+skip='perf_.*_n[5-8]_|perf_.*_n8_|launchers_test'
+[ "$mode" = thread ] && skip="$skip|kill_rank_"
+only=${COLLIE_SANITIZE_ONLY:-.}
+targets=$(cd "$build" && ctest --show-only=json-v1 -L '^(threads|multiprocess)$' -E "$skip" -R "$only" |
+  python3 -c '
+import json, os, sys
+build = os.path.realpath(sys.argv[1])
+outs = set()
+for test in json.load(sys.stdin).get("tests", []):
+    outs.add("test:" + test["name"])
+    for arg in test.get("command", []):
+        path = os.path.realpath(arg)
+        if os.path.isabs(arg) and path.startswith(build + os.sep):
+            outs.add(os.path.relpath(path, build))
+print(" ".join(sorted(outs)))
+' "$build")
+names=""
+for t in $targets; do
+  case "$t" in
+    test:*) ninja -C "$build" -t query "${t#test:}" >/dev/null 2>&1 && names="$names ${t#test:}" ;;
+    *) names="$names $t" ;;
+  esac
+done
+targets="collie collie_cli $names"
+ninja -C "$build" -j"$jobs" $targets >/dev/null
+export COLLIE_TEST_QUICK=1
+export ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=1:detect_stack_use_after_return=0"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:report_signal_unsafe=0"
+# Under TSan everything runs ~5-10x slower: give the deadlines room.
+export COLLIE_TIMEOUT=${COLLIE_TIMEOUT:-120s}
+cd "$build"
+# Sanitized multiprocess runs of many ranks are slow on 2 cores: $skip drops the
+# 5..8-rank perf checks and the launcher matrix (threads tests cover those paths), and
+# under TSan the 20x kill -9 loops too (ASan runs them).
+exec ctest --output-on-failure --timeout 600 -L '^(threads|multiprocess)$' -E "$skip" -R "$only" -j1
