@@ -48,8 +48,16 @@ TEST(Launcher, RankKilledBySignal) {
 TEST(Launcher, RanksIgnoringSigtermAreKilledAfterTheGracePeriod) {
   testing::internal::CaptureStderr();
   auto start = std::chrono::steady_clock::now();
-  int status =
-      superviseRanks(shell("if [ $TEST_RANK = 1 ]; then exit 3; fi; trap '' TERM; sleep 60", 2));
+  // Rank 1 fails only once rank 0 ignores SIGTERM, or rank 0 could die of it first.
+  char dir[] = "/tmp/collie-launcher-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string ready = std::string(dir) + "/ready";
+  int status = superviseRanks(
+      shell("if [ $TEST_RANK = 1 ]; then while [ ! -e " + ready +
+                " ]; do sleep 0.01; done; exit 3; fi; trap '' TERM; touch " + ready + "; sleep 60",
+            2));
+  unlink(ready.c_str());
+  rmdir(dir);
   auto elapsed = std::chrono::steady_clock::now() - start;
   std::string err = testing::internal::GetCapturedStderr();
   EXPECT_EQ(status, 3);
