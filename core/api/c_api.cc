@@ -1,6 +1,4 @@
 // The C API: thin maps onto the C++ Communicator. No exception crosses it.
-#include "collie/collie.h"
-
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -8,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "collie/collie.h"
 #include "collie/communicator.h"
 
 struct collieComm {
@@ -137,7 +136,8 @@ collieResult_t collieCommSize(collieComm_t comm, int* size) {
 collieResult_t collieAllReduce(const void* send, void* recv, size_t count, collieDataType_t dtype,
                                collieRedOp_t op, collieComm_t comm) {
   if (comm == nullptr) return badComm();
-  return guarded([&] { return finish(comm->comm->allReduce(send, recv, count, dtypeOf(dtype), opOf(op))); });
+  return guarded(
+      [&] { return finish(comm->comm->allReduce(send, recv, count, dtypeOf(dtype), opOf(op))); });
 }
 
 collieResult_t collieReduceScatter(const void* send, void* recv, size_t recvCount,
@@ -151,13 +151,15 @@ collieResult_t collieReduceScatter(const void* send, void* recv, size_t recvCoun
 collieResult_t collieAllGather(const void* send, void* recv, size_t sendCount,
                                collieDataType_t dtype, collieComm_t comm) {
   if (comm == nullptr) return badComm();
-  return guarded([&] { return finish(comm->comm->allGather(send, recv, sendCount, dtypeOf(dtype))); });
+  return guarded(
+      [&] { return finish(comm->comm->allGather(send, recv, sendCount, dtypeOf(dtype))); });
 }
 
 collieResult_t collieBroadcast(const void* send, void* recv, size_t count, collieDataType_t dtype,
                                int root, collieComm_t comm) {
   if (comm == nullptr) return badComm();
-  return guarded([&] { return finish(comm->comm->broadcast(send, recv, count, dtypeOf(dtype), root)); });
+  return guarded(
+      [&] { return finish(comm->comm->broadcast(send, recv, count, dtypeOf(dtype), root)); });
 }
 
 collieResult_t collieReduce(const void* send, void* recv, size_t count, collieDataType_t dtype,

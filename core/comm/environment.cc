@@ -173,7 +173,8 @@ Result<std::unique_ptr<Communicator>> Communicator::createFromEnvironment(const 
     id.port = static_cast<uint16_t>(*port + 1);
     id.secret = externalSecret();
     if (info.rank == 0) {
-      Result<std::unique_ptr<StoreServer>> started = StoreServer::start("0.0.0.0", id.port, id.secret);
+      Result<std::unique_ptr<StoreServer>> started =
+          StoreServer::start("0.0.0.0", id.port, id.secret);
       if (!started.isOk()) return started.status().withContext("rank 0 starting the store");
       server = std::move(*started);
     }
@@ -184,7 +185,8 @@ Result<std::unique_ptr<Communicator>> Communicator::createFromEnvironment(const 
     id.port = address->second;
     id.secret = externalSecret();
     if (info.rank == 0) {
-      Result<std::unique_ptr<StoreServer>> started = StoreServer::start("0.0.0.0", id.port, id.secret);
+      Result<std::unique_ptr<StoreServer>> started =
+          StoreServer::start("0.0.0.0", id.port, id.secret);
       if (!started.isOk()) return started.status().withContext("rank 0 starting the store");
       server = std::move(*started);
     }

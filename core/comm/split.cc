@@ -116,7 +116,7 @@ Result<std::unique_ptr<Communicator>> Communicator::shrink(const std::vector<int
   setLogRank(rank_);
   if (!created.isOk()) {
     return created.status().withContext("shrink on rank " + std::to_string(rank_) +
-                                         " (excluding [" + list + "])");
+                                        " (excluding [" + list + "])");
   }
   (*created)->storeServer_ = storeServer_;
   return created;

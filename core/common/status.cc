@@ -6,17 +6,28 @@ namespace collie {
 
 const char* statusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "Invalid argument";
-    case StatusCode::kTimeout: return "Timeout";
-    case StatusCode::kRemoteError: return "Remote error";
-    case StatusCode::kSystemError: return "System error";
-    case StatusCode::kInternal: return "Internal error";
-    case StatusCode::kMismatch: return "Collective mismatch";
-    case StatusCode::kUnauthenticated: return "Unauthenticated";
-    case StatusCode::kUnsupported: return "Unsupported";
-    case StatusCode::kAborted: return "Aborted";
-    case StatusCode::kNotFound: return "Not found";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "Invalid argument";
+    case StatusCode::kTimeout:
+      return "Timeout";
+    case StatusCode::kRemoteError:
+      return "Remote error";
+    case StatusCode::kSystemError:
+      return "System error";
+    case StatusCode::kInternal:
+      return "Internal error";
+    case StatusCode::kMismatch:
+      return "Collective mismatch";
+    case StatusCode::kUnauthenticated:
+      return "Unauthenticated";
+    case StatusCode::kUnsupported:
+      return "Unsupported";
+    case StatusCode::kAborted:
+      return "Aborted";
+    case StatusCode::kNotFound:
+      return "Not found";
   }
   return "Unknown";
 }
@@ -25,8 +36,7 @@ Status::Status(StatusCode code, std::string message, int peer) {
   if (code != StatusCode::kOk) state_.reset(new State{code, std::move(message), peer});
 }
 
-Status::Status(const Status& other)
-    : state_(other.state_ ? new State(*other.state_) : nullptr) {}
+Status::Status(const Status& other) : state_(other.state_ ? new State(*other.state_) : nullptr) {}
 
 Status& Status::operator=(const Status& other) {
   if (this != &other) state_.reset(other.state_ ? new State(*other.state_) : nullptr);

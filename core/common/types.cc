@@ -13,11 +13,11 @@ struct DataTypeInfo {
 };
 
 constexpr DataTypeInfo kDataTypes[kNumDataTypes] = {
-    {DataType::kInt8, 1, false, "int8"},      {DataType::kUint8, 1, false, "uint8"},
-    {DataType::kInt32, 4, false, "int32"},    {DataType::kUint32, 4, false, "uint32"},
-    {DataType::kInt64, 8, false, "int64"},    {DataType::kUint64, 8, false, "uint64"},
-    {DataType::kFloat16, 2, true, "half"},    {DataType::kFloat32, 4, true, "float"},
-    {DataType::kFloat64, 8, true, "double"},  {DataType::kBFloat16, 2, true, "bfloat16"},
+    {DataType::kInt8, 1, false, "int8"},     {DataType::kUint8, 1, false, "uint8"},
+    {DataType::kInt32, 4, false, "int32"},   {DataType::kUint32, 4, false, "uint32"},
+    {DataType::kInt64, 8, false, "int64"},   {DataType::kUint64, 8, false, "uint64"},
+    {DataType::kFloat16, 2, true, "half"},   {DataType::kFloat32, 4, true, "float"},
+    {DataType::kFloat64, 8, true, "double"}, {DataType::kBFloat16, 2, true, "bfloat16"},
 };
 
 constexpr std::string_view kOpNames[kNumReduceOps] = {"sum", "prod", "max", "min", "avg"};
@@ -45,24 +45,36 @@ std::string_view reduceOpName(ReduceOp op) {
 
 std::string_view collectiveName(CollectiveKind kind) {
   switch (kind) {
-    case CollectiveKind::kAllReduce: return "allreduce";
-    case CollectiveKind::kReduceScatter: return "reducescatter";
-    case CollectiveKind::kAllGather: return "allgather";
-    case CollectiveKind::kBroadcast: return "broadcast";
-    case CollectiveKind::kReduce: return "reduce";
-    case CollectiveKind::kSend: return "send";
-    case CollectiveKind::kRecv: return "recv";
-    case CollectiveKind::kBarrier: return "barrier";
+    case CollectiveKind::kAllReduce:
+      return "allreduce";
+    case CollectiveKind::kReduceScatter:
+      return "reducescatter";
+    case CollectiveKind::kAllGather:
+      return "allgather";
+    case CollectiveKind::kBroadcast:
+      return "broadcast";
+    case CollectiveKind::kReduce:
+      return "reduce";
+    case CollectiveKind::kSend:
+      return "send";
+    case CollectiveKind::kRecv:
+      return "recv";
+    case CollectiveKind::kBarrier:
+      return "barrier";
   }
   return "invalid";
 }
 
 std::string_view algorithmName(Algorithm algo) {
   switch (algo) {
-    case Algorithm::kAuto: return "auto";
-    case Algorithm::kRing: return "ring";
-    case Algorithm::kTree: return "tree";
-    case Algorithm::kChain: return "chain";
+    case Algorithm::kAuto:
+      return "auto";
+    case Algorithm::kRing:
+      return "ring";
+    case Algorithm::kTree:
+      return "tree";
+    case Algorithm::kChain:
+      return "chain";
   }
   return "invalid";
 }
@@ -73,15 +85,15 @@ std::optional<DataType> parseDataType(std::string_view name) {
     DataType dtype;
   };
   static constexpr Alias kAliases[] = {
-      {"int8", DataType::kInt8},         {"char", DataType::kInt8},
-      {"uint8", DataType::kUint8},       {"int32", DataType::kInt32},
-      {"int", DataType::kInt32},         {"uint32", DataType::kUint32},
-      {"int64", DataType::kInt64},       {"uint64", DataType::kUint64},
-      {"half", DataType::kFloat16},      {"float16", DataType::kFloat16},
-      {"fp16", DataType::kFloat16},      {"float", DataType::kFloat32},
-      {"float32", DataType::kFloat32},   {"fp32", DataType::kFloat32},
-      {"double", DataType::kFloat64},    {"float64", DataType::kFloat64},
-      {"fp64", DataType::kFloat64},      {"bfloat16", DataType::kBFloat16},
+      {"int8", DataType::kInt8},       {"char", DataType::kInt8},
+      {"uint8", DataType::kUint8},     {"int32", DataType::kInt32},
+      {"int", DataType::kInt32},       {"uint32", DataType::kUint32},
+      {"int64", DataType::kInt64},     {"uint64", DataType::kUint64},
+      {"half", DataType::kFloat16},    {"float16", DataType::kFloat16},
+      {"fp16", DataType::kFloat16},    {"float", DataType::kFloat32},
+      {"float32", DataType::kFloat32}, {"fp32", DataType::kFloat32},
+      {"double", DataType::kFloat64},  {"float64", DataType::kFloat64},
+      {"fp64", DataType::kFloat64},    {"bfloat16", DataType::kBFloat16},
       {"bf16", DataType::kBFloat16},
   };
   for (const Alias& alias : kAliases) {

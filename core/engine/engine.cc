@@ -319,8 +319,8 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
       return Work(work);
     }
     // A forced algorithm (COLLIE_ALGO, Options::algorithm) runs as asked, not offloaded.
-    const bool offloaded = offload_ != nullptr && config_.algorithm == Algorithm::kAuto &&
-                           offload_->accepts(args);
+    const bool offloaded =
+        offload_ != nullptr && config_.algorithm == Algorithm::kAuto && offload_->accepts(args);
     Pending pending;
     pending.schedule = *schedule;
     pending.input = input;

@@ -14,8 +14,7 @@ bool reduces(StepKind kind) {
 }  // namespace
 
 Execution::Execution(std::shared_ptr<const Schedule> schedule, const void* input, void* output,
-                     uint64_t tag, ConnectionTable* connections,
-                     std::vector<ChannelMemory>* memory)
+                     uint64_t tag, ConnectionTable* connections, std::vector<ChannelMemory>* memory)
     : schedule_(std::move(schedule)),
       input_(static_cast<const uint8_t*>(input)),
       output_(static_cast<uint8_t*>(output)),
@@ -43,9 +42,12 @@ Execution::Execution(std::shared_ptr<const Schedule> schedule, const void* input
 
 uint8_t* Execution::pointer(int channel, const Slice& slice) const {
   switch (slice.buffer) {
-    case BufferId::kInput: return const_cast<uint8_t*>(input_) + slice.offset;
-    case BufferId::kOutput: return output_ + slice.offset;
-    case BufferId::kScratch: return (*memory_)[channel].scratch.data() + slice.offset;
+    case BufferId::kInput:
+      return const_cast<uint8_t*>(input_) + slice.offset;
+    case BufferId::kOutput:
+      return output_ + slice.offset;
+    case BufferId::kScratch:
+      return (*memory_)[channel].scratch.data() + slice.offset;
   }
   return nullptr;
 }
@@ -70,12 +72,11 @@ bool Execution::scratchBusy(int channel, uint64_t offset, uint64_t bytes) const 
 }
 
 Status Execution::decorate(const Status& status, int channel, const Step& step) const {
-  std::string where = describeFingerprint(tag_) + " (" +
-                      std::to_string(schedule_->args.count * elemSize_) + " bytes, " +
-                      std::string(algorithmName(schedule_->algorithm)) + ", channel " +
-                      std::to_string(channel) + ", step " +
-                      std::to_string(channels_[channel].next) + " " + stepKindName(step.kind) +
-                      ") on rank " + std::to_string(schedule_->rank);
+  std::string where =
+      describeFingerprint(tag_) + " (" + std::to_string(schedule_->args.count * elemSize_) +
+      " bytes, " + std::string(algorithmName(schedule_->algorithm)) + ", channel " +
+      std::to_string(channel) + ", step " + std::to_string(channels_[channel].next) + " " +
+      stepKindName(step.kind) + ") on rank " + std::to_string(schedule_->rank);
   return status.withContext(where);
 }
 
@@ -159,7 +160,8 @@ Status Execution::advance(bool* progressed) {
     // Retire completed sends (they complete in order per connection, not across).
     while (!state.sends.empty() && state.sends.front().done.done) {
       if (!state.sends.front().done.status.isOk()) {
-        return decorate(state.sends.front().done.status, c, steps[std::min(state.next, steps.size() - 1)]);
+        return decorate(state.sends.front().done.status, c,
+                        steps[std::min(state.next, steps.size() - 1)]);
       }
       state.sends.pop_front();
       *progressed = true;

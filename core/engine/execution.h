@@ -32,8 +32,8 @@ struct ChannelMemory {
 
 class Execution {
  public:
-  Execution(std::shared_ptr<const Schedule> schedule, const void* input, void* output,
-            uint64_t tag, ConnectionTable* connections, std::vector<ChannelMemory>* memory);
+  Execution(std::shared_ptr<const Schedule> schedule, const void* input, void* output, uint64_t tag,
+            ConnectionTable* connections, std::vector<ChannelMemory>* memory);
 
   // Moves every channel as far as it can without blocking. *progressed tells whether
   // anything moved. Returns an error (naming the peer) when a step failed.
@@ -60,7 +60,7 @@ class Execution {
     uint64_t bytes;
   };
   struct ChannelState {
-    size_t next = 0;       // index of the current step
+    size_t next = 0;  // index of the current step
     bool recvPosted = false;
     Completion recv;
     uint8_t* recvTarget = nullptr;

@@ -33,8 +33,9 @@ std::string describeFingerprint(uint64_t tag) {
   auto op = static_cast<ReduceOp>((tag >> 32) & 0xF);
   char text[160];
   std::snprintf(text, sizeof(text), "collective #%llu %s dtype=%s op=%s root=%llu count#%05llx",
-                static_cast<unsigned long long>(tag >> 44), std::string(collectiveName(kind)).c_str(),
-                std::string(dataTypeName(dtype)).c_str(), std::string(reduceOpName(op)).c_str(),
+                static_cast<unsigned long long>(tag >> 44),
+                std::string(collectiveName(kind)).c_str(), std::string(dataTypeName(dtype)).c_str(),
+                std::string(reduceOpName(op)).c_str(),
                 static_cast<unsigned long long>((tag >> 20) & 0xFFF),
                 static_cast<unsigned long long>(tag & 0xFFFFF));
   return text;

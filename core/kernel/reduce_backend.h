@@ -23,8 +23,8 @@ namespace collie {
 
 struct ReduceBackend {
   const char* name = nullptr;
-  void (*reduce)(void* dst, const void* a, const void* b, size_t count, DataType dtype,
-                 ReduceOp op, int divisor) = nullptr;
+  void (*reduce)(void* dst, const void* a, const void* b, size_t count, DataType dtype, ReduceOp op,
+                 int divisor) = nullptr;
   void (*divide)(void* dst, const void* src, size_t count, DataType dtype, int divisor) = nullptr;
 };
 

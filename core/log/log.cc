@@ -29,10 +29,14 @@ struct SubsysName {
   LogSubsys value;
 };
 constexpr SubsysName kSubsysNames[] = {
-    {"INIT", LogSubsys::kINIT},   {"COLL", LogSubsys::kCOLL},
-    {"NET", LogSubsys::kNET},     {"SHM", LogSubsys::kSHM},
-    {"BOOTSTRAP", LogSubsys::kBOOTSTRAP}, {"TUNE", LogSubsys::kTUNE},
-    {"ENGINE", LogSubsys::kENGINE}, {"TOOLS", LogSubsys::kTOOLS},
+    {"INIT", LogSubsys::kINIT},
+    {"COLL", LogSubsys::kCOLL},
+    {"NET", LogSubsys::kNET},
+    {"SHM", LogSubsys::kSHM},
+    {"BOOTSTRAP", LogSubsys::kBOOTSTRAP},
+    {"TUNE", LogSubsys::kTUNE},
+    {"ENGINE", LogSubsys::kENGINE},
+    {"TOOLS", LogSubsys::kTOOLS},
 };
 
 const char* subsysName(LogSubsys subsys) {
@@ -44,10 +48,14 @@ const char* subsysName(LogSubsys subsys) {
 
 const char* levelName(LogLevel level) {
   switch (level) {
-    case LogLevel::kWARN: return "WARN";
-    case LogLevel::kINFO: return "INFO";
-    case LogLevel::kTRACE: return "TRACE";
-    default: return "NONE";
+    case LogLevel::kWARN:
+      return "WARN";
+    case LogLevel::kINFO:
+      return "INFO";
+    case LogLevel::kTRACE:
+      return "TRACE";
+    default:
+      return "NONE";
   }
 }
 
@@ -67,8 +75,8 @@ void loadFilter() {
   size_t start = 0;
   while (start <= subsys.size()) {
     size_t comma = subsys.find(',', start);
-    std::string token = subsys.substr(start, comma == std::string::npos ? std::string::npos
-                                                                        : comma - start);
+    std::string token =
+        subsys.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (token == "ALL") mask = ~0u;
     for (const SubsysName& entry : kSubsysNames) {
       if (token == entry.name) mask |= static_cast<unsigned>(entry.value);

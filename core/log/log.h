@@ -45,7 +45,7 @@ class LogLine {
 
 }  // namespace collie
 
-#define COLLIE_LOG(level, subsys)                                                       \
+#define COLLIE_LOG(level, subsys)                                                            \
   if (!::collie::logEnabled(::collie::LogLevel::k##level, ::collie::LogSubsys::k##subsys)) { \
-  } else                                                                                \
+  } else                                                                                     \
     ::collie::LogLine(::collie::LogLevel::k##level, ::collie::LogSubsys::k##subsys).stream()

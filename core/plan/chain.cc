@@ -22,22 +22,22 @@ void planChainBroadcast(const CollectiveArgs& args, const PlanParams& params, si
     if (channel.count == 0) continue;
     if (position == 0) {
       steps.push_back(makeStep(StepKind::kCopy, -1, -1, Slice{BufferId::kInput, channel.begin * es},
-                           Slice{BufferId::kOutput, channel.begin * es}, channel.count * es));
+                               Slice{BufferId::kOutput, channel.begin * es}, channel.count * es));
     }
     for (size_t done = 0; done < channel.count; done += chunkElems) {
       const size_t chunk = std::min(chunkElems, channel.count - done);
       const uint64_t offset = (channel.begin + done) * es;
       if (position == 0) {
         if (next >= 0) {
-          steps.push_back(makeStep(StepKind::kSend, next, -1, Slice{BufferId::kInput, offset}, Slice{},
-                               chunk * es));
+          steps.push_back(makeStep(StepKind::kSend, next, -1, Slice{BufferId::kInput, offset},
+                                   Slice{}, chunk * es));
         }
       } else if (next >= 0) {
         steps.push_back(makeStep(StepKind::kRecvCopySend, next, prev, Slice{},
-                             Slice{BufferId::kOutput, offset}, chunk * es));
+                                 Slice{BufferId::kOutput, offset}, chunk * es));
       } else {
-        steps.push_back(
-            makeStep(StepKind::kRecv, -1, prev, Slice{}, Slice{BufferId::kOutput, offset}, chunk * es));
+        steps.push_back(makeStep(StepKind::kRecv, -1, prev, Slice{},
+                                 Slice{BufferId::kOutput, offset}, chunk * es));
       }
     }
   }
@@ -71,10 +71,11 @@ void planChainReduce(const CollectiveArgs& args, const PlanParams& params, size_
       } else if (!isRoot) {
         Slice scratch{BufferId::kScratch, static_cast<uint64_t>(slot) * chunkElems * es};
         slot ^= 1;
-        steps.push_back(makeStep(StepKind::kRecvReduceSend, next, prev, input, scratch, chunk * es));
+        steps.push_back(
+            makeStep(StepKind::kRecvReduceSend, next, prev, input, scratch, chunk * es));
       } else {
         Step last = makeStep(StepKind::kRecvReduceCopy, -1, prev, input,
-                         Slice{BufferId::kOutput, offset}, chunk * es);
+                             Slice{BufferId::kOutput, offset}, chunk * es);
         last.divisor = divisor;
         steps.push_back(last);
       }
@@ -107,7 +108,7 @@ void planBarrier(const PlanParams& params, Schedule* schedule) {
   const int n = params.nranks;
   for (int distance = 1; distance < n; distance *= 2) {
     schedule->channels[0].push_back(makeStep(StepKind::kSendRecv, mod(params.rank + distance, n),
-                                         mod(params.rank - distance, n), Slice{}, Slice{}, 0));
+                                             mod(params.rank - distance, n), Slice{}, Slice{}, 0));
   }
 }
 

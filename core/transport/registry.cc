@@ -15,10 +15,9 @@ TransportRegistry& TransportRegistry::instance() {
 
 void TransportRegistry::add(TransportFactory factory) {
   factories_.push_back(std::move(factory));
-  std::stable_sort(factories_.begin(), factories_.end(),
-                   [](const TransportFactory& a, const TransportFactory& b) {
-                     return a.priority < b.priority;
-                   });
+  std::stable_sort(
+      factories_.begin(), factories_.end(),
+      [](const TransportFactory& a, const TransportFactory& b) { return a.priority < b.priority; });
 }
 
 std::vector<TransportFactory> TransportRegistry::factories() const { return factories_; }

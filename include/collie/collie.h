@@ -41,7 +41,13 @@ typedef enum {
   collieBfloat16 = 9,
 } collieDataType_t;
 
-typedef enum { collieSum = 0, collieProd = 1, collieMax = 2, collieMin = 3, collieAvg = 4 } collieRedOp_t;
+typedef enum {
+  collieSum = 0,
+  collieProd = 1,
+  collieMax = 2,
+  collieMin = 3,
+  collieAvg = 4
+} collieRedOp_t;
 
 #define COLLIE_UNIQUE_ID_BYTES 128
 typedef struct {

@@ -78,7 +78,7 @@ Status notFound(std::string message);
 template <typename T>
 class Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT(runtime/explicit)
+  Result(T value) : value_(std::move(value)) {}         // NOLINT(runtime/explicit)
   Result(Status status) : status_(std::move(status)) {  // NOLINT(runtime/explicit)
     if (status_.isOk()) status_ = internalError("Result constructed from an OK status");
   }
@@ -102,8 +102,8 @@ class Result {
 }  // namespace collie
 
 // Returns the Status of `expr` from the enclosing function when it is an error.
-#define COLLIE_RETURN_IF_ERROR(expr)               \
-  do {                                             \
-    ::collie::Status collie_status_ = (expr);      \
+#define COLLIE_RETURN_IF_ERROR(expr)                   \
+  do {                                                 \
+    ::collie::Status collie_status_ = (expr);          \
     if (!collie_status_.isOk()) return collie_status_; \
   } while (0)

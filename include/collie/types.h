@@ -60,7 +60,7 @@ bool isFloating(DataType dtype);
 
 // Lower-case names as nccl-tests prints them: "float", "half", "bfloat16", "int8", ...
 std::string_view dataTypeName(DataType dtype);
-std::string_view reduceOpName(ReduceOp op);  // "sum", "prod", "max", "min", "avg"
+std::string_view reduceOpName(ReduceOp op);            // "sum", "prod", "max", "min", "avg"
 std::string_view collectiveName(CollectiveKind kind);  // "allreduce", ...
 std::string_view algorithmName(Algorithm algo);        // "auto", "ring", "tree", "chain"
 

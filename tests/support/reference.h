@@ -24,10 +24,18 @@ inline int64_t reduceValues(ReduceOp op, int nranks, size_t index) {
     int64_t v = inputValue(op, r, index);
     switch (op) {
       case ReduceOp::kSum:
-      case ReduceOp::kAvg: value += v; break;
-      case ReduceOp::kProd: value *= v; break;
-      case ReduceOp::kMax: value = std::max(value, v); break;
-      case ReduceOp::kMin: value = std::min(value, v); break;
+      case ReduceOp::kAvg:
+        value += v;
+        break;
+      case ReduceOp::kProd:
+        value *= v;
+        break;
+      case ReduceOp::kMax:
+        value = std::max(value, v);
+        break;
+      case ReduceOp::kMin:
+        value = std::min(value, v);
+        break;
     }
   }
   return value;
@@ -37,12 +45,24 @@ inline int64_t reduceValues(ReduceOp op, int nranks, size_t index) {
 inline void storeElement(DataType dtype, void* out, int64_t value, int divisor = 0) {
   auto put = [out](auto v) { std::memcpy(out, &v, sizeof(v)); };
   switch (dtype) {
-    case DataType::kInt8: put(static_cast<int8_t>(divisor ? value / divisor : value)); break;
-    case DataType::kUint8: put(static_cast<uint8_t>(divisor ? value / divisor : value)); break;
-    case DataType::kInt32: put(static_cast<int32_t>(divisor ? value / divisor : value)); break;
-    case DataType::kUint32: put(static_cast<uint32_t>(divisor ? value / divisor : value)); break;
-    case DataType::kInt64: put(static_cast<int64_t>(divisor ? value / divisor : value)); break;
-    case DataType::kUint64: put(static_cast<uint64_t>(divisor ? value / divisor : value)); break;
+    case DataType::kInt8:
+      put(static_cast<int8_t>(divisor ? value / divisor : value));
+      break;
+    case DataType::kUint8:
+      put(static_cast<uint8_t>(divisor ? value / divisor : value));
+      break;
+    case DataType::kInt32:
+      put(static_cast<int32_t>(divisor ? value / divisor : value));
+      break;
+    case DataType::kUint32:
+      put(static_cast<uint32_t>(divisor ? value / divisor : value));
+      break;
+    case DataType::kInt64:
+      put(static_cast<int64_t>(divisor ? value / divisor : value));
+      break;
+    case DataType::kUint64:
+      put(static_cast<uint64_t>(divisor ? value / divisor : value));
+      break;
     case DataType::kFloat32:
       put(divisor ? static_cast<float>(value) / static_cast<float>(divisor)
                   : static_cast<float>(value));

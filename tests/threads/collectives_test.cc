@@ -53,8 +53,8 @@ std::string describe(CollectiveKind kind, DataType dtype, ReduceOp op, size_t co
 }
 
 // Runs one collective on this rank and checks its result.
-void runAndCheck(Communicator& comm, CollectiveKind kind, DataType dtype, ReduceOp op,
-                 size_t count, bool inPlace, Failures* failures) {
+void runAndCheck(Communicator& comm, CollectiveKind kind, DataType dtype, ReduceOp op, size_t count,
+                 bool inPlace, Failures* failures) {
   const int n = comm.size();
   const int r = comm.rank();
   const size_t es = dataTypeSize(dtype);
@@ -66,7 +66,8 @@ void runAndCheck(Communicator& comm, CollectiveKind kind, DataType dtype, Reduce
       input = makeInput(dtype, op, r, count);
       output.assign(count * es, 0xEE);
       if (inPlace) output = input;
-      work = comm.allReduce(inPlace ? output.data() : input.data(), output.data(), count, dtype, op);
+      work =
+          comm.allReduce(inPlace ? output.data() : input.data(), output.data(), count, dtype, op);
       expected = expectedReduction(dtype, op, n, 0, count);
       break;
     }
@@ -83,8 +84,8 @@ void runAndCheck(Communicator& comm, CollectiveKind kind, DataType dtype, Reduce
       input = makeInput(dtype, op, 0, count, r * count);
       output.assign(count * n * es, 0xEE);
       if (inPlace) std::copy(input.begin(), input.end(), output.begin() + r * count * es);
-      work = comm.allGather(inPlace ? output.data() + r * count * es : input.data(),
-                            output.data(), count, dtype);
+      work = comm.allGather(inPlace ? output.data() + r * count * es : input.data(), output.data(),
+                            count, dtype);
       expected = makeInput(dtype, op, 0, count * n);
       break;
     }
@@ -92,8 +93,8 @@ void runAndCheck(Communicator& comm, CollectiveKind kind, DataType dtype, Reduce
       input = makeInput(dtype, op, r, count);
       output.assign(count * es, 0xEE);
       if (inPlace) output = input;
-      work = comm.broadcast(inPlace ? output.data() : input.data(), output.data(), count, dtype,
-                            root);
+      work =
+          comm.broadcast(inPlace ? output.data() : input.data(), output.data(), count, dtype, root);
       expected = makeInput(dtype, op, root, count);
       break;
     }
@@ -106,7 +107,8 @@ void runAndCheck(Communicator& comm, CollectiveKind kind, DataType dtype, Reduce
       expected = r == root ? expectedReduction(dtype, op, n, 0, count) : output;
       break;
     }
-    default: break;
+    default:
+      break;
   }
   std::string what = describe(kind, dtype, op, count, inPlace, r);
   if (!work.isOk()) return failures->add(what + ": " + work.status().toString());
@@ -114,7 +116,8 @@ void runAndCheck(Communicator& comm, CollectiveKind kind, DataType dtype, Reduce
   if (!status.isOk()) return failures->add(what + ": " + status.toString());
   const std::vector<uint8_t>& actual =
       (kind == CollectiveKind::kReduceScatter && inPlace)
-          ? std::vector<uint8_t>(input.begin() + r * count * es, input.begin() + (r + 1) * count * es)
+          ? std::vector<uint8_t>(input.begin() + r * count * es,
+                                 input.begin() + (r + 1) * count * es)
           : output;
   if (kind == CollectiveKind::kReduce && r != root) return;  // untouched, checked implicitly
   if (actual != expected) {

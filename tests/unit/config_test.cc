@@ -1,7 +1,7 @@
+#include "core/config/config.h"
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
-
-#include "core/config/config.h"
 
 namespace collie {
 namespace {

@@ -28,7 +28,9 @@ void checkTree(int n, const std::vector<TreeNode>& nodes) {
           << "n=" << n << " rank " << r << " parent " << node.parent;
     }
     for (int child : node.children) {
-      if (child >= 0) EXPECT_EQ(nodes[child].parent, r) << "n=" << n << " rank " << r;
+      if (child >= 0) {
+        EXPECT_EQ(nodes[child].parent, r) << "n=" << n << " rank " << r;
+      }
     }
   }
   EXPECT_EQ(roots, 1) << "n=" << n;

@@ -60,7 +60,9 @@ TEST(UniqueId, TextGarbageRejected) {
   for (const char* text : bad) {
     auto id = UniqueId::parse(text);
     EXPECT_FALSE(id.isOk()) << text;
-    if (!id.isOk()) EXPECT_EQ(id.status().code(), StatusCode::kInvalidArgument) << text;
+    if (!id.isOk()) {
+      EXPECT_EQ(id.status().code(), StatusCode::kInvalidArgument) << text;
+    }
   }
 }
 
