@@ -30,12 +30,12 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 timeout 180 "$collie" run -n 2 -- "$py" "$here/torch_launch_check.py" >"$tmp/collie_run.log" 2>&1 ||
   { cat "$tmp/collie_run.log"; echo "FAIL: under collie run"; exit 1; }
-[[ $(grep -c "launch check ok" "$tmp/collie_run.log") == 2 ]] ||
+[[ $(grep -o "launch check ok" "$tmp/collie_run.log" | wc -l) == 2 ]] ||
   { cat "$tmp/collie_run.log"; echo "FAIL: under collie run"; exit 1; }
 echo "collie run: ok"
 timeout 180 "$py" -m torch.distributed.run --standalone --nproc_per_node 2 \
   "$here/torch_launch_check.py" >"$tmp/torchrun.log" 2>&1 ||
   { cat "$tmp/torchrun.log"; echo "FAIL: under torchrun"; exit 1; }
-[[ $(grep -c "launch check ok" "$tmp/torchrun.log") == 2 ]] ||
+[[ $(grep -o "launch check ok" "$tmp/torchrun.log" | wc -l) == 2 ]] ||
   { cat "$tmp/torchrun.log"; echo "FAIL: under torchrun"; exit 1; }
 echo "torchrun: ok"
