@@ -35,7 +35,12 @@ fi
 # torch_backend loads collie into a stock Python, which cannot host the sanitizer
 # runtimes.
 skip='perf_.*_n[5-8]_|perf_.*_n8_|launchers_test|torch_backend'
-[ "$mode" = thread ] && skip="$skip|kill_rank_"
+# Under TSan also registered_test: its ranks are threads that reach each other's
+# registered buffers at one address but order those accesses through flags on the shm
+# board, which each rank maps at an address of its own. TSan cannot see that
+# happens-before edge and reports the (checked, correct) accesses as races. The ASan
+# run covers registered_test, and the multiprocess -R 1 runs stay under TSan.
+[ "$mode" = thread ] && skip="$skip|kill_rank_|registered_test"
 only=${COLLIE_SANITIZE_ONLY:-.}
 targets=$(cd "$build" && ctest --show-only=json-v1 -L '^(threads|multiprocess)$' -E "$skip" -R "$only" |
   python3 -c '
