@@ -9,8 +9,8 @@
 // builds);
 // COLLIE_SOAK_COLLECTIVES=N runs N (for longer manual soaks).
 #include <arpa/inet.h>
-#include <malloc.h>
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
