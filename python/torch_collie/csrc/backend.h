@@ -28,6 +28,7 @@
 
 #include "collie/communicator.h"
 #include "collie/store.h"
+#include "shared_tensor.h"
 #include "work.h"
 
 namespace torch_collie {
@@ -88,10 +89,12 @@ class CollieBackend : public c10d::Backend {
                                          std::vector<at::Tensor> outputs,
                                          std::vector<collie::Work> ops,
                                          std::function<void()> onSuccess,
-                                         std::vector<at::Tensor> keepAlive);
+                                         std::vector<at::Tensor> keepAlive,
+                                         std::function<void()> cleanup = {});
 
   std::unique_ptr<collie::StoreServer> server_;  // group rank 0 only
-  std::unique_ptr<collie::Communicator> comm_;
+  // Shared so that a registration's cleanup can tell whether it still exists.
+  std::shared_ptr<collie::Communicator> comm_;
   CompletionQueue queue_;
 };
 
