@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/engine/cycle_clock.h"
 #include "core/engine/fingerprint.h"
 #include "core/log/log.h"
 
@@ -14,11 +15,22 @@ void WorkState::complete(Status status) {
     std::lock_guard<std::mutex> lock(mutex_);
     status_ = std::move(status);
     done_ = true;
+    finished_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
 }
 
+const std::shared_ptr<WorkState>& WorkState::succeeded() {
+  static const std::shared_ptr<WorkState> state = [] {
+    auto done = std::make_shared<WorkState>();
+    done->complete(Status());
+    return done;
+  }();
+  return state;
+}
+
 Status WorkState::wait(std::chrono::milliseconds timeout) {
+  if (finished_.load(std::memory_order_acquire)) return status_;
   std::unique_lock<std::mutex> lock(mutex_);
   if (timeout == std::chrono::milliseconds::max()) {
     cv_.wait(lock, [&] { return done_; });
@@ -29,12 +41,10 @@ Status WorkState::wait(std::chrono::milliseconds timeout) {
   return status_;
 }
 
-bool WorkState::test() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return done_;
-}
+bool WorkState::test() { return finished_.load(std::memory_order_acquire); }
 
 Status WorkState::status() {
+  if (finished_.load(std::memory_order_acquire)) return status_;
   std::lock_guard<std::mutex> lock(mutex_);
   return status_;
 }
@@ -304,10 +314,14 @@ Status Engine::failure() {
 }
 
 Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void* output) {
+  Result<Work> result = Work();
+  if (offload_ != nullptr && config_.algorithm == Algorithm::kAuto &&
+      submitInline(args, input, output, &result)) {
+    return result;
+  }
   Result<std::shared_ptr<const Schedule>> schedule = plan(args);
   if (!schedule.isOk()) return schedule.status();
   auto work = std::make_shared<WorkState>();
-  Status status;
   {
     std::unique_lock<std::mutex> lock(mutex_);
     uint64_t tag = nextTag(args);
@@ -329,48 +343,90 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
     pending.work = work;
     pending.offloaded = offloaded;
     pending.flightId = recorder_.queued(args, tag, offloaded ? "oneshot" : algorithm);
-    if (!offloaded || running_ || !queue_.empty() || closed_ ||
-        !offload_->runsInline(args, input, output)) {
-      queue_.push_back(std::move(pending));
-      lock.unlock();
-      queued_.notify_one();
-      return Work(work);
-    }
-    // Run it here and now: nothing is queued or running, and while running_ is set the
-    // progress thread leaves the connections alone.
-    running_ = true;
-    lock.unlock();
-    recorder_.running(pending.flightId);
-    status = runOffloaded(pending);
-    const bool declined = status.isOk() && !pending.offloaded;
-    if (!declined) recorder_.finished(pending.flightId, status.isOk());
-    if (!status.isOk()) status = giveUp(std::move(status), true);
-    lock.lock();
-    running_ = false;
-    if (declined) {
-      // Declined: it runs its schedule on the progress thread, ahead of anything that
-      // was queued meanwhile.
-      queue_.push_front(std::move(pending));
-      lock.unlock();
-      queued_.notify_all();
-      return Work(work);
-    }
+    queue_.push_back(std::move(pending));
   }
-  queued_.notify_all();
-  work->complete(std::move(status));
+  queued_.notify_one();
   return Work(work);
+}
+
+bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* output,
+                          Result<Work>* result) {
+  // No allocation, no clock read, no syscall unless it fails or is declined: one lock
+  // to claim the engine, the board, one lock to release it.
+  uint64_t tag;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // After a failure the connections (and offload_, which belongs to a transport) may
+    // be gone; submit() reports the sticky error.
+    if (!failed_.isOk() || running_ || !queue_.empty() || closed_) return false;
+    if (!offload_->accepts(args) || !offload_->runsInline(args, input, output)) return false;
+    tag = nextTag(args);
+    // While running_ is set the progress thread leaves the connections alone.
+    running_ = true;
+  }
+  const uint64_t start = CycleClock::now();
+  Result<OffloadOutcome> outcome = offload(args, tag, input, output);
+  if (outcome.isOk() && *outcome == OffloadOutcome::kDeclined) {
+    // Every rank declined it: it runs its schedule on the progress thread, ahead of
+    // anything queued meanwhile. Planning fails alike on every rank, if at all.
+    Result<std::shared_ptr<const Schedule>> schedule = plan(args);
+    auto work = std::make_shared<WorkState>();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      running_ = false;
+      if (schedule.isOk()) {
+        Pending pending;
+        pending.schedule = *schedule;
+        pending.input = input;
+        pending.output = output;
+        pending.tag = tag;
+        pending.work = work;
+        pending.flightId =
+            recorder_.queued(args, tag, algorithmName((*schedule)->algorithm).data());
+        queue_.push_front(std::move(pending));
+      }
+    }
+    queued_.notify_all();
+    *result = schedule.isOk() ? Result<Work>(Work(work)) : Result<Work>(schedule.status());
+    return true;
+  }
+  Status status = outcome.status();
+  recorder_.recordInline(args, tag, "oneshot", start, status.isOk());
+  if (!status.isOk()) status = giveUp(std::move(status), true);
+  bool wake;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    running_ = false;
+    // The progress thread sleeps until work is queued, or it is stopped or aborted;
+    // waking it otherwise would cost a futex call and a context switch per collective.
+    wake = !queue_.empty() || stopping_ || aborted_;
+  }
+  if (wake) queued_.notify_all();
+  if (status.isOk()) {
+    *result = Work(WorkState::succeeded());
+  } else {
+    auto work = std::make_shared<WorkState>();
+    work->complete(std::move(status));
+    *result = Work(std::move(work));
+  }
+  return true;
+}
+
+Result<OffloadOutcome> Engine::offload(const CollectiveArgs& args, uint64_t tag, const void* input,
+                                       void* output) {
+  Result<OffloadOutcome> outcome =
+      offload_->run(args, tag, input, output, config_.timeout, aborted_);
+  if (outcome.isOk()) return outcome;
+  return outcome.status().withContext(describeFingerprint(tag) + " (one-shot) on rank " +
+                                      std::to_string(config_.rank));
 }
 
 Status Engine::runOffloaded(Pending& pending) {
   Result<OffloadOutcome> outcome =
-      offload_->run(pending.schedule->args, pending.tag, pending.input, pending.output,
-                    Clock::now() + config_.timeout, aborted_);
-  if (outcome.isOk()) {
-    if (*outcome == OffloadOutcome::kDeclined) pending.offloaded = false;
-    return Status();
-  }
-  return outcome.status().withContext(describeFingerprint(pending.tag) + " (one-shot) on rank " +
-                                      std::to_string(config_.rank));
+      offload(pending.schedule->args, pending.tag, pending.input, pending.output);
+  if (!outcome.isOk()) return outcome.status();
+  if (*outcome == OffloadOutcome::kDeclined) pending.offloaded = false;
+  return Status();
 }
 
 void Engine::run() {

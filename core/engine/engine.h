@@ -74,17 +74,23 @@ struct TransportSet {
   ConnectionTable connections;       // [peer][channel]
 };
 
+// The shared state of a Work. Once complete, wait(), test() and status() take no
+// lock (status_ is immutable from then on).
 class WorkState {
  public:
   void complete(Status status);
   Status wait(std::chrono::milliseconds timeout);
   bool test();
   Status status();
+  // One process-wide state that is complete and OK: what a collective that finished
+  // on the caller's thread returns, with no allocation.
+  static const std::shared_ptr<WorkState>& succeeded();
 
  private:
   std::mutex mutex_;
   std::condition_variable cv_;
-  bool done_ = false;
+  bool done_ = false;                  // guarded by mutex_ (the condition variable's)
+  std::atomic<bool> finished_{false};  // set with release once status_ is final
   Status status_;
 };
 
@@ -134,9 +140,17 @@ class Engine {
   };
 
   Result<std::shared_ptr<const Schedule>> plan(const CollectiveArgs& args);
+  // The fast path of submit(): runs an offloadable collective on the calling thread
+  // when nothing is queued or running. Returns false (having done nothing) when it
+  // cannot, and then submit() queues it.
+  bool submitInline(const CollectiveArgs& args, const void* input, void* output,
+                    Result<Work>* result);
   uint64_t nextTag(const CollectiveArgs& args);  // requires mutex_
   void run();
   Status execute(Pending& pending);
+  // offload_->run() with the engine's timeout and abort flag; errors name the collective.
+  Result<OffloadOutcome> offload(const CollectiveArgs& args, uint64_t tag, const void* input,
+                                 void* output);
   // Clears pending.offloaded when the offload declined it (then it needs execute()).
   Status runOffloaded(Pending& pending);
   void waitForActivity(const std::vector<Connection*>& active);

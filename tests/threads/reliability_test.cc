@@ -157,6 +157,44 @@ TEST_P(ReliabilityTest, SmallMismatchNamesTheOp) {
   EXPECT_NE(all.find("op differs: this rank"), std::string::npos) << all;
 }
 
+// The smallest collectives travel in one cache line per rank (data and fingerprint
+// together): a disagreement there is still a Mismatch naming the field.
+TEST_P(ReliabilityTest, LineSizedMismatchNamesTheOp) {
+  auto comms = make(2, 5s);
+  ASSERT_EQ(comms.size(), 2u);
+  std::vector<Status> results(2);
+  onEveryRank(2, [&](int r) {
+    float in[2] = {1.0f, 2.0f}, out[2] = {};
+    auto work = comms[r]->allReduce(in, out, 2, DataType::kFloat32,
+                                    r == 0 ? ReduceOp::kSum : ReduceOp::kMin);
+    ASSERT_TRUE(work.isOk());
+    results[r] = work->wait(15s);
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(results[r].code(), StatusCode::kMismatch) << r;
+  std::string all = results[0].message() + "\n" + results[1].message();
+  EXPECT_NE(all.find("op differs: this rank"), std::string::npos) << all;
+}
+
+// One rank's all-reduce fits a line, the other's does not: a Mismatch (count), not a
+// timeout, although the two publish in different places.
+TEST_P(ReliabilityTest, LineAndSlotSizedMismatchIsReported) {
+  auto comms = make(2, 3s);
+  ASSERT_EQ(comms.size(), 2u);
+  std::vector<Status> results(2);
+  onEveryRank(2, [&](int r) {
+    std::vector<float> in(64, 1.0f), out(64);
+    auto work = comms[r]->allReduce(in.data(), out.data(), r == 0 ? 2 : 64, DataType::kFloat32,
+                                    ReduceOp::kSum);
+    ASSERT_TRUE(work.isOk());
+    results[r] = work->wait(15s);
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(results[r].code(), StatusCode::kMismatch) << r << ": " << results[r].toString();
+    EXPECT_NE(results[r].message().find("count differs"), std::string::npos)
+        << results[r].message();
+  }
+}
+
 // Four ranks; rank 3 aborts in the middle of an all-reduce. The survivors fail, naming
 // it, then shrink to three ranks and run correct collectives.
 TEST_P(ReliabilityTest, SurvivorsShrinkAfterARankAborts) {
