@@ -6,8 +6,21 @@
 //
 // Names: reduce/<dtype>/<op>/<size>[/inplace][/<variant>]; the best variant is the
 // default, the baseline (SSE2) variant is listed for float and half sum for comparison.
+//
+// The machine's ceiling, on x86-64 with AVX2: stream/memset (write 1), stream/copy (read
+// 1, write 1) and stream/read2write1 (dst = a | b: a reduce's traffic with no math),
+// all with non-temporal stores. Every out-of-place reduce/<dtype>/sum row reports
+// `vs_stream`: its bytes per second over stream/read2write1's at the same size
+// (measured once at start-up, best of 5 rounds), so the ratio is printed next to the
+// figure. Only the size beyond the last-level cache (64 MiB) is a fair comparison: in
+// cache, plain stores beat streaming ones.
+//
+//   collie_kernels_bench --benchmark_filter='stream|reduce/float/sum/[0-9]+.iB$'
+
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -15,6 +28,13 @@
 
 #include "core/kernel/reduce_backend.h"
 #include "kernels/cpu/cpu_reduce.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define COLLIE_BENCH_STREAM 1
+#else
+#define COLLIE_BENCH_STREAM 0
+#endif
 
 namespace collie {
 namespace {
@@ -39,6 +59,20 @@ std::string sizeName(size_t bytes) {
                             : std::to_string(bytes >> 10) + "KiB";
 }
 
+// stream/read2write1's bytes per second per size in kSizes; 0 where not measured.
+double gCeiling[std::size(kSizes)] = {};
+
+// Sets `vs_stream`: the bytes per second of a reduce over `bytes` that took `seconds`
+// for `iterations` calls, over stream/read2write1's at that size.
+void reportVsStream(benchmark::State& state, size_t bytes, double seconds) {
+  for (size_t i = 0; i < std::size(kSizes); ++i) {
+    if (kSizes[i] != bytes || gCeiling[i] <= 0 || seconds <= 0) continue;
+    const double rate =
+        3.0 * static_cast<double>(bytes) * static_cast<double>(state.iterations()) / seconds;
+    state.counters["vs_stream"] = rate / gCeiling[i];
+  }
+}
+
 void reduceBench(benchmark::State& state, const ReduceBackend* backend, DataType dtype, ReduceOp op,
                  size_t bytes, bool inPlace) {
   Buffer a = makeBuffer(bytes), b = makeBuffer(bytes), dst = makeBuffer(bytes);
@@ -46,6 +80,7 @@ void reduceBench(benchmark::State& state, const ReduceBackend* backend, DataType
   void* out = inPlace ? a.get() : dst.get();
   // kAvg with a divisor: the last step of an average, sum and divide fused.
   const int divisor = op == ReduceOp::kAvg ? 4 : 0;
+  const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
     backend->reduce(out, a.get(), b.get(), count, dtype, op, divisor);
     benchmark::DoNotOptimize(out);
@@ -53,6 +88,8 @@ void reduceBench(benchmark::State& state, const ReduceBackend* backend, DataType
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 3 *
                           static_cast<int64_t>(bytes));
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  if (op == ReduceOp::kSum && !inPlace) reportVsStream(state, bytes, took.count());
 }
 
 void memcpyBench(benchmark::State& state, size_t bytes) {
@@ -66,7 +103,87 @@ void memcpyBench(benchmark::State& state, size_t bytes) {
                           static_cast<int64_t>(bytes));
 }
 
+#if COLLIE_BENCH_STREAM
+// Non-temporal baselines over 32-byte aligned buffers whose size is a multiple of 128.
+enum class StreamShape { kMemset, kCopy, kRead2Write1 };
+
+__attribute__((target("avx2"))) void streamKernel(StreamShape shape, void* dst, const void* a,
+                                                  const void* b, size_t bytes) {
+  auto* d = static_cast<__m256i*>(dst);
+  const auto* x = static_cast<const __m256i*>(a);
+  const auto* y = static_cast<const __m256i*>(b);
+  const size_t n = bytes / sizeof(__m256i);
+  const __m256i fill = _mm256_set1_epi8(0x3c);
+  for (size_t i = 0; i < n; i += 4) {
+    for (size_t k = i; k < i + 4; ++k) {
+      __m256i v = fill;
+      if (shape != StreamShape::kMemset) v = _mm256_load_si256(x + k);
+      if (shape == StreamShape::kRead2Write1) v = _mm256_or_si256(v, _mm256_load_si256(y + k));
+      _mm256_stream_si256(d + k, v);
+    }
+  }
+  _mm_sfence();
+}
+
+// Bytes of memory traffic per call of `shape` on buffers of `bytes`.
+size_t streamTraffic(StreamShape shape, size_t bytes) {
+  return bytes * (shape == StreamShape::kMemset ? 1 : shape == StreamShape::kCopy ? 2 : 3);
+}
+
+void streamBench(benchmark::State& state, StreamShape shape, size_t bytes) {
+  Buffer a = makeBuffer(bytes), b = makeBuffer(bytes), dst = makeBuffer(bytes);
+  for (auto _ : state) {
+    streamKernel(shape, dst.get(), a.get(), b.get(), bytes);
+    benchmark::DoNotOptimize(dst.get());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(streamTraffic(shape, bytes)));
+}
+
+// stream/read2write1's bytes per second at `bytes`: the best of 5 rounds of at least
+// 20 ms each, after one warm-up call.
+double streamCeiling(size_t bytes) {
+  Buffer a = makeBuffer(bytes), b = makeBuffer(bytes), dst = makeBuffer(bytes);
+  streamKernel(StreamShape::kRead2Write1, dst.get(), a.get(), b.get(), bytes);
+  double best = 0;
+  for (int round = 0; round < 5; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    std::chrono::duration<double> took{};
+    size_t calls = 0;
+    for (; took.count() < 0.02; ++calls) {
+      streamKernel(StreamShape::kRead2Write1, dst.get(), a.get(), b.get(), bytes);
+      took = std::chrono::steady_clock::now() - start;
+    }
+    best = std::max(best, 3.0 * static_cast<double>(bytes * calls) / took.count());
+  }
+  return best;
+}
+
+bool hasAvx2() { return __builtin_cpu_supports("avx2"); }
+#endif
+
+void registerStream() {
+#if COLLIE_BENCH_STREAM
+  if (!hasAvx2()) return;
+  for (size_t i = 0; i < std::size(kSizes); ++i) {
+    const size_t bytes = kSizes[i];
+    gCeiling[i] = streamCeiling(bytes);
+    const std::pair<const char*, StreamShape> shapes[] = {
+        {"memset", StreamShape::kMemset},
+        {"copy", StreamShape::kCopy},
+        {"read2write1", StreamShape::kRead2Write1}};
+    for (const auto& [name, shape] : shapes) {
+      benchmark::RegisterBenchmark(("stream/" + std::string(name) + "/" + sizeName(bytes)).c_str(),
+                                   streamBench, shape, bytes)
+          ->UseRealTime();
+    }
+  }
+#endif
+}
+
 void registerAll() {
+  registerStream();
   const ReduceBackend* best = &cpuReduceBackend();
   const ReduceBackend* baseline = cpuReduceBackendVariants()[0];
   for (size_t bytes : kSizes) {
