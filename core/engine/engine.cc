@@ -102,6 +102,7 @@ Engine::~Engine() {
       failed_ =
           abortedError("communicator of rank " + std::to_string(config_.rank) + " was destroyed");
     }
+    failing_ = true;
   }
   queued_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -161,6 +162,7 @@ void Engine::abort() {
     failed_ = abortedError("communicator of rank " + std::to_string(config_.rank) +
                            " was aborted (abort() called)");
   }
+  failing_ = true;
   queued_.notify_all();
   if (!closedCv_.wait_for(lock, kCloseWait, [&] { return closed_; })) {
     COLLIE_LOG(WARN, ENGINE) << "abort() on rank " << config_.rank
@@ -194,6 +196,7 @@ Status Engine::giveUp(Status status, bool publish) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_.isOk()) failed_ = status;
+    failing_ = true;
     sticky = failed_;
   }
   if (publish) {
@@ -262,7 +265,7 @@ uint64_t Engine::nextTag(const CollectiveArgs& args) {
   } else if (args.kind == CollectiveKind::kRecv) {
     sequence = recvSequence_[args.root]++;
   } else {
-    sequence = collectiveSequence_++;
+    sequence = collectiveSequence_.fetch_add(1, std::memory_order_relaxed);
   }
   return makeFingerprint(sequence, args);
 }
@@ -303,6 +306,7 @@ Result<Work> Engine::submitGroup(const std::vector<GroupOp>& ops) {
     pending.flightId = flightId;
     pending.group.assign(parts.begin() + 1, parts.end());
     queue_.push_back(std::move(pending));
+    queuedCount_.store(queue_.size());
   }
   queued_.notify_one();
   return Work(work);
@@ -344,26 +348,43 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
     pending.offloaded = offloaded;
     pending.flightId = recorder_.queued(args, tag, offloaded ? "oneshot" : algorithm);
     queue_.push_back(std::move(pending));
+    queuedCount_.store(queue_.size());
   }
   queued_.notify_one();
   return Work(work);
 }
 
+bool Engine::claimInline(const CollectiveArgs& args, const void* input, const void* output) {
+  if (failing_.load(std::memory_order_acquire) || queuedCount_.load() != 0) return false;
+  bool idle = false;
+  if (!running_.compare_exchange_strong(idle, true)) return false;
+  // Checked again now that the progress thread cannot start anything (nor close the
+  // connections and offload_ after a failure) until running_ is released.
+  if (failing_.load() || queuedCount_.load() != 0 || !offload_->accepts(args) ||
+      !offload_->runsInline(args, input, output)) {
+    releaseInline();
+    return false;
+  }
+  return true;
+}
+
+void Engine::releaseInline() {
+  running_.store(false);
+  // The progress thread sleeps until work is queued or it is stopped or aborted; it
+  // may have found running_ set and gone back to sleep, so wake it then (taking the
+  // mutex so that the wake-up cannot fall between its check and its wait). Otherwise
+  // no futex call and no context switch per collective.
+  if (queuedCount_.load() == 0 && !aborted_.load()) return;
+  { std::lock_guard<std::mutex> lock(mutex_); }
+  queued_.notify_all();
+}
+
 bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* output,
                           Result<Work>* result) {
-  // No allocation, no clock read, no syscall unless it fails or is declined: one lock
-  // to claim the engine, the board, one lock to release it.
-  uint64_t tag;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    // After a failure the connections (and offload_, which belongs to a transport) may
-    // be gone; submit() reports the sticky error.
-    if (!failed_.isOk() || running_ || !queue_.empty() || closed_) return false;
-    if (!offload_->accepts(args) || !offload_->runsInline(args, input, output)) return false;
-    tag = nextTag(args);
-    // While running_ is set the progress thread leaves the connections alone.
-    running_ = true;
-  }
+  // No lock, allocation, clock read or syscall unless it fails or is declined: running_
+  // claimed with one compare-exchange, a sequence number, the board, running_ released.
+  if (!claimInline(args, input, output)) return false;
+  const uint64_t tag = nextTag(args);
   const uint64_t start = CycleClock::now();
   Result<OffloadOutcome> outcome = offload(args, tag, input, output);
   if (outcome.isOk() && *outcome == OffloadOutcome::kDeclined) {
@@ -371,37 +392,26 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
     // anything queued meanwhile. Planning fails alike on every rank, if at all.
     Result<std::shared_ptr<const Schedule>> schedule = plan(args);
     auto work = std::make_shared<WorkState>();
-    {
+    if (schedule.isOk()) {
+      Pending pending;
+      pending.schedule = *schedule;
+      pending.input = input;
+      pending.output = output;
+      pending.tag = tag;
+      pending.work = work;
+      pending.flightId = recorder_.queued(args, tag, algorithmName((*schedule)->algorithm).data());
       std::lock_guard<std::mutex> lock(mutex_);
-      running_ = false;
-      if (schedule.isOk()) {
-        Pending pending;
-        pending.schedule = *schedule;
-        pending.input = input;
-        pending.output = output;
-        pending.tag = tag;
-        pending.work = work;
-        pending.flightId =
-            recorder_.queued(args, tag, algorithmName((*schedule)->algorithm).data());
-        queue_.push_front(std::move(pending));
-      }
+      queue_.push_front(std::move(pending));
+      queuedCount_.store(queue_.size());
     }
-    queued_.notify_all();
+    releaseInline();
     *result = schedule.isOk() ? Result<Work>(Work(work)) : Result<Work>(schedule.status());
     return true;
   }
   Status status = outcome.status();
   recorder_.recordInline(args, tag, "oneshot", start, status.isOk());
   if (!status.isOk()) status = giveUp(std::move(status), true);
-  bool wake;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    running_ = false;
-    // The progress thread sleeps until work is queued, or it is stopped or aborted;
-    // waking it otherwise would cost a futex call and a context switch per collective.
-    wake = !queue_.empty() || stopping_ || aborted_;
-  }
-  if (wake) queued_.notify_all();
+  releaseInline();
   if (status.isOk()) {
     *result = Work(WorkState::succeeded());
   } else {
@@ -434,10 +444,13 @@ void Engine::run() {
     Pending pending;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      // While a collective runs inline on a caller's thread (running_), the progress
-      // thread neither starts another nor closes the connections under it.
+      // The progress thread claims running_ before it starts a collective or closes
+      // the connections; while a collective runs inline on a caller's thread (which
+      // claimed it), it waits.
       queued_.wait(lock, [&] {
-        return !running_ && (stopping_ || !queue_.empty() || (aborted_ && !closed_));
+        if (!stopping_ && queue_.empty() && !(aborted_ && !closed_)) return false;
+        bool idle = false;
+        return running_.compare_exchange_strong(idle, true);
       });
       if (aborted_ && !closed_) {
         // Aborted or destroyed while idle. An explicit abort() is news for the peers;
@@ -446,19 +459,24 @@ void Engine::run() {
         bool publish = !stopping_;
         lock.unlock();
         giveUp(reason, publish);
+        running_.store(false);
         continue;
       }
-      if (queue_.empty()) return;
+      if (queue_.empty()) {
+        running_.store(false);
+        return;
+      }
       pending = std::move(queue_.front());
       queue_.pop_front();
+      queuedCount_.store(queue_.size());
       if (!failed_.isOk()) {
+        running_.store(false);
         Status failed = failed_;
         lock.unlock();
         recorder_.finished(pending.flightId, false);
         pending.work->complete(failed.withContext(describeFingerprint(pending.tag) + " not run"));
         continue;
       }
-      running_ = true;
     }
     recorder_.running(pending.flightId);
     Status status;

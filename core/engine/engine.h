@@ -145,7 +145,12 @@ class Engine {
   // cannot, and then submit() queues it.
   bool submitInline(const CollectiveArgs& args, const void* input, void* output,
                     Result<Work>* result);
-  uint64_t nextTag(const CollectiveArgs& args);  // requires mutex_
+  // Claims running_ for an inline run (false: it cannot run inline now) and releases it.
+  bool claimInline(const CollectiveArgs& args, const void* input, const void* output);
+  void releaseInline();
+  // Requires mutex_ for point-to-point; collectives take theirs from an atomic counter
+  // (under mutex_ or while running_ is claimed inline).
+  uint64_t nextTag(const CollectiveArgs& args);
   void run();
   Status execute(Pending& pending);
   // offload_->run() with the engine's timeout and abort flag; errors name the collective.
@@ -175,11 +180,9 @@ class Engine {
   std::condition_variable queued_;
   std::deque<Pending> queue_;
   bool stopping_ = false;
-  bool closed_ = false;   // connections closed after a failure or abort
-  bool running_ = false;  // a collective is executing (progress thread or inline)
+  bool closed_ = false;  // connections closed after a failure or abort
   std::condition_variable closedCv_;
   Status failed_;
-  uint64_t collectiveSequence_ = 0;
   std::vector<uint64_t> sendSequence_;  // per peer, point-to-point
   std::vector<uint64_t> recvSequence_;
   TuneConstants tune_;
@@ -189,6 +192,12 @@ class Engine {
       cache_;
 
   std::atomic<bool> aborted_{false};
+  // Lock-free state for the inline fast path (written under mutex_ except running_):
+  // a collective is executing, claimed by compare-exchange (progress thread or inline);
+  std::atomic<bool> running_{false};
+  std::atomic<bool> failing_{false};    // failed_ is set
+  std::atomic<size_t> queuedCount_{0};  // queue_.size()
+  std::atomic<uint64_t> collectiveSequence_{0};
   // Executions that failed keep their completions alive until the connections that
   // may point at them are gone.
   std::vector<std::unique_ptr<Execution>> failedExecutions_;
