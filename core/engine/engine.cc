@@ -20,13 +20,14 @@ void WorkState::complete(Status status) {
   cv_.notify_all();
 }
 
-const std::shared_ptr<WorkState>& WorkState::succeeded() {
-  static const std::shared_ptr<WorkState> state = [] {
-    auto done = std::make_shared<WorkState>();
+std::shared_ptr<WorkState> WorkState::succeeded() {
+  static WorkState* const state = [] {
+    auto* done = new WorkState();  // never freed: handles may outlive static destruction
     done->complete(Status());
     return done;
   }();
-  return state;
+  // Aliasing constructor with no owner: copies and destruction touch no reference count.
+  return std::shared_ptr<WorkState>(std::shared_ptr<WorkState>(), state);
 }
 
 Status WorkState::wait(std::chrono::milliseconds timeout) {

@@ -83,8 +83,8 @@ class WorkState {
   bool test();
   Status status();
   // One process-wide state that is complete and OK: what a collective that finished
-  // on the caller's thread returns, with no allocation.
-  static const std::shared_ptr<WorkState>& succeeded();
+  // on the caller's thread returns, with no allocation and no reference counting.
+  static std::shared_ptr<WorkState> succeeded();
 
  private:
   std::mutex mutex_;

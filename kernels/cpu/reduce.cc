@@ -298,7 +298,7 @@ size_t lastLevelCacheBytes() {
 
 // Out of place and at least as large as the last-level cache.
 bool streamsOutput(const void* dst, const void* a, const void* b, size_t bytes) {
-  return dst != a && dst != b && bytes >= lastLevelCacheBytes();
+  return bytes >= (1u << 20) && dst != a && dst != b && bytes >= lastLevelCacheBytes();
 }
 
 __attribute__((target("avx2"))) void streamBlock(uint8_t* dst, const uint8_t* src) {

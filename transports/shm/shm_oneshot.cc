@@ -69,7 +69,7 @@ constexpr size_t kControlOffset = kPage;
 constexpr auto kPureSpin = std::chrono::microseconds(5);
 // Spins before a wait first reads the clock: a peer on another core usually answers
 // within them, and then the collective reads no clock at all.
-constexpr uint32_t kSpinsBeforeClock = 256;
+constexpr uint32_t kSpinsBeforeClock = 32;
 constexpr size_t kDataOffset = 2 * kPage;
 
 size_t boardBytes(size_t slotBytes) { return kDataOffset + 2 * slotBytes; }

@@ -9,7 +9,7 @@
 // gets the same bits. A collective whose slots hold at most 48 bytes travels instead in
 // one cache line per rank and parity (sequence, fingerprint, data). No queue, no
 // allocation, no clock read and no syscall on the fast path: a waiter spins (reading
-// the clock only after 256 spins, then every 16) for
+// the clock only after 32 spins, then every 16) for
 // COLLIE_SHM_SPIN, then sleeps on its doorbell futex, which publishers ring only when
 // someone sleeps. Reusing slot s % 2 at s + 2 is safe without more flags: a rank
 // publishes s + 1 only after it finished reading the slots of s.
