@@ -9,22 +9,23 @@
 //
 // The machine's ceiling, on x86-64 with AVX2: stream/memset (write 1), stream/copy (read
 // 1, write 1) and stream/read2write1 (dst = a | b: a reduce's traffic with no math),
-// all with non-temporal stores. Every out-of-place reduce/<dtype>/sum row reports
-// `vs_stream`: its bytes per second over stream/read2write1's at the same size
-// (measured once at start-up, best of 5 rounds), so the ratio is printed next to the
-// figure. Only the size beyond the last-level cache (64 MiB) is a fair comparison: in
-// cache, plain stores beat streaming ones.
+// all with non-temporal stores. At the end it prints every float32 sum variant's
+// bandwidth as a share of stream/read2write1's at 64 MiB (beyond the last-level cache;
+// in cache plain stores beat streaming ones), from interleaved rounds, best of 5 each,
+// so that the ratio survives a shared, busy machine.
 //
-//   collie_kernels_bench --benchmark_filter='stream|reduce/float/sum/[0-9]+.iB$'
+//   collie_kernels_bench --benchmark_filter='stream|reduce/float/sum'
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/kernel/reduce_backend.h"
 #include "kernels/cpu/cpu_reduce.h"
@@ -59,20 +60,6 @@ std::string sizeName(size_t bytes) {
                             : std::to_string(bytes >> 10) + "KiB";
 }
 
-// stream/read2write1's bytes per second per size in kSizes; 0 where not measured.
-double gCeiling[std::size(kSizes)] = {};
-
-// Sets `vs_stream`: the bytes per second of a reduce over `bytes` that took `seconds`
-// for `iterations` calls, over stream/read2write1's at that size.
-void reportVsStream(benchmark::State& state, size_t bytes, double seconds) {
-  for (size_t i = 0; i < std::size(kSizes); ++i) {
-    if (kSizes[i] != bytes || gCeiling[i] <= 0 || seconds <= 0) continue;
-    const double rate =
-        3.0 * static_cast<double>(bytes) * static_cast<double>(state.iterations()) / seconds;
-    state.counters["vs_stream"] = rate / gCeiling[i];
-  }
-}
-
 void reduceBench(benchmark::State& state, const ReduceBackend* backend, DataType dtype, ReduceOp op,
                  size_t bytes, bool inPlace) {
   Buffer a = makeBuffer(bytes), b = makeBuffer(bytes), dst = makeBuffer(bytes);
@@ -80,7 +67,6 @@ void reduceBench(benchmark::State& state, const ReduceBackend* backend, DataType
   void* out = inPlace ? a.get() : dst.get();
   // kAvg with a divisor: the last step of an average, sum and divide fused.
   const int divisor = op == ReduceOp::kAvg ? 4 : 0;
-  const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
     backend->reduce(out, a.get(), b.get(), count, dtype, op, divisor);
     benchmark::DoNotOptimize(out);
@@ -88,8 +74,6 @@ void reduceBench(benchmark::State& state, const ReduceBackend* backend, DataType
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 3 *
                           static_cast<int64_t>(bytes));
-  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-  if (op == ReduceOp::kSum && !inPlace) reportVsStream(state, bytes, took.count());
 }
 
 void memcpyBench(benchmark::State& state, size_t bytes) {
@@ -141,23 +125,53 @@ void streamBench(benchmark::State& state, StreamShape shape, size_t bytes) {
                           static_cast<int64_t>(streamTraffic(shape, bytes)));
 }
 
-// stream/read2write1's bytes per second at `bytes`: the best of 5 rounds of at least
-// 20 ms each, after one warm-up call.
-double streamCeiling(size_t bytes) {
-  Buffer a = makeBuffer(bytes), b = makeBuffer(bytes), dst = makeBuffer(bytes);
-  streamKernel(StreamShape::kRead2Write1, dst.get(), a.get(), b.get(), bytes);
-  double best = 0;
-  for (int round = 0; round < 5; ++round) {
-    const auto start = std::chrono::steady_clock::now();
-    std::chrono::duration<double> took{};
-    size_t calls = 0;
-    for (; took.count() < 0.02; ++calls) {
-      streamKernel(StreamShape::kRead2Write1, dst.get(), a.get(), b.get(), bytes);
-      took = std::chrono::steady_clock::now() - start;
-    }
-    best = std::max(best, 3.0 * static_cast<double>(bytes * calls) / took.count());
+// Bytes per second of `call` (moving `traffic` bytes), best of one round of at least
+// 20 ms (after one warm-up call): rounds are interleaved by the caller, and the best
+// round is the one least disturbed by other processes on a shared machine.
+template <typename Call>
+double roundRate(Call call, size_t traffic) {
+  call();
+  const auto start = std::chrono::steady_clock::now();
+  std::chrono::duration<double> took{};
+  size_t calls = 0;
+  for (; took.count() < 0.02; ++calls) {
+    call();
+    took = std::chrono::steady_clock::now() - start;
   }
-  return best;
+  return static_cast<double>(traffic * calls) / took.count();
+}
+
+// Prints the float32 sum kernels' bandwidth as a share of stream/read2write1's on
+// buffers beyond the last-level cache: 5 interleaved rounds each, best of each.
+void printStreamRatio() {
+  const size_t bytes = kSizes[std::size(kSizes) - 1];
+  Buffer a = makeBuffer(bytes), b = makeBuffer(bytes), dst = makeBuffer(bytes);
+  const size_t count = bytes / sizeof(float);
+  std::vector<const ReduceBackend*> backends(cpuReduceBackendVariants().begin(),
+                                             cpuReduceBackendVariants().end());
+  double stream = 0;
+  std::vector<double> best(backends.size(), 0.0);
+  for (int round = 0; round < 5; ++round) {
+    stream = std::max(
+        stream,
+        roundRate(
+            [&] { streamKernel(StreamShape::kRead2Write1, dst.get(), a.get(), b.get(), bytes); },
+            3 * bytes));
+    for (size_t k = 0; k < backends.size(); ++k) {
+      best[k] = std::max(best[k], roundRate(
+                                      [&] {
+                                        backends[k]->reduce(dst.get(), a.get(), b.get(), count,
+                                                            DataType::kFloat32, ReduceOp::kSum, 0);
+                                      },
+                                      3 * bytes));
+    }
+  }
+  std::printf("# streaming-store read2write1, %s: %.1f GB/s (best of 5 rounds)\n",
+              sizeName(bytes).c_str(), stream / 1e9);
+  for (size_t k = 0; k < backends.size(); ++k) {
+    std::printf("# reduce/float/sum/%s/%s: %.1f GB/s = %.0f%% of it\n", sizeName(bytes).c_str(),
+                backends[k]->name, best[k] / 1e9, 100.0 * best[k] / stream);
+  }
 }
 
 bool hasAvx2() { return __builtin_cpu_supports("avx2"); }
@@ -168,7 +182,6 @@ void registerStream() {
   if (!hasAvx2()) return;
   for (size_t i = 0; i < std::size(kSizes); ++i) {
     const size_t bytes = kSizes[i];
-    gCeiling[i] = streamCeiling(bytes);
     const std::pair<const char*, StreamShape> shapes[] = {
         {"memset", StreamShape::kMemset},
         {"copy", StreamShape::kCopy},
@@ -223,6 +236,9 @@ int main(int argc, char** argv) {
   collie::registerAll();
   benchmark::AddCustomContext("collie_host_backend", collie::cpuReduceBackend().name);
   benchmark::RunSpecifiedBenchmarks();
+#if COLLIE_BENCH_STREAM
+  if (collie::hasAvx2()) collie::printStreamRatio();
+#endif
   benchmark::Shutdown();
   return 0;
 }
