@@ -318,6 +318,17 @@ Status Engine::failure() {
   return failed_;
 }
 
+Engine::Pending Engine::makePending(std::shared_ptr<const Schedule> schedule, const void* input,
+                                    void* output, uint64_t tag, std::shared_ptr<WorkState> work) {
+  Pending pending;
+  pending.schedule = std::move(schedule);
+  pending.input = input;
+  pending.output = output;
+  pending.tag = tag;
+  pending.work = std::move(work);
+  return pending;
+}
+
 Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void* output) {
   Result<Work> result = Work();
   if (offload_ != nullptr && config_.algorithm == Algorithm::kAuto &&
@@ -340,12 +351,7 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
     // A forced algorithm (COLLIE_ALGO, Options::algorithm) runs as asked, not offloaded.
     const bool offloaded =
         offload_ != nullptr && config_.algorithm == Algorithm::kAuto && offload_->accepts(args);
-    Pending pending;
-    pending.schedule = *schedule;
-    pending.input = input;
-    pending.output = output;
-    pending.tag = tag;
-    pending.work = work;
+    Pending pending = makePending(*schedule, input, output, tag, work);
     pending.offloaded = offloaded;
     pending.flightId = recorder_.queued(args, tag, offloaded ? "oneshot" : algorithm);
     queue_.push_back(std::move(pending));
@@ -394,12 +400,7 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
     Result<std::shared_ptr<const Schedule>> schedule = plan(args);
     auto work = std::make_shared<WorkState>();
     if (schedule.isOk()) {
-      Pending pending;
-      pending.schedule = *schedule;
-      pending.input = input;
-      pending.output = output;
-      pending.tag = tag;
-      pending.work = work;
+      Pending pending = makePending(*schedule, input, output, tag, work);
       pending.flightId = recorder_.queued(args, tag, algorithmName((*schedule)->algorithm).data());
       std::lock_guard<std::mutex> lock(mutex_);
       queue_.push_front(std::move(pending));

@@ -140,6 +140,8 @@ class Engine {
   };
 
   Result<std::shared_ptr<const Schedule>> plan(const CollectiveArgs& args);
+  static Pending makePending(std::shared_ptr<const Schedule> schedule, const void* input,
+                             void* output, uint64_t tag, std::shared_ptr<WorkState> work);
   // The fast path of submit(): runs an offloadable collective on the calling thread
   // when nothing is queued or running. Returns false (having done nothing) when it
   // cannot, and then submit() queues it.
