@@ -6,7 +6,9 @@
 // the backend (rank 0 also runs the collie store server named in the id). Every call
 // validates its tensors (CPU, supported dtype and op), makes contiguous copies where
 // needed, issues collie operations and returns a CollieWork at once; the work
-// completes on the backend's CompletionQueue thread.
+// completes on the backend's CompletionQueue thread, or before the call returns when
+// collie already ran it on the caller's thread. An all-reduce of an emptyShared tensor
+// (shared_tensor.h) registers it for the call: zero-copy over shm when every rank does.
 //
 // Supported: allreduce (SUM, AVG, PRODUCT, MIN, MAX), allreduce_coalesced,
 // broadcast, allgather, _allgather_base, reduce_scatter, _reduce_scatter_base,
