@@ -18,7 +18,33 @@ void WorkState::complete(Status status) {
   cv_.notify_all();
 }
 
+bool WorkState::poll() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (done_) return true;
+  }
+  std::lock_guard<std::mutex> pollLock(pollMutex_);
+  std::optional<Status> result = poller_();
+  if (!result) return false;
+  complete(std::move(*result));
+  return true;
+}
+
 Status WorkState::wait(std::chrono::milliseconds timeout) {
+  if (poller_) {
+    // Back off from a tight poll to 1 ms: device work takes microseconds to seconds.
+    const auto start = std::chrono::steady_clock::now();
+    auto pause = std::chrono::microseconds(2);
+    while (!poll()) {
+      if (timeout != std::chrono::milliseconds::max() &&
+          std::chrono::steady_clock::now() - start >= timeout) {
+        return timeoutError("collective still running after " + std::to_string(timeout.count()) +
+                            " ms (Work::wait deadline)");
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(1));
+    }
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   if (timeout == std::chrono::milliseconds::max()) {
     cv_.wait(lock, [&] { return done_; });
@@ -30,6 +56,7 @@ Status WorkState::wait(std::chrono::milliseconds timeout) {
 }
 
 bool WorkState::test() {
+  if (poller_) return poll();
   std::lock_guard<std::mutex> lock(mutex_);
   return done_;
 }

@@ -39,9 +39,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -74,18 +76,30 @@ struct TransportSet {
   ConnectionTable connections;       // [peer][channel]
 };
 
+// The shared state behind a Work handle. Host collectives are completed by the
+// progress thread (complete()); device collectives have no thread of their own: they
+// set a poller that wait() and test() call until it returns a status (the work ran
+// on the device; the poller must be cheap, thread safe and bounded by its own
+// deadline).
 class WorkState {
  public:
+  using Poller = std::function<std::optional<Status>()>;
+  WorkState() = default;
+  explicit WorkState(Poller poller) : poller_(std::move(poller)) {}
   void complete(Status status);
   Status wait(std::chrono::milliseconds timeout);
   bool test();
   Status status();
 
  private:
+  bool poll();  // true once done
+
   std::mutex mutex_;
   std::condition_variable cv_;
   bool done_ = false;
   Status status_;
+  const Poller poller_;
+  std::mutex pollMutex_;  // one poller call at a time
 };
 
 class Engine {

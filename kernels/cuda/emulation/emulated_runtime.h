@@ -1,0 +1,15 @@
+// Test hooks of the emulated DeviceRuntime (emulated_runtime.cc; the runtime itself is
+// reached through core/device/device_runtime.h: emulatedDeviceRuntime()).
+//
+// Contract: emulatedKernelLaunches() counts step kernels enqueued by the emulated
+// runtime since the process started (tests use it to prove the device path ran).
+// Thread safety: any thread.
+#pragma once
+
+#include <cstdint>
+
+namespace collie {
+
+uint64_t emulatedKernelLaunches();
+
+}  // namespace collie
