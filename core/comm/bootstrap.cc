@@ -13,6 +13,7 @@
 #include "collie/communicator.h"
 #include "core/config/config.h"
 #include "core/device/device_comm.h"
+#include "core/device/device_staging.h"
 #include "core/engine/engine.h"
 #include "core/log/log.h"
 #include "core/transport/transport.h"
@@ -207,9 +208,13 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
   engine->setTuneConstants(*tune);
   std::unique_ptr<Communicator> comm(new Communicator(rank, nranks, std::move(engine)));
   comm->deviceRuntime_ = selectDeviceRuntime();
-  if (comm->deviceRuntime_ != nullptr &&
-      std::all_of(hosts.begin(), hosts.end(),
-                  [&](const std::string& h) { return h == hosts[0]; })) {
+  const bool oneHost =
+      std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
+  if (comm->deviceRuntime_ != nullptr && !oneHost) {
+    comm->staging_ = std::make_unique<DeviceStaging>(comm->deviceRuntime_, comm->engine_.get(),
+                                                     rank, nranks, config.timeout);
+  }
+  if (comm->deviceRuntime_ != nullptr && oneHost) {
     DeviceCommConfig device;
     device.rank = rank;
     device.nranks = nranks;

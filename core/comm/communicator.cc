@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "core/device/device_comm.h"
+#include "core/device/device_staging.h"
 #include "core/engine/engine.h"
 #include "core/kernel/device_memory.h"
 #include "core/memory/shared_region.h"
@@ -16,6 +17,7 @@ Communicator::Communicator(int rank, int nranks, std::unique_ptr<Engine> engine)
 
 Communicator::~Communicator() {
   device_.reset();
+  staging_.reset();
   engine_.reset();
   dropSharedRanges(this);
   if (!cleanupFile_.empty()) ::unlink(cleanupFile_.c_str());
@@ -57,8 +59,8 @@ Status Communicator::check(const char* what, const void* send, const void* recv,
   if (count > (SIZE_MAX / 8) / static_cast<size_t>(nranks_)) {
     return invalidArgument(prefix + "count " + std::to_string(count) + " is too large");
   }
-  const bool sendOnDevice = onDevice(send);
-  const bool recvOnDevice = onDevice(recv);
+  const bool sendOnDevice = isDeviceBuffer(send);
+  const bool recvOnDevice = isDeviceBuffer(recv);
   if (count > 0 && send != nullptr && recv != nullptr && sendOnDevice != recvOnDevice) {
     return invalidArgument(prefix + "send is " + (sendOnDevice ? "device" : "host") +
                            " memory but recv is " + (recvOnDevice ? "device" : "host") +
@@ -66,14 +68,11 @@ Status Communicator::check(const char* what, const void* send, const void* recv,
   }
   // Without the device path a device pointer must never reach the host engine, which
   // would dereference it.
-  if (count > 0 && (sendOnDevice || recvOnDevice) && device_ == nullptr) {
+  if (count > 0 && (sendOnDevice || recvOnDevice) && device_ == nullptr && staging_ == nullptr) {
     return unsupported(prefix +
-                       (deviceRuntime_ == nullptr
-                            ? std::string("CUDA device buffers need the device path, which this "
-                                          "communicator has not got (no device runtime)")
-                            : "device buffers need every rank on one host (staging through host "
-                              "memory across hosts is not implemented)") +
-                       " (see docs/cuda.md); pass host buffers (copy with cudaMemcpy first)");
+                       "CUDA device buffers need the device path, which this communicator has "
+                       "not got (no device runtime; see docs/cuda.md); pass host buffers (copy "
+                       "with cudaMemcpy first)");
   }
   return Status();
 }
@@ -91,7 +90,7 @@ Status Communicator::checkPeer(const char* what, int peer) const {
   return Status();
 }
 
-bool Communicator::onDevice(const void* ptr) const {
+bool Communicator::isDeviceBuffer(const void* ptr) const {
   if (ptr == nullptr) return false;
   if (deviceRuntime_ != nullptr) return deviceRuntime_->isDevicePointer(ptr);
   return isDeviceMemory(ptr);
@@ -105,12 +104,14 @@ Result<Work> Communicator::submit(CollectiveKind kind, const void* send, void* r
   args.dtype = dtype;
   args.op = op;
   args.root = root;
-  if (device_ != nullptr && count > 0 && (onDevice(send) || onDevice(recv))) {
+  if (count > 0 && (device_ != nullptr || staging_ != nullptr) &&
+      (isDeviceBuffer(send) || isDeviceBuffer(recv))) {
     if (kind == CollectiveKind::kSend || kind == CollectiveKind::kRecv) {
       return unsupported(std::string(collectiveName(kind)) + " on rank " + std::to_string(rank_) +
                          ": point-to-point on device buffers is not implemented (docs/cuda.md)");
     }
-    return device_->submit(args, send, recv, stream);
+    if (device_ != nullptr) return device_->submit(args, send, recv, stream);
+    return staging_->submit(args, send, recv, stream);
   }
   return engine_->submit(args, send, recv);
 }
@@ -206,7 +207,11 @@ Result<Work> Communicator::sendRecv(const std::vector<PointToPoint>& ops) {
   return engine_->submitGroup(group);
 }
 
-Status Communicator::asyncError() const { return engine_->failure(); }
+Status Communicator::asyncError() const {
+  Status status = engine_->failure();
+  if (status.isOk() && device_ != nullptr) status = device_->failure();
+  return status;
+}
 
 Result<Work> Communicator::barrier() {
   return submit(CollectiveKind::kBarrier, nullptr, nullptr, 0, DataType::kUint8, ReduceOp::kSum, 0);

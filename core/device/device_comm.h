@@ -63,6 +63,8 @@ class DeviceComm {
   DeviceComm& operator=(const DeviceComm&) = delete;
 
   DeviceRuntime& runtime() const { return *runtime_; }
+  // The sticky failure of the device path (OK while healthy).
+  Status failure() const { return outcome_->sticky(); }
   // Enqueues the collective on `stream` (null: the communicator's own stream).
   Result<Work> submit(const CollectiveArgs& args, const void* input, void* output,
                       DeviceStream stream);

@@ -60,6 +60,7 @@ struct Options {
 
 class Engine;
 class DeviceComm;
+class DeviceStaging;
 class DeviceRuntime;
 
 // One operation of a point-to-point group (Communicator::sendRecv).
@@ -99,8 +100,9 @@ class Communicator {
   // emulated runtime with COLLIE_DEVICE_EMULATION=1) the collective runs as kernels on
   // `stream` (a cudaStream_t; null: the communicator's own stream), in order with the
   // work already on it; the Work completes with the stream, so either wait on it or
-  // synchronise the stream. Ranks must share one host (docs/cuda.md). Host buffers
-  // ignore `stream`. Mixing a host and a device buffer is InvalidArgument.
+  // synchronise the stream. Across hosts the data is staged through host memory and
+  // the call returns after the host part (docs/cuda.md). Host buffers ignore `stream`.
+  // Mixing a host and a device buffer is InvalidArgument.
 
   // recv[i] = op over ranks of send[i], i < count. In place when send == recv.
   Result<Work> allReduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
@@ -134,6 +136,10 @@ class Communicator {
   // communicator reuses this one's store and options; `options` fields that are set
   // override them. Blocks until the new communicator is up.
   Result<std::unique_ptr<Communicator>> split(int color, int key, const Options& options = {});
+
+  // True when `ptr` is device memory of the communicator's device runtime (CUDA, or
+  // the emulated one); false for host memory and null.
+  bool isDeviceBuffer(const void* ptr) const;
 
   // The sticky error of this communicator: OK while healthy, the first failure of a
   // collective otherwise (RemoteError naming a dead peer, Timeout, Aborted, ...).
@@ -181,14 +187,15 @@ class Communicator {
   Status checkPeer(const char* what, int peer) const;
   Result<Work> submit(CollectiveKind kind, const void* send, void* recv, size_t count,
                       DataType dtype, ReduceOp op, int root, void* stream = nullptr);
-  bool onDevice(const void* ptr) const;
 
   int rank_;
   int nranks_;
   std::unique_ptr<Engine> engine_;
-  // The device path (null without a device runtime or when ranks span hosts).
+  // The device path: kernels over IPC when every rank shares a host (device_), else
+  // staging through host memory (staging_); both null without a device runtime.
   DeviceRuntime* deviceRuntime_ = nullptr;
   std::unique_ptr<DeviceComm> device_;
+  std::unique_ptr<DeviceStaging> staging_;
   // Kept for split() and shrink(): the job id, its store and the options this
   // communicator got.
   UniqueId id_;

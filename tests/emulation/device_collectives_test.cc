@@ -61,12 +61,19 @@ class DeviceCollectivesTest : public ::testing::Test {
   void TearDown() override { unsetenv("COLLIE_DEVICE_EMULATION"); }
 
  public:
+  // `hostPerRank`: every rank claims a host of its own, so ranks talk over tcp and
+  // device buffers are staged through host memory.
   static std::vector<std::unique_ptr<Communicator>> comms(int nranks, Algorithm algorithm,
-                                                          std::chrono::milliseconds timeout) {
+                                                          std::chrono::milliseconds timeout,
+                                                          bool hostPerRank = false) {
     Options options;
     options.algorithm = algorithm;
     options.timeout = timeout;
-    return testing::makeCommunicators(nranks, options);
+    if (!hostPerRank) return testing::makeCommunicators(nranks, options);
+    options.transport = "tcp";
+    return testing::makeCommunicators(nranks, options, [](int r, Options* mine) {
+      mine->hostId = "emulated-host-" + std::to_string(r);
+    });
   }
 };
 
@@ -191,10 +198,16 @@ std::optional<std::vector<uint8_t>> runOne(Communicator& comm, const Case& c, Fa
   return actual;
 }
 
-void runMatrix(int nranks, Algorithm algorithm, const std::vector<Case>& cases) {
-  auto comm = DeviceCollectivesTest::comms(nranks, algorithm, std::chrono::seconds(30));
+void runMatrix(int nranks, Algorithm algorithm, const std::vector<Case>& cases,
+               bool hostPerRank = false) {
+  auto comm =
+      DeviceCollectivesTest::comms(nranks, algorithm, std::chrono::seconds(30), hostPerRank);
   ASSERT_EQ(comm.size(), static_cast<size_t>(nranks));
+  if (hostPerRank) {
+    for (int peer = 1; peer < nranks; ++peer) ASSERT_EQ(comm[0]->transportTo(peer), "tcp");
+  }
   const uint64_t launchesBefore = emulatedKernelLaunches();
+  const uint64_t copiesBefore = emulatedCopies();
   Failures failures;
   std::vector<std::vector<std::vector<uint8_t>>> outputs(nranks);
   testing::onEveryRank(nranks, [&](int r) {
@@ -206,7 +219,13 @@ void runMatrix(int nranks, Algorithm algorithm, const std::vector<Case>& cases) 
   for (const std::string& m : failures.messages) ADD_FAILURE() << m;
   // Every collective ran as step kernels (the host engine would give the same bytes:
   // emulated device memory is host memory).
-  EXPECT_GE(emulatedKernelLaunches() - launchesBefore, cases.size() * (nranks - 1));
+  if (!hostPerRank) {
+    EXPECT_GE(emulatedKernelLaunches() - launchesBefore, cases.size() * (nranks - 1));
+  } else {
+    // Staging: a copy to host memory and one back per collective (non-roots of a
+    // reduce copy nothing back).
+    EXPECT_GE(emulatedCopies() - copiesBefore, cases.size() * nranks);
+  }
   for (size_t i = 0; i < cases.size(); ++i) {
     if (cases[i].kind != CollectiveKind::kAllReduce) continue;
     for (int r = 1; r < nranks; ++r) {
@@ -254,6 +273,15 @@ TEST_F(DeviceCollectivesTest, TreeAllReduce) {
     cases.push_back({CollectiveKind::kAllReduce, DataType::kInt64, ReduceOp::kMax, count, true});
   }
   for (int nranks : {2, 3, 4}) runMatrix(nranks, Algorithm::kTree, cases);
+}
+
+// Ranks on different hosts: device buffers go device -> pinned host -> tcp -> device.
+TEST_F(DeviceCollectivesTest, AcrossHostsStagedThroughHostMemory) {
+  std::vector<Case> cases;
+  for (const Case& c : everyCollective()) {
+    if (c.count != 7) cases.push_back(c);
+  }
+  runMatrix(3, Algorithm::kRing, cases, true);
 }
 
 // Back-to-back in-place all-reduces on one buffer, waited for only at the end: the

@@ -37,6 +37,7 @@ constexpr unsigned kMaxBlocks = 2;
 constexpr size_t kAlignment = 256;  // like cudaMalloc
 
 std::atomic<uint64_t> launches{0};
+std::atomic<uint64_t> copies{0};
 
 class EmulatedRuntime final : public DeviceRuntime {
  public:
@@ -83,6 +84,7 @@ class EmulatedRuntime final : public DeviceRuntime {
     if (bytes > 0 && (dst == nullptr || src == nullptr)) {
       return invalidArgument("emulated device: memcpyAsync with a null pointer");
     }
+    copies.fetch_add(1, std::memory_order_relaxed);
     static_cast<EmulatedStream*>(stream)->enqueue([=] { std::memmove(dst, src, bytes); });
     return Status();
   }
@@ -202,6 +204,7 @@ class EmulatedRuntime final : public DeviceRuntime {
 
 }  // namespace
 
+uint64_t emulatedCopies() { return copies.load(std::memory_order_relaxed); }
 uint64_t emulatedKernelLaunches() { return launches.load(std::memory_order_relaxed); }
 
 DeviceRuntime* emulatedDeviceRuntime() {
