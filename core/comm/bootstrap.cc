@@ -210,10 +210,6 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
   comm->deviceRuntime_ = selectDeviceRuntime();
   const bool oneHost =
       std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
-  if (comm->deviceRuntime_ != nullptr && !oneHost) {
-    comm->staging_ = std::make_unique<DeviceStaging>(comm->deviceRuntime_, comm->engine_.get(),
-                                                     rank, nranks, config.timeout);
-  }
   if (comm->deviceRuntime_ != nullptr && oneHost) {
     DeviceCommConfig device;
     device.rank = rank;
@@ -224,6 +220,10 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
         comm->deviceRuntime_, device, *store, context.jobKey + "/device", deadline);
     if (!created.isOk()) return created.status();
     comm->device_ = std::move(*created);
+  }
+  if (comm->deviceRuntime_ != nullptr && comm->device_ == nullptr) {
+    comm->staging_ = std::make_unique<DeviceStaging>(comm->deviceRuntime_, comm->engine_.get(),
+                                                     rank, nranks, config.timeout);
   }
   comm->id_ = id;
   comm->store_ = store;

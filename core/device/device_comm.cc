@@ -95,6 +95,7 @@ Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceRuntime* runtime,
   Result<std::string> handle = runtime->exportHandle(comm->region_);
   if (!handle.isOk()) return handle.status().withContext(where);
   COLLIE_RETURN_IF_ERROR(store.set(key + "/" + std::to_string(config.rank), toBytes(*handle)));
+  Status unreachable;
   for (int peer = 0; peer < config.nranks; ++peer) {
     if (peer == config.rank) continue;
     Result<Bytes> text = store.get(key + "/" + std::to_string(peer), deadline);
@@ -106,10 +107,26 @@ Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceRuntime* runtime,
     }
     Result<void*> mapped = runtime->openHandle(std::string(text->begin(), text->end()));
     if (!mapped.isOk()) {
-      return mapped.status().withContext(where + ": opening rank " + std::to_string(peer) +
-                                         "'s device region");
+      unreachable = mapped.status().withContext(where + ": opening rank " + std::to_string(peer) +
+                                                "'s device region");
+      break;
     }
     comm->peerRegions_[peer] = static_cast<uint8_t*>(*mapped);
+  }
+  // Every rank says whether it mapped every peer; one that could not (another process
+  // under the emulation, GPUs without P2P) turns the device path off on all ranks.
+  COLLIE_RETURN_IF_ERROR(store.set(key + "/mapped/" + std::to_string(config.rank),
+                                   toBytes(unreachable.isOk() ? "1" : "0")));
+  for (int peer = 0; peer < config.nranks; ++peer) {
+    Result<Bytes> mapped = store.get(key + "/mapped/" + std::to_string(peer), deadline);
+    if (!mapped.isOk()) return mapped.status().withContext(where);
+    if (*mapped != toBytes("1")) {
+      COLLIE_LOG(INFO, INIT) << where << ": rank " << peer
+                             << " cannot map every peer's region; device buffers will be staged "
+                                "through host memory"
+                             << (unreachable.isOk() ? "" : " (" + unreachable.toString() + ")");
+      return std::unique_ptr<DeviceComm>();
+    }
   }
   COLLIE_LOG(INFO, INIT) << where << ": " << config.nranks << " ranks, "
                          << Region::bytes(config.nranks) << " bytes of flags and inboxes";

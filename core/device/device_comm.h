@@ -53,7 +53,9 @@ class DeviceComm {
   static constexpr uint64_t kSlots = 2;
 
   // Collective over all ranks (they must all call it, with the same runtime kind):
-  // allocates and publishes this rank's region under `key`, opens every peer's.
+  // allocates and publishes this rank's region under `key`, opens every peer's. Null
+  // (on every rank alike) when some rank could not open every peer's region: the
+  // caller then stages device buffers through host memory.
   static Result<std::unique_ptr<DeviceComm>> create(DeviceRuntime* runtime,
                                                     const DeviceCommConfig& config, Store& store,
                                                     const std::string& key,

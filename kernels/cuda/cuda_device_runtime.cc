@@ -5,8 +5,11 @@
 // NOT RUN ON A GPU: this file is compiled (and its logic mirrors the emulated runtime,
 // which the tests run), but no machine of the project has executed it yet.
 #include <cuda_runtime.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "core/device/device_runtime.h"
@@ -22,6 +25,12 @@ Status cudaCall(cudaError_t err, const char* what) {
   return internalError(std::string("cuda: ") + what + " failed: " + cudaGetErrorName(err) + " (" +
                        cudaGetErrorString(err) + ")");
 }
+
+struct IpcHandle {
+  int32_t pid = 0;
+  uintptr_t address = 0;
+  cudaIpcMemHandle_t ipc;
+};
 
 class CudaRuntime final : public DeviceRuntime {
  public:
@@ -96,25 +105,41 @@ class CudaRuntime final : public DeviceRuntime {
     (void)cudaEventDestroy(static_cast<cudaEvent_t>(event));
   }
 
+  // A handle is (pid, address, cudaIpcMemHandle_t): CUDA refuses to open an IPC
+  // handle in the process that made it, so ranks that are threads of one process use
+  // the address itself (unified addressing).
   Result<std::string> exportHandle(void* ptr) override {
-    cudaIpcMemHandle_t handle;
-    COLLIE_RETURN_IF_ERROR(cudaCall(cudaIpcGetMemHandle(&handle, ptr), "cudaIpcGetMemHandle"));
+    IpcHandle handle;
+    handle.pid = static_cast<int32_t>(::getpid());
+    handle.address = reinterpret_cast<uintptr_t>(ptr);
+    COLLIE_RETURN_IF_ERROR(cudaCall(cudaIpcGetMemHandle(&handle.ipc, ptr), "cudaIpcGetMemHandle"));
     return std::string(reinterpret_cast<const char*>(&handle), sizeof(handle));
   }
   Result<void*> openHandle(const std::string& text) override {
-    cudaIpcMemHandle_t handle;
+    IpcHandle handle;
     if (text.size() != sizeof(handle)) {
       return invalidArgument("cuda: IPC handle of " + std::to_string(text.size()) +
                              " bytes, expected " + std::to_string(sizeof(handle)));
     }
     std::memcpy(&handle, text.data(), sizeof(handle));
+    if (handle.pid == static_cast<int32_t>(::getpid())) {
+      return reinterpret_cast<void*>(handle.address);
+    }
     void* ptr = nullptr;
     COLLIE_RETURN_IF_ERROR(
-        cudaCall(cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess),
+        cudaCall(cudaIpcOpenMemHandle(&ptr, handle.ipc, cudaIpcMemLazyEnablePeerAccess),
                  "cudaIpcOpenMemHandle"));
+    std::lock_guard<std::mutex> lock(mutex_);
+    opened_.insert(ptr);
     return ptr;
   }
-  void closeHandle(void* ptr) override { (void)cudaIpcCloseMemHandle(ptr); }
+  void closeHandle(void* ptr) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (opened_.erase(ptr) == 0) return;  // same-process address: nothing to close
+    }
+    (void)cudaIpcCloseMemHandle(ptr);
+  }
 
   Status launchReduce(const DeviceReduceStep& step, DeviceStream stream) override {
     cuda::LaunchConfig config;
@@ -127,6 +152,10 @@ class CudaRuntime final : public DeviceRuntime {
     config.stream = stream;
     return cuda::launchRingAllGatherStep(cuda::toRingCopyStep(step), config);
   }
+
+ private:
+  std::mutex mutex_;
+  std::set<void*> opened_;  // pointers from cudaIpcOpenMemHandle
 };
 
 }  // namespace
