@@ -73,6 +73,17 @@ __device__ __forceinline__ int32_t loadErrorWord(const int32_t* error) {
 #endif
 }
 
+// The error word may live in mapped host memory, where PCIe offers no atomics: a
+// plain store (any failing block's code wins) and a system fence.
+__device__ __forceinline__ void storeErrorWord(int32_t* error, int32_t code) {
+#if defined(__CUDA_ARCH__)
+  *reinterpret_cast<volatile int32_t*>(error) = code;
+  __threadfence_system();
+#else
+  std::atomic_ref<int32_t>(*error).store(code, std::memory_order_release);
+#endif
+}
+
 // Thread 0 checks the error word and polls the flags; the block learns the outcome
 // from the barrier.
 __device__ __forceinline__ bool stepWait(const StepSync& sync) {
@@ -85,7 +96,8 @@ __device__ __forceinline__ bool stepWait(const StepSync& sync) {
       if (sync.waitFlags[i] == nullptr) continue;
       while (loadAcquireSys(sync.waitFlags[i]) < sync.waitValues[i]) {
         if (globalTimerNs() - start > timeout) {
-          atomicExch(sync.error, sync.waitErrors[i] != 0 ? sync.waitErrors[i] : kStepErrorTimeout);
+          storeErrorWord(sync.error,
+                         sync.waitErrors[i] != 0 ? sync.waitErrors[i] : kStepErrorTimeout);
           ok = 0;
           break;
         }
