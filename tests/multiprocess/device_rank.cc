@@ -1,16 +1,20 @@
 // A rank of the emulated-device multiprocess test (run through `collie run` with
-// COLLIE_DEVICE_EMULATION=1): ranks in separate processes cannot map each other's
-// emulated device memory, so the communicator stages device buffers through host
-// memory. Each rank all-reduces and all-gathers emulated device buffers (in place and
-// not, one multi-chunk size) and checks the exact bytes. Exit 0 on success, 1 with a
-// message naming the rank and the collective otherwise.
+// COLLIE_DEVICE_EMULATION=1): ranks in separate processes map each other's emulated
+// device regions (memfd through /proc/<pid>/fd), so the device path runs step kernels
+// on flags shared between processes. Usage: device_rank [staged]: with "staged" the
+// ranks claim different hosts and device buffers are staged through host memory over
+// tcp instead. Each rank all-reduces (in place) and all-gathers emulated device
+// buffers, sizes 1, 1021 and a multi-chunk 40,000, and checks the exact bytes and
+// which path ran. Exit 0 on success, 1 with a message naming the rank otherwise.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "collie/communicator.h"
 #include "core/device/device_runtime.h"
+#include "kernels/cuda/emulation/emulated_runtime.h"
 #include "support/reference.h"
 
 namespace {
@@ -25,8 +29,14 @@ int failed(int rank, const std::string& what) {
 
 }  // namespace
 
-int main() {
-  auto created = collie::Communicator::createFromEnvironment();
+int main(int argc, char** argv) {
+  const bool staged = argc > 1 && std::string(argv[1]) == "staged";
+  collie::Options options;
+  if (staged) {
+    options.transport = "tcp";
+    options.hostId = "emulated-host-" + std::string(std::getenv("COLLIE_RANK"));
+  }
+  auto created = collie::Communicator::createFromEnvironment(options);
   if (!created.isOk()) return failed(-1, created.status().toString());
   collie::Communicator& comm = **created;
   collie::DeviceRuntime& device = *collie::emulatedDeviceRuntime();
@@ -68,6 +78,14 @@ int main() {
     device.free(*in);
     device.free(*out);
   }
-  std::printf("device_rank %d: ok\n", r);
+  const uint64_t launches = collie::emulatedKernelLaunches();
+  if (staged ? launches != 0 : launches == 0) {
+    return failed(r, std::string(staged ? "staged run launched kernels"
+                                        : "no kernel launched: "
+                                          "the device path did "
+                                          "not run"));
+  }
+  std::printf("device_rank %d: ok (%llu kernel launches)\n", r,
+              static_cast<unsigned long long>(launches));
   return 0;
 }

@@ -3,15 +3,17 @@
 // a registry records (so isDevicePointer() is true for it and for nothing else), a
 // stream is an EmulatedStream (an in-order worker thread), and the step kernels are
 // the sources of kernels/cuda compiled by the host compiler and run by
-// emulatedLaunch() on the stream's worker. IPC handles name an allocation of this
-// process: ranks that are threads of one process can open each other's memory;
-// ranks in other processes get Unsupported.
+// emulatedLaunch() on the stream's worker. Allocations are memfd-backed
+// (collie::allocShared), so IPC handles work between ranks of one process (the
+// address itself) and between processes of one host (the peer maps the memfd through
+// /proc/<pid>/fd, as registered shm buffers do).
 //
 // An allocation stays mapped while a peer holds it open (openHandle without
 // closeHandle), as CUDA IPC memory does, so a rank that leaves early does not pull
 // memory from under a peer's running kernels.
 #include "kernels/cuda/emulation/emulated_runtime.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -20,7 +22,9 @@
 #include <map>
 #include <mutex>
 
+#include "collie/shared_memory.h"
 #include "core/device/device_runtime.h"
+#include "core/memory/shared_region.h"
 #include "kernels/cuda/emulation/emulated_stream.h"
 #include "kernels/cuda/kernel_table.h"
 #include "kernels/cuda/step_checks.h"
@@ -34,7 +38,6 @@ using emulation::EmulatedStream;
 // Small blocks: every emulated thread is a host thread.
 constexpr unsigned kBlockThreads = 32;
 constexpr unsigned kMaxBlocks = 2;
-constexpr size_t kAlignment = 256;  // like cudaMalloc
 
 std::atomic<uint64_t> launches{0};
 std::atomic<uint64_t> copies{0};
@@ -48,13 +51,11 @@ class EmulatedRuntime final : public DeviceRuntime {
     return find(ptr) != nullptr;
   }
 
+  // Page-aligned (at least cudaMalloc's 256 bytes) and zero-filled.
   Result<void*> allocate(size_t bytes) override {
-    const size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
-    void* ptr = std::aligned_alloc(kAlignment, rounded);
-    if (ptr == nullptr) {
-      return internalError("emulated device: cannot allocate " + std::to_string(bytes) + " bytes");
-    }
-    std::memset(ptr, 0, rounded);
+    Result<void*> shared = allocShared(std::max<size_t>(bytes, 1));
+    if (!shared.isOk()) return shared.status().withContext("emulated device allocation");
+    void* ptr = *shared;
     std::lock_guard<std::mutex> lock(mutex_);
     blocks_[reinterpret_cast<uintptr_t>(ptr)] = Block{bytes, 0, false};
     return ptr;
@@ -108,29 +109,51 @@ class EmulatedRuntime final : public DeviceRuntime {
   void destroyEvent(DeviceEvent event) override { delete static_cast<EmulatedEvent*>(event); }
 
   Result<std::string> exportHandle(void* ptr) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = blocks_.find(reinterpret_cast<uintptr_t>(ptr));
-    if (it == blocks_.end()) {
-      return invalidArgument("emulated device: exportHandle needs the start of an allocation");
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = blocks_.find(reinterpret_cast<uintptr_t>(ptr));
+      if (it == blocks_.end() || it->second.freed) {
+        return invalidArgument("emulated device: exportHandle needs the start of an allocation");
+      }
     }
-    char text[64];
-    std::snprintf(text, sizeof(text), "emu:%d:%llx", static_cast<int>(::getpid()),
-                  static_cast<unsigned long long>(it->first));
+    const size_t bytes = blockBytes(ptr);
+    COLLIE_RETURN_IF_ERROR(registerSharedRange(this, ptr, bytes));
+    SharedWindow w;
+    if (!findSharedWindow(ptr, bytes, &w)) {
+      return internalError("emulated device: allocation not found in the shared table");
+    }
+    char text[200];
+    std::snprintf(
+        text, sizeof(text), "emu:%llx:%d:%d:%llx:%llx:%llx:%llx",
+        static_cast<unsigned long long>(w.regionId), w.pid, w.fd,
+        static_cast<unsigned long long>(w.inode), static_cast<unsigned long long>(w.regionBytes),
+        static_cast<unsigned long long>(w.base), static_cast<unsigned long long>(w.offset));
     return std::string(text);
   }
 
   Result<void*> openHandle(const std::string& handle) override {
-    int pid = 0;
-    unsigned long long address = 0;
-    if (std::sscanf(handle.c_str(), "emu:%d:%llx", &pid, &address) != 2) {
+    SharedWindow w;
+    unsigned long long id = 0, inode = 0, regionBytes = 0, base = 0, offset = 0;
+    if (std::sscanf(handle.c_str(), "emu:%llx:%d:%d:%llx:%llx:%llx:%llx", &id, &w.pid, &w.fd,
+                    &inode, &regionBytes, &base, &offset) != 7 ||
+        offset > regionBytes) {
       return invalidArgument("emulated device: malformed IPC handle '" + handle + "'");
     }
-    if (pid != static_cast<int>(::getpid())) {
-      return unsupported("emulated device: IPC handle of process " + std::to_string(pid) +
-                         "; the emulation shares memory only between ranks of one process");
+    w.regionId = id;
+    w.inode = inode;
+    w.regionBytes = regionBytes;
+    w.base = base;
+    w.offset = offset;
+    if (w.pid != static_cast<int32_t>(::getpid())) {
+      Result<void*> mapped = mapSharedWindow(w, "an emulated device allocation", -1);
+      if (!mapped.isOk()) return mapped.status().withContext("emulated device: IPC open");
+      std::lock_guard<std::mutex> lock(mutex_);
+      mappings_[reinterpret_cast<uintptr_t>(*mapped) + w.offset] =
+          Mapping{*mapped, static_cast<size_t>(w.regionBytes)};
+      return static_cast<uint8_t*>(*mapped) + w.offset;
     }
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = blocks_.find(static_cast<uintptr_t>(address));
+    auto it = blocks_.find(static_cast<uintptr_t>(base + offset));
     if (it == blocks_.end() || it->second.freed) {
       return notFound("emulated device: IPC handle names no live allocation");
     }
@@ -140,6 +163,12 @@ class EmulatedRuntime final : public DeviceRuntime {
 
   void closeHandle(void* ptr) override {
     std::lock_guard<std::mutex> lock(mutex_);
+    auto mapping = mappings_.find(reinterpret_cast<uintptr_t>(ptr));
+    if (mapping != mappings_.end()) {
+      munmap(mapping->second.base, mapping->second.bytes);
+      mappings_.erase(mapping);
+      return;
+    }
     auto it = blocks_.find(reinterpret_cast<uintptr_t>(ptr));
     if (it == blocks_.end() || it->second.opens == 0) return;
     --it->second.opens;
@@ -166,6 +195,15 @@ class EmulatedRuntime final : public DeviceRuntime {
     int opens = 0;
     bool freed = false;
   };
+  struct Mapping {  // another process's allocation, mapped here
+    void* base;
+    size_t bytes;
+  };
+
+  size_t blockBytes(void* ptr) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return std::max<size_t>(blocks_[reinterpret_cast<uintptr_t>(ptr)].bytes, 1);
+  }
 
   template <typename Handle>
   Status enqueueLaunch(void (*kernel)(Handle), const Handle& handle, uint64_t bytes,
@@ -194,12 +232,13 @@ class EmulatedRuntime final : public DeviceRuntime {
   // Requires mutex_.
   void releaseIfUnused(std::map<uintptr_t, Block>::iterator it) {
     if (!it->second.freed || it->second.opens > 0) return;
-    std::free(reinterpret_cast<void*>(it->first));
+    (void)freeShared(reinterpret_cast<void*>(it->first));
     blocks_.erase(it);
   }
 
   mutable std::mutex mutex_;
-  std::map<uintptr_t, Block> blocks_;  // start address -> allocation
+  std::map<uintptr_t, Block> blocks_;      // start address -> allocation
+  std::map<uintptr_t, Mapping> mappings_;  // opened address -> mapping
 };
 
 }  // namespace
