@@ -41,35 +41,36 @@ std::string Communicator::dumpFlightRecorder() const { return engine_->dumpFligh
 
 Status Communicator::check(const char* what, const void* send, const void* recv, size_t count,
                            DataType dtype, const ReduceOp* op, const int* root) const {
-  std::string prefix = std::string(what) + " on rank " + std::to_string(rank_) + ": ";
+  // Built only on failure: check() is on every collective's path.
+  auto prefix = [&] { return std::string(what) + " on rank " + std::to_string(rank_) + ": "; };
   if (!isValid(dtype)) {
-    return invalidArgument(prefix + "unknown dtype " + std::to_string(static_cast<int>(dtype)));
+    return invalidArgument(prefix() + "unknown dtype " + std::to_string(static_cast<int>(dtype)));
   }
   if (op != nullptr && !isValid(*op)) {
-    return invalidArgument(prefix + "unknown reduction op " +
+    return invalidArgument(prefix() + "unknown reduction op " +
                            std::to_string(static_cast<int>(*op)));
   }
   if (root != nullptr && (*root < 0 || *root >= nranks_)) {
-    return invalidArgument(prefix + "root " + std::to_string(*root) + " is outside [0, " +
+    return invalidArgument(prefix() + "root " + std::to_string(*root) + " is outside [0, " +
                            std::to_string(nranks_) + ")");
   }
   if (count > 0 && send == nullptr && recv == nullptr) {
-    return invalidArgument(prefix + "buffers are null but count is " + std::to_string(count));
+    return invalidArgument(prefix() + "buffers are null but count is " + std::to_string(count));
   }
   if (count > (SIZE_MAX / 8) / static_cast<size_t>(nranks_)) {
-    return invalidArgument(prefix + "count " + std::to_string(count) + " is too large");
+    return invalidArgument(prefix() + "count " + std::to_string(count) + " is too large");
   }
   const bool sendOnDevice = isDeviceBuffer(send);
   const bool recvOnDevice = isDeviceBuffer(recv);
   if (count > 0 && send != nullptr && recv != nullptr && sendOnDevice != recvOnDevice) {
-    return invalidArgument(prefix + "send is " + (sendOnDevice ? "device" : "host") +
+    return invalidArgument(prefix() + "send is " + (sendOnDevice ? "device" : "host") +
                            " memory but recv is " + (recvOnDevice ? "device" : "host") +
                            " memory; pass two device buffers or two host buffers");
   }
   // Without the device path a device pointer must never reach the host engine, which
   // would dereference it.
   if (count > 0 && (sendOnDevice || recvOnDevice) && device_ == nullptr && staging_ == nullptr) {
-    return unsupported(prefix +
+    return unsupported(prefix() +
                        "CUDA device buffers need the device path, which this communicator has "
                        "not got (no device runtime; see docs/cuda.md); pass host buffers (copy "
                        "with cudaMemcpy first)");
@@ -78,13 +79,13 @@ Status Communicator::check(const char* what, const void* send, const void* recv,
 }
 
 Status Communicator::checkPeer(const char* what, int peer) const {
-  std::string prefix = std::string(what) + " on rank " + std::to_string(rank_) + ": peer ";
+  auto prefix = [&] { return std::string(what) + " on rank " + std::to_string(rank_) + ": peer "; };
   if (peer < 0 || peer >= nranks_) {
-    return invalidArgument(prefix + std::to_string(peer) + " is outside [0, " +
+    return invalidArgument(prefix() + std::to_string(peer) + " is outside [0, " +
                            std::to_string(nranks_) + ")");
   }
   if (peer == rank_) {
-    return invalidArgument(prefix + std::to_string(peer) +
+    return invalidArgument(prefix() + std::to_string(peer) +
                            " is this rank; copy the buffer instead of sending it to yourself");
   }
   return Status();
