@@ -20,6 +20,16 @@ void WorkState::complete(Status status) {
   cv_.notify_all();
 }
 
+bool WorkState::poll() {
+  if (finished_.load(std::memory_order_acquire)) return true;
+  std::lock_guard<std::mutex> pollLock(pollMutex_);
+  if (finished_.load(std::memory_order_acquire)) return true;
+  std::optional<Status> result = poller_();
+  if (!result) return false;
+  complete(std::move(*result));
+  return true;
+}
+
 std::shared_ptr<WorkState> WorkState::succeeded() {
   static WorkState* const state = [] {
     auto* done = new WorkState();  // never freed: handles may outlive static destruction
@@ -32,6 +42,20 @@ std::shared_ptr<WorkState> WorkState::succeeded() {
 
 Status WorkState::wait(std::chrono::milliseconds timeout) {
   if (finished_.load(std::memory_order_acquire)) return status_;
+  if (poller_) {
+    // Back off from a tight poll to 1 ms: device work takes microseconds to seconds.
+    const auto start = std::chrono::steady_clock::now();
+    auto pause = std::chrono::microseconds(2);
+    while (!poll()) {
+      if (timeout != std::chrono::milliseconds::max() &&
+          std::chrono::steady_clock::now() - start >= timeout) {
+        return timeoutError("collective still running after " + std::to_string(timeout.count()) +
+                            " ms (Work::wait deadline)");
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(1));
+    }
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   if (timeout == std::chrono::milliseconds::max()) {
     cv_.wait(lock, [&] { return done_; });
@@ -42,7 +66,10 @@ Status WorkState::wait(std::chrono::milliseconds timeout) {
   return status_;
 }
 
-bool WorkState::test() { return finished_.load(std::memory_order_acquire); }
+bool WorkState::test() {
+  if (finished_.load(std::memory_order_acquire)) return true;
+  return poller_ ? poll() : false;
+}
 
 Status WorkState::status() {
   if (finished_.load(std::memory_order_acquire)) return status_;

@@ -39,9 +39,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -75,9 +77,15 @@ struct TransportSet {
 };
 
 // The shared state of a Work. Once complete, wait(), test() and status() take no
-// lock (status_ is immutable from then on).
+// lock (status_ is immutable from then on). Host collectives are completed by the
+// progress thread (complete()); device collectives have no thread of their own: they
+// set a poller that wait() and test() call until it returns a status (the poller must
+// be cheap, thread safe and bounded by its own deadline).
 class WorkState {
  public:
+  using Poller = std::function<std::optional<Status>()>;
+  WorkState() = default;
+  explicit WorkState(Poller poller) : poller_(std::move(poller)) {}
   void complete(Status status);
   Status wait(std::chrono::milliseconds timeout);
   bool test();
@@ -87,11 +95,15 @@ class WorkState {
   static std::shared_ptr<WorkState> succeeded();
 
  private:
+  bool poll();  // true once done
+
   std::mutex mutex_;
   std::condition_variable cv_;
   bool done_ = false;                  // guarded by mutex_ (the condition variable's)
   std::atomic<bool> finished_{false};  // set with release once status_ is final
   Status status_;
+  const Poller poller_;
+  std::mutex pollMutex_;  // one poller call at a time
 };
 
 class Engine {
