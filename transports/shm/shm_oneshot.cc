@@ -47,6 +47,12 @@ struct SlotControl {
   uint64_t pidNamespace;
   SharedWindow send;
   SharedWindow recv;
+  // Large unregistered all-reduce: whether this rank would go through cross-memory
+  // attach, and where its buffers are (shm_cma.h).
+  uint32_t crossMemory;
+  int32_t pid;
+  uint64_t inputAddress;
+  uint64_t outputAddress;
 };
 
 // Published once a rank finished writing the outputs of a direct collective.
@@ -67,7 +73,24 @@ SlotControl* control(void* base, int parity) {
 DoneFlag* doneFlag(void* base) {
   return reinterpret_cast<DoneFlag*>(reinterpret_cast<uint8_t*>(control(base, 2)) + kCacheLine);
 }
-static_assert(3 * sizeof(SlotControl) + 2 * kCacheLine <= kPage);
+// Cross-memory all-reduce: the first one's probe result, and the end of phase 1.
+struct CrossMemoryFlags {
+  alignas(kCacheLine) std::atomic<uint64_t> probed;
+  uint32_t allowed;
+  alignas(kCacheLine) std::atomic<uint64_t> reduced;
+};
+
+CrossMemoryFlags* crossMemoryFlags(void* base) {
+  return reinterpret_cast<CrossMemoryFlags*>(reinterpret_cast<uint8_t*>(doneFlag(base)) +
+                                             sizeof(DoneFlag));
+}
+std::atomic<uint64_t>* doneSequence(void* base) { return &doneFlag(base)->sequence; }
+std::atomic<uint64_t>* probedSequence(void* base) { return &crossMemoryFlags(base)->probed; }
+std::atomic<uint64_t>* reducedSequence(void* base) { return &crossMemoryFlags(base)->reduced; }
+
+static_assert(3 * sizeof(SlotControl) + 2 * kCacheLine + sizeof(DoneFlag) +
+                  sizeof(CrossMemoryFlags) <=
+              kPage);
 
 // Bytes rank `rank` publishes for `args` on `nranks` ranks.
 size_t publishedBytes(const CollectiveArgs& args, int nranks, int rank) {
@@ -101,7 +124,8 @@ OneShotBoard::OneShotBoard(const TransportContext& ctx, std::shared_ptr<ShmShare
       boards_(ctx.nranks),
       spin_(spin),
       pidNamespace_(currentPidNamespace()),
-      scratch_(static_cast<uint8_t*>(std::aligned_alloc(64, kDirectTileBytes))) {}
+      scratch_(static_cast<uint8_t*>(std::aligned_alloc(64, kDirectTileBytes))),
+      crossMemoryMin_(static_cast<size_t>(std::max<int64_t>(0, configInt("COLLIE_SHM_CMA_MIN")))) {}
 
 OneShotBoard::~OneShotBoard() {
   for (Mapping& board : boards_) {
@@ -148,6 +172,7 @@ Result<std::unique_ptr<OneShotBoard>> OneShotBoard::connect(const TransportConte
   }
   new (doneFlag(base)) DoneFlag();
   doneFlag(base)->sequence.store(0, std::memory_order_release);
+  new (crossMemoryFlags(base)) CrossMemoryFlags();
 
   const std::string prefix = ctx.jobKey + "/shmboard/";
   const std::string entry = board->name_ + " " + toHex(header->nonce, sizeof(header->nonce));
@@ -227,7 +252,14 @@ bool OneShotBoard::runsInline(const CollectiveArgs& args, const void* input,
   if (args.kind != CollectiveKind::kAllReduce) return false;  // a check, then declined
   const size_t bytes = args.count * dataTypeSize(args.dtype);
   SharedWindow window;
+  if (wantsCrossMemory(args)) return true;
   return findSharedWindow(input, bytes, &window) && findSharedWindow(output, bytes, &window);
+}
+
+bool OneShotBoard::wantsCrossMemory(const CollectiveArgs& args) const {
+  return args.kind == CollectiveKind::kAllReduce && crossMemoryMin_ > 0 &&
+         crossMemoryState_ != CrossMemoryState::kDenied &&
+         args.count * dataTypeSize(args.dtype) >= crossMemoryMin_;
 }
 
 const uint8_t* OneShotBoard::slotData(int rank, int parity) const {
@@ -315,6 +347,16 @@ Status OneShotBoard::waitForPeers(uint64_t sequence, uint64_t tag, size_t bytes,
   return Status();
 }
 
+Status OneShotBoard::meet(std::atomic<uint64_t>* (*flag)(void*), uint64_t sequence,
+                          const char* what, Deadline deadline, const std::atomic<bool>& cancelled) {
+  flag(boards_[ctx_.rank].base)->store(sequence, std::memory_order_release);
+  ringPeers();
+  auto arrived = [&](int peer) {
+    return flag(boards_[peer].base)->load(std::memory_order_acquire) >= sequence;
+  };
+  return waitForAll(arrived, what, deadline, cancelled);
+}
+
 void OneShotBoard::ringPeers() {
   for (const auto& peer : shared_->peers) ringDoorbell(peer->segment->header());
 }
@@ -340,6 +382,10 @@ Result<OffloadOutcome> OneShotBoard::runLarge(const CollectiveArgs& args, uint64
   mine->pidNamespace = pidNamespace_;
   mine->send = send;
   mine->recv = recv;
+  mine->crossMemory = !registered && wantsCrossMemory(args) ? 1 : 0;
+  mine->pid = static_cast<int32_t>(getpid());
+  mine->inputAddress = reinterpret_cast<uint64_t>(input);
+  mine->outputAddress = reinterpret_cast<uint64_t>(output);
   mine->sequence.store(sequence, std::memory_order_release);
   ringPeers();
   COLLIE_RETURN_IF_ERROR(waitForPeers(sequence, tag, 0, deadline, cancelled));
@@ -353,11 +399,17 @@ Result<OffloadOutcome> OneShotBoard::runLarge(const CollectiveArgs& args, uint64
     slots[r].pidNamespace = c->pidNamespace;
     slots[r].send = c->send;
     slots[r].recv = c->recv;
+    slots[r].crossMemory = c->crossMemory;
   }
+  bool allRegistered = true, allCrossMemory = true;
   for (int r = 0; r < n; ++r) {
-    if (slots[r].registered != 1 || slots[r].pidNamespace != slots[0].pidNamespace) {
-      return OffloadOutcome::kDeclined;
-    }
+    if (slots[r].pidNamespace != slots[0].pidNamespace) return OffloadOutcome::kDeclined;
+    allRegistered = allRegistered && slots[r].registered == 1;
+    allCrossMemory = allCrossMemory && slots[r].crossMemory == 1;
+  }
+  if (!allRegistered) {
+    if (!allCrossMemory) return OffloadOutcome::kDeclined;
+    return runCrossMemory(args, sequence, input, output, deadline, cancelled);
   }
   std::vector<const uint8_t*> inputs(n);
   std::vector<uint8_t*> outputs(n);
@@ -377,13 +429,63 @@ Result<OffloadOutcome> OneShotBoard::runLarge(const CollectiveArgs& args, uint64
   directAllReduceShare(inputs, outputs, args.count, args.dtype, args.op, rank, scratch_.get());
 
   // Nobody may return (and reuse its buffers) before every share is written.
-  doneFlag(boards_[rank].base)->sequence.store(sequence, std::memory_order_release);
-  ringPeers();
-  auto finished = [&](int peer) {
-    return doneFlag(boards_[peer].base)->sequence.load(std::memory_order_acquire) >= sequence;
-  };
+  COLLIE_RETURN_IF_ERROR(meet(&doneSequence, sequence, "finish its share of the direct all-reduce",
+                              deadline, cancelled));
+  return OffloadOutcome::kDone;
+}
+
+Result<OffloadOutcome> OneShotBoard::runCrossMemory(const CollectiveArgs& args, uint64_t sequence,
+                                                    const void* input, void* output,
+                                                    Deadline deadline,
+                                                    const std::atomic<bool>& cancelled) {
+  const int n = ctx_.nranks;
+  const int rank = ctx_.rank;
+  const int parity = static_cast<int>(sequence & 1);
+  std::vector<CrossMemoryRank> ranks(n);
+  for (int r = 0; r < n; ++r) {
+    const SlotControl* c = control(boards_[r].base, parity);
+    ranks[r] = CrossMemoryRank{c->pid, c->inputAddress, c->outputAddress};
+  }
+  CrossMemoryFlags* flags = crossMemoryFlags(boards_[rank].base);
+  if (crossMemoryState_ == CrossMemoryState::kUntested) {
+    // Before anyone writes an output: can every rank read every peer?
+    std::string why;
+    Result<CrossMemoryAllReduce::Probe> probe =
+        CrossMemoryAllReduce::probe(ranks, rank, args.count * dataTypeSize(args.dtype), &why);
+    if (!probe.isOk()) return probe.status();
+    flags->allowed = *probe == CrossMemoryAllReduce::Probe::kAllowed ? 1 : 0;
+    COLLIE_RETURN_IF_ERROR(
+        meet(&probedSequence, sequence, "probe cross-memory attach", deadline, cancelled));
+    crossMemoryState_ = CrossMemoryState::kAllowed;
+    for (int r = 0; r < n; ++r) {
+      if (crossMemoryFlags(boards_[r].base)->allowed != 1) {
+        crossMemoryState_ = CrossMemoryState::kDenied;
+        COLLIE_LOG(WARN, SHM) << "rank " << rank << ": rank " << r
+                              << " cannot use cross-memory attach"
+                              << (r == rank ? " (" + why + ")" : std::string())
+                              << "; unregistered all-reduces above COLLIE_SHM_ONESHOT_MAX use "
+                                 "the FIFO ring (two copies)";
+        return OffloadOutcome::kDeclined;
+      }
+    }
+  }
+  static const bool push = getenv("CMA_PUSH") != nullptr;  // EXPERIMENT
   COLLIE_RETURN_IF_ERROR(
-      waitForAll(finished, "finish its share of the direct all-reduce", deadline, cancelled));
+      crossMemory_.reduceShare(ranks, rank, input, output, args.count, args.dtype, args.op, push));
+  if (push) {
+    COLLIE_RETURN_IF_ERROR(
+        meet(&doneSequence, sequence, "finish the cross-memory all-reduce", deadline, cancelled));
+    return OffloadOutcome::kDone;
+  }
+  // Every share must be reduced before anyone copies it out, and nobody may return (and
+  // reuse its buffers) before every rank copied its shares.
+  COLLIE_RETURN_IF_ERROR(meet(&reducedSequence, sequence,
+                              "reduce its share of the cross-memory all-reduce", deadline,
+                              cancelled));
+  COLLIE_RETURN_IF_ERROR(
+      CrossMemoryAllReduce::gatherShares(ranks, rank, output, args.count, args.dtype));
+  COLLIE_RETURN_IF_ERROR(
+      meet(&doneSequence, sequence, "finish the cross-memory all-reduce", deadline, cancelled));
   return OffloadOutcome::kDone;
 }
 
