@@ -1,7 +1,7 @@
 // The single-copy shm all-reduce over plain (unregistered) buffers through cross-memory
 // attach (transports/shm/shm_cma.h), ranks as threads: every dtype with sum and one
 // other op, odd sizes that end shares and tiles mid-unit, in and out of place, 2..4
-// ranks; every rank's bytes equal the exact reference. COLLIE_SHM_CMA_MIN=0 keeps the
+// ranks; every rank's bytes equal the exact reference. COLLIE_SHM_CMA_MAX=0 keeps the
 // FIFO ring.
 #include <gtest/gtest.h>
 
@@ -22,17 +22,17 @@ namespace {
 // spans several 256 KiB tiles.
 constexpr size_t kCounts[] = {16411, 300007};
 
-// Runs the sampled collectives on `nranks` thread ranks with COLLIE_SHM_CMA_MIN=`cmaMin`;
+// Runs the sampled collectives on `nranks` thread ranks with COLLIE_SHM_CMA_MAX=`cmaMax`;
 // returns how many ran per rank.
-int runSampled(int nranks, const char* cmaMin) {
+int runSampled(int nranks, const char* cmaMax) {
   Options options;
   options.transport = "shm";
   options.timeout = std::chrono::seconds(60);
   setenv("COLLIE_SHM_ONESHOT_MAX", "16K", 1);  // read when the communicators connect
-  setenv("COLLIE_SHM_CMA_MIN", cmaMin, 1);
+  setenv("COLLIE_SHM_CMA_MAX", cmaMax, 1);
   auto comms = testing::makeCommunicators(nranks, options);
   unsetenv("COLLIE_SHM_ONESHOT_MAX");
-  unsetenv("COLLIE_SHM_CMA_MIN");
+  unsetenv("COLLIE_SHM_CMA_MAX");
   EXPECT_EQ(comms.size(), static_cast<size_t>(nranks));
   if (comms.size() != static_cast<size_t>(nranks)) return 0;
   std::mutex mutex;
@@ -58,8 +58,8 @@ int runSampled(int nranks, const char* cmaMin) {
             Status status = work.isOk() ? work->wait() : work.status();
             const std::string what = std::to_string(count) + " x " +
                                      std::string(dataTypeName(dtype)) + " " +
-                                     std::string(reduceOpName(op)) + (inPlace ? " in-place" : "") + " rank " +
-                                     std::to_string(r);
+                                     std::string(reduceOpName(op)) + (inPlace ? " in-place" : "") +
+                                     " rank " + std::to_string(r);
             std::lock_guard<std::mutex> lock(mutex);
             if (!status.isOk()) {
               failures.push_back(what + ": " + status.toString());
@@ -83,7 +83,7 @@ class CrossMemoryTest : public ::testing::TestWithParam<int> {};
 TEST_P(CrossMemoryTest, PlainBuffersGoSingleCopyAndMatchTheReference) {
   const int nranks = GetParam();
   const uint64_t before = shm::crossMemoryShareCount();
-  const int collectives = runSampled(nranks, "1");
+  const int collectives = runSampled(nranks, "1G");
   EXPECT_EQ(collectives, static_cast<int>(std::size(kCounts)) * kNumDataTypes * 2 * 2);
   EXPECT_EQ(shm::crossMemoryShareCount() - before, static_cast<uint64_t>(collectives * nranks))
       << "some all-reduces did not take the cross-memory path";

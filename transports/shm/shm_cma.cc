@@ -54,7 +54,7 @@ Status transfer(bool write, int peer, int32_t pid, uint64_t remote, uint8_t* loc
     }
     return systemError(std::string("shm: ") +
                            (write ? "process_vm_writev to " : "process_vm_readv from ") +
-                           rankName(peer, pid) + " (set COLLIE_SHM_CMA_MIN=0 to use the FIFO ring)",
+                           rankName(peer, pid) + " (set COLLIE_SHM_CMA_MAX=0 to use the FIFO ring)",
                        err);
   }
   return Status();
@@ -77,27 +77,37 @@ Result<CrossMemoryAllReduce::Probe> CrossMemoryAllReduce::probe(
   const size_t n = std::min(bytes, sizeof(sample));
   for (int peer = 0; peer < static_cast<int>(ranks.size()); ++peer) {
     if (peer == rank || n == 0) continue;
-    iovec to{sample, n};
-    iovec from{reinterpret_cast<void*>(ranks[peer].input), n};
-    if (process_vm_readv(ranks[peer].pid, &to, 1, &from, 1, 0) >= 0) continue;
-    const int err = errno;
+    // Read the first bytes of its output and write them back: nobody writes outputs
+    // before every rank probed, so the bytes stay as they are.
+    iovec mine{sample, n};
+    iovec theirs{reinterpret_cast<void*>(ranks[peer].output), n};
+    const char* call = "process_vm_readv from ";
+    ssize_t done = process_vm_readv(ranks[peer].pid, &mine, 1, &theirs, 1, 0);
+    if (done == static_cast<ssize_t>(n)) {
+      call = "process_vm_writev to ";
+      done = process_vm_writev(ranks[peer].pid, &mine, 1, &theirs, 1, 0);
+    }
+    if (done == static_cast<ssize_t>(n)) continue;
+    const int err = done < 0 ? errno : EFAULT;
     if (deniedErrno(err)) {
-      *why = "process_vm_readv from " + rankName(peer, ranks[peer].pid) +
-             " failed: " + std::string(std::strerror(err));
+      *why = call + rankName(peer, ranks[peer].pid) + " failed: " + std::strerror(err);
       return Probe::kDenied;
     }
-    COLLIE_RETURN_IF_ERROR(pullFromPeer(peer, ranks[peer].pid, ranks[peer].input, sample, n));
+    // Not a denial: name the peer (gone, bad address).
+    COLLIE_RETURN_IF_ERROR(transfer(false, peer, ranks[peer].pid, ranks[peer].output, sample, n));
   }
   return Probe::kAllowed;
 }
 
 Status CrossMemoryAllReduce::reduceShare(const std::vector<CrossMemoryRank>& ranks, int rank,
                                          const void* input, void* output, size_t count,
-                                         DataType dtype, ReduceOp op, bool push) {
+                                         DataType dtype, ReduceOp op) {
   const int n = static_cast<int>(ranks.size());
   const size_t es = dataTypeSize(dtype);
   const size_t peers = static_cast<size_t>(std::max(1, n - 1));
-  const size_t tileBytes = std::max<size_t>(4096, kCrossMemoryTileBytes / peers / 64 * 64);
+  static const size_t kTile =
+      getenv("CMA_TILE") ? atoi(getenv("CMA_TILE")) << 10 : kCrossMemoryTileBytes;  // EXPERIMENT
+  const size_t tileBytes = std::max<size_t>(4096, kTile / peers / 64 * 64);
   const size_t need = (peers + 1) * tileBytes;  // a pulled tile per peer + scratch
   if (bufferBytes_ < need) {
     buffer_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, need)));
@@ -125,29 +135,11 @@ Status CrossMemoryAllReduce::reduceShare(const std::vector<CrossMemoryRank>& ran
     }
     uint8_t* result = static_cast<uint8_t*>(output) + offset;
     reduceInOrder(result, sources, elems, dtype, op, scratch);
-    if (!push) continue;
     for (int r = 0; r < n; ++r) {
       if (r == rank) continue;
       COLLIE_RETURN_IF_ERROR(
           pushToPeer(r, ranks[r].pid, ranks[r].output + offset, result, elems * es));
     }
-  }
-  return Status();
-}
-
-Status CrossMemoryAllReduce::gatherShares(const std::vector<CrossMemoryRank>& ranks, int rank,
-                                          void* output, size_t count, DataType dtype) {
-  const int n = static_cast<int>(ranks.size());
-  const size_t es = dataTypeSize(dtype);
-  // Start with the next rank's share so that the owners are read from evenly.
-  for (int i = 1; i < n; ++i) {
-    const int owner = (rank + i) % n;
-    const ShareRange share = shareRange(count, es, n, owner);
-    if (share.end <= share.begin) continue;
-    const size_t offset = share.begin * es;
-    COLLIE_RETURN_IF_ERROR(pullFromPeer(owner, ranks[owner].pid, ranks[owner].output + offset,
-                                        static_cast<uint8_t*>(output) + offset,
-                                        (share.end - share.begin) * es));
   }
   return Status();
 }

@@ -3,14 +3,14 @@
 //
 // Every rank of a one-host communicator publishes its pid and the addresses of its
 // input and output (shm_oneshot.cc does, in its board slot). Rank r owns share r of the
-// elements (shareRange(), as the registered direct path). Phase 1, reduceShare(): for
-// each tile of its share it pulls every peer's part of the input into a cache-resident
-// buffer with process_vm_readv and reduces those, together with its own input, in rank
-// order straight into its own output (fused: no separate copy pass). Phase 2, after
-// every rank finished phase 1, gatherShares(): it pulls every other share of the result
-// from its owner's output into its own output (one copy). So every element is reduced
-// once, by one rank, in rank order: all outputs hold the same bits, and in-place buffers
-// are safe (phase 1 writes share r of rank r's buffer only, which only rank r reads).
+// elements (shareRange(), as the registered direct path). For each tile of its share
+// (a few hundred KiB, so that it stays in L2) it pulls every peer's part of the input
+// with process_vm_readv, reduces those and its own input in rank order straight into
+// its own output (fused: no separate copy pass), and pushes that tile, still in cache,
+// into every peer's output with process_vm_writev. So each input byte is read once and
+// each output byte written once, and every element is reduced once, by one rank, in
+// rank order: all outputs hold the same bits. In-place buffers are safe: share r of
+// any rank's buffer is read and then written only by rank r, tile by tile.
 //
 // Ranks that are threads of one process go through the same system call on their own
 // pid, so a bad address published by a peer fails with EFAULT instead of a crash.
@@ -39,7 +39,7 @@ struct CrossMemoryRank {
   uint64_t output = 0;  // address of its output in its process
 };
 
-// Tile of phase 1: the pulled parts of all peers together stay within this many bytes
+// Tile budget: the pulled parts of all peers together stay within this many bytes
 // (in L2 next to the output tile being written).
 constexpr size_t kCrossMemoryTileBytes = 256 * 1024;
 
@@ -47,19 +47,17 @@ class CrossMemoryAllReduce {
  public:
   enum class Probe { kAllowed, kDenied };
 
-  // Reads a few bytes of every peer's input. kDenied (with *why set) when the kernel
+  // Reads a few bytes of every peer's output and writes them back (call it before
+  // anyone writes an output). kDenied (with *why set) when the kernel
   // refuses the calls (EPERM, EACCES, ENOSYS); an error for a gone peer or a bad address.
   static Result<Probe> probe(const std::vector<CrossMemoryRank>& ranks, int rank, size_t bytes,
                              std::string* why);
 
-  // Phase 1: share `rank` of `count` elements, every rank's input in rank order, into
-  // `output` (this rank's, at the share's offset).
+  // Share `rank` of `count` elements: for each tile, pulls every peer's part of the
+  // input, reduces them with `input`'s in rank order into `output` and pushes the result
+  // into every peer's output. `output` may equal `input`.
   Status reduceShare(const std::vector<CrossMemoryRank>& ranks, int rank, const void* input,
-                     void* output, size_t count, DataType dtype, ReduceOp op, bool push);
-
-  // Phase 2: every other share from its owner's output into `output`.
-  static Status gatherShares(const std::vector<CrossMemoryRank>& ranks, int rank, void* output,
-                             size_t count, DataType dtype);
+                     void* output, size_t count, DataType dtype, ReduceOp op);
 
  private:
   struct Free {

@@ -73,11 +73,10 @@ SlotControl* control(void* base, int parity) {
 DoneFlag* doneFlag(void* base) {
   return reinterpret_cast<DoneFlag*>(reinterpret_cast<uint8_t*>(control(base, 2)) + kCacheLine);
 }
-// Cross-memory all-reduce: the first one's probe result, and the end of phase 1.
+// Cross-memory all-reduce: the first one's probe result.
 struct CrossMemoryFlags {
   alignas(kCacheLine) std::atomic<uint64_t> probed;
   uint32_t allowed;
-  alignas(kCacheLine) std::atomic<uint64_t> reduced;
 };
 
 CrossMemoryFlags* crossMemoryFlags(void* base) {
@@ -86,7 +85,6 @@ CrossMemoryFlags* crossMemoryFlags(void* base) {
 }
 std::atomic<uint64_t>* doneSequence(void* base) { return &doneFlag(base)->sequence; }
 std::atomic<uint64_t>* probedSequence(void* base) { return &crossMemoryFlags(base)->probed; }
-std::atomic<uint64_t>* reducedSequence(void* base) { return &crossMemoryFlags(base)->reduced; }
 
 static_assert(3 * sizeof(SlotControl) + 2 * kCacheLine + sizeof(DoneFlag) +
                   sizeof(CrossMemoryFlags) <=
@@ -125,7 +123,7 @@ OneShotBoard::OneShotBoard(const TransportContext& ctx, std::shared_ptr<ShmShare
       spin_(spin),
       pidNamespace_(currentPidNamespace()),
       scratch_(static_cast<uint8_t*>(std::aligned_alloc(64, kDirectTileBytes))),
-      crossMemoryMin_(static_cast<size_t>(std::max<int64_t>(0, configInt("COLLIE_SHM_CMA_MIN")))) {}
+      crossMemoryMax_(static_cast<size_t>(std::max<int64_t>(0, configInt("COLLIE_SHM_CMA_MAX")))) {}
 
 OneShotBoard::~OneShotBoard() {
   for (Mapping& board : boards_) {
@@ -257,9 +255,9 @@ bool OneShotBoard::runsInline(const CollectiveArgs& args, const void* input,
 }
 
 bool OneShotBoard::wantsCrossMemory(const CollectiveArgs& args) const {
-  return args.kind == CollectiveKind::kAllReduce && crossMemoryMin_ > 0 &&
+  return args.kind == CollectiveKind::kAllReduce && crossMemoryMax_ > 0 &&
          crossMemoryState_ != CrossMemoryState::kDenied &&
-         args.count * dataTypeSize(args.dtype) >= crossMemoryMin_;
+         args.count * dataTypeSize(args.dtype) <= crossMemoryMax_;
 }
 
 const uint8_t* OneShotBoard::slotData(int rank, int parity) const {
@@ -469,21 +467,9 @@ Result<OffloadOutcome> OneShotBoard::runCrossMemory(const CollectiveArgs& args, 
       }
     }
   }
-  static const bool push = getenv("CMA_PUSH") != nullptr;  // EXPERIMENT
   COLLIE_RETURN_IF_ERROR(
-      crossMemory_.reduceShare(ranks, rank, input, output, args.count, args.dtype, args.op, push));
-  if (push) {
-    COLLIE_RETURN_IF_ERROR(
-        meet(&doneSequence, sequence, "finish the cross-memory all-reduce", deadline, cancelled));
-    return OffloadOutcome::kDone;
-  }
-  // Every share must be reduced before anyone copies it out, and nobody may return (and
-  // reuse its buffers) before every rank copied its shares.
-  COLLIE_RETURN_IF_ERROR(meet(&reducedSequence, sequence,
-                              "reduce its share of the cross-memory all-reduce", deadline,
-                              cancelled));
-  COLLIE_RETURN_IF_ERROR(
-      CrossMemoryAllReduce::gatherShares(ranks, rank, output, args.count, args.dtype));
+      crossMemory_.reduceShare(ranks, rank, input, output, args.count, args.dtype, args.op));
+  // Nobody may return (and reuse its buffers) before every rank wrote its share.
   COLLIE_RETURN_IF_ERROR(
       meet(&doneSequence, sequence, "finish the cross-memory all-reduce", deadline, cancelled));
   return OffloadOutcome::kDone;

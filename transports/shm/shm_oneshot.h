@@ -15,10 +15,10 @@
 // the registration windows of its buffers in its slot header, and when every rank's
 // are registered (all ranks read the same headers, so all decide alike) each reduces
 // its share into every output, then publishes a done flag and waits for everyone's;
-// otherwise, when every rank's all-reduce is at least COLLIE_SHM_CMA_MIN bytes, it goes
+// otherwise, when every rank's all-reduce is at most COLLIE_SHM_CMA_MAX bytes, it goes
 // single-copy through cross-memory attach (shm_cma.h): each rank publishes its pid and
-// buffer addresses, reduces its share from peers' inputs into its own output, and after
-// a second meeting on the board pulls the other shares from their owners' outputs. The
+// buffer addresses, reduces its share from peers' inputs and writes it into every
+// output, then publishes the done flag and waits for everyone's. The
 // first such collective probes process_vm_readv on every rank; if any rank is denied,
 // every rank says so in the log and keeps the FIFO ring. Otherwise run() returns
 // kDeclined on every rank and the engine runs the schedule.
@@ -105,7 +105,7 @@ class OneShotBoard final : public CollectiveOffload {
   // every rank (decided from what every rank published).
   enum class CrossMemoryState { kUntested, kAllowed, kDenied };
   CrossMemoryState crossMemoryState_ = CrossMemoryState::kUntested;
-  size_t crossMemoryMin_;
+  size_t crossMemoryMax_;
   CrossMemoryAllReduce crossMemory_;
 };
 
