@@ -47,10 +47,9 @@ struct SlotControl {
   uint64_t pidNamespace;
   SharedWindow send;
   SharedWindow recv;
-  // Large unregistered all-reduce: whether this rank would go through cross-memory
-  // attach, and where its buffers are (shm_cma.h).
+  // Large all-reduce: whether this rank would go through cross-memory attach, and
+  // where its buffers are (shm_cma.h; the pid is the one its segment gave at connect).
   uint32_t crossMemory;
-  int32_t pid;
   uint64_t inputAddress;
   uint64_t outputAddress;
 };
@@ -380,8 +379,7 @@ Result<OffloadOutcome> OneShotBoard::runLarge(const CollectiveArgs& args, uint64
   mine->pidNamespace = pidNamespace_;
   mine->send = send;
   mine->recv = recv;
-  mine->crossMemory = !registered && wantsCrossMemory(args) ? 1 : 0;
-  mine->pid = static_cast<int32_t>(getpid());
+  mine->crossMemory = wantsCrossMemory(args) ? 1 : 0;
   mine->inputAddress = reinterpret_cast<uint64_t>(input);
   mine->outputAddress = reinterpret_cast<uint64_t>(output);
   mine->sequence.store(sequence, std::memory_order_release);
@@ -442,8 +440,9 @@ Result<OffloadOutcome> OneShotBoard::runCrossMemory(const CollectiveArgs& args, 
   std::vector<CrossMemoryRank> ranks(n);
   for (int r = 0; r < n; ++r) {
     const SlotControl* c = control(boards_[r].base, parity);
-    ranks[r] = CrossMemoryRank{c->pid, c->inputAddress, c->outputAddress};
+    ranks[r] = CrossMemoryRank{static_cast<int32_t>(getpid()), c->inputAddress, c->outputAddress};
   }
+  for (const auto& peer : shared_->peers) ranks[peer->rank].pid = peer->pid;
   CrossMemoryFlags* flags = crossMemoryFlags(boards_[rank].base);
   if (crossMemoryState_ == CrossMemoryState::kUntested) {
     // Before anyone writes an output: can every rank read every peer?
