@@ -249,7 +249,6 @@ bool OneShotBoard::runsInline(const CollectiveArgs& args, const void* input,
   if (args.kind != CollectiveKind::kAllReduce) return false;  // a check, then declined
   const size_t bytes = args.count * dataTypeSize(args.dtype);
   SharedWindow window;
-  if (wantsCrossMemory(args)) return true;
   return findSharedWindow(input, bytes, &window) && findSharedWindow(output, bytes, &window);
 }
 
