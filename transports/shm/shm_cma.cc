@@ -21,12 +21,6 @@ std::string rankName(int peer, int32_t pid) {
   return "rank " + std::to_string(peer) + " (pid " + std::to_string(pid) + ")";
 }
 
-}  // namespace
-
-uint64_t crossMemoryShareCount() { return gShares.load(std::memory_order_relaxed); }
-
-namespace {
-
 // process_vm_readv (pull) or process_vm_writev (push) of `bytes` bytes, to completion.
 Status transfer(bool write, int peer, int32_t pid, uint64_t remote, uint8_t* local, size_t bytes) {
   while (bytes > 0) {
@@ -105,9 +99,7 @@ Status CrossMemoryAllReduce::reduceShare(const std::vector<CrossMemoryRank>& ran
   const int n = static_cast<int>(ranks.size());
   const size_t es = dataTypeSize(dtype);
   const size_t peers = static_cast<size_t>(std::max(1, n - 1));
-  static const size_t kTile =
-      getenv("CMA_TILE") ? atoi(getenv("CMA_TILE")) << 10 : kCrossMemoryTileBytes;  // EXPERIMENT
-  const size_t tileBytes = std::max<size_t>(4096, kTile / peers / 64 * 64);
+  const size_t tileBytes = std::max<size_t>(4096, kCrossMemoryTileBytes / peers / 64 * 64);
   const size_t need = (peers + 1) * tileBytes;  // a pulled tile per peer + scratch
   if (bufferBytes_ < need) {
     buffer_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, need)));
