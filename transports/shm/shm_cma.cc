@@ -56,6 +56,8 @@ Status transfer(bool write, int peer, int32_t pid, uint64_t remote, uint8_t* loc
 
 }  // namespace
 
+uint64_t crossMemoryShareCount() { return gShares.load(std::memory_order_relaxed); }
+
 Status pullFromPeer(int peer, int32_t pid, uint64_t remote, void* local, size_t bytes) {
   return transfer(false, peer, pid, remote, static_cast<uint8_t*>(local), bytes);
 }
