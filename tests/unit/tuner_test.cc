@@ -50,18 +50,18 @@ TEST(Tuner, EqualArgumentsGiveEqualDecisions) {
   }
 }
 
-// Auto takes the robust default (ring) unless tree is predicted kRobustMargin cheaper,
-// and runs the winner with the chunk and channels a forced run of it gets.
-TEST(Tuner, AllReducePicksTreeOnlyWhenClearlyCheaper) {
+// Auto takes the robust default (ring for all-reduce, chain for broadcast) unless
+// tree is predicted kRobustMargin cheaper, and runs the winner with the chunk and
+// channels a forced run of it gets.
+void expectTreeOnlyWhenClearlyCheaper(CollectiveKind kind, Algorithm robust) {
   for (const TuneConstants& c : kConstantSets) {
     for (int n : kRankCounts) {
       for (size_t bytes : sizes()) {
-        const auto kind = CollectiveKind::kAllReduce;
-        TuneDecision ring = forced(kind, Algorithm::kRing, bytes, n, c);
+        TuneDecision fallback = forced(kind, robust, bytes, n, c);
         TuneDecision tree = forced(kind, Algorithm::kTree, bytes, n, c);
         TuneDecision chosen = decide(kind, bytes, n, TuneLimits{}, c);
-        const bool treeWins = tree.predictedUs < (1.0 - kRobustMargin) * ring.predictedUs;
-        const TuneDecision& expected = treeWins ? tree : ring;
+        const bool treeWins = tree.predictedUs < (1.0 - kRobustMargin) * fallback.predictedUs;
+        const TuneDecision& expected = treeWins ? tree : fallback;
         SCOPED_TRACE(c.source + " n=" + std::to_string(n) + " bytes=" + std::to_string(bytes));
         EXPECT_EQ(chosen.algorithm, expected.algorithm);
         EXPECT_EQ(chosen.chunkBytes, expected.chunkBytes);
@@ -70,6 +70,14 @@ TEST(Tuner, AllReducePicksTreeOnlyWhenClearlyCheaper) {
       }
     }
   }
+}
+
+TEST(Tuner, AllReducePicksTreeOnlyWhenClearlyCheaper) {
+  expectTreeOnlyWhenClearlyCheaper(CollectiveKind::kAllReduce, Algorithm::kRing);
+}
+
+TEST(Tuner, BroadcastPrefersChainWithinTheMargin) {
+  expectTreeOnlyWhenClearlyCheaper(CollectiveKind::kBroadcast, Algorithm::kChain);
 }
 
 // One crossover per rank count: tree (if at all) for small messages, ring from some
@@ -116,21 +124,6 @@ TEST(Tuner, CrossoversWhereTheModelPutsThem) {
             Algorithm::kTree);
   EXPECT_EQ(decide(CollectiveKind::kAllReduce, 1 << 20, 16, TuneLimits{}, c).algorithm,
             Algorithm::kRing);
-}
-
-TEST(Tuner, BroadcastPrefersChainWithinTheMargin) {
-  for (const TuneConstants& c : kConstantSets) {
-    for (int n : kRankCounts) {
-      for (size_t bytes : sizes()) {
-        const auto kind = CollectiveKind::kBroadcast;
-        TuneDecision chain = forced(kind, Algorithm::kChain, bytes, n, c);
-        TuneDecision tree = forced(kind, Algorithm::kTree, bytes, n, c);
-        const bool treeWins = tree.predictedUs < (1.0 - kRobustMargin) * chain.predictedUs;
-        EXPECT_EQ(decide(kind, bytes, n, TuneLimits{}, c).algorithm,
-                  treeWins ? Algorithm::kTree : Algorithm::kChain);
-      }
-    }
-  }
 }
 
 TEST(Tuner, ForcedAlgorithmsAndFixedLimits) {
