@@ -343,15 +343,20 @@ Result<OffloadOutcome> OneShotBoard::runLarge(const CollectiveArgs& args, uint64
   mine->sequence.store(sequence, std::memory_order_release);
   ringPeers();
   // Unregistered here: every rank declines (the registered ones once they read this
-  // header), so there is nothing to wait for; the schedule's messages carry the tag, so
-  // ranks that disagree still fail. Not waiting keeps a barrier off every large
-  // collective. Slot reuse stays safe: only a registered all-reduce reads this header,
-  // and this rank's all-reduce s completes only once every rank ran past the board of
-  // s (it needs their data), so nobody still reads slot s % 2 when s + 2 overwrites it.
-  if (!registered) return OffloadOutcome::kDeclined;
+  // header), so there is nothing to wait for, and not waiting keeps a barrier off every
+  // large collective; the schedule's messages carry the tag, so ranks that disagree
+  // still fail. Only where this rank's schedule cannot complete before every rank has
+  // started it (each output needs every input): then slot s % 2, which this rank
+  // overwrites at s + 2 once s + 1 completed, is no longer read by anyone. A broadcast
+  // root or a reduce leaf could complete alone and lap a slow peer: they wait.
+  const bool needsEveryRank = args.kind == CollectiveKind::kAllReduce ||
+                              args.kind == CollectiveKind::kReduceScatter ||
+                              args.kind == CollectiveKind::kAllGather;
+  if (!registered && needsEveryRank) return OffloadOutcome::kDeclined;
   COLLIE_RETURN_IF_ERROR(waitForPeers(sequence, tag, 0, deadline, cancelled));
 
   // Every rank reads the same headers, so every rank takes the same branch here.
+  if (!direct) return OffloadOutcome::kDeclined;
   std::vector<SlotControl> slots(n);
   for (int r = 0; r < n; ++r) {
     const SlotControl* c = control(boards_[r].base, parity);
