@@ -341,7 +341,6 @@ Result<OffloadOutcome> OneShotBoard::runLarge(const CollectiveArgs& args, uint64
   mine->send = send;
   mine->recv = recv;
   mine->sequence.store(sequence, std::memory_order_release);
-  ringPeers();
   // Unregistered here: every rank declines (the registered ones once they read this
   // header), so there is nothing to wait for, and not waiting keeps a barrier off every
   // large collective; the schedule's messages carry the tag, so ranks that disagree
@@ -352,7 +351,20 @@ Result<OffloadOutcome> OneShotBoard::runLarge(const CollectiveArgs& args, uint64
   const bool needsEveryRank = args.kind == CollectiveKind::kAllReduce ||
                               args.kind == CollectiveKind::kReduceScatter ||
                               args.kind == CollectiveKind::kAllGather;
-  if (!registered && needsEveryRank) return OffloadOutcome::kDeclined;
+  if (!registered && needsEveryRank) {
+    // Only a registered peer waits for this header: wake just those, not every sleeping
+    // progress thread (on a busy host each needless wake costs a context switch).
+    // Dekker with the peer's publish, fence, check of ours before it sleeps.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (const auto& peer : shared_->peers) {
+      const SlotControl* theirs = control(boards_[peer->rank].base, parity);
+      if (theirs->sequence.load(std::memory_order_acquire) == sequence && theirs->registered == 1) {
+        ringDoorbell(peer->segment->header());
+      }
+    }
+    return OffloadOutcome::kDeclined;
+  }
+  ringPeers();
   COLLIE_RETURN_IF_ERROR(waitForPeers(sequence, tag, 0, deadline, cancelled));
 
   // Every rank reads the same headers, so every rank takes the same branch here.
