@@ -37,28 +37,29 @@ std::string Communicator::dumpFlightRecorder() const { return engine_->dumpFligh
 
 Status Communicator::check(const char* what, const void* send, const void* recv, size_t count,
                            DataType dtype, const ReduceOp* op, const int* root) const {
-  std::string prefix = std::string(what) + " on rank " + std::to_string(rank_) + ": ";
+  // Built only on failure: check() is on every collective's path.
+  auto prefix = [&] { return std::string(what) + " on rank " + std::to_string(rank_) + ": "; };
   if (!isValid(dtype)) {
-    return invalidArgument(prefix + "unknown dtype " + std::to_string(static_cast<int>(dtype)));
+    return invalidArgument(prefix() + "unknown dtype " + std::to_string(static_cast<int>(dtype)));
   }
   if (op != nullptr && !isValid(*op)) {
-    return invalidArgument(prefix + "unknown reduction op " +
+    return invalidArgument(prefix() + "unknown reduction op " +
                            std::to_string(static_cast<int>(*op)));
   }
   if (root != nullptr && (*root < 0 || *root >= nranks_)) {
-    return invalidArgument(prefix + "root " + std::to_string(*root) + " is outside [0, " +
+    return invalidArgument(prefix() + "root " + std::to_string(*root) + " is outside [0, " +
                            std::to_string(nranks_) + ")");
   }
   if (count > 0 && send == nullptr && recv == nullptr) {
-    return invalidArgument(prefix + "buffers are null but count is " + std::to_string(count));
+    return invalidArgument(prefix() + "buffers are null but count is " + std::to_string(count));
   }
   if (count > (SIZE_MAX / 8) / static_cast<size_t>(nranks_)) {
-    return invalidArgument(prefix + "count " + std::to_string(count) + " is too large");
+    return invalidArgument(prefix() + "count " + std::to_string(count) + " is too large");
   }
   // The engine runs host buffers only; the CUDA kernels exist but are not wired into
   // it yet (docs/cuda.md). Without this check a device pointer would be dereferenced.
   if (count > 0 && (isDeviceMemory(send) || isDeviceMemory(recv))) {
-    return unsupported(prefix +
+    return unsupported(prefix() +
                        "CUDA device buffers are not supported by this version's engine "
                        "(see docs/cuda.md); pass host buffers (copy with cudaMemcpy first)");
   }
@@ -66,13 +67,13 @@ Status Communicator::check(const char* what, const void* send, const void* recv,
 }
 
 Status Communicator::checkPeer(const char* what, int peer) const {
-  std::string prefix = std::string(what) + " on rank " + std::to_string(rank_) + ": peer ";
+  auto prefix = [&] { return std::string(what) + " on rank " + std::to_string(rank_) + ": peer "; };
   if (peer < 0 || peer >= nranks_) {
-    return invalidArgument(prefix + std::to_string(peer) + " is outside [0, " +
+    return invalidArgument(prefix() + std::to_string(peer) + " is outside [0, " +
                            std::to_string(nranks_) + ")");
   }
   if (peer == rank_) {
-    return invalidArgument(prefix + std::to_string(peer) +
+    return invalidArgument(prefix() + std::to_string(peer) +
                            " is this rank; copy the buffer instead of sending it to yourself");
   }
   return Status();
