@@ -216,6 +216,17 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
                          (forced.empty() ? "" : " with COLLIE_TRANSPORT=" + forced));
     }
   }
+  // Device windows for the device path, opened before the engine's progress thread
+  // uses the transports (every rank decides alike: available() depends on what every
+  // rank published). Null: device buffers are staged through host memory.
+  std::unique_ptr<DeviceWindows> windows;
+  if (context.deviceRuntime != nullptr && windowProvider != nullptr) {
+    Result<std::unique_ptr<DeviceWindows>> opened =
+        windowProvider->open(DeviceComm::windowBytes(nranks), DeviceComm::kWindowLayout, deadline);
+    if (!opened.isOk()) return opened.status();
+    windows = std::move(*opened);
+  }
+  windowTransport.reset();  // the windows do not need it
   auto board = std::make_unique<FailureBoard>(store, context.jobKey, rank);
   auto engine = std::make_unique<Engine>(config, std::move(set), std::move(board));
   Result<TuneConstants> tune = agreeOnTuneConstants(*engine, *store, context.jobKey, deadline);
@@ -223,25 +234,17 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
   engine->setTuneConstants(*tune);
   std::unique_ptr<Communicator> comm(new Communicator(rank, nranks, std::move(engine)));
   comm->deviceRuntime_ = context.deviceRuntime;
-  if (comm->deviceRuntime_ != nullptr && windowProvider != nullptr) {
-    // The device path runs its kernels over windows the transport maps (every rank
-    // decides alike: available() depends on what every rank published).
+  if (windows != nullptr) {
     DeviceCommConfig device;
     device.rank = rank;
     device.nranks = nranks;
     device.timeout = config.timeout;
     device.algorithm = config.algorithm;
-    Result<std::unique_ptr<DeviceWindows>> windows =
-        windowProvider->open(DeviceComm::windowBytes(nranks), DeviceComm::kWindowLayout, deadline);
-    if (!windows.isOk()) return windows.status();
-    if (*windows != nullptr) {
-      Result<std::unique_ptr<DeviceComm>> created =
-          DeviceComm::create(comm->deviceRuntime_, device, std::move(*windows));
-      if (!created.isOk()) return created.status();
-      comm->device_ = std::move(*created);
-    }
+    Result<std::unique_ptr<DeviceComm>> created =
+        DeviceComm::create(comm->deviceRuntime_, device, std::move(windows));
+    if (!created.isOk()) return created.status();
+    comm->device_ = std::move(*created);
   }
-  windowTransport.reset();
   if (comm->deviceRuntime_ != nullptr && comm->device_ == nullptr) {
     comm->staging_ = std::make_unique<DeviceStaging>(comm->deviceRuntime_, comm->engine_.get(),
                                                      rank, nranks, config.timeout);
