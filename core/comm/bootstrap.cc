@@ -16,6 +16,7 @@
 #include "core/device/device_staging.h"
 #include "core/engine/engine.h"
 #include "core/log/log.h"
+#include "core/transport/device_windows.h"
 #include "core/transport/transport.h"
 #include "core/tune/tune_probe.h"
 
@@ -155,17 +156,26 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
       return invalidArgument("transport '" + forced + "' is not in this build (built: " + known +
                              ")");
     }
-    factories = {*factory};
-    context.forced = true;
+    // Transports that offer device windows are still created, for device buffers only.
+    std::vector<TransportFactory> chosen = {*factory};
+    for (const TransportFactory& f : factories) {
+      if (f.offersDeviceWindows && f.name != factory->name) chosen.push_back(f);
+    }
+    factories = std::move(chosen);
   }
+  context.deviceRuntime = selectDeviceRuntime();
   TransportSet set;
   set.transportOfPeer.assign(nranks, -1);
   set.connections.resize(nranks);
+  std::unique_ptr<Transport> windowTransport;  // offers device windows, serves no peer
+  DeviceWindowProvider* windowProvider = nullptr;
   for (const TransportFactory& factory : factories) {
-    if (nranks == 1) break;
-    Result<std::unique_ptr<Transport>> transport = factory.create(context);
+    if (nranks == 1 && !factory.offersDeviceWindows) continue;
+    TransportContext mine = context;
+    mine.forced = !forced.empty() && factory.name == forced;
+    Result<std::unique_ptr<Transport>> transport = factory.create(mine);
     if (!transport.isOk()) {
-      if (!forced.empty()) return transport.status().withContext("transport " + factory.name);
+      if (mine.forced) return transport.status().withContext("transport " + factory.name);
       COLLIE_LOG(INFO, INIT) << "transport " << factory.name
                              << " unavailable: " << transport.status().toString();
       continue;
@@ -176,6 +186,11 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
           (*transport)->canConnect(peer, hosts[peer])) {
         peers.push_back(peer);
       }
+    }
+    if (windowProvider == nullptr && (*transport)->deviceWindows() != nullptr &&
+        (*transport)->deviceWindows()->available()) {
+      windowProvider = (*transport)->deviceWindows();
+      if (peers.empty()) windowTransport = std::move(*transport);
     }
     if (peers.empty()) continue;
     Result<std::vector<std::unique_ptr<Connection>>> connections = (*transport)->connect(peers);
@@ -201,23 +216,32 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
                          (forced.empty() ? "" : " with COLLIE_TRANSPORT=" + forced));
     }
   }
+  // Device windows for the device path, opened before the engine's progress thread
+  // uses the transports (every rank decides alike: available() depends on what every
+  // rank published). Null: device buffers are staged through host memory.
+  std::unique_ptr<DeviceWindows> windows;
+  if (context.deviceRuntime != nullptr && windowProvider != nullptr) {
+    Result<std::unique_ptr<DeviceWindows>> opened =
+        windowProvider->open(DeviceComm::windowBytes(nranks), DeviceComm::kWindowLayout, deadline);
+    if (!opened.isOk()) return opened.status();
+    windows = std::move(*opened);
+  }
+  windowTransport.reset();  // the windows do not need it
   auto board = std::make_unique<FailureBoard>(store, context.jobKey, rank);
   auto engine = std::make_unique<Engine>(config, std::move(set), std::move(board));
   Result<TuneConstants> tune = agreeOnTuneConstants(*engine, *store, context.jobKey, deadline);
   if (!tune.isOk()) return tune.status().withContext("rank " + std::to_string(rank));
   engine->setTuneConstants(*tune);
   std::unique_ptr<Communicator> comm(new Communicator(rank, nranks, std::move(engine)));
-  comm->deviceRuntime_ = selectDeviceRuntime();
-  const bool oneHost =
-      std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
-  if (comm->deviceRuntime_ != nullptr && oneHost) {
+  comm->deviceRuntime_ = context.deviceRuntime;
+  if (windows != nullptr) {
     DeviceCommConfig device;
     device.rank = rank;
     device.nranks = nranks;
     device.timeout = config.timeout;
     device.algorithm = config.algorithm;
-    Result<std::unique_ptr<DeviceComm>> created = DeviceComm::create(
-        comm->deviceRuntime_, device, *store, context.jobKey + "/device", deadline);
+    Result<std::unique_ptr<DeviceComm>> created =
+        DeviceComm::create(comm->deviceRuntime_, device, std::move(windows));
     if (!created.isOk()) return created.status();
     comm->device_ = std::move(*created);
   }

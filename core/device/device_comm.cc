@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "core/engine/engine.h"
+#include "core/engine/fingerprint.h"
 #include "core/log/log.h"
 
 namespace collie {
@@ -12,18 +13,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Error word codes: kGenericTimeout, or kPeerTimeoutBase + peer (the peer a step
-// waited for). Matches kStepErrorTimeout = 1 of kernels/cuda/device_handles.h.
+// Error word codes: kGenericTimeout, kPeerTimeoutBase + peer (the peer a step waited
+// for), or kPeerMismatchBase + peer (the peer whose fingerprint differs). Matches
+// kStepErrorTimeout = 1 of kernels/cuda/device_handles.h.
 constexpr int32_t kGenericTimeout = 1;
 constexpr int32_t kPeerTimeoutBase = 2;
+constexpr int32_t kPeerMismatchBase = 1 << 24;
 
 // How long past the device-side deadline the host waits for a stream before it
 // reports the collective as stuck (e.g. behind other work on the caller's stream).
 constexpr auto kHostGrace = std::chrono::seconds(2);
 
 size_t alignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
-
-Bytes toBytes(const std::string& text) { return Bytes(text.begin(), text.end()); }
 
 // Polls a device event until it completes or the deadline passes.
 bool waitEvent(DeviceRuntime& runtime, void* event, Clock::time_point deadline) {
@@ -36,11 +37,15 @@ bool waitEvent(DeviceRuntime& runtime, void* event, Clock::time_point deadline) 
 
 }  // namespace
 
-// One rank's region: flags, the block counter, then the inboxes.
+// One rank's region: flags, the fingerprint check, the block counter, the inboxes.
 struct DeviceComm::Region {
   static size_t sent(int peer) { return static_cast<size_t>(peer) * sizeof(uint64_t); }
   static size_t consumed(int nranks, int peer) { return sent(nranks) + sent(peer); }
-  static size_t counter(int nranks) { return sent(2 * nranks); }
+  static size_t checkPosted(int nranks) { return sent(2 * nranks); }
+  static size_t checkSlot(int nranks, uint64_t sequence) {
+    return sent(2 * nranks + 1 + static_cast<int>(sequence % 2));
+  }
+  static size_t counter(int nranks) { return sent(2 * nranks + 3); }
   static size_t inbox(int nranks, int from, uint64_t slot) {
     return alignUp(counter(nranks) + sizeof(uint32_t), 256) +
            (static_cast<size_t>(from) * kSlots + slot) * kSlotBytes;
@@ -60,8 +65,10 @@ DeviceComm::DeviceComm(DeviceRuntime* runtime, const DeviceCommConfig& config)
 }
 
 DeviceComm::Outcome::~Outcome() {
-  if (error != nullptr) runtime->freeMapped(error);
+  if (mapped != nullptr) runtime->freeMapped(mapped);
 }
+
+size_t DeviceComm::windowBytes(int nranks) { return Region::bytes(nranks); }
 
 Status DeviceComm::Outcome::sticky() {
   std::lock_guard<std::mutex> lock(mutex);
@@ -75,61 +82,31 @@ Status DeviceComm::Outcome::fail(Status status) {
 }
 
 Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceRuntime* runtime,
-                                                       const DeviceCommConfig& config, Store& store,
-                                                       const std::string& key,
-                                                       Clock::time_point deadline) {
-  std::unique_ptr<DeviceComm> comm(new DeviceComm(runtime, config));
+                                                       const DeviceCommConfig& config,
+                                                       std::unique_ptr<DeviceWindows> windows) {
   const std::string where =
       "rank " + std::to_string(config.rank) + " device path (" + runtime->name() + " runtime)";
-  Result<void*> region = runtime->allocate(Region::bytes(config.nranks));
-  if (!region.isOk()) return region.status().withContext(where);
-  comm->region_ = static_cast<uint8_t*>(*region);
-  comm->peerRegions_[config.rank] = comm->region_;
-  Result<void*> error = runtime->allocateMapped(sizeof(int32_t));
-  if (!error.isOk()) return error.status().withContext(where);
-  comm->outcome_->error = static_cast<int32_t*>(*error);
+  if (windows == nullptr || windows->bytes() < Region::bytes(config.nranks)) {
+    return invalidArgument(where + ": device windows of " +
+                           std::to_string(windows ? windows->bytes() : 0) + " bytes, need " +
+                           std::to_string(Region::bytes(config.nranks)));
+  }
+  std::unique_ptr<DeviceComm> comm(new DeviceComm(runtime, config));
+  for (int r = 0; r < config.nranks; ++r) comm->peerRegions_[r] = windows->window(r);
+  comm->region_ = comm->peerRegions_[config.rank];
+  comm->windows_ = std::move(windows);
+  // The error word and, 8 bytes on, the peer's fingerprint of a mismatch.
+  Result<void*> mapped = runtime->allocateMapped(2 * sizeof(uint64_t));
+  if (!mapped.isOk()) return mapped.status().withContext(where);
+  comm->outcome_->mapped = *mapped;
+  comm->outcome_->error = static_cast<int32_t*>(*mapped);
+  comm->outcome_->peerFingerprint = static_cast<uint64_t*>(*mapped) + 1;
+  comm->outcome_->rank = config.rank;
   Result<DeviceStream> stream = runtime->createStream();
   if (!stream.isOk()) return stream.status().withContext(where);
   comm->ownStream_ = *stream;
-
-  Result<std::string> handle = runtime->exportHandle(comm->region_);
-  if (!handle.isOk()) return handle.status().withContext(where);
-  COLLIE_RETURN_IF_ERROR(store.set(key + "/" + std::to_string(config.rank), toBytes(*handle)));
-  Status unreachable;
-  for (int peer = 0; peer < config.nranks; ++peer) {
-    if (peer == config.rank) continue;
-    Result<Bytes> text = store.get(key + "/" + std::to_string(peer), deadline);
-    if (!text.isOk()) {
-      return timeoutError(where + ": rank " + std::to_string(peer) +
-                              " did not publish its device region (" + text.status().message() +
-                              "); every rank must enable the same device runtime",
-                          peer);
-    }
-    Result<void*> mapped = runtime->openHandle(std::string(text->begin(), text->end()));
-    if (!mapped.isOk()) {
-      unreachable = mapped.status().withContext(where + ": opening rank " + std::to_string(peer) +
-                                                "'s device region");
-      break;
-    }
-    comm->peerRegions_[peer] = static_cast<uint8_t*>(*mapped);
-  }
-  // Every rank says whether it mapped every peer; one that could not (another process
-  // under the emulation, GPUs without P2P) turns the device path off on all ranks.
-  COLLIE_RETURN_IF_ERROR(store.set(key + "/mapped/" + std::to_string(config.rank),
-                                   toBytes(unreachable.isOk() ? "1" : "0")));
-  for (int peer = 0; peer < config.nranks; ++peer) {
-    Result<Bytes> mapped = store.get(key + "/mapped/" + std::to_string(peer), deadline);
-    if (!mapped.isOk()) return mapped.status().withContext(where);
-    if (*mapped != toBytes("1")) {
-      COLLIE_LOG(INFO, INIT) << where << ": rank " << peer
-                             << " cannot map every peer's region; device buffers will be staged "
-                                "through host memory"
-                             << (unreachable.isOk() ? "" : " (" + unreachable.toString() + ")");
-      return std::unique_ptr<DeviceComm>();
-    }
-  }
   COLLIE_LOG(INFO, INIT) << where << ": " << config.nranks << " ranks, "
-                         << Region::bytes(config.nranks) << " bytes of flags and inboxes";
+                         << Region::bytes(config.nranks) << " bytes of flags and inboxes per rank";
   return comm;
 }
 
@@ -143,14 +120,9 @@ DeviceComm::~DeviceComm() {
   }
   lastEvent_.reset();
   if (ownStream_ != nullptr) runtime_->destroyStream(ownStream_);
-  for (int peer = 0; peer < config_.nranks; ++peer) {
-    if (peer != config_.rank && peerRegions_[peer] != nullptr) {
-      runtime_->closeHandle(peerRegions_[peer]);
-    }
-  }
   for (uint8_t* old : retiredScratch_) runtime_->free(old);
   if (scratch_ != nullptr) runtime_->free(scratch_);
-  if (region_ != nullptr) runtime_->free(region_);
+  windows_.reset();  // this rank's window and the mappings of the peers'
 }
 
 Status DeviceComm::ensureScratch(size_t bytes) {
@@ -207,6 +179,44 @@ class DeviceComm::Launcher {
   }
   DeviceComm& c_;
 };
+
+// Collective number sequence_ opens with the fingerprint check against every peer, in
+// launches of at most kDeviceMaxCheckPeers peers (the first one also publishes).
+Status DeviceComm::launchCheck(uint64_t fingerprint, DeviceStream stream) {
+  const int n = config_.nranks;
+  DeviceFingerprintCheck check;
+  check.ownSlot = reinterpret_cast<uint64_t*>(region_ + Region::checkSlot(n, sequence_));
+  check.ownPosted = reinterpret_cast<uint64_t*>(region_ + Region::checkPosted(n));
+  check.fingerprint = fingerprint;
+  check.posted = sequence_ + 1;
+  check.error = outcome_->error;
+  check.peerFingerprint = outcome_->peerFingerprint;
+  check.timeoutNs = static_cast<uint64_t>(config_.timeout.count()) * 1000;
+  check.timeoutBase = kPeerTimeoutBase;
+  check.mismatchBase = kPeerMismatchBase;
+  int remaining = n - 1;  // peers not yet in a launch
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == config_.rank) continue;
+    const int i = check.npeers++;
+    check.peerSlot[i] =
+        reinterpret_cast<const uint64_t*>(peerRegions_[peer] + Region::checkSlot(n, sequence_));
+    check.peerPosted[i] =
+        reinterpret_cast<const uint64_t*>(peerRegions_[peer] + Region::checkPosted(n));
+    check.peerRank[i] = peer;
+    --remaining;
+    if (check.npeers == kDeviceMaxCheckPeers || remaining == 0) {
+      COLLIE_RETURN_IF_ERROR(runtime_->launchFingerprintCheck(check, stream));
+      check.ownSlot = nullptr;
+      check.ownPosted = nullptr;
+      check.npeers = 0;
+    }
+  }
+  if (check.ownSlot != nullptr) {  // a single rank: publish only
+    COLLIE_RETURN_IF_ERROR(runtime_->launchFingerprintCheck(check, stream));
+  }
+  ++sequence_;
+  return Status();
+}
 
 Status DeviceComm::launchSchedule(const Schedule& schedule, const void* input, void* output,
                                   DeviceStream stream) {
@@ -285,11 +295,26 @@ Status DeviceComm::launchSchedule(const Schedule& schedule, const void* input, v
   return Status();
 }
 
-Status DeviceComm::Outcome::finish(const std::string& what) {
+Status DeviceComm::Outcome::finish(const std::string& what, uint64_t fingerprint) {
   std::lock_guard<std::mutex> lock(mutex);
   if (!failed.isOk()) return failed;
   const int32_t code = std::atomic_ref<int32_t>(*error).load(std::memory_order_acquire);
   if (code == 0) return Status();
+  if (code >= kPeerMismatchBase) {
+    const int peer = code - kPeerMismatchBase;
+    const uint64_t theirs =
+        std::atomic_ref<uint64_t>(*peerFingerprint).load(std::memory_order_acquire);
+    std::string fields = describeMismatch(fingerprint, theirs, peer);
+    failed = mismatchError(
+        what + ": rank " + std::to_string(rank) + " and rank " + std::to_string(peer) +
+            " run different collectives: " + (fields.empty() ? "(fields equal)" : fields) +
+            " (this rank " + describeFingerprint(fingerprint) + ", rank " + std::to_string(peer) +
+            " " + describeFingerprint(theirs) +
+            "); no output was written. Every rank must issue the same "
+            "collectives in the same order",
+        peer);
+    return failed;
+  }
   const int peer = code >= kPeerTimeoutBase ? code - kPeerTimeoutBase : -1;
   const std::string who = peer >= 0 ? "rank " + std::to_string(peer) : "a peer";
   failed = timeoutError(what + ": a device step waited longer than the timeout (" +
@@ -320,7 +345,9 @@ Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, v
   if (lastEvent_ && stream != lastStream_) {
     COLLIE_RETURN_IF_ERROR(runtime_->streamWaitEvent(stream, lastEvent_.get()));
   }
-  Status launched = launchSchedule(*schedule, input, output, stream);
+  const uint64_t fingerprint = makeFingerprint(sequence_, args);
+  Status launched = launchCheck(fingerprint, stream);
+  if (launched.isOk()) launched = launchSchedule(*schedule, input, output, stream);
   Result<DeviceEvent> event =
       launched.isOk() ? runtime_->recordEvent(stream) : Result<DeviceEvent>(launched);
   if (!event.isOk()) {
@@ -332,8 +359,9 @@ Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, v
   lastEvent_ = done;
   lastStream_ = stream;
   const Clock::time_point hostDeadline = Clock::now() + 2 * config_.timeout + kHostGrace;
-  auto poller = [outcome = outcome_, done, what, hostDeadline]() -> std::optional<Status> {
-    if (outcome->runtime->queryEvent(done.get())) return outcome->finish(what);
+  auto poller = [outcome = outcome_, done, what, hostDeadline,
+                 fingerprint]() -> std::optional<Status> {
+    if (outcome->runtime->queryEvent(done.get())) return outcome->finish(what, fingerprint);
     if (Clock::now() > hostDeadline) {
       return outcome->fail(
           timeoutError(what + ": the device stream did not reach the end of the "

@@ -3,11 +3,14 @@
 // step becomes one step kernel (DeviceRuntime::launchReduce / launchCopy) on the
 // caller's stream; nothing runs on the progress thread.
 //
-// How steps talk (all ranks on one host; each rank's region is exported through the
-// runtime's IPC handles and opened by every peer):
+// How steps talk (all ranks on one host): each rank's region is its device window,
+// which a transport offering device windows (core/transport/device_windows.h, e.g.
+// transports/cuda_ipc) allocates, exports and maps in every peer; DeviceComm only
+// lays it out:
 //   - region of rank r: sent[p] (messages r wrote into p's inbox), consumed[q]
-//     (messages from q that r has read), a block counter, and inbox[q][kSlots] of
-//     kSlotBytes each, which rank q writes directly.
+//     (messages from q that r has read), the fingerprint check (posted count and two
+//     fingerprint slots), a block counter, and inbox[q][kSlots] of kSlotBytes each,
+//     which rank q writes directly.
 //   - message m from q to r (counted per pair over the communicator's life, so flags
 //     only grow and never need resetting) goes to r's inbox[q][m % kSlots]. The
 //     sender's kernel first waits for r.consumed[q] >= m + 1 - kSlots (the slot is
@@ -16,6 +19,14 @@
 //     m + 1, reads (reduces) the slot and posts consumed[q] = m + 1.
 //   - the schedule is planned with one channel and chunks of kSlotBytes, so every
 //     step fits one slot.
+// Mismatch: collective number s (counted on the device path) opens with a check
+// kernel that writes this rank's fingerprint (core/engine/fingerprint.h) into its
+// slot s % 2, posts `posted = s + 1`, waits for every peer's post and compares. A
+// difference stores the peer's fingerprint and a mismatch code naming it into mapped
+// memory, every step after it skips, and the Work fails with Mismatch naming the peer
+// and both sides, before any output byte is written. Two slots suffice: a rank can
+// start check s + 2 only after its check s + 1 saw every peer's post s + 2, which each
+// peer makes after its check s (the last read of slot s % 2) finished.
 // Completion: an event after the last launch; Work::wait()/test() poll it. A wait
 // that outlasts the communicator's timeout on the device stores the code of the peer
 // it waited for into the error word (mapped memory), later steps skip themselves, and
@@ -34,9 +45,9 @@
 #include <vector>
 
 #include "collie/communicator.h"
-#include "collie/store.h"
 #include "core/device/device_runtime.h"
 #include "core/plan/schedule.h"
+#include "core/transport/device_windows.h"
 
 namespace collie {
 
@@ -52,14 +63,16 @@ class DeviceComm {
   static constexpr size_t kSlotBytes = 64 * 1024;
   static constexpr uint64_t kSlots = 2;
 
-  // Collective over all ranks (they must all call it, with the same runtime kind):
-  // allocates and publishes this rank's region under `key`, opens every peer's. Null
-  // (on every rank alike) when some rank could not open every peer's region: the
-  // caller then stages device buffers through host memory.
+  // The layout of the regions (published with the windows: every rank must agree).
+  static constexpr uint32_t kWindowLayout = 2;
+  // The bytes of one rank's region (its device window) for `nranks` ranks.
+  static size_t windowBytes(int nranks);
+
+  // Takes the ranks' device windows (DeviceWindowProvider::open with windowBytes() and
+  // kWindowLayout; zero-filled) and keeps them for its life. Local: no peer traffic.
   static Result<std::unique_ptr<DeviceComm>> create(DeviceRuntime* runtime,
-                                                    const DeviceCommConfig& config, Store& store,
-                                                    const std::string& key,
-                                                    std::chrono::steady_clock::time_point deadline);
+                                                    const DeviceCommConfig& config,
+                                                    std::unique_ptr<DeviceWindows> windows);
   ~DeviceComm();
   DeviceComm(const DeviceComm&) = delete;
   DeviceComm& operator=(const DeviceComm&) = delete;
@@ -78,27 +91,34 @@ class DeviceComm {
   // Work outlives its communicator safely.
   struct Outcome {
     DeviceRuntime* runtime = nullptr;
-    int32_t* error = nullptr;  // mapped
+    int32_t* error = nullptr;             // mapped: the error word
+    uint64_t* peerFingerprint = nullptr;  // mapped: the peer's side of a mismatch
+    void* mapped = nullptr;               // holds both
+    int rank = 0;
     std::chrono::microseconds timeout{0};
     std::mutex mutex;
     Status failed;
     ~Outcome();
-    // OK, or Timeout naming the peer from the error word; makes a failure sticky.
-    Status finish(const std::string& what);
+    // OK, or Timeout / Mismatch naming the peer from the error word (`fingerprint`:
+    // this rank's side); makes a failure sticky.
+    Status finish(const std::string& what, uint64_t fingerprint);
     Status sticky();
     Status fail(Status status);
   };
 
   DeviceComm(DeviceRuntime* runtime, const DeviceCommConfig& config);
   Status ensureScratch(size_t bytes);
+  Status launchCheck(uint64_t fingerprint, DeviceStream stream);
   Status launchSchedule(const Schedule& schedule, const void* input, void* output,
                         DeviceStream stream);
 
   DeviceRuntime* const runtime_;
   const DeviceCommConfig config_;
   std::mutex mutex_;  // serialises submit()
-  uint8_t* region_ = nullptr;
+  std::unique_ptr<DeviceWindows> windows_;
+  uint8_t* region_ = nullptr;          // windows_->window(rank)
   std::vector<uint8_t*> peerRegions_;  // [rank]; this rank's own region at rank_
+  uint64_t sequence_ = 0;              // collectives submitted on the device path
   std::shared_ptr<Outcome> outcome_;
   DeviceStream ownStream_ = nullptr;
   uint8_t* scratch_ = nullptr;

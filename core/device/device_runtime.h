@@ -18,6 +18,8 @@
 //   - exportHandle(p) describes an allocate() block so that another rank on the same
 //     host can openHandle() it (CUDA IPC; the emulation: same process only) and get a
 //     pointer to the same memory that its kernels may read and write.
+//   - launchFingerprintCheck enqueues the check kernel that opens a collective
+//     (DeviceFingerprintCheck); bad arguments return InvalidArgument.
 //   - launchReduce/launchCopy enqueue one step kernel (kernels/cuda/collective_kernels
 //     .cuh): wait for the step's flags, reduce or copy, post the flags; see
 //     DeviceStepSync. Bad arguments return InvalidArgument and enqueue nothing.
@@ -84,6 +86,27 @@ struct DeviceCopyStep {
   DeviceStepSync sync;
 };
 
+// The fingerprint check that opens a device collective (FingerprintCheck of
+// kernels/cuda/device_handles.h, field for field): publish this rank's fingerprint,
+// wait for each listed peer's, compare; on a difference store the peer's value into
+// *peerFingerprint and mismatchBase + peer into *error.
+inline constexpr int kDeviceMaxCheckPeers = 16;
+struct DeviceFingerprintCheck {
+  uint64_t* ownSlot = nullptr;  // null: only check (a later launch for more peers)
+  uint64_t* ownPosted = nullptr;
+  const uint64_t* peerSlot[kDeviceMaxCheckPeers] = {};
+  const uint64_t* peerPosted[kDeviceMaxCheckPeers] = {};
+  int32_t peerRank[kDeviceMaxCheckPeers] = {};
+  int32_t npeers = 0;
+  uint64_t fingerprint = 0;
+  uint64_t posted = 0;
+  int32_t* error = nullptr;             // mapped
+  uint64_t* peerFingerprint = nullptr;  // mapped
+  uint64_t timeoutNs = 0;
+  int32_t timeoutBase = 0;
+  int32_t mismatchBase = 0;
+};
+
 class DeviceRuntime {
  public:
   virtual ~DeviceRuntime() = default;
@@ -110,6 +133,8 @@ class DeviceRuntime {
 
   virtual Status launchReduce(const DeviceReduceStep& step, DeviceStream stream) = 0;
   virtual Status launchCopy(const DeviceCopyStep& step, DeviceStream stream) = 0;
+  virtual Status launchFingerprintCheck(const DeviceFingerprintCheck& check,
+                                        DeviceStream stream) = 0;
 };
 
 // Defined by the build (kernels/): the CUDA runtime when CUDA is built and a device is

@@ -33,6 +33,9 @@
 
 namespace collie {
 
+class DeviceRuntime;         // core/device/device_runtime.h
+class DeviceWindowProvider;  // core/transport/device_windows.h
+
 // Set by a transport when an operation ends. `status` is OK on success. A receive
 // that failed with kMismatch because the peer's message carried another tag also
 // records that tag (peerTag, hasPeerTag) so that the engine can name the fields of the
@@ -83,6 +86,9 @@ struct TransportContext {
   std::shared_ptr<Store> store;
   std::chrono::milliseconds timeout{0};  // deadline for connection setup
   bool forced = false;  // the user forced this transport for every pair (COLLIE_TRANSPORT)
+  // The communicator's device runtime (null when device buffers are not supported):
+  // what a transport offering device windows allocates and maps them with.
+  DeviceRuntime* deviceRuntime = nullptr;
 };
 
 // What CollectiveOffload::run() did with a collective.
@@ -146,6 +152,11 @@ class Transport {
   // The transport's collective offload, or null. Only meaningful after connect() and
   // only when this transport serves every peer of the communicator.
   virtual CollectiveOffload* collectiveOffload() { return nullptr; }
+
+  // The transport's device windows (core/transport/device_windows.h), or null. Asked
+  // right after create(), whether or not connect() was called: a transport may offer
+  // device windows without carrying any host message (canConnect() false for all).
+  virtual DeviceWindowProvider* deviceWindows() { return nullptr; }
 };
 
 // A transport's entry in the registry. Lower `priority` is tried first.
@@ -156,6 +167,9 @@ struct TransportFactory {
   // Optional, for `collie info`: what this transport sees on this host (devices, wires),
   // one item per line; nullptr when there is nothing to add.
   std::string (*describe)() = nullptr;
+  // The transport may offer device windows: it is created (for them) even when
+  // COLLIE_TRANSPORT forces another transport for host messages.
+  bool offersDeviceWindows = false;
 };
 
 // The ordered registry. Transports register through registerBuiltinTransports(), a

@@ -96,4 +96,35 @@ __global__ void treeBroadcastKernel(const TreeBroadcastStep step) {
   stepPost(step.sync);
 }
 
+// The fingerprint check that opens a collective (FingerprintCheck): thread 0 of
+// block 0 does it all; the check moves no data. A template only so that this header
+// can be included by several translation units (used with Unit = uint8_t).
+template <typename Unit = uint8_t>
+__global__ void fingerprintCheckKernel(const FingerprintCheck check) {
+  (void)CopyUnitIsByte<Unit>();
+  if (blockIdx.x != 0 || !isFirstThreadOfBlock()) return;
+  if (loadErrorWord(check.error) != 0) return;
+  if (check.ownSlot != nullptr) {
+    storeReleaseSys(check.ownSlot, check.fingerprint);
+    storeReleaseSys(check.ownPosted, check.posted);
+  }
+  const uint64_t timeout = check.timeoutNs != 0 ? check.timeoutNs : kDefaultStepTimeoutNs;
+  const uint64_t start = globalTimerNs();
+  for (int i = 0; i < check.npeers && i < kMaxCheckPeers; ++i) {
+    while (loadAcquireSys(check.peerPosted[i]) < check.posted) {
+      if (globalTimerNs() - start > timeout) {
+        storeErrorWord(check.error, check.timeoutBase + check.peerRank[i]);
+        return;
+      }
+      spinPause();
+    }
+    const uint64_t theirs = loadAcquireSys(check.peerSlot[i]);
+    if (theirs != check.fingerprint) {
+      storeReleaseSys(check.peerFingerprint, theirs);
+      storeErrorWord(check.error, check.mismatchBase + check.peerRank[i]);
+      return;
+    }
+  }
+}
+
 }  // namespace collie::cuda

@@ -152,6 +152,11 @@ class CudaRuntime final : public DeviceRuntime {
     config.stream = stream;
     return cuda::launchRingAllGatherStep(cuda::toRingCopyStep(step), config);
   }
+  Status launchFingerprintCheck(const DeviceFingerprintCheck& check, DeviceStream stream) override {
+    cuda::LaunchConfig config;
+    config.stream = stream;
+    return cuda::launchFingerprintCheck(cuda::toFingerprintCheck(check), config);
+  }
 
  private:
   std::mutex mutex_;

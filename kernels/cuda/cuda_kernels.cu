@@ -106,6 +106,14 @@ Status launchTreeBroadcast(const TreeBroadcastStep& step, const LaunchConfig& co
   return launch(&treeBroadcastKernel<>, step, step.bytes, config, "tree broadcast launch");
 }
 
+Status launchFingerprintCheck(const FingerprintCheck& check, const LaunchConfig& config) {
+  COLLIE_RETURN_IF_ERROR(checkFingerprintCheck(check));
+  LaunchConfig one = config;
+  one.grid = 1;
+  one.block = 32;
+  return launch(&fingerprintCheckKernel<>, check, 0, one, "fingerprint check launch");
+}
+
 int deviceCount() {
   static const int count = [] {
     int n = 0;

@@ -35,6 +35,8 @@ Status launchRingAllGatherStep(const RingCopyStep& step, const LaunchConfig& con
 Status launchTreeReduce(const TreeReduceStep& step, DataType dtype, ReduceOp op,
                         const LaunchConfig& config);
 Status launchTreeBroadcast(const TreeBroadcastStep& step, const LaunchConfig& config);
+// One block of config.block threads (config.grid is ignored).
+Status launchFingerprintCheck(const FingerprintCheck& check, const LaunchConfig& config);
 
 int deviceCount();
 bool isDevicePointer(const void* ptr);

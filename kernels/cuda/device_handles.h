@@ -112,4 +112,29 @@ struct TreeBroadcastStep {
   StepSync sync;
 };
 
+// The fingerprint check that opens a device collective (one block, thread 0): store
+// `fingerprint` to *ownSlot and then `posted` to *ownPosted (release; skipped when
+// ownSlot is null: a later launch of the same check, for more peers); then for each
+// peer i wait until *peerPosted[i] >= posted and compare *peerSlot[i] with
+// `fingerprint`. A difference stores the peer's value into *peerFingerprint and then
+// mismatchBase + peerRank[i] into *error; a wait longer than timeoutNs stores
+// timeoutBase + peerRank[i]. Nothing happens when *error is already set. The steps
+// after it find the error word set and skip, so no output byte is written.
+inline constexpr int kMaxCheckPeers = 16;
+struct FingerprintCheck {
+  uint64_t* ownSlot = nullptr;
+  uint64_t* ownPosted = nullptr;
+  const uint64_t* peerSlot[kMaxCheckPeers] = {};
+  const uint64_t* peerPosted[kMaxCheckPeers] = {};
+  int32_t peerRank[kMaxCheckPeers] = {};
+  int32_t npeers = 0;
+  uint64_t fingerprint = 0;
+  uint64_t posted = 0;
+  int32_t* error = nullptr;             // mapped memory
+  uint64_t* peerFingerprint = nullptr;  // mapped memory
+  uint64_t timeoutNs = 0;
+  int32_t timeoutBase = kStepErrorTimeout;
+  int32_t mismatchBase = 0;
+};
+
 }  // namespace collie::cuda

@@ -94,4 +94,40 @@ inline RingCopyStep toRingCopyStep(const DeviceCopyStep& in) {
   return out;
 }
 
+inline Status checkFingerprintCheck(const FingerprintCheck& check) {
+  if (check.npeers < 0 || check.npeers > kMaxCheckPeers || check.error == nullptr ||
+      check.peerFingerprint == nullptr ||
+      (check.ownSlot != nullptr && check.ownPosted == nullptr)) {
+    return invalidArgument("cuda: fingerprint check needs 0.." + std::to_string(kMaxCheckPeers) +
+                           " peers, an error slot and a fingerprint slot");
+  }
+  for (int i = 0; i < check.npeers; ++i) {
+    if (check.peerSlot[i] == nullptr || check.peerPosted[i] == nullptr) {
+      return invalidArgument("cuda: fingerprint check has a null peer flag");
+    }
+  }
+  return Status();
+}
+
+inline FingerprintCheck toFingerprintCheck(const DeviceFingerprintCheck& in) {
+  static_assert(kDeviceMaxCheckPeers == kMaxCheckPeers);
+  FingerprintCheck out;
+  out.ownSlot = in.ownSlot;
+  out.ownPosted = in.ownPosted;
+  for (int i = 0; i < kMaxCheckPeers; ++i) {
+    out.peerSlot[i] = in.peerSlot[i];
+    out.peerPosted[i] = in.peerPosted[i];
+    out.peerRank[i] = in.peerRank[i];
+  }
+  out.npeers = in.npeers;
+  out.fingerprint = in.fingerprint;
+  out.posted = in.posted;
+  out.error = in.error;
+  out.peerFingerprint = in.peerFingerprint;
+  out.timeoutNs = in.timeoutNs;
+  out.timeoutBase = in.timeoutBase;
+  out.mismatchBase = in.mismatchBase;
+  return out;
+}
+
 }  // namespace collie::cuda

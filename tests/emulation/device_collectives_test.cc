@@ -396,6 +396,108 @@ TEST_F(DeviceCollectivesTest, PeerThatNeverArrivesTimesOutNamingIt) {
       << "the device failure must be sticky";
 }
 
+// Rank 1 issues another collective than the others (count, dtype, op, root or kind):
+// the fingerprint check that opens every device collective fails every rank with
+// Mismatch naming a peer and both sides, before any output byte is written, and well
+// before the timeout.
+struct MismatchCase {
+  const char* what;
+  Case others;
+  Case rank1;
+  int root1;          // rank 1's root (the others use 0)
+  const char* field;  // the differing field, as describeMismatch names it
+};
+
+TEST_F(DeviceCollectivesTest, MismatchFailsEveryRankBeforeWriting) {
+  const Case sum{CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kSum, 1024, false};
+  const Case bcast{CollectiveKind::kBroadcast, DataType::kFloat32, ReduceOp::kSum, 1024, false};
+  const MismatchCase cases[] = {
+      {"count",
+       sum,
+       {CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kSum, 1000, false},
+       0,
+       "count"},
+      {"dtype",
+       sum,
+       {CollectiveKind::kAllReduce, DataType::kInt32, ReduceOp::kSum, 1024, false},
+       0,
+       "dtype"},
+      {"op",
+       sum,
+       {CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kMax, 1024, false},
+       0,
+       "op"},
+      {"root", bcast, bcast, 2, "root/peer"},
+      {"kind", sum, bcast, 0, "kind"},
+  };
+  constexpr int kRanks = 3;
+  constexpr size_t kBytes = 1024 * sizeof(float);
+  for (const MismatchCase& m : cases) {
+    SCOPED_TRACE(m.what);
+    auto comm = comms(kRanks, Algorithm::kRing, std::chrono::seconds(30));
+    ASSERT_EQ(comm.size(), static_cast<size_t>(kRanks));
+    std::vector<std::unique_ptr<DeviceBuffer>> input, output;
+    for (int r = 0; r < kRanks; ++r) {
+      input.push_back(std::make_unique<DeviceBuffer>(kBytes));
+      output.push_back(std::make_unique<DeviceBuffer>(kBytes));
+      input[r]->write(std::vector<uint8_t>(kBytes, 0x11));
+      output[r]->write(std::vector<uint8_t>(kBytes, 0xEE));
+    }
+    std::vector<Status> status(kRanks);
+    const auto start = std::chrono::steady_clock::now();
+    testing::onEveryRank(kRanks, [&](int r) {
+      const Case& c = r == 1 ? m.rank1 : m.others;
+      const int root = r == 1 ? m.root1 : 0;
+      Result<Work> work =
+          c.kind == CollectiveKind::kBroadcast
+              ? comm[r]->broadcast(input[r]->get(), output[r]->get(), c.count, c.dtype, root)
+              : comm[r]->allReduce(input[r]->get(), output[r]->get(), c.count, c.dtype, c.op);
+      status[r] = work.isOk() ? work->wait(std::chrono::seconds(30)) : work.status();
+    });
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << "no hang";
+    for (int r = 0; r < kRanks; ++r) {
+      const Status& s = status[r];
+      EXPECT_EQ(s.code(), StatusCode::kMismatch) << "rank " << r << ": " << s.toString();
+      // Rank 1 disagrees with everyone; the others disagree with rank 1.
+      if (r != 1) {
+        EXPECT_EQ(s.peer(), 1) << s.toString();
+      }
+      EXPECT_NE(s.message().find(std::string(m.field) + " differs"), std::string::npos)
+          << s.toString();
+      EXPECT_NE(s.message().find("this rank collective #0"), std::string::npos) << s.toString();
+      EXPECT_EQ(output[r]->read(0, kBytes), std::vector<uint8_t>(kBytes, 0xEE))
+          << "rank " << r << " wrote output despite the mismatch";
+    }
+  }
+}
+
+// The device path gets its windows from the transport that offers them (cuda_ipc),
+// even when COLLIE_TRANSPORT forces tcp for host messages; forcing cuda_ipc itself
+// fails, naming what to force instead.
+TEST_F(DeviceCollectivesTest, DeviceWindowsComeFromTheirTransport) {
+  Options options;
+  options.transport = "tcp";
+  auto comm = testing::makeCommunicators(2, options);
+  ASSERT_EQ(comm.size(), 2u);
+  EXPECT_EQ(comm[0]->transportTo(1), "tcp");
+  const uint64_t launchesBefore = emulatedKernelLaunches();
+  const uint64_t copiesBefore = emulatedCopies();
+  Failures failures;
+  const Case c{CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kSum, 1021, false};
+  testing::onEveryRank(2, [&](int r) { runOne(*comm[r], c, &failures); });
+  for (const std::string& m : failures.messages) ADD_FAILURE() << m;
+  EXPECT_GE(emulatedKernelLaunches() - launchesBefore, 2u) << "ran as step kernels";
+  EXPECT_EQ(emulatedCopies() - copiesBefore, 0u) << "not staged through host memory";
+
+  options.transport = "cuda_ipc";
+  options.store = makeInMemoryStore();
+  Result<std::unique_ptr<Communicator>> forced =
+      Communicator::create(testing::testUniqueId(), 0, 1, options);
+  ASSERT_FALSE(forced.isOk());
+  EXPECT_NE(forced.status().message().find("shm or tcp"), std::string::npos)
+      << forced.status().toString();
+}
+
 TEST_F(DeviceCollectivesTest, MixedHostAndDeviceBuffersAreRejected) {
   auto comm = comms(1, Algorithm::kRing, std::chrono::seconds(10));
   ASSERT_EQ(comm.size(), 1u);

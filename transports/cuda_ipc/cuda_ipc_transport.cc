@@ -1,92 +1,109 @@
 #include "transports/cuda_ipc/cuda_ipc_transport.h"
 
-#include <cuda_runtime_api.h>
-
 #include <algorithm>
-#include <cstring>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/device/device_runtime.h"
 #include "core/log/log.h"
+#include "core/transport/device_windows.h"
 
 namespace collie {
 namespace {
 
-constexpr size_t kStagingBytesPerConnection = 1 << 20;
-constexpr char kEntryMagic[] = "collie-cuda-ipc-v1";
+constexpr char kPeerMagic[] = "collie-cuda-ipc-v2";
+constexpr char kWindowMagic[] = "collie-cuda-ipc-window-v2";
+constexpr size_t kMaxEntryBytes = 4096;  // an entry longer than this is malformed
+constexpr size_t kMaxWindowBytes = size_t{1} << 34;
 
-std::string cudaErrorText(cudaError_t err) {
-  return std::string(cudaGetErrorName(err)) + " (" + cudaGetErrorString(err) + ")";
-}
-
-int localDeviceCount() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
-
-std::string hex(const void* data, size_t bytes) {
+std::string hex(const std::string& bytes) {
   static const char kDigits[] = "0123456789abcdef";
   std::string out;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) {
-    out += kDigits[p[i] >> 4];
-    out += kDigits[p[i] & 15];
+  for (unsigned char c : bytes) {
+    out += kDigits[c >> 4];
+    out += kDigits[c & 15];
   }
   return out;
 }
 
-bool unhex(const std::string& text, void* out, size_t bytes) {
-  if (text.size() != 2 * bytes) return false;
+bool unhex(const std::string& text, std::string* out) {
+  if (text.empty() || text.size() % 2 != 0) return false;
   auto digit = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
     return -1;
   };
-  auto* p = static_cast<unsigned char*>(out);
-  for (size_t i = 0; i < bytes; ++i) {
-    int hi = digit(text[2 * i]), lo = digit(text[2 * i + 1]);
+  out->clear();
+  for (size_t i = 0; i < text.size(); i += 2) {
+    const int hi = digit(text[i]), lo = digit(text[i + 1]);
     if (hi < 0 || lo < 0) return false;
-    p[i] = static_cast<unsigned char>(hi << 4 | lo);
+    out->push_back(static_cast<char>(hi << 4 | lo));
   }
   return true;
 }
 
+// Splits an untrusted store entry into exactly `n` space-separated fields.
+bool splitEntry(const Bytes& value, size_t n, std::vector<std::string>* fields) {
+  if (value.empty() || value.size() > kMaxEntryBytes) return false;
+  std::istringstream in(std::string(value.begin(), value.end()));
+  fields->clear();
+  for (std::string field; in >> field;) fields->push_back(field);
+  return fields->size() == n;
+}
+
+Bytes toBytes(const std::string& text) { return Bytes(text.begin(), text.end()); }
+
+std::string rankName(int rank) { return "rank " + std::to_string(rank); }
+
+class Windows final : public DeviceWindows {
+ public:
+  Windows(DeviceRuntime* runtime, int rank, int nranks, size_t bytes)
+      : runtime_(runtime), rank_(rank), bytes_(bytes), windows_(nranks, nullptr) {}
+  ~Windows() override {
+    for (int peer = 0; peer < static_cast<int>(windows_.size()); ++peer) {
+      if (peer != rank_ && windows_[peer] != nullptr) runtime_->closeHandle(windows_[peer]);
+    }
+    if (windows_[rank_] != nullptr) runtime_->free(windows_[rank_]);
+  }
+  uint8_t* window(int rank) const override { return windows_.at(rank); }
+  size_t bytes() const override { return bytes_; }
+  std::vector<uint8_t*>& slots() { return windows_; }
+
+ private:
+  DeviceRuntime* const runtime_;
+  const int rank_;
+  const size_t bytes_;
+  std::vector<uint8_t*> windows_;
+};
+
 class CudaIpcConnection final : public Connection {
  public:
   explicit CudaIpcConnection(int peer) : peer_(peer) {}
-  Status postSend(const void*, size_t, uint64_t, Completion*) override { return notHere(); }
-  Status postRecv(void*, size_t, uint64_t, Completion*) override { return notHere(); }
+  Status postSend(const void*, size_t, uint64_t, Completion*) override { return notHere(peer_); }
+  Status postRecv(void*, size_t, uint64_t, Completion*) override { return notHere(peer_); }
   Status progress(bool* progressed) override {
     *progressed = false;
     return Status();
   }
   int peer() const override { return peer_; }
 
- private:
-  Status notHere() const {
-    return unsupported("cuda_ipc: two-sided messages to rank " + std::to_string(peer_) +
-                       " are not implemented; device collectives run as kernels over mapped "
-                       "memory, which the engine does not drive yet (docs/cuda.md). Use "
-                       "COLLIE_TRANSPORT=shm or tcp for host buffers");
+  static Status notHere(int peer) {
+    return unsupported("cuda_ipc: no two-sided messages to " + rankName(peer) +
+                       ": this transport only maps device memory, through its "
+                       "deviceWindows() capability (core's device path uses it); host "
+                       "buffers go through shm or tcp");
   }
+
+ private:
   int peer_;
 };
 
-class CudaIpcTransport final : public Transport {
+class CudaIpcTransport final : public Transport, public DeviceWindowProvider {
  public:
-  CudaIpcTransport(const TransportContext& ctx, std::vector<int> peerDevices)
-      : ctx_(ctx), peerDevices_(std::move(peerDevices)) {}
-  ~CudaIpcTransport() override {
-    for (void* p : peerRegions_) {
-      if (p != nullptr) (void)cudaIpcCloseMemHandle(p);
-    }
-    if (region_ != nullptr) (void)cudaFree(region_);
-  }
+  CudaIpcTransport(const TransportContext& ctx, bool available)
+      : ctx_(ctx), available_(available) {}
 
   const char* name() const override { return "cuda_ipc"; }
   TransportCaps caps() const override {
@@ -96,76 +113,119 @@ class CudaIpcTransport final : public Transport {
     caps.sameHostOnly = true;
     return caps;
   }
-  bool canConnect(int peer, const std::string& peerHostId) const override {
-    return peer != ctx_.rank && peer >= 0 && peer < ctx_.nranks && !ctx_.hostId.empty() &&
-           peerHostId == ctx_.hostId && peerDevices_[ctx_.rank] > 0 && peerDevices_[peer] > 0;
+  bool canConnect(int, const std::string&) const override { return false; }
+  Result<std::vector<std::unique_ptr<Connection>>> connect(const std::vector<int>& peers) override {
+    return CudaIpcConnection::notHere(peers.empty() ? -1 : peers[0]);
   }
-  Result<std::vector<std::unique_ptr<Connection>>> connect(const std::vector<int>& peers) override;
   void waitForActivity(std::chrono::microseconds maxWait) override {
     std::this_thread::sleep_for(
         std::min<std::chrono::microseconds>(maxWait, std::chrono::microseconds(100)));
   }
+  DeviceWindowProvider* deviceWindows() override { return this; }
+
+  bool available() const override { return available_; }
+  Result<std::unique_ptr<DeviceWindows>> open(size_t bytes, uint32_t layout,
+                                              Clock::time_point deadline) override;
 
  private:
   std::string key(const char* what, int rank) const {
     return ctx_.jobKey + "/cuda_ipc/" + what + "/" + std::to_string(rank);
   }
+  // Reads and checks `peer`'s window entry; returns its IPC handle.
+  Result<std::string> peerHandle(int peer, const std::string& mine, Clock::time_point deadline);
 
   TransportContext ctx_;
-  std::vector<int> peerDevices_;  // CUDA device count of every rank
-  void* region_ = nullptr;
-  std::vector<void*> peerRegions_;
+  const bool available_;
 };
 
-Result<std::vector<std::unique_ptr<Connection>>> CudaIpcTransport::connect(
-    const std::vector<int>& peers) {
-  const size_t flagBytes = static_cast<size_t>(ctx_.nranks) * ctx_.nchannels * sizeof(uint64_t);
-  const size_t bytes =
-      flagBytes + static_cast<size_t>(ctx_.nranks) * ctx_.nchannels * kStagingBytesPerConnection;
-  cudaError_t err = cudaMalloc(&region_, bytes);
-  if (err == cudaSuccess) err = cudaMemset(region_, 0, flagBytes);
-  if (err != cudaSuccess) {
-    return unsupported("cuda_ipc: rank " + std::to_string(ctx_.rank) + " could not allocate " +
-                       std::to_string(bytes) + " bytes of device memory: " + cudaErrorText(err));
+Result<std::string> CudaIpcTransport::peerHandle(int peer, const std::string& mine,
+                                                 Clock::time_point deadline) {
+  Result<Bytes> value = ctx_.store->get(key("window", peer), deadline);
+  if (!value.isOk()) {
+    return timeoutError("cuda_ipc: " + rankName(peer) +
+                            " did not publish its device window before the deadline (" +
+                            value.status().message() + ")",
+                        peer);
   }
-  cudaIpcMemHandle_t handle;
-  err = cudaIpcGetMemHandle(&handle, region_);
-  if (err != cudaSuccess) {
-    return unsupported("cuda_ipc: cudaIpcGetMemHandle on rank " + std::to_string(ctx_.rank) +
-                       " failed: " + cudaErrorText(err));
+  std::vector<std::string> theirs, ours;
+  std::string handle;
+  if (!splitEntry(*value, 5, &theirs) || theirs[0] != kWindowMagic || !unhex(theirs[4], &handle)) {
+    return remoteError("cuda_ipc: " + rankName(peer) +
+                           " published a malformed device window entry (another collie version?)",
+                       peer);
   }
-  const std::string entry = std::string(kEntryMagic) + " " + hex(&handle, sizeof(handle));
+  (void)splitEntry(toBytes(mine), 5, &ours);
+  const char* field[] = {"", "device runtime", "window layout", "window size"};
+  for (int i = 1; i <= 3; ++i) {
+    if (theirs[i] != ours[i]) {
+      return invalidArgument("cuda_ipc: " + rankName(peer) + " has " + field[i] + " " + theirs[i] +
+                             ", " + rankName(ctx_.rank) + " has " + ours[i] +
+                             "; every rank must run the same collie build and device runtime");
+    }
+  }
+  return handle;
+}
+
+Result<std::unique_ptr<DeviceWindows>> CudaIpcTransport::open(size_t bytes, uint32_t layout,
+                                                              Clock::time_point deadline) {
+  DeviceRuntime* runtime = ctx_.deviceRuntime;
+  const std::string where = "cuda_ipc: " + rankName(ctx_.rank);
+  if (!available_ || runtime == nullptr) {
+    return unsupported(where +
+                       ": device windows are not available (ranks on several "
+                       "hosts or without the same device runtime)");
+  }
+  if (bytes == 0 || bytes > kMaxWindowBytes) {
+    return invalidArgument(where + ": device window of " + std::to_string(bytes) + " bytes");
+  }
+  auto windows = std::make_unique<Windows>(runtime, ctx_.rank, ctx_.nranks, bytes);
+  Result<void*> own = runtime->allocate(bytes);
+  if (!own.isOk()) return own.status().withContext(where + ": allocating its device window");
+  windows->slots()[ctx_.rank] = static_cast<uint8_t*>(*own);
+  Result<std::string> handle = runtime->exportHandle(*own);
+  if (!handle.isOk()) return handle.status().withContext(where + ": exporting its device window");
+  const std::string mine = std::string(kWindowMagic) + " " + runtime->name() + " " +
+                           std::to_string(layout) + " " + std::to_string(bytes) + " " +
+                           hex(*handle);
+  COLLIE_RETURN_IF_ERROR(ctx_.store->set(key("window", ctx_.rank), toBytes(mine)));
+
+  Status unmapped;
+  for (int peer = 0; peer < ctx_.nranks; ++peer) {
+    if (peer == ctx_.rank) continue;
+    Result<std::string> text = peerHandle(peer, mine, deadline);
+    if (!text.isOk()) return text.status();
+    if (!unmapped.isOk()) continue;
+    Result<void*> mapped = runtime->openHandle(*text);
+    if (!mapped.isOk()) {
+      unmapped = mapped.status().withContext(where + ": mapping " + rankName(peer) + "'s window");
+      continue;
+    }
+    windows->slots()[peer] = static_cast<uint8_t*>(*mapped);
+  }
+  // One rank that cannot map every peer (GPUs without P2P, the emulation across
+  // processes it cannot reach) turns the windows off on every rank.
   COLLIE_RETURN_IF_ERROR(
-      ctx_.store->set(key("handle", ctx_.rank), Bytes(entry.begin(), entry.end())));
-  const Deadline deadline = Clock::now() + ctx_.timeout;
-  peerRegions_.assign(ctx_.nranks, nullptr);
-  std::vector<std::unique_ptr<Connection>> connections;
-  for (int peer : peers) {
-    Result<Bytes> value = ctx_.store->get(key("handle", peer), deadline);
-    if (!value.isOk()) {
-      return timeoutError("cuda_ipc: rank " + std::to_string(peer) +
-                              " did not publish its memory handle before the deadline",
+      ctx_.store->set(key("mapped", ctx_.rank), toBytes(unmapped.isOk() ? "1" : "0")));
+  for (int peer = 0; peer < ctx_.nranks; ++peer) {
+    Result<Bytes> mapped = ctx_.store->get(key("mapped", peer), deadline);
+    if (!mapped.isOk()) {
+      return timeoutError(where + ": " + rankName(peer) +
+                              " did not say whether it mapped every "
+                              "window (" +
+                              mapped.status().message() + ")",
                           peer);
     }
-    std::string text(value->begin(), value->end());
-    const std::string prefix = std::string(kEntryMagic) + " ";
-    cudaIpcMemHandle_t peerHandle;
-    if (text.compare(0, prefix.size(), prefix) != 0 ||
-        !unhex(text.substr(prefix.size()), &peerHandle, sizeof(peerHandle))) {
-      return remoteError("cuda_ipc: rank " + std::to_string(peer) + " published a malformed handle",
-                         peer);
-    }
-    err = cudaIpcOpenMemHandle(&peerRegions_[peer], peerHandle, cudaIpcMemLazyEnablePeerAccess);
-    if (err != cudaSuccess) {
-      return unsupported("cuda_ipc: rank " + std::to_string(ctx_.rank) + " could not map rank " +
-                         std::to_string(peer) + "'s memory: " + cudaErrorText(err) +
-                         " (GPUs without P2P access? force COLLIE_TRANSPORT=shm)");
-    }
-    for (int c = 0; c < ctx_.nchannels; ++c) {
-      connections.push_back(std::make_unique<CudaIpcConnection>(peer));
+    if (*mapped != toBytes("1")) {
+      COLLIE_LOG(INFO, INIT) << where << ": " << rankName(peer)
+                             << " cannot map every peer's device window; device buffers will be "
+                                "staged through host memory"
+                             << (unmapped.isOk() ? "" : " (" + unmapped.toString() + ")");
+      return std::unique_ptr<DeviceWindows>();
     }
   }
-  return connections;
+  COLLIE_LOG(INFO, INIT) << where << ": " << ctx_.nranks << " device windows of " << bytes
+                         << " bytes (" << runtime->name() << " runtime)";
+  return std::unique_ptr<DeviceWindows>(std::move(windows));
 }
 
 Result<std::unique_ptr<Transport>> createCudaIpc(const TransportContext& ctx) {
@@ -173,33 +233,38 @@ Result<std::unique_ptr<Transport>> createCudaIpc(const TransportContext& ctx) {
     return invalidArgument(
         "cuda_ipc: transport context needs 0 <= rank < nranks, a job key and a store");
   }
-  // Every rank publishes its device count (0 without a driver), so both sides of a
-  // pair agree on canConnect.
-  const std::string mine = std::to_string(localDeviceCount());
-  const std::string prefix = ctx.jobKey + "/cuda_ipc/devices/";
-  COLLIE_RETURN_IF_ERROR(
-      ctx.store->set(prefix + std::to_string(ctx.rank), Bytes(mine.begin(), mine.end())));
-  const Deadline deadline = Clock::now() + ctx.timeout;
-  std::vector<int> devices(ctx.nranks, 0);
+  if (ctx.forced) {
+    return invalidArgument(
+        "cuda_ipc carries no host messages (it maps device memory for the device path, "
+        "which uses it by itself); force COLLIE_TRANSPORT=shm or tcp instead");
+  }
+  // Every rank publishes its runtime and host, so that every rank decides alike
+  // whether windows are available.
+  const std::string runtime = ctx.deviceRuntime != nullptr ? ctx.deviceRuntime->name() : "none";
+  const std::string host = hex(ctx.hostId.empty() ? "-" : ctx.hostId);
+  const std::string mine = std::string(kPeerMagic) + " " + runtime + " " + host;
+  const std::string prefix = ctx.jobKey + "/cuda_ipc/peer/";
+  COLLIE_RETURN_IF_ERROR(ctx.store->set(prefix + std::to_string(ctx.rank), toBytes(mine)));
+  const Clock::time_point deadline = Clock::now() + ctx.timeout;
+  bool available = runtime != "none" && !ctx.hostId.empty();
   for (int peer = 0; peer < ctx.nranks; ++peer) {
     Result<Bytes> value = ctx.store->get(prefix + std::to_string(peer), deadline);
     if (!value.isOk()) {
-      return timeoutError("cuda_ipc: rank " + std::to_string(peer) +
-                              " did not publish its CUDA device count before the deadline",
-                          peer);
+      return timeoutError(
+          "cuda_ipc: " + rankName(peer) + " did not publish its device runtime before the deadline",
+          peer);
     }
-    std::string text(value->begin(), value->end());
-    if (text.empty() || text.size() > 6 ||
-        text.find_first_not_of("0123456789") != std::string::npos) {
-      return remoteError(
-          "cuda_ipc: rank " + std::to_string(peer) + " published a malformed device count", peer);
+    std::vector<std::string> fields;
+    if (!splitEntry(*value, 3, &fields) || fields[0] != kPeerMagic) {
+      return remoteError("cuda_ipc: " + rankName(peer) + " published a malformed entry", peer);
     }
-    devices[peer] = std::stoi(text);
+    available = available && fields[1] == runtime && fields[2] == host;
   }
-  if (devices[ctx.rank] == 0) {
-    COLLIE_LOG(TRACE, INIT) << "cuda_ipc: no CUDA device on rank " << ctx.rank;
+  if (!available) {
+    COLLIE_LOG(TRACE, INIT) << "cuda_ipc: no device windows for rank " << ctx.rank << " (runtime "
+                            << runtime << ", ranks on several hosts or runtimes)";
   }
-  return std::unique_ptr<Transport>(new CudaIpcTransport(ctx, std::move(devices)));
+  return std::unique_ptr<Transport>(new CudaIpcTransport(ctx, available));
 }
 
 }  // namespace
@@ -209,7 +274,9 @@ Result<std::unique_ptr<Transport>> createCudaIpcTransport(const TransportContext
 }
 
 void registerCudaIpcTransport(TransportRegistry& registry) {
-  registry.add(TransportFactory{"cuda_ipc", 150, &createCudaIpc});
+  TransportFactory factory{"cuda_ipc", 150, &createCudaIpc};
+  factory.offersDeviceWindows = true;
+  registry.add(factory);
 }
 
 }  // namespace collie

@@ -1,21 +1,24 @@
-// The CUDA IPC transport: GPU peers on one host map each other's device memory.
+// The CUDA IPC transport: ranks on one host map each other's device memory, and
+// core's device path (core/device/device_comm) runs its step kernels over those
+// mappings. It offers exactly that, as the DeviceWindowProvider capability
+// (core/transport/device_windows.h); it carries no host messages.
 //
-// Registered as "cuda_ipc" (priority 150: after shm, before tcp; built only with CUDA).
-// create() never fails for lack of a GPU: it publishes this rank's CUDA device count
-// under ctx.jobKey + "/cuda_ipc/<rank>" and reads every peer's, so that canConnect(peer)
-// is true only when both ranks have a CUDA device and share a host id — on a machine
-// without a driver or device (cudaGetDeviceCount fails) it is never chosen and the
-// other transports serve every peer.
+// Registered as "cuda_ipc" (priority 150, offersDeviceWindows). It uses only the
+// communicator's DeviceRuntime (TransportContext::deviceRuntime): allocate,
+// exportHandle, openHandle — CUDA IPC handles with the CUDA runtime, memfd windows
+// with the emulated runtime (COLLIE_DEVICE_EMULATION=1), so it is built with or
+// without CUDA and fully tested without a GPU.
 //
-// connect() allocates this rank's device region (one uint64 step flag per peer and
-// channel, then a staging area per peer and channel), publishes its
-// cudaIpcMemHandle_t through the store, and opens every peer's handle, so that the
-// kernels of kernels/cuda can load and store peers' memory directly and order steps
-// through the flags (StepSync).
+// create() never fails for lack of a device: every rank publishes
+// "collie-cuda-ipc-v2 <runtime name or none> <host id>" under ctx.jobKey and reads
+// every peer's (validated: magic, bounded fields); windows are available() when every
+// rank has the same runtime and host. open(): see device_windows.h; each rank's entry
+// "collie-cuda-ipc-window-v2 <runtime> <layout> <bytes> <handle hex>" is checked
+// field by field against this rank's before the handle is opened.
 //
-// Not implemented (Unsupported, with the reason): postSend/postRecv — two-sided
-// messages through the engine; device collectives are meant to run as kernels over
-// the mapped regions, a path the engine does not have yet (docs/cuda.md).
+// Never chosen for host buffers: canConnect() is false for every peer, connect() and
+// its connections' postSend/postRecv return Unsupported naming deviceWindows(), and
+// forcing COLLIE_TRANSPORT=cuda_ipc fails at creation with what to force instead.
 //
 // Thread safety: as Transport (one thread at a time).
 #pragma once

@@ -189,6 +189,12 @@ class EmulatedRuntime final : public DeviceRuntime {
     return enqueueLaunch(&cuda::ringAllGatherStepKernel<>, step, step.bytes, stream);
   }
 
+  Status launchFingerprintCheck(const DeviceFingerprintCheck& in, DeviceStream stream) override {
+    const cuda::FingerprintCheck check = cuda::toFingerprintCheck(in);
+    COLLIE_RETURN_IF_ERROR(cuda::checkFingerprintCheck(check));
+    return enqueueLaunch(&cuda::fingerprintCheckKernel<>, check, 0, stream);
+  }
+
  private:
   struct Block {
     size_t bytes = 0;
