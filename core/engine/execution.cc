@@ -1,6 +1,7 @@
 #include "core/engine/execution.h"
 
 #include <cstring>
+#include <utility>
 
 #include "core/engine/fingerprint.h"
 
@@ -141,8 +142,11 @@ Status Execution::finishStep(int channel, const Step& step) {
   state.recvPosted = false;
   if (reduces(step.kind)) {
     uint8_t* dst = pointer(channel, step.dst);
-    kernels_.reduce(dst, pointer(channel, step.src), state.recvTarget, step.bytes / elemSize_,
-                    schedule_->args.dtype, schedule_->args.op, step.divisor);
+    const uint8_t* own = pointer(channel, step.src);
+    const uint8_t* incoming = state.recvTarget;
+    if (step.incomingFirst) std::swap(own, incoming);
+    kernels_.reduce(dst, own, incoming, step.bytes / elemSize_, schedule_->args.dtype,
+                    schedule_->args.op, step.divisor);
     if (step.kind == StepKind::kRecvReduceSend) {
       return postSend(channel, step, dst, step.dst.buffer == BufferId::kScratch, step.dst.offset);
     }

@@ -38,6 +38,8 @@ bool algorithmSupports(Algorithm algorithm, CollectiveKind kind) {
              kind == CollectiveKind::kReduce;
     case Algorithm::kChain:
       return kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce;
+    case Algorithm::kOneShot:
+      return kind == CollectiveKind::kAllReduce;
     case Algorithm::kAuto:
       return true;
   }
@@ -56,6 +58,7 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int
   if (nranks <= 1) return alpha;
   switch (kind) {
     case CollectiveKind::kAllReduce:
+      if (algorithm == Algorithm::kOneShot) return alpha + (n - 1) * s / beta;
       if (algorithm == Algorithm::kTree) {
         const double chunks = ceilDivD(s, 2 * c * k);
         return (2 * d + 1 + 8 * (chunks * c - 1)) * alpha + 2 * s / beta;
@@ -86,10 +89,13 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int
 TuneDecision decide(CollectiveKind kind, size_t bytes, int nranks, const TuneLimits& limits,
                     const TuneConstants& constants) {
   std::vector<Algorithm> algorithms;
-  if (limits.forced != Algorithm::kAuto && algorithmSupports(limits.forced, kind)) {
+  const bool oneShotFits = kind == CollectiveKind::kAllReduce && nranks == 2;
+  if (limits.forced != Algorithm::kAuto && algorithmSupports(limits.forced, kind) &&
+      (limits.forced != Algorithm::kOneShot || oneShotFits)) {
     algorithms = {limits.forced};
   } else if (kind == CollectiveKind::kAllReduce) {
     algorithms = {Algorithm::kRing, Algorithm::kTree};
+    if (oneShotFits && bytes <= kOneShotMaxBytes) algorithms.push_back(Algorithm::kOneShot);
   } else if (kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce) {
     algorithms = {Algorithm::kChain, Algorithm::kTree};
   } else {
@@ -102,7 +108,9 @@ TuneDecision decide(CollectiveKind kind, size_t bytes, int nranks, const TuneLim
   for (Algorithm algorithm : algorithms) {
     for (size_t chunk : chunks) {
       int channels = std::max(1, limits.maxChannels);
-      if (!limits.channelsFixed) {
+      if (algorithm == Algorithm::kOneShot) {
+        channels = 1;  // one message each way, on channel 0
+      } else if (!limits.channelsFixed) {
         const size_t perChannel =
             algorithm == Algorithm::kTree && kind == CollectiveKind::kAllReduce ? 2 * chunk : chunk;
         channels = static_cast<int>(std::clamp<size_t>(bytes / perChannel, 1, channels));
