@@ -3,6 +3,7 @@
 # between the same two namespace hosts (tools/netns_harness.sh), interleaved rounds.
 #
 #   bench/ucx_vs_perftest.sh [--build DIR] [--rounds R] [--size 64M] [--ucx-env "K=V ..."]
+#                            [--perftest-poll]
 #
 # Every round runs, in this order, on the same veth pair and with the same UCX_TLS
 # (default tcp):
@@ -18,6 +19,10 @@
 # a 2-rank ring all-reduce moves S/2 bytes each way per phase, 2 phases, so its busbw
 # (algbw x 2(n-1)/n = S / t) is the per-direction rate: compare it with perftest-bidir
 # (per direction, both directions busy), and with perftest-chunk as an upper bound.
+# perftest runs with `-I -E sleep` (it blocks on the worker's event fd when idle, as
+# collie's engine does after COLLIE_BUSY_POLL): its default busy polling collapses to
+# 0.14-0.4 GB/s when the 2 cores are shared with other work (2.7 GB/s with sleep at the
+# same time); --perftest-poll restores it for a quiet machine.
 # Needs root (namespaces) and ucx_perftest; exit 77 otherwise.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,13 +30,15 @@ build="$here/build"
 rounds=5
 size=64M
 ucx_env=""
+pt_mode="-I -E sleep"
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
     --size) size="$2"; shift 2 ;;
     --ucx-env) ucx_env="$2"; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    --perftest-poll) pt_mode=""; shift ;;
+    -h|--help) sed -n "2,28p" "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -49,8 +56,6 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 secret=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 
-# perftest iterations: about 256 MiB per run; collie: 10 timed all-reduces.
-pt_iters() { echo $(((256 << 20) / $1 + 1)); }
 cat >"$out/host.sh" <<EOF
 #!/bin/bash
 # Runs in both namespaces at once. perftest prints results on its client side, so the
@@ -61,8 +66,8 @@ peer=\$([ \$i = 0 ] && echo \$COLLIE_NETNS_MASTER | sed 's/\.1\$/.2/' || echo \$
 port=23000
 perftest() { # name size [bidir]
   port=\$((port + 2))
-  local n=\$(( (256 << 20) / \$2 + 1 )) w=\$(( (32 << 20) / \$2 + 1 ))
-  local args="-t tag_bw -s \$2 -n \$n -w \$w -f"
+  local n=\$(( (1024 << 20) / \$2 + 1 )) w=\$(( (64 << 20) / \$2 + 1 ))
+  local args="-t tag_bw -s \$2 -n \$n -w \$w -f $pt_mode"
   if [ \$i = 0 ]; then
     if [ "\${3:-}" = bidir ]; then
       (sleep 0.3; ucx_perftest \$args -p \$((port + 1)) \$peer >"$out/\$1.rev.\$port" 2>&1) &
@@ -101,7 +106,7 @@ chmod +x "$out/host.sh"
 # ucx_perftest -f: last line "Final: ... <MB/s average> ..." columns vary by version;
 # take the bandwidth average (MB/s, 2^20 bytes) column from its header.
 pt_gbs() { # file -> GB/s (1e9): the last result row's average bandwidth (MB/s)
-  awk '/^ +[0-9]+ +[0-9.]+ / {bw = $(NF-3)} END {if (bw != "") print bw * 1048576 / 1e9}' "$1"
+  awk '/^ +[0-9]+ +[0-9.]+ / {bw = $5} END {if (bw != "") print bw * 1048576 / 1e9}' "$1"
 }
 collie_gbs() { # file -> busbw GB/s (column busbw of the out-of-place row)
   awk -v want="$bytes" '$1 == want {print $8; exit}' "$1"

@@ -131,7 +131,7 @@ Status UcxConnection::postSend(const void* data, size_t bytes, uint64_t tag, Com
   putLe(op->buffer.data() + 16, bytes, 8);
   if (inlined && bytes > 0) std::memcpy(op->buffer.data() + kHeaderBytes, data, bytes);
 
-  ucp_ep_h ep = worker_->endpoint(peer_);
+  ucp_ep_h ep = worker_->endpoint(peer_, channel_);
   ucp_request_param_t param{};
   op->headerRequest =
       ucp_tag_send_nbx(ep, op->buffer.data(), op->buffer.size(),
