@@ -14,10 +14,10 @@ Usage: bench/compare.py [--transport shm|tcp] [--netns] [--build DIR] [--trials 
          cannot reach mpirun's PMIx server from another namespace).
 
 Each library runs its whole sweep --trials times (default 3); a run's figure per size
-is the slowest rank's time per call (collie perf: median over calls; MPI and Gloo:
-average over a batch of calls), and the table shows the median over runs of the
-in-place all-reduce of floats (sum). busbw = size / time * 2(n-1)/n. Writes
-results.json, table.md and busbw.png (matplotlib) or busbw.svg into --out.
+is the slowest rank's time per call (collie perf: median over 20 batches of the
+batch's average; MPI: median over 5 batches; Gloo: average over a batch of calls), and
+the table shows the median over runs of the in-place all-reduce of floats (sum).
+busbw = size / time * 2(n-1)/n. Writes results.json, table.md and busbw.png (matplotlib) or busbw.svg into --out.
 """
 import argparse
 import json

@@ -33,35 +33,56 @@ def mlp(width):
 
 def worker(rank, args, name, init_file, out_file):
     # "none": the same step under DDP's no_sync() on gloo: the compute-only floor.
-    backend = "gloo" if name == "none" else name
+    # "collie-shm": collie with torch_collie.shared_allreduce_hook (DDP), or on a
+    # torch_collie.empty_shared tensor (--allreduce).
+    backend = {"none": "gloo", "collie-shm": "collie"}.get(name, name)
     if backend == "collie":
-        import torch_collie  # noqa: F401
+        import torch_collie
     torch.set_num_threads(args.threads)
     dist.init_process_group(backend, init_method="file://" + init_file, rank=rank,
                             world_size=args.world)
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(mlp(args.width),
-                                                bucket_cap_mb=args.bucket_mb)
+                                                bucket_cap_mb=args.bucket_mb,
+                                                gradient_as_bucket_view=args.bucket_view)
+    if name == "collie-shm":
+        model.register_comm_hook(torch_collie.SharedBuckets(), torch_collie.shared_allreduce_hook)
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
     x = torch.randn(args.batch, args.width)
-    times = []
+    # --allreduce: no model step, one all-reduce of a tensor as large as all gradients.
+    flat = None
+    if args.allreduce:
+        n = sum(q.numel() for q in model.parameters())
+        flat = torch_collie.empty_shared(n) if name == "collie-shm" else torch.empty(n)
+        flat.fill_(1)
+    times, cpus = [], []
     for step in range(args.warmup + args.steps):
         dist.barrier()
         start = time.perf_counter()
-        with model.no_sync() if name == "none" else contextlib.nullcontext():
-            loss = model(x).square().mean()
-            opt.zero_grad(set_to_none=False)
-            loss.backward()
-        opt.step()
+        cpu_start = time.process_time()
+        if flat is not None:
+            if name != "none":
+                dist.all_reduce(flat)
+        else:
+            with model.no_sync() if name == "none" else contextlib.nullcontext():
+                loss = model(x).square().mean()
+                opt.zero_grad(set_to_none=False)
+                loss.backward()
+            opt.step()
         elapsed = time.perf_counter() - start
+        cpu = time.process_time() - cpu_start
         if step >= args.warmup:
             times.append(elapsed)
-    # Slowest rank's time per step.
+            cpus.append(cpu)
+    # Slowest rank's time per step; CPU time (all threads of a rank) averaged over ranks.
     t = torch.tensor(times, dtype=torch.float64)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    c = torch.tensor(cpus, dtype=torch.float64)
+    dist.all_reduce(c)
     if rank == 0:
         with open(out_file, "w") as f:
-            f.write(" ".join(f"{v:.6f}" for v in t.tolist()))
+            f.write(" ".join(f"{v:.6f}" for v in t.tolist()) + "\n")
+            f.write(" ".join(f"{v / args.world:.6f}" for v in c.tolist()))
     dist.destroy_process_group()
 
 
@@ -70,13 +91,16 @@ def run(args, backend):
         out = os.path.join(tmp, "times")
         mp.spawn(worker, args=(args, backend, os.path.join(tmp, "init"), out),
                  nprocs=args.world)
-        return [float(v) for v in open(out).read().split()]
+        wall, cpu = open(out).read().split("\n")
+        return [float(v) for v in wall.split()], [float(v) for v in cpu.split()]
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--backends", default="collie,gloo,none",
-                   help="'none' = compute only (DDP no_sync), the floor")
+                   help="'none' = compute only (DDP no_sync), the floor; 'collie-shm' = collie "
+                   "with torch_collie.shared_allreduce_hook (with --allreduce: on a "
+                   "torch_collie.empty_shared tensor, zero-copy)")
     p.add_argument("--world", type=int, default=2)
     p.add_argument("--width", type=int, default=2048)
     p.add_argument("--batch", type=int, default=16)
@@ -85,21 +109,31 @@ def main():
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--bucket-mb", type=float, default=25)
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    p.add_argument("--bucket-view", action="store_true",
+                   help="DDP gradient_as_bucket_view=True (no gradient<->bucket copies)")
+    p.add_argument("--allreduce", action="store_true",
+                   help="time only dist.all_reduce of one tensor of all parameters' size")
     args = p.parse_args()
     params = sum(q.numel() for q in mlp(args.width).parameters())
     print(f"# DDP step, {args.world} ranks, MLP {params / 1e6:.1f}M params "
           f"({params * 4 / 2**20:.0f} MB of gradients), batch {args.batch}, "
-          f"bucket {args.bucket_mb} MB, {args.threads} thread(s)/rank, torch {torch.__version__}")
+          f"bucket {args.bucket_mb} MB{', bucket views' if args.bucket_view else ''}, "
+          f"{args.threads} thread(s)/rank, {'all-reduce only, ' if args.allreduce else ''}"
+          f"torch {torch.__version__}")
     print(f"# load before: {os.getloadavg()[0]:.2f} (1-min average, {os.cpu_count()} CPUs)")
     backends = args.backends.split(",")
     times = {b: [] for b in backends}
+    cpus = {b: [] for b in backends}
     for _ in range(args.rounds):
         for b in backends:
-            times[b] += run(args, b)
+            wall, cpu = run(args, b)
+            times[b] += wall
+            cpus[b] += cpu
     med = {b: statistics.median(v) for b, v in times.items()}
     for b in backends:
-        print(f"{b:8s} median step {med[b] * 1e3:8.1f} ms  (min {min(times[b]) * 1e3:.1f}, "
-              f"max {max(times[b]) * 1e3:.1f}, {len(times[b])} steps)")
+        print(f"{b:11s} median step {med[b] * 1e3:8.1f} ms  (min {min(times[b]) * 1e3:.1f}, "
+              f"max {max(times[b]) * 1e3:.1f}, {len(times[b])} steps)  "
+              f"CPU/rank {statistics.median(cpus[b]) * 1e3:.1f} ms")
     if "none" in med:
         for b in backends:
             if b != "none":

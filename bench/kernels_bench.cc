@@ -6,15 +6,36 @@
 //
 // Names: reduce/<dtype>/<op>/<size>[/inplace][/<variant>]; the best variant is the
 // default, the baseline (SSE2) variant is listed for float and half sum for comparison.
+//
+// The machine's ceiling, on x86-64 with AVX2: stream/memset (write 1), stream/copy (read
+// 1, write 1) and stream/read2write1 (dst = a | b: a reduce's traffic with no math),
+// all with non-temporal stores. At the end it prints every float32 sum variant's
+// bandwidth as a share of stream/read2write1's at 64 MiB (beyond the last-level cache;
+// in cache plain stores beat streaming ones), from interleaved rounds, best of 5 each,
+// so that the ratio survives a shared, busy machine.
+//
+//   collie_kernels_bench --benchmark_filter='stream|reduce/float/sum'
+
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/kernel/reduce_backend.h"
 #include "kernels/cpu/cpu_reduce.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define COLLIE_BENCH_STREAM 1
+#else
+#define COLLIE_BENCH_STREAM 0
+#endif
 
 namespace collie {
 namespace {
@@ -66,7 +87,116 @@ void memcpyBench(benchmark::State& state, size_t bytes) {
                           static_cast<int64_t>(bytes));
 }
 
+#if COLLIE_BENCH_STREAM
+// Non-temporal baselines over 32-byte aligned buffers whose size is a multiple of 128.
+enum class StreamShape { kMemset, kCopy, kRead2Write1 };
+
+__attribute__((target("avx2"))) void streamKernel(StreamShape shape, void* dst, const void* a,
+                                                  const void* b, size_t bytes) {
+  auto* d = static_cast<__m256i*>(dst);
+  const auto* x = static_cast<const __m256i*>(a);
+  const auto* y = static_cast<const __m256i*>(b);
+  const size_t n = bytes / sizeof(__m256i);
+  const __m256i fill = _mm256_set1_epi8(0x3c);
+  for (size_t i = 0; i < n; i += 4) {
+    for (size_t k = i; k < i + 4; ++k) {
+      __m256i v = fill;
+      if (shape != StreamShape::kMemset) v = _mm256_load_si256(x + k);
+      if (shape == StreamShape::kRead2Write1) v = _mm256_or_si256(v, _mm256_load_si256(y + k));
+      _mm256_stream_si256(d + k, v);
+    }
+  }
+  _mm_sfence();
+}
+
+// Bytes of memory traffic per call of `shape` on buffers of `bytes`.
+size_t streamTraffic(StreamShape shape, size_t bytes) {
+  return bytes * (shape == StreamShape::kMemset ? 1 : shape == StreamShape::kCopy ? 2 : 3);
+}
+
+void streamBench(benchmark::State& state, StreamShape shape, size_t bytes) {
+  Buffer a = makeBuffer(bytes), b = makeBuffer(bytes), dst = makeBuffer(bytes);
+  for (auto _ : state) {
+    streamKernel(shape, dst.get(), a.get(), b.get(), bytes);
+    benchmark::DoNotOptimize(dst.get());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(streamTraffic(shape, bytes)));
+}
+
+// Bytes per second of `call` (moving `traffic` bytes), best of one round of at least
+// 20 ms (after one warm-up call): rounds are interleaved by the caller, and the best
+// round is the one least disturbed by other processes on a shared machine.
+template <typename Call>
+double roundRate(Call call, size_t traffic) {
+  call();
+  const auto start = std::chrono::steady_clock::now();
+  std::chrono::duration<double> took{};
+  size_t calls = 0;
+  for (; took.count() < 0.02; ++calls) {
+    call();
+    took = std::chrono::steady_clock::now() - start;
+  }
+  return static_cast<double>(traffic * calls) / took.count();
+}
+
+// Prints the float32 sum kernels' bandwidth as a share of stream/read2write1's on
+// buffers beyond the last-level cache: 5 interleaved rounds each, best of each.
+void printStreamRatio() {
+  const size_t bytes = kSizes[std::size(kSizes) - 1];
+  Buffer a = makeBuffer(bytes), b = makeBuffer(bytes), dst = makeBuffer(bytes);
+  const size_t count = bytes / sizeof(float);
+  std::vector<const ReduceBackend*> backends(cpuReduceBackendVariants().begin(),
+                                             cpuReduceBackendVariants().end());
+  double stream = 0;
+  std::vector<double> best(backends.size(), 0.0);
+  for (int round = 0; round < 5; ++round) {
+    stream = std::max(
+        stream,
+        roundRate(
+            [&] { streamKernel(StreamShape::kRead2Write1, dst.get(), a.get(), b.get(), bytes); },
+            3 * bytes));
+    for (size_t k = 0; k < backends.size(); ++k) {
+      best[k] = std::max(best[k], roundRate(
+                                      [&] {
+                                        backends[k]->reduce(dst.get(), a.get(), b.get(), count,
+                                                            DataType::kFloat32, ReduceOp::kSum, 0);
+                                      },
+                                      3 * bytes));
+    }
+  }
+  std::printf("# streaming-store read2write1, %s: %.1f GB/s (best of 5 rounds)\n",
+              sizeName(bytes).c_str(), stream / 1e9);
+  for (size_t k = 0; k < backends.size(); ++k) {
+    std::printf("# reduce/float/sum/%s/%s: %.1f GB/s = %.0f%% of it\n", sizeName(bytes).c_str(),
+                backends[k]->name, best[k] / 1e9, 100.0 * best[k] / stream);
+  }
+}
+
+bool hasAvx2() { return __builtin_cpu_supports("avx2"); }
+#endif
+
+void registerStream() {
+#if COLLIE_BENCH_STREAM
+  if (!hasAvx2()) return;
+  for (size_t i = 0; i < std::size(kSizes); ++i) {
+    const size_t bytes = kSizes[i];
+    const std::pair<const char*, StreamShape> shapes[] = {
+        {"memset", StreamShape::kMemset},
+        {"copy", StreamShape::kCopy},
+        {"read2write1", StreamShape::kRead2Write1}};
+    for (const auto& [name, shape] : shapes) {
+      benchmark::RegisterBenchmark(("stream/" + std::string(name) + "/" + sizeName(bytes)).c_str(),
+                                   streamBench, shape, bytes)
+          ->UseRealTime();
+    }
+  }
+#endif
+}
+
 void registerAll() {
+  registerStream();
   const ReduceBackend* best = &cpuReduceBackend();
   const ReduceBackend* baseline = cpuReduceBackendVariants()[0];
   for (size_t bytes : kSizes) {
@@ -106,6 +236,9 @@ int main(int argc, char** argv) {
   collie::registerAll();
   benchmark::AddCustomContext("collie_host_backend", collie::cpuReduceBackend().name);
   benchmark::RunSpecifiedBenchmarks();
+#if COLLIE_BENCH_STREAM
+  if (collie::hasAvx2()) collie::printStreamRatio();
+#endif
   benchmark::Shutdown();
   return 0;
 }

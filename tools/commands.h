@@ -23,6 +23,7 @@ struct RunCliOptions {
   std::string secretFile;  // file holding the job secret (32 hex digits), multi-host
   bool tagOutput = false;
   double graceSeconds = 2.0;
+  bool keepGoing = false;  // --keep-going: ranks killed by a signal do not end the job
   std::vector<std::string> command;
 };
 
@@ -70,6 +71,12 @@ struct DdpDemoCliOptions {
   uint64_t seed = 1234;
   std::string checkpointDir;
   bool resume = false;
+  int checkpointEvery = 5;  // with --checkpoint: also after every N-th step (0: only at the end)
+  // Elastic run: on a rank's failure the others shrink the communicator, reload the last
+  // checkpoint and go on (implied by killRank >= 0).
+  bool shrinkOnFailure = false;
+  int killRank = -1;        // this rank SIGKILLs itself ...
+  int64_t killAtStep = -1;  // ... in the backward pass of this step (default: mid-run)
   std::string tracePath;
   std::string svgPath;
 };

@@ -9,6 +9,14 @@
 // communication hidden: (step_a - step_b) / comm_a. Figures are the slowest rank's.
 // Events of every rank are gathered to rank 0 (allGather of fixed-size arrays), which
 // writes a Chrome trace (--trace or COLLIE_TRACE) and an SVG timeline (--svg).
+//
+// Elastic runs (--kill-rank R --kill-at-step K, or --shrink-on-failure): rank R SIGKILLs
+// itself in step K's overlapped backward, right after the first bucket's all-reduce was
+// issued. The survivors' collectives fail naming R; each survivor shrinks the
+// communicator without the failed rank, rebuilds its Reducer and sampler for the new
+// rank and size, reloads the last checkpoint (written every --checkpoint-every steps by
+// whichever rank is rank 0 then) and redoes the steps since. Every rank prints its final
+// loss and a checksum of its parameters at the end.
 #include <dirent.h>
 #include <linux/tcp.h>
 #include <netinet/in.h>
@@ -16,10 +24,13 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,6 +78,17 @@ CLI::App* addDdpDemoCommand(CLI::App& app, DdpDemoCliOptions* o) {
   cmd->add_option("--checkpoint", o->checkpointDir,
                   "directory where rank 0 writes a checkpoint after the last step");
   cmd->add_flag("--resume", o->resume, "start from the checkpoint in --checkpoint");
+  cmd->add_option("--checkpoint-every", o->checkpointEvery,
+                  "with --checkpoint: also write one after every N-th step (0: only at the end)")
+      ->capture_default_str();
+  cmd->add_flag("--shrink-on-failure", o->shrinkOnFailure,
+                "when a rank dies, the others shrink the communicator, reload the last "
+                "checkpoint and finish (run under `collie run --keep-going`)");
+  cmd->add_option("--kill-rank", o->killRank,
+                  "fault drill: this rank SIGKILLs itself in the backward pass of "
+                  "--kill-at-step (implies --shrink-on-failure, needs --checkpoint)");
+  cmd->add_option("--kill-at-step", o->killAtStep,
+                  "step of the --kill-rank drill (default: the middle of the run)");
   cmd->add_option("--trace", o->tracePath, "Chrome-trace JSON output (default: $COLLIE_TRACE)");
   cmd->add_option("--svg", o->svgPath, "SVG timeline of the last step");
   return cmd;
@@ -105,25 +127,95 @@ long long tcpBytesSent() {
   return total;
 }
 
+using SystemClock = std::chrono::system_clock;
+
+double msBetween(SystemClock::time_point a, SystemClock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+int64_t epochUs(SystemClock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
+// Where the --kill-rank victim leaves "<rank> <microseconds since the epoch>" just before
+// it dies, so that survivors on the same host can time their recovery from the kill.
+std::string killStampPath(const std::string& dir) { return dir + "/collie_ddp_killed.txt"; }
+
+// FNV-1a over the parameters' bytes: equal checksums <=> (almost surely) equal replicas.
+uint64_t parameterChecksum(const std::vector<std::span<float>>& params) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const auto& p : params) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(p.data());
+    for (size_t i = 0; i < p.size_bytes(); ++i) h = (h ^ bytes[i]) * 0x100000001b3ull;
+  }
+  return h;
+}
+
+// The sink of the --kill-rank victim's backward: forwards to the Reducer and SIGKILLs
+// this process right after the first bucket's all-reduce was issued, while the rest of
+// backward and the bucket all-reduces are still to come: the hard case for survivors.
+class KillSwitch : public ddp::GradientSink {
+ public:
+  KillSwitch(ddp::Reducer& reducer, std::string stampPath, int rank, uint64_t step)
+      : reducer_(reducer), stampPath_(std::move(stampPath)), rank_(rank), step_(step) {}
+  std::span<float> grad(size_t param) override { return reducer_.grad(param); }
+  Status markReady(size_t param) override {
+    Status status = reducer_.markReady(param);
+    if (++marked_ == reducer_.buckets()[0].params.size()) die();
+    return status;
+  }
+
+ private:
+  [[noreturn]] void die() {
+    std::printf(
+        "# rank %d: --kill-rank: SIGKILL in the backward of step %llu, bucket 0 in flight\n", rank_,
+        static_cast<unsigned long long>(step_));
+    std::fflush(stdout);
+    std::ofstream(stampPath_) << rank_ << " " << epochUs(SystemClock::now()) << "\n";
+    std::raise(SIGKILL);
+    std::abort();  // not reached
+  }
+
+  ddp::Reducer& reducer_;
+  std::string stampPath_;
+  int rank_;
+  uint64_t step_;
+  size_t marked_ = 0;
+};
+
 struct StepFigures {
   double computeA = 0, commA = 0, stepA = 0, computeB = 0, stepB = 0, loss = 0;
 };
 
 class DdpDemo {
  public:
-  DdpDemo(Communicator& comm, const DdpDemoCliOptions& o) : comm_(comm), o_(o) {}
+  DdpDemo(std::unique_ptr<Communicator> comm, const DdpDemoCliOptions& o)
+      : comm_(std::move(comm)), o_(o), firstRank_(comm_->rank()) {}
   Status run();
+  Communicator& comm() { return *comm_; }
 
  private:
   Status setUp();
+  Status checkElasticOptions();
+  Status applyCheckpoint(const ddp::Checkpoint& c);
+  Status buildDistributed();  // Reducer and sampler for the current communicator
+  Status trainStep(uint64_t step);
+  Status recover(const Status& failure, uint64_t failedStep, uint64_t* resumeStep);
   Status pass(int step, int phase, const std::vector<float>& x, const std::vector<float>& y,
               double* computeMs, double* totalMs, double* loss);
+  void printSummary() const;
   Status writeOutputs(int lastStep);
-  Status saveCheckpoint(uint64_t step, uint64_t epoch);
-  bool root() const { return comm_.rank() == 0; }
+  Status saveCheckpoint(uint64_t step);
+  bool root() const { return comm_->rank() == 0; }
+  bool elastic() const { return o_.shrinkOnFailure || o_.killRank >= 0; }
+  size_t stepsPerEpoch() const {
+    return std::max<size_t>(1, sampler_->numSamples() / static_cast<size_t>(o_.batch));
+  }
 
-  Communicator& comm_;
+  std::unique_ptr<Communicator> comm_;
   const DdpDemoCliOptions& o_;
+  const int firstRank_;  // this rank in the job as started
+  int failures_ = 0;
   std::unique_ptr<ddp::Mlp> model_;
   std::unique_ptr<ddp::Reducer> reducer_;
   std::unique_ptr<ddp::Optimizer> optimizer_;
@@ -133,7 +225,78 @@ class DdpDemo {
   std::vector<std::span<float>> params_;
   ddp::Timeline timeline_;
   uint64_t startStep_ = 0;
+  uint64_t killStep_ = 0;
+  SystemClock::time_point stepStart_{};
+  // Per-step figures (the first step after start or recovery is not counted).
+  std::vector<double> sums_ = std::vector<double>(4, 0.0);
+  std::vector<double> hiddenPerStep_;
+  int counted_ = 0;
+  bool warm_ = false;
+  double lastLoss_ = 0;
 };
+
+Status DdpDemo::applyCheckpoint(const ddp::Checkpoint& c) {
+  if (c.params.size() != params_.size() || c.optimizer != optimizer_->name() ||
+      c.optimizerState.size() != optimizer_->state().size()) {
+    return invalidArgument("ddp-demo: checkpoint does not match this model/optimizer");
+  }
+  for (size_t p = 0; p < params_.size(); ++p) {
+    if (c.params[p].size() != params_[p].size()) {
+      return invalidArgument("ddp-demo: checkpoint parameter " + std::to_string(p) +
+                             " has another size; use the same --layers/--params-per-layer");
+    }
+  }
+  for (size_t k = 0; k < c.optimizerState.size(); ++k) {
+    if (c.optimizerState[k].size() != optimizer_->state()[k].size()) {
+      return invalidArgument("ddp-demo: checkpoint optimizer state has another shape");
+    }
+  }
+  for (size_t p = 0; p < params_.size(); ++p) {
+    std::copy(c.params[p].begin(), c.params[p].end(), params_[p].begin());
+  }
+  optimizer_->state() = c.optimizerState;
+  optimizer_->steps() = c.optimizerSteps;
+  return Status::ok();
+}
+
+Status DdpDemo::buildDistributed() {
+  reducer_.reset();
+  ddp::ReducerOptions ro;
+  ro.bucketCapMb = o_.bucketCapMb;
+  ro.firstBucketMb = o_.firstBucketMb;
+  ro.timeline = &timeline_;
+  Result<std::unique_ptr<ddp::Reducer>> reducer = ddp::Reducer::create(comm_.get(), params_, ro);
+  if (!reducer.isOk()) return reducer.status();
+  reducer_ = std::move(*reducer);
+  sampler_ = std::make_unique<ddp::DistributedSampler>(o_.datasetSize, comm_->size(), comm_->rank(),
+                                                       o_.seed);
+  warm_ = false;
+  return Status::ok();
+}
+
+Status DdpDemo::checkElasticOptions() {
+  if (o_.checkpointEvery < 0) return invalidArgument("ddp-demo: --checkpoint-every must be >= 0");
+  if (!elastic()) return Status::ok();
+  if (o_.checkpointDir.empty()) {
+    return invalidArgument(
+        "ddp-demo: --kill-rank and --shrink-on-failure need --checkpoint DIR (survivors resume "
+        "from the last checkpoint written there)");
+  }
+  if (o_.killRank < 0) return Status::ok();
+  if (o_.killRank >= comm_->size() || comm_->size() < 2) {
+    return invalidArgument("ddp-demo: --kill-rank " + std::to_string(o_.killRank) +
+                           " is outside [0, " + std::to_string(comm_->size()) +
+                           ") or leaves no survivor");
+  }
+  killStep_ = o_.killAtStep >= 0 ? static_cast<uint64_t>(o_.killAtStep)
+                                 : startStep_ + static_cast<uint64_t>(o_.steps) / 2;
+  if (killStep_ < startStep_ || killStep_ >= startStep_ + static_cast<uint64_t>(o_.steps)) {
+    return invalidArgument("ddp-demo: --kill-at-step " + std::to_string(killStep_) +
+                           " is outside the steps of this run [" + std::to_string(startStep_) +
+                           ", " + std::to_string(startStep_ + o_.steps) + ")");
+  }
+  return Status::ok();
+}
 
 Status DdpDemo::setUp() {
   ddp::ComputeMode mode;
@@ -156,53 +319,26 @@ Status DdpDemo::setUp() {
   if (!optimizer_) {
     return invalidArgument("ddp-demo: --optimizer must be sgd or adam, not '" + o_.optimizer + "'");
   }
-  uint64_t epoch = 0;
   if (o_.resume) {
     if (o_.checkpointDir.empty()) return invalidArgument("ddp-demo: --resume needs --checkpoint");
     Result<ddp::Checkpoint> c = ddp::loadCheckpoint(ddp::checkpointPath(o_.checkpointDir));
-    if (!c.isOk()) return c.status().withContext("ddp-demo: rank " + std::to_string(comm_.rank()));
-    if (c->params.size() != params_.size() || c->optimizer != optimizer_->name() ||
-        c->optimizerState.size() != optimizer_->state().size()) {
-      return invalidArgument("ddp-demo: checkpoint does not match this model/optimizer");
-    }
-    for (size_t p = 0; p < params_.size(); ++p) {
-      if (c->params[p].size() != params_[p].size()) {
-        return invalidArgument("ddp-demo: checkpoint parameter " + std::to_string(p) +
-                               " has another size; use the same --layers/--params-per-layer");
-      }
-      std::copy(c->params[p].begin(), c->params[p].end(), params_[p].begin());
-    }
-    for (size_t k = 0; k < c->optimizerState.size(); ++k) {
-      if (c->optimizerState[k].size() != optimizer_->state()[k].size()) {
-        return invalidArgument("ddp-demo: checkpoint optimizer state has another shape");
-      }
-    }
-    optimizer_->state() = c->optimizerState;
-    optimizer_->steps() = c->optimizerSteps;
+    if (!c.isOk()) return c.status().withContext("ddp-demo: rank " + std::to_string(comm_->rank()));
+    COLLIE_RETURN_IF_ERROR(applyCheckpoint(*c));
     startStep_ = c->step;
-    epoch = c->epoch;
   }
-  ddp::ReducerOptions ro;
-  ro.bucketCapMb = o_.bucketCapMb;
-  ro.firstBucketMb = o_.firstBucketMb;
-  ro.timeline = &timeline_;
-  Result<std::unique_ptr<ddp::Reducer>> reducer = ddp::Reducer::create(&comm_, params_, ro);
-  if (!reducer.isOk()) return reducer.status();
-  reducer_ = std::move(*reducer);
+  COLLIE_RETURN_IF_ERROR(checkElasticOptions());
+  COLLIE_RETURN_IF_ERROR(buildDistributed());
   burner_ = std::make_unique<ddp::ComputeBurner>(mode, o_.msPerLayer);
   data_ = std::make_unique<ddp::SyntheticDataset>(o_.datasetSize, dim, o_.seed);
-  sampler_ = std::make_unique<ddp::DistributedSampler>(o_.datasetSize, comm_.size(), comm_.rank(),
-                                                       o_.seed);
-  sampler_->setEpoch(epoch);
 
   if (root()) {
-    const size_t n = comm_.size();
+    const size_t n = comm_->size();
     double psiBytes = static_cast<double>(reducer_->totalElements()) * sizeof(float);
     std::printf(
         "# collie ddp-demo: %d ranks, %d layers of %dx%d (+bias) = %zu parameters "
         "(%.2f MiB of float32 gradients), batch %d per rank, %s compute %.1f ms/layer "
         "(%s), optimizer %s%s\n",
-        comm_.size(), o_.layers, dim, dim, reducer_->totalElements(), psiBytes / (1 << 20),
+        comm_->size(), o_.layers, dim, dim, reducer_->totalElements(), psiBytes / (1 << 20),
         o_.batch, o_.compute.c_str(), o_.msPerLayer,
         o_.compute == "fma" ? "busy multiply-add loop" : "host idle", optimizer_->name().c_str(),
         o_.resume ? (", resumed at step " + std::to_string(startStep_)).c_str() : "");
@@ -228,13 +364,17 @@ Status DdpDemo::setUp() {
 // One forward + backward + finalize; phase 0 = no overlap, 1 = overlap.
 Status DdpDemo::pass(int step, int phase, const std::vector<float>& x, const std::vector<float>& y,
                      double* computeMs, double* totalMs, double* loss) {
-  timeline_.setContext(comm_.rank(), step, phase);
+  timeline_.setContext(comm_->rank(), step, phase);
   reducer_->setOverlap(phase == 1);
   reducer_->zeroGrad();
-  COLLIE_RETURN_IF_ERROR(barrier(comm_));
+  COLLIE_RETURN_IF_ERROR(barrier(*comm_));
   double t0 = timeline_.nowUs();
   model_->forward(x.data(), o_.batch, &timeline_);
-  Result<double> l = model_->backward(y.data(), *reducer_, 1.0f, burner_.get(), &timeline_);
+  const bool kill = phase == 1 && failures_ == 0 && firstRank_ == o_.killRank &&
+                    static_cast<uint64_t>(step) == killStep_;
+  KillSwitch killSwitch(*reducer_, killStampPath(o_.checkpointDir), firstRank_, step);
+  ddp::GradientSink& sink = kill ? static_cast<ddp::GradientSink&>(killSwitch) : *reducer_;
+  Result<double> l = model_->backward(y.data(), sink, 1.0f, burner_.get(), &timeline_);
   if (!l.isOk()) return l.status();
   double t1 = timeline_.nowUs();
   COLLIE_RETURN_IF_ERROR(reducer_->finalize());
@@ -246,96 +386,175 @@ Status DdpDemo::pass(int step, int phase, const std::vector<float>& x, const std
   return Status::ok();
 }
 
+Status DdpDemo::trainStep(uint64_t step) {
+  stepStart_ = SystemClock::now();
+  sampler_->setEpoch(step / stepsPerEpoch());
+  std::vector<size_t> all = sampler_->indices();
+  size_t first = (step % stepsPerEpoch()) * o_.batch;
+  std::vector<size_t> mine;
+  for (int k = 0; k < o_.batch; ++k) mine.push_back(all[(first + k) % all.size()]);
+  std::vector<float> x, y;
+  data_->batch(mine, &x, &y);
+
+  double f[7] = {0};  // computeA, totalA, computeB, totalB, loss, sent, (unused)
+  double lossA = 0;
+  COLLIE_RETURN_IF_ERROR(pass(static_cast<int>(step), 0, x, y, &f[0], &f[1], &lossA));
+  long long before = tcpBytesSent();
+  COLLIE_RETURN_IF_ERROR(pass(static_cast<int>(step), 1, x, y, &f[2], &f[3], &f[4]));
+  long long after = tcpBytesSent();
+  f[5] = (before >= 0 && after >= 0) ? static_cast<double>(after - before) : -1;
+  optimizer_->step(params_, *reducer_);
+
+  // Slowest rank's times; largest and smallest bytes sent (min as max of -x).
+  double maxes[6] = {f[0], f[1], f[2], f[3], f[5], -f[5]};
+  COLLIE_RETURN_IF_ERROR(
+      waitFor(comm_->allReduce(maxes, maxes, 6, DataType::kFloat64, ReduceOp::kMax), "max"));
+  double lossAvg = f[4];
+  COLLIE_RETURN_IF_ERROR(
+      waitFor(comm_->allReduce(&lossAvg, &lossAvg, 1, DataType::kFloat64, ReduceOp::kAvg), "loss"));
+  lastLoss_ = lossAvg;
+  double commA = maxes[1] - maxes[0];
+  double hidden = commA > 0 ? std::clamp((maxes[1] - maxes[3]) / commA, 0.0, 1.0) : 1.0;
+  if (warm_ || o_.steps == 1) {
+    sums_[0] += maxes[0];
+    sums_[1] += commA;
+    sums_[2] += maxes[1];
+    sums_[3] += maxes[3];
+    hiddenPerStep_.push_back(hidden);
+    ++counted_;
+  }
+  warm_ = true;
+  if (root()) {
+    char sent[48];
+    double sentMax = maxes[4], sentMin = -maxes[5];
+    if (sentMin > 0 && sentMin == sentMax) {
+      std::snprintf(sent, sizeof(sent), "%.0f", sentMax);
+    } else if (sentMin > 0) {
+      std::snprintf(sent, sizeof(sent), "%.0f..%.0f", sentMin, sentMax);
+    } else {
+      std::snprintf(sent, sizeof(sent), "n/a(shm)");
+    }
+    std::printf("%5llu %9.5f %10.1f %10.1f %10.1f %10.1f %10.1f %6.0f%% %12s\n",
+                static_cast<unsigned long long>(step), lossAvg, maxes[0], commA, maxes[1], maxes[2],
+                maxes[3], 100 * hidden, sent);
+    std::fflush(stdout);
+  }
+  return Status::ok();
+}
+
 Status DdpDemo::run() {
   COLLIE_RETURN_IF_ERROR(setUp());
-  COLLIE_RETURN_IF_ERROR(barrier(comm_));
+  COLLIE_RETURN_IF_ERROR(barrier(*comm_));
   timeline_.resetEpoch();
-  const size_t perEpoch = std::max<size_t>(1, sampler_->numSamples() / o_.batch);
-  std::vector<double> sums(4, 0.0);
-  std::vector<double> hiddenPerStep;
-  int counted = 0;
+  // An elastic run always has a checkpoint to fall back on, even before the first
+  // periodic one.
+  if (elastic() && !o_.resume) COLLIE_RETURN_IF_ERROR(saveCheckpoint(startStep_));
+  const uint64_t endStep = startStep_ + static_cast<uint64_t>(o_.steps);
   uint64_t step = startStep_;
-  for (int s = 0; s < o_.steps; ++s, ++step) {
-    sampler_->setEpoch(step / perEpoch);
-    std::vector<size_t> all = sampler_->indices();
-    size_t first = (step % perEpoch) * o_.batch;
-    std::vector<size_t> mine;
-    for (int k = 0; k < o_.batch; ++k) mine.push_back(all[(first + k) % all.size()]);
-    std::vector<float> x, y;
-    data_->batch(mine, &x, &y);
-
-    double f[7] = {0};  // computeA, totalA, computeB, totalB, loss, sent, (unused)
-    double lossA = 0;
-    COLLIE_RETURN_IF_ERROR(pass(static_cast<int>(step), 0, x, y, &f[0], &f[1], &lossA));
-    long long before = tcpBytesSent();
-    COLLIE_RETURN_IF_ERROR(pass(static_cast<int>(step), 1, x, y, &f[2], &f[3], &f[4]));
-    long long after = tcpBytesSent();
-    f[5] = (before >= 0 && after >= 0) ? static_cast<double>(after - before) : -1;
-    optimizer_->step(params_, *reducer_);
-
-    // Slowest rank's times; largest and smallest bytes sent (min as max of -x).
-    double maxes[6] = {f[0], f[1], f[2], f[3], f[5], -f[5]};
-    COLLIE_RETURN_IF_ERROR(
-        waitFor(comm_.allReduce(maxes, maxes, 6, DataType::kFloat64, ReduceOp::kMax), "max"));
-    double lossAvg = f[4];
-    COLLIE_RETURN_IF_ERROR(waitFor(
-        comm_.allReduce(&lossAvg, &lossAvg, 1, DataType::kFloat64, ReduceOp::kAvg), "loss"));
-    double commA = maxes[1] - maxes[0];
-    double hidden = commA > 0 ? std::clamp((maxes[1] - maxes[3]) / commA, 0.0, 1.0) : 1.0;
-    if (s > 0 || o_.steps == 1) {
-      sums[0] += maxes[0];
-      sums[1] += commA;
-      sums[2] += maxes[1];
-      sums[3] += maxes[3];
-      hiddenPerStep.push_back(hidden);
-      ++counted;
+  while (step < endStep) {
+    Status status = trainStep(step);
+    const bool periodic = o_.checkpointEvery > 0 && !o_.checkpointDir.empty() &&
+                          (step + 1) % static_cast<uint64_t>(o_.checkpointEvery) == 0 &&
+                          step + 1 < endStep;
+    if (status.isOk() && periodic) status = saveCheckpoint(step + 1);
+    if (status.isOk()) {
+      ++step;
+      continue;
     }
-    if (root()) {
-      char sent[48];
-      double sentMax = maxes[4], sentMin = -maxes[5];
-      if (sentMin > 0 && sentMin == sentMax) {
-        std::snprintf(sent, sizeof(sent), "%.0f", sentMax);
-      } else if (sentMin > 0) {
-        std::snprintf(sent, sizeof(sent), "%.0f..%.0f", sentMin, sentMax);
-      } else {
-        std::snprintf(sent, sizeof(sent), "n/a(shm)");
-      }
-      std::printf("%5llu %9.5f %10.1f %10.1f %10.1f %10.1f %10.1f %6.0f%% %12s\n",
-                  static_cast<unsigned long long>(step), lossAvg, maxes[0], commA, maxes[1],
-                  maxes[2], maxes[3], 100 * hidden, sent);
-      std::fflush(stdout);
-    }
+    if (!elastic()) return status;
+    COLLIE_RETURN_IF_ERROR(recover(status, step, &step));
   }
-  if (root() && counted > 0) {
-    double c = sums[0] / counted, m = sums[1] / counted, a = sums[2] / counted,
-           b = sums[3] / counted;
-    std::printf(
-        "# mean over %d steps%s: compute %.1f ms, communication %.1f ms (%.0f%% of "
-        "compute), step without overlap %.1f ms, with bucketed overlap %.1f ms "
-        "(%.2fx), communication hidden %.0f%%\n",
-        counted, o_.steps > 1 ? " (first step excluded)" : "", c, m, 100 * m / c, a, b, a / b,
-        m > 0 ? 100 * std::clamp((a - b) / m, 0.0, 1.0) : 100.0);
-    std::sort(hiddenPerStep.begin(), hiddenPerStep.end());
-    size_t h = hiddenPerStep.size();
-    double median =
-        h % 2 ? hiddenPerStep[h / 2] : (hiddenPerStep[h / 2 - 1] + hiddenPerStep[h / 2]) / 2;
-    std::printf("# communication hidden per step: median %.0f%%, min %.0f%%, max %.0f%%\n",
-                100 * median, 100 * hiddenPerStep.front(), 100 * hiddenPerStep.back());
-    std::printf(
-        "# sent_bytes: bytes each rank sent on its TCP sockets in step (b) (min..max over ranks), "
-        "from TCP_INFO (run with COLLIE_TRANSPORT=tcp); shared-memory copies are not counted\n");
-  }
-  if (!o_.checkpointDir.empty()) {
-    COLLIE_RETURN_IF_ERROR(saveCheckpoint(step, step / perEpoch));
-  }
+  printSummary();
+  if (!o_.checkpointDir.empty()) COLLIE_RETURN_IF_ERROR(saveCheckpoint(step));
+  std::printf(
+      "# final: rank %d of %d (started as rank %d), step %llu, loss %.9g, parameter checksum "
+      "%016llx%s\n",
+      comm_->rank(), comm_->size(), firstRank_, static_cast<unsigned long long>(step), lastLoss_,
+      static_cast<unsigned long long>(parameterChecksum(params_)),
+      failures_ > 0 ? (", after " + std::to_string(failures_) + " failure(s)").c_str() : "");
+  std::fflush(stdout);
   return writeOutputs(static_cast<int>(step) - 1);
 }
 
-Status DdpDemo::saveCheckpoint(uint64_t step, uint64_t epoch) {
+// After a failed step: find the failed rank, shrink, reload the last checkpoint and
+// rebuild what depends on the rank and size. Every survivor must name the same rank.
+Status DdpDemo::recover(const Status& failure, uint64_t failedStep, uint64_t* resumeStep) {
+  const SystemClock::time_point detected = SystemClock::now();
+  Status sticky = comm_->asyncError();
+  const int dead = !sticky.isOk() ? sticky.peer() : failure.peer();
+  const int oldRank = comm_->rank();
+  if (dead < 0 || dead == oldRank || comm_->size() < 2) {
+    return failure.withContext("ddp-demo: rank " + std::to_string(oldRank) +
+                               " cannot shrink: the error names no other failed rank");
+  }
+  std::printf("# rank %d: step %llu failed: %s\n", oldRank,
+              static_cast<unsigned long long>(failedStep), failure.toString().c_str());
+  // Time from the kill when the victim left its stamp here (same host), else from the
+  // start of the failed step.
+  SystemClock::time_point since = stepStart_;
+  std::string sinceWhat = "the start of step " + std::to_string(failedStep);
+  int stampRank = -1;
+  int64_t stampUs = 0;
+  if (std::ifstream(killStampPath(o_.checkpointDir)) >> stampRank >> stampUs && stampRank == dead) {
+    since = SystemClock::time_point(std::chrono::microseconds(stampUs));
+    sinceWhat = "the kill";
+  }
+  reducer_.reset();  // its in-flight all-reduces have failed; it refers to the old comm
+  const auto shrinkStart = SystemClock::now();
+  Result<std::unique_ptr<Communicator>> next = comm_->shrink({dead});
+  if (!next.isOk()) {
+    return next.status().withContext("ddp-demo: rank " + std::to_string(oldRank) +
+                                     " shrinking after the failure of rank " +
+                                     std::to_string(dead));
+  }
+  comm_ = std::move(*next);
+  const double shrinkMs = msBetween(shrinkStart, SystemClock::now());
+  ++failures_;
+
+  Result<ddp::Checkpoint> c = ddp::loadCheckpoint(ddp::checkpointPath(o_.checkpointDir));
+  if (!c.isOk()) return c.status().withContext("ddp-demo: reloading after a failure");
+  COLLIE_RETURN_IF_ERROR(applyCheckpoint(*c));
+  COLLIE_RETURN_IF_ERROR(buildDistributed());
+  COLLIE_RETURN_IF_ERROR(barrier(*comm_));
+  *resumeStep = c->step;
+  std::printf(
+      "# rank %d (was %d): detected failure of rank %d after %.0f ms, shrunk to %d ranks in "
+      "%.0f ms, resumed from step %llu (redoing %llu steps), training again %.0f ms after %s\n",
+      comm_->rank(), oldRank, dead, msBetween(since, detected), comm_->size(), shrinkMs,
+      static_cast<unsigned long long>(c->step),
+      static_cast<unsigned long long>(failedStep - c->step), msBetween(since, SystemClock::now()),
+      sinceWhat.c_str());
+  std::fflush(stdout);
+  if (root()) std::remove(killStampPath(o_.checkpointDir).c_str());
+  return Status::ok();
+}
+
+void DdpDemo::printSummary() const {
+  if (!root() || counted_ == 0) return;
+  double c = sums_[0] / counted_, m = sums_[1] / counted_, a = sums_[2] / counted_,
+         b = sums_[3] / counted_;
+  std::printf(
+      "# mean over %d steps%s: compute %.1f ms, communication %.1f ms (%.0f%% of "
+      "compute), step without overlap %.1f ms, with bucketed overlap %.1f ms "
+      "(%.2fx), communication hidden %.0f%%\n",
+      counted_, o_.steps > 1 ? " (first step excluded)" : "", c, m, 100 * m / c, a, b, a / b,
+      m > 0 ? 100 * std::clamp((a - b) / m, 0.0, 1.0) : 100.0);
+  std::vector<double> hidden = hiddenPerStep_;
+  std::sort(hidden.begin(), hidden.end());
+  size_t h = hidden.size();
+  double median = h % 2 ? hidden[h / 2] : (hidden[h / 2 - 1] + hidden[h / 2]) / 2;
+  std::printf("# communication hidden per step: median %.0f%%, min %.0f%%, max %.0f%%\n",
+              100 * median, 100 * hidden.front(), 100 * hidden.back());
+  std::printf(
+      "# sent_bytes: bytes each rank sent on its TCP sockets in step (b) (min..max over ranks), "
+      "from TCP_INFO (run with COLLIE_TRANSPORT=tcp); shared-memory copies are not counted\n");
+}
+
+Status DdpDemo::saveCheckpoint(uint64_t step) {
   if (root()) {
     ddp::Checkpoint c;
     c.step = step;
-    c.epoch = epoch;
+    c.epoch = step / stepsPerEpoch();
     c.optimizer = optimizer_->name();
     c.optimizerSteps = optimizer_->steps();
     for (const auto& p : params_) c.params.emplace_back(p.begin(), p.end());
@@ -344,8 +563,9 @@ Status DdpDemo::saveCheckpoint(uint64_t step, uint64_t epoch) {
     std::printf("# checkpoint written: %s (step %llu)\n",
                 ddp::checkpointPath(o_.checkpointDir).c_str(),
                 static_cast<unsigned long long>(step));
+    std::fflush(stdout);
   }
-  return barrier(comm_);  // nobody resumes from a file still being written
+  return barrier(*comm_);  // nobody resumes from a file still being written
 }
 
 Status DdpDemo::writeOutputs(int lastStep) {
@@ -358,15 +578,15 @@ Status DdpDemo::writeOutputs(int lastStep) {
   std::vector<ddp::TimelineEvent> mine = timeline_.events();
   double capacity = static_cast<double>(mine.size());
   COLLIE_RETURN_IF_ERROR(waitFor(
-      comm_.allReduce(&capacity, &capacity, 1, DataType::kFloat64, ReduceOp::kMax), "count"));
+      comm_->allReduce(&capacity, &capacity, 1, DataType::kFloat64, ReduceOp::kMax), "count"));
   size_t cap = static_cast<size_t>(capacity);
   std::vector<double> send = ddp::toDoubles(mine, cap);
-  std::vector<double> all(send.size() * comm_.size());
+  std::vector<double> all(send.size() * comm_->size());
   COLLIE_RETURN_IF_ERROR(waitFor(
-      comm_.allGather(send.data(), all.data(), send.size(), DataType::kFloat64), "gather events"));
+      comm_->allGather(send.data(), all.data(), send.size(), DataType::kFloat64), "gather events"));
   if (!root()) return Status::ok();
   std::vector<ddp::TimelineEvent> events;
-  for (int r = 0; r < comm_.size(); ++r) {
+  for (int r = 0; r < comm_->size(); ++r) {
     auto part = ddp::fromDoubles(all.data() + r * send.size(), cap);
     events.insert(events.end(), part.begin(), part.end());
   }
@@ -378,11 +598,11 @@ Status DdpDemo::writeOutputs(int lastStep) {
     char title[256];
     std::snprintf(title, sizeof(title),
                   "collie ddp-demo: %d ranks, %d layers, %.1f MiB of gradients, %zu buckets",
-                  comm_.size(), o_.layers,
+                  comm_->size(), o_.layers,
                   reducer_->totalElements() * sizeof(float) / double(1 << 20),
                   reducer_->buckets().size());
     COLLIE_RETURN_IF_ERROR(ddp::writeFileAtomically(
-        o_.svgPath, ddp::timelineSvg(events, lastStep, comm_.size(), title)));
+        o_.svgPath, ddp::timelineSvg(events, lastStep, comm_->size(), title)));
     std::printf("# SVG timeline of step %d: %s\n", lastStep, o_.svgPath.c_str());
   }
   return Status::ok();
@@ -391,17 +611,27 @@ Status DdpDemo::writeOutputs(int lastStep) {
 }  // namespace
 
 int runDdpDemo(const DdpDemoCliOptions& options) {
+  // `collie run` ends the whole job when a rank dies, unless --keep-going.
+  const char* keepGoing = std::getenv("COLLIE_KEEP_GOING");
+  if (options.killRank >= 0 && std::getenv("COLLIE_UNIQUE_ID") != nullptr &&
+      (keepGoing == nullptr || std::string(keepGoing) != "1")) {
+    std::fprintf(stderr,
+                 "collie ddp-demo: --kill-rank needs `collie run --keep-going`: without it the "
+                 "launcher ends the whole job when rank %d dies\n",
+                 options.killRank);
+    return 2;
+  }
   Result<std::unique_ptr<Communicator>> comm = Communicator::createFromEnvironment();
   if (!comm.isOk()) {
     std::fprintf(stderr, "collie ddp-demo: %s\n", comm.status().toString().c_str());
     return 1;
   }
-  DdpDemo demo(**comm, options);
+  DdpDemo demo(std::move(*comm), options);
   Status status = demo.run();
   if (!status.isOk()) {
-    std::fprintf(stderr, "collie ddp-demo: rank %d: %s\n", (*comm)->rank(),
+    std::fprintf(stderr, "collie ddp-demo: rank %d: %s\n", demo.comm().rank(),
                  status.toString().c_str());
-    (*comm)->abort();
+    demo.comm().abort();
     return 1;
   }
   return 0;

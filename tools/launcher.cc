@@ -39,6 +39,7 @@ struct Stream {
 struct Rank {
   pid_t pid = -1;
   bool running = false;
+  int waitStatus = 0;  // from waitpid, once !running
   Stream out;
   Stream err;
 };
@@ -136,6 +137,8 @@ class Supervisor {
   void reap();
   void onSignal(int sig);
   void failJob(int exitStatus);
+  void report(size_t r, int status) const;
+  int keepGoingStatus() const;
   void signalRunning(int sig);
   bool anyRunning() const;
   bool anyStreamOpen() const;
@@ -193,6 +196,18 @@ void Supervisor::failJob(int exitStatus) {
   killAt_ = SteadyClock::now() + spec_.grace;
 }
 
+void Supervisor::report(size_t r, int status) const {
+  if (WIFEXITED(status)) {
+    std::fprintf(stderr, "collie run: rank %zu exited with status %d%s\n", r, WEXITSTATUS(status),
+                 spec_.keepGoing ? "; --keep-going: the other ranks go on" : "");
+  } else {
+    std::fprintf(stderr, "collie run: rank %zu killed by signal %s%s\n", r,
+                 signalDescription(WTERMSIG(status)).c_str(),
+                 spec_.keepGoing ? "; --keep-going: the other ranks go on" : "");
+  }
+  std::fflush(stderr);
+}
+
 void Supervisor::reap() {
   for (size_t r = 0; r < ranks_.size(); ++r) {
     Rank& rank = ranks_[r];
@@ -201,19 +216,32 @@ void Supervisor::reap() {
     pid_t got = waitpid(rank.pid, &status, WNOHANG);
     if (got != rank.pid) continue;
     rank.running = false;
+    rank.waitStatus = status;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
-    if (!tearingDown_) {
-      if (WIFEXITED(status)) {
-        std::fprintf(stderr, "collie run: rank %zu exited with status %d\n", r,
-                     WEXITSTATUS(status));
-      } else {
-        std::fprintf(stderr, "collie run: rank %zu killed by signal %s\n", r,
-                     signalDescription(WTERMSIG(status)).c_str());
-      }
-      std::fflush(stderr);
-    }
+    if (!tearingDown_) report(r, status);
+    if (spec_.keepGoing && !tearingDown_) continue;  // judged by keepGoingStatus()
     failJob(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
   }
+}
+
+// The job's status under --keep-going, with one summary line on stderr: ranks killed
+// by a signal are tolerated, every other rank must have exited 0.
+int Supervisor::keepGoingStatus() const {
+  std::string killed, failed, ok;
+  int status = 0;
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    int s = ranks_[r].waitStatus;
+    std::string& list = WIFSIGNALED(s) ? killed : (WEXITSTATUS(s) == 0 ? ok : failed);
+    list += (list.empty() ? "" : ",") + std::to_string(r);
+    if (WIFEXITED(s) && WEXITSTATUS(s) != 0 && status == 0) status = WEXITSTATUS(s);
+  }
+  if (killed.empty() && failed.empty()) return 0;
+  if (ok.empty() && failed.empty()) status = 1;
+  std::fprintf(stderr,
+               "collie run: --keep-going: ranks [%s] were killed, ranks [%s] exited 0, ranks "
+               "[%s] failed; job status %d\n",
+               killed.c_str(), ok.c_str(), failed.c_str(), status);
+  return status;
 }
 
 void Supervisor::onSignal(int sig) {
@@ -306,6 +334,7 @@ int Supervisor::run() {
     }
   }
   close(sigFd);
+  if (spec_.keepGoing && exitStatus_ == 0) return keepGoingStatus();
   return exitStatus_;
 }
 

@@ -12,6 +12,12 @@
 //    the others get SIGTERM, then SIGKILL after spec.grace;
 //  - returns 0 when every rank exited 0, else the first failing rank's exit status
 //    (128 + signal for a signal, and 128 + signal when the launcher was signalled).
+//  - with spec.keepGoing (`collie run --keep-going`, for jobs that shrink and go on
+//    after losing ranks), a rank killed by a signal is reported the same way but the
+//    others keep running; the launcher waits for all of them and prints one summary
+//    line. It returns 0 when every rank that was not killed exited 0 (and at least
+//    one did), else the first non-zero exit status (1 when every rank was killed).
+//    A rank that exits non-zero still fails the job, but does not end the others.
 // blockLauncherSignals() must be called before any thread is started (threads inherit
 // the mask, so SIGINT/SIGTERM/SIGCHLD reach only the supervisor's signalfd).
 // Not thread-safe: one supervision per process at a time.
@@ -33,6 +39,7 @@ struct LaunchSpec {
   std::function<EnvVars(int rank)> env;
   bool tagOutput = false;  // prefix every output line with "[rank] "
   std::chrono::milliseconds grace{2000};
+  bool keepGoing = false;  // ranks killed by a signal do not end the job
 };
 
 void blockLauncherSignals();

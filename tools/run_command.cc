@@ -32,6 +32,10 @@ CLI::App* addRunCommand(CLI::App& app, RunCliOptions* options) {
   cmd->add_option("--secret-file", options->secretFile,
                   "file with the job secret (32 hex digits; else COLLIE_JOB_SECRET), multi-host");
   cmd->add_flag("--tag-output", options->tagOutput, "prefix each output line with [rank]");
+  cmd->add_flag("--keep-going,--enable-recovery", options->keepGoing,
+                "a rank killed by a signal does not end the job: the others go on (programs "
+                "that shrink their communicator after a failure); exit 0 when every rank that "
+                "was not killed exits 0. Ranks see COLLIE_KEEP_GOING=1");
   cmd->add_option("--grace", options->graceSeconds,
                   "seconds between SIGTERM and SIGKILL when the job ends early")
       ->capture_default_str();
@@ -141,8 +145,10 @@ int runLauncher(const RunCliOptions& options) {
   spec.nprocs = options.nprocs;
   spec.tagOutput = options.tagOutput;
   spec.grace = std::chrono::milliseconds(std::lround(options.graceSeconds * 1000.0));
+  spec.keepGoing = options.keepGoing;
   spec.env = [&](int rank) {
     return EnvVars{{"COLLIE_RANK", std::to_string(firstRank + rank)},
+                   {"COLLIE_KEEP_GOING", options.keepGoing ? "1" : "0"},
                    {"COLLIE_WORLD_SIZE", world},
                    {"COLLIE_LOCAL_RANK", std::to_string(rank)},
                    {"COLLIE_LOCAL_WORLD_SIZE", localWorld},

@@ -8,6 +8,7 @@
 
 #include "collie/collie.h"
 #include "collie/communicator.h"
+#include "collie/shared_memory.h"
 
 struct collieComm {
   std::unique_ptr<collie::Communicator> comm;
@@ -22,10 +23,13 @@ collieResult_t fail(const collie::Status& status) {
   return static_cast<collieResult_t>(status.code());
 }
 
+collieResult_t resultOf(const collie::Status& status) {
+  return status.isOk() ? collieSuccess : fail(status);
+}
+
 collieResult_t finish(const collie::Result<collie::Work>& work) {
   if (!work.isOk()) return fail(work.status());
-  collie::Status status = work->wait();
-  return status.isOk() ? collieSuccess : fail(status);
+  return resultOf(work->wait());
 }
 
 template <typename Fn>
@@ -185,6 +189,30 @@ collieResult_t collieRecv(void* buf, size_t count, collieDataType_t dtype, int p
 collieResult_t collieBarrier(collieComm_t comm) {
   if (comm == nullptr) return badComm();
   return guarded([&] { return finish(comm->comm->barrier()); });
+}
+
+collieResult_t collieAllocShared(void** ptr, size_t bytes) {
+  if (ptr == nullptr) return fail(collie::invalidArgument("collieAllocShared: ptr is null"));
+  return guarded([&] {
+    collie::Result<void*> memory = collie::allocShared(bytes);
+    if (!memory.isOk()) return fail(memory.status());
+    *ptr = *memory;
+    return collieSuccess;
+  });
+}
+
+collieResult_t collieFreeShared(void* ptr) {
+  return guarded([&] { return resultOf(collie::freeShared(ptr)); });
+}
+
+collieResult_t collieRegisterBuffer(collieComm_t comm, const void* ptr, size_t bytes) {
+  if (comm == nullptr) return badComm();
+  return guarded([&] { return resultOf(comm->comm->registerBuffer(ptr, bytes)); });
+}
+
+collieResult_t collieDeregisterBuffer(collieComm_t comm, const void* ptr) {
+  if (comm == nullptr) return badComm();
+  return guarded([&] { return resultOf(comm->comm->deregisterBuffer(ptr)); });
 }
 
 const char* collieGetErrorString(collieResult_t result) {

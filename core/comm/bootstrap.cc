@@ -12,6 +12,8 @@
 
 #include "collie/communicator.h"
 #include "core/config/config.h"
+#include "core/device/device_comm.h"
+#include "core/device/device_staging.h"
 #include "core/engine/engine.h"
 #include "core/log/log.h"
 #include "core/transport/transport.h"
@@ -205,6 +207,24 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
   if (!tune.isOk()) return tune.status().withContext("rank " + std::to_string(rank));
   engine->setTuneConstants(*tune);
   std::unique_ptr<Communicator> comm(new Communicator(rank, nranks, std::move(engine)));
+  comm->deviceRuntime_ = selectDeviceRuntime();
+  const bool oneHost =
+      std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
+  if (comm->deviceRuntime_ != nullptr && oneHost) {
+    DeviceCommConfig device;
+    device.rank = rank;
+    device.nranks = nranks;
+    device.timeout = config.timeout;
+    device.algorithm = config.algorithm;
+    Result<std::unique_ptr<DeviceComm>> created = DeviceComm::create(
+        comm->deviceRuntime_, device, *store, context.jobKey + "/device", deadline);
+    if (!created.isOk()) return created.status();
+    comm->device_ = std::move(*created);
+  }
+  if (comm->deviceRuntime_ != nullptr && comm->device_ == nullptr) {
+    comm->staging_ = std::make_unique<DeviceStaging>(comm->deviceRuntime_, comm->engine_.get(),
+                                                     rank, nranks, config.timeout);
+  }
   comm->id_ = id;
   comm->store_ = store;
   comm->options_ = options;

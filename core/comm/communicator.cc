@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include "core/device/device_comm.h"
+#include "core/device/device_staging.h"
 #include "core/engine/engine.h"
 #include "core/kernel/device_memory.h"
 #include "core/memory/shared_region.h"
@@ -14,6 +16,8 @@ Communicator::Communicator(int rank, int nranks, std::unique_ptr<Engine> engine)
     : rank_(rank), nranks_(nranks), engine_(std::move(engine)) {}
 
 Communicator::~Communicator() {
+  device_.reset();
+  staging_.reset();
   engine_.reset();
   dropSharedRanges(this);
   if (!cleanupFile_.empty()) ::unlink(cleanupFile_.c_str());
@@ -37,55 +41,79 @@ std::string Communicator::dumpFlightRecorder() const { return engine_->dumpFligh
 
 Status Communicator::check(const char* what, const void* send, const void* recv, size_t count,
                            DataType dtype, const ReduceOp* op, const int* root) const {
-  std::string prefix = std::string(what) + " on rank " + std::to_string(rank_) + ": ";
+  // Built only on failure: check() is on every collective's path.
+  auto prefix = [&] { return std::string(what) + " on rank " + std::to_string(rank_) + ": "; };
   if (!isValid(dtype)) {
-    return invalidArgument(prefix + "unknown dtype " + std::to_string(static_cast<int>(dtype)));
+    return invalidArgument(prefix() + "unknown dtype " + std::to_string(static_cast<int>(dtype)));
   }
   if (op != nullptr && !isValid(*op)) {
-    return invalidArgument(prefix + "unknown reduction op " +
+    return invalidArgument(prefix() + "unknown reduction op " +
                            std::to_string(static_cast<int>(*op)));
   }
   if (root != nullptr && (*root < 0 || *root >= nranks_)) {
-    return invalidArgument(prefix + "root " + std::to_string(*root) + " is outside [0, " +
+    return invalidArgument(prefix() + "root " + std::to_string(*root) + " is outside [0, " +
                            std::to_string(nranks_) + ")");
   }
   if (count > 0 && send == nullptr && recv == nullptr) {
-    return invalidArgument(prefix + "buffers are null but count is " + std::to_string(count));
+    return invalidArgument(prefix() + "buffers are null but count is " + std::to_string(count));
   }
   if (count > (SIZE_MAX / 8) / static_cast<size_t>(nranks_)) {
-    return invalidArgument(prefix + "count " + std::to_string(count) + " is too large");
+    return invalidArgument(prefix() + "count " + std::to_string(count) + " is too large");
   }
-  // The engine runs host buffers only; the CUDA kernels exist but are not wired into
-  // it yet (docs/cuda.md). Without this check a device pointer would be dereferenced.
-  if (count > 0 && (isDeviceMemory(send) || isDeviceMemory(recv))) {
-    return unsupported(prefix +
-                       "CUDA device buffers are not supported by this version's engine "
-                       "(see docs/cuda.md); pass host buffers (copy with cudaMemcpy first)");
+  const bool sendOnDevice = isDeviceBuffer(send);
+  const bool recvOnDevice = isDeviceBuffer(recv);
+  if (count > 0 && send != nullptr && recv != nullptr && sendOnDevice != recvOnDevice) {
+    return invalidArgument(prefix() + "send is " + (sendOnDevice ? "device" : "host") +
+                           " memory but recv is " + (recvOnDevice ? "device" : "host") +
+                           " memory; pass two device buffers or two host buffers");
+  }
+  // Without the device path a device pointer must never reach the host engine, which
+  // would dereference it.
+  if (count > 0 && (sendOnDevice || recvOnDevice) && device_ == nullptr && staging_ == nullptr) {
+    return unsupported(prefix() +
+                       "CUDA device buffers need the device path, which this communicator has "
+                       "not got (no device runtime; see docs/cuda.md); pass host buffers (copy "
+                       "with cudaMemcpy first)");
   }
   return Status();
 }
 
 Status Communicator::checkPeer(const char* what, int peer) const {
-  std::string prefix = std::string(what) + " on rank " + std::to_string(rank_) + ": peer ";
+  auto prefix = [&] { return std::string(what) + " on rank " + std::to_string(rank_) + ": peer "; };
   if (peer < 0 || peer >= nranks_) {
-    return invalidArgument(prefix + std::to_string(peer) + " is outside [0, " +
+    return invalidArgument(prefix() + std::to_string(peer) + " is outside [0, " +
                            std::to_string(nranks_) + ")");
   }
   if (peer == rank_) {
-    return invalidArgument(prefix + std::to_string(peer) +
+    return invalidArgument(prefix() + std::to_string(peer) +
                            " is this rank; copy the buffer instead of sending it to yourself");
   }
   return Status();
 }
 
+bool Communicator::isDeviceBuffer(const void* ptr) const {
+  if (ptr == nullptr) return false;
+  if (deviceRuntime_ != nullptr) return deviceRuntime_->isDevicePointer(ptr);
+  return isDeviceMemory(ptr);
+}
+
 Result<Work> Communicator::submit(CollectiveKind kind, const void* send, void* recv, size_t count,
-                                  DataType dtype, ReduceOp op, int root) {
+                                  DataType dtype, ReduceOp op, int root, void* stream) {
   CollectiveArgs args;
   args.kind = kind;
   args.count = count;
   args.dtype = dtype;
   args.op = op;
   args.root = root;
+  if (count > 0 && (device_ != nullptr || staging_ != nullptr) &&
+      (isDeviceBuffer(send) || isDeviceBuffer(recv))) {
+    if (kind == CollectiveKind::kSend || kind == CollectiveKind::kRecv) {
+      return unsupported(std::string(collectiveName(kind)) + " on rank " + std::to_string(rank_) +
+                         ": point-to-point on device buffers is not implemented (docs/cuda.md)");
+    }
+    if (device_ != nullptr) return device_->submit(args, send, recv, stream);
+    return staging_->submit(args, send, recv, stream);
+  }
   return engine_->submit(args, send, recv);
 }
 
@@ -97,49 +125,50 @@ Status nullBuffer(const char* what, int rank, const char* which, size_t count) {
 }  // namespace
 
 Result<Work> Communicator::allReduce(const void* send, void* recv, size_t count, DataType dtype,
-                                     ReduceOp op) {
+                                     ReduceOp op, void* stream) {
   COLLIE_RETURN_IF_ERROR(check("allReduce", send, recv, count, dtype, &op, nullptr));
   if (count > 0 && send == nullptr) return nullBuffer("allReduce", rank_, "send", count);
   if (count > 0 && recv == nullptr) return nullBuffer("allReduce", rank_, "recv", count);
-  return submit(CollectiveKind::kAllReduce, send, recv, count, dtype, op, 0);
+  return submit(CollectiveKind::kAllReduce, send, recv, count, dtype, op, 0, stream);
 }
 
 Result<Work> Communicator::reduceScatter(const void* send, void* recv, size_t recvCount,
-                                         DataType dtype, ReduceOp op) {
+                                         DataType dtype, ReduceOp op, void* stream) {
   COLLIE_RETURN_IF_ERROR(check("reduceScatter", send, recv, recvCount, dtype, &op, nullptr));
   if (recvCount > 0 && send == nullptr)
     return nullBuffer("reduceScatter", rank_, "send", recvCount);
   if (recvCount > 0 && recv == nullptr)
     return nullBuffer("reduceScatter", rank_, "recv", recvCount);
-  return submit(CollectiveKind::kReduceScatter, send, recv, recvCount, dtype, op, 0);
+  return submit(CollectiveKind::kReduceScatter, send, recv, recvCount, dtype, op, 0, stream);
 }
 
-Result<Work> Communicator::allGather(const void* send, void* recv, size_t sendCount,
-                                     DataType dtype) {
+Result<Work> Communicator::allGather(const void* send, void* recv, size_t sendCount, DataType dtype,
+                                     void* stream) {
   COLLIE_RETURN_IF_ERROR(check("allGather", send, recv, sendCount, dtype, nullptr, nullptr));
   if (sendCount > 0 && send == nullptr) return nullBuffer("allGather", rank_, "send", sendCount);
   if (sendCount > 0 && recv == nullptr) return nullBuffer("allGather", rank_, "recv", sendCount);
-  return submit(CollectiveKind::kAllGather, send, recv, sendCount, dtype, ReduceOp::kSum, 0);
+  return submit(CollectiveKind::kAllGather, send, recv, sendCount, dtype, ReduceOp::kSum, 0,
+                stream);
 }
 
 Result<Work> Communicator::broadcast(const void* send, void* recv, size_t count, DataType dtype,
-                                     int root) {
+                                     int root, void* stream) {
   COLLIE_RETURN_IF_ERROR(check("broadcast", send, recv, count, dtype, nullptr, &root));
   if (count > 0 && rank_ == root && send == nullptr) {
     return nullBuffer("broadcast", rank_, "send (root)", count);
   }
   if (count > 0 && recv == nullptr) return nullBuffer("broadcast", rank_, "recv", count);
-  return submit(CollectiveKind::kBroadcast, send, recv, count, dtype, ReduceOp::kSum, root);
+  return submit(CollectiveKind::kBroadcast, send, recv, count, dtype, ReduceOp::kSum, root, stream);
 }
 
 Result<Work> Communicator::reduce(const void* send, void* recv, size_t count, DataType dtype,
-                                  ReduceOp op, int root) {
+                                  ReduceOp op, int root, void* stream) {
   COLLIE_RETURN_IF_ERROR(check("reduce", send, recv, count, dtype, &op, &root));
   if (count > 0 && send == nullptr) return nullBuffer("reduce", rank_, "send", count);
   if (count > 0 && rank_ == root && recv == nullptr) {
     return nullBuffer("reduce", rank_, "recv (root)", count);
   }
-  return submit(CollectiveKind::kReduce, send, recv, count, dtype, op, root);
+  return submit(CollectiveKind::kReduce, send, recv, count, dtype, op, root, stream);
 }
 
 Result<Work> Communicator::send(const void* buf, size_t count, DataType dtype, int peer) {
@@ -179,7 +208,11 @@ Result<Work> Communicator::sendRecv(const std::vector<PointToPoint>& ops) {
   return engine_->submitGroup(group);
 }
 
-Status Communicator::asyncError() const { return engine_->failure(); }
+Status Communicator::asyncError() const {
+  Status status = engine_->failure();
+  if (status.isOk() && device_ != nullptr) status = device_->failure();
+  return status;
+}
 
 Result<Work> Communicator::barrier() {
   return submit(CollectiveKind::kBarrier, nullptr, nullptr, 0, DataType::kUint8, ReduceOp::kSum, 0);

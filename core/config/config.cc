@@ -58,6 +58,10 @@ const std::vector<Knob>& configKnobs() {
        "NCCL_IB_GID_INDEX"},
       {"COLLIE_IB_MR_CACHE", "256", "idle memory registrations the ibverbs transport keeps",
        nullptr},
+      {"COLLIE_DEVICE_EMULATION", "0",
+       "1: without a GPU, run the device path on the host emulation of the CUDA kernels "
+       "(memory from the emulated runtime counts as device memory; for tests)",
+       nullptr},
       {"COLLIE_BUSY_POLL", "50us", "how long the engine spins for progress before blocking",
        nullptr},
       {"COLLIE_HOST_ID", "",

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/engine/cycle_clock.h"
 #include "core/engine/fingerprint.h"
 #include "core/log/log.h"
 
@@ -14,11 +15,47 @@ void WorkState::complete(Status status) {
     std::lock_guard<std::mutex> lock(mutex_);
     status_ = std::move(status);
     done_ = true;
+    finished_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
 }
 
+bool WorkState::poll() {
+  if (finished_.load(std::memory_order_acquire)) return true;
+  std::lock_guard<std::mutex> pollLock(pollMutex_);
+  if (finished_.load(std::memory_order_acquire)) return true;
+  std::optional<Status> result = poller_();
+  if (!result) return false;
+  complete(std::move(*result));
+  return true;
+}
+
+std::shared_ptr<WorkState> WorkState::succeeded() {
+  static WorkState* const state = [] {
+    auto* done = new WorkState();  // never freed: handles may outlive static destruction
+    done->complete(Status());
+    return done;
+  }();
+  // Aliasing constructor with no owner: copies and destruction touch no reference count.
+  return std::shared_ptr<WorkState>(std::shared_ptr<WorkState>(), state);
+}
+
 Status WorkState::wait(std::chrono::milliseconds timeout) {
+  if (finished_.load(std::memory_order_acquire)) return status_;
+  if (poller_) {
+    // Back off from a tight poll to 1 ms: device work takes microseconds to seconds.
+    const auto start = std::chrono::steady_clock::now();
+    auto pause = std::chrono::microseconds(2);
+    while (!poll()) {
+      if (timeout != std::chrono::milliseconds::max() &&
+          std::chrono::steady_clock::now() - start >= timeout) {
+        return timeoutError("collective still running after " + std::to_string(timeout.count()) +
+                            " ms (Work::wait deadline)");
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(1));
+    }
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   if (timeout == std::chrono::milliseconds::max()) {
     cv_.wait(lock, [&] { return done_; });
@@ -30,11 +67,12 @@ Status WorkState::wait(std::chrono::milliseconds timeout) {
 }
 
 bool WorkState::test() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return done_;
+  if (finished_.load(std::memory_order_acquire)) return true;
+  return poller_ ? poll() : false;
 }
 
 Status WorkState::status() {
+  if (finished_.load(std::memory_order_acquire)) return status_;
   std::lock_guard<std::mutex> lock(mutex_);
   return status_;
 }
@@ -92,6 +130,7 @@ Engine::~Engine() {
       failed_ =
           abortedError("communicator of rank " + std::to_string(config_.rank) + " was destroyed");
     }
+    failing_ = true;
   }
   queued_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -151,6 +190,7 @@ void Engine::abort() {
     failed_ = abortedError("communicator of rank " + std::to_string(config_.rank) +
                            " was aborted (abort() called)");
   }
+  failing_ = true;
   queued_.notify_all();
   if (!closedCv_.wait_for(lock, kCloseWait, [&] { return closed_; })) {
     COLLIE_LOG(WARN, ENGINE) << "abort() on rank " << config_.rank
@@ -184,6 +224,7 @@ Status Engine::giveUp(Status status, bool publish) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_.isOk()) failed_ = status;
+    failing_ = true;
     sticky = failed_;
   }
   if (publish) {
@@ -252,7 +293,7 @@ uint64_t Engine::nextTag(const CollectiveArgs& args) {
   } else if (args.kind == CollectiveKind::kRecv) {
     sequence = recvSequence_[args.root]++;
   } else {
-    sequence = collectiveSequence_++;
+    sequence = collectiveSequence_.fetch_add(1, std::memory_order_relaxed);
   }
   return makeFingerprint(sequence, args);
 }
@@ -293,6 +334,7 @@ Result<Work> Engine::submitGroup(const std::vector<GroupOp>& ops) {
     pending.flightId = flightId;
     pending.group.assign(parts.begin() + 1, parts.end());
     queue_.push_back(std::move(pending));
+    queuedCount_.store(queue_.size());
   }
   queued_.notify_one();
   return Work(work);
@@ -303,11 +345,26 @@ Status Engine::failure() {
   return failed_;
 }
 
+Engine::Pending Engine::makePending(std::shared_ptr<const Schedule> schedule, const void* input,
+                                    void* output, uint64_t tag, std::shared_ptr<WorkState> work) {
+  Pending pending;
+  pending.schedule = std::move(schedule);
+  pending.input = input;
+  pending.output = output;
+  pending.tag = tag;
+  pending.work = std::move(work);
+  return pending;
+}
+
 Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void* output) {
+  Result<Work> result = Work();
+  if (offload_ != nullptr && config_.algorithm == Algorithm::kAuto &&
+      submitInline(args, input, output, &result)) {
+    return result;
+  }
   Result<std::shared_ptr<const Schedule>> schedule = plan(args);
   if (!schedule.isOk()) return schedule.status();
   auto work = std::make_shared<WorkState>();
-  Status status;
   {
     std::unique_lock<std::mutex> lock(mutex_);
     uint64_t tag = nextTag(args);
@@ -321,56 +378,94 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
     // A forced algorithm (COLLIE_ALGO, Options::algorithm) runs as asked, not offloaded.
     const bool offloaded =
         offload_ != nullptr && config_.algorithm == Algorithm::kAuto && offload_->accepts(args);
-    Pending pending;
-    pending.schedule = *schedule;
-    pending.input = input;
-    pending.output = output;
-    pending.tag = tag;
-    pending.work = work;
+    Pending pending = makePending(*schedule, input, output, tag, work);
     pending.offloaded = offloaded;
     pending.flightId = recorder_.queued(args, tag, offloaded ? "oneshot" : algorithm);
-    if (!offloaded || running_ || !queue_.empty() || closed_ ||
-        !offload_->runsInline(args, input, output)) {
-      queue_.push_back(std::move(pending));
-      lock.unlock();
-      queued_.notify_one();
-      return Work(work);
-    }
-    // Run it here and now: nothing is queued or running, and while running_ is set the
-    // progress thread leaves the connections alone.
-    running_ = true;
-    lock.unlock();
-    recorder_.running(pending.flightId);
-    status = runOffloaded(pending);
-    const bool declined = status.isOk() && !pending.offloaded;
-    if (!declined) recorder_.finished(pending.flightId, status.isOk());
-    if (!status.isOk()) status = giveUp(std::move(status), true);
-    lock.lock();
-    running_ = false;
-    if (declined) {
-      // Declined: it runs its schedule on the progress thread, ahead of anything that
-      // was queued meanwhile.
-      queue_.push_front(std::move(pending));
-      lock.unlock();
-      queued_.notify_all();
-      return Work(work);
-    }
+    queue_.push_back(std::move(pending));
+    queuedCount_.store(queue_.size());
   }
-  queued_.notify_all();
-  work->complete(std::move(status));
+  queued_.notify_one();
   return Work(work);
+}
+
+bool Engine::claimInline(const CollectiveArgs& args, const void* input, const void* output) {
+  if (failing_.load(std::memory_order_acquire) || queuedCount_.load() != 0) return false;
+  bool idle = false;
+  if (!running_.compare_exchange_strong(idle, true)) return false;
+  // Checked again now that the progress thread cannot start anything (nor close the
+  // connections and offload_ after a failure) until running_ is released.
+  if (failing_.load() || queuedCount_.load() != 0 || !offload_->accepts(args) ||
+      !offload_->runsInline(args, input, output)) {
+    releaseInline();
+    return false;
+  }
+  return true;
+}
+
+void Engine::releaseInline() {
+  running_.store(false);
+  // The progress thread sleeps until work is queued or it is stopped or aborted; it
+  // may have found running_ set and gone back to sleep, so wake it then (taking the
+  // mutex so that the wake-up cannot fall between its check and its wait). Otherwise
+  // no futex call and no context switch per collective.
+  if (queuedCount_.load() == 0 && !aborted_.load()) return;
+  { std::lock_guard<std::mutex> lock(mutex_); }
+  queued_.notify_all();
+}
+
+bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* output,
+                          Result<Work>* result) {
+  // No lock, allocation, clock read or syscall unless it fails or is declined: running_
+  // claimed with one compare-exchange, a sequence number, the board, running_ released.
+  if (!claimInline(args, input, output)) return false;
+  const uint64_t tag = nextTag(args);
+  const uint64_t start = CycleClock::now();
+  Result<OffloadOutcome> outcome = offload(args, tag, input, output);
+  if (outcome.isOk() && *outcome == OffloadOutcome::kDeclined) {
+    // Every rank declined it: it runs its schedule on the progress thread, ahead of
+    // anything queued meanwhile. Planning fails alike on every rank, if at all.
+    Result<std::shared_ptr<const Schedule>> schedule = plan(args);
+    auto work = std::make_shared<WorkState>();
+    if (schedule.isOk()) {
+      Pending pending = makePending(*schedule, input, output, tag, work);
+      pending.flightId = recorder_.queued(args, tag, algorithmName((*schedule)->algorithm).data());
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_front(std::move(pending));
+      queuedCount_.store(queue_.size());
+    }
+    releaseInline();
+    *result = schedule.isOk() ? Result<Work>(Work(work)) : Result<Work>(schedule.status());
+    return true;
+  }
+  Status status = outcome.status();
+  recorder_.recordInline(args, tag, "oneshot", start, status.isOk());
+  if (!status.isOk()) status = giveUp(std::move(status), true);
+  releaseInline();
+  if (status.isOk()) {
+    *result = Work(WorkState::succeeded());
+  } else {
+    auto work = std::make_shared<WorkState>();
+    work->complete(std::move(status));
+    *result = Work(std::move(work));
+  }
+  return true;
+}
+
+Result<OffloadOutcome> Engine::offload(const CollectiveArgs& args, uint64_t tag, const void* input,
+                                       void* output) {
+  Result<OffloadOutcome> outcome =
+      offload_->run(args, tag, input, output, config_.timeout, aborted_);
+  if (outcome.isOk()) return outcome;
+  return outcome.status().withContext(describeFingerprint(tag) + " (one-shot) on rank " +
+                                      std::to_string(config_.rank));
 }
 
 Status Engine::runOffloaded(Pending& pending) {
   Result<OffloadOutcome> outcome =
-      offload_->run(pending.schedule->args, pending.tag, pending.input, pending.output,
-                    Clock::now() + config_.timeout, aborted_);
-  if (outcome.isOk()) {
-    if (*outcome == OffloadOutcome::kDeclined) pending.offloaded = false;
-    return Status();
-  }
-  return outcome.status().withContext(describeFingerprint(pending.tag) + " (one-shot) on rank " +
-                                      std::to_string(config_.rank));
+      offload(pending.schedule->args, pending.tag, pending.input, pending.output);
+  if (!outcome.isOk()) return outcome.status();
+  if (*outcome == OffloadOutcome::kDeclined) pending.offloaded = false;
+  return Status();
 }
 
 void Engine::run() {
@@ -378,10 +473,13 @@ void Engine::run() {
     Pending pending;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      // While a collective runs inline on a caller's thread (running_), the progress
-      // thread neither starts another nor closes the connections under it.
+      // The progress thread claims running_ before it starts a collective or closes
+      // the connections; while a collective runs inline on a caller's thread (which
+      // claimed it), it waits.
       queued_.wait(lock, [&] {
-        return !running_ && (stopping_ || !queue_.empty() || (aborted_ && !closed_));
+        if (!stopping_ && queue_.empty() && !(aborted_ && !closed_)) return false;
+        bool idle = false;
+        return running_.compare_exchange_strong(idle, true);
       });
       if (aborted_ && !closed_) {
         // Aborted or destroyed while idle. An explicit abort() is news for the peers;
@@ -390,19 +488,24 @@ void Engine::run() {
         bool publish = !stopping_;
         lock.unlock();
         giveUp(reason, publish);
+        running_.store(false);
         continue;
       }
-      if (queue_.empty()) return;
+      if (queue_.empty()) {
+        running_.store(false);
+        return;
+      }
       pending = std::move(queue_.front());
       queue_.pop_front();
+      queuedCount_.store(queue_.size());
       if (!failed_.isOk()) {
+        running_.store(false);
         Status failed = failed_;
         lock.unlock();
         recorder_.finished(pending.flightId, false);
         pending.work->complete(failed.withContext(describeFingerprint(pending.tag) + " not run"));
         continue;
       }
-      running_ = true;
     }
     recorder_.running(pending.flightId);
     Status status;

@@ -39,9 +39,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -74,18 +76,34 @@ struct TransportSet {
   ConnectionTable connections;       // [peer][channel]
 };
 
+// The shared state of a Work. Once complete, wait(), test() and status() take no
+// lock (status_ is immutable from then on). Host collectives are completed by the
+// progress thread (complete()); device collectives have no thread of their own: they
+// set a poller that wait() and test() call until it returns a status (the poller must
+// be cheap, thread safe and bounded by its own deadline).
 class WorkState {
  public:
+  using Poller = std::function<std::optional<Status>()>;
+  WorkState() = default;
+  explicit WorkState(Poller poller) : poller_(std::move(poller)) {}
   void complete(Status status);
   Status wait(std::chrono::milliseconds timeout);
   bool test();
   Status status();
+  // One process-wide state that is complete and OK: what a collective that finished
+  // on the caller's thread returns, with no allocation and no reference counting.
+  static std::shared_ptr<WorkState> succeeded();
 
  private:
+  bool poll();  // true once done
+
   std::mutex mutex_;
   std::condition_variable cv_;
-  bool done_ = false;
+  bool done_ = false;                  // guarded by mutex_ (the condition variable's)
+  std::atomic<bool> finished_{false};  // set with release once status_ is final
   Status status_;
+  const Poller poller_;
+  std::mutex pollMutex_;  // one poller call at a time
 };
 
 class Engine {
@@ -134,9 +152,24 @@ class Engine {
   };
 
   Result<std::shared_ptr<const Schedule>> plan(const CollectiveArgs& args);
-  uint64_t nextTag(const CollectiveArgs& args);  // requires mutex_
+  static Pending makePending(std::shared_ptr<const Schedule> schedule, const void* input,
+                             void* output, uint64_t tag, std::shared_ptr<WorkState> work);
+  // The fast path of submit(): runs an offloadable collective on the calling thread
+  // when nothing is queued or running. Returns false (having done nothing) when it
+  // cannot, and then submit() queues it.
+  bool submitInline(const CollectiveArgs& args, const void* input, void* output,
+                    Result<Work>* result);
+  // Claims running_ for an inline run (false: it cannot run inline now) and releases it.
+  bool claimInline(const CollectiveArgs& args, const void* input, const void* output);
+  void releaseInline();
+  // Requires mutex_ for point-to-point; collectives take theirs from an atomic counter
+  // (under mutex_ or while running_ is claimed inline).
+  uint64_t nextTag(const CollectiveArgs& args);
   void run();
   Status execute(Pending& pending);
+  // offload_->run() with the engine's timeout and abort flag; errors name the collective.
+  Result<OffloadOutcome> offload(const CollectiveArgs& args, uint64_t tag, const void* input,
+                                 void* output);
   // Clears pending.offloaded when the offload declined it (then it needs execute()).
   Status runOffloaded(Pending& pending);
   void waitForActivity(const std::vector<Connection*>& active);
@@ -161,11 +194,9 @@ class Engine {
   std::condition_variable queued_;
   std::deque<Pending> queue_;
   bool stopping_ = false;
-  bool closed_ = false;   // connections closed after a failure or abort
-  bool running_ = false;  // a collective is executing (progress thread or inline)
+  bool closed_ = false;  // connections closed after a failure or abort
   std::condition_variable closedCv_;
   Status failed_;
-  uint64_t collectiveSequence_ = 0;
   std::vector<uint64_t> sendSequence_;  // per peer, point-to-point
   std::vector<uint64_t> recvSequence_;
   TuneConstants tune_;
@@ -175,6 +206,12 @@ class Engine {
       cache_;
 
   std::atomic<bool> aborted_{false};
+  // Lock-free state for the inline fast path (written under mutex_ except running_):
+  // a collective is executing, claimed by compare-exchange (progress thread or inline);
+  std::atomic<bool> running_{false};
+  std::atomic<bool> failing_{false};    // failed_ is set
+  std::atomic<size_t> queuedCount_{0};  // queue_.size()
+  std::atomic<uint64_t> collectiveSequence_{0};
   // Executions that failed keep their completions alive until the connections that
   // may point at them are gone.
   std::vector<std::unique_ptr<Execution>> failedExecutions_;

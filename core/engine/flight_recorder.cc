@@ -6,13 +6,6 @@
 #include "core/engine/fingerprint.h"
 
 namespace collie {
-namespace {
-int64_t nowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-}  // namespace
 
 const char* flightStateName(FlightState state) {
   switch (state) {
@@ -30,14 +23,12 @@ const char* flightStateName(FlightState state) {
 
 FlightRecorder::FlightRecorder(size_t depth) : ring_(depth) {}
 
-uint64_t FlightRecorder::queued(const CollectiveArgs& args, uint64_t tag, const char* algorithm) {
-  if (ring_.empty()) return 0;
-  const int64_t now = nowUs();
-  std::lock_guard<std::mutex> lock(mutex_);
-  const uint64_t id = nextId_++;
-  FlightEntry& entry = ring_[id % ring_.size()];
+FlightEntry& FlightRecorder::add(const CollectiveArgs& args, uint64_t tag, const char* algorithm,
+                                 uint64_t* id) {
+  *id = nextId_++;
+  FlightEntry& entry = ring_[*id % ring_.size()];
   entry = FlightEntry{};
-  entry.id = id;
+  entry.id = *id;
   entry.tag = tag;
   entry.bytes = args.count * dataTypeSize(args.dtype);
   entry.kind = args.kind;
@@ -45,8 +36,28 @@ uint64_t FlightRecorder::queued(const CollectiveArgs& args, uint64_t tag, const 
   entry.op = args.op;
   entry.root = args.root;
   entry.algorithm = algorithm;
-  entry.queuedUs = now;
+  return entry;
+}
+
+uint64_t FlightRecorder::queued(const CollectiveArgs& args, uint64_t tag, const char* algorithm) {
+  if (ring_.empty()) return 0;
+  const auto now = static_cast<int64_t>(CycleClock::now());
+  std::lock_guard<std::mutex> lock(mutex_);
+  uint64_t id;
+  add(args, tag, algorithm, &id).queuedUs = now;
   return id;
+}
+
+void FlightRecorder::recordInline(const CollectiveArgs& args, uint64_t tag, const char* algorithm,
+                                  uint64_t startTicks, bool ok) {
+  if (ring_.empty()) return;
+  const auto now = static_cast<int64_t>(CycleClock::now());
+  std::lock_guard<std::mutex> lock(mutex_);
+  uint64_t id;
+  FlightEntry& entry = add(args, tag, algorithm, &id);
+  entry.queuedUs = entry.startUs = static_cast<int64_t>(startTicks);
+  entry.endUs = now;
+  entry.state = ok ? FlightState::kDone : FlightState::kFailed;
 }
 
 FlightEntry* FlightRecorder::find(uint64_t id) {
@@ -57,7 +68,7 @@ FlightEntry* FlightRecorder::find(uint64_t id) {
 
 void FlightRecorder::running(uint64_t id) {
   if (id == 0) return;
-  const int64_t now = nowUs();
+  const auto now = static_cast<int64_t>(CycleClock::now());
   std::lock_guard<std::mutex> lock(mutex_);
   if (FlightEntry* entry = find(id)) {
     entry->state = FlightState::kRunning;
@@ -67,7 +78,7 @@ void FlightRecorder::running(uint64_t id) {
 
 void FlightRecorder::finished(uint64_t id, bool ok) {
   if (id == 0) return;
-  const int64_t now = nowUs();
+  const auto now = static_cast<int64_t>(CycleClock::now());
   std::lock_guard<std::mutex> lock(mutex_);
   if (FlightEntry* entry = find(id)) {
     entry->state = ok ? FlightState::kDone : FlightState::kFailed;
@@ -77,12 +88,17 @@ void FlightRecorder::finished(uint64_t id, bool ok) {
 
 std::vector<FlightEntry> FlightRecorder::snapshot() const {
   std::vector<FlightEntry> out;
+  const double scale = clock_.scale();
   std::lock_guard<std::mutex> lock(mutex_);
   if (ring_.empty()) return out;
   const uint64_t first = nextId_ > ring_.size() ? nextId_ - ring_.size() : 1;
   for (uint64_t id = first; id < nextId_; ++id) {
     const FlightEntry& entry = ring_[id % ring_.size()];
-    if (entry.id == id) out.push_back(entry);
+    if (entry.id != id) continue;
+    out.push_back(entry);
+    for (int64_t* time : {&out.back().queuedUs, &out.back().startUs, &out.back().endUs}) {
+      *time = clock_.toWallUs(static_cast<uint64_t>(*time), scale);
+    }
   }
   return out;
 }

@@ -7,6 +7,10 @@
 // newer collectives were recorded; updates to an overwritten entry are ignored.
 // toJson() renders the ring oldest first. Depth 0 records nothing.
 //
+// Timestamps are taken with CycleClock (a TSC read, no clock_gettime) and converted to
+// wall-clock microseconds when the ring is read; a collective run inline by its caller
+// is recorded in one call (recordInline) under one lock.
+//
 // Thread safety: every method may be called from any thread; a short mutex guards the
 // ring (uncontended in practice: one submitter and the progress thread).
 #pragma once
@@ -16,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "core/engine/cycle_clock.h"
 #include "core/plan/schedule.h"
 
 namespace collie {
@@ -45,14 +50,22 @@ class FlightRecorder {
   uint64_t queued(const CollectiveArgs& args, uint64_t tag, const char* algorithm);
   void running(uint64_t id);
   void finished(uint64_t id, bool ok);
+  // A collective that ran to its end on the submitting thread, started at
+  // `startTicks` (CycleClock::now()); queued, running and finished in one entry.
+  void recordInline(const CollectiveArgs& args, uint64_t tag, const char* algorithm,
+                    uint64_t startTicks, bool ok);
 
   // {"rank":..,"nranks":..,"depth":..,"error":..,"collectives":[{..}, ..]}
   std::string toJson(int rank, int nranks, const std::string& error) const;
   std::vector<FlightEntry> snapshot() const;  // oldest first
 
  private:
+  // Times are CycleClock ticks here; snapshot() converts them to microseconds.
   FlightEntry* find(uint64_t id);
+  FlightEntry& add(const CollectiveArgs& args, uint64_t tag, const char* algorithm,
+                   uint64_t* id);  // requires mutex_
 
+  CycleClock clock_;
   mutable std::mutex mutex_;
   std::vector<FlightEntry> ring_;
   uint64_t nextId_ = 1;

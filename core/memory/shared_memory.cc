@@ -188,4 +188,28 @@ bool findSharedWindow(const void* ptr, size_t bytes, SharedWindow* window) {
   return false;
 }
 
+Result<void*> mapSharedWindow(const SharedWindow& window, const std::string& who, int peer) {
+  const std::string path =
+      "/proc/" + std::to_string(window.pid) + "/fd/" + std::to_string(window.fd);
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    return systemError("opening " + who + " through " + path +
+                           " (ranks must run as one user in one pid namespace)",
+                       errno);
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_ino) != window.inode ||
+      static_cast<uint64_t>(st.st_size) < window.regionBytes) {
+    close(fd);
+    return remoteError(who + " changed under us (inode or size differ from what it published)",
+                       peer);
+  }
+  void* base =
+      mmap(nullptr, window.regionBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  int err = errno;
+  close(fd);
+  if (base == MAP_FAILED) return systemError("mapping " + who, err);
+  return base;
+}
+
 }  // namespace collie

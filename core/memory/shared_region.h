@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "collie/status.h"
 
@@ -35,5 +36,10 @@ Status deregisterSharedRange(const void* owner, const void* ptr);
 void dropSharedRanges(const void* owner);
 // True, with *window set, when [ptr, ptr + bytes) lies inside a registered range.
 bool findSharedWindow(const void* ptr, size_t bytes, SharedWindow* window);
+// Maps the whole region of a window published by another process (opens
+// /proc/<pid>/fd/<fd>, checks inode and size, maps it shared). Returns the region's
+// base here; unmap with munmap(base, window.regionBytes). SystemError when it cannot
+// be opened or mapped, RemoteError (naming `peer`) when it changed; `who` names it.
+Result<void*> mapSharedWindow(const SharedWindow& window, const std::string& who, int peer);
 
 }  // namespace collie

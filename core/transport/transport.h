@@ -107,8 +107,9 @@ class CollectiveOffload {
   // what every rank published, so that every rank returns kDeclined for the same
   // collectives; a declined collective has written no output. Fails with kMismatch
   // when a peer runs a collective with another fingerprint (`tag`), kRemoteError when
-  // a peer is gone, kTimeout naming the silent peer after `deadline`, kAborted soon
-  // after `cancelled` becomes true.
+  // a peer is gone, kTimeout naming a peer it waited `timeout` for (the clock starts
+  // when a wait starts, so a fast path reads no clock), kAborted soon after `cancelled`
+  // becomes true.
   // Whether the engine may run this collective on the submitting thread when it is
   // idle (saving two thread hand-offs) rather than on its progress thread. A local
   // choice: it may depend on the buffers. Inline runs block the caller until every
@@ -117,7 +118,7 @@ class CollectiveOffload {
     return true;
   }
   virtual Result<OffloadOutcome> run(const CollectiveArgs& args, uint64_t tag, const void* input,
-                                     void* output, Deadline deadline,
+                                     void* output, std::chrono::microseconds timeout,
                                      const std::atomic<bool>& cancelled) = 0;
 };
 

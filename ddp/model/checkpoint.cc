@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -71,6 +72,12 @@ Status saveCheckpoint(const std::string& path, const Checkpoint& c) {
   out += c.optimizer;
   putTensors(&out, c.params);
   putTensors(&out, c.optimizerState);
+  // The directory is created on first use, like torch.save's callers expect of a run dir.
+  std::error_code ec;
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (!dir.empty() && !std::filesystem::create_directories(dir, ec) && ec) {
+    return systemError("saving checkpoint: cannot create directory " + dir.string(), ec.value());
+  }
   return writeFileAtomically(path, out).withContext("saving checkpoint");
 }
 

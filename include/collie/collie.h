@@ -83,6 +83,17 @@ collieResult_t collieRecv(void* buf, size_t count, collieDataType_t dtype, int p
                           collieComm_t comm);
 collieResult_t collieBarrier(collieComm_t comm);
 
+/* Memory that the ranks of one host can map (collie::allocShared): page-aligned and
+ * zero-filled; *ptr is set on success. Free it with collieFreeShared once no
+ * collective uses it. */
+collieResult_t collieAllocShared(void** ptr, size_t bytes);
+collieResult_t collieFreeShared(void* ptr);
+/* Registers [ptr, ptr + bytes) of collieAllocShared memory on `comm`: an all-reduce
+ * whose send and receive buffers are registered on every rank of a host goes
+ * single-copy over shared memory. Deregister (by the registered start) before freeing. */
+collieResult_t collieRegisterBuffer(collieComm_t comm, const void* ptr, size_t bytes);
+collieResult_t collieDeregisterBuffer(collieComm_t comm, const void* ptr);
+
 const char* collieGetErrorString(collieResult_t result);
 const char* collieGetLastError(void);
 

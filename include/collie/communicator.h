@@ -59,6 +59,9 @@ struct Options {
 };
 
 class Engine;
+class DeviceComm;
+class DeviceStaging;
+class DeviceRuntime;
 
 // One operation of a point-to-point group (Communicator::sendRecv).
 struct PointToPoint {
@@ -93,20 +96,31 @@ class Communicator {
   // The transport serving the connection to `peer` ("self" for this rank).
   std::string transportTo(int peer) const;
 
+  // Device buffers: when both buffers of a collective are device memory (CUDA, or the
+  // emulated runtime with COLLIE_DEVICE_EMULATION=1) the collective runs as kernels on
+  // `stream` (a cudaStream_t; null: the communicator's own stream), in order with the
+  // work already on it; the Work completes with the stream, so either wait on it or
+  // synchronise the stream. Across hosts the data is staged through host memory and
+  // the call returns after the host part (docs/cuda.md). Host buffers ignore `stream`.
+  // Mixing a host and a device buffer is InvalidArgument.
+
   // recv[i] = op over ranks of send[i], i < count. In place when send == recv.
-  Result<Work> allReduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);
+  Result<Work> allReduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
+                         void* stream = nullptr);
   // recv (recvCount elements) = this rank's block of op over ranks of send
   // (recvCount * size() elements). In place when recv == send + rank * recvCount.
   Result<Work> reduceScatter(const void* send, void* recv, size_t recvCount, DataType dtype,
-                             ReduceOp op);
+                             ReduceOp op, void* stream = nullptr);
   // recv (sendCount * size() elements) = concatenation of every rank's send in rank
   // order. In place when send == recv + rank * sendCount.
-  Result<Work> allGather(const void* send, void* recv, size_t sendCount, DataType dtype);
+  Result<Work> allGather(const void* send, void* recv, size_t sendCount, DataType dtype,
+                         void* stream = nullptr);
   // recv = root's send on every rank (send is read only on the root).
-  Result<Work> broadcast(const void* send, void* recv, size_t count, DataType dtype, int root);
+  Result<Work> broadcast(const void* send, void* recv, size_t count, DataType dtype, int root,
+                         void* stream = nullptr);
   // recv on root = op over ranks of send; recv is not touched on other ranks.
   Result<Work> reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
-                      int root);
+                      int root, void* stream = nullptr);
   Result<Work> send(const void* buf, size_t count, DataType dtype, int peer);
   Result<Work> recv(void* buf, size_t count, DataType dtype, int peer);
   Result<Work> barrier();
@@ -122,6 +136,10 @@ class Communicator {
   // communicator reuses this one's store and options; `options` fields that are set
   // override them. Blocks until the new communicator is up.
   Result<std::unique_ptr<Communicator>> split(int color, int key, const Options& options = {});
+
+  // True when `ptr` is device memory of the communicator's device runtime (CUDA, or
+  // the emulated one); false for host memory and null.
+  bool isDeviceBuffer(const void* ptr) const;
 
   // The sticky error of this communicator: OK while healthy, the first failure of a
   // collective otherwise (RemoteError naming a dead peer, Timeout, Aborted, ...).
@@ -168,11 +186,16 @@ class Communicator {
                const ReduceOp* op, const int* root) const;
   Status checkPeer(const char* what, int peer) const;
   Result<Work> submit(CollectiveKind kind, const void* send, void* recv, size_t count,
-                      DataType dtype, ReduceOp op, int root);
+                      DataType dtype, ReduceOp op, int root, void* stream = nullptr);
 
   int rank_;
   int nranks_;
   std::unique_ptr<Engine> engine_;
+  // The device path: kernels over IPC when every rank shares a host (device_), else
+  // staging through host memory (staging_); both null without a device runtime.
+  DeviceRuntime* deviceRuntime_ = nullptr;
+  std::unique_ptr<DeviceComm> device_;
+  std::unique_ptr<DeviceStaging> staging_;
   // Kept for split() and shrink(): the job id, its store and the options this
   // communicator got.
   UniqueId id_;

@@ -15,7 +15,11 @@
 #define COLLIE_X86 0
 #endif
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -276,10 +280,67 @@ struct BaselineIsa {
 };
 
 #if COLLIE_X86
+// ---- Streaming (non-temporal) stores for outputs larger than the last-level cache ----
+// Such an output cannot stay cached, so writing it through the cache only costs a
+// read-for-ownership per line and evicts the inputs. It is computed a block at a time
+// into an L1-resident buffer and streamed out from there; results are the same bits.
+
+constexpr size_t kStreamBlockBytes = 4096;
+
+size_t lastLevelCacheBytes() {
+  static const size_t bytes = [] {
+    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return static_cast<size_t>(l3 > 0 ? l3 : l2 > 0 ? l2 : 32l << 20);
+  }();
+  return bytes;
+}
+
+// Out of place and at least as large as the last-level cache.
+bool streamsOutput(const void* dst, const void* a, const void* b, size_t bytes) {
+  return bytes >= (1u << 20) && dst != a && dst != b && bytes >= lastLevelCacheBytes();
+}
+
+__attribute__((target("avx2"))) void streamBlock(uint8_t* dst, const uint8_t* src) {
+  for (size_t i = 0; i < kStreamBlockBytes; i += 32) {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i),
+                        _mm256_load_si256(reinterpret_cast<const __m256i*>(src + i)));
+  }
+}
+
+template <typename T, ReduceOp kOp>
+__attribute__((target("avx2,f16c"))) void reduceStreaming(void* dstv, const void* av,
+                                                          const void* bv, size_t n, int divisor) {
+  auto* dst = static_cast<uint8_t*>(dstv);
+  const auto* a = static_cast<const uint8_t*>(av);
+  const auto* b = static_cast<const uint8_t*>(bv);
+  constexpr size_t kPerBlock = kStreamBlockBytes / sizeof(T);
+  // Plain stores up to the first 32-byte boundary of dst (elements are T-aligned).
+  const size_t headBytes = (32 - (reinterpret_cast<uintptr_t>(dst) & 31)) & 31;
+  const size_t head = std::min(n, headBytes / sizeof(T));
+  reduceTyped<F16cConvert, T, kOp>(dst, a, b, head, divisor);
+  size_t done = head;
+  alignas(64) uint8_t block[kStreamBlockBytes];
+  if ((reinterpret_cast<uintptr_t>(dst + done * sizeof(T)) & 31) == 0) {
+    for (; done + kPerBlock <= n; done += kPerBlock) {
+      const size_t at = done * sizeof(T);
+      reduceTyped<F16cConvert, T, kOp>(block, a + at, b + at, kPerBlock, divisor);
+      streamBlock(dst + at, block);
+    }
+    _mm_sfence();
+  }
+  const size_t at = done * sizeof(T);
+  reduceTyped<F16cConvert, T, kOp>(dst + at, a + at, b + at, n - done, divisor);
+}
+
 struct Avx2Isa {
   template <typename T, ReduceOp kOp>
   __attribute__((target("avx2,f16c"))) static void reduce(void* dst, const void* a, const void* b,
                                                           size_t n, int divisor) {
+    if (streamsOutput(dst, a, b, n * sizeof(T))) {
+      reduceStreaming<T, kOp>(dst, a, b, n, divisor);
+      return;
+    }
     reduceTyped<F16cConvert, T, kOp>(dst, a, b, n, divisor);
   }
   template <typename T>

@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/kernel_table.h"
+#include "kernels/cuda/step_checks.h"
 
 namespace collie::cuda {
 namespace {
@@ -28,17 +29,6 @@ Status checkConfig(const LaunchConfig& config) {
   return Status();
 }
 
-Status checkSync(const StepSync& sync, const char* what) {
-  const bool waits = sync.waitFlags[0] != nullptr || sync.waitFlags[1] != nullptr;
-  if (waits && sync.error == nullptr) {
-    return invalidArgument(std::string("cuda: ") + what + " waits on a flag but has no error slot");
-  }
-  if (sync.postFlag != nullptr && sync.blockCounter == nullptr) {
-    return invalidArgument(std::string("cuda: ") + what + " posts a flag but has no block counter");
-  }
-  return Status();
-}
-
 template <typename Handle>
 Status launch(void (*kernel)(Handle), const Handle& handle, uint64_t bytes,
               const LaunchConfig& config, const char* what) {
@@ -51,14 +41,6 @@ Status launch(void (*kernel)(Handle), const Handle& handle, uint64_t bytes,
       cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(grid), dim3(config.block), args,
                        0, static_cast<cudaStream_t>(config.stream)),
       what);
-}
-
-bool nonEmptyHasNull(uint64_t count, std::initializer_list<const void*> pointers) {
-  if (count == 0) return false;
-  for (const void* p : pointers) {
-    if (p == nullptr) return true;
-  }
-  return false;
 }
 
 }  // namespace
@@ -84,21 +66,13 @@ Status launchReduceCopy(const ReduceCopyArgs& args, DataType dtype, ReduceOp op,
 
 Status launchRingReduceScatterStep(const RingReduceStep& step, DataType dtype, ReduceOp op,
                                    const LaunchConfig& config) {
-  if (nonEmptyHasNull(step.count, {step.local, step.incoming}) ||
-      (step.count > 0 && step.out == nullptr && step.peerOut == nullptr)) {
-    return invalidArgument("cuda: ring reduce-scatter step needs local, incoming and an output");
-  }
-  COLLIE_RETURN_IF_ERROR(checkSync(step.sync, "ring reduce-scatter step"));
+  COLLIE_RETURN_IF_ERROR(checkRingReduceStep(step));
   return launch(kernelFor<RingReduceScatterFamily>(dtype, op), step,
                 step.count * dataTypeSize(dtype), config, "ring reduce-scatter launch");
 }
 
 Status launchRingAllGatherStep(const RingCopyStep& step, const LaunchConfig& config) {
-  if (nonEmptyHasNull(step.bytes, {step.src}) ||
-      (step.bytes > 0 && step.out == nullptr && step.peerOut == nullptr)) {
-    return invalidArgument("cuda: ring all-gather step needs a source and an output");
-  }
-  COLLIE_RETURN_IF_ERROR(checkSync(step.sync, "ring all-gather step"));
+  COLLIE_RETURN_IF_ERROR(checkRingCopyStep(step));
   return launch(&ringAllGatherStepKernel<>, step, step.bytes, config, "ring all-gather launch");
 }
 

@@ -15,14 +15,18 @@
 //   - divisor > 0 on the step that produces final values of kAvg: the reduced value
 //     (a sum) is divided by it, as core/kernel/reduce_backend.h specifies.
 //   - StepSync orders a step after peers' steps through flags in device memory: wait
-//     until *waitFlags[i] >= waitValue for every non-null entry (acquire, system scope;
-//     usually the peers' own flags, read over P2P), run, then after every block
-//     finished set *postFlag = postValue (release, system scope; usually this rank's
-//     own flag, which its peers poll). blockCounter (zero
-//     at launch, one per postFlag) counts finished blocks; the last block resets it.
+//     until *waitFlags[i] >= waitValues[i] for every non-null entry (acquire, system
+//     scope; usually the peers' own flags, read over P2P), run, then after every block
+//     finished set *postFlags[j] = postValues[j] for every non-null entry (release,
+//     system scope; usually this rank's own flags, which its peers poll). Flag values
+//     only grow (a per-communicator message count), so flags never need resetting.
+//     blockCounter (zero at launch; one per stream, since launches on a stream run one
+//     at a time) counts finished blocks; the last block resets it.
 //     A wait that outlasts timeoutNs (0 means kDefaultStepTimeoutNs) stores
-//     kStepErrorTimeout into *error and abandons the step, so a dead peer ends the
-//     collective instead of hanging the GPU. Grids must be one-dimensional.
+//     waitErrors[i] (0: kStepErrorTimeout) into *error and abandons the step, so a dead
+//     peer ends the collective instead of hanging the GPU; a step that finds *error
+//     already set skips itself (without waiting), so the rest of a failed collective
+//     drains at once. Grids must be one-dimensional.
 // Thread safety: values.
 #pragma once
 
@@ -34,15 +38,17 @@ inline constexpr int kMaxSources = 4;       // tree reduce: own data + 2 childre
 inline constexpr int kMaxDestinations = 4;  // tree broadcast: own output + 2 children
 inline constexpr int kMaxTreeChildren = 2;
 inline constexpr int kMaxStepWaits = 2;  // tree reduce waits for both children
+inline constexpr int kMaxStepPosts = 2;  // a forwarding step: "sent" and "slot consumed"
 inline constexpr uint64_t kDefaultStepTimeoutNs = 30ull * 1000 * 1000 * 1000;
 inline constexpr int32_t kStepErrorTimeout = 1;
 
 struct StepSync {
   const uint64_t* waitFlags[kMaxStepWaits] = {};  // null entries: no wait
-  uint64_t waitValue = 0;
-  uint64_t* postFlag = nullptr;  // null: no post
-  uint64_t postValue = 0;
-  uint32_t* blockCounter = nullptr;  // required when postFlag is set
+  uint64_t waitValues[kMaxStepWaits] = {};
+  int32_t waitErrors[kMaxStepWaits] = {};   // error code per wait; 0: kStepErrorTimeout
+  uint64_t* postFlags[kMaxStepPosts] = {};  // null entries: no post
+  uint64_t postValues[kMaxStepPosts] = {};
+  uint32_t* blockCounter = nullptr;  // required when a post flag is set
   int32_t* error = nullptr;          // required when a wait flag is set
   uint64_t timeoutNs = 0;
 };

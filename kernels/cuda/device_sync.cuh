@@ -65,17 +65,39 @@ __device__ __forceinline__ void spinPause() {
 #endif
 }
 
-// Thread 0 polls the flags; the block learns the outcome from the barrier.
+__device__ __forceinline__ int32_t loadErrorWord(const int32_t* error) {
+#if defined(__CUDA_ARCH__)
+  return *reinterpret_cast<const volatile int32_t*>(error);
+#else
+  return std::atomic_ref<int32_t>(*const_cast<int32_t*>(error)).load(std::memory_order_acquire);
+#endif
+}
+
+// The error word may live in mapped host memory, where PCIe offers no atomics: a
+// plain store (any failing block's code wins) and a system fence.
+__device__ __forceinline__ void storeErrorWord(int32_t* error, int32_t code) {
+#if defined(__CUDA_ARCH__)
+  *reinterpret_cast<volatile int32_t*>(error) = code;
+  __threadfence_system();
+#else
+  std::atomic_ref<int32_t>(*error).store(code, std::memory_order_release);
+#endif
+}
+
+// Thread 0 checks the error word and polls the flags; the block learns the outcome
+// from the barrier.
 __device__ __forceinline__ bool stepWait(const StepSync& sync) {
   int ok = 1;
   if (isFirstThreadOfBlock()) {
+    if (sync.error != nullptr && loadErrorWord(sync.error) != 0) ok = 0;
     const uint64_t timeout = sync.timeoutNs != 0 ? sync.timeoutNs : kDefaultStepTimeoutNs;
     const uint64_t start = globalTimerNs();
     for (int i = 0; i < kMaxStepWaits && ok; ++i) {
       if (sync.waitFlags[i] == nullptr) continue;
-      while (loadAcquireSys(sync.waitFlags[i]) < sync.waitValue) {
+      while (loadAcquireSys(sync.waitFlags[i]) < sync.waitValues[i]) {
         if (globalTimerNs() - start > timeout) {
-          atomicExch(sync.error, kStepErrorTimeout);
+          storeErrorWord(sync.error,
+                         sync.waitErrors[i] != 0 ? sync.waitErrors[i] : kStepErrorTimeout);
           ok = 0;
           break;
         }
@@ -87,9 +109,9 @@ __device__ __forceinline__ bool stepWait(const StepSync& sync) {
 }
 
 // Every thread fences its own stores, the block meets, and the last block to finish
-// publishes the flag (and rearms the counter for the next launch).
+// publishes the flags (and rearms the counter for the next launch).
 __device__ __forceinline__ void stepPost(const StepSync& sync) {
-  if (sync.postFlag == nullptr) return;
+  if (sync.postFlags[0] == nullptr && sync.postFlags[1] == nullptr) return;
   __threadfence_system();
   __syncthreads();
   if (isFirstThreadOfBlock()) {
@@ -97,7 +119,9 @@ __device__ __forceinline__ void stepPost(const StepSync& sync) {
     if (finished == gridDim.x) {
       atomicExch(sync.blockCounter, 0u);
       __threadfence_system();
-      storeReleaseSys(sync.postFlag, sync.postValue);
+      for (int j = 0; j < kMaxStepPosts; ++j) {
+        if (sync.postFlags[j] != nullptr) storeReleaseSys(sync.postFlags[j], sync.postValues[j]);
+      }
     }
   }
 }

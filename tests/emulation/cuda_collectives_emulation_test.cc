@@ -36,9 +36,10 @@ StepSync makeSync(const uint64_t* wait0, const uint64_t* wait1, uint64_t waitVal
   StepSync sync;
   sync.waitFlags[0] = wait0;
   sync.waitFlags[1] = wait1;
-  sync.waitValue = waitValue;
-  sync.postFlag = post;
-  sync.postValue = postValue;
+  sync.waitValues[0] = waitValue;
+  sync.waitValues[1] = waitValue;
+  sync.postFlags[0] = post;
+  sync.postValues[0] = postValue;
   sync.blockCounter = counter;
   sync.error = error;
   sync.timeoutNs = kTimeoutNs;

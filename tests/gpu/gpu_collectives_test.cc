@@ -3,8 +3,8 @@
 // which ctest reports as skipped (SKIP_RETURN_CODE), never as passed.
 //
 // Status: never run on a GPU (this project's machines have none). The collectives test
-// is expected to fail on a GPU until the engine's device path exists (docs/cuda.md):
-// today the communicator rejects device buffers with Unsupported.
+// exercises the engine's device path (docs/cuda.md), which so far only ran on the
+// emulated runtime (tests/emulation/device_collectives_test.cc).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 

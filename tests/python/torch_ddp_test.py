@@ -15,7 +15,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
 
-import torch_collie  # noqa: F401  (registers "collie")
+import torch_collie  # registers "collie"
 
 WORLD = 2
 STEPS = 5
@@ -39,9 +39,12 @@ class WithUnused(nn.Module):
         return self.head(torch.relu(self.used(x)))
 
 
-def train(make_model, in_dim, group, rank, **ddp_args):
+def train(make_model, in_dim, group, rank, shared_hook=False, **ddp_args):
     torch.manual_seed(0)  # same initial weights on every rank and backend
     model = nn.parallel.DistributedDataParallel(make_model(), process_group=group, **ddp_args)
+    if shared_hook:
+        model.register_comm_hook(torch_collie.SharedBuckets(group),
+                                 torch_collie.shared_allreduce_hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     gen = torch.Generator().manual_seed(100 + rank)  # different data per rank
     for _ in range(STEPS):
@@ -55,9 +58,11 @@ def train(make_model, in_dim, group, rank, **ddp_args):
 
 def check_ddp(rank, collie, gloo, failures):
     cases = [("mlp", big_mlp, 1024, dict(bucket_cap_mb=4)),
+             ("mlp shared_allreduce_hook", big_mlp, 1024, dict(bucket_cap_mb=4, shared_hook=True)),
              ("unused", WithUnused, 64, dict(find_unused_parameters=True))]
     for name, make, dim, args in cases:
         ours = train(make, dim, collie, rank, **args)
+        args.pop("shared_hook", None)
         ref = train(make, dim, gloo, rank, **args)
         # Bitwise identical across ranks: gather every rank's parameters to rank 0.
         flat = torch.cat([p.reshape(-1) for p in ours])
@@ -103,6 +108,23 @@ def check_collectives(rank, collie, gloo, failures):
     t = values(rank)
     dist.all_reduce(t, op=dist.ReduceOp.AVG, group=collie)
     expect("allreduce avg", t, (values(0) + values(1)) / 2)
+    # empty_shared tensors (above the 256 KiB one-shot size): zero-copy on shm, twice on
+    # the same tensor (registered per call); then shared on rank 0 only (ring path).
+    n = 1 << 20
+    for op, want in ((dist.ReduceOp.SUM, values(0, n) + values(1, n)),
+                     (dist.ReduceOp.AVG, (values(0, n) + values(1, n)) / 2)):
+        t = torch_collie.empty_shared(n)
+        for i in range(2):
+            t.copy_(values(rank, n))
+            dist.all_reduce(t, op=op, group=collie)
+            expect(f"allreduce empty_shared {op} #{i}", t, want)
+    t = torch_collie.empty_shared(n) if rank == 0 else torch.empty(n)
+    t.copy_(values(rank, n))
+    dist.all_reduce(t, group=collie)
+    expect("allreduce empty_shared on rank 0 only", t, values(0, n) + values(1, n))
+    shaped = torch_collie.empty_shared((3, 4), dtype=torch.float64)
+    if shaped.shape != (3, 4) or shaped.dtype != torch.float64 or shaped.abs().sum() != 0:
+        failures.append(f"empty_shared((3, 4), float64): {shaped.shape} {shaped.dtype}")
     # Non-contiguous tensor (a transposed view) is reduced in place.
     base = values(rank, 24).reshape(4, 6)
     view = base.t()

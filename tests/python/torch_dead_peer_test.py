@@ -2,7 +2,9 @@
 
 Rank 1 leaves without a word (os._exit) after a barrier; rank 0 then all-reduces
 and must get torch.distributed.DistBackendError mentioning rank 1, within the
-collie timeout (COLLIE_TIMEOUT, set short by the runner)."""
+collie timeout (COLLIE_TIMEOUT, set short by the runner). Run twice: a small
+ordinary tensor (one-shot board) and a 4 MB torch_collie.empty_shared tensor (the
+zero-copy path)."""
 
 import os
 import sys
@@ -13,10 +15,10 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-import torch_collie  # noqa: F401
+import torch_collie
 
 
-def worker(rank, init_file, result):
+def worker(rank, init_file, result, shared):
     dist.init_process_group("collie", init_method="file://" + init_file, rank=rank, world_size=2)
     dist.barrier()
     if rank == 1:
@@ -25,7 +27,8 @@ def worker(rank, init_file, result):
     start = time.monotonic()
     message = "no exception"
     try:
-        dist.all_reduce(torch.ones(1 << 16))
+        t = torch_collie.empty_shared(1 << 20) if shared else torch.ones(1 << 16)
+        dist.all_reduce(t)
     except Exception as e:  # noqa: BLE001
         message = f"{type(e).__name__}: {e}"
     with open(result, "w") as f:
@@ -34,14 +37,18 @@ def worker(rank, init_file, result):
 
 
 def main():
-    with tempfile.TemporaryDirectory() as tmp:
-        result = os.path.join(tmp, "result")
-        mp.spawn(worker, args=(os.path.join(tmp, "init"), result), nprocs=2)
-        seconds, message = open(result).read().split("\n", 1)
-        print(f"rank 0 after {seconds} s: {message}")
-        ok = "DistBackendError" in message and ("rank 1" in message or "peer 1" in message)
-        print("torch_dead_peer_test:", "ok" if ok else "FAILED")
-        return 0 if ok else 1
+    failed = False
+    for shared in (False, True):
+        with tempfile.TemporaryDirectory() as tmp:
+            result = os.path.join(tmp, "result")
+            mp.spawn(worker, args=(os.path.join(tmp, "init"), result, shared), nprocs=2)
+            seconds, message = open(result).read().split("\n", 1)
+            what = "empty_shared" if shared else "ordinary"
+            print(f"{what}: rank 0 after {seconds} s: {message}")
+            ok = "DistBackendError" in message and ("rank 1" in message or "peer 1" in message)
+            failed = failed or not ok
+    print("torch_dead_peer_test:", "FAILED" if failed else "ok")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -25,8 +25,10 @@ inline UniqueId testUniqueId() {
 }
 
 // Creates `nranks` communicators concurrently (creation is collective). Fails the
-// test and returns an empty vector if any rank could not be created.
-inline std::vector<std::unique_ptr<Communicator>> makeCommunicators(int nranks, Options options) {
+// test and returns an empty vector if any rank could not be created. `perRank`, when
+// set, adjusts each rank's copy of the options (e.g. a host id per rank).
+inline std::vector<std::unique_ptr<Communicator>> makeCommunicators(
+    int nranks, Options options, const std::function<void(int, Options*)>& perRank = {}) {
   options.store = makeInMemoryStore();
   UniqueId id = testUniqueId();
   std::vector<std::unique_ptr<Communicator>> comms(nranks);
@@ -34,7 +36,9 @@ inline std::vector<std::unique_ptr<Communicator>> makeCommunicators(int nranks, 
   std::vector<std::thread> threads;
   for (int r = 0; r < nranks; ++r) {
     threads.emplace_back([&, r] {
-      auto created = Communicator::create(id, r, nranks, options);
+      Options mine = options;
+      if (perRank) perRank(r, &mine);
+      auto created = Communicator::create(id, r, nranks, mine);
       if (created.isOk()) {
         comms[r] = std::move(*created);
       } else {

@@ -141,20 +141,59 @@ TEST_P(ReliabilityTest, MismatchMessageNamesTheDifferingFields) {
   EXPECT_NE(all.find("count differs"), std::string::npos) << all;
 }
 
+// Each of two ranks runs one all-reduce of its own (count, dtype, op) on 4-byte
+// elements (at most 64); returns their statuses.
+struct RankCall {
+  size_t count;
+  DataType dtype;
+  ReduceOp op;
+};
+std::vector<Status> disagreeingAllReduce(std::vector<std::unique_ptr<Communicator>>& comms,
+                                         const RankCall (&calls)[2]) {
+  std::vector<Status> results(2);
+  onEveryRank(2, [&](int r) {
+    std::vector<int32_t> in(64, 1), out(64);
+    auto work =
+        comms[r]->allReduce(in.data(), out.data(), calls[r].count, calls[r].dtype, calls[r].op);
+    results[r] = work.isOk() ? work->wait(15s) : work.status();
+  });
+  return results;
+}
+
 // Small collectives (the shm one-shot board) name the fields too.
 TEST_P(ReliabilityTest, SmallMismatchNamesTheOp) {
   auto comms = make(2, 5s);
   ASSERT_EQ(comms.size(), 2u);
-  std::vector<Status> results(2);
-  onEveryRank(2, [&](int r) {
-    std::vector<int32_t> in(64, 1), out(64);
-    auto work = comms[r]->allReduce(in.data(), out.data(), 64, DataType::kInt32,
-                                    r == 0 ? ReduceOp::kSum : ReduceOp::kMax);
-    ASSERT_TRUE(work.isOk());
-    results[r] = work->wait(15s);
-  });
+  auto results = disagreeingAllReduce(
+      comms, {{64, DataType::kInt32, ReduceOp::kSum}, {64, DataType::kInt32, ReduceOp::kMax}});
   std::string all = results[0].message() + "\n" + results[1].message();
   EXPECT_NE(all.find("op differs: this rank"), std::string::npos) << all;
+}
+
+// The smallest collectives travel in one cache line per rank (data and fingerprint
+// together): a disagreement there is still a Mismatch naming the field.
+TEST_P(ReliabilityTest, LineSizedMismatchNamesTheOp) {
+  auto comms = make(2, 5s);
+  ASSERT_EQ(comms.size(), 2u);
+  auto results = disagreeingAllReduce(
+      comms, {{2, DataType::kFloat32, ReduceOp::kSum}, {2, DataType::kFloat32, ReduceOp::kMin}});
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(results[r].code(), StatusCode::kMismatch) << r;
+  std::string all = results[0].message() + "\n" + results[1].message();
+  EXPECT_NE(all.find("op differs: this rank"), std::string::npos) << all;
+}
+
+// One rank's all-reduce fits a line, the other's does not: a Mismatch (count), not a
+// timeout, although the two publish in different places.
+TEST_P(ReliabilityTest, LineAndSlotSizedMismatchIsReported) {
+  auto comms = make(2, 3s);
+  ASSERT_EQ(comms.size(), 2u);
+  auto results = disagreeingAllReduce(
+      comms, {{2, DataType::kFloat32, ReduceOp::kSum}, {64, DataType::kFloat32, ReduceOp::kSum}});
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(results[r].code(), StatusCode::kMismatch) << r << ": " << results[r].toString();
+    EXPECT_NE(results[r].message().find("count differs"), std::string::npos)
+        << results[r].message();
+  }
 }
 
 // Four ranks; rank 3 aborts in the middle of an all-reduce. The survivors fail, naming

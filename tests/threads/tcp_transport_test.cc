@@ -8,156 +8,39 @@
 #include "core/net/handshake.h"
 #include "core/net/socket.h"
 #include "core/transport/transport.h"
+#include "support/transport_job.h"
 
 namespace collie {
 void registerTcpTransport(TransportRegistry& registry);
 namespace {
 
 using namespace std::chrono_literals;
-using Conns = std::vector<std::unique_ptr<Connection>>;
+using testing::drive;
+using testing::secretOf;
 
-JobSecret secretOf(uint8_t seed) {
-  JobSecret s{};
-  for (auto& b : s) b = seed++;
-  return s;
-}
-
-struct Job {
-  std::shared_ptr<Store> store = makeInMemoryStore();
-  std::vector<std::unique_ptr<Transport>> transports;
-  std::vector<Conns> conns;
-  std::vector<std::vector<int>> peers;
-  std::string jobKey = "job" + std::to_string(std::rand());
-  int nchannels = 1;
-
-  TransportContext context(int rank, int n) const {
-    TransportContext ctx;
-    ctx.rank = rank;
-    ctx.nranks = n;
-    ctx.nchannels = nchannels;
-    ctx.jobKey = jobKey;
-    ctx.secret = secretOf(3);
-    ctx.store = store;
-    ctx.timeout = 10s;
-    return ctx;
-  }
-
+struct Job : testing::TransportJob {
+  Job() : TransportJob("tcp", registerTcpTransport) {}
   void create(int n) {
     setenv("COLLIE_SOCKET_IFNAME", "lo", 1);
-    TransportRegistry registry;
-    registerTcpTransport(registry);
-    const TransportFactory* factory = registry.find("tcp");
-    ASSERT_NE(factory, nullptr);
-    EXPECT_EQ(factory->priority, 200);
-    for (int r = 0; r < n; ++r) {
-      auto t = factory->create(context(r, n));
-      ASSERT_TRUE(t.isOk()) << t.status().toString();
-      transports.push_back(std::move(*t));
-    }
+    TransportJob::create(n, 200);
   }
-
   void connectAll() {
-    int n = static_cast<int>(transports.size());
-    conns.resize(n);
-    peers.resize(n);
-    std::vector<Status> results(n);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < n; ++r) {
-      for (int p = 0; p < n; ++p) {
-        if (p != r) peers[r].push_back(p);
-      }
-      threads.emplace_back([&, r] {
-        auto c = transports[r]->connect(peers[r]);
-        if (c.isOk()) {
-          conns[r] = std::move(*c);
-        } else {
-          results[r] = c.status();
-        }
-      });
+    auto results = TransportJob::connectAll();
+    for (size_t r = 0; r < results.size(); ++r) {
+      ASSERT_TRUE(results[r].isOk()) << r << results[r].toString();
     }
-    for (auto& t : threads) t.join();
-    for (int r = 0; r < n; ++r) ASSERT_TRUE(results[r].isOk()) << r << results[r].toString();
-  }
-
-  Connection* conn(int rank, int peer, int channel = 0) {
-    int idx = peer < rank ? peer : peer - 1;
-    return conns[rank][idx * nchannels + channel].get();
   }
 };
-
-uint8_t pattern(int src, int dst, size_t size, size_t i) {
-  return static_cast<uint8_t>(src * 31 + dst * 7 + size * 3 + i * 13 + (i >> 9));
-}
-
-// Drives `conns` until every completion is done or an error; returns the first error.
-Status drive(Transport* transport, Conns& conns, std::vector<Completion>& done, Deadline deadline) {
-  for (;;) {
-    bool progressed = false;
-    for (auto& c : conns) COLLIE_RETURN_IF_ERROR(c->progress(&progressed));
-    bool all = true;
-    for (auto& d : done) all = all && d.done;
-    if (all) return Status();
-    if (Clock::now() > deadline) return timeoutError("test drive timed out");
-    if (!progressed) transport->waitForActivity(1ms);
-  }
-}
 
 class TcpTransportRanks : public ::testing::TestWithParam<int> {};
 
 TEST_P(TcpTransportRanks, AllPairsExchangeAllSizesBothWays) {
   const int n = GetParam();
-  const std::vector<size_t> sizes = {0, 1, 4097, (8u << 20) + 3};
   Job job;
   job.nchannels = 2;
   job.create(n);
   job.connectAll();
-  std::vector<Status> results(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      std::vector<std::vector<uint8_t>> sendBufs, recvBufs;
-      std::vector<Completion> done;
-      std::vector<std::tuple<int, size_t, size_t>> checks;  // peer, size, recv index
-      size_t ops = (n - 1) * job.nchannels * sizes.size() * 2;
-      done.resize(ops);
-      sendBufs.reserve(ops);
-      recvBufs.reserve(ops);
-      size_t k = 0;
-      for (int p : job.peers[r]) {
-        for (int ch = 0; ch < job.nchannels; ++ch) {
-          for (size_t size : sizes) {
-            uint64_t tag = (uint64_t{1} << 40) | size;
-            auto& in = recvBufs.emplace_back(size, 0);
-            checks.emplace_back(p, size, recvBufs.size() - 1);
-            Status st = job.conn(r, p, ch)->postRecv(in.data(), size, tag, &done[k++]);
-            auto& out = sendBufs.emplace_back(size);
-            for (size_t i = 0; i < size; ++i) out[i] = pattern(r, p, size, i);
-            if (st.isOk()) st = job.conn(r, p, ch)->postSend(out.data(), size, tag, &done[k++]);
-            if (!st.isOk()) {
-              results[r] = st;
-              return;
-            }
-          }
-        }
-      }
-      results[r] = drive(job.transports[r].get(), job.conns[r], done, Clock::now() + 40s);
-      if (!results[r].isOk()) return;
-      for (auto& d : done) {
-        if (!d.status.isOk()) results[r] = d.status;
-      }
-      for (auto& [p, size, idx] : checks) {
-        for (size_t i = 0; i < size; ++i) {
-          if (recvBufs[idx][i] != pattern(p, r, size, i)) {
-            results[r] =
-                internalError("rank " + std::to_string(r) + " got bad byte " + std::to_string(i) +
-                              " of " + std::to_string(size) + " from " + std::to_string(p));
-            return;
-          }
-        }
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  auto results = testing::exchangeAllPairs(job, {0, 1, 4097, (8u << 20) + 3}, 40s);
   for (int r = 0; r < n; ++r) EXPECT_TRUE(results[r].isOk()) << r << ": " << results[r].toString();
 }
 

@@ -2,7 +2,9 @@
 // backend variant this CPU runs, every dtype and op, odd sizes and every aliasing case;
 // and the Half/BFloat16 conversions against known bit patterns.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -241,6 +243,37 @@ TEST(KernelsTest, ReduceMatchesReferenceForEveryTypeOpSizeAndAliasing) {
     uint64_t seed = 1;
     forEachType([&]<typename T>(DataType dtype) { checkReduce<T>(*backend, dtype, seed++); });
   }
+}
+
+// Outputs larger than the last-level cache are streamed out of an L1 block (head up to
+// a 32-byte boundary and tail with plain stores): the same bits, with a misaligned dst.
+template <typename T>
+void checkLargeOutput(const ReduceBackend& backend, DataType dtype, OpCase oc) {
+  const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  const size_t bytes = std::clamp<size_t>(llc > 0 ? llc + llc / 4 : 40 << 20, 1 << 20, 256 << 20);
+  const size_t n = bytes / sizeof(T) + 5;
+  SCOPED_TRACE(std::string(backend.name) + " " + std::string(dataTypeName(dtype)) + " " +
+               std::string(reduceOpName(oc.op)) + " n=" + std::to_string(n));
+  std::mt19937_64 rng(7);
+  std::vector<T> a = randomValues<T>(4096, rng), b = randomValues<T>(4096, rng);
+  a.resize(n);
+  b.resize(n);
+  for (size_t i = 4096; i < n; ++i) {  // cheap to fill, still varied
+    a[i] = a[i % 4096 ^ (i >> 12) % 4096];
+    b[i] = b[(i * 7) % 4096];
+  }
+  std::vector<T> want(n);
+  for (size_t i = 0; i < n; ++i) want[i] = reference(a[i], b[i], oc.op, oc.divisor);
+  std::vector<T> out(n + 1);
+  backend.reduce(out.data() + 1, a.data(), b.data(), n, dtype, oc.op, oc.divisor);
+  ASSERT_TRUE(sameBits(std::vector<T>(out.begin() + 1, out.end()), want));
+}
+
+TEST(KernelsTest, LargeOutputsMatchReference) {
+  const ReduceBackend& best = cpuReduceBackend();
+  checkLargeOutput<float>(best, DataType::kFloat32, {ReduceOp::kSum, 0});
+  checkLargeOutput<Half>(best, DataType::kFloat16, {ReduceOp::kAvg, 3});
+  checkLargeOutput<int8_t>(best, DataType::kInt8, {ReduceOp::kMax, 0});
 }
 
 TEST(KernelsTest, DivideMatchesReference) {

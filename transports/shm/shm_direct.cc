@@ -45,27 +45,11 @@ Result<uint8_t*> PeerWindows::resolve(int peer, const SharedWindow& window, size
     for (const Entry& e : entries_) munmap(e.base, e.bytes);
     entries_.clear();
   }
-  const std::string path =
-      "/proc/" + std::to_string(window.pid) + "/fd/" + std::to_string(window.fd);
-  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) {
-    return systemError("shm: opening " + who + " through " + path +
-                           " (ranks must run as one user in one pid namespace; deregister the "
-                           "buffers to use the copy path)",
-                       errno);
+  Result<void*> mapped = mapSharedWindow(window, who, peer);
+  if (!mapped.isOk()) {
+    return mapped.status().withContext("shm (deregister the buffers to use the copy path)");
   }
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_ino) != window.inode ||
-      static_cast<uint64_t>(st.st_size) < window.regionBytes) {
-    close(fd);
-    return remoteError(who + " changed under us (inode or size differ from what it published)",
-                       peer);
-  }
-  void* base =
-      mmap(nullptr, window.regionBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-  int err = errno;
-  close(fd);
-  if (base == MAP_FAILED) return systemError("shm: mapping " + who, err);
+  void* base = *mapped;
   entries_.push_back(Entry{peer, window.regionId, base, window.regionBytes});
   return static_cast<uint8_t*>(base) + window.offset;
 }

@@ -54,8 +54,22 @@ struct DoneFlag {
   alignas(kCacheLine) std::atomic<uint64_t> sequence;
 };
 
+// A collective whose every slot holds at most kLineBytes travels in one cache line per
+// rank: sequence, fingerprint and data together, so a peer's publication costs one
+// line transfer and its header no other.
+constexpr size_t kLineBytes = 48;
+struct LineSlot {
+  alignas(kCacheLine) std::atomic<uint64_t> sequence;
+  uint64_t tag;
+  uint8_t data[kLineBytes];
+};
+static_assert(sizeof(LineSlot) == kCacheLine);
+
 constexpr size_t kControlOffset = kPage;
 constexpr auto kPureSpin = std::chrono::microseconds(5);
+// Spins before a wait first reads the clock: a peer on another core usually answers
+// within them, and then the collective reads no clock at all.
+constexpr uint32_t kSpinsBeforeClock = 32;
 constexpr size_t kDataOffset = 2 * kPage;
 
 size_t boardBytes(size_t slotBytes) { return kDataOffset + 2 * slotBytes; }
@@ -67,11 +81,15 @@ SlotControl* control(void* base, int parity) {
 DoneFlag* doneFlag(void* base) {
   return reinterpret_cast<DoneFlag*>(reinterpret_cast<uint8_t*>(control(base, 2)) + kCacheLine);
 }
-static_assert(3 * sizeof(SlotControl) + 2 * kCacheLine <= kPage);
+static_assert(3 * sizeof(SlotControl) + 2 * kCacheLine <= kPage / 2);
 
-// Bytes rank `rank` publishes for `args` on `nranks` ranks.
-size_t publishedBytes(const CollectiveArgs& args, int nranks, int rank) {
-  const size_t bytes = args.count * dataTypeSize(args.dtype);
+LineSlot* lineSlot(void* base, int parity) {
+  return reinterpret_cast<LineSlot*>(static_cast<uint8_t*>(base) + kControlOffset + kPage / 2) +
+         parity;
+}
+
+// Bytes rank `rank` publishes for `args` (`bytes` = count * dtype size) on `nranks` ranks.
+size_t publishedBytes(const CollectiveArgs& args, size_t bytes, int nranks, int rank) {
   switch (args.kind) {
     case CollectiveKind::kReduceScatter:
       return bytes * nranks;
@@ -86,9 +104,9 @@ size_t publishedBytes(const CollectiveArgs& args, int nranks, int rank) {
 
 // Too large for the slots on some rank: run() goes direct (a registered all-reduce) or
 // only checks that every rank runs the same collective, then declines.
-bool isLarge(const CollectiveArgs& args, int nranks, size_t slotBytes) {
-  return publishedBytes(args, nranks, args.root) > slotBytes ||
-         publishedBytes(args, nranks, (args.root + 1) % nranks) > slotBytes;
+bool isLarge(const CollectiveArgs& args, size_t bytes, int nranks, size_t slotBytes) {
+  return publishedBytes(args, bytes, nranks, args.root) > slotBytes ||
+         publishedBytes(args, bytes, nranks, (args.root + 1) % nranks) > slotBytes;
 }
 
 }  // namespace
@@ -145,6 +163,8 @@ Result<std::unique_ptr<OneShotBoard>> OneShotBoard::connect(const TransportConte
   for (int parity = 0; parity < 2; ++parity) {
     new (control(base, parity)) SlotControl();
     control(base, parity)->sequence.store(0, std::memory_order_release);
+    new (lineSlot(base, parity)) LineSlot();
+    lineSlot(base, parity)->sequence.store(0, std::memory_order_release);
   }
   new (doneFlag(base)) DoneFlag();
   doneFlag(base)->sequence.store(0, std::memory_order_release);
@@ -223,9 +243,9 @@ bool OneShotBoard::accepts(const CollectiveArgs& args) const {
 
 bool OneShotBoard::runsInline(const CollectiveArgs& args, const void* input,
                               const void* output) const {
-  if (!isLarge(args, ctx_.nranks, slotBytes_)) return true;
-  if (args.kind != CollectiveKind::kAllReduce) return false;  // a check, then declined
   const size_t bytes = args.count * dataTypeSize(args.dtype);
+  if (!isLarge(args, bytes, ctx_.nranks, slotBytes_)) return true;
+  if (args.kind != CollectiveKind::kAllReduce) return false;  // a check, then declined
   SharedWindow window;
   return findSharedWindow(input, bytes, &window) && findSharedWindow(output, bytes, &window);
 }
@@ -235,15 +255,20 @@ const uint8_t* OneShotBoard::slotData(int rank, int parity) const {
 }
 
 template <typename Ready>
-Status OneShotBoard::waitForAll(Ready ready, const char* what, Deadline deadline,
+Status OneShotBoard::waitForAll(Ready ready, const char* what, std::chrono::microseconds timeout,
                                 const std::atomic<bool>& cancelled) {
   SegmentHeader* doorbell = shared_->mine->header();
   for (int peer = 0; peer < ctx_.nranks; ++peer) {
-    if (peer == ctx_.rank || ready(peer)) continue;
+    if (peer == ctx_.rank) continue;
+    for (uint32_t spins = 0; spins < kSpinsBeforeClock && !ready(peer); ++spins) {
+      COLLIE_CPU_RELAX();
+    }
+    if (ready(peer)) continue;
     // Pure spinning first (a peer on another core answers within a microsecond or
     // two), then spinning with sched_yield (lets a peer that shares this core run),
     // then sleeping on the doorbell futex. spin_ is 0 when ranks outnumber cores.
     const auto start = Clock::now();
+    const Deadline deadline = start + timeout;
     const auto pureUntil = start + std::min(spin_, kPureSpin);
     const auto spinUntil = start + spin_;
     uint32_t turns = 0;
@@ -286,25 +311,47 @@ Status OneShotBoard::waitForAll(Ready ready, const char* what, Deadline deadline
   return Status();
 }
 
-Status OneShotBoard::waitForPeers(uint64_t sequence, uint64_t tag, size_t bytes, Deadline deadline,
+Status OneShotBoard::waitForPeers(uint64_t sequence, uint64_t tag, size_t bytes, bool inLine,
+                                  std::chrono::microseconds timeout,
                                   const std::atomic<bool>& cancelled) {
   const int parity = static_cast<int>(sequence & 1);
-  auto published = [&](int peer) {
+  // A peer publishes each sequence number in one place: its line, or its control block
+  // (a collective of another size). Watching both turns that disagreement into a
+  // Mismatch instead of a timeout; this rank's own layout is checked first.
+  auto inLineOf = [&](int peer) {
+    return lineSlot(boards_[peer].base, parity)->sequence.load(std::memory_order_acquire) ==
+           sequence;
+  };
+  auto inControlOf = [&](int peer) {
     return control(boards_[peer].base, parity)->sequence.load(std::memory_order_acquire) ==
            sequence;
   };
-  COLLIE_RETURN_IF_ERROR(
-      waitForAll(published, "join the one-shot collective", deadline, cancelled));
+  auto published = [&](int peer) {
+    return inLine ? inLineOf(peer) || inControlOf(peer) : inControlOf(peer) || inLineOf(peer);
+  };
+  COLLIE_RETURN_IF_ERROR(waitForAll(published, "join the one-shot collective", timeout, cancelled));
   for (int peer = 0; peer < ctx_.nranks; ++peer) {
     if (peer == ctx_.rank) continue;
     const SlotControl* slot = control(boards_[peer].base, parity);
-    if (slot->tag != tag) {
+    const bool peerInLine = inLineOf(peer);
+    const uint64_t peerTag = peerInLine ? lineSlot(boards_[peer].base, parity)->tag : slot->tag;
+    if (peerTag != tag) {
       return mismatchError("rank " + std::to_string(ctx_.rank) + " runs " +
                                describeFingerprint(tag) + " but rank " + std::to_string(peer) +
-                               " runs " + describeFingerprint(slot->tag) + " (" +
-                               describeMismatch(tag, slot->tag, peer) + ")",
+                               " runs " + describeFingerprint(peerTag) + " (" +
+                               describeMismatch(tag, peerTag, peer) + ")",
                            peer);
     }
+    if (peerInLine != inLine) {
+      return mismatchError("rank " + std::to_string(peer) + " published " +
+                               (peerInLine ? "at most " : "more than ") +
+                               std::to_string(kLineBytes) + " bytes for " +
+                               describeFingerprint(tag) + ", rank " + std::to_string(ctx_.rank) +
+                               " the opposite (count differs)",
+                           peer);
+    }
+    // A line holds kLineBytes whatever was published; only read what this rank expects.
+    if (inLine) continue;
     if (slot->bytes > slotBytes_ || (bytes != SIZE_MAX && slot->bytes != bytes)) {
       return mismatchError("rank " + std::to_string(peer) + " published " +
                                std::to_string(slot->bytes) + " bytes, expected " +
@@ -316,11 +363,17 @@ Status OneShotBoard::waitForPeers(uint64_t sequence, uint64_t tag, size_t bytes,
 }
 
 void OneShotBoard::ringPeers() {
-  for (const auto& peer : shared_->peers) ringDoorbell(peer->segment->header());
+  // One fence for every peer (ringDoorbell fences again only when someone sleeps).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  for (const auto& peer : shared_->peers) {
+    SegmentHeader* header = peer->segment->header();
+    if (header->sleepers.load(std::memory_order_relaxed) != 0) ringDoorbell(header);
+  }
 }
 
 Result<OffloadOutcome> OneShotBoard::runLarge(const CollectiveArgs& args, uint64_t tag,
-                                              const void* input, void* output, Deadline deadline,
+                                              const void* input, void* output,
+                                              std::chrono::microseconds timeout,
                                               const std::atomic<bool>& cancelled) {
   const int n = ctx_.nranks;
   const int rank = ctx_.rank;
@@ -342,7 +395,7 @@ Result<OffloadOutcome> OneShotBoard::runLarge(const CollectiveArgs& args, uint64
   mine->recv = recv;
   mine->sequence.store(sequence, std::memory_order_release);
   ringPeers();
-  COLLIE_RETURN_IF_ERROR(waitForPeers(sequence, tag, 0, deadline, cancelled));
+  COLLIE_RETURN_IF_ERROR(waitForPeers(sequence, tag, 0, false, timeout, cancelled));
 
   // Every rank reads the same headers, so every rank takes the same branch here.
   if (!direct) return OffloadOutcome::kDeclined;
@@ -383,52 +436,63 @@ Result<OffloadOutcome> OneShotBoard::runLarge(const CollectiveArgs& args, uint64
     return doneFlag(boards_[peer].base)->sequence.load(std::memory_order_acquire) >= sequence;
   };
   COLLIE_RETURN_IF_ERROR(
-      waitForAll(finished, "finish its share of the direct all-reduce", deadline, cancelled));
+      waitForAll(finished, "finish its share of the direct all-reduce", timeout, cancelled));
   return OffloadOutcome::kDone;
 }
 
 Result<OffloadOutcome> OneShotBoard::run(const CollectiveArgs& args, uint64_t tag,
-                                         const void* input, void* output, Deadline deadline,
+                                         const void* input, void* output,
+                                         std::chrono::microseconds timeout,
                                          const std::atomic<bool>& cancelled) {
-  if (isLarge(args, ctx_.nranks, slotBytes_)) {
-    return runLarge(args, tag, input, output, deadline, cancelled);
+  const size_t bytes = args.count * dataTypeSize(args.dtype);
+  if (isLarge(args, bytes, ctx_.nranks, slotBytes_)) {
+    return runLarge(args, tag, input, output, timeout, cancelled);
   }
   const int n = ctx_.nranks;
   const int rank = ctx_.rank;
   const uint64_t sequence = ++sequence_;
   const int parity = static_cast<int>(sequence & 1);
-  const size_t es = dataTypeSize(args.dtype);
-  const size_t bytes = args.count * es;
 
-  // Publish.
-  const size_t mine = publishedBytes(args, n, rank);
-  uint8_t* slot = const_cast<uint8_t*>(slotData(rank, parity));
-  if (mine > 0) std::memcpy(slot, input, mine);
-  SlotControl* control = shm::control(boards_[rank].base, parity);
-  control->tag = tag;
-  control->bytes = mine;
-  control->sequence.store(sequence, std::memory_order_release);
+  // Publish: in one line when every rank's part fits (every rank decides alike), else
+  // in the data slot with its header in the control block.
+  const size_t mine = publishedBytes(args, bytes, n, rank);
+  const bool inLine = publishedBytes(args, bytes, n, args.root) <= kLineBytes;
+  if (inLine) {
+    LineSlot* line = lineSlot(boards_[rank].base, parity);
+    if (mine > 0) std::memcpy(line->data, input, mine);
+    line->tag = tag;
+    line->sequence.store(sequence, std::memory_order_release);
+  } else {
+    if (mine > 0) std::memcpy(const_cast<uint8_t*>(slotData(rank, parity)), input, mine);
+    SlotControl* control = shm::control(boards_[rank].base, parity);
+    control->tag = tag;
+    control->bytes = mine;
+    control->sequence.store(sequence, std::memory_order_release);
+  }
   ringPeers();
 
   // Everyone else's broadcast slot is empty; every other collective publishes alike.
   const size_t expected = args.kind == CollectiveKind::kBroadcast ? SIZE_MAX : mine;
-  COLLIE_RETURN_IF_ERROR(waitForPeers(sequence, tag, expected, deadline, cancelled));
+  COLLIE_RETURN_IF_ERROR(waitForPeers(sequence, tag, expected, inLine, timeout, cancelled));
+  auto slotOf = [&](int r) -> const uint8_t* {
+    return inLine ? lineSlot(boards_[r].base, parity)->data : slotData(r, parity);
+  };
 
   const ReduceBackend& kernels = hostReduceBackend();
   const int divisor = args.op == ReduceOp::kAvg ? n : 0;
   auto reduceAll = [&](uint8_t* dst, size_t offset) {
     if (n == 1) {
       if (divisor > 1) {
-        kernels.divide(dst, slotData(0, parity) + offset, args.count, args.dtype, divisor);
-      } else if (dst != slotData(0, parity) + offset) {
-        std::memmove(dst, slotData(0, parity) + offset, bytes);
+        kernels.divide(dst, slotOf(0) + offset, args.count, args.dtype, divisor);
+      } else if (dst != slotOf(0) + offset) {
+        std::memmove(dst, slotOf(0) + offset, bytes);
       }
       return;
     }
-    kernels.reduce(dst, slotData(0, parity) + offset, slotData(1, parity) + offset, args.count,
-                   args.dtype, args.op, n == 2 ? divisor : 0);
+    kernels.reduce(dst, slotOf(0) + offset, slotOf(1) + offset, args.count, args.dtype, args.op,
+                   n == 2 ? divisor : 0);
     for (int r = 2; r < n; ++r) {
-      kernels.reduce(dst, dst, slotData(r, parity) + offset, args.count, args.dtype, args.op,
+      kernels.reduce(dst, dst, slotOf(r) + offset, args.count, args.dtype, args.op,
                      r == n - 1 ? divisor : 0);
     }
   };
@@ -445,12 +509,11 @@ Result<OffloadOutcome> OneShotBoard::run(const CollectiveArgs& args, uint64_t ta
       break;
     case CollectiveKind::kAllGather:
       for (int r = 0; r < n && bytes; ++r) {
-        if (out + r * bytes != slotData(r, parity))
-          std::memcpy(out + r * bytes, slotData(r, parity), bytes);
+        if (out + r * bytes != slotOf(r)) std::memcpy(out + r * bytes, slotOf(r), bytes);
       }
       break;
     case CollectiveKind::kBroadcast:
-      if (bytes) std::memcpy(out, slotData(args.root, parity), bytes);
+      if (bytes) std::memcpy(out, slotOf(args.root), bytes);
       break;
     default:
       break;

@@ -6,7 +6,10 @@
 // board, stores the collective's fingerprint and publishes s with a release store;
 // then it waits until every rank published s in its slot s % 2 and computes its
 // output straight from the slots, combining ranks in rank order so that every rank
-// gets the same bits. No queue, no syscall on the fast path: a waiter spins for
+// gets the same bits. A collective whose slots hold at most 48 bytes travels instead in
+// one cache line per rank and parity (sequence, fingerprint, data). No queue, no
+// allocation, no clock read and no syscall on the fast path: a waiter spins (reading
+// the clock only after 32 spins, then every 16) for
 // COLLIE_SHM_SPIN, then sleeps on its doorbell futex, which publishers ring only when
 // someone sleeps. Reusing slot s % 2 at s + 2 is safe without more flags: a rank
 // publishes s + 1 only after it finished reading the slots of s.
@@ -47,7 +50,7 @@ class OneShotBoard final : public CollectiveOffload {
   // unregistered large all-reduce will be declined: no point blocking the caller).
   bool runsInline(const CollectiveArgs& args, const void* input, const void* output) const override;
   Result<OffloadOutcome> run(const CollectiveArgs& args, uint64_t tag, const void* input,
-                             void* output, Deadline deadline,
+                             void* output, std::chrono::microseconds timeout,
                              const std::atomic<bool>& cancelled) override;
 
  private:
@@ -60,15 +63,16 @@ class OneShotBoard final : public CollectiveOffload {
   // Collectives too large for the slots: a fingerprint check, then the direct
   // all-reduce when every rank's buffers are registered, else kDeclined.
   Result<OffloadOutcome> runLarge(const CollectiveArgs& args, uint64_t tag, const void* input,
-                                  void* output, Deadline deadline,
+                                  void* output, std::chrono::microseconds timeout,
                                   const std::atomic<bool>& cancelled);
   // Waits until ready(peer) for every peer: spin, then yield, then the doorbell futex.
   template <typename Ready>
-  Status waitForAll(Ready ready, const char* what, Deadline deadline,
+  Status waitForAll(Ready ready, const char* what, std::chrono::microseconds timeout,
                     const std::atomic<bool>& cancelled);
   void ringPeers();
-  Status waitForPeers(uint64_t sequence, uint64_t tag, size_t bytes, Deadline deadline,
-                      const std::atomic<bool>& cancelled);
+  // `inLine`: the collective travels in LineSlots (sequence, tag, data in one line).
+  Status waitForPeers(uint64_t sequence, uint64_t tag, size_t bytes, bool inLine,
+                      std::chrono::microseconds timeout, const std::atomic<bool>& cancelled);
   const uint8_t* slotData(int rank, int parity) const;
 
   TransportContext ctx_;

@@ -1,7 +1,10 @@
 // The NCCL-compatible API, part 2: collectives, point-to-point, groups and
-// pre-multiplied sums, on host buffers.
+// pre-multiplied sums.
 //
-// Outside a group a call issues its collective and waits for it. Inside a group the
+// Outside a group a call on host buffers issues its collective and waits for it; a
+// call on device buffers returns once its kernels are enqueued on `stream` (errors
+// then surface through ncclCommGetAsyncError). ncclGroupEnd waits for every call of
+// the group, device ones included. Inside a group the
 // calls are recorded; ncclGroupEnd first waits for the inits of the group, then
 // issues every recorded call in order, per communicator, merging each run of
 // consecutive sends and receives into one Communicator::sendRecv (all posted before
@@ -29,6 +32,7 @@ struct Call {
   ReduceOp op;
   int root;                                      // root, or peer of a send/recv
   std::shared_ptr<std::vector<uint8_t>> scaled;  // pre-multiplied input (PreMulSum)
+  void* stream;                                  // cudaStream_t: device buffers only
 };
 
 struct GroupState {
@@ -94,6 +98,10 @@ ncclResult_t prepare(Call* call, ncclDataType_t datatype, ncclRedOp_t op, bool h
     call->op = static_cast<ReduceOp>(op);
     return ncclSuccess;
   }
+  if (call->comm->comm->isDeviceBuffer(call->send)) {
+    return invalidUsage(std::string(nameOf(call->kind)) +
+                        ": PreMulSum ops are not supported on device buffers by collie");
+  }
   auto found = call->comm->preMulSums.find(static_cast<int>(op));
   if (found == call->comm->preMulSums.end()) {
     return invalidArgumentResult(std::string(nameOf(call->kind)) + ": op " +
@@ -121,15 +129,16 @@ Result<Work> issue(const Call& call) {
   Communicator& comm = *call.comm->comm;
   switch (call.kind) {
     case OpKind::kAllReduce:
-      return comm.allReduce(call.send, call.recv, call.count, call.dtype, call.op);
+      return comm.allReduce(call.send, call.recv, call.count, call.dtype, call.op, call.stream);
     case OpKind::kBroadcast:
-      return comm.broadcast(call.send, call.recv, call.count, call.dtype, call.root);
+      return comm.broadcast(call.send, call.recv, call.count, call.dtype, call.root, call.stream);
     case OpKind::kReduce:
-      return comm.reduce(call.send, call.recv, call.count, call.dtype, call.op, call.root);
+      return comm.reduce(call.send, call.recv, call.count, call.dtype, call.op, call.root,
+                         call.stream);
     case OpKind::kAllGather:
-      return comm.allGather(call.send, call.recv, call.count, call.dtype);
+      return comm.allGather(call.send, call.recv, call.count, call.dtype, call.stream);
     case OpKind::kReduceScatter:
-      return comm.reduceScatter(call.send, call.recv, call.count, call.dtype, call.op);
+      return comm.reduceScatter(call.send, call.recv, call.count, call.dtype, call.op, call.stream);
     case OpKind::kSend:
       return comm.send(call.send, call.count, call.dtype, call.root);
     case OpKind::kRecv:
@@ -158,6 +167,12 @@ ncclResult_t submit(Call call, ncclDataType_t datatype, ncclRedOp_t op, bool has
     if (group.depth > 0) {
       group.calls.push_back(std::move(call));
       return ncclSuccess;
+    }
+    // Device buffers: the collective completes with the stream, as in NCCL.
+    const Communicator& comm = *call.comm->comm;
+    if (comm.isDeviceBuffer(call.send) || comm.isDeviceBuffer(call.recv)) {
+      Result<Work> work = issue(call);
+      return work.isOk() ? ncclSuccess : fail(work.status());
     }
     return waitFor(issue(call));
   } catch (const std::bad_alloc&) {
@@ -256,15 +271,17 @@ extern "C" {
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t stream) {
-  return submit(Call{OpKind::kAllReduce, comm, sendbuff, recvbuff, count, {}, {}, 0, nullptr},
-                datatype, op, true);
+  return submit(
+      Call{OpKind::kAllReduce, comm, sendbuff, recvbuff, count, {}, {}, 0, nullptr, stream},
+      datatype, op, true);
 }
 
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm,
                            cudaStream_t stream) {
-  return submit(Call{OpKind::kBroadcast, comm, sendbuff, recvbuff, count, {}, {}, root, nullptr},
-                datatype, ncclSum, false);
+  return submit(
+      Call{OpKind::kBroadcast, comm, sendbuff, recvbuff, count, {}, {}, root, nullptr, stream},
+      datatype, ncclSum, false);
 }
 
 ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
@@ -274,33 +291,35 @@ ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int ro
 
 ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
-  return submit(Call{OpKind::kReduce, comm, sendbuff, recvbuff, count, {}, {}, root, nullptr},
-                datatype, op, true);
+  return submit(
+      Call{OpKind::kReduce, comm, sendbuff, recvbuff, count, {}, {}, root, nullptr, stream},
+      datatype, op, true);
 }
 
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  return submit(Call{OpKind::kAllGather, comm, sendbuff, recvbuff, sendcount, {}, {}, 0, nullptr},
-                datatype, ncclSum, false);
+  return submit(
+      Call{OpKind::kAllGather, comm, sendbuff, recvbuff, sendcount, {}, {}, 0, nullptr, stream},
+      datatype, ncclSum, false);
 }
 
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream) {
   return submit(
-      Call{OpKind::kReduceScatter, comm, sendbuff, recvbuff, recvcount, {}, {}, 0, nullptr},
+      Call{OpKind::kReduceScatter, comm, sendbuff, recvbuff, recvcount, {}, {}, 0, nullptr, stream},
       datatype, op, true);
 }
 
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
-  return submit(Call{OpKind::kSend, comm, sendbuff, nullptr, count, {}, {}, peer, nullptr},
+  return submit(Call{OpKind::kSend, comm, sendbuff, nullptr, count, {}, {}, peer, nullptr, stream},
                 datatype, ncclSum, false);
 }
 
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
-  return submit(Call{OpKind::kRecv, comm, nullptr, recvbuff, count, {}, {}, peer, nullptr},
+  return submit(Call{OpKind::kRecv, comm, nullptr, recvbuff, count, {}, {}, peer, nullptr, stream},
                 datatype, ncclSum, false);
 }
 

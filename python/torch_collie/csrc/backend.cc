@@ -168,13 +168,15 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::enqueue(c10d::OpType type, const c
                                                       std::vector<at::Tensor> outputs,
                                                       std::vector<collie::Work> ops,
                                                       std::function<void()> onSuccess,
-                                                      std::vector<at::Tensor> keepAlive) {
+                                                      std::vector<at::Tensor> keepAlive,
+                                                      std::function<void()> cleanup) {
   auto work = c10::make_intrusive<CollieWork>(rank_, type, what, std::move(outputs));
   PendingCall call;
   call.work = work;
   call.ops = std::move(ops);
   call.onSuccess = std::move(onSuccess);
   call.keepAlive = std::move(keepAlive);
+  call.cleanup = std::move(cleanup);
   call.what = what;
   queue_.push(std::move(call));
   return work;
@@ -187,9 +189,20 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::allreduce(std::vector<at::Tensor>&
   collie::DataType dtype = reduceType(t, "allreduce", rank_);
   collie::ReduceOp op = reduceOp(opts.reduceOp, "allreduce", rank_);
   at::Tensor buf = dense(t);
-  auto w = orFail(comm_->allReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), dtype, op),
-                  "allreduce", rank_);
-  return enqueue(c10d::OpType::ALLREDUCE, "allreduce", tensors, {w}, copyBack(t, buf), {buf});
+  // An empty_shared tensor is registered for this call: on every rank alike, collie's
+  // shm transport then all-reduces it in one pass with no copies.
+  std::function<void()> cleanup;
+  if (buf.is_same(t) && buf.nbytes() > 0 && isShared(buf) &&
+      comm_->registerBuffer(buf.data_ptr(), buf.nbytes()).isOk()) {
+    cleanup = [comm = std::weak_ptr<collie::Communicator>(comm_), ptr = buf.data_ptr()] {
+      if (auto alive = comm.lock()) (void)alive->deregisterBuffer(ptr);
+    };
+  }
+  auto issued = comm_->allReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), dtype, op);
+  if (!issued.isOk() && cleanup) cleanup();
+  auto w = orFail(std::move(issued), "allreduce", rank_);
+  return enqueue(c10d::OpType::ALLREDUCE, "allreduce", tensors, {w}, copyBack(t, buf), {buf},
+                 std::move(cleanup));
 }
 
 c10::intrusive_ptr<c10d::Work> CollieBackend::allreduce_coalesced(

@@ -6,7 +6,9 @@
 // the backend (rank 0 also runs the collie store server named in the id). Every call
 // validates its tensors (CPU, supported dtype and op), makes contiguous copies where
 // needed, issues collie operations and returns a CollieWork at once; the work
-// completes on the backend's CompletionQueue thread.
+// completes on the backend's CompletionQueue thread, or before the call returns when
+// collie already ran it on the caller's thread. An all-reduce of an emptyShared tensor
+// (shared_tensor.h) registers it for the call: zero-copy over shm when every rank does.
 //
 // Supported: allreduce (SUM, AVG, PRODUCT, MIN, MAX), allreduce_coalesced,
 // broadcast, allgather, _allgather_base, reduce_scatter, _reduce_scatter_base,
@@ -28,6 +30,7 @@
 
 #include "collie/communicator.h"
 #include "collie/store.h"
+#include "shared_tensor.h"
 #include "work.h"
 
 namespace torch_collie {
@@ -88,10 +91,12 @@ class CollieBackend : public c10d::Backend {
                                          std::vector<at::Tensor> outputs,
                                          std::vector<collie::Work> ops,
                                          std::function<void()> onSuccess,
-                                         std::vector<at::Tensor> keepAlive);
+                                         std::vector<at::Tensor> keepAlive,
+                                         std::function<void()> cleanup = {});
 
   std::unique_ptr<collie::StoreServer> server_;  // group rank 0 only
-  std::unique_ptr<collie::Communicator> comm_;
+  // Shared so that a registration's cleanup can tell whether it still exists.
+  std::shared_ptr<collie::Communicator> comm_;
   CompletionQueue queue_;
 };
 

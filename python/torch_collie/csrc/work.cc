@@ -42,10 +42,21 @@ CompletionQueue::CompletionQueue(int rank) : rank_(rank), thread_([this] { run()
 CompletionQueue::~CompletionQueue() { stop(); }
 
 void CompletionQueue::push(PendingCall call) {
+  bool inlineFinish = true;
+  for (collie::Work& op : call.ops) inlineFinish = inlineFinish && op.test();
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back(std::move(call));
+    // Finished already (collie ran it on this thread) and nothing older is pending:
+    // complete it here, without a hop to the completion thread.
+    inlineFinish = inlineFinish && inFlight_ == 0 && !stopping_;
+    if (!inlineFinish) queue_.push_back(std::move(call));
     ++inFlight_;
+  }
+  if (inlineFinish) {
+    finishCall(call);
+    call = PendingCall();
+    std::lock_guard<std::mutex> lock(mutex_);
+    --inFlight_;
   }
   cv_.notify_all();
 }
@@ -98,6 +109,7 @@ void CompletionQueue::finishCall(PendingCall& call) {
                                ": " + status.toString());
     }
   }
+  if (call.cleanup) call.cleanup();
   if (!error && call.onSuccess) {
     try {
       call.onSuccess();

@@ -11,9 +11,15 @@
 // Work::wait, never spins; collie bounds every operation by COLLIE_TIMEOUT and ends
 // pending ones when the communicator is aborted or destroyed, so the wait ends.
 //
+// A call whose collie operations have already finished when it is pushed (collie ran
+// it inline on the caller's thread: registered or one-shot shared-memory collectives)
+// and that has no older call pending is completed by push() itself, on the caller's
+// thread: no hand-off to the queue's thread on that path.
+//
 // Thread safety: push() may be called from any thread; drain() and stop() from one
 // owner thread. Future callbacks (DDP's bucket finalisation) run on the queue's
-// thread and must not wait for a later operation of the same backend.
+// thread, or on the pushing thread for calls completed by push(), and must not wait
+// for a later operation of the same backend.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -55,7 +61,8 @@ struct PendingCall {
   std::vector<collie::Work> ops;
   std::function<void()> onSuccess;  // may be empty
   std::vector<at::Tensor> keepAlive;
-  std::string what;  // "allreduce", ... for error messages
+  std::function<void()> cleanup;  // run once the ops ended, success or not; may be empty
+  std::string what;               // "allreduce", ... for error messages
 };
 
 class CompletionQueue {

@@ -1,0 +1,347 @@
+#include "core/device/device_comm.h"
+
+#include <atomic>
+#include <optional>
+#include <thread>
+
+#include "core/engine/engine.h"
+#include "core/log/log.h"
+
+namespace collie {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Error word codes: kGenericTimeout, or kPeerTimeoutBase + peer (the peer a step
+// waited for). Matches kStepErrorTimeout = 1 of kernels/cuda/device_handles.h.
+constexpr int32_t kGenericTimeout = 1;
+constexpr int32_t kPeerTimeoutBase = 2;
+
+// How long past the device-side deadline the host waits for a stream before it
+// reports the collective as stuck (e.g. behind other work on the caller's stream).
+constexpr auto kHostGrace = std::chrono::seconds(2);
+
+size_t alignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+Bytes toBytes(const std::string& text) { return Bytes(text.begin(), text.end()); }
+
+// Polls a device event until it completes or the deadline passes.
+bool waitEvent(DeviceRuntime& runtime, void* event, Clock::time_point deadline) {
+  while (!runtime.queryEvent(event)) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return true;
+}
+
+}  // namespace
+
+// One rank's region: flags, the block counter, then the inboxes.
+struct DeviceComm::Region {
+  static size_t sent(int peer) { return static_cast<size_t>(peer) * sizeof(uint64_t); }
+  static size_t consumed(int nranks, int peer) { return sent(nranks) + sent(peer); }
+  static size_t counter(int nranks) { return sent(2 * nranks); }
+  static size_t inbox(int nranks, int from, uint64_t slot) {
+    return alignUp(counter(nranks) + sizeof(uint32_t), 256) +
+           (static_cast<size_t>(from) * kSlots + slot) * kSlotBytes;
+  }
+  static size_t bytes(int nranks) { return inbox(nranks, nranks, 0); }
+};
+
+DeviceComm::DeviceComm(DeviceRuntime* runtime, const DeviceCommConfig& config)
+    : runtime_(runtime),
+      config_(config),
+      peerRegions_(config.nranks, nullptr),
+      outcome_(std::make_shared<Outcome>()),
+      sentCount_(config.nranks, 0),
+      recvCount_(config.nranks, 0) {
+  outcome_->runtime = runtime;
+  outcome_->timeout = config.timeout;
+}
+
+DeviceComm::Outcome::~Outcome() {
+  if (error != nullptr) runtime->freeMapped(error);
+}
+
+Status DeviceComm::Outcome::sticky() {
+  std::lock_guard<std::mutex> lock(mutex);
+  return failed;
+}
+
+Status DeviceComm::Outcome::fail(Status status) {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (failed.isOk()) failed = std::move(status);
+  return failed;
+}
+
+Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceRuntime* runtime,
+                                                       const DeviceCommConfig& config, Store& store,
+                                                       const std::string& key,
+                                                       Clock::time_point deadline) {
+  std::unique_ptr<DeviceComm> comm(new DeviceComm(runtime, config));
+  const std::string where =
+      "rank " + std::to_string(config.rank) + " device path (" + runtime->name() + " runtime)";
+  Result<void*> region = runtime->allocate(Region::bytes(config.nranks));
+  if (!region.isOk()) return region.status().withContext(where);
+  comm->region_ = static_cast<uint8_t*>(*region);
+  comm->peerRegions_[config.rank] = comm->region_;
+  Result<void*> error = runtime->allocateMapped(sizeof(int32_t));
+  if (!error.isOk()) return error.status().withContext(where);
+  comm->outcome_->error = static_cast<int32_t*>(*error);
+  Result<DeviceStream> stream = runtime->createStream();
+  if (!stream.isOk()) return stream.status().withContext(where);
+  comm->ownStream_ = *stream;
+
+  Result<std::string> handle = runtime->exportHandle(comm->region_);
+  if (!handle.isOk()) return handle.status().withContext(where);
+  COLLIE_RETURN_IF_ERROR(store.set(key + "/" + std::to_string(config.rank), toBytes(*handle)));
+  Status unreachable;
+  for (int peer = 0; peer < config.nranks; ++peer) {
+    if (peer == config.rank) continue;
+    Result<Bytes> text = store.get(key + "/" + std::to_string(peer), deadline);
+    if (!text.isOk()) {
+      return timeoutError(where + ": rank " + std::to_string(peer) +
+                              " did not publish its device region (" + text.status().message() +
+                              "); every rank must enable the same device runtime",
+                          peer);
+    }
+    Result<void*> mapped = runtime->openHandle(std::string(text->begin(), text->end()));
+    if (!mapped.isOk()) {
+      unreachable = mapped.status().withContext(where + ": opening rank " + std::to_string(peer) +
+                                                "'s device region");
+      break;
+    }
+    comm->peerRegions_[peer] = static_cast<uint8_t*>(*mapped);
+  }
+  // Every rank says whether it mapped every peer; one that could not (another process
+  // under the emulation, GPUs without P2P) turns the device path off on all ranks.
+  COLLIE_RETURN_IF_ERROR(store.set(key + "/mapped/" + std::to_string(config.rank),
+                                   toBytes(unreachable.isOk() ? "1" : "0")));
+  for (int peer = 0; peer < config.nranks; ++peer) {
+    Result<Bytes> mapped = store.get(key + "/mapped/" + std::to_string(peer), deadline);
+    if (!mapped.isOk()) return mapped.status().withContext(where);
+    if (*mapped != toBytes("1")) {
+      COLLIE_LOG(INFO, INIT) << where << ": rank " << peer
+                             << " cannot map every peer's region; device buffers will be staged "
+                                "through host memory"
+                             << (unreachable.isOk() ? "" : " (" + unreachable.toString() + ")");
+      return std::unique_ptr<DeviceComm>();
+    }
+  }
+  COLLIE_LOG(INFO, INIT) << where << ": " << config.nranks << " ranks, "
+                         << Region::bytes(config.nranks) << " bytes of flags and inboxes";
+  return comm;
+}
+
+DeviceComm::~DeviceComm() {
+  // Kernels of this rank read and write peers' regions: let them drain first (they
+  // end at their own device-side deadline at worst).
+  if (lastEvent_ &&
+      !waitEvent(*runtime_, lastEvent_.get(), Clock::now() + config_.timeout + kHostGrace)) {
+    COLLIE_LOG(WARN, INIT) << "rank " << config_.rank
+                           << ": device work still running at communicator destruction";
+  }
+  lastEvent_.reset();
+  if (ownStream_ != nullptr) runtime_->destroyStream(ownStream_);
+  for (int peer = 0; peer < config_.nranks; ++peer) {
+    if (peer != config_.rank && peerRegions_[peer] != nullptr) {
+      runtime_->closeHandle(peerRegions_[peer]);
+    }
+  }
+  for (uint8_t* old : retiredScratch_) runtime_->free(old);
+  if (scratch_ != nullptr) runtime_->free(scratch_);
+  if (region_ != nullptr) runtime_->free(region_);
+}
+
+Status DeviceComm::ensureScratch(size_t bytes) {
+  if (bytes <= scratchBytes_) return Status();
+  Result<void*> fresh = runtime_->allocate(bytes);
+  if (!fresh.isOk()) return fresh.status().withContext("device scratch");
+  if (scratch_ != nullptr) retiredScratch_.push_back(scratch_);
+  scratch_ = static_cast<uint8_t*>(*fresh);
+  scratchBytes_ = bytes;
+  return Status();
+}
+
+// Builds the flag waits and posts of one step from the per-pair message counts.
+class DeviceComm::Launcher {
+ public:
+  explicit Launcher(DeviceComm& comm) : c_(comm) {}
+
+  DeviceStepSync baseSync() const {
+    DeviceStepSync sync;
+    sync.blockCounter =
+        reinterpret_cast<uint32_t*>(c_.region_ + Region::counter(c_.config_.nranks));
+    sync.error = c_.outcome_->error;
+    sync.timeoutNs = static_cast<uint64_t>(c_.config_.timeout.count()) * 1000;
+    return sync;
+  }
+
+  // The next message to `peer`: waits until its slot is free, posts "sent". Returns
+  // the slot in the peer's inbox.
+  uint8_t* send(int peer, DeviceStepSync* sync, int index) {
+    const uint64_t m = c_.sentCount_[peer]++;
+    const int n = c_.config_.nranks;
+    if (m + 1 > kSlots) {
+      sync->waits[index] = {flag(peer, Region::consumed(n, c_.config_.rank)), m + 1 - kSlots,
+                            kPeerTimeoutBase + peer};
+    }
+    sync->posts[index] = {flag(c_.config_.rank, Region::sent(peer)), m + 1};
+    return c_.peerRegions_[peer] + Region::inbox(n, c_.config_.rank, m % kSlots);
+  }
+
+  // The next message from `peer`: waits until it was sent, posts "consumed". Returns
+  // its slot in this rank's inbox.
+  const uint8_t* recv(int peer, DeviceStepSync* sync, int index) {
+    const uint64_t m = c_.recvCount_[peer]++;
+    const int n = c_.config_.nranks;
+    sync->waits[index] = {flag(peer, Region::sent(c_.config_.rank)), m + 1,
+                          kPeerTimeoutBase + peer};
+    sync->posts[index] = {flag(c_.config_.rank, Region::consumed(n, peer)), m + 1};
+    return c_.region_ + Region::inbox(n, peer, m % kSlots);
+  }
+
+ private:
+  uint64_t* flag(int owner, size_t offset) const {
+    return reinterpret_cast<uint64_t*>(c_.peerRegions_[owner] + offset);
+  }
+  DeviceComm& c_;
+};
+
+Status DeviceComm::launchSchedule(const Schedule& schedule, const void* input, void* output,
+                                  DeviceStream stream) {
+  const size_t elem = dataTypeSize(schedule.args.dtype);
+  auto at = [&](const Slice& slice) -> uint8_t* {
+    switch (slice.buffer) {
+      case BufferId::kInput:
+        return const_cast<uint8_t*>(static_cast<const uint8_t*>(input)) + slice.offset;
+      case BufferId::kOutput:
+        return static_cast<uint8_t*>(output) + slice.offset;
+      case BufferId::kScratch:
+        return scratch_ + slice.offset;
+    }
+    return nullptr;
+  };
+  Launcher launcher(*this);
+  for (const std::vector<Step>& channel : schedule.channels) {
+    for (const Step& step : channel) {
+      const bool moves = step.sendPeer >= 0 || step.recvPeer >= 0;
+      if (moves && step.bytes > kSlotBytes) {
+        return internalError("device path: a step of " + std::to_string(step.bytes) +
+                             " bytes does not fit a " + std::to_string(kSlotBytes) +
+                             "-byte slot (the planner did not chunk it)");
+      }
+      Status launched;
+      DeviceStepSync sync = launcher.baseSync();
+      switch (step.kind) {
+        case StepKind::kSend:
+        case StepKind::kSendRecv: {
+          DeviceCopyStep copy{at(step.src), nullptr, nullptr, step.bytes, sync};
+          copy.peerOut = launcher.send(step.sendPeer, &copy.sync, 0);
+          launched = runtime_->launchCopy(copy, stream);
+          if (step.kind == StepKind::kSend || !launched.isOk()) break;
+          DeviceCopyStep receive{nullptr, at(step.dst), nullptr, step.bytes, launcher.baseSync()};
+          receive.src = launcher.recv(step.recvPeer, &receive.sync, 0);
+          launched = runtime_->launchCopy(receive, stream);
+          break;
+        }
+        case StepKind::kRecv:
+        case StepKind::kRecvCopySend: {
+          DeviceCopyStep copy{nullptr, at(step.dst), nullptr, step.bytes, sync};
+          copy.src = launcher.recv(step.recvPeer, &copy.sync, 0);
+          if (step.kind == StepKind::kRecvCopySend) {
+            copy.peerOut = launcher.send(step.sendPeer, &copy.sync, 1);
+          }
+          launched = runtime_->launchCopy(copy, stream);
+          break;
+        }
+        case StepKind::kRecvReduceSend:
+        case StepKind::kRecvReduceCopy: {
+          DeviceReduceStep reduce;
+          reduce.sync = sync;
+          reduce.local = at(step.src);
+          reduce.incoming = launcher.recv(step.recvPeer, &reduce.sync, 0);
+          reduce.out = at(step.dst);
+          if (step.kind == StepKind::kRecvReduceSend) {
+            reduce.peerOut = launcher.send(step.sendPeer, &reduce.sync, 1);
+          }
+          reduce.count = step.bytes / elem;
+          reduce.dtype = schedule.args.dtype;
+          reduce.op = schedule.args.op;
+          reduce.divisor = step.divisor;
+          launched = runtime_->launchReduce(reduce, stream);
+          break;
+        }
+        case StepKind::kCopy: {
+          if (at(step.src) == at(step.dst) || step.bytes == 0) break;
+          launched =
+              runtime_->launchCopy({at(step.src), at(step.dst), nullptr, step.bytes, sync}, stream);
+          break;
+        }
+      }
+      if (!launched.isOk()) return launched;
+    }
+  }
+  return Status();
+}
+
+Status DeviceComm::Outcome::finish(const std::string& what) {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!failed.isOk()) return failed;
+  const int32_t code = std::atomic_ref<int32_t>(*error).load(std::memory_order_acquire);
+  if (code == 0) return Status();
+  const int peer = code >= kPeerTimeoutBase ? code - kPeerTimeoutBase : -1;
+  const std::string who = peer >= 0 ? "rank " + std::to_string(peer) : "a peer";
+  failed = timeoutError(what + ": a device step waited longer than the timeout (" +
+                            std::to_string(timeout.count() / 1000) + " ms) for " + who +
+                            ", which did not reach the same step; check that every rank issues "
+                            "the same collectives, or raise COLLIE_TIMEOUT",
+                        peer);
+  static_assert(kGenericTimeout == 1 && kPeerTimeoutBase > kGenericTimeout);
+  return failed;
+}
+
+Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, void* output,
+                                DeviceStream stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::string what = std::string(collectiveName(args.kind)) + " on rank " +
+                           std::to_string(config_.rank) + " (device buffers)";
+  COLLIE_RETURN_IF_ERROR(outcome_->sticky());
+  PlanParams params;
+  params.rank = config_.rank;
+  params.nranks = config_.nranks;
+  params.nchannels = 1;
+  params.chunkBytes = kSlotBytes;
+  params.algorithm = config_.algorithm;
+  Result<Schedule> schedule = buildSchedule(args, params);
+  if (!schedule.isOk()) return schedule.status().withContext(what);
+  COLLIE_RETURN_IF_ERROR(ensureScratch(schedule->scratchBytesPerChannel));
+  if (stream == nullptr) stream = ownStream_;
+  if (lastEvent_ && stream != lastStream_) {
+    COLLIE_RETURN_IF_ERROR(runtime_->streamWaitEvent(stream, lastEvent_.get()));
+  }
+  Status launched = launchSchedule(*schedule, input, output, stream);
+  Result<DeviceEvent> event =
+      launched.isOk() ? runtime_->recordEvent(stream) : Result<DeviceEvent>(launched);
+  if (!event.isOk()) {
+    // Message counts moved on this rank only: the communicator cannot continue.
+    return outcome_->fail(event.status().withContext(what));
+  }
+  DeviceRuntime* runtime = runtime_;
+  std::shared_ptr<void> done(*event, [runtime](void* e) { runtime->destroyEvent(e); });
+  lastEvent_ = done;
+  lastStream_ = stream;
+  const Clock::time_point hostDeadline = Clock::now() + 2 * config_.timeout + kHostGrace;
+  auto poller = [outcome = outcome_, done, what, hostDeadline]() -> std::optional<Status> {
+    if (outcome->runtime->queryEvent(done.get())) return outcome->finish(what);
+    if (Clock::now() > hostDeadline) {
+      return outcome->fail(
+          timeoutError(what + ": the device stream did not reach the end of the "
+                              "collective in time (is other work on the stream blocked?)"));
+    }
+    return std::nullopt;
+  };
+  return Work(std::make_shared<WorkState>(std::move(poller)));
+}
+
+}  // namespace collie

@@ -1,0 +1,125 @@
+// DeviceRuntime: what the engine's device path needs from a GPU runtime, as an
+// interface, so that core never names CUDA. Two implementations exist, chosen by the
+// build and at communicator creation (selectDeviceRuntime):
+//   - the CUDA runtime (kernels/cuda/cuda_device_runtime.cc, with a device present);
+//   - the emulated runtime (kernels/cuda/emulation/emulated_runtime.cc): "device"
+//     memory is host memory recorded in a registry, a stream is an in-order worker
+//     thread, and the same kernel sources run through the host emulation header.
+//
+// Contract:
+//   - Pointers returned by allocate() are device memory of this runtime:
+//     isDevicePointer() is true for every byte of them until free().
+//   - allocateMapped() returns memory both the host and the device read and write
+//     (pinned, mapped host memory on CUDA): the engine keeps error words there.
+//   - Work on a stream runs in enqueue order. memcpyAsync, launches and recordEvent
+//     enqueue and return at once; queryEvent() is true once the stream reached the
+//     event (and everything before it finished). streamWaitEvent() makes later work
+//     on `stream` wait for `event`. A null DeviceStream is not valid.
+//   - exportHandle(p) describes an allocate() block so that another rank on the same
+//     host can openHandle() it (CUDA IPC; the emulation: same process only) and get a
+//     pointer to the same memory that its kernels may read and write.
+//   - launchReduce/launchCopy enqueue one step kernel (kernels/cuda/collective_kernels
+//     .cuh): wait for the step's flags, reduce or copy, post the flags; see
+//     DeviceStepSync. Bad arguments return InvalidArgument and enqueue nothing.
+//   - Errors: Status values naming the call; never exceptions, never abort.
+// Thread safety: every method may be called from any thread; a stream's order is the
+// order in which calls on it return.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "collie/status.h"
+#include "collie/types.h"
+
+namespace collie {
+
+using DeviceStream = void*;  // cudaStream_t, or an emulated stream
+using DeviceEvent = void*;
+
+inline constexpr int kDeviceMaxWaits = 2;
+inline constexpr int kDeviceMaxPosts = 2;
+
+// Device-side ordering of one step (StepSync of kernels/cuda/device_handles.h): wait
+// until every non-null waits[i].flag >= waits[i].value (else, after timeoutNs, store
+// waits[i].errorCode into *error and skip), skip when *error is already set, run,
+// then store every non-null posts[j].flag = posts[j].value.
+struct DeviceStepSync {
+  struct Wait {
+    const uint64_t* flag = nullptr;
+    uint64_t value = 0;
+    int32_t errorCode = 0;
+  };
+  struct Post {
+    uint64_t* flag = nullptr;
+    uint64_t value = 0;
+  };
+  Wait waits[kDeviceMaxWaits];
+  Post posts[kDeviceMaxPosts];
+  uint32_t* blockCounter = nullptr;  // zeroed device memory, one per stream
+  int32_t* error = nullptr;          // mapped memory
+  uint64_t timeoutNs = 0;
+};
+
+// out / peerOut = op(local, incoming) (count elements of dtype); either may be null.
+struct DeviceReduceStep {
+  const void* local = nullptr;
+  const void* incoming = nullptr;
+  void* out = nullptr;
+  void* peerOut = nullptr;
+  uint64_t count = 0;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  int32_t divisor = 0;
+  DeviceStepSync sync;
+};
+
+// out / peerOut = src (bytes); either may be null; out == src copies nothing there.
+struct DeviceCopyStep {
+  const void* src = nullptr;
+  void* out = nullptr;
+  void* peerOut = nullptr;
+  uint64_t bytes = 0;
+  DeviceStepSync sync;
+};
+
+class DeviceRuntime {
+ public:
+  virtual ~DeviceRuntime() = default;
+
+  virtual std::string name() const = 0;  // "cuda" or "emulated"
+  virtual bool isDevicePointer(const void* ptr) const = 0;
+
+  virtual Result<void*> allocate(size_t bytes) = 0;  // zero-filled
+  virtual void free(void* ptr) = 0;
+  virtual Result<void*> allocateMapped(size_t bytes) = 0;  // zero-filled
+  virtual void freeMapped(void* ptr) = 0;
+
+  virtual Result<DeviceStream> createStream() = 0;
+  virtual void destroyStream(DeviceStream stream) = 0;  // waits for its work first
+  virtual Status memcpyAsync(void* dst, const void* src, size_t bytes, DeviceStream stream) = 0;
+  virtual Result<DeviceEvent> recordEvent(DeviceStream stream) = 0;
+  virtual bool queryEvent(DeviceEvent event) = 0;
+  virtual Status streamWaitEvent(DeviceStream stream, DeviceEvent event) = 0;
+  virtual void destroyEvent(DeviceEvent event) = 0;
+
+  virtual Result<std::string> exportHandle(void* ptr) = 0;
+  virtual Result<void*> openHandle(const std::string& handle) = 0;
+  virtual void closeHandle(void* ptr) = 0;
+
+  virtual Status launchReduce(const DeviceReduceStep& step, DeviceStream stream) = 0;
+  virtual Status launchCopy(const DeviceCopyStep& step, DeviceStream stream) = 0;
+};
+
+// Defined by the build (kernels/): the CUDA runtime when CUDA is built and a device is
+// present, null otherwise; and the emulated runtime (always built). Process-wide
+// singletons, never destroyed.
+DeviceRuntime* hardwareDeviceRuntime();
+DeviceRuntime* emulatedDeviceRuntime();
+
+// The runtime a new communicator uses: a real device first, then the emulation when
+// COLLIE_DEVICE_EMULATION is set, else null (device buffers are then Unsupported).
+DeviceRuntime* selectDeviceRuntime();
+
+}  // namespace collie

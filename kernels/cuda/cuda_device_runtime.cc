@@ -1,0 +1,169 @@
+// The CUDA DeviceRuntime (core/device/device_runtime.h): the CUDA runtime API for
+// memory, streams, events and IPC handles, and the launch API of cuda_kernels.h for
+// the step kernels. hardwareDeviceRuntime() returns it only when a device is present.
+//
+// NOT RUN ON A GPU: this file is compiled (and its logic mirrors the emulated runtime,
+// which the tests run), but no machine of the project has executed it yet.
+#include <cuda_runtime.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "core/device/device_runtime.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/step_checks.h"
+
+namespace collie {
+namespace {
+
+Status cudaCall(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return Status();
+  (void)cudaGetLastError();
+  return internalError(std::string("cuda: ") + what + " failed: " + cudaGetErrorName(err) + " (" +
+                       cudaGetErrorString(err) + ")");
+}
+
+struct IpcHandle {
+  int32_t pid = 0;
+  uintptr_t address = 0;
+  cudaIpcMemHandle_t ipc;
+};
+
+class CudaRuntime final : public DeviceRuntime {
+ public:
+  std::string name() const override { return "cuda"; }
+  bool isDevicePointer(const void* ptr) const override { return cuda::isDevicePointer(ptr); }
+
+  Result<void*> allocate(size_t bytes) override {
+    void* ptr = nullptr;
+    COLLIE_RETURN_IF_ERROR(cudaCall(cudaMalloc(&ptr, std::max<size_t>(bytes, 1)), "cudaMalloc"));
+    Status zeroed = cudaCall(cudaMemset(ptr, 0, std::max<size_t>(bytes, 1)), "cudaMemset");
+    if (!zeroed.isOk()) {
+      cudaFree(ptr);
+      return zeroed;
+    }
+    return ptr;
+  }
+  void free(void* ptr) override { (void)cudaFree(ptr); }
+
+  Result<void*> allocateMapped(size_t bytes) override {
+    void* ptr = nullptr;
+    COLLIE_RETURN_IF_ERROR(cudaCall(cudaHostAlloc(&ptr, std::max<size_t>(bytes, 1),
+                                                  cudaHostAllocMapped | cudaHostAllocPortable),
+                                    "cudaHostAlloc"));
+    std::memset(ptr, 0, std::max<size_t>(bytes, 1));
+    return ptr;  // unified addressing: the device uses the same address
+  }
+  void freeMapped(void* ptr) override { (void)cudaFreeHost(ptr); }
+
+  Result<DeviceStream> createStream() override {
+    cudaStream_t stream = nullptr;
+    COLLIE_RETURN_IF_ERROR(
+        cudaCall(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"));
+    return static_cast<DeviceStream>(stream);
+  }
+  void destroyStream(DeviceStream stream) override {
+    (void)cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+    (void)cudaStreamDestroy(static_cast<cudaStream_t>(stream));
+  }
+
+  Status memcpyAsync(void* dst, const void* src, size_t bytes, DeviceStream stream) override {
+    return cudaCall(
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)),
+        "cudaMemcpyAsync");
+  }
+
+  Result<DeviceEvent> recordEvent(DeviceStream stream) override {
+    cudaEvent_t event = nullptr;
+    COLLIE_RETURN_IF_ERROR(
+        cudaCall(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate"));
+    Status recorded =
+        cudaCall(cudaEventRecord(event, static_cast<cudaStream_t>(stream)), "cudaEventRecord");
+    if (!recorded.isOk()) {
+      cudaEventDestroy(event);
+      return recorded;
+    }
+    return static_cast<DeviceEvent>(event);
+  }
+  // An error of the stream (a failed kernel) also ends the wait; the caller reads the
+  // error word to tell.
+  bool queryEvent(DeviceEvent event) override {
+    const cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event));
+    if (err == cudaErrorNotReady) return false;
+    if (err != cudaSuccess) (void)cudaGetLastError();
+    return true;
+  }
+  Status streamWaitEvent(DeviceStream stream, DeviceEvent event) override {
+    return cudaCall(
+        cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0),
+        "cudaStreamWaitEvent");
+  }
+  void destroyEvent(DeviceEvent event) override {
+    (void)cudaEventDestroy(static_cast<cudaEvent_t>(event));
+  }
+
+  // A handle is (pid, address, cudaIpcMemHandle_t): CUDA refuses to open an IPC
+  // handle in the process that made it, so ranks that are threads of one process use
+  // the address itself (unified addressing).
+  Result<std::string> exportHandle(void* ptr) override {
+    IpcHandle handle;
+    handle.pid = static_cast<int32_t>(::getpid());
+    handle.address = reinterpret_cast<uintptr_t>(ptr);
+    COLLIE_RETURN_IF_ERROR(cudaCall(cudaIpcGetMemHandle(&handle.ipc, ptr), "cudaIpcGetMemHandle"));
+    return std::string(reinterpret_cast<const char*>(&handle), sizeof(handle));
+  }
+  Result<void*> openHandle(const std::string& text) override {
+    IpcHandle handle;
+    if (text.size() != sizeof(handle)) {
+      return invalidArgument("cuda: IPC handle of " + std::to_string(text.size()) +
+                             " bytes, expected " + std::to_string(sizeof(handle)));
+    }
+    std::memcpy(&handle, text.data(), sizeof(handle));
+    if (handle.pid == static_cast<int32_t>(::getpid())) {
+      return reinterpret_cast<void*>(handle.address);
+    }
+    void* ptr = nullptr;
+    COLLIE_RETURN_IF_ERROR(
+        cudaCall(cudaIpcOpenMemHandle(&ptr, handle.ipc, cudaIpcMemLazyEnablePeerAccess),
+                 "cudaIpcOpenMemHandle"));
+    std::lock_guard<std::mutex> lock(mutex_);
+    opened_.insert(ptr);
+    return ptr;
+  }
+  void closeHandle(void* ptr) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (opened_.erase(ptr) == 0) return;  // same-process address: nothing to close
+    }
+    (void)cudaIpcCloseMemHandle(ptr);
+  }
+
+  Status launchReduce(const DeviceReduceStep& step, DeviceStream stream) override {
+    cuda::LaunchConfig config;
+    config.stream = stream;
+    return cuda::launchRingReduceScatterStep(cuda::toRingReduceStep(step), step.dtype, step.op,
+                                             config);
+  }
+  Status launchCopy(const DeviceCopyStep& step, DeviceStream stream) override {
+    cuda::LaunchConfig config;
+    config.stream = stream;
+    return cuda::launchRingAllGatherStep(cuda::toRingCopyStep(step), config);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::set<void*> opened_;  // pointers from cudaIpcOpenMemHandle
+};
+
+}  // namespace
+
+DeviceRuntime* hardwareDeviceRuntime() {
+  if (cuda::deviceCount() == 0) return nullptr;
+  static CudaRuntime* runtime = new CudaRuntime();
+  return runtime;
+}
+
+}  // namespace collie

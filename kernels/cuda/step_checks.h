@@ -1,0 +1,97 @@
+// Host-side checks and conversions shared by the CUDA launch API (cuda_kernels.cu)
+// and the device runtimes (cuda_device_runtime.cc, emulation/emulated_runtime.cc):
+// validation of step handles before a launch, and the mapping of core's
+// DeviceReduceStep / DeviceCopyStep (core/device/device_runtime.h) onto the kernels'
+// RingReduceStep / RingCopyStep.
+//
+// Contract: check*() return InvalidArgument naming the problem, OK otherwise;
+// to*() copy fields one to one (no validation).
+// Thread safety: pure functions.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+
+#include "collie/status.h"
+#include "core/device/device_runtime.h"
+#include "kernels/cuda/device_handles.h"
+
+namespace collie::cuda {
+
+inline bool nonEmptyHasNull(uint64_t count, std::initializer_list<const void*> pointers) {
+  if (count == 0) return false;
+  for (const void* p : pointers) {
+    if (p == nullptr) return true;
+  }
+  return false;
+}
+
+inline Status checkSync(const StepSync& sync, const char* what) {
+  const bool waits = sync.waitFlags[0] != nullptr || sync.waitFlags[1] != nullptr;
+  if (waits && sync.error == nullptr) {
+    return invalidArgument(std::string("cuda: ") + what + " waits on a flag but has no error slot");
+  }
+  const bool posts = sync.postFlags[0] != nullptr || sync.postFlags[1] != nullptr;
+  if (posts && sync.blockCounter == nullptr) {
+    return invalidArgument(std::string("cuda: ") + what + " posts a flag but has no block counter");
+  }
+  return Status();
+}
+
+inline Status checkRingReduceStep(const RingReduceStep& step) {
+  if (nonEmptyHasNull(step.count, {step.local, step.incoming}) ||
+      (step.count > 0 && step.out == nullptr && step.peerOut == nullptr)) {
+    return invalidArgument("cuda: ring reduce-scatter step needs local, incoming and an output");
+  }
+  return checkSync(step.sync, "ring reduce-scatter step");
+}
+
+inline Status checkRingCopyStep(const RingCopyStep& step) {
+  if (nonEmptyHasNull(step.bytes, {step.src}) ||
+      (step.bytes > 0 && step.out == nullptr && step.peerOut == nullptr)) {
+    return invalidArgument("cuda: ring all-gather step needs a source and an output");
+  }
+  return checkSync(step.sync, "ring all-gather step");
+}
+
+inline StepSync toStepSync(const DeviceStepSync& in) {
+  static_assert(kDeviceMaxWaits == kMaxStepWaits && kDeviceMaxPosts == kMaxStepPosts);
+  StepSync out;
+  for (int i = 0; i < kMaxStepWaits; ++i) {
+    out.waitFlags[i] = in.waits[i].flag;
+    out.waitValues[i] = in.waits[i].value;
+    out.waitErrors[i] = in.waits[i].errorCode;
+  }
+  for (int j = 0; j < kMaxStepPosts; ++j) {
+    out.postFlags[j] = in.posts[j].flag;
+    out.postValues[j] = in.posts[j].value;
+  }
+  out.blockCounter = in.blockCounter;
+  out.error = in.error;
+  out.timeoutNs = in.timeoutNs;
+  return out;
+}
+
+inline RingReduceStep toRingReduceStep(const DeviceReduceStep& in) {
+  RingReduceStep out;
+  out.local = in.local;
+  out.incoming = in.incoming;
+  out.out = in.out;
+  out.peerOut = in.peerOut;
+  out.count = in.count;
+  out.divisor = in.divisor;
+  out.sync = toStepSync(in.sync);
+  return out;
+}
+
+inline RingCopyStep toRingCopyStep(const DeviceCopyStep& in) {
+  RingCopyStep out;
+  out.src = in.src;
+  out.out = in.out;
+  out.peerOut = in.peerOut;
+  out.bytes = in.bytes;
+  out.sync = toStepSync(in.sync);
+  return out;
+}
+
+}  // namespace collie::cuda

@@ -1,0 +1,411 @@
+// The engine's device path on the emulated device runtime (COLLIE_DEVICE_EMULATION=1):
+// ranks as threads, buffers from the emulated runtime (so the communicator sees device
+// memory), every collective turned into step kernels on a stream and ordered by
+// flags in the ranks' exchanged regions. Checks bytes against the exact references
+// of tests/support, every rank identical, stream order, back-to-back in-place calls
+// (slot flow control), chunked sizes, and a peer that never arrives (Timeout naming
+// it, no hang). Nothing here runs on a GPU.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "core/device/device_runtime.h"
+#include "kernels/cuda/emulation/emulated_runtime.h"
+#include "kernels/cuda/emulation/emulated_stream.h"
+#include "support/rank_threads.h"
+#include "support/reference.h"
+
+namespace collie {
+namespace {
+
+using testing::expectedReduction;
+using testing::makeInput;
+
+DeviceRuntime& runtime() { return *emulatedDeviceRuntime(); }
+
+// A device buffer of the emulated runtime, freed on scope exit.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    Result<void*> p = runtime().allocate(bytes);
+    EXPECT_TRUE(p.isOk()) << p.status().toString();
+    ptr_ = static_cast<uint8_t*>(p.isOk() ? *p : nullptr);
+  }
+  ~DeviceBuffer() { runtime().free(ptr_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  uint8_t* get() const { return ptr_; }
+  // The emulated runtime's device memory is host memory: tests may read it directly
+  // once the stream is past the writes.
+  std::vector<uint8_t> read(size_t offset, size_t bytes) const {
+    return std::vector<uint8_t>(ptr_ + offset, ptr_ + offset + bytes);
+  }
+  void write(const std::vector<uint8_t>& bytes, size_t offset = 0) {
+    std::memcpy(ptr_ + offset, bytes.data(), bytes.size());
+  }
+
+ private:
+  size_t bytes_;
+  uint8_t* ptr_ = nullptr;
+};
+
+class DeviceCollectivesTest : public ::testing::Test {
+ protected:
+  void SetUp() override { setenv("COLLIE_DEVICE_EMULATION", "1", 1); }
+  void TearDown() override { unsetenv("COLLIE_DEVICE_EMULATION"); }
+
+ public:
+  // `hostPerRank`: every rank claims a host of its own, so ranks talk over tcp and
+  // device buffers are staged through host memory.
+  static std::vector<std::unique_ptr<Communicator>> comms(int nranks, Algorithm algorithm,
+                                                          std::chrono::milliseconds timeout,
+                                                          bool hostPerRank = false) {
+    Options options;
+    options.algorithm = algorithm;
+    options.timeout = timeout;
+    if (!hostPerRank) return testing::makeCommunicators(nranks, options);
+    options.transport = "tcp";
+    return testing::makeCommunicators(nranks, options, [](int r, Options* mine) {
+      mine->hostId = "emulated-host-" + std::to_string(r);
+    });
+  }
+};
+
+struct Failures {
+  std::mutex mutex;
+  std::vector<std::string> messages;
+  void add(const std::string& message) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (messages.size() < 20) messages.push_back(message);
+  }
+};
+
+struct Case {
+  CollectiveKind kind;
+  DataType dtype;
+  ReduceOp op;
+  size_t count;
+  bool inPlace;
+};
+
+std::string describe(const Case& c, int rank) {
+  return std::string(collectiveName(c.kind)) + " " + std::string(dataTypeName(c.dtype)) + " " +
+         std::string(reduceOpName(c.op)) + " count=" + std::to_string(c.count) +
+         (c.inPlace ? " in-place" : "") + " rank " + std::to_string(rank);
+}
+
+// Runs one collective on device buffers of this rank; returns its output bytes (the
+// checked part), or records a failure and returns nothing.
+std::optional<std::vector<uint8_t>> runOne(Communicator& comm, const Case& c, Failures* failures) {
+  const int n = comm.size();
+  const int r = comm.rank();
+  const size_t es = dataTypeSize(c.dtype);
+  const int root = n - 1;
+  const size_t inCount = c.kind == CollectiveKind::kReduceScatter ? c.count * n : c.count;
+  const size_t outCount = c.kind == CollectiveKind::kAllGather ? c.count * n : c.count;
+  DeviceBuffer input(inCount * es + 1);
+  DeviceBuffer output(outCount * es + 1);
+  std::vector<uint8_t> host = c.kind == CollectiveKind::kAllGather
+                                  ? makeInput(c.dtype, c.op, 0, c.count, r * c.count)
+                                  : makeInput(c.dtype, c.op, r, inCount);
+  std::memset(output.get(), 0xEE, outCount * es);
+  input.write(host);
+  const void* send = input.get();
+  uint8_t* recv = output.get();
+  size_t checkOffset = 0;
+  if (c.inPlace) {
+    switch (c.kind) {
+      case CollectiveKind::kReduceScatter:
+        recv = input.get() + r * c.count * es;
+        checkOffset = r * c.count * es;
+        break;
+      case CollectiveKind::kAllGather:
+        output.write(host, r * c.count * es);
+        send = output.get() + r * c.count * es;
+        break;
+      default:
+        output.write(host);
+        send = output.get();
+    }
+  }
+  Result<Work> work = invalidArgument("unset");
+  switch (c.kind) {
+    case CollectiveKind::kAllReduce:
+      work = comm.allReduce(send, recv, c.count, c.dtype, c.op);
+      break;
+    case CollectiveKind::kReduceScatter:
+      work = comm.reduceScatter(send, recv, c.count, c.dtype, c.op);
+      break;
+    case CollectiveKind::kAllGather:
+      work = comm.allGather(send, recv, c.count, c.dtype);
+      break;
+    case CollectiveKind::kBroadcast:
+      work = comm.broadcast(send, recv, c.count, c.dtype, root);
+      break;
+    case CollectiveKind::kReduce:
+      work = comm.reduce(send, recv, c.count, c.dtype, c.op, root);
+      break;
+    default:
+      break;
+  }
+  const std::string what = describe(c, r);
+  if (!work.isOk()) {
+    failures->add(what + ": " + work.status().toString());
+    return std::nullopt;
+  }
+  Status status = work->wait(std::chrono::seconds(60));
+  if (!status.isOk()) {
+    failures->add(what + ": " + status.toString());
+    return std::nullopt;
+  }
+  std::vector<uint8_t> expected;
+  switch (c.kind) {
+    case CollectiveKind::kAllReduce:
+      expected = expectedReduction(c.dtype, c.op, n, 0, c.count);
+      break;
+    case CollectiveKind::kReduceScatter:
+      expected = expectedReduction(c.dtype, c.op, n, r * c.count, c.count);
+      break;
+    case CollectiveKind::kAllGather:
+      expected = makeInput(c.dtype, c.op, 0, c.count * n);
+      break;
+    case CollectiveKind::kBroadcast:
+      expected = makeInput(c.dtype, c.op, root, c.count);
+      break;
+    case CollectiveKind::kReduce:
+      if (r != root) return std::vector<uint8_t>();
+      expected = expectedReduction(c.dtype, c.op, n, 0, c.count);
+      break;
+    default:
+      break;
+  }
+  const uint8_t* checked = c.kind == CollectiveKind::kReduceScatter && c.inPlace
+                               ? input.get() + checkOffset
+                               : output.get();
+  std::vector<uint8_t> actual(checked, checked + expected.size());
+  if (actual != expected) {
+    size_t first = 0;
+    while (first < actual.size() && actual[first] == expected[first]) ++first;
+    failures->add(what + ": wrong bytes from element " + std::to_string(first / es));
+    return std::nullopt;
+  }
+  return actual;
+}
+
+void runMatrix(int nranks, Algorithm algorithm, const std::vector<Case>& cases,
+               bool hostPerRank = false) {
+  auto comm =
+      DeviceCollectivesTest::comms(nranks, algorithm, std::chrono::seconds(30), hostPerRank);
+  ASSERT_EQ(comm.size(), static_cast<size_t>(nranks));
+  if (hostPerRank) {
+    for (int peer = 1; peer < nranks; ++peer) ASSERT_EQ(comm[0]->transportTo(peer), "tcp");
+  }
+  const uint64_t launchesBefore = emulatedKernelLaunches();
+  const uint64_t copiesBefore = emulatedCopies();
+  Failures failures;
+  std::vector<std::vector<std::vector<uint8_t>>> outputs(nranks);
+  testing::onEveryRank(nranks, [&](int r) {
+    for (const Case& c : cases) {
+      std::optional<std::vector<uint8_t>> out = runOne(*comm[r], c, &failures);
+      outputs[r].push_back(out.value_or(std::vector<uint8_t>()));
+    }
+  });
+  for (const std::string& m : failures.messages) ADD_FAILURE() << m;
+  // Every collective ran as step kernels (the host engine would give the same bytes:
+  // emulated device memory is host memory).
+  if (!hostPerRank) {
+    EXPECT_GE(emulatedKernelLaunches() - launchesBefore, cases.size() * (nranks - 1));
+  } else {
+    // Staging: a copy to host memory and one back per collective (non-roots of a
+    // reduce copy nothing back).
+    EXPECT_GE(emulatedCopies() - copiesBefore, cases.size() * nranks);
+  }
+  for (size_t i = 0; i < cases.size(); ++i) {
+    if (cases[i].kind != CollectiveKind::kAllReduce) continue;
+    for (int r = 1; r < nranks; ++r) {
+      EXPECT_EQ(outputs[r][i], outputs[0][i]) << describe(cases[i], r) << " differs from rank 0";
+    }
+  }
+}
+
+std::vector<Case> everyCollective() {
+  std::vector<Case> cases;
+  const CollectiveKind kinds[] = {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter,
+                                  CollectiveKind::kAllGather, CollectiveKind::kBroadcast,
+                                  CollectiveKind::kReduce};
+  const std::pair<DataType, ReduceOp> typed[] = {{DataType::kFloat32, ReduceOp::kSum},
+                                                 {DataType::kInt32, ReduceOp::kMax},
+                                                 {DataType::kBFloat16, ReduceOp::kAvg},
+                                                 {DataType::kUint8, ReduceOp::kProd},
+                                                 {DataType::kFloat64, ReduceOp::kMin}};
+  for (CollectiveKind kind : kinds) {
+    for (auto [dtype, op] : typed) {
+      for (size_t count : {size_t{1}, size_t{7}, size_t{1021}}) {
+        for (bool inPlace : {false, true}) cases.push_back({kind, dtype, op, count, inPlace});
+      }
+    }
+    // Larger than one 64 KiB slot per rank: several chunks, slots reused.
+    cases.push_back({kind, DataType::kFloat32, ReduceOp::kSum, 40'000, false});
+  }
+  return cases;
+}
+
+TEST_F(DeviceCollectivesTest, EveryCollectiveTwoRanks) {
+  runMatrix(2, Algorithm::kRing, everyCollective());
+}
+TEST_F(DeviceCollectivesTest, EveryCollectiveThreeRanks) {
+  runMatrix(3, Algorithm::kRing, everyCollective());
+}
+TEST_F(DeviceCollectivesTest, EveryCollectiveFourRanks) {
+  runMatrix(4, Algorithm::kRing, everyCollective());
+}
+
+TEST_F(DeviceCollectivesTest, TreeAllReduce) {
+  std::vector<Case> cases;
+  for (size_t count : {size_t{1}, size_t{1021}, size_t{40'000}}) {
+    cases.push_back({CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kSum, count, false});
+    cases.push_back({CollectiveKind::kAllReduce, DataType::kInt64, ReduceOp::kMax, count, true});
+  }
+  for (int nranks : {2, 3, 4}) runMatrix(nranks, Algorithm::kTree, cases);
+}
+
+// Ranks on different hosts: device buffers go device -> pinned host -> tcp -> device.
+TEST_F(DeviceCollectivesTest, AcrossHostsStagedThroughHostMemory) {
+  std::vector<Case> cases;
+  for (const Case& c : everyCollective()) {
+    if (c.count != 7) cases.push_back(c);
+  }
+  runMatrix(3, Algorithm::kRing, cases, true);
+}
+
+// Back-to-back in-place all-reduces on one buffer, waited for only at the end: the
+// "slot free" flags must hold every sender until its receiver read the slot.
+TEST_F(DeviceCollectivesTest, RepeatedInPlaceWithoutWaiting) {
+  constexpr int kRanks = 3;
+  constexpr int kRepeats = 6;
+  constexpr size_t kCount = 20'000;  // 80 KB: two chunks per call
+  auto comm = comms(kRanks, Algorithm::kRing, std::chrono::seconds(30));
+  ASSERT_EQ(comm.size(), static_cast<size_t>(kRanks));
+  Failures failures;
+  testing::onEveryRank(kRanks, [&](int r) {
+    DeviceBuffer buffer(kCount * sizeof(int32_t));
+    buffer.write(makeInput(DataType::kInt32, ReduceOp::kSum, r, kCount));
+    std::vector<Work> works;
+    for (int i = 0; i < kRepeats; ++i) {
+      Result<Work> work =
+          comm[r]->allReduce(buffer.get(), buffer.get(), kCount, DataType::kInt32, ReduceOp::kSum);
+      if (!work.isOk()) return failures.add(work.status().toString());
+      works.push_back(*work);
+    }
+    for (Work& w : works) {
+      Status s = w.wait(std::chrono::seconds(60));
+      if (!s.isOk()) return failures.add(s.toString());
+    }
+    std::vector<uint8_t> expected =
+        expectedReduction(DataType::kInt32, ReduceOp::kSum, kRanks, 0, kCount);
+    const int32_t* got = reinterpret_cast<const int32_t*>(buffer.get());
+    const int32_t* want = reinterpret_cast<const int32_t*>(expected.data());
+    int64_t scale = 1;
+    for (int i = 1; i < kRepeats; ++i) scale *= kRanks;
+    for (size_t i = 0; i < kCount; ++i) {
+      if (got[i] != want[i] * scale) {
+        return failures.add("rank " + std::to_string(r) + ": element " + std::to_string(i) +
+                            " is " + std::to_string(got[i]) + ", expected " +
+                            std::to_string(want[i] * scale));
+      }
+    }
+  });
+  for (const std::string& m : failures.messages) ADD_FAILURE() << m;
+}
+
+// Work on the caller's stream runs in stream order: the stream is held by a gate (an
+// item the emulated stream runs first), then a copy that fills the input, the
+// collective and the copy of the result are enqueued. Until the gate opens nothing
+// may have happened; afterwards the host looks only after the stream passed an event.
+TEST_F(DeviceCollectivesTest, RunsInStreamOrder) {
+  constexpr int kRanks = 2;
+  constexpr size_t kCount = 5'000;
+  auto comm = comms(kRanks, Algorithm::kRing, std::chrono::seconds(30));
+  ASSERT_EQ(comm.size(), static_cast<size_t>(kRanks));
+  Failures failures;
+  testing::onEveryRank(kRanks, [&](int r) {
+    Result<DeviceStream> stream = runtime().createStream();
+    if (!stream.isOk()) return failures.add(stream.status().toString());
+    std::atomic<bool> open{false};
+    static_cast<emulation::EmulatedStream*>(*stream)->enqueue([&open] {
+      while (!open.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    const size_t bytes = kCount * sizeof(float);
+    DeviceBuffer input(bytes);
+    DeviceBuffer output(bytes);
+    std::vector<uint8_t> source = makeInput(DataType::kFloat32, ReduceOp::kSum, r, kCount);
+    std::vector<uint8_t> result(bytes, 0);
+    Status s = runtime().memcpyAsync(input.get(), source.data(), bytes, *stream);
+    Result<Work> work = comm[r]->allReduce(input.get(), output.get(), kCount, DataType::kFloat32,
+                                           ReduceOp::kSum, *stream);
+    if (!work.isOk()) return failures.add(work.status().toString());
+    s = runtime().memcpyAsync(result.data(), output.get(), bytes, *stream);
+    Result<DeviceEvent> event = runtime().recordEvent(*stream);
+    if (!s.isOk() || !event.isOk()) return failures.add("enqueue failed");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_FALSE(work->test()) << "the collective ran before the work ahead of it on the stream";
+    EXPECT_EQ(output.read(0, bytes), std::vector<uint8_t>(bytes, 0));
+    open.store(true);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!runtime().queryEvent(*event) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (!runtime().queryEvent(*event)) return failures.add("stream did not finish");
+    runtime().destroyEvent(*event);
+    runtime().destroyStream(*stream);
+    EXPECT_TRUE(work->test()) << "the Work completes with the stream";
+    EXPECT_TRUE(work->status().isOk()) << work->status().toString();
+    if (result != expectedReduction(DataType::kFloat32, ReduceOp::kSum, kRanks, 0, kCount)) {
+      failures.add("rank " + std::to_string(r) + ": wrong bytes after the stream's copies");
+    }
+  });
+  for (const std::string& m : failures.messages) ADD_FAILURE() << m;
+}
+
+// Rank 1 never issues the collective: rank 0's kernels time out on the device, the
+// Work fails with Timeout naming rank 1, and the failure is sticky.
+TEST_F(DeviceCollectivesTest, PeerThatNeverArrivesTimesOutNamingIt) {
+  auto comm = comms(2, Algorithm::kRing, std::chrono::milliseconds(800));
+  ASSERT_EQ(comm.size(), 2u);
+  DeviceBuffer input(4096 * sizeof(float));
+  DeviceBuffer output(4096 * sizeof(float));
+  const auto start = std::chrono::steady_clock::now();
+  Result<Work> work =
+      comm[0]->allReduce(input.get(), output.get(), 4096, DataType::kFloat32, ReduceOp::kSum);
+  ASSERT_TRUE(work.isOk()) << work.status().toString();
+  Status status = work->wait(std::chrono::seconds(30));
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(status.code(), StatusCode::kTimeout) << status.toString();
+  EXPECT_EQ(status.peer(), 1) << status.toString();
+  EXPECT_NE(status.message().find("rank 1"), std::string::npos) << status.toString();
+  EXPECT_LT(elapsed, std::chrono::seconds(10));
+  Result<Work> next =
+      comm[0]->allReduce(input.get(), output.get(), 4096, DataType::kFloat32, ReduceOp::kSum);
+  EXPECT_FALSE(next.isOk() && next->wait(std::chrono::seconds(30)).isOk())
+      << "the device failure must be sticky";
+}
+
+TEST_F(DeviceCollectivesTest, MixedHostAndDeviceBuffersAreRejected) {
+  auto comm = comms(1, Algorithm::kRing, std::chrono::seconds(10));
+  ASSERT_EQ(comm.size(), 1u);
+  DeviceBuffer device(64);
+  std::vector<float> host(16);
+  Result<Work> work =
+      comm[0]->allReduce(device.get(), host.data(), 16, DataType::kFloat32, ReduceOp::kSum);
+  ASSERT_FALSE(work.isOk());
+  EXPECT_EQ(work.status().code(), StatusCode::kInvalidArgument) << work.status().toString();
+}
+
+}  // namespace
+}  // namespace collie
