@@ -436,8 +436,8 @@ Result<OffloadOutcome> OneShotBoard::runLarge(const CollectiveArgs& args, uint64
   mine->inputAddress = reinterpret_cast<uint64_t>(input);
   mine->outputAddress = reinterpret_cast<uint64_t>(output);
   mine->sequence.store(sequence, std::memory_order_release);
-  // Unregistered here: every rank declines (the registered ones once they read this
-  // header), so there is nothing to wait for, and not waiting keeps a barrier off every
+  // Unregistered and not cross-memory here: every rank declines (the others once they
+  // read this header), so there is nothing to wait for, and not waiting keeps a barrier off every
   // large collective; the schedule's messages carry the tag, so ranks that disagree
   // still fail. Only where this rank's schedule cannot complete before every rank has
   // started it (each output needs every input): then slot s % 2, which this rank
@@ -446,14 +446,16 @@ Result<OffloadOutcome> OneShotBoard::runLarge(const CollectiveArgs& args, uint64
   const bool needsEveryRank = args.kind == CollectiveKind::kAllReduce ||
                               args.kind == CollectiveKind::kReduceScatter ||
                               args.kind == CollectiveKind::kAllGather;
-  if (!registered && needsEveryRank) {
-    // Only a registered peer waits for this header: wake just those, not every sleeping
+  if (!registered && mine->crossMemory == 0 && needsEveryRank) {
+    // Only a peer that could go direct or cross-memory waits for this header: wake just
+    // those, not every sleeping
     // progress thread (on a busy host each needless wake costs a context switch).
     // Dekker with the peer's publish, fence, check of ours before it sleeps.
     std::atomic_thread_fence(std::memory_order_seq_cst);
     for (const auto& peer : shared_->peers) {
       const SlotControl* theirs = control(boards_[peer->rank].base, parity);
-      if (theirs->sequence.load(std::memory_order_acquire) == sequence && theirs->registered == 1) {
+      if (theirs->sequence.load(std::memory_order_acquire) == sequence &&
+          (theirs->registered == 1 || theirs->crossMemory == 1)) {
         ringDoorbell(peer->segment->header());
       }
     }
