@@ -34,7 +34,7 @@ CLI::App* addPerfCommand(CLI::App& app, PerfCliOptions* raw) {
   cmd->add_option("-R,--local_register", raw->registered,
                   "1: buffers from allocShared, registered (single-copy shm)")
       ->capture_default_str();
-  cmd->add_option("--algo", raw->algo, "auto, ring, tree or chain")->capture_default_str();
+  cmd->add_option("--algo", raw->algo, "auto, ring, tree, chain or oneshot")->capture_default_str();
   cmd->add_option("--transport", raw->transport,
                   "force a transport (shm, ibverbs, ucx, tcp); default: per pair");
   cmd->add_option("--json", raw->jsonPath, "also write the results as JSON to this file");

@@ -97,7 +97,8 @@ CLI::App* addSimCommand(CLI::App& app, SimCliOptions* options) {
   cmd->add_option("--coll", options->collective,
                   "allreduce, reducescatter, allgather, broadcast or reduce")
       ->capture_default_str();
-  cmd->add_option("--algo", options->algo, "auto, ring, tree or chain")->capture_default_str();
+  cmd->add_option("--algo", options->algo, "auto, ring, tree, chain or oneshot")
+      ->capture_default_str();
   cmd->add_option("--nranks", options->nranks, "virtual ranks")->capture_default_str();
   cmd->add_option("--bytes", options->bytes,
                   "bytes per rank buffer (all-gather/reduce-scatter: the full vector); K/M/G")
@@ -191,8 +192,10 @@ int runSim(const SimCliOptions& o) {
               stats.busiestReceiver, static_cast<unsigned long long>(stats.maxBytesOnOneLink));
   std::printf("model: alpha %.2f us, %.3f GB/s per link [%s]\n", constants.alphaUs,
               constants.bwGBps, constants.source.c_str());
-  for (Algorithm candidate : {Algorithm::kRing, Algorithm::kTree, Algorithm::kChain}) {
+  for (Algorithm candidate :
+       {Algorithm::kRing, Algorithm::kTree, Algorithm::kChain, Algorithm::kOneShot}) {
     if (!algorithmSupports(candidate, *kind)) continue;
+    if (candidate == Algorithm::kOneShot && n != 2) continue;
     TuneLimits only = limits;
     only.forced = candidate;
     TuneDecision d = decide(*kind, planBytes, n, only, constants);

@@ -98,7 +98,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
     }
     if (!parsed) {
       return invalidArgument("COLLIE_ALGO='" + configString("COLLIE_ALGO") +
-                             "' is not one of auto, ring, tree, chain");
+                             "' is not one of auto, ring, tree, chain, oneshot");
     }
     config.algorithm = *parsed;
   }

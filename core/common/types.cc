@@ -75,6 +75,8 @@ std::string_view algorithmName(Algorithm algo) {
       return "tree";
     case Algorithm::kChain:
       return "chain";
+    case Algorithm::kOneShot:
+      return "oneshot";
   }
   return "invalid";
 }
@@ -110,7 +112,8 @@ std::optional<ReduceOp> parseReduceOp(std::string_view name) {
 }
 
 std::optional<Algorithm> parseAlgorithm(std::string_view name) {
-  for (Algorithm algo : {Algorithm::kAuto, Algorithm::kRing, Algorithm::kTree, Algorithm::kChain}) {
+  for (Algorithm algo : {Algorithm::kAuto, Algorithm::kRing, Algorithm::kTree, Algorithm::kChain,
+                         Algorithm::kOneShot}) {
     if (algorithmName(algo) == name) return algo;
   }
   return std::nullopt;

@@ -1,12 +1,17 @@
 #include "core/engine/execution.h"
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "core/engine/fingerprint.h"
 
 namespace collie {
 
 namespace {
+// Reductions larger than this are cut into slices with transport progress in between.
+constexpr size_t kReduceSliceBytes = 256 * 1024;
+
 bool receives(StepKind kind) { return kind != StepKind::kSend && kind != StepKind::kCopy; }
 bool reduces(StepKind kind) {
   return kind == StepKind::kRecvReduceSend || kind == StepKind::kRecvReduceCopy;
@@ -136,13 +141,37 @@ Status Execution::startStep(int channel, const Step& step, bool* started) {
   return Status();
 }
 
+Status Execution::progressConnections(int channel, const Step& step) {
+  polled_.clear();
+  activeConnections(&polled_);
+  bool progressed = false;
+  for (Connection* connection : polled_) {
+    Status status = connection->progress(&progressed);
+    if (!status.isOk()) return decorate(status, channel, step);
+  }
+  return Status();
+}
+
 Status Execution::finishStep(int channel, const Step& step) {
   ChannelState& state = channels_[channel];
   state.recvPosted = false;
   if (reduces(step.kind)) {
     uint8_t* dst = pointer(channel, step.dst);
-    kernels_.reduce(dst, pointer(channel, step.src), state.recvTarget, step.bytes / elemSize_,
-                    schedule_->args.dtype, schedule_->args.op, step.divisor);
+    const uint8_t* own = pointer(channel, step.src);
+    const uint8_t* incoming = state.recvTarget;
+    if (step.incomingFirst) std::swap(own, incoming);
+    // Large reductions run in slices with a progress pass over this collective's
+    // connections in between: transports that move bytes only inside progress() (ucx
+    // over tcp) keep their wires busy while the CPU reduces.
+    const size_t count = step.bytes / elemSize_;
+    const size_t slice = std::max<size_t>(1, kReduceSliceBytes / elemSize_);
+    for (size_t done = 0; done < count; done += slice) {
+      const size_t n = std::min(slice, count - done);
+      const size_t at = done * elemSize_;
+      kernels_.reduce(dst + at, own + at, incoming + at, n, schedule_->args.dtype,
+                      schedule_->args.op, step.divisor);
+      if (done + n < count) COLLIE_RETURN_IF_ERROR(progressConnections(channel, step));
+    }
     if (step.kind == StepKind::kRecvReduceSend) {
       return postSend(channel, step, dst, step.dst.buffer == BufferId::kScratch, step.dst.offset);
     }

@@ -70,6 +70,8 @@ class Execution {
   uint8_t* pointer(int channel, const Slice& slice) const;
   Status startStep(int channel, const Step& step, bool* started);
   Status finishStep(int channel, const Step& step);
+  // One progress() call on every connection this collective has operations on.
+  Status progressConnections(int channel, const Step& step);
   Status postSend(int channel, const Step& step, const uint8_t* data, bool fromScratch,
                   uint64_t offset);
   bool scratchBusy(int channel, uint64_t offset, uint64_t bytes) const;
@@ -84,6 +86,7 @@ class Execution {
   const ReduceBackend& kernels_;
   size_t elemSize_;
   std::vector<ChannelState> channels_;
+  std::vector<Connection*> polled_;  // reused by progressConnections()
 };
 
 }  // namespace collie

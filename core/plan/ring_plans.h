@@ -34,6 +34,8 @@ void planTreeBroadcast(const CollectiveArgs& args, const PlanParams& params, siz
                        Schedule* schedule);
 void planTreeReduce(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
                     Schedule* schedule);
+// Whole-buffer exchange, 2 ranks only (oneshot.cc).
+void planOneShotAllReduce(const CollectiveArgs& args, const PlanParams& params, Schedule* schedule);
 void planPointToPoint(const CollectiveArgs& args, const PlanParams& params, Schedule* schedule);
 void planBarrier(const PlanParams& params, Schedule* schedule);
 

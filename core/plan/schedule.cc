@@ -102,12 +102,21 @@ Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& par
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kAllGather: {
       const bool treeAllReduce = wantsTree && args.kind == CollectiveKind::kAllReduce;
+      const bool oneShot = params.algorithm == Algorithm::kOneShot;
+      if (oneShot && (args.kind != CollectiveKind::kAllReduce || params.nranks > 2)) {
+        return unsupported("oneshot " + std::string(collectiveName(args.kind)) + " on " +
+                           std::to_string(params.nranks) +
+                           " ranks is not implemented (all-reduce on 2 ranks only); use ring, "
+                           "tree or auto");
+      }
       if ((wantsTree && !treeAllReduce) || params.algorithm == Algorithm::kChain) {
         return unsupported(std::string(algorithmName(params.algorithm)) + " " +
                            std::string(collectiveName(args.kind)) +
                            " is not implemented; use ring or auto");
       }
-      schedule.algorithm = treeAllReduce ? Algorithm::kTree : Algorithm::kRing;
+      schedule.algorithm = oneShot         ? Algorithm::kOneShot
+                           : treeAllReduce ? Algorithm::kTree
+                                           : Algorithm::kRing;
       if (params.nranks == 1) {
         Step copy;
         copy.kind = StepKind::kCopy;
@@ -116,6 +125,8 @@ Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& par
         copy.bytes = args.count * es;
         copy.divisor = args.op == ReduceOp::kAvg && args.kind != CollectiveKind::kAllGather ? 1 : 0;
         if (copy.bytes > 0) schedule.channels[0].push_back(copy);
+      } else if (oneShot) {
+        planOneShotAllReduce(args, params, &schedule);
       } else if (treeAllReduce) {
         planTreeAllReduce(args, params, chunkElems, &schedule);
       } else if (args.kind == CollectiveKind::kAllReduce) {
@@ -213,7 +224,8 @@ std::string scheduleToJson(const Schedule& schedule) {
                       {"src", {bufferName(s.src.buffer), s.src.offset}},
                       {"dst", {bufferName(s.dst.buffer), s.dst.offset}},
                       {"bytes", s.bytes},
-                      {"divisor", s.divisor}});
+                      {"divisor", s.divisor},
+                      {"incomingFirst", s.incomingFirst}});
     }
     channels.push_back(std::move(list));
   }

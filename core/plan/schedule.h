@@ -16,6 +16,9 @@
 //   kRecvReduceCopy receive from recvPeer into a scratch slot, dst = op(src, incoming).
 //   kRecvCopySend   receive from recvPeer into `dst`, then send `dst` to sendPeer.
 //   kCopy           dst = src locally (no-op when they are the same bytes).
+// `incomingFirst` on a kRecvReduce* step swaps the operands: dst = op(incoming, src).
+// Schedules where several ranks compute the same reduction themselves (one-shot) use
+// it so that every rank combines the inputs in rank order, bit for bit alike.
 // `divisor` > 0 on a step that produces final values of an average: the result is
 // divided by it (see core/kernel/reduce_backend.h). kBuffer kScratch slices name a
 // per-channel scratch area of Schedule::scratchBytesPerChannel bytes.
@@ -58,6 +61,7 @@ struct Step {
   Slice dst;
   uint64_t bytes = 0;
   int32_t divisor = 0;
+  bool incomingFirst = false;
 };
 
 // What to run: the collective as the caller described it.

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <deque>
 #include <unordered_map>
+#include <utility>
 
 #include "core/kernel/reduce_backend.h"
 
@@ -202,8 +203,9 @@ Status Runner::execute(int id) {
             if (step.bytes) std::memcpy(dst, incoming, step.bytes);
             incoming = dst;
           }
-          kernels_.reduce(dst, pointer(r, c, step.src), incoming, count, args_.dtype, args_.op,
-                          step.divisor);
+          const uint8_t* own = pointer(r, c, step.src);
+          if (step.incomingFirst) std::swap(own, incoming);
+          kernels_.reduce(dst, own, incoming, count, args_.dtype, args_.op, step.divisor);
         }
         if (step.kind == StepKind::kRecvReduceSend) {
           send(r, c, step.sendPeer, data ? pointer(r, c, step.dst) : nullptr, step.bytes);

@@ -38,6 +38,8 @@ bool algorithmSupports(Algorithm algorithm, CollectiveKind kind) {
              kind == CollectiveKind::kReduce;
     case Algorithm::kChain:
       return kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce;
+    case Algorithm::kOneShot:
+      return kind == CollectiveKind::kAllReduce;
     case Algorithm::kAuto:
       return true;
   }
@@ -56,6 +58,7 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int
   if (nranks <= 1) return alpha;
   switch (kind) {
     case CollectiveKind::kAllReduce:
+      if (algorithm == Algorithm::kOneShot) return alpha + (n - 1) * s / beta;
       if (algorithm == Algorithm::kTree) {
         const double chunks = ceilDivD(s, 2 * c * k);
         return (2 * d + 1 + 8 * (chunks * c - 1)) * alpha + 2 * s / beta;
@@ -95,10 +98,13 @@ TuneDecision decide(CollectiveKind kind, size_t bytes, int nranks, const TuneLim
                     const TuneConstants& constants) {
   // The first algorithm is the robust default.
   std::vector<Algorithm> algorithms;
-  if (limits.forced != Algorithm::kAuto && algorithmSupports(limits.forced, kind)) {
+  const bool oneShotFits = kind == CollectiveKind::kAllReduce && nranks == 2;
+  if (limits.forced != Algorithm::kAuto && algorithmSupports(limits.forced, kind) &&
+      (limits.forced != Algorithm::kOneShot || oneShotFits)) {
     algorithms = {limits.forced};
   } else if (kind == CollectiveKind::kAllReduce) {
     algorithms = {Algorithm::kRing, Algorithm::kTree};
+    if (oneShotFits && bytes <= kOneShotMaxBytes) algorithms.push_back(Algorithm::kOneShot);
   } else if (kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce) {
     algorithms = {Algorithm::kChain, Algorithm::kTree};
   } else {
@@ -117,10 +123,11 @@ TuneDecision decide(CollectiveKind kind, size_t bytes, int nranks, const TuneLim
       const int most = std::max(1, limits.maxChannels);
       const size_t perChannel =
           algorithm == Algorithm::kTree && kind == CollectiveKind::kAllReduce ? 2 * chunk : chunk;
-      const int start = limits.channelsFixed
-                            ? most
-                            : static_cast<int>(std::clamp<size_t>(bytes / perChannel, 1, most));
-      const int fewest = limits.channelsFixed ? most : 1;
+      int start = limits.channelsFixed
+                      ? most
+                      : static_cast<int>(std::clamp<size_t>(bytes / perChannel, 1, most));
+      int fewest = limits.channelsFixed ? most : 1;
+      if (algorithm == Algorithm::kOneShot) start = fewest = 1;  // one message each way
       for (int channels = start; channels >= fewest; --channels) {
         const double t = predictMicros(kind, algorithm, bytes, nranks, channels, chunk, constants);
         if (first || t < mine.predictedUs) {

@@ -13,6 +13,7 @@
 //   chain bcast/reduce K = ceil(S / (c k)); (n - 1 + 2 (K c - 1)) alpha
 //                                            + (S + (n - 2) min(k, S)) / beta
 //   tree bcast/reduce (d + 3 (K c - 1)) alpha + (2 S + d min(k, S)) / beta
+//   oneshot all-reduce (n = 2, S <= kOneShotMaxBytes)   alpha + S / beta
 //   ring reduce-scatter / all-gather (only choice): (n - 1) R c alpha + (n - 1)/n S' / beta
 // Channels run on one progress thread, so in the model they add messages, not
 // bandwidth: unless COLLIE_NCHANNELS fixes it, the channel count is the cheapest of
@@ -31,6 +32,11 @@
 #include "collie/types.h"
 
 namespace collie {
+
+// Largest all-reduce the one-shot schedule (2 ranks) is considered for: beyond it the
+// unpipelined whole-buffer message and reduction cost more than the ring's extra
+// latency saves.
+inline constexpr size_t kOneShotMaxBytes = 64 * 1024;
 
 struct TuneConstants {
   double alphaUs = 20.0;           // per message
@@ -62,7 +68,8 @@ struct TuneDecision {
 };
 
 // Whether `algorithm` implements `kind` (ring: all-reduce, reduce-scatter, all-gather;
-// tree: all-reduce, broadcast, reduce; chain: broadcast, reduce).
+// tree: all-reduce, broadcast, reduce; chain: broadcast, reduce; oneshot: all-reduce on
+// 2 ranks).
 bool algorithmSupports(Algorithm algorithm, CollectiveKind kind);
 
 // Predicted microseconds of one collective of `bytes` (the per-rank buffer size of the

@@ -48,8 +48,9 @@ enum class CollectiveKind : uint8_t {
 enum class Algorithm : uint8_t {
   kAuto = 0,
   kRing = 1,
-  kTree = 2,   // double binary tree (all-reduce) / binary tree (broadcast, reduce)
-  kChain = 3,  // pipelined chain (broadcast, reduce)
+  kTree = 2,     // double binary tree (all-reduce) / binary tree (broadcast, reduce)
+  kChain = 3,    // pipelined chain (broadcast, reduce)
+  kOneShot = 4,  // whole buffers exchanged, reduced by every rank (small all-reduce, 2 ranks)
 };
 
 bool isValid(DataType dtype);

@@ -1,7 +1,9 @@
 #!/bin/sh
 # 2 namespace hosts x 2 ranks: every collective through `collie run --nnodes 2` with
 # result checking, over the transport given ("tcp", "ucx" or "auto" = shm in a host,
-# ucx between hosts). Exit 77 (skipped) when namespaces cannot be created.
+# ucx between hosts); then all-reduce with 1 rank per host (the tuner's 2-rank one-shot
+# schedule up to 64 KiB, ring above), avg and min included. Exit 77 (skipped) when
+# namespaces cannot be created.
 # usage: netns_perf_checks.sh COLLIE HARNESS TRANSPORT
 collie=$1
 harness=$2
@@ -26,6 +28,11 @@ cmd="port=29500; for coll in allreduce reducescatter allgather broadcast reduce;
   port=\$((port + 1))
   $collie run --nnodes 2 --node-rank \$COLLIE_NETNS_INDEX --master \$COLLIE_NETNS_MASTER:\$port \
     -n 2 -- $collie perf \$coll -b 8 -e 1M -f 8 -c 1 -n 2 -w 1 $force || exit 1
+done
+for op in sum avg min; do
+  port=\$((port + 1))
+  $collie run --nnodes 2 --node-rank \$COLLIE_NETNS_INDEX --master \$COLLIE_NETNS_MASTER:\$port \
+    -n 1 -- $collie perf allreduce -o \$op -b 8 -e 1M -f 8 -c 1 -n 2 -w 1 $force || exit 1
 done"
 out=$("$harness" --subnet "$subnet" --timeout 240 -- "$cmd" 2>&1)
 rc=$?
@@ -34,7 +41,7 @@ echo "$out"
 [ $rc -eq 0 ] || { echo "FAILED: harness exit $rc"; exit 1; }
 # Every collective printed its table, with #wrong 0 everywhere.
 tables=$(echo "$out" | grep -c "Out of bounds values : 0 OK")
-[ "$tables" -eq 5 ] || { echo "FAILED: $tables of 5 collectives passed"; exit 1; }
+[ "$tables" -eq 8 ] || { echo "FAILED: $tables of 8 collective runs passed"; exit 1; }
 if [ "$transport" != auto ]; then
   echo "$out" | grep -q "transport to rank 1: $transport" || { echo "FAILED: not over $transport"; exit 1; }
 fi
@@ -44,4 +51,4 @@ if [ "$transport" = tcp ]; then
       { echo "FAILED: tcp on host $host did not listen on 10.213.$subnet.$((host + 1))"; exit 1; }
   done
 fi
-echo "PASSED: 5 collectives over $transport, 2 hosts x 2 ranks"
+echo "PASSED: 5 collectives over $transport, 2 hosts x 2 ranks; all-reduce 2 hosts x 1 rank"

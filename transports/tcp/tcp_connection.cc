@@ -14,6 +14,8 @@ namespace collie::tcp {
 namespace {
 
 constexpr int kMaxBatch = 16;  // send items gathered into one sendmsg
+// Per-socket read-ahead: a small message and the next headers in one readv.
+constexpr size_t kReadAheadBytes = 16 * 1024;
 
 std::string hex(uint64_t v) {
   std::ostringstream out;
@@ -163,17 +165,32 @@ Status TcpConnection::progressSends(int laneIndex, bool* progressed) {
 Status TcpConnection::progressRecvs(int laneIndex, bool* progressed) {
   Lane& lane = lanes_[laneIndex];
   while (!lane.recvs.empty()) {
-    RecvItem& item = lane.recvs.front();
-    ssize_t rc;
-    if (item.got < kFrameHeaderBytes) {
-      rc = ::recv(lane.sock.fd(), item.header + item.got, kFrameHeaderBytes - item.got,
-                  MSG_DONTWAIT);
-    } else {
-      Op& op = recvQ_.at(item.seq);
-      size_t payloadGot = item.got - kFrameHeaderBytes;
-      rc = ::recv(lane.sock.fd(), op.data + item.expect.offset + payloadGot,
-                  item.expect.bytes - payloadGot, MSG_DONTWAIT);
+    // Parse what the read-ahead holds first.
+    while (!lane.recvs.empty() && lane.rxHead < lane.rxTail) {
+      size_t taken = 0;
+      COLLIE_RETURN_IF_ERROR(deliver(laneIndex, lane.rx.get() + lane.rxHead,
+                                     lane.rxTail - lane.rxHead, &taken, progressed));
+      lane.rxHead += taken;
     }
+    if (lane.recvs.empty()) break;  // read ahead only for someone who waits
+    lane.rxHead = lane.rxTail = 0;  // the read-ahead is empty here
+    if (!lane.rx) lane.rx = std::make_unique<uint8_t[]>(kReadAheadBytes);
+    // One recvmsg: the rest of the front payload straight into the user's buffer (its
+    // header was validated), then what follows (the next headers) into the read-ahead.
+    iovec iov[2];
+    int niov = 0;
+    RecvItem& item = lane.recvs.front();
+    size_t direct = 0;
+    if (item.got >= kFrameHeaderBytes) {
+      size_t payloadGot = item.got - kFrameHeaderBytes;
+      direct = item.expect.bytes - payloadGot;
+      iov[niov++] = {recvQ_.at(item.seq).data + item.expect.offset + payloadGot, direct};
+    }
+    iov[niov++] = {lane.rx.get(), kReadAheadBytes};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(niov);
+    ssize_t rc = ::recvmsg(lane.sock.fd(), &msg, MSG_DONTWAIT);
     if (rc == 0) return peerClosed(laneIndex, 0);
     if (rc < 0) {
       if (errno == EINTR) continue;
@@ -181,19 +198,46 @@ Status TcpConnection::progressRecvs(int laneIndex, bool* progressed) {
       return peerClosed(laneIndex, errno);
     }
     *progressed = true;
-    bool headerDone =
-        item.got < kFrameHeaderBytes && item.got + static_cast<size_t>(rc) == kFrameHeaderBytes;
-    item.got += static_cast<size_t>(rc);
-    if (headerDone) {
-      COLLIE_RETURN_IF_ERROR(checkHeader(laneIndex, item, decodeFrame(item.header)));
-    }
-    if (item.got == kFrameHeaderBytes + item.expect.bytes && item.got >= kFrameHeaderBytes) {
-      uint64_t seq = item.seq;
-      lane.recvs.popFront();
-      recvQ_.stripeDone(seq);
-    }
+    size_t got = static_cast<size_t>(rc);
+    size_t toUser = std::min(got, direct);
+    if (direct > 0) payloadArrived(laneIndex, toUser, progressed);
+    lane.rxTail = got - toUser;
   }
   return Status();
+}
+
+Status TcpConnection::deliver(int laneIndex, const uint8_t* from, size_t bytes, size_t* taken,
+                              bool* progressed) {
+  Lane& lane = lanes_[laneIndex];
+  RecvItem& item = lane.recvs.front();
+  if (item.got < kFrameHeaderBytes) {
+    size_t take = std::min(bytes, kFrameHeaderBytes - item.got);
+    std::memcpy(item.header + item.got, from, take);
+    item.got += take;
+    *taken = take;
+    if (item.got < kFrameHeaderBytes) return Status();
+    COLLIE_RETURN_IF_ERROR(checkHeader(laneIndex, item, decodeFrame(item.header)));
+    if (item.expect.bytes == 0) payloadArrived(laneIndex, 0, progressed);
+    return Status();
+  }
+  size_t payloadGot = item.got - kFrameHeaderBytes;
+  size_t take = std::min(bytes, static_cast<size_t>(item.expect.bytes) - payloadGot);
+  std::memcpy(recvQ_.at(item.seq).data + item.expect.offset + payloadGot, from, take);
+  *taken = take;
+  payloadArrived(laneIndex, take, progressed);
+  return Status();
+}
+
+void TcpConnection::payloadArrived(int laneIndex, size_t bytes, bool* progressed) {
+  Lane& lane = lanes_[laneIndex];
+  RecvItem& item = lane.recvs.front();
+  item.got += bytes;
+  if (item.got == kFrameHeaderBytes + item.expect.bytes) {
+    uint64_t seq = item.seq;
+    lane.recvs.popFront();
+    recvQ_.stripeDone(seq);
+    *progressed = true;
+  }
 }
 
 Status TcpConnection::checkHeader(int lane, const RecvItem& item, const FrameHeader& got) {
@@ -255,6 +299,7 @@ Status TcpConnection::fail(Status status) {
   for (Lane& lane : lanes_) {
     lane.sends.clear();
     lane.recvs.clear();
+    lane.rxHead = lane.rxTail = 0;
   }
   return broken_;
 }

@@ -4,10 +4,13 @@
 // (n + j) % K, the n-th receive expects them on the same sockets, so FIFO matching
 // per connection holds while a large message uses every socket at once. Operations
 // live in preallocated rings; progress() moves bytes with sendmsg (header + payload
-// in one call) and recv straight into the user's buffer once the stripe's header has
-// been validated. Any failure (peer closed, corrupt header, tag/length mismatch)
-// breaks the connection: every pending operation completes with that error, which
-// names the peer, and later posts return it.
+// in one call). Receives read with one recvmsg into a small per-socket read-ahead
+// buffer, so a small message (header + payload) costs one system call; frames are
+// parsed from it, and payload bytes are copied to the user's buffer only after the
+// stripe's header was validated. A large payload's remainder is read straight into
+// the user's buffer (the same call catches the next header in the read-ahead). Any failure (peer
+// closed, corrupt header, tag/length mismatch) breaks the connection: every pending operation
+// completes with that error, which names the peer, and later posts return it.
 //
 // Thread safety: one thread at a time (see core/transport/transport.h).
 #pragma once
@@ -64,6 +67,9 @@ class TcpConnection final : public Connection {
     net::Socket sock;
     Ring<SendItem> sends;
     Ring<RecvItem> recvs;
+    std::unique_ptr<uint8_t[]> rx;  // read-ahead, kReadAheadBytes, allocated on first use
+    size_t rxHead = 0;              // [rxHead, rxTail) are read, not yet parsed
+    size_t rxTail = 0;
   };
   struct OpQueue {
     Ring<Op> ops;
@@ -75,6 +81,11 @@ class TcpConnection final : public Connection {
 
   Status progressSends(int lane, bool* progressed);
   Status progressRecvs(int lane, bool* progressed);
+  // Moves up to `bytes` received bytes at `from` into the front receive of `lane`
+  // (header first, validated once complete, then payload); *taken says how many.
+  Status deliver(int lane, const uint8_t* from, size_t bytes, size_t* taken, bool* progressed);
+  // Accounts `bytes` just read into the front receive's payload; completes it when full.
+  void payloadArrived(int lane, size_t bytes, bool* progressed);
   Status checkHeader(int lane, const RecvItem& item, const FrameHeader& got);
   Status fail(Status status);
   Status peerClosed(int lane, int err);

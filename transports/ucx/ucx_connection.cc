@@ -100,9 +100,24 @@ Status UcxConnection::fail(Status status) {
   return broken_;
 }
 
+std::unique_ptr<UcxConnection::Op> UcxConnection::acquireOp() {
+  if (spare_.empty()) return std::make_unique<Op>();
+  std::unique_ptr<Op> op = std::move(spare_.back());
+  spare_.pop_back();
+  return op;
+}
+
+void UcxConnection::recycle(std::unique_ptr<Op> op) {
+  if (spare_.size() >= 64) return;  // more than a burst ever needs
+  std::vector<uint8_t> buffer = std::move(op->buffer);
+  *op = Op{};
+  op->buffer = std::move(buffer);  // keeps its capacity
+  spare_.push_back(std::move(op));
+}
+
 Status UcxConnection::postSend(const void* data, size_t bytes, uint64_t tag, Completion* done) {
   if (!broken_.isOk()) return broken_;
-  auto op = std::make_unique<Op>();
+  auto op = acquireOp();
   op->done = done;
   op->data = static_cast<uint8_t*>(const_cast<void*>(data));
   op->bytes = bytes;
@@ -116,7 +131,7 @@ Status UcxConnection::postSend(const void* data, size_t bytes, uint64_t tag, Com
   putLe(op->buffer.data() + 16, bytes, 8);
   if (inlined && bytes > 0) std::memcpy(op->buffer.data() + kHeaderBytes, data, bytes);
 
-  ucp_ep_h ep = worker_->endpoint(peer_);
+  ucp_ep_h ep = worker_->endpoint(peer_, channel_);
   ucp_request_param_t param{};
   op->headerRequest =
       ucp_tag_send_nbx(ep, op->buffer.data(), op->buffer.size(),
@@ -132,7 +147,7 @@ Status UcxConnection::postSend(const void* data, size_t bytes, uint64_t tag, Com
 
 Status UcxConnection::postRecv(void* data, size_t bytes, uint64_t tag, Completion* done) {
   if (!broken_.isOk()) return broken_;
-  auto op = std::make_unique<Op>();
+  auto op = acquireOp();
   op->done = done;
   op->data = static_cast<uint8_t*>(data);
   op->bytes = bytes;
@@ -259,6 +274,7 @@ Status UcxConnection::progress(bool* progressed) {
     for (auto* queue : {&sends_, &recvs_}) {
       while (!queue->empty() && queue->front()->stage == Stage::kDone) {
         queue->front()->done->complete();
+        recycle(std::move(queue->front()));
         queue->pop_front();
       }
     }

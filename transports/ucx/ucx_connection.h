@@ -23,6 +23,7 @@
 
 #include <deque>
 #include <memory>
+#include <vector>
 
 #include "core/transport/transport.h"
 #include "transports/ucx/ucx_worker.h"
@@ -65,6 +66,9 @@ class UcxConnection final : public Connection {
   // Records the first failure, cancels every request, completes every pending op.
   Status fail(Status status);
   void releaseRequests(std::deque<std::unique_ptr<Op>>& ops);
+  // Ops (with their header buffers) are recycled: no allocation per message once warm.
+  std::unique_ptr<Op> acquireOp();
+  void recycle(std::unique_ptr<Op> op);
 
   std::shared_ptr<UcxWorker> worker_;
   int peer_;
@@ -73,6 +77,7 @@ class UcxConnection final : public Connection {
   uint32_t recvSeq_ = 0;
   std::deque<std::unique_ptr<Op>> sends_;
   std::deque<std::unique_ptr<Op>> recvs_;
+  std::vector<std::unique_ptr<Op>> spare_;
   Status broken_;
 };
 

@@ -13,6 +13,7 @@
 // Priority 150: after shm (same host) and ibverbs, before tcp. canConnect() accepts
 // only peers on other hosts unless COLLIE_TRANSPORT=ucx forced it, so single-host jobs
 // keep shm; UCX itself picks its wire from UCX_TLS (rc/ud/dc, tcp, posix/sysv/cma).
+#include <algorithm>
 #include <cstring>
 
 #include "core/config/config.h"
@@ -90,7 +91,8 @@ Result<std::vector<std::unique_ptr<Connection>>> UcxTransport::connect(
                               address.status().message(),
                           peer);
     }
-    COLLIE_RETURN_IF_ERROR(worker_->connect(peer, address->data(), address->size()));
+    COLLIE_RETURN_IF_ERROR(
+        worker_->connect(peer, address->data(), address->size(), std::min(ctx_.nchannels, 4)));
   }
   COLLIE_RETURN_IF_ERROR(handshake(peers, until));
 

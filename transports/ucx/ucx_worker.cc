@@ -91,7 +91,7 @@ void UcxWorker::closeEndpoints() {
   // from the peers (they may be gone or closing themselves). The peers see the
   // connection reset, which fails only operations they still have pending with us.
   bool abandoned = false;
-  for (const Peer& p : peers_) abandoned = abandoned || (p.ep != nullptr && p.abandoned);
+  for (const Peer& p : peers_) abandoned = abandoned || (!p.eps.empty() && p.abandoned);
   if (!abandoned && worker_ != nullptr) {
     ucp_request_param_t param{};
     void* flush = ucp_worker_flush_nbx(worker_, &param);
@@ -105,13 +105,14 @@ void UcxWorker::closeEndpoints() {
   }
   std::vector<void*> closing;
   for (Peer& p : peers_) {
-    if (p.ep == nullptr) continue;
-    ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    void* request = ucp_ep_close_nbx(p.ep, &param);
-    if (UCS_PTR_IS_PTR(request)) closing.push_back(request);
-    p.ep = nullptr;
+    for (ucp_ep_h ep : p.eps) {
+      ucp_request_param_t param{};
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+      void* request = ucp_ep_close_nbx(ep, &param);
+      if (UCS_PTR_IS_PTR(request)) closing.push_back(request);
+    }
+    p.eps.clear();
   }
   auto until = Clock::now() + std::chrono::seconds(2);
   for (void* request : closing) {
@@ -132,10 +133,17 @@ void UcxWorker::onEndpointError(void* arg, ucp_ep_h, ucs_status_t status) {
   COLLIE_LOG(WARN, NET) << "ucx: rank " << peer->owner->rank_ << ": " << peer->failure.message();
 }
 
-Status UcxWorker::connect(int peer, const uint8_t* address, size_t length) {
-  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || length == 0) {
-    return invalidArgument("ucx: bad peer " + std::to_string(peer) + " or empty address");
+Status UcxWorker::connect(int peer, const uint8_t* address, size_t length, int lanes) {
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || length == 0 || lanes < 1) {
+    return invalidArgument("ucx: bad peer " + std::to_string(peer) + ", empty address or no lane");
   }
+  for (int lane = 0; lane < lanes; ++lane) {
+    COLLIE_RETURN_IF_ERROR(connectLane(peer, address, lane == 0));
+  }
+  return Status();
+}
+
+Status UcxWorker::connectLane(int peer, const uint8_t* address, bool first) {
   Peer& p = peers_[peer];
   p.owner = this;
   p.rank = peer;
@@ -147,14 +155,15 @@ Status UcxWorker::connect(int peer, const uint8_t* address, size_t length) {
   params.err_handler.cb = &UcxWorker::onEndpointError;
   params.err_handler.arg = &p;
   ucs_status_t st = UCS_ERR_UNREACHABLE;
-  if (networkTransportAllowed()) st = ucp_ep_create(worker_, &params, &p.ep);
+  ucp_ep_h ep = nullptr;
+  if (networkTransportAllowed()) st = ucp_ep_create(worker_, &params, &ep);
   if (st == UCS_ERR_UNREACHABLE) {
     // UCX's shared-memory transports cannot report peer failures; without a network
     // transport in UCX_TLS connect without it (a dead peer is then caught by the
     // engine's deadline, COLLIE_TIMEOUT, instead of at once).
     params.field_mask &= ~(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
-    st = ucp_ep_create(worker_, &params, &p.ep);
-    if (st == UCS_OK) {
+    st = ucp_ep_create(worker_, &params, &ep);
+    if (st == UCS_OK && first) {
       COLLIE_LOG(INFO, NET) << "ucx: endpoint to rank " << peer
                             << " has no peer-failure detection (UCX_TLS lacks a network "
                                "transport); a dead peer is detected by COLLIE_TIMEOUT";
@@ -165,6 +174,7 @@ Status UcxWorker::connect(int peer, const uint8_t* address, size_t length) {
                            ucs_status_string(st),
                        peer);
   }
+  p.eps.push_back(ep);
   return Status();
 }
 
@@ -182,8 +192,8 @@ void UcxWorker::waitForActivity(std::chrono::microseconds maxWait) {
 }
 
 std::string UcxWorker::describe(int peer) const {
-  ucp_ep_h ep = peers_[peer].ep;
-  if (ep == nullptr) return "?";
+  if (peers_[peer].eps.empty()) return "?";
+  ucp_ep_h ep = peers_[peer].eps[0];
   char* text = nullptr;
   size_t size = 0;
   FILE* stream = open_memstream(&text, &size);

@@ -47,11 +47,17 @@ class UcxWorker {
 
   // This worker's address, to publish through the store.
   const std::vector<uint8_t>& address() const { return address_; }
-  // Creates the endpoint to `peer` from its published address.
-  Status connect(int peer, const uint8_t* address, size_t length);
+  // Creates `lanes` endpoints to `peer` from its published address. Each endpoint is a
+  // wire of its own (one TCP connection with UCX_TLS=tcp), so channels that use
+  // different lanes do not queue behind each other's large messages.
+  Status connect(int peer, const uint8_t* address, size_t length, int lanes = 1);
 
   ucp_worker_h worker() const { return worker_; }
-  ucp_ep_h endpoint(int peer) const { return peers_[peer].ep; }
+  // The endpoint that channel `channel` to `peer` sends on.
+  ucp_ep_h endpoint(int peer, int channel = 0) const {
+    const std::vector<ucp_ep_h>& eps = peers_[peer].eps;
+    return eps[static_cast<size_t>(channel) % eps.size()];
+  }
   // Why the endpoint to `peer` failed, or OK.
   const Status& peerStatus(int peer) const { return peers_[peer].failure; }
 
@@ -68,13 +74,14 @@ class UcxWorker {
 
  private:
   struct Peer {
-    ucp_ep_h ep = nullptr;
+    std::vector<ucp_ep_h> eps;  // lanes
     Status failure;
     bool abandoned = false;
     UcxWorker* owner = nullptr;
     int rank = -1;
   };
   static void onEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
+  Status connectLane(int peer, const uint8_t* address, bool first);
 
   UcxWorker(int rank, int nranks) : rank_(rank), peers_(nranks) {}
   void closeEndpoints();

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# ucx_vs_perftest.sh: collie's 64 MiB all-reduce over ucx against `ucx_perftest -t tag_bw`
+# between the same two namespace hosts (tools/netns_harness.sh), interleaved rounds.
+#
+#   bench/ucx_vs_perftest.sh [--build DIR] [--rounds R] [--size 64M] [--ucx-env "K=V ..."]
+#                            [--perftest-poll]
+#
+# Every round runs, in this order, on the same veth pair and with the same UCX_TLS
+# (default tcp):
+#   perftest-chunk   tag_bw, one direction, message = what collie's ring sends per step
+#                    (the tuner's chunk: 1 MiB for 64 MiB on 2 ranks)
+#   perftest-half    tag_bw, one direction, message = size / 2 (one ring step unchunked)
+#   perftest-bidir   two tag_bw runs at once, one per direction (chunk-sized messages):
+#                    the link load of a 2-rank all-reduce, which sends both ways
+#   collie-ucx       `collie perf allreduce -b size -e size`, COLLIE_TRANSPORT=ucx
+#   collie-tcp       the same over collie's own tcp transport (reference)
+#   collie-ucx-env   with --ucx-env: collie-ucx again with those variables set (A/B)
+# and prints per variant the median GB/s. perftest reports unidirectional bandwidth;
+# a 2-rank ring all-reduce moves S/2 bytes each way per phase, 2 phases, so its busbw
+# (algbw x 2(n-1)/n = S / t) is the per-direction rate: compare it with perftest-bidir
+# (per direction, both directions busy), and with perftest-chunk as an upper bound.
+# perftest runs with `-I -E sleep` (it blocks on the worker's event fd when idle, as
+# collie's engine does after COLLIE_BUSY_POLL): its default busy polling collapses to
+# 0.14-0.4 GB/s when the 2 cores are shared with other work (2.7 GB/s with sleep at the
+# same time); --perftest-poll restores it for a quiet machine.
+# Needs root (namespaces) and ucx_perftest; exit 77 otherwise.
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+build="$here/build"
+rounds=5
+size=64M
+ucx_env=""
+pt_mode="-I -E sleep"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) build="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
+    --size) size="$2"; shift 2 ;;
+    --ucx-env) ucx_env="$2"; shift 2 ;;
+    --perftest-poll) pt_mode=""; shift ;;
+    -h|--help) sed -n "2,28p" "$0"; exit 0 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+command -v ucx_perftest >/dev/null || { echo "skipped: ucx_perftest not installed"; exit 77; }
+collie="$build/bin/collie"
+[ -x "$collie" ] || { echo "no $collie: build first" >&2; exit 2; }
+bytes=$(numfmt --from=iec "$size")
+half=$((bytes / 2))
+# The chunk the tuner picks for this size on 2 ranks (the ring's per-step message).
+chunk=$(COLLIE_TUNE_ALPHA_US=${COLLIE_TUNE_ALPHA_US:-20} "$collie" info --tuning 2>/dev/null |
+  awk -v want="$size" '/^allreduce/ {on = 1} on && $1 == want {split($2, a, "/"); print a[2]; exit}')
+chunk_bytes=$(numfmt --from=iec "${chunk:-1M}")
+export UCX_TLS=${UCX_TLS:-tcp}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+secret=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+
+cat >"$out/host.sh" <<EOF
+#!/bin/bash
+# Runs in both namespaces at once. perftest prints results on its client side, so the
+# clients record them (host 1 forward, host 0 the reverse run of bidir); collie's
+# rank 0 (host 0) records its table.
+i=\$COLLIE_NETNS_INDEX
+peer=\$([ \$i = 0 ] && echo \$COLLIE_NETNS_MASTER | sed 's/\.1\$/.2/' || echo \$COLLIE_NETNS_MASTER)
+port=23000
+perftest() { # name size [bidir]
+  port=\$((port + 2))
+  local n=\$(( (1024 << 20) / \$2 + 1 )) w=\$(( (64 << 20) / \$2 + 1 ))
+  local args="-t tag_bw -s \$2 -n \$n -w \$w -f $pt_mode"
+  if [ \$i = 0 ]; then
+    if [ "\${3:-}" = bidir ]; then
+      (sleep 0.3; ucx_perftest \$args -p \$((port + 1)) \$peer >"$out/\$1.rev.\$port" 2>&1) &
+    fi
+    ucx_perftest \$args -p \$port >/dev/null 2>&1
+    wait
+  else
+    if [ "\${3:-}" = bidir ]; then ucx_perftest \$args -p \$((port + 1)) >/dev/null 2>&1 & fi
+    sleep 0.3
+    ucx_perftest \$args -p \$port \$COLLIE_NETNS_MASTER >"$out/\$1.\$port" 2>&1
+    wait
+  fi
+}
+colliejob() { # name transport [env...]
+  port=\$((port + 2))
+  local name=\$1 transport=\$2
+  shift 2
+  env "\$@" RANK=\$i WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=\$COLLIE_NETNS_MASTER MASTER_PORT=\$port \
+    COLLIE_JOB_SECRET=$secret COLLIE_HOST_ID=ns\$i COLLIE_SOCKET_IFNAME=eth0 \
+    $collie perf allreduce -b $size -e $size -n 10 -w 3 -c 0 --transport \$transport \
+    >"$out/\$name.\$i.\$port" 2>&1
+}
+for r in \$(seq $rounds); do
+  perftest chunk $chunk_bytes
+  perftest half $half
+  perftest bidir $chunk_bytes bidir
+  colliejob ucx ucx
+  colliejob tcp tcp
+  if [ -n "$ucx_env" ]; then colliejob ucxenv ucx $ucx_env; fi
+done
+EOF
+chmod +x "$out/host.sh"
+"$here/tools/netns_harness.sh" --subnet $(($$ % 200 + 10)) --timeout 900 -- "$out/host.sh" ||
+  { rc=$?; [ $rc = 77 ] && exit 77; echo "harness failed ($rc)"; exit 1; }
+
+# ucx_perftest -f: last line "Final: ... <MB/s average> ..." columns vary by version;
+# take the bandwidth average (MB/s, 2^20 bytes) column from its header.
+pt_gbs() { # file -> GB/s (1e9): the last result row's average bandwidth (MB/s)
+  awk '/^ +[0-9]+ +[0-9.]+ / {bw = $5} END {if (bw != "") print bw * 1048576 / 1e9}' "$1"
+}
+collie_gbs() { # file -> busbw GB/s (column busbw of the out-of-place row)
+  awk -v want="$bytes" '$1 == want {print $8; exit}' "$1"
+}
+median() { sort -g | awk '{a[NR] = $1} END {if (NR == 0) print "nan"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+report() { # label values...
+  printf "%-44s median %6.3f GB/s  (%s)\n" "$1" "$(printf '%s\n' "${@:2}" | median)" "${*:2}"
+}
+declare -A med
+for v in chunk half; do
+  vals=$(for f in "$out/$v".*; do pt_gbs "$f"; done)
+  report "perftest tag_bw $([ $v = chunk ] && echo "$chunk_bytes B" || echo "$half B") 1 dir" $vals
+  med[$v]=$(echo "$vals" | median)
+done
+vals=$(for f in "$out"/bidir.*; do pt_gbs "$f"; done)
+report "perftest tag_bw $chunk_bytes B, both dirs, per dir" $vals
+med[bidir]=$(echo "$vals" | median)
+for t in ucx tcp $([ -n "$ucx_env" ] && echo ucxenv); do
+  vals=$(for f in "$out/$t".0.*; do collie_gbs "$f"; done)
+  report "collie allreduce $size busbw over ${t/ucxenv/ucx + $ucx_env}" $vals
+  med[$t]=$(echo "$vals" | median)
+done
+awk -v u="${med[ucx]}" -v c="${med[chunk]}" -v h="${med[half]}" -v b="${med[bidir]}" 'BEGIN {
+  printf "ratio collie-ucx busbw / perftest: chunk %.2f, half %.2f, bidir (per direction) %.2f\n",
+    u / c, u / h, u / b }'
