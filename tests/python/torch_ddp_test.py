@@ -39,7 +39,42 @@ class WithUnused(nn.Module):
         return self.head(torch.relu(self.used(x)))
 
 
-def train(make_model, in_dim, group, rank, shared_hook=False, **ddp_args):
+class BigWithUnused(nn.Module):
+    # Buckets large enough for the zero-copy path (4 MB layers), one layer unused.
+    def __init__(self):
+        super().__init__()
+        self.used = nn.Linear(1024, 1024)
+        self.unused = nn.Linear(1024, 1024)  # never in the graph
+        self.head = nn.Linear(1024, 16)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.used(x)))
+
+
+def foreign_shared_inodes():
+    """Inodes of collie shared memory this process maps but did not make: the peers'
+    registered buffers, which only collie's zero-copy all-reduce maps."""
+    own = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").startswith("/memfd:collie-shared"):
+                own.add(os.stat(f"/proc/self/fd/{fd}").st_ino)
+        except OSError:
+            pass
+    mapped = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            if "/memfd:collie-shared" in line:
+                mapped.add(int(line.split()[4]))
+    return mapped - own
+
+
+def train(make_model, in_dim, group, rank, shared_hook=False, shared_allocator=False,
+          **ddp_args):
+    if shared_allocator is True or (shared_allocator == "rank 0" and rank == 0):
+        # For the whole run: DDP rebuilds its buckets during the second iteration.
+        with torch_collie.use_shared_cpu_allocator(min_bytes=1 << 20):
+            return train(make_model, in_dim, group, rank, shared_hook, **ddp_args)
     torch.manual_seed(0)  # same initial weights on every rank and backend
     model = nn.parallel.DistributedDataParallel(make_model(), process_group=group, **ddp_args)
     if shared_hook:
@@ -59,9 +94,31 @@ def train(make_model, in_dim, group, rank, shared_hook=False, **ddp_args):
 def check_ddp(rank, collie, gloo, failures):
     cases = [("mlp", big_mlp, 1024, dict(bucket_cap_mb=4)),
              ("mlp shared_allreduce_hook", big_mlp, 1024, dict(bucket_cap_mb=4, shared_hook=True)),
-             ("unused", WithUnused, 64, dict(find_unused_parameters=True))]
+             ("unused", WithUnused, 64, dict(find_unused_parameters=True)),
+             ("mlp shared allocator", big_mlp, 1024,
+              dict(bucket_cap_mb=4, gradient_as_bucket_view=True, shared_allocator=True)),
+             ("unused shared allocator", BigWithUnused, 1024,
+              dict(find_unused_parameters=True, gradient_as_bucket_view=True,
+                   shared_allocator=True)),
+             # Pool buckets on one rank only: every rank must take the copy path.
+             ("mlp shared allocator on rank 0 only", big_mlp, 1024,
+              dict(bucket_cap_mb=4, gradient_as_bucket_view=True, shared_allocator="rank 0"))]
     for name, make, dim, args in cases:
+        before = torch_collie.shared_allocator_stats()["registered_allreduces"]
+        foreign = foreign_shared_inodes()
         ours = train(make, dim, collie, rank, **args)
+        if args.pop("shared_allocator", False) is True:
+            # Zero-copy: every rank registered its buckets, and this rank mapped the
+            # peer's buckets (only the zero-copy path does that).
+            offered = torch_collie.shared_allocator_stats()["registered_allreduces"] - before
+            counts = [None] * WORLD
+            dist.all_gather_object(counts, offered, group=gloo)
+            if offered < STEPS or len(set(counts)) != 1:
+                failures.append(f"ddp {name}: registered all-reduces per rank {counts}, "
+                                f"want the same >= {STEPS} on every rank")
+            if not foreign_shared_inodes() - foreign:
+                failures.append(f"ddp {name}: no peer buffer was mapped: the zero-copy "
+                                "path did not run")
         args.pop("shared_hook", None)
         ref = train(make, dim, gloo, rank, **args)
         # Bitwise identical across ranks: gather every rank's parameters to rank 0.
