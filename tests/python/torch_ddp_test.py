@@ -136,6 +136,23 @@ def check_ddp(rank, collie, gloo, failures):
             failures.append(f"ddp {name}: parameters did not change")
 
 
+def check_allocator(failures):
+    """Pool tensors above min_bytes, the previous allocator below it and after close(),
+    and nothing from the (MAP_SHARED) pool in a forked child."""
+    with torch_collie.use_shared_cpu_allocator(min_bytes=1 << 20):
+        big, small = torch.ones(1 << 18), torch.ones(1 << 10)
+        if not torch_collie._C.is_pool_tensor(big) or torch_collie._C.is_pool_tensor(small):
+            failures.append("shared allocator: wrong tensors in the pool")
+        pid = os.fork()
+        if pid == 0:
+            os._exit(3 if torch_collie._C.is_pool_tensor(torch.ones(1 << 18)) else 0)
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            failures.append("shared allocator: a forked child allocated from the pool")
+    if torch_collie._C.is_pool_tensor(torch.ones(1 << 18)) or big.sum().item() != 1 << 18:
+        failures.append("shared allocator: not restored, or a pool tensor lost its values")
+
+
 def values(rank, n=37, dtype=torch.float32):
     return (torch.arange(n, dtype=torch.float64) * (rank + 1) + rank).to(dtype)
 
@@ -280,6 +297,7 @@ def worker(rank, init_file, result_dir):
         dist.all_reduce(t, group=sub)
         if not torch.equal(t, values(0) + values(1)):
             failures.append("allreduce on a second collie group")
+        check_allocator(failures)
         check_ddp(rank, collie, gloo, failures)
         dist.barrier()
         dist.destroy_process_group()

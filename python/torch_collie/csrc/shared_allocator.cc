@@ -3,6 +3,7 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <bit>
@@ -59,8 +60,18 @@ struct SharedPool::Impl {
   }
 };
 
+namespace {
+// Set in a child made by fork(): pool blocks are MAP_SHARED, so a block the child
+// reused would be written by parent and child alike. The child serves nothing from
+// the pool and leaves the inherited blocks alone.
+std::atomic<bool> gForked{false};
+}  // namespace
+
 SharedPool& SharedPool::instance() {
-  static SharedPool* pool = new SharedPool();  // never destroyed: tensors may outlive main
+  static SharedPool* pool = [] {
+    pthread_atfork(nullptr, nullptr, [] { gForked.store(true); });
+    return new SharedPool();  // never destroyed: tensors may outlive main
+  }();
   return *pool;
 }
 
@@ -96,6 +107,7 @@ SharedPoolStats SharedPool::stats() const {
 }
 
 std::optional<SharedBlock> SharedPool::acquire(size_t bytes) {
+  if (gForked.load(std::memory_order_relaxed)) return std::nullopt;
   Impl& s = impl();
   const size_t size = sizeClass(bytes);
   {
@@ -142,6 +154,7 @@ bool SharedPool::release(void* base) {
   std::lock_guard<std::mutex> lock(s.mutex);
   auto it = s.blocks.find(reinterpret_cast<uintptr_t>(base));
   if (it == s.blocks.end() || !it->second.inUse) return false;
+  if (gForked.load(std::memory_order_relaxed)) return true;  // the parent's memory too
   const size_t size = it->second.bytes;
   it->second.inUse = false;
   --s.stats.blocksInUse;

@@ -16,9 +16,10 @@
 // allocator it replaced; frees go back to whichever allocator made the memory (the
 // DataPtr carries its deleter). When the pool cannot make a block, the request falls
 // back to the replaced allocator (the tensor is then ordinary, and the all-reduces
-// that use it take the copy path on every rank alike). uninstallSharedAllocator()
-// puts the replaced allocator back; pool memory still in use stays valid and returns
-// to the pool when freed (the pool is never destroyed).
+// that use it take the copy path on every rank alike). In a child made by fork()
+// (DataLoader workers) the pool serves nothing: its MAP_SHARED blocks are the
+// parent's memory too. uninstallSharedAllocator() puts the replaced allocator back; pool memory
+// still in use stays valid and returns to the pool when freed (the pool is never destroyed).
 //
 // Thread safety: every function may be called from any thread. Swapping torch's
 // allocator is not synchronised with threads allocating at that moment (torch's own
