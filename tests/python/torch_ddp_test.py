@@ -29,23 +29,12 @@ def big_mlp():
 
 
 class WithUnused(nn.Module):
-    def __init__(self):
+    # width 1024: 4 MB layers, buckets large enough for the zero-copy path.
+    def __init__(self, width=64):
         super().__init__()
-        self.used = nn.Linear(64, 64)
-        self.unused = nn.Linear(64, 64)  # never in the graph
-        self.head = nn.Linear(64, 4)
-
-    def forward(self, x):
-        return self.head(torch.relu(self.used(x)))
-
-
-class BigWithUnused(nn.Module):
-    # Buckets large enough for the zero-copy path (4 MB layers), one layer unused.
-    def __init__(self):
-        super().__init__()
-        self.used = nn.Linear(1024, 1024)
-        self.unused = nn.Linear(1024, 1024)  # never in the graph
-        self.head = nn.Linear(1024, 16)
+        self.used = nn.Linear(width, width)
+        self.unused = nn.Linear(width, width)  # never in the graph
+        self.head = nn.Linear(width, 4)
 
     def forward(self, x):
         return self.head(torch.relu(self.used(x)))
@@ -97,7 +86,7 @@ def check_ddp(rank, collie, gloo, failures):
              ("unused", WithUnused, 64, dict(find_unused_parameters=True)),
              ("mlp shared allocator", big_mlp, 1024,
               dict(bucket_cap_mb=4, gradient_as_bucket_view=True, shared_allocator=True)),
-             ("unused shared allocator", BigWithUnused, 1024,
+             ("unused shared allocator", lambda: WithUnused(1024), 1024,
               dict(find_unused_parameters=True, gradient_as_bucket_view=True,
                    shared_allocator=True)),
              # Pool buckets on one rank only: every rank must take the copy path.
