@@ -1,36 +1,107 @@
 #!/bin/sh
-# Does the tuner pick well? For N ranks (default 4) and sizes 8 B..64 MiB (x4 steps) runs
-# `collie perf allreduce` with --algo ring, tree and auto, ROUNDS times each and
-# interleaved (ring, tree, auto, ring, ...) so that a change in machine load hits all
-# three alike, and prints per size the median out-of-place time of each and whether
-# auto is within 10% of the faster of ring and tree. Exit status 1 when it is not.
-# Usage: bench/tune_check.sh [path/to/collie] [nranks] [rounds]
+# Does the tuner pick well? For N ranks (default 4) and every power of two from 8 B to
+# 64 MiB, times `collie perf allreduce` with --algo ring, tree and auto. One cell (size,
+# algorithm) is one short `collie run`; a round runs every size, and per size the three
+# algorithms back to back in an order that rotates from round to round, so that a change
+# in machine load hits all three alike. Each cell is the median over iterations (the
+# slowest rank's median); the table shows per cell the median over ROUNDS rounds, their
+# ratio auto / min(ring, tree), and "paired": the median over rounds of the same ratio
+# taken within one round (three cells run back to back, so load that drifts over
+# minutes cancels). A paired ratio above 1.10 is flagged NO; exit status 1 if any is.
+#
+# Like with like: every run of one table uses the same tuning constants (the first run
+# probes into a fresh cache, the others read it), so auto's ring or tree runs with the
+# chunk and channels the forced one gets. Up to COLLIE_SHM_ONESHOT_MAX bytes (default
+# 256K) auto runs through the shm one-shot board, which forced algorithms bypass: the
+# "auto runs" column says which. Warm-up is at least 32 MiB of traffic per cell, so
+# that first-touch page faults in the shm FIFOs stay out of the timed iterations.
+#
+# Usage: bench/tune_check.sh [path/to/collie] [nranks] [rounds] [max bytes: 64M] [min bytes: 8]
+# (TUNE_CHECK_RAW=file keeps every cell's figure.)
 set -eu
 COLLIE=${1:-build/bin/collie}
 NRANKS=${2:-4}
-ROUNDS=${3:-3}
+ROUNDS=${3:-5}
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
-round=1
-while [ "$round" -le "$ROUNDS" ]; do
-  for algo in ring tree auto; do
-    "$COLLIE" run -n "$NRANKS" -- "$COLLIE" perf allreduce --algo "$algo" -b 8 -e 64M -f 4 \
-      -w 3 -n 10 -c 0 | awk -v a="$algo" '$1 ~ /^[0-9]+$/ {print a, $1, $6}' >> "$OUT/all"
+export COLLIE_TUNE_CACHE="$OUT/cache"
+
+bytes_of() {  # 256K -> 262144
+  case "$1" in
+    *K) echo $((${1%K} * 1024)) ;;
+    *M) echo $((${1%M} * 1048576)) ;;
+    *) echo "$1" ;;
+  esac
+}
+ONESHOT=$(bytes_of "${COLLIE_SHM_ONESHOT_MAX:-256K}")
+MAX=$(bytes_of "${4:-64M}")
+MIN=$(bytes_of "${5:-8}")
+
+# One cell: prints "algo size median_us".
+cell() {
+  algo=$1 size=$2
+  iters=$((256 * 1048576 / size)); [ "$iters" -gt 200 ] && iters=200; [ "$iters" -lt 10 ] && iters=10
+  warm=$((32 * 1048576 / size)); [ "$warm" -gt 50 ] && warm=50; [ "$warm" -lt 3 ] && warm=3
+  COLLIE_DEBUG=INFO COLLIE_DEBUG_SUBSYS=TUNE "$COLLIE" run -n "$NRANKS" -- "$COLLIE" perf allreduce \
+    --algo "$algo" -b "$size" -e "$size" -w "$warm" -n "$iters" -c 0 --json "$OUT/cell.json" \
+    > "$OUT/cell.log" 2>&1 || { cat "$OUT/cell.log" >&2; exit 2; }
+  median=$(awk '/"out_of_place"/ {o = 1} o && /"median_us"/ {gsub(/[^0-9.eE+-]/, "", $2); print $2; exit}' \
+    "$OUT/cell.json")
+  echo "$algo $size $median $round" >> "$OUT/all"
+  if [ "$algo" = auto ]; then  # the plan rank 0 logged for this size
+    plan=$(sed -n "s/.*rank 0: allreduce of $size bytes on [0-9]* ranks -> \([a-z]*\), chunk \([0-9]*\), \([0-9]*\) channel.*/\1\/\2\/\3/p" \
+      "$OUT/cell.log" | head -n 1)
+    [ "$size" -le "$ONESHOT" ] && grep -q "offered to the one-shot board" "$OUT/cell.log" && plan=board
+    echo "$size ${plan:-?}" >> "$OUT/plans"
+  fi
+}
+
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+round=0
+while [ "$round" -lt "$ROUNDS" ]; do
+  size=$MIN
+  while [ "$size" -le "$MAX" ]; do
+    case $((round % 3)) in
+      0) order="ring tree auto" ;;
+      1) order="tree auto ring" ;;
+      *) order="auto ring tree" ;;
+    esac
+    for algo in $order; do cell "$algo" "$size"; done
+    size=$((size * 2))
   done
   round=$((round + 1))
 done
-printf "# allreduce, %s ranks, median of %s interleaved rounds (load: %s)\n" "$NRANKS" "$ROUNDS" \
-  "$(cut -d' ' -f1-3 /proc/loadavg)"
-printf "%10s %12s %12s %12s  %s\n" bytes "ring(us)" "tree(us)" "auto(us)" "auto<=1.1*best"
-sort -k2,2n -k1,1 -k3,3g "$OUT/all" | awk '
-  function flush(   best, ok, m) {
-    if (size == "") return
-    for (a in n) { m[a] = v[a, int((n[a] + 1) / 2)] }
-    best = m["ring"] < m["tree"] ? m["ring"] : m["tree"]
-    ok = (m["auto"] <= 1.1 * best) ? "yes" : "NO"
-    if (ok == "NO") bad++
-    printf "%10s %12s %12s %12s  %s\n", size, m["ring"], m["tree"], m["auto"], ok
-    delete n; delete v
+
+[ -n "${TUNE_CHECK_RAW:-}" ] && cp "$OUT/all" "$TUNE_CHECK_RAW"  # every cell: algo bytes us round
+printf "# allreduce, %s ranks, median of %s interleaved rounds; load %s before, %s after\n" \
+  "$NRANKS" "$ROUNDS" "$LOAD_BEFORE" "$(cut -d' ' -f1-3 /proc/loadavg)"
+"$COLLIE" info --tuning | sed -n 's/^tuning constants: /# tuning constants: /p' | head -n 1
+printf "%10s %11s %11s %11s %9s %9s  %-14s %s\n" bytes "ring(us)" "tree(us)" "auto(us)" \
+  auto/best paired "auto runs" "<=1.10"
+sort -u -k1,1n "$OUT/plans" > "$OUT/plans.sorted"
+sort -k2,2n -k1,1 -k3,3g "$OUT/all" | awk -v plans="$OUT/plans.sorted" '
+  BEGIN { while ((getline line < plans) > 0) { split(line, f, " "); plan[f[1]] = f[2] } }
+  function median(x, k,   i, j, t) {  # x[1..k], sorted here
+    for (i = 2; i <= k; i++) for (j = i; j > 1 && x[j - 1] > x[j]; j--) { t = x[j]; x[j] = x[j - 1]; x[j - 1] = t }
+    return k % 2 ? x[(k + 1) / 2] : (x[k / 2] + x[k / 2 + 1]) / 2
   }
-  { if ($2 != size) { flush(); size = $2 } n[$1]++; v[$1, n[$1]] = $3 }
-  END { flush(); exit bad > 0 }'
+  function column(a,   i, x) { for (i = 1; i <= n[a]; i++) x[i] = v[a, i]; return median(x, n[a]) }
+  function flush(   r, t, u, best, k, x, round, ratio, ok) {
+    if (size == "") return
+    r = column("ring"); t = column("tree"); u = column("auto")
+    best = r < t ? r : t
+    k = 0  # auto over the better of ring and tree of the same round, cells run back to back
+    for (round in seen) {
+      if ((("ring", round) in at) && (("tree", round) in at) && (("auto", round) in at)) {
+        best1 = at["ring", round] < at["tree", round] ? at["ring", round] : at["tree", round]
+        x[++k] = at["auto", round] / best1
+      }
+    }
+    ratio = median(x, k)
+    ok = ratio <= 1.10 ? "yes" : "NO"
+    if (ok == "NO") bad++
+    printf "%10s %11.1f %11.1f %11.1f %9.2f %9.2f  %-14s %s\n", size, r, t, u, u / best, ratio, plan[size], ok
+    delete n; delete v; delete at; delete seen
+  }
+  { if ($2 != size) { flush(); size = $2 } n[$1]++; v[$1, n[$1]] = $3; at[$1, $4] = $3; seen[$4] = 1 }
+  END { flush(); printf "# %d of the sizes have auto more than 10%% slower than the best (paired ratio)\n", bad; exit bad > 0 }'

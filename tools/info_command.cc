@@ -129,6 +129,16 @@ CLI::App* addInfoCommand(CLI::App& app, bool* tuning) {
 }
 
 namespace {
+// What the table leaves out: the shm board takes small collectives before any schedule.
+std::string oneShotNote(const TuneLimits& limits) {
+  const int64_t max = configInt("COLLIE_SHM_ONESHOT_MAX");
+  if (limits.forced != Algorithm::kAuto || max <= 0) return "";
+  return "shm, every rank on one host: collectives of up to " + std::to_string(max) +
+         " bytes per rank run through the one-shot board instead (COLLIE_SHM_ONESHOT_MAX), as do\n"
+         "larger all-reduces whose buffers every rank registered; a forced algorithm bypasses "
+         "the board\n";
+}
+
 int printTuning() {
   TuneLimits limits;
   limits.maxChannels = static_cast<int>(configInt("COLLIE_NCHANNELS"));
@@ -141,13 +151,15 @@ int printTuning() {
   for (const TransportFactory& factory : TransportRegistry::instance().factories()) {
     TuneConstants constants;
     if (!storedTuneConstants(factory.name, &constants)) continue;
-    std::printf("== transport %s\n%s\n", factory.name.c_str(),
+    std::printf("== transport %s\n%s", factory.name.c_str(),
                 decisionTable(limits, constants).c_str());
+    if (factory.name == "shm") std::printf("%s", oneShotNote(limits).c_str());
+    std::printf("\n");
     printed = true;
   }
   if (!printed) {
-    std::printf("== no probe cached yet (a communicator probes at creation); model defaults\n%s",
-                decisionTable(limits, TuneConstants{}).c_str());
+    std::printf("== no probe cached yet (a communicator probes at creation); model defaults\n%s%s",
+                decisionTable(limits, TuneConstants{}).c_str(), oneShotNote(limits).c_str());
   }
   return 0;
 }

@@ -41,6 +41,11 @@ const std::vector<Knob>& configKnobs() {
        "largest per-rank input of a one-shot collective through the shared board when all "
        "ranks share a host (0 disables; must be equal on every rank)",
        nullptr},
+      {"COLLIE_SHM_CMA_MAX", "8M",
+       "largest all-reduce on plain buffers (bytes per rank, above COLLIE_SHM_ONESHOT_MAX) "
+       "that goes single-copy through process_vm_readv/writev instead of the FIFO ring "
+       "(0 disables)",
+       nullptr},
       {"COLLIE_SHM_SPIN", "50us", "how long shm waits spin before blocking on a futex", nullptr},
       {"COLLIE_SOCKET_IFNAME", "",
        "network interfaces for tcp: prefix match, '=' exact, '^' exclude (as NCCL's)",

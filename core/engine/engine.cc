@@ -280,6 +280,15 @@ Result<std::shared_ptr<const Schedule>> Engine::plan(const CollectiveArgs& args)
   Result<Schedule> schedule = buildSchedule(args, params);
   if (!schedule.isOk()) return schedule.status();
   auto shared = std::make_shared<const Schedule>(std::move(schedule).value());
+  COLLIE_LOG(INFO, TUNE) << "rank " << config_.rank << ": " << collectiveName(args.kind) << " of "
+                         << bytes << " bytes on " << config_.nranks << " ranks -> "
+                         << algorithmName(decision.algorithm) << ", chunk " << decision.chunkBytes
+                         << ", " << decision.nchannels << " channel(s), predicted "
+                         << decision.predictedUs << " us"
+                         << (offload_ != nullptr && config_.algorithm == Algorithm::kAuto &&
+                                     offload_->accepts(args)
+                                 ? " (offered to the one-shot board first)"
+                                 : "");
   lock.lock();
   if (cache_.size() >= 256) cache_.clear();
   cache_[key] = shared;

@@ -1,10 +1,15 @@
 #include "core/tune/tune_probe.h"
 
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -25,27 +30,11 @@ std::string cpuModel() {
   return "unknown-cpu";
 }
 
-std::string encode(const TuneConstants& c) {
-  std::ostringstream out;
-  out.precision(9);
-  out << c.alphaUs << " " << c.bwGBps << " " << c.source;
-  return out.str();
-}
-
-bool decode(const std::string& text, TuneConstants* out) {
-  std::istringstream in(text);
-  TuneConstants c;
-  if (!(in >> c.alphaUs >> c.bwGBps >> c.source)) return false;
-  if (!(c.alphaUs > 0 && c.alphaUs < 1e6 && c.bwGBps > 0 && c.bwGBps < 1e4)) return false;
-  *out = c;
-  return true;
-}
-
 bool fromConfig(TuneConstants* out) {
   std::string alpha = configString("COLLIE_TUNE_ALPHA_US");
   std::string bw = configString("COLLIE_TUNE_BW_GBPS");
   if (alpha.empty() || bw.empty()) return false;
-  if (!decode(alpha + " " + bw + " config", out)) {
+  if (!decodeTuneConstants(alpha + " " + bw + " config", out)) {
     COLLIE_LOG(WARN, INIT) << "ignoring COLLIE_TUNE_ALPHA_US='" << alpha
                            << "' / COLLIE_TUNE_BW_GBPS='" << bw << "': expected positive numbers";
     return false;
@@ -53,8 +42,11 @@ bool fromConfig(TuneConstants* out) {
   return true;
 }
 
-// Round trips of `bytes` between ranks 0 and 1; returns the mean one-way microseconds.
-Result<double> pingPong(Engine& engine, size_t bytes, int iterations, Deadline deadline) {
+// `samples` round trips of `bytes` between ranks 0 and 1 after `warmup` untimed ones;
+// returns the lower quartile of the one-way microseconds (a round trip halved): load
+// from other processes only ever adds time, so up to three quarters of the trips may
+// lose the CPU without moving the result, yet one lucky trip cannot set it either.
+Result<double> pingPong(Engine& engine, size_t bytes, int warmup, int samples, Deadline deadline) {
   const int rank = engine.config().rank;
   std::vector<uint8_t> buffer(bytes, 0x5A);
   CollectiveArgs send, recv;
@@ -69,32 +61,113 @@ Result<double> pingPong(Engine& engine, size_t bytes, int iterations, Deadline d
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     return work->wait(std::max(left, std::chrono::milliseconds(1)));
   };
-  Clock::time_point start;
-  for (int i = -1; i < iterations; ++i) {  // iteration -1 warms up
-    if (i == 0) start = Clock::now();
+  std::vector<double> oneWayUs;
+  for (int i = -warmup; i < samples; ++i) {
+    const Clock::time_point start = Clock::now();
     COLLIE_RETURN_IF_ERROR(waitFor(rank == 0 ? send : recv));
     COLLIE_RETURN_IF_ERROR(waitFor(rank == 0 ? recv : send));
+    if (i >= 0) {
+      oneWayUs.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count() /
+                         2.0);
+    }
   }
-  double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-  return us / (2.0 * iterations);
+  const auto quartile = oneWayUs.begin() + oneWayUs.size() / 4;
+  std::nth_element(oneWayUs.begin(), quartile, oneWayUs.end());
+  return *quartile;
 }
 
+// Alpha: the 8-byte one-way time. Beta: 1 MiB over the 1 MiB one-way time less alpha.
+// About 45 round trips, a few milliseconds on shm.
 Result<TuneConstants> probe(Engine& engine, Deadline deadline) {
-  Result<double> small = pingPong(engine, 8, 20, deadline);
+  constexpr size_t kLarge = size_t{1} << 20;
+  Result<double> small = pingPong(engine, 8, 5, 21, deadline);
   if (!small.isOk()) return small.status();
-  Result<double> large = pingPong(engine, 1 << 20, 3, deadline);
+  Result<double> large = pingPong(engine, kLarge, 2, 11, deadline);
   if (!large.isOk()) return large.status();
   TuneConstants c;
   c.source = "probe";
-  c.alphaUs = std::max(*small, 0.1);
-  const double transferUs = std::max(*large - *small, 1.0);
-  c.bwGBps = (1 << 20) / transferUs / 1000.0;
-  return c;
+  c.alphaUs = *small;
+  const double transferUs = std::max(*large - *small, *large / 2);
+  c.bwGBps = static_cast<double>(kLarge) / transferUs / 1000.0;
+  return clampConstants(c);
 }
 
 Bytes toBytes(const std::string& text) { return Bytes(text.begin(), text.end()); }
 
+// The GNU build id of the object holding this code (libcollie or a static binary), so
+// that any relink with other contents invalidates the cache; the version and this
+// file's compile time where the linker wrote none.
+std::string buildId() {
+  struct Search {
+    uintptr_t address;
+    std::string id;
+  } search{reinterpret_cast<uintptr_t>(&buildId), ""};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) -> int {
+        auto* search = static_cast<Search*>(data);
+        bool mine = false;
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          const uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+          if (ph.p_type == PT_LOAD && search->address >= start &&
+              search->address < start + ph.p_memsz) {
+            mine = true;
+          }
+        }
+        if (!mine) return 0;
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          if (ph.p_type != PT_NOTE) continue;
+          const auto* p = reinterpret_cast<const uint8_t*>(info->dlpi_addr + ph.p_vaddr);
+          const uint8_t* end = p + ph.p_memsz;
+          while (p + sizeof(ElfW(Nhdr)) <= end) {
+            const auto* note = reinterpret_cast<const ElfW(Nhdr)*>(p);
+            const uint8_t* name = p + sizeof(ElfW(Nhdr));
+            const uint8_t* desc = name + ((note->n_namesz + 3) & ~3u);
+            if (desc + note->n_descsz > end) break;
+            if (note->n_type == NT_GNU_BUILD_ID && note->n_namesz == 4 &&
+                std::memcmp(name, "GNU", 4) == 0) {
+              char hex[3];
+              for (uint32_t b = 0; b < note->n_descsz; ++b) {
+                std::snprintf(hex, sizeof hex, "%02x", desc[b]);
+                search->id += hex;
+              }
+              return 1;
+            }
+            p = desc + ((note->n_descsz + 3) & ~3u);
+          }
+        }
+        return 1;
+      },
+      &search);
+  if (!search.id.empty()) return search.id;
+  return std::string(COLLIE_TUNE_BUILD_ID) + " " + __DATE__ + " " + __TIME__;
+}
+
+// What, besides the constants, decides a plan: every rank must have the same.
+std::string limitsText(const EngineConfig& config) {
+  return std::string("algorithm=") + std::string(algorithmName(config.algorithm)) +
+         " chunk=" + std::to_string(config.chunkBytes) +
+         " channels=" + std::to_string(config.nchannels) + (config.channelsFixed ? "(fixed)" : "");
+}
+
 }  // namespace
+
+std::string encodeTuneConstants(const TuneConstants& c) {
+  std::ostringstream out;
+  out.precision(17);  // round-trips a double exactly
+  out << c.alphaUs << " " << c.bwGBps << " " << (c.source.empty() ? "unknown" : c.source);
+  return out.str();
+}
+
+bool decodeTuneConstants(const std::string& text, TuneConstants* out) {
+  std::istringstream in(text);
+  TuneConstants c;
+  if (!(in >> c.alphaUs >> c.bwGBps >> c.source)) return false;
+  if (!(c.alphaUs > 0 && c.alphaUs < 1e6 && c.bwGBps > 0 && c.bwGBps < 1e4)) return false;
+  *out = clampConstants(c);
+  return true;
+}
 
 std::string tuneCachePath(const std::string& transport) {
   std::string dir = configString("COLLIE_TUNE_CACHE");
@@ -110,9 +183,12 @@ std::string tuneCachePath(const std::string& transport) {
       return "";
     }
   }
-  // The build (version and compile time of this file), the CPU and the transport.
-  std::string key = std::string(COLLIE_TUNE_BUILD_ID) + "|" + __DATE__ + " " + __TIME__ + "|" +
-                    cpuModel() + "|" + transport;
+  // The build, the host, its CPUs and the transport: a rebuild or other hardware (or a
+  // home directory shared by several hosts) gets its own file and probes again.
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::string key = buildId() + "|" + host + "|" + cpuModel() + "|" +
+                    std::to_string(::sysconf(_SC_NPROCESSORS_ONLN)) + "|" + transport;
   char name[64];
   std::snprintf(name, sizeof name, "tune-%016zx-%s.txt", std::hash<std::string>{}(key),
                 transport.c_str());
@@ -125,7 +201,7 @@ bool storedTuneConstants(const std::string& transport, TuneConstants* out) {
   if (path.empty()) return false;
   std::ifstream in(path);
   std::string line;
-  if (std::getline(in, line) && decode(line, out)) {
+  if (std::getline(in, line) && decodeTuneConstants(line, out)) {
     out->source = "cache " + path;
     return true;
   }
@@ -140,6 +216,8 @@ Result<TuneConstants> agreeOnTuneConstants(Engine& engine, Store& store, const s
   if (nranks < 2) return constants;
   const std::string planKey = jobKey + "/tune/plan";
   const std::string valueKey = jobKey + "/tune/constants";
+  const std::string limitsKey = jobKey + "/tune/limits";
+  const std::string limits = limitsText(engine.config());
   if (rank == 0) {
     const std::string path = tuneCachePath(engine.transportTo(1));
     bool known = storedTuneConstants(engine.transportTo(1), &constants);
@@ -155,13 +233,17 @@ Result<TuneConstants> agreeOnTuneConstants(Engine& engine, Store& store, const s
         ::mkdir(parent.c_str(), 0755);
         ::mkdir(dir.c_str(), 0755);
         std::string tmp = path + ".tmp" + std::to_string(::getpid());
-        std::ofstream(tmp) << encode(constants) << "\n";
+        std::ofstream(tmp) << encodeTuneConstants(constants) << "\n";
         if (std::rename(tmp.c_str(), path.c_str()) != 0) std::remove(tmp.c_str());
       }
-      COLLIE_LOG(INFO, INIT) << "tuning probe: alpha " << constants.alphaUs << " us, "
+      COLLIE_LOG(INFO, TUNE) << "tuning probe: alpha " << constants.alphaUs << " us, "
                              << constants.bwGBps << " GB/s over " << engine.transportTo(1);
     }
-    COLLIE_RETURN_IF_ERROR(store.set(valueKey, toBytes(encode(constants))));
+    // Rank 0 uses what the others decode, to the bit.
+    const std::string text = encodeTuneConstants(constants);
+    decodeTuneConstants(text, &constants);
+    COLLIE_RETURN_IF_ERROR(store.set(limitsKey, toBytes(limits)));
+    COLLIE_RETURN_IF_ERROR(store.set(valueKey, toBytes(text)));
     return constants;
   }
   if (rank == 1) {
@@ -174,8 +256,20 @@ Result<TuneConstants> agreeOnTuneConstants(Engine& engine, Store& store, const s
   }
   Result<Bytes> value = store.get(valueKey, deadline);
   if (!value.isOk()) return value.status().withContext("waiting for rank 0's tuning constants");
-  if (!decode(std::string(value->begin(), value->end()), &constants)) {
+  if (!decodeTuneConstants(std::string(value->begin(), value->end()), &constants)) {
     return remoteError("rank 0 published malformed tuning constants", 0);
+  }
+  // Equal constants decide alike only under equal limits; a rank that would plan
+  // differently must not start (its peers would wait for messages that never come).
+  Result<Bytes> theirs = store.get(limitsKey, deadline);
+  if (!theirs.isOk()) return theirs.status().withContext("waiting for rank 0's tuning limits");
+  const std::string rootLimits(theirs->begin(), theirs->end());
+  if (rootLimits != limits) {
+    return mismatchError("rank " + std::to_string(rank) + " would plan collectives with " + limits +
+                             " but rank 0 with " + rootLimits +
+                             ": give every rank the same COLLIE_ALGO, COLLIE_CHUNKSIZE and "
+                             "COLLIE_NCHANNELS (or Options)",
+                         0);
   }
   return constants;
 }

@@ -1,13 +1,16 @@
 // Where the tuner's constants come from, agreed by every rank of a communicator.
 //
 // Rank 0 takes them from config (COLLIE_TUNE_ALPHA_US and COLLIE_TUNE_BW_GBPS both
-// set), else from its per-host cache file, else by probing: a ping-pong of 8 bytes
-// and of 1 MiB with rank 1 over their real connection (a few milliseconds), whose
-// result it caches. The cache lives in COLLIE_TUNE_CACHE (default
-// $XDG_CACHE_HOME/collie or ~/.cache/collie; "off" disables it), one file per build,
-// CPU model and transport, so a rebuild or other hardware probes again. Rank 0 then
-// publishes the constants in the store and every rank uses them, so all ranks tune
-// alike.
+// set), else from its per-host cache file, else by probing with rank 1 over their real
+// connection: alpha is the lower-quartile one-way time of 21 8-byte ping-pongs,
+// bandwidth 1 MiB over the lower-quartile one-way time of 11 1-MiB ping-pongs less
+// alpha, both clamped to sane bounds (a few milliseconds in all). The cache lives in
+// COLLIE_TUNE_CACHE (default $XDG_CACHE_HOME/collie or ~/.cache/collie; "off" disables it), one
+// file per build (GNU build id), host, CPU model and count, and transport, so a rebuild or other
+// hardware probes again. Rank 0 then publishes the constants (exact to the bit) and
+// its plan limits (algorithm, chunk, channels) in the store; every rank uses rank 0's
+// constants, and a rank whose limits differ fails creation with kMismatch, so no two
+// ranks can plan the same collective differently.
 //
 // Thread safety: called once per communicator during creation.
 #pragma once
@@ -22,6 +25,11 @@ namespace collie {
 
 Result<TuneConstants> agreeOnTuneConstants(Engine& engine, Store& store, const std::string& jobKey,
                                            Deadline deadline);
+
+// The text rank 0 publishes and caches, and its inverse (which rejects garbage and
+// clamps): decode(encode(c)) == c exactly.
+std::string encodeTuneConstants(const TuneConstants& constants);
+bool decodeTuneConstants(const std::string& text, TuneConstants* out);
 
 // The cache file rank 0 would use for `transport` ("" when caching is off).
 std::string tuneCachePath(const std::string& transport);

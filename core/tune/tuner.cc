@@ -83,8 +83,17 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int
   }
 }
 
+TuneConstants clampConstants(TuneConstants constants) {
+  // NaN compares false everywhere: it becomes the lower bound.
+  auto clamp = [](double v, double lo, double hi) { return v >= lo ? std::min(v, hi) : lo; };
+  constants.alphaUs = clamp(constants.alphaUs, kMinAlphaUs, kMaxAlphaUs);
+  constants.bwGBps = clamp(constants.bwGBps, kMinBwGBps, kMaxBwGBps);
+  return constants;
+}
+
 TuneDecision decide(CollectiveKind kind, size_t bytes, int nranks, const TuneLimits& limits,
                     const TuneConstants& constants) {
+  // The first algorithm is the robust default.
   std::vector<Algorithm> algorithms;
   if (limits.forced != Algorithm::kAuto && algorithmSupports(limits.forced, kind)) {
     algorithms = {limits.forced};
@@ -98,21 +107,29 @@ TuneDecision decide(CollectiveKind kind, size_t bytes, int nranks, const TuneLim
   std::vector<size_t> chunks = {limits.chunkBytes};
   if (limits.chunkBytes == 0) chunks = {128 << 10, 256 << 10, 512 << 10, 1 << 20};
   TuneDecision best;
-  bool first = true;
-  for (Algorithm algorithm : algorithms) {
+  for (size_t a = 0; a < algorithms.size(); ++a) {
+    const Algorithm algorithm = algorithms[a];
+    TuneDecision mine;
+    bool first = true;
     for (size_t chunk : chunks) {
-      int channels = std::max(1, limits.maxChannels);
-      if (!limits.channelsFixed) {
-        const size_t perChannel =
-            algorithm == Algorithm::kTree && kind == CollectiveKind::kAllReduce ? 2 * chunk : chunk;
-        channels = static_cast<int>(std::clamp<size_t>(bytes / perChannel, 1, channels));
-      }
-      const double t = predictMicros(kind, algorithm, bytes, nranks, channels, chunk, constants);
-      if (first || t < best.predictedUs) {
-        best = TuneDecision{algorithm, chunk, channels, t};
-        first = false;
+      // Channels: the configured count when fixed, else every count that gives each
+      // channel a chunk, most first, so that a tie keeps the parallel pipelines.
+      const int most = std::max(1, limits.maxChannels);
+      const size_t perChannel =
+          algorithm == Algorithm::kTree && kind == CollectiveKind::kAllReduce ? 2 * chunk : chunk;
+      const int start = limits.channelsFixed
+                            ? most
+                            : static_cast<int>(std::clamp<size_t>(bytes / perChannel, 1, most));
+      const int fewest = limits.channelsFixed ? most : 1;
+      for (int channels = start; channels >= fewest; --channels) {
+        const double t = predictMicros(kind, algorithm, bytes, nranks, channels, chunk, constants);
+        if (first || t < mine.predictedUs) {
+          mine = TuneDecision{algorithm, chunk, channels, t};
+          first = false;
+        }
       }
     }
+    if (a == 0 || mine.predictedUs < (1.0 - kRobustMargin) * best.predictedUs) best = mine;
   }
   return best;
 }

@@ -15,8 +15,13 @@
 //   tree bcast/reduce (d + 3 (K c - 1)) alpha + (2 S + d min(k, S)) / beta
 //   ring reduce-scatter / all-gather (only choice): (n - 1) R c alpha + (n - 1)/n S' / beta
 // Channels run on one progress thread, so in the model they add messages, not
-// bandwidth: the channel count is the configured one, lowered so that each channel
-// gets at least one chunk.
+// bandwidth: unless COLLIE_NCHANNELS fixes it, the channel count is the cheapest of
+// 1..configured that gives each channel a chunk (a tie keeps more channels).
+//
+// Robustness: the constants are measured on machines that may be busy, and the model
+// is rough. The bandwidth-robust algorithm (ring for all-reduce, chain for broadcast
+// and reduce) is the default; another wins only when predicted kRobustMargin faster.
+// A forced algorithm gets the same chunk and channel choice as auto would give it.
 //
 // Thread safety: pure functions.
 #pragma once
@@ -32,6 +37,15 @@ struct TuneConstants {
   double bwGBps = 2.0;             // per link, 1 GB/s = 1000 bytes/us
   std::string source = "default";  // default, config, cache, probe
 };
+
+// Constants outside these bounds are measurement errors (a probe descheduled mid-way),
+// not hardware: clampConstants() pulls them in.
+inline constexpr double kMinAlphaUs = 0.2, kMaxAlphaUs = 1000.0;
+inline constexpr double kMinBwGBps = 0.05, kMaxBwGBps = 400.0;
+// How much faster than the robust default another algorithm must be predicted.
+inline constexpr double kRobustMargin = 0.25;
+
+TuneConstants clampConstants(TuneConstants constants);
 
 struct TuneLimits {
   int maxChannels = 2;                  // connections per peer
@@ -56,8 +70,10 @@ bool algorithmSupports(Algorithm algorithm, CollectiveKind kind);
 double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int nranks,
                      int nchannels, size_t chunkBytes, const TuneConstants& constants);
 
-// The cheapest plan. A forced algorithm that does not implement `kind` (tree for
-// all-gather) is ignored for that collective.
+// The plan for one collective: per algorithm the cheapest chunk and channel count,
+// then the robust default unless another is kRobustMargin cheaper. A forced algorithm
+// that does not implement `kind` (tree for all-gather) is ignored for that collective.
+// Deterministic: equal arguments give equal decisions on every rank.
 TuneDecision decide(CollectiveKind kind, size_t bytes, int nranks, const TuneLimits& limits,
                     const TuneConstants& constants);
 

@@ -24,36 +24,53 @@ inline UniqueId testUniqueId() {
   return id;
 }
 
-// Creates `nranks` communicators concurrently (creation is collective). Fails the
-// test and returns an empty vector if any rank could not be created. `perRank`, when
-// set, adjusts each rank's copy of the options (e.g. a host id per rank).
-inline std::vector<std::unique_ptr<Communicator>> makeCommunicators(
-    int nranks, Options options, const std::function<void(int, Options*)>& perRank = {}) {
-  options.store = makeInMemoryStore();
+// Communicators created together: comms[r] is null where errors[r] says why.
+struct CreatedRanks {
+  std::vector<std::unique_ptr<Communicator>> comms;
+  std::vector<Status> errors;
+};
+
+// Creates `nranks` communicators concurrently (creation is collective), rank r with
+// optionsOf(r), all through one in-memory store.
+inline CreatedRanks createCommunicators(int nranks, const std::function<Options(int)>& optionsOf) {
+  std::shared_ptr<Store> store = makeInMemoryStore();
   UniqueId id = testUniqueId();
-  std::vector<std::unique_ptr<Communicator>> comms(nranks);
-  std::vector<Status> errors(nranks);
+  CreatedRanks created{std::vector<std::unique_ptr<Communicator>>(nranks),
+                       std::vector<Status>(nranks)};
   std::vector<std::thread> threads;
   for (int r = 0; r < nranks; ++r) {
     threads.emplace_back([&, r] {
-      Options mine = options;
-      if (perRank) perRank(r, &mine);
-      auto created = Communicator::create(id, r, nranks, mine);
-      if (created.isOk()) {
-        comms[r] = std::move(*created);
+      Options options = optionsOf(r);
+      options.store = store;
+      auto comm = Communicator::create(id, r, nranks, options);
+      if (comm.isOk()) {
+        created.comms[r] = std::move(*comm);
       } else {
-        errors[r] = created.status();
+        created.errors[r] = comm.status();
       }
     });
   }
   for (auto& t : threads) t.join();
+  return created;
+}
+
+// Creates `nranks` communicators with the same options. Fails the test and returns an
+// empty vector if any rank could not be created. `perRank`, when set, adjusts each
+// rank's copy of the options (e.g. a host id per rank).
+inline std::vector<std::unique_ptr<Communicator>> makeCommunicators(
+    int nranks, Options options, const std::function<void(int, Options*)>& perRank = {}) {
+  CreatedRanks created = createCommunicators(nranks, [&](int r) {
+    Options mine = options;
+    if (perRank) perRank(r, &mine);
+    return mine;
+  });
   for (int r = 0; r < nranks; ++r) {
-    if (!errors[r].isOk()) {
-      ADD_FAILURE() << "rank " << r << ": " << errors[r].toString();
+    if (!created.errors[r].isOk()) {
+      ADD_FAILURE() << "rank " << r << ": " << created.errors[r].toString();
       return {};
     }
   }
-  return comms;
+  return std::move(created.comms);
 }
 
 // Runs body(rank) on one thread per rank and joins them.

@@ -1,9 +1,11 @@
 // Registered buffers (allocShared + registerBuffer): the single-copy shm all-reduce for
 // every dtype and op on 1..4 ranks as threads, in and out of place, and mixed
 // registration across ranks, which must fall back to the schedule on every rank and
-// still be correct.
+// still be correct; large unregistered collectives between small one-shots keep the
+// board in step.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -135,6 +137,51 @@ TEST_P(RegisteredTest, MixedRegistrationFallsBackOnEveryRank) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, RegisteredTest, ::testing::Values(1, 2, 3, 4));
+
+// Heap buffers above the slot: an all-reduce declines without waiting for the other
+// ranks, a broadcast waits (its root could finish alone and reuse a board slot a slow
+// peer has yet to read). Small one-shots in between; ranks outnumber cores here, so
+// some rank is often descheduled mid-collective. Every result must be right.
+TEST(BoardInStep, LargeUnregisteredCollectivesBetweenSmallOnes) {
+  constexpr int kRanks = 4;
+  constexpr size_t kLarge = 70000;  // int32 elements, above the 64 KiB slot
+  Options options;
+  options.transport = "shm";
+  options.timeout = std::chrono::seconds(10);
+  setenv("COLLIE_SHM_ONESHOT_MAX", "64K", 1);
+  auto comms = testing::makeCommunicators(kRanks, options);
+  unsetenv("COLLIE_SHM_ONESHOT_MAX");
+  ASSERT_EQ(comms.size(), static_cast<size_t>(kRanks));
+  Failures failures;
+  testing::onEveryRank(kRanks, [&](int r) {
+    std::vector<int32_t> small(16), large(kLarge), out(kLarge);
+    for (int i = 0; i < 300; ++i) {
+      const int root = i % kRanks;
+      std::fill(small.begin(), small.end(), r + i);
+      std::fill(large.begin(), large.end(), r == root ? i : -1);
+      Result<Work> works[3] = {
+          comms[r]->allReduce(small.data(), small.data(), small.size(), DataType::kInt32,
+                              ReduceOp::kSum),
+          comms[r]->broadcast(large.data(), large.data(), kLarge, DataType::kInt32, root),
+          comms[r]->allReduce(large.data(), out.data(), kLarge, DataType::kInt32, ReduceOp::kSum)};
+      for (Result<Work>& work : works) {
+        Status status = work.isOk() ? work->wait() : work.status();
+        if (!status.isOk()) {
+          failures.add("rank " + std::to_string(r) + " round " + std::to_string(i) + ": " +
+                       status.toString());
+          return;
+        }
+      }
+      const int32_t sum = kRanks * i + kRanks * (kRanks - 1) / 2;
+      if (small[0] != sum || large[kLarge - 1] != i || out[0] != kRanks * i) {
+        failures.add("rank " + std::to_string(r) + " round " + std::to_string(i) +
+                     ": wrong result");
+        return;
+      }
+    }
+  });
+  for (const std::string& message : failures.messages) ADD_FAILURE() << message;
+}
 
 TEST(SharedMemory, RejectsWhatItCannotShare) {
   Options options;

@@ -93,41 +93,55 @@ size_t lastLevelCacheBytes() {
   return kBytes;
 }
 
+ShareRange shareRange(size_t count, size_t elementBytes, int nranks, int rank) {
+  const size_t unit = 64 / elementBytes;
+  const size_t units = (count + unit - 1) / unit;
+  return ShareRange{std::min(count, units * static_cast<size_t>(rank) / nranks * unit),
+                    std::min(count, units * static_cast<size_t>(rank + 1) / nranks * unit)};
+}
+
+void reduceInOrder(uint8_t* dst, const std::vector<const uint8_t*>& sources, size_t elems,
+                   DataType dtype, ReduceOp op, uint8_t* scratch) {
+  const ReduceBackend& kernels = hostReduceBackend();
+  const int n = static_cast<int>(sources.size());
+  const int divisor = op == ReduceOp::kAvg ? n : 0;
+  if (n == 1) {
+    if (divisor > 1) {
+      kernels.divide(dst, sources[0], elems, dtype, divisor);
+    } else if (dst != sources[0]) {
+      std::memcpy(dst, sources[0], elems * dataTypeSize(dtype));
+    }
+    return;
+  }
+  if (n == 2) {
+    kernels.reduce(dst, sources[0], sources[1], elems, dtype, op, divisor);
+    return;
+  }
+  kernels.reduce(scratch, sources[0], sources[1], elems, dtype, op, 0);
+  for (int r = 2; r < n - 1; ++r) {
+    kernels.reduce(scratch, scratch, sources[r], elems, dtype, op, 0);
+  }
+  kernels.reduce(dst, scratch, sources[n - 1], elems, dtype, op, divisor);
+}
+
 void directAllReduceShare(const std::vector<const uint8_t*>& inputs,
                           const std::vector<uint8_t*>& outputs, size_t count, DataType dtype,
                           ReduceOp op, int rank, uint8_t* scratch) {
   const int n = static_cast<int>(inputs.size());
   const size_t es = dataTypeSize(dtype);
-  // Shares are cut at 64-byte boundaries (every element size divides 64).
-  const size_t unit = 64 / es;
-  const size_t units = (count + unit - 1) / unit;
-  const size_t begin = std::min(count, units * static_cast<size_t>(rank) / n * unit);
-  const size_t end = std::min(count, units * static_cast<size_t>(rank + 1) / n * unit);
+  const ShareRange share = shareRange(count, es, n, rank);
   const size_t tile = kDirectTileBytes / es;
-  const ReduceBackend& kernels = hostReduceBackend();
-  const int divisor = op == ReduceOp::kAvg ? n : 0;
   gDirectShares.fetch_add(1, std::memory_order_relaxed);
   // Streaming stores skip the read-for-ownership of the destination but leave the
   // output out of cache. Measured on the 2-core test VM (docs/performance.md) they lost
   // at every size up to 256 MiB, so they are kept for working sets far beyond the LLC.
   const bool streaming = 2 * n * count * es > 4 * lastLevelCacheBytes();
-  for (size_t first = begin; first < end; first += tile) {
-    const size_t elems = std::min(tile, end - first);
+  std::vector<const uint8_t*> sources(n);
+  for (size_t first = share.begin; first < share.end; first += tile) {
+    const size_t elems = std::min(tile, share.end - first);
     const size_t offset = first * es;
-    if (n == 1) {
-      if (divisor > 1) {
-        kernels.divide(scratch, inputs[0] + offset, elems, dtype, divisor);
-      } else {
-        std::memcpy(scratch, inputs[0] + offset, elems * es);
-      }
-    } else {
-      kernels.reduce(scratch, inputs[0] + offset, inputs[1] + offset, elems, dtype, op,
-                     n == 2 ? divisor : 0);
-      for (int r = 2; r < n; ++r) {
-        kernels.reduce(scratch, scratch, inputs[r] + offset, elems, dtype, op,
-                       r == n - 1 ? divisor : 0);
-      }
-    }
+    for (int r = 0; r < n; ++r) sources[r] = inputs[r] + offset;
+    reduceInOrder(scratch, sources, elems, dtype, op, scratch);
     for (int r = 0; r < n; ++r) {
       if (streaming) {
         streamCopy(outputs[r] + offset, scratch, elems * es);

@@ -52,6 +52,21 @@ class PeerWindows {
 // rank's output: no point polluting this core's cache), then fences.
 void streamCopy(void* dst, const void* src, size_t bytes);
 
+// The elements [begin, end) of share `rank` of `count` elements of `elementBytes` bytes
+// over `nranks` ranks: cuts at 64-byte boundaries (every element size divides 64), the
+// last share ends at `count`.
+struct ShareRange {
+  size_t begin = 0;
+  size_t end = 0;
+};
+ShareRange shareRange(size_t count, size_t elementBytes, int nranks, int rank);
+
+// dst = sources[0] op sources[1] op ... in that order (kAvg divided by sources.size() at
+// the end). dst may be one of the sources; `scratch` (elems elements) holds the partial
+// result for three or more sources, so that dst is written only by the last step.
+void reduceInOrder(uint8_t* dst, const std::vector<const uint8_t*>& sources, size_t elems,
+                   DataType dtype, ReduceOp op, uint8_t* scratch);
+
 // Reduces share `rank` of `count` elements over `inputs` (rank order) into every one of
 // `outputs`. `scratch` holds kDirectTileBytes bytes, 64-byte aligned.
 constexpr size_t kDirectTileBytes = 16 * 1024;

@@ -47,6 +47,11 @@ struct SlotControl {
   uint64_t pidNamespace;
   SharedWindow send;
   SharedWindow recv;
+  // Large all-reduce: whether this rank would go through cross-memory attach, and
+  // where its buffers are (shm_cma.h; the pid is the one its segment gave at connect).
+  uint32_t crossMemory;
+  uint64_t inputAddress;
+  uint64_t outputAddress;
 };
 
 // Published once a rank finished writing the outputs of a direct collective.
@@ -81,7 +86,22 @@ SlotControl* control(void* base, int parity) {
 DoneFlag* doneFlag(void* base) {
   return reinterpret_cast<DoneFlag*>(reinterpret_cast<uint8_t*>(control(base, 2)) + kCacheLine);
 }
-static_assert(3 * sizeof(SlotControl) + 2 * kCacheLine <= kPage / 2);
+// Cross-memory all-reduce: the first one's probe result.
+struct CrossMemoryFlags {
+  alignas(kCacheLine) std::atomic<uint64_t> probed;
+  uint32_t allowed;
+};
+
+CrossMemoryFlags* crossMemoryFlags(void* base) {
+  return reinterpret_cast<CrossMemoryFlags*>(reinterpret_cast<uint8_t*>(doneFlag(base)) +
+                                             sizeof(DoneFlag));
+}
+std::atomic<uint64_t>* doneSequence(void* base) { return &doneFlag(base)->sequence; }
+std::atomic<uint64_t>* probedSequence(void* base) { return &crossMemoryFlags(base)->probed; }
+
+static_assert(3 * sizeof(SlotControl) + 2 * kCacheLine + sizeof(DoneFlag) +
+                  sizeof(CrossMemoryFlags) <=
+              kPage / 2);
 
 LineSlot* lineSlot(void* base, int parity) {
   return reinterpret_cast<LineSlot*>(static_cast<uint8_t*>(base) + kControlOffset + kPage / 2) +
@@ -119,7 +139,8 @@ OneShotBoard::OneShotBoard(const TransportContext& ctx, std::shared_ptr<ShmShare
       boards_(ctx.nranks),
       spin_(spin),
       pidNamespace_(currentPidNamespace()),
-      scratch_(static_cast<uint8_t*>(std::aligned_alloc(64, kDirectTileBytes))) {}
+      scratch_(static_cast<uint8_t*>(std::aligned_alloc(64, kDirectTileBytes))),
+      crossMemoryMax_(static_cast<size_t>(std::max<int64_t>(0, configInt("COLLIE_SHM_CMA_MAX")))) {}
 
 OneShotBoard::~OneShotBoard() {
   for (Mapping& board : boards_) {
@@ -168,6 +189,7 @@ Result<std::unique_ptr<OneShotBoard>> OneShotBoard::connect(const TransportConte
   }
   new (doneFlag(base)) DoneFlag();
   doneFlag(base)->sequence.store(0, std::memory_order_release);
+  new (crossMemoryFlags(base)) CrossMemoryFlags();
 
   const std::string prefix = ctx.jobKey + "/shmboard/";
   const std::string entry = board->name_ + " " + toHex(header->nonce, sizeof(header->nonce));
@@ -248,6 +270,12 @@ bool OneShotBoard::runsInline(const CollectiveArgs& args, const void* input,
   if (args.kind != CollectiveKind::kAllReduce) return false;  // a check, then declined
   SharedWindow window;
   return findSharedWindow(input, bytes, &window) && findSharedWindow(output, bytes, &window);
+}
+
+bool OneShotBoard::wantsCrossMemory(const CollectiveArgs& args) const {
+  return args.kind == CollectiveKind::kAllReduce && crossMemoryMax_ > 0 &&
+         crossMemoryState_ != CrossMemoryState::kDenied &&
+         args.count * dataTypeSize(args.dtype) <= crossMemoryMax_;
 }
 
 const uint8_t* OneShotBoard::slotData(int rank, int parity) const {
@@ -371,6 +399,17 @@ void OneShotBoard::ringPeers() {
   }
 }
 
+Status OneShotBoard::meet(std::atomic<uint64_t>* (*flag)(void*), uint64_t sequence,
+                          const char* what, std::chrono::microseconds timeout,
+                          const std::atomic<bool>& cancelled) {
+  flag(boards_[ctx_.rank].base)->store(sequence, std::memory_order_release);
+  ringPeers();
+  auto arrived = [&](int peer) {
+    return flag(boards_[peer].base)->load(std::memory_order_acquire) >= sequence;
+  };
+  return waitForAll(arrived, what, timeout, cancelled);
+}
+
 Result<OffloadOutcome> OneShotBoard::runLarge(const CollectiveArgs& args, uint64_t tag,
                                               const void* input, void* output,
                                               std::chrono::microseconds timeout,
@@ -393,7 +432,35 @@ Result<OffloadOutcome> OneShotBoard::runLarge(const CollectiveArgs& args, uint64
   mine->pidNamespace = pidNamespace_;
   mine->send = send;
   mine->recv = recv;
+  mine->crossMemory = wantsCrossMemory(args) ? 1 : 0;
+  mine->inputAddress = reinterpret_cast<uint64_t>(input);
+  mine->outputAddress = reinterpret_cast<uint64_t>(output);
   mine->sequence.store(sequence, std::memory_order_release);
+  // Unregistered and not cross-memory here: every rank declines (the others once they
+  // read this header), so there is nothing to wait for, and not waiting keeps a barrier off every
+  // large collective; the schedule's messages carry the tag, so ranks that disagree
+  // still fail. Only where this rank's schedule cannot complete before every rank has
+  // started it (each output needs every input): then slot s % 2, which this rank
+  // overwrites at s + 2 once s + 1 completed, is no longer read by anyone. A broadcast
+  // root or a reduce leaf could complete alone and lap a slow peer: they wait.
+  const bool needsEveryRank = args.kind == CollectiveKind::kAllReduce ||
+                              args.kind == CollectiveKind::kReduceScatter ||
+                              args.kind == CollectiveKind::kAllGather;
+  if (!registered && mine->crossMemory == 0 && needsEveryRank) {
+    // Only a peer that could go direct or cross-memory waits for this header: wake just
+    // those, not every sleeping
+    // progress thread (on a busy host each needless wake costs a context switch).
+    // Dekker with the peer's publish, fence, check of ours before it sleeps.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (const auto& peer : shared_->peers) {
+      const SlotControl* theirs = control(boards_[peer->rank].base, parity);
+      if (theirs->sequence.load(std::memory_order_acquire) == sequence &&
+          (theirs->registered == 1 || theirs->crossMemory == 1)) {
+        ringDoorbell(peer->segment->header());
+      }
+    }
+    return OffloadOutcome::kDeclined;
+  }
   ringPeers();
   COLLIE_RETURN_IF_ERROR(waitForPeers(sequence, tag, 0, false, timeout, cancelled));
 
@@ -406,11 +473,17 @@ Result<OffloadOutcome> OneShotBoard::runLarge(const CollectiveArgs& args, uint64
     slots[r].pidNamespace = c->pidNamespace;
     slots[r].send = c->send;
     slots[r].recv = c->recv;
+    slots[r].crossMemory = c->crossMemory;
   }
+  bool allRegistered = true, allCrossMemory = true;
   for (int r = 0; r < n; ++r) {
-    if (slots[r].registered != 1 || slots[r].pidNamespace != slots[0].pidNamespace) {
-      return OffloadOutcome::kDeclined;
-    }
+    if (slots[r].pidNamespace != slots[0].pidNamespace) return OffloadOutcome::kDeclined;
+    allRegistered = allRegistered && slots[r].registered == 1;
+    allCrossMemory = allCrossMemory && slots[r].crossMemory == 1;
+  }
+  if (!allRegistered) {
+    if (!allCrossMemory) return OffloadOutcome::kDeclined;
+    return runCrossMemory(args, sequence, input, output, timeout, cancelled);
   }
   std::vector<const uint8_t*> inputs(n);
   std::vector<uint8_t*> outputs(n);
@@ -430,13 +503,52 @@ Result<OffloadOutcome> OneShotBoard::runLarge(const CollectiveArgs& args, uint64
   directAllReduceShare(inputs, outputs, args.count, args.dtype, args.op, rank, scratch_.get());
 
   // Nobody may return (and reuse its buffers) before every share is written.
-  doneFlag(boards_[rank].base)->sequence.store(sequence, std::memory_order_release);
-  ringPeers();
-  auto finished = [&](int peer) {
-    return doneFlag(boards_[peer].base)->sequence.load(std::memory_order_acquire) >= sequence;
-  };
+  COLLIE_RETURN_IF_ERROR(meet(&doneSequence, sequence, "finish its share of the direct all-reduce",
+                              timeout, cancelled));
+  return OffloadOutcome::kDone;
+}
+
+Result<OffloadOutcome> OneShotBoard::runCrossMemory(const CollectiveArgs& args, uint64_t sequence,
+                                                    const void* input, void* output,
+                                                    std::chrono::microseconds timeout,
+                                                    const std::atomic<bool>& cancelled) {
+  const int n = ctx_.nranks;
+  const int rank = ctx_.rank;
+  const int parity = static_cast<int>(sequence & 1);
+  std::vector<CrossMemoryRank> ranks(n);
+  for (int r = 0; r < n; ++r) {
+    const SlotControl* c = control(boards_[r].base, parity);
+    ranks[r] = CrossMemoryRank{static_cast<int32_t>(getpid()), c->inputAddress, c->outputAddress};
+  }
+  for (const auto& peer : shared_->peers) ranks[peer->rank].pid = peer->pid;
+  CrossMemoryFlags* flags = crossMemoryFlags(boards_[rank].base);
+  if (crossMemoryState_ == CrossMemoryState::kUntested) {
+    // Before anyone writes an output: can every rank read every peer?
+    std::string why;
+    Result<CrossMemoryAllReduce::Probe> probe =
+        CrossMemoryAllReduce::probe(ranks, rank, args.count * dataTypeSize(args.dtype), &why);
+    if (!probe.isOk()) return probe.status();
+    flags->allowed = *probe == CrossMemoryAllReduce::Probe::kAllowed ? 1 : 0;
+    COLLIE_RETURN_IF_ERROR(
+        meet(&probedSequence, sequence, "probe cross-memory attach", timeout, cancelled));
+    crossMemoryState_ = CrossMemoryState::kAllowed;
+    for (int r = 0; r < n; ++r) {
+      if (crossMemoryFlags(boards_[r].base)->allowed != 1) {
+        crossMemoryState_ = CrossMemoryState::kDenied;
+        COLLIE_LOG(WARN, SHM) << "rank " << rank << ": rank " << r
+                              << " cannot use cross-memory attach"
+                              << (r == rank ? " (" + why + ")" : std::string())
+                              << "; unregistered all-reduces above COLLIE_SHM_ONESHOT_MAX use "
+                                 "the FIFO ring (two copies)";
+        return OffloadOutcome::kDeclined;
+      }
+    }
+  }
   COLLIE_RETURN_IF_ERROR(
-      waitForAll(finished, "finish its share of the direct all-reduce", timeout, cancelled));
+      crossMemory_.reduceShare(ranks, rank, input, output, args.count, args.dtype, args.op));
+  // Nobody may return (and reuse its buffers) before every rank wrote its share.
+  COLLIE_RETURN_IF_ERROR(
+      meet(&doneSequence, sequence, "finish the cross-memory all-reduce", timeout, cancelled));
   return OffloadOutcome::kDone;
 }
 

@@ -18,7 +18,13 @@
 // the registration windows of its buffers in its slot header, and when every rank's
 // are registered (all ranks read the same headers, so all decide alike) each reduces
 // its share into every output, then publishes a done flag and waits for everyone's;
-// otherwise run() returns kDeclined on every rank and the engine runs the schedule.
+// otherwise, when every rank's all-reduce is at most COLLIE_SHM_CMA_MAX bytes, it goes
+// single-copy through cross-memory attach (shm_cma.h): each rank publishes its buffer
+// addresses, reduces its share from peers' inputs and writes it into every output, then
+// publishes the done flag and waits for everyone's. The first such collective probes
+// process_vm_readv/writev on every rank; if any rank is denied, every rank says so in
+// the log and keeps the FIFO ring. Otherwise run() returns kDeclined on every rank and
+// the engine runs the schedule.
 //
 // Peers' boards are mapped read-only and their headers validated; a peer whose tag
 // differs fails the collective with kMismatch naming it before any output is written.
@@ -31,6 +37,7 @@
 #include <vector>
 
 #include "core/transport/transport.h"
+#include "transports/shm/shm_cma.h"
 #include "transports/shm/shm_connection.h"
 #include "transports/shm/shm_direct.h"
 
@@ -65,11 +72,22 @@ class OneShotBoard final : public CollectiveOffload {
   Result<OffloadOutcome> runLarge(const CollectiveArgs& args, uint64_t tag, const void* input,
                                   void* output, std::chrono::microseconds timeout,
                                   const std::atomic<bool>& cancelled);
+  // The single-copy all-reduce over unregistered buffers, once every rank chose it.
+  Result<OffloadOutcome> runCrossMemory(const CollectiveArgs& args, uint64_t sequence,
+                                        const void* input, void* output,
+                                        std::chrono::microseconds timeout,
+                                        const std::atomic<bool>& cancelled);
+  // Whether this rank would take the cross-memory path for `args` (a large all-reduce).
+  bool wantsCrossMemory(const CollectiveArgs& args) const;
   // Waits until ready(peer) for every peer: spin, then yield, then the doorbell futex.
   template <typename Ready>
   Status waitForAll(Ready ready, const char* what, std::chrono::microseconds timeout,
                     const std::atomic<bool>& cancelled);
   void ringPeers();
+  // Publishes `sequence` in this rank's flag (`flag` finds it in a board) and waits
+  // until every rank's is at least `sequence`.
+  Status meet(std::atomic<uint64_t>* (*flag)(void*), uint64_t sequence, const char* what,
+              std::chrono::microseconds timeout, const std::atomic<bool>& cancelled);
   // `inLine`: the collective travels in LineSlots (sequence, tag, data in one line).
   Status waitForPeers(uint64_t sequence, uint64_t tag, size_t bytes, bool inLine,
                       std::chrono::microseconds timeout, const std::atomic<bool>& cancelled);
@@ -88,6 +106,12 @@ class OneShotBoard final : public CollectiveOffload {
   };
   std::unique_ptr<uint8_t, FreeScratch> scratch_;  // kDirectTileBytes, 64-byte aligned
   PeerWindows windows_;
+  // Cross-memory attach: untested until the first such collective, then the same on
+  // every rank (decided from what every rank published).
+  enum class CrossMemoryState { kUntested, kAllowed, kDenied };
+  CrossMemoryState crossMemoryState_ = CrossMemoryState::kUntested;
+  size_t crossMemoryMax_;
+  CrossMemoryAllReduce crossMemory_;
 };
 
 }  // namespace collie::shm

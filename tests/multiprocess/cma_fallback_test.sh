@@ -1,0 +1,22 @@
+#!/bin/sh
+# Cross-memory attach between processes: exact all-reduces on plain buffers with it
+# allowed, and with one rank denied (seccomp EPERM) every rank falls back to the FIFO
+# ring, saying so once in the log.
+# Usage: cma_fallback_test.sh COLLIE CMA_RANK
+set -u
+collie=$1
+prog=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+export COLLIE_SHM_CMA_MAX=1G COLLIE_TIMEOUT=60s
+for n in 2 3; do
+  timeout 120 "$collie" run -n $n -- "$prog" -1 >"$tmp/out" 2>&1 ||
+    { echo "FAIL: $n ranks, cross-memory allowed:"; cat "$tmp/out"; failures=$((failures + 1)); }
+  timeout 120 "$collie" run -n $n -- "$prog" $((n - 1)) >"$tmp/out" 2>&1 ||
+    { echo "FAIL: $n ranks, rank $((n - 1)) denied:"; cat "$tmp/out"; failures=$((failures + 1)); }
+  grep -q "cannot use cross-memory attach" "$tmp/out" ||
+    { echo "FAIL: $n ranks: no log line about the fallback:"; cat "$tmp/out"; failures=$((failures + 1)); }
+done
+echo "cma_fallback_test: $failures failure(s)"
+[ "$failures" -eq 0 ]

@@ -1,0 +1,113 @@
+// The single-copy shm all-reduce over plain (unregistered) buffers through cross-memory
+// attach (transports/shm/shm_cma.h), ranks as threads: every dtype with sum and one
+// other op, odd sizes that end shares and tiles mid-unit, in and out of place, 2..4
+// ranks; every rank's bytes equal the exact reference. COLLIE_SHM_CMA_MAX=0 keeps the
+// FIFO ring.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "support/rank_threads.h"
+#include "support/reference.h"
+#include "transports/shm/shm_cma.h"
+
+namespace collie {
+namespace {
+
+// Above the one-shot slot the tests set (16 KiB) for every element size; the larger one
+// spans several 256 KiB tiles.
+constexpr size_t kCounts[] = {16411, 300007};
+
+// Runs the sampled collectives on `nranks` thread ranks with COLLIE_SHM_CMA_MAX=`cmaMax`;
+// returns how many ran per rank.
+int runSampled(int nranks, const char* cmaMax) {
+  Options options;
+  options.transport = "shm";
+  options.timeout = std::chrono::seconds(60);
+  setenv("COLLIE_SHM_ONESHOT_MAX", "16K", 1);  // read when the communicators connect
+  setenv("COLLIE_SHM_CMA_MAX", cmaMax, 1);
+  auto comms = testing::makeCommunicators(nranks, options);
+  unsetenv("COLLIE_SHM_ONESHOT_MAX");
+  unsetenv("COLLIE_SHM_CMA_MAX");
+  EXPECT_EQ(comms.size(), static_cast<size_t>(nranks));
+  if (comms.size() != static_cast<size_t>(nranks)) return 0;
+  std::mutex mutex;
+  std::vector<std::string> failures;
+  int collectives = 0;
+  testing::onEveryRank(nranks, [&](int r) {
+    Communicator& comm = *comms[r];
+    int ran = 0;
+    for (size_t count : kCounts) {
+      for (int d = 0; d < kNumDataTypes; ++d) {
+        const DataType dtype = static_cast<DataType>(d);
+        const size_t bytes = count * dataTypeSize(dtype);
+        const ReduceOp other = static_cast<ReduceOp>(1 + d % (kNumReduceOps - 1));
+        for (ReduceOp op : {ReduceOp::kSum, other}) {
+          const std::vector<uint8_t> expected =
+              testing::expectedReduction(dtype, op, nranks, 0, count);
+          for (bool inPlace : {false, true}) {
+            std::vector<uint8_t> send = testing::makeInput(dtype, op, r, count);
+            std::vector<uint8_t> recv(bytes, 0xEE);
+            if (inPlace) recv = send;
+            Result<Work> work =
+                comm.allReduce(inPlace ? recv.data() : send.data(), recv.data(), count, dtype, op);
+            Status status = work.isOk() ? work->wait() : work.status();
+            const std::string what = std::to_string(count) + " x " +
+                                     std::string(dataTypeName(dtype)) + " " +
+                                     std::string(reduceOpName(op)) + (inPlace ? " in-place" : "") +
+                                     " rank " + std::to_string(r);
+            std::lock_guard<std::mutex> lock(mutex);
+            if (!status.isOk()) {
+              failures.push_back(what + ": " + status.toString());
+              return;
+            }
+            if (recv != expected) failures.push_back(what + ": wrong result");
+            ++ran;
+          }
+        }
+      }
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    collectives = ran;
+  });
+  for (size_t i = 0; i < failures.size() && i < 20; ++i) ADD_FAILURE() << failures[i];
+  return collectives;
+}
+
+class CrossMemoryTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(CrossMemoryTest, PlainBuffersGoSingleCopyAndMatchTheReference) {
+  const int nranks = GetParam();
+  const uint64_t before = shm::crossMemoryShareCount();
+  const int collectives = runSampled(nranks, "1G");
+  EXPECT_EQ(collectives, static_cast<int>(std::size(kCounts)) * kNumDataTypes * 2 * 2);
+  EXPECT_EQ(shm::crossMemoryShareCount() - before, static_cast<uint64_t>(collectives * nranks))
+      << "some all-reduces did not take the cross-memory path";
+}
+
+TEST_P(CrossMemoryTest, ZeroMinimumKeepsTheFifoRing) {
+  const int nranks = GetParam();
+  const uint64_t before = shm::crossMemoryShareCount();
+  runSampled(nranks, "0");
+  EXPECT_EQ(shm::crossMemoryShareCount(), before);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, CrossMemoryTest, ::testing::Values(2, 3, 4));
+
+TEST(CrossMemory, BadAddressOrGonePeerIsNamed) {
+  uint8_t local[64];
+  Status fault = shm::pullFromPeer(3, static_cast<int32_t>(getpid()), 8, local, sizeof(local));
+  EXPECT_EQ(fault.code(), StatusCode::kRemoteError);
+  EXPECT_NE(fault.message().find("rank 3"), std::string::npos) << fault.toString();
+  // Pid 0x7ffffff0 is beyond pid_max: no such process.
+  Status gone = shm::pullFromPeer(2, 0x7ffffff0, reinterpret_cast<uint64_t>(local), local, 8);
+  EXPECT_EQ(gone.code(), StatusCode::kRemoteError);
+  EXPECT_NE(gone.message().find("rank 2"), std::string::npos) << gone.toString();
+}
+
+}  // namespace
+}  // namespace collie

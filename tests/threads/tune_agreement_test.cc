@@ -1,0 +1,121 @@
+// Every rank must plan a collective alike, or some wait for messages that never come.
+// Ranks as threads over shm: with a fresh probe (no cache) all ranks run rank 0's plan
+// for every size, and a rank configured with other limits fails creation, naming them.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "support/rank_threads.h"
+#include "support/reference.h"
+
+namespace collie {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Sets an environment variable for the lifetime of the object.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    if (old) old_ = old;
+    had_ = old != nullptr;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_, old_.c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+// (kind, bytes, algorithm) of every all-reduce in a rank's flight recorder.
+std::vector<std::string> plans(const Communicator& comm) {
+  std::vector<std::string> out;
+  auto doc = nlohmann::json::parse(comm.dumpFlightRecorder());
+  for (const auto& item : doc["collectives"]) {
+    if (item["kind"] != "allreduce") continue;  // ranks 0 and 1 also logged the probe
+    out.push_back(item["kind"].get<std::string>() + " " +
+                  std::to_string(item["bytes"].get<size_t>()) + " " +
+                  item["algorithm"].get<std::string>());
+  }
+  return out;
+}
+
+// Eight ranks: tree for small all-reduces, ring (for most constants) for large ones, so
+// ranks that tuned with different constants would disagree somewhere in between.
+TEST(TuneAgreement, EveryRankRunsRankZerosPlan) {
+  constexpr int kRanks = 8;
+  ScopedEnv noCache("COLLIE_TUNE_CACHE", "off");     // every creation probes
+  ScopedEnv noBoard("COLLIE_SHM_ONESHOT_MAX", "0");  // the engine's plans, not the board
+  Options options;
+  options.transport = "shm";
+  options.timeout = 60s;
+  auto comms = testing::makeCommunicators(kRanks, options);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(kRanks));
+  const std::vector<size_t> counts = {2, 64, 4096, 65536, 262144, 1 << 20};
+  std::vector<std::string> failures(kRanks);
+  testing::onEveryRank(kRanks, [&](int r) {
+    for (size_t count : counts) {
+      std::vector<uint8_t> in = testing::makeInput(DataType::kInt32, ReduceOp::kSum, r, count);
+      std::vector<uint8_t> out(in.size());
+      Result<Work> work =
+          comms[r]->allReduce(in.data(), out.data(), count, DataType::kInt32, ReduceOp::kSum);
+      Status status = work.isOk() ? work->wait(60s) : work.status();
+      if (!status.isOk()) {
+        failures[r] = status.toString();
+        return;
+      }
+      if (out != testing::expectedReduction(DataType::kInt32, ReduceOp::kSum, kRanks, 0, count)) {
+        failures[r] = "wrong result at count " + std::to_string(count);
+        return;
+      }
+    }
+  });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
+  const std::vector<std::string> reference = plans(*comms[0]);
+  ASSERT_GE(reference.size(), counts.size());
+  for (int r = 1; r < kRanks; ++r) EXPECT_EQ(plans(*comms[r]), reference) << "rank " << r;
+  // Within the clamped constants, 8 bytes on 8 ranks always runs on the tree.
+  bool sawTree = false;
+  for (const std::string& plan : reference) sawTree = sawTree || plan == "allreduce 8 tree";
+  EXPECT_TRUE(sawTree);
+}
+
+TEST(TuneAgreement, RankWithOtherLimitsFailsCreation) {
+  constexpr int kRanks = 4;
+  ScopedEnv cache("COLLIE_TUNE_CACHE", "off");
+  testing::CreatedRanks created = testing::createCommunicators(kRanks, [](int r) {
+    Options options;
+    options.transport = "shm";
+    options.timeout = 20s;
+    if (r == 2) options.algorithm = Algorithm::kRing;
+    return options;
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    if (r == 2) continue;
+    EXPECT_TRUE(created.errors[r].isOk()) << "rank " << r << ": " << created.errors[r].toString();
+  }
+  const Status& failed = created.errors[2];
+  ASSERT_FALSE(failed.isOk());
+  EXPECT_EQ(failed.code(), StatusCode::kMismatch) << failed.toString();
+  EXPECT_NE(failed.message().find("rank 2 would plan collectives with algorithm=ring"),
+            std::string::npos)
+      << failed.message();
+  EXPECT_NE(failed.message().find("rank 0 with algorithm=auto"), std::string::npos)
+      << failed.message();
+  EXPECT_NE(failed.message().find("COLLIE_ALGO"), std::string::npos) << failed.message();
+}
+
+}  // namespace
+}  // namespace collie

@@ -1,0 +1,183 @@
+// The tuner's decisions as functions of (constants, bytes, nranks): where ring and tree
+// cross over, the robustness margin, forced algorithms, clamping, and the exact text
+// by which rank 0 hands its constants to the other ranks.
+#include "core/tune/tuner.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "core/tune/tune_probe.h"
+
+namespace collie {
+namespace {
+
+const std::vector<TuneConstants> kConstantSets = {{1.0, 20.0, "fast"},
+                                                  {12.0, 12.0, "shm"},
+                                                  {20.0, 2.0, "default"},
+                                                  {60.0, 1.2, "tcp"},
+                                                  {500.0, 0.1, "slow"}};
+const std::vector<int> kRankCounts = {2, 3, 4, 8, 16, 64, 256, 4096};
+
+std::vector<size_t> sizes() {
+  std::vector<size_t> out;
+  for (size_t bytes = 8; bytes <= (size_t{1} << 30); bytes *= 2) out.push_back(bytes);
+  return out;
+}
+
+TuneDecision forced(CollectiveKind kind, Algorithm algorithm, size_t bytes, int nranks,
+                    const TuneConstants& constants) {
+  TuneLimits limits;
+  limits.forced = algorithm;
+  return decide(kind, bytes, nranks, limits, constants);
+}
+
+TEST(Tuner, EqualArgumentsGiveEqualDecisions) {
+  for (const TuneConstants& c : kConstantSets) {
+    for (int n : kRankCounts) {
+      for (size_t bytes : sizes()) {
+        TuneDecision a = decide(CollectiveKind::kAllReduce, bytes, n, TuneLimits{}, c);
+        TuneDecision b =
+            decide(CollectiveKind::kAllReduce, bytes, n, TuneLimits{}, TuneConstants(c));
+        EXPECT_EQ(a.algorithm, b.algorithm);
+        EXPECT_EQ(a.chunkBytes, b.chunkBytes);
+        EXPECT_EQ(a.nchannels, b.nchannels);
+      }
+    }
+  }
+}
+
+// Auto takes the robust default (ring for all-reduce, chain for broadcast) unless
+// tree is predicted kRobustMargin cheaper, and runs the winner with the chunk and
+// channels a forced run of it gets.
+void expectTreeOnlyWhenClearlyCheaper(CollectiveKind kind, Algorithm robust) {
+  for (const TuneConstants& c : kConstantSets) {
+    for (int n : kRankCounts) {
+      for (size_t bytes : sizes()) {
+        TuneDecision fallback = forced(kind, robust, bytes, n, c);
+        TuneDecision tree = forced(kind, Algorithm::kTree, bytes, n, c);
+        TuneDecision chosen = decide(kind, bytes, n, TuneLimits{}, c);
+        const bool treeWins = tree.predictedUs < (1.0 - kRobustMargin) * fallback.predictedUs;
+        const TuneDecision& expected = treeWins ? tree : fallback;
+        SCOPED_TRACE(c.source + " n=" + std::to_string(n) + " bytes=" + std::to_string(bytes));
+        EXPECT_EQ(chosen.algorithm, expected.algorithm);
+        EXPECT_EQ(chosen.chunkBytes, expected.chunkBytes);
+        EXPECT_EQ(chosen.nchannels, expected.nchannels);
+        EXPECT_DOUBLE_EQ(chosen.predictedUs, expected.predictedUs);
+      }
+    }
+  }
+}
+
+TEST(Tuner, AllReducePicksTreeOnlyWhenClearlyCheaper) {
+  expectTreeOnlyWhenClearlyCheaper(CollectiveKind::kAllReduce, Algorithm::kRing);
+}
+
+TEST(Tuner, BroadcastPrefersChainWithinTheMargin) {
+  expectTreeOnlyWhenClearlyCheaper(CollectiveKind::kBroadcast, Algorithm::kChain);
+}
+
+// One crossover per rank count: tree (if at all) for small messages, ring from some
+// size on, and that size grows with the rank count (ring pays 2(n-1) latencies).
+TEST(Tuner, OneCrossoverThatGrowsWithRanks) {
+  for (const TuneConstants& c : kConstantSets) {
+    size_t previous = 0;
+    for (int n : kRankCounts) {
+      size_t crossover = SIZE_MAX;  // the first size that runs ring
+      for (size_t bytes : sizes()) {
+        const Algorithm a = decide(CollectiveKind::kAllReduce, bytes, n, TuneLimits{}, c).algorithm;
+        if (a == Algorithm::kRing && crossover == SIZE_MAX) crossover = bytes;
+        if (crossover != SIZE_MAX) {
+          EXPECT_EQ(a, Algorithm::kRing)
+              << c.source << " n=" << n << " bytes=" << bytes << " after ring from " << crossover;
+        }
+      }
+      EXPECT_GE(crossover, previous) << c.source << " n=" << n;
+      if (crossover != SIZE_MAX) previous = crossover;
+    }
+  }
+}
+
+// Where the model says: 4 ranks (this machine's benchmark) never gain 25% from tree,
+// whatever the constants; 64 ranks run 8 bytes on the tree and 1 GiB on the ring.
+TEST(Tuner, CrossoversWhereTheModelPutsThem) {
+  for (const TuneConstants& c : kConstantSets) {
+    for (size_t bytes : sizes()) {
+      EXPECT_EQ(decide(CollectiveKind::kAllReduce, bytes, 4, TuneLimits{}, c).algorithm,
+                Algorithm::kRing)
+          << c.source << " " << bytes;
+    }
+    EXPECT_EQ(decide(CollectiveKind::kAllReduce, 8, 64, TuneLimits{}, c).algorithm,
+              Algorithm::kTree)
+        << c.source;
+    EXPECT_EQ(decide(CollectiveKind::kAllReduce, size_t{1} << 30, 64, TuneLimits{}, c).algorithm,
+              Algorithm::kRing)
+        << c.source;
+  }
+  // alpha 20 us, 2 GB/s, 16 ranks: tree 9a + 2S/b against ring 30a + 1.875 S/b (one
+  // chunk each) and the 25% margin put the crossover between 128 KiB and 1 MiB.
+  const TuneConstants c{20.0, 2.0, "test"};
+  EXPECT_EQ(decide(CollectiveKind::kAllReduce, 128 << 10, 16, TuneLimits{}, c).algorithm,
+            Algorithm::kTree);
+  EXPECT_EQ(decide(CollectiveKind::kAllReduce, 1 << 20, 16, TuneLimits{}, c).algorithm,
+            Algorithm::kRing);
+}
+
+TEST(Tuner, ForcedAlgorithmsAndFixedLimits) {
+  const TuneConstants c{20.0, 2.0, "test"};
+  TuneLimits limits;
+  limits.forced = Algorithm::kTree;
+  // Tree implements no all-gather: ignored there.
+  EXPECT_EQ(decide(CollectiveKind::kAllGather, 1 << 20, 8, limits, c).algorithm, Algorithm::kRing);
+  EXPECT_EQ(decide(CollectiveKind::kAllReduce, 1 << 30, 8, limits, c).algorithm, Algorithm::kTree);
+  limits.forced = Algorithm::kAuto;
+  limits.chunkBytes = 64 << 10;
+  limits.maxChannels = 4;
+  limits.channelsFixed = true;
+  TuneDecision d = decide(CollectiveKind::kAllReduce, 8, 8, limits, c);
+  EXPECT_EQ(d.chunkBytes, size_t{64} << 10);
+  EXPECT_EQ(d.nchannels, 4);
+  // Unfixed channels are lowered so that each gets a chunk.
+  limits.channelsFixed = false;
+  EXPECT_EQ(decide(CollectiveKind::kAllReduce, 8, 8, limits, c).nchannels, 1);
+}
+
+TEST(Tuner, ClampsMeasurementErrors) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  TuneConstants c = clampConstants({nan, nan, "x"});
+  EXPECT_EQ(c.alphaUs, kMinAlphaUs);
+  EXPECT_EQ(c.bwGBps, kMinBwGBps);
+  c = clampConstants({1e9, 1e9, "x"});
+  EXPECT_EQ(c.alphaUs, kMaxAlphaUs);
+  EXPECT_EQ(c.bwGBps, kMaxBwGBps);
+  c = clampConstants({12.5, 3.25, "x"});
+  EXPECT_EQ(c.alphaUs, 12.5);
+  EXPECT_EQ(c.bwGBps, 3.25);
+}
+
+// Rank 0 decides with exactly the doubles the other ranks decode.
+TEST(Tuner, PublishedConstantsRoundTripExactly) {
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> alpha(kMinAlphaUs, kMaxAlphaUs);
+  std::uniform_real_distribution<double> bw(kMinBwGBps, kMaxBwGBps);
+  for (int i = 0; i < 1000; ++i) {
+    TuneConstants c{alpha(rng), bw(rng), "probe"};
+    TuneConstants back;
+    ASSERT_TRUE(decodeTuneConstants(encodeTuneConstants(c), &back));
+    EXPECT_EQ(back.alphaUs, c.alphaUs);
+    EXPECT_EQ(back.bwGBps, c.bwGBps);
+    EXPECT_EQ(back.source, "probe");
+  }
+  TuneConstants out{1.0, 1.0, "untouched"};
+  for (const char* bad :
+       {"", "abc", "-1 2 probe", "1 0 probe", "nan 2 probe", "1e300 2 probe", "5"}) {
+    EXPECT_FALSE(decodeTuneConstants(bad, &out)) << bad;
+  }
+  EXPECT_EQ(out.source, "untouched");
+}
+
+}  // namespace
+}  // namespace collie
