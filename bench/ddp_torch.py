@@ -31,20 +31,39 @@ def mlp(width):
         nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width))
 
 
-def worker(rank, args, name, init_file, out_file):
-    # "none": the same step under DDP's no_sync() on gloo: the compute-only floor.
-    # "collie-shm": collie with torch_collie.shared_allreduce_hook (DDP), or on a
+# name: (process group backend, DDP gradient_as_bucket_view forced on, shared allocator)
+VARIANTS = {
+    "collie": ("collie", False, False),
+    "gloo": ("gloo", False, False),
+    # The same step under DDP's no_sync() on gloo: the compute-only floor.
+    "none": ("gloo", False, False),
+    # collie with torch_collie.shared_allreduce_hook (DDP), or on a
     # torch_collie.empty_shared tensor (--allreduce).
-    backend = {"none": "gloo", "collie-shm": "collie"}.get(name, name)
-    if backend == "collie":
+    "collie-shm": ("collie", False, False),
+    # collie with torch_collie.use_shared_cpu_allocator() for the whole run and
+    # gradient_as_bucket_view=True: DDP's buckets are pool memory, reduced zero-copy.
+    "collie-alloc": ("collie", True, True),
+    "gloo-view": ("gloo", True, False),
+    # The shared allocator is also a caching allocator for the step's large temporaries
+    # (autograd's 32 MB gradients, ...): these two separate that from communication.
+    "gloo-alloc": ("gloo", True, True),
+    "none-alloc": ("gloo", True, True),  # the floor with the shared allocator
+}
+
+
+def worker(rank, args, name, init_file, out_file):
+    backend, view, alloc = VARIANTS[name]
+    if backend == "collie" or alloc:
         import torch_collie
+    if alloc:
+        torch_collie.use_shared_cpu_allocator(min_bytes=1 << 20)
     torch.set_num_threads(args.threads)
     dist.init_process_group(backend, init_method="file://" + init_file, rank=rank,
                             world_size=args.world)
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(mlp(args.width),
                                                 bucket_cap_mb=args.bucket_mb,
-                                                gradient_as_bucket_view=args.bucket_view)
+                                                gradient_as_bucket_view=args.bucket_view or view)
     if name == "collie-shm":
         model.register_comm_hook(torch_collie.SharedBuckets(), torch_collie.shared_allreduce_hook)
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
@@ -61,10 +80,10 @@ def worker(rank, args, name, init_file, out_file):
         start = time.perf_counter()
         cpu_start = time.process_time()
         if flat is not None:
-            if name != "none":
+            if not name.startswith("none"):
                 dist.all_reduce(flat)
         else:
-            with model.no_sync() if name == "none" else contextlib.nullcontext():
+            with model.no_sync() if name.startswith("none") else contextlib.nullcontext():
                 loss = model(x).square().mean()
                 opt.zero_grad(set_to_none=False)
                 loss.backward()
@@ -79,11 +98,23 @@ def worker(rank, args, name, init_file, out_file):
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     c = torch.tensor(cpus, dtype=torch.float64)
     dist.all_reduce(c)
+    if rank == 0 and alloc and backend == "collie":
+        stats = torch_collie.shared_allocator_stats()
+        print(f"# {name}: {stats['registered_allreduces']} all-reduces on registered pool "
+              f"memory; pool {stats['bytes_in_use'] / 2**20:.0f} MB in use, "
+              f"{stats['bytes_cached'] / 2**20:.0f} MB cached, {stats['misses']} blocks made, "
+              f"{stats['hits']} reuses", flush=True)
     if rank == 0:
         with open(out_file, "w") as f:
             f.write(" ".join(f"{v:.6f}" for v in t.tolist()) + "\n")
             f.write(" ".join(f"{v / args.world:.6f}" for v in c.tolist()))
     dist.destroy_process_group()
+    # Skip interpreter finalization: a gloo worker thread may still be dropping its last
+    # work (and its tensors' Python objects) then, which aborts the process ("terminate
+    # called without an active exception" from a GIL take during Py_Finalize).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def run(args, backend):
@@ -97,10 +128,16 @@ def run(args, backend):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--backends", default="collie,gloo,none",
-                   help="'none' = compute only (DDP no_sync), the floor; 'collie-shm' = collie "
-                   "with torch_collie.shared_allreduce_hook (with --allreduce: on a "
-                   "torch_collie.empty_shared tensor, zero-copy)")
+    p.add_argument("--backends", default="collie-alloc,collie,gloo,gloo-view,none",
+                   help="comma-separated: " + ", ".join(VARIANTS) + ". 'none' = compute "
+                   "only (DDP no_sync), the floor; 'collie-shm' = collie with "
+                   "torch_collie.shared_allreduce_hook (with --allreduce: on a "
+                   "torch_collie.empty_shared tensor, zero-copy); 'collie-alloc' = collie "
+                   "with torch_collie.use_shared_cpu_allocator and "
+                   "gradient_as_bucket_view=True; 'gloo-view' = gloo with "
+                   "gradient_as_bucket_view=True; 'gloo-alloc'/'none-alloc' = gloo / the floor "
+                   "with the shared allocator and bucket views (the allocator also caches "
+                   "the step's large temporaries)")
     p.add_argument("--world", type=int, default=2)
     p.add_argument("--width", type=int, default=2048)
     p.add_argument("--batch", type=int, default=16)
@@ -122,6 +159,9 @@ def main():
           f"torch {torch.__version__}")
     print(f"# load before: {os.getloadavg()[0]:.2f} (1-min average, {os.cpu_count()} CPUs)")
     backends = args.backends.split(",")
+    for b in backends:
+        if b not in VARIANTS:
+            p.error(f"unknown variant {b}; choose from {', '.join(VARIANTS)}")
     times = {b: [] for b in backends}
     cpus = {b: [] for b in backends}
     for _ in range(args.rounds):
@@ -130,17 +170,22 @@ def main():
             times[b] += wall
             cpus[b] += cpu
     med = {b: statistics.median(v) for b, v in times.items()}
+    cpu = {b: statistics.median(v) for b, v in cpus.items()}
     for b in backends:
         print(f"{b:11s} median step {med[b] * 1e3:8.1f} ms  (min {min(times[b]) * 1e3:.1f}, "
               f"max {max(times[b]) * 1e3:.1f}, {len(times[b])} steps)  "
               f"CPU/rank {statistics.median(cpus[b]) * 1e3:.1f} ms")
-    if "none" in med:
+    for b in backends:
+        floor = "none-alloc" if VARIANTS[b][2] else "none"
+        if not b.startswith("none") and floor in med:
+            print(f"{b:12s} communication cost over {floor}: wall "
+                  f"{(med[b] - med[floor]) * 1e3:6.1f} ms, CPU/rank "
+                  f"{(cpu[b] - cpu[floor]) * 1e3:6.1f} ms")
+    if "gloo" in med:
         for b in backends:
-            if b != "none":
-                print(f"{b:8s} communication cost over compute-only: "
-                      f"{(med[b] - med['none']) * 1e3:8.1f} ms")
-    if "collie" in med and "gloo" in med:
-        print(f"collie / gloo = {med['collie'] / med['gloo']:.2f}")
+            if b != "gloo" and not b.startswith("none"):
+                print(f"{b} / gloo = {med[b] / med['gloo']:.2f} wall, "
+                      f"{cpu[b] / cpu['gloo']:.2f} CPU")
     print(f"# load after: {os.getloadavg()[0]:.2f}")
 
 

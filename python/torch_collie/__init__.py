@@ -18,7 +18,9 @@ __all__ = [
     "create_backend",
     "empty_shared",
     "init_method_from_env",
+    "shared_allocator_stats",
     "shared_allreduce_hook",
+    "use_shared_cpu_allocator",
 ]
 
 
@@ -66,6 +68,51 @@ def shared_allreduce_hook(state, bucket):
     buf.copy_(grad.view(-1))
     work = dist.all_reduce(buf, op=dist.ReduceOp.AVG, group=state.group, async_op=True)
     return work.get_future().then(lambda fut: fut.value()[0])
+
+
+class use_shared_cpu_allocator:
+    """Serve large CPU allocations from collie shared memory (opt-in).
+
+        torch_collie.use_shared_cpu_allocator(min_bytes=1 << 20)   # for the process
+        model = DistributedDataParallel(model, gradient_as_bucket_view=True)
+
+        with torch_collie.use_shared_cpu_allocator():              # or scoped
+            model = DistributedDataParallel(model, gradient_as_bucket_view=True)
+
+    Installs a torch CPU allocator that takes requests of at least ``min_bytes`` from a
+    caching pool of collie shared memory (size classes, so repeated allocations reuse
+    blocks instead of mapping fresh pages) and leaves smaller ones to the allocator it
+    replaces.  Tensors made while it is installed (DDP's gradient buckets, when DDP is
+    built inside it) all-reduce zero-copy on a one-host "collie" group when every rank
+    does the same: the backend registers each pool block once.  With
+    ``gradient_as_bucket_view=True`` the gradients live in those buckets, so DDP copies
+    nothing either.  ``max_cached_bytes`` bounds the idle memory the pool keeps.
+    Leaving the ``with`` block (or ``close()``) restores the previous allocator; pool
+    tensors stay valid.  Install it before starting threads that allocate.
+    """
+
+    def __init__(self, min_bytes=1 << 20, max_cached_bytes=1 << 30):
+        _C.install_shared_allocator(int(min_bytes), int(max_cached_bytes))
+
+    def close(self):
+        _C.uninstall_shared_allocator()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def shared_allocator_stats():
+    """Counters of the shared CPU allocator's pool and of registered all-reduces.
+
+    ``registered_allreduces`` counts this process's all-reduces whose buffer was
+    registered shared memory (a pool block or an ``empty_shared`` tensor), i.e. offered
+    to the zero-copy path; collie takes it when every rank offers.
+    """
+    return dict(_C.shared_allocator_stats())
 
 
 def init_method_from_env():

@@ -29,17 +29,41 @@ def big_mlp():
 
 
 class WithUnused(nn.Module):
-    def __init__(self):
+    # width 1024: 4 MB layers, buckets large enough for the zero-copy path.
+    def __init__(self, width=64):
         super().__init__()
-        self.used = nn.Linear(64, 64)
-        self.unused = nn.Linear(64, 64)  # never in the graph
-        self.head = nn.Linear(64, 4)
+        self.used = nn.Linear(width, width)
+        self.unused = nn.Linear(width, width)  # never in the graph
+        self.head = nn.Linear(width, 4)
 
     def forward(self, x):
         return self.head(torch.relu(self.used(x)))
 
 
-def train(make_model, in_dim, group, rank, shared_hook=False, **ddp_args):
+def foreign_shared_inodes():
+    """Inodes of collie shared memory this process maps but did not make: the peers'
+    registered buffers, which only collie's zero-copy all-reduce maps."""
+    own = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").startswith("/memfd:collie-shared"):
+                own.add(os.stat(f"/proc/self/fd/{fd}").st_ino)
+        except OSError:
+            pass
+    mapped = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            if "/memfd:collie-shared" in line:
+                mapped.add(int(line.split()[4]))
+    return mapped - own
+
+
+def train(make_model, in_dim, group, rank, shared_hook=False, shared_allocator=False,
+          **ddp_args):
+    if shared_allocator is True or (shared_allocator == "rank 0" and rank == 0):
+        # For the whole run: DDP rebuilds its buckets during the second iteration.
+        with torch_collie.use_shared_cpu_allocator(min_bytes=1 << 20):
+            return train(make_model, in_dim, group, rank, shared_hook, **ddp_args)
     torch.manual_seed(0)  # same initial weights on every rank and backend
     model = nn.parallel.DistributedDataParallel(make_model(), process_group=group, **ddp_args)
     if shared_hook:
@@ -59,9 +83,31 @@ def train(make_model, in_dim, group, rank, shared_hook=False, **ddp_args):
 def check_ddp(rank, collie, gloo, failures):
     cases = [("mlp", big_mlp, 1024, dict(bucket_cap_mb=4)),
              ("mlp shared_allreduce_hook", big_mlp, 1024, dict(bucket_cap_mb=4, shared_hook=True)),
-             ("unused", WithUnused, 64, dict(find_unused_parameters=True))]
+             ("unused", WithUnused, 64, dict(find_unused_parameters=True)),
+             ("mlp shared allocator", big_mlp, 1024,
+              dict(bucket_cap_mb=4, gradient_as_bucket_view=True, shared_allocator=True)),
+             ("unused shared allocator", lambda: WithUnused(1024), 1024,
+              dict(find_unused_parameters=True, gradient_as_bucket_view=True,
+                   shared_allocator=True)),
+             # Pool buckets on one rank only: every rank must take the copy path.
+             ("mlp shared allocator on rank 0 only", big_mlp, 1024,
+              dict(bucket_cap_mb=4, gradient_as_bucket_view=True, shared_allocator="rank 0"))]
     for name, make, dim, args in cases:
+        before = torch_collie.shared_allocator_stats()["registered_allreduces"]
+        foreign = foreign_shared_inodes()
         ours = train(make, dim, collie, rank, **args)
+        if args.pop("shared_allocator", False) is True:
+            # Zero-copy: every rank registered its buckets, and this rank mapped the
+            # peer's buckets (only the zero-copy path does that).
+            offered = torch_collie.shared_allocator_stats()["registered_allreduces"] - before
+            counts = [None] * WORLD
+            dist.all_gather_object(counts, offered, group=gloo)
+            if offered < STEPS or len(set(counts)) != 1:
+                failures.append(f"ddp {name}: registered all-reduces per rank {counts}, "
+                                f"want the same >= {STEPS} on every rank")
+            if not foreign_shared_inodes() - foreign:
+                failures.append(f"ddp {name}: no peer buffer was mapped: the zero-copy "
+                                "path did not run")
         args.pop("shared_hook", None)
         ref = train(make, dim, gloo, rank, **args)
         # Bitwise identical across ranks: gather every rank's parameters to rank 0.
@@ -77,6 +123,23 @@ def check_ddp(rank, collie, gloo, failures):
         torch.manual_seed(0)
         if torch.equal(ours[0], next(make().parameters())):
             failures.append(f"ddp {name}: parameters did not change")
+
+
+def check_allocator(failures):
+    """Pool tensors above min_bytes, the previous allocator below it and after close(),
+    and nothing from the (MAP_SHARED) pool in a forked child."""
+    with torch_collie.use_shared_cpu_allocator(min_bytes=1 << 20):
+        big, small = torch.ones(1 << 18), torch.ones(1 << 10)
+        if not torch_collie._C.is_pool_tensor(big) or torch_collie._C.is_pool_tensor(small):
+            failures.append("shared allocator: wrong tensors in the pool")
+        pid = os.fork()
+        if pid == 0:
+            os._exit(3 if torch_collie._C.is_pool_tensor(torch.ones(1 << 18)) else 0)
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            failures.append("shared allocator: a forked child allocated from the pool")
+    if torch_collie._C.is_pool_tensor(torch.ones(1 << 18)) or big.sum().item() != 1 << 18:
+        failures.append("shared allocator: not restored, or a pool tensor lost its values")
 
 
 def values(rank, n=37, dtype=torch.float32):
@@ -223,6 +286,7 @@ def worker(rank, init_file, result_dir):
         dist.all_reduce(t, group=sub)
         if not torch.equal(t, values(0) + values(1)):
             failures.append("allreduce on a second collie group")
+        check_allocator(failures)
         check_ddp(rank, collie, gloo, failures)
         dist.barrier()
         dist.destroy_process_group()

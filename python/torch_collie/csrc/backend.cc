@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <optional>
 
@@ -12,6 +13,8 @@ namespace {
 constexpr const char* kUniqueIdKey = "collie_unique_id";
 // How long destroy_process_group waits for calls still in flight before aborting.
 constexpr std::chrono::seconds kDrainTimeout{30};
+
+std::atomic<uint64_t> gRegisteredAllreduces{0};
 
 [[noreturn]] void fail(const std::string& message) { C10_THROW_ERROR(DistBackendError, message); }
 
@@ -189,11 +192,15 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::allreduce(std::vector<at::Tensor>&
   collie::DataType dtype = reduceType(t, "allreduce", rank_);
   collie::ReduceOp op = reduceOp(opts.reduceOp, "allreduce", rank_);
   at::Tensor buf = dense(t);
-  // An empty_shared tensor is registered for this call: on every rank alike, collie's
-  // shm transport then all-reduces it in one pass with no copies.
+  // Shared memory on every rank alike: collie's shm transport all-reduces it in one
+  // pass with no copies. A pool block (shared CPU allocator) is registered once and
+  // stays registered; an empty_shared tensor is registered for this call.
   std::function<void()> cleanup;
-  if (buf.is_same(t) && buf.nbytes() > 0 && isShared(buf) &&
-      comm_->registerBuffer(buf.data_ptr(), buf.nbytes()).isOk()) {
+  if (buf.nbytes() > 0 && registerPoolBlock(buf)) {
+    gRegisteredAllreduces.fetch_add(1, std::memory_order_relaxed);
+  } else if (buf.is_same(t) && buf.nbytes() > 0 && isShared(buf) &&
+             comm_->registerBuffer(buf.data_ptr(), buf.nbytes()).isOk()) {
+    gRegisteredAllreduces.fetch_add(1, std::memory_order_relaxed);
     cleanup = [comm = std::weak_ptr<collie::Communicator>(comm_), ptr = buf.data_ptr()] {
       if (auto alive = comm.lock()) (void)alive->deregisterBuffer(ptr);
     };
@@ -203,6 +210,22 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::allreduce(std::vector<at::Tensor>&
   auto w = orFail(std::move(issued), "allreduce", rank_);
   return enqueue(c10d::OpType::ALLREDUCE, "allreduce", tensors, {w}, copyBack(t, buf), {buf},
                  std::move(cleanup));
+}
+
+bool CollieBackend::registerPoolBlock(const at::Tensor& buf) {
+  std::optional<SharedBlock> block = SharedPool::instance().find(buf.data_ptr(), buf.nbytes());
+  if (!block) return false;
+  std::lock_guard<std::mutex> lock(registeredMutex_);
+  if (registeredBlocks_.count(block->id) != 0) return true;
+  // Ids are never reused, and freeShared drops the registration of a block the pool
+  // gives back to the system, so a remembered id is registered for as long as it lives.
+  if (!comm_->registerBuffer(block->base, block->bytes).isOk()) return false;
+  registeredBlocks_.insert(block->id);
+  return true;
+}
+
+uint64_t CollieBackend::registeredAllreduces() {
+  return gRegisteredAllreduces.load(std::memory_order_relaxed);
 }
 
 c10::intrusive_ptr<c10d::Work> CollieBackend::allreduce_coalesced(

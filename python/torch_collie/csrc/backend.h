@@ -8,7 +8,9 @@
 // needed, issues collie operations and returns a CollieWork at once; the work
 // completes on the backend's CompletionQueue thread, or before the call returns when
 // collie already ran it on the caller's thread. An all-reduce of an emptyShared tensor
-// (shared_tensor.h) registers it for the call: zero-copy over shm when every rank does.
+// (shared_tensor.h) registers it for the call, one of a tensor in the shared CPU
+// allocator's pool (shared_allocator.h) registers its block once: zero-copy over shm
+// when every rank's buffer is registered (collie agrees on that across ranks).
 //
 // Supported: allreduce (SUM, AVG, PRODUCT, MIN, MAX), allreduce_coalesced,
 // broadcast, allgather, _allgather_base, reduce_scatter, _reduce_scatter_base,
@@ -24,12 +26,15 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
+#include <unordered_set>
 
 #include "collie/communicator.h"
 #include "collie/store.h"
+#include "shared_allocator.h"
 #include "shared_tensor.h"
 #include "work.h"
 
@@ -82,9 +87,17 @@ class CollieBackend : public c10d::Backend {
   void abort() override;
   void shutdown() override;
 
+  // All-reduces this process issued with registered buffers (pool blocks or
+  // empty_shared tensors): offered to the zero-copy path, which collie takes when every
+  // rank of a one-host group offers (and above the one-shot board's size).
+  static uint64_t registeredAllreduces();
+
  private:
   // Issues send/recv pairs for an all-to-all: sendParts[p] goes to rank p and
   // recvParts[p] comes from it (byte views; the own part is copied here).
+  // Registers the shared-allocator pool block holding `buf` with the communicator,
+  // once per block; false when `buf` is not pool memory or registration failed.
+  bool registerPoolBlock(const at::Tensor& buf);
   std::vector<collie::Work> exchange(const std::vector<at::Tensor>& sendParts,
                                      const std::vector<at::Tensor>& recvParts);
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* what,
@@ -98,6 +111,8 @@ class CollieBackend : public c10d::Backend {
   // Shared so that a registration's cleanup can tell whether it still exists.
   std::shared_ptr<collie::Communicator> comm_;
   CompletionQueue queue_;
+  std::mutex registeredMutex_;
+  std::unordered_set<uint64_t> registeredBlocks_;  // pool block ids
 };
 
 }  // namespace torch_collie

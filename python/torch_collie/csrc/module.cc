@@ -4,6 +4,7 @@
 #include <torch/extension.h>
 
 #include "backend.h"
+#include "shared_allocator.h"
 #include "shared_tensor.h"
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -13,4 +14,28 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "Create the collie c10d backend for one process group (rendezvous over `store`).");
   m.def("empty_shared", &torch_collie::emptyShared, py::arg("sizes"), py::arg("dtype"),
         "A zero-filled CPU tensor in collie shared memory (zero-copy all-reduce on shm).");
+  m.def("install_shared_allocator", &torch_collie::installSharedAllocator, py::arg("min_bytes"),
+        py::arg("max_cached_bytes"),
+        "Serve CPU allocations of at least min_bytes from collie's shared-memory pool.");
+  m.def("uninstall_shared_allocator", &torch_collie::uninstallSharedAllocator,
+        "Restore the CPU allocator that install_shared_allocator replaced.");
+  m.def("shared_allocator_installed", &torch_collie::sharedAllocatorInstalled);
+  m.def("is_pool_tensor", [](const at::Tensor& t) {
+    return t.has_storage() && t.nbytes() > 0 &&
+           torch_collie::SharedPool::instance().find(t.data_ptr(), t.nbytes()).has_value();
+  });
+  m.def("shared_allocator_stats", [] {
+    torch_collie::SharedPoolStats s = torch_collie::SharedPool::instance().stats();
+    py::dict d;
+    d["blocks_in_use"] = s.blocksInUse;
+    d["bytes_in_use"] = s.bytesInUse;
+    d["blocks_cached"] = s.blocksCached;
+    d["bytes_cached"] = s.bytesCached;
+    d["hits"] = s.hits;
+    d["misses"] = s.misses;
+    d["fallbacks"] = s.fallbacks;
+    d["released"] = s.released;
+    d["registered_allreduces"] = torch_collie::CollieBackend::registeredAllreduces();
+    return d;
+  });
 }
