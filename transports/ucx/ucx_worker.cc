@@ -6,31 +6,81 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/log/log.h"
 
 namespace collie::ucx {
 namespace {
 
-// Whether UCX_TLS leaves UCX a network transport, which peer-failure detection needs
-// (its shared-memory transports cannot report a dead peer). Unset, "all" or an
-// exclusion list ("^...") leave the network in.
-bool networkTransportAllowed() {
+// The entries of UCX_TLS ("tcp,self" -> {"tcp", "self"}); empty when unset.
+std::vector<std::string> tlsList() {
+  std::vector<std::string> out;
   const char* tls = std::getenv("UCX_TLS");
-  if (tls == nullptr || tls[0] == '\0' || tls[0] == '^') return true;
+  if (tls == nullptr) return out;
   std::string list(tls);
   size_t start = 0;
   while (start <= list.size()) {
     size_t comma = list.find(',', start);
-    std::string tl =
-        list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    for (const char* net : {"all", "tcp", "rc", "ud", "dc", "ib"}) {
-      if (tl.rfind(net, 0) == 0) return true;
-    }
+    out.push_back(
+        list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
+  return out;
+}
+
+bool startsWithAny(const std::string& tl, std::initializer_list<const char*> prefixes) {
+  for (const char* prefix : prefixes) {
+    if (tl.rfind(prefix, 0) == 0) return true;
+  }
   return false;
+}
+
+// Whether UCX_TLS leaves UCX a network transport, which peer-failure detection needs
+// (its shared-memory transports cannot report a dead peer). Unset, "all" or an
+// exclusion list ("^...") leave the network in.
+bool networkTransportAllowed() {
+  std::vector<std::string> tls = tlsList();
+  if (tls.empty() || tls[0].empty() || tls[0][0] == '^') return true;
+  for (const std::string& tl : tls) {
+    if (startsWithAny(tl, {"all", "tcp", "rc", "ud", "dc", "ib"})) return true;
+  }
+  return false;
+}
+
+// Whether UCX_TLS names tcp as UCX's only network transport (besides shared memory).
+bool tcpOnly() {
+  std::vector<std::string> tls = tlsList();
+  bool tcp = false;
+  for (const std::string& tl : tls) {
+    if (tl.empty() || tl[0] == '^' || startsWithAny(tl, {"all", "rc", "ud", "dc", "ib"})) {
+      return false;
+    }
+    tcp = tcp || startsWithAny(tl, {"tcp"});
+  }
+  return tcp;
+}
+
+// Over tcp only, UCX's rendezvous costs a handshake per message that needs the sender's
+// progress (RTS, RTR, then the data through UCX's bounce buffers anyway), while the
+// engine keeps one message per channel in flight: the wire idled between messages
+// (issue 6). Eager messages in 256 KiB segments stream like collie's tcp transport
+// (bench/ucx_vs_perftest.sh: 1.96 -> 2.75 GB/s busbw, docs/multihost.md). Variables
+// the user set win.
+void tuneForTcp(ucp_config_t* config) {
+  if (!tcpOnly()) return;
+  for (auto [name, value] : {std::pair{"RNDV_THRESH", "inf"},
+                             {"TCP_TX_SEG_SIZE", "256k"},
+                             {"TCP_RX_SEG_SIZE", "256k"}}) {
+    if (std::getenv(("UCX_" + std::string(name)).c_str()) != nullptr) continue;
+    ucs_status_t st = ucp_config_modify(config, name, value);
+    if (st != UCS_OK) {
+      COLLIE_LOG(INFO, NET) << "ucx: cannot set " << name << "=" << value << ": "
+                            << ucs_status_string(st);
+    }
+  }
 }
 
 }  // namespace
@@ -47,6 +97,7 @@ Result<std::shared_ptr<UcxWorker>> UcxWorker::create(int rank, int nranks) {
     return unsupported(std::string("ucx: reading the UCX configuration failed: ") +
                        ucs_status_string(st));
   }
+  tuneForTcp(config);
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
