@@ -9,14 +9,19 @@
 //
 // Timestamps are taken with CycleClock (a TSC read, no clock_gettime) and converted to
 // wall-clock microseconds when the ring is read; a collective run inline by its caller
-// is recorded in one call (recordInline) under one lock.
+// is recorded in one call (recordInline).
 //
-// Thread safety: every method may be called from any thread; a short mutex guards the
-// ring (uncontended in practice: one submitter and the progress thread).
+// Thread safety: every method may be called from any thread, without a mutex. Ids come
+// from one atomic counter; each slot is a seqlock whose version doubles as the writers'
+// lock (one compare-exchange to enter, one release store to leave: writers of one slot
+// meet only when the ring wraps during a write). Readers (snapshot, toJson) never block
+// a writer: they copy a slot and retry when its version was odd or moved meanwhile; a
+// slot still torn after kReadAttempts tries (its writer preempted mid-write for that
+// long) is left out of that snapshot.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -60,15 +65,36 @@ class FlightRecorder {
   std::vector<FlightEntry> snapshot() const;  // oldest first
 
  private:
-  // Times are CycleClock ticks here; snapshot() converts them to microseconds.
-  FlightEntry* find(uint64_t id);
-  FlightEntry& add(const CollectiveArgs& args, uint64_t tag, const char* algorithm,
-                   uint64_t* id);  // requires mutex_
+  // One ring entry. Fields are relaxed atomics (plain moves on x86) so that a reader's
+  // racing copy is defined; the version orders them. Times are CycleClock ticks here;
+  // snapshot() converts them to microseconds.
+  struct Slot {
+    std::atomic<uint64_t> version{0};  // odd while a writer holds the slot
+    std::atomic<uint64_t> id{0};
+    std::atomic<uint64_t> tag{0};
+    std::atomic<uint64_t> bytes{0};
+    std::atomic<uint64_t> shape{0};  // kind, dtype, op, state, root: see packShape()
+    std::atomic<const char*> algorithm{""};
+    std::atomic<int64_t> queued{0};
+    std::atomic<int64_t> start{0};
+    std::atomic<int64_t> end{0};
+  };
+  static constexpr int kReadAttempts = 1 << 16;
+
+  // Locks the slot of `id` (spinning while another writer holds it) and returns its
+  // odd version, to pass to unlock().
+  static uint64_t lock(Slot& slot);
+  static void unlock(Slot& slot, uint64_t version);
+  // A new entry `id` with state `state`; ignored if a newer id already took the slot.
+  void add(uint64_t id, const CollectiveArgs& args, uint64_t tag, const char* algorithm,
+           FlightState state, int64_t queued, int64_t start, int64_t end);
+  // Sets the state of entry `id` (and one time stamp) unless it was overwritten.
+  void update(uint64_t id, FlightState state, std::atomic<int64_t> Slot::*time);
+  bool read(const Slot& slot, FlightEntry* entry) const;  // false: torn every time
 
   CycleClock clock_;
-  mutable std::mutex mutex_;
-  std::vector<FlightEntry> ring_;
-  uint64_t nextId_ = 1;
+  std::vector<Slot> ring_;
+  std::atomic<uint64_t> nextId_{1};
 };
 
 const char* flightStateName(FlightState state);
