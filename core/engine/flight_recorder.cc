@@ -52,12 +52,10 @@ void unpackShape(uint64_t shape, FlightEntry* entry) {
 }
 
 constexpr auto kRelaxed = std::memory_order_relaxed;
+// Tries to copy one slot before a snapshot leaves it out.
+constexpr int kReadAttempts = 1 << 16;
 
-}  // namespace
-
-FlightRecorder::FlightRecorder(size_t depth) : ring_(depth) {}
-
-uint64_t FlightRecorder::lock(Slot& slot) {
+uint64_t lockSlot(FlightSlot& slot) {
   uint64_t version = slot.version.load(kRelaxed);
   while ((version & 1) != 0 || !slot.version.compare_exchange_weak(
                                    version, version + 1, std::memory_order_acquire, kRelaxed)) {
@@ -70,15 +68,15 @@ uint64_t FlightRecorder::lock(Slot& slot) {
   return version + 1;
 }
 
-void FlightRecorder::unlock(Slot& slot, uint64_t version) {
+void unlockSlot(FlightSlot& slot, uint64_t version) {
   slot.version.store(version + 1, std::memory_order_release);
 }
 
-void FlightRecorder::add(uint64_t id, const CollectiveArgs& args, uint64_t tag,
-                         const char* algorithm, FlightState state, int64_t queued, int64_t start,
-                         int64_t end) {
-  Slot& slot = ring_[id % ring_.size()];
-  const uint64_t version = lock(slot);
+// A new entry `id`; ignored if a newer id already took the slot.
+void writeSlot(FlightSlot& slot, uint64_t id, const CollectiveArgs& args, uint64_t tag,
+               const char* algorithm, FlightState state, int64_t queued, int64_t start,
+               int64_t end) {
+  const uint64_t version = lockSlot(slot);
   if (slot.id.load(kRelaxed) < id) {  // else a newer collective overtook this one
     slot.id.store(id, kRelaxed);
     slot.tag.store(tag, kRelaxed);
@@ -89,45 +87,23 @@ void FlightRecorder::add(uint64_t id, const CollectiveArgs& args, uint64_t tag,
     slot.start.store(start, kRelaxed);
     slot.end.store(end, kRelaxed);
   }
-  unlock(slot, version);
+  unlockSlot(slot, version);
 }
 
-void FlightRecorder::update(uint64_t id, FlightState state, std::atomic<int64_t> Slot::*time) {
-  if (id == 0 || ring_.empty()) return;
+// Sets the state of entry `id` and one time stamp to now, unless it was overwritten.
+void updateSlot(FlightSlot& slot, uint64_t id, FlightState state,
+                std::atomic<int64_t> FlightSlot::*time) {
   const auto now = static_cast<int64_t>(CycleClock::now());
-  Slot& slot = ring_[id % ring_.size()];
-  const uint64_t version = lock(slot);
+  const uint64_t version = lockSlot(slot);
   if (slot.id.load(kRelaxed) == id) {
     slot.shape.store(withState(slot.shape.load(kRelaxed), state), kRelaxed);
     (slot.*time).store(now, kRelaxed);
   }
-  unlock(slot, version);
+  unlockSlot(slot, version);
 }
 
-uint64_t FlightRecorder::queued(const CollectiveArgs& args, uint64_t tag, const char* algorithm) {
-  if (ring_.empty()) return 0;
-  const auto now = static_cast<int64_t>(CycleClock::now());
-  const uint64_t id = nextId_.fetch_add(1, kRelaxed);
-  add(id, args, tag, algorithm, FlightState::kQueued, now, 0, 0);
-  return id;
-}
-
-void FlightRecorder::recordInline(const CollectiveArgs& args, uint64_t tag, const char* algorithm,
-                                  uint64_t startTicks, bool ok) {
-  if (ring_.empty()) return;
-  const auto now = static_cast<int64_t>(CycleClock::now());
-  const auto start = static_cast<int64_t>(startTicks);
-  add(nextId_.fetch_add(1, kRelaxed), args, tag, algorithm,
-      ok ? FlightState::kDone : FlightState::kFailed, start, start, now);
-}
-
-void FlightRecorder::running(uint64_t id) { update(id, FlightState::kRunning, &Slot::start); }
-
-void FlightRecorder::finished(uint64_t id, bool ok) {
-  update(id, ok ? FlightState::kDone : FlightState::kFailed, &Slot::end);
-}
-
-bool FlightRecorder::read(const Slot& slot, FlightEntry* entry) const {
+// A consistent copy of the slot; false when it was torn at every attempt.
+bool readSlot(const FlightSlot& slot, FlightEntry* entry) {
   for (int attempt = 0; attempt < kReadAttempts; ++attempt) {
     const uint64_t version = slot.version.load(std::memory_order_acquire);
     if ((version & 1) == 0) {
@@ -152,6 +128,39 @@ bool FlightRecorder::read(const Slot& slot, FlightEntry* entry) const {
   return false;
 }
 
+}  // namespace
+
+FlightRecorder::FlightRecorder(size_t depth) : ring_(depth) {}
+
+uint64_t FlightRecorder::queued(const CollectiveArgs& args, uint64_t tag, const char* algorithm) {
+  if (ring_.empty()) return 0;
+  const auto now = static_cast<int64_t>(CycleClock::now());
+  const uint64_t id = nextId_.fetch_add(1, kRelaxed);
+  writeSlot(ring_[id % ring_.size()], id, args, tag, algorithm, FlightState::kQueued, now, 0, 0);
+  return id;
+}
+
+void FlightRecorder::recordInline(const CollectiveArgs& args, uint64_t tag, const char* algorithm,
+                                  uint64_t startTicks, bool ok) {
+  if (ring_.empty()) return;
+  const auto now = static_cast<int64_t>(CycleClock::now());
+  const auto start = static_cast<int64_t>(startTicks);
+  const uint64_t id = nextId_.fetch_add(1, kRelaxed);
+  writeSlot(ring_[id % ring_.size()], id, args, tag, algorithm,
+            ok ? FlightState::kDone : FlightState::kFailed, start, start, now);
+}
+
+void FlightRecorder::running(uint64_t id) {
+  if (id == 0 || ring_.empty()) return;
+  updateSlot(ring_[id % ring_.size()], id, FlightState::kRunning, &FlightSlot::start);
+}
+
+void FlightRecorder::finished(uint64_t id, bool ok) {
+  if (id == 0 || ring_.empty()) return;
+  updateSlot(ring_[id % ring_.size()], id, ok ? FlightState::kDone : FlightState::kFailed,
+             &FlightSlot::end);
+}
+
 std::vector<FlightEntry> FlightRecorder::snapshot() const {
   std::vector<FlightEntry> out;
   if (ring_.empty()) return out;
@@ -163,7 +172,7 @@ std::vector<FlightEntry> FlightRecorder::snapshot() const {
     FlightEntry entry;
     // An id not yet written (its writer is between taking it and locking the slot) or
     // already overwritten is skipped.
-    if (!read(ring_[id % ring_.size()], &entry) || entry.id != id) continue;
+    if (!readSlot(ring_[id % ring_.size()], &entry) || entry.id != id) continue;
     for (int64_t* time : {&entry.queuedUs, &entry.startUs, &entry.endUs}) {
       *time = clock_.toWallUs(static_cast<uint64_t>(*time), scale);
     }

@@ -16,7 +16,7 @@
 // lock (one compare-exchange to enter, one release store to leave: writers of one slot
 // meet only when the ring wraps during a write). Readers (snapshot, toJson) never block
 // a writer: they copy a slot and retry when its version was odd or moved meanwhile; a
-// slot still torn after kReadAttempts tries (its writer preempted mid-write for that
+// slot still torn after 65,536 tries (its writer preempted mid-write for that
 // long) is left out of that snapshot.
 #pragma once
 
@@ -47,6 +47,22 @@ struct FlightEntry {
   int64_t endUs = 0;
 };
 
+// One entry of a FlightRecorder's ring (internal to it), a cache line of its own (writers of
+// neighbouring entries do not share lines). Fields are relaxed atomics (plain moves on x86) so that
+// a reader's racing copy is defined; the version orders them. Times are CycleClock ticks here;
+// snapshot() converts them to microseconds.
+struct alignas(64) FlightSlot {
+  std::atomic<uint64_t> version{0};  // odd while a writer holds the slot
+  std::atomic<uint64_t> id{0};
+  std::atomic<uint64_t> tag{0};
+  std::atomic<uint64_t> bytes{0};
+  std::atomic<uint64_t> shape{0};  // kind, dtype, op, state, root: see packShape()
+  std::atomic<const char*> algorithm{""};
+  std::atomic<int64_t> queued{0};
+  std::atomic<int64_t> start{0};
+  std::atomic<int64_t> end{0};
+};
+
 class FlightRecorder {
  public:
   explicit FlightRecorder(size_t depth);
@@ -65,35 +81,8 @@ class FlightRecorder {
   std::vector<FlightEntry> snapshot() const;  // oldest first
 
  private:
-  // One ring entry. Fields are relaxed atomics (plain moves on x86) so that a reader's
-  // racing copy is defined; the version orders them. Times are CycleClock ticks here;
-  // snapshot() converts them to microseconds.
-  struct Slot {
-    std::atomic<uint64_t> version{0};  // odd while a writer holds the slot
-    std::atomic<uint64_t> id{0};
-    std::atomic<uint64_t> tag{0};
-    std::atomic<uint64_t> bytes{0};
-    std::atomic<uint64_t> shape{0};  // kind, dtype, op, state, root: see packShape()
-    std::atomic<const char*> algorithm{""};
-    std::atomic<int64_t> queued{0};
-    std::atomic<int64_t> start{0};
-    std::atomic<int64_t> end{0};
-  };
-  static constexpr int kReadAttempts = 1 << 16;
-
-  // Locks the slot of `id` (spinning while another writer holds it) and returns its
-  // odd version, to pass to unlock().
-  static uint64_t lock(Slot& slot);
-  static void unlock(Slot& slot, uint64_t version);
-  // A new entry `id` with state `state`; ignored if a newer id already took the slot.
-  void add(uint64_t id, const CollectiveArgs& args, uint64_t tag, const char* algorithm,
-           FlightState state, int64_t queued, int64_t start, int64_t end);
-  // Sets the state of entry `id` (and one time stamp) unless it was overwritten.
-  void update(uint64_t id, FlightState state, std::atomic<int64_t> Slot::*time);
-  bool read(const Slot& slot, FlightEntry* entry) const;  // false: torn every time
-
   CycleClock clock_;
-  std::vector<Slot> ring_;
+  std::vector<FlightSlot> ring_;
   std::atomic<uint64_t> nextId_{1};
 };
 
