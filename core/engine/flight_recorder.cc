@@ -55,51 +55,68 @@ constexpr auto kRelaxed = std::memory_order_relaxed;
 // Tries to copy one slot before a snapshot leaves it out.
 constexpr int kReadAttempts = 1 << 16;
 
-uint64_t lockSlot(FlightSlot& slot) {
-  uint64_t version = slot.version.load(kRelaxed);
-  while ((version & 1) != 0 || !slot.version.compare_exchange_weak(
-                                   version, version + 1, std::memory_order_acquire, kRelaxed)) {
-    cpuRelax();
-    version = slot.version.load(kRelaxed);
-  }
-  // The odd version is visible before any field written after it (a reader that sees
-  // one of those fields sees the version move).
+// Opens a write of the slot for readers: odd version first, fields after it.
+uint64_t beginWrite(FlightSlot& slot) {
+  const uint64_t version = slot.version.load(kRelaxed) + 1;
+  slot.version.store(version, kRelaxed);
+  // A reader that sees a field written after this fence sees the odd version (or a
+  // later one) when it checks the version again.
   std::atomic_thread_fence(std::memory_order_release);
-  return version + 1;
+  return version;
 }
 
-void unlockSlot(FlightSlot& slot, uint64_t version) {
+void endWrite(FlightSlot& slot, uint64_t version) {
   slot.version.store(version + 1, std::memory_order_release);
 }
 
-// A new entry `id`; ignored if a newer id already took the slot.
+// Under the writers' lock.
 void writeSlot(FlightSlot& slot, uint64_t id, const CollectiveArgs& args, uint64_t tag,
                const char* algorithm, FlightState state, int64_t queued, int64_t start,
                int64_t end) {
-  const uint64_t version = lockSlot(slot);
-  if (slot.id.load(kRelaxed) < id) {  // else a newer collective overtook this one
-    slot.id.store(id, kRelaxed);
-    slot.tag.store(tag, kRelaxed);
-    slot.bytes.store(args.count * dataTypeSize(args.dtype), kRelaxed);
-    slot.shape.store(packShape(args, state), kRelaxed);
-    slot.algorithm.store(algorithm, kRelaxed);
-    slot.queued.store(queued, kRelaxed);
-    slot.start.store(start, kRelaxed);
-    slot.end.store(end, kRelaxed);
-  }
-  unlockSlot(slot, version);
+  const uint64_t version = beginWrite(slot);
+  slot.id.store(id, kRelaxed);
+  slot.tag.store(tag, kRelaxed);
+  slot.bytes.store(args.count * dataTypeSize(args.dtype), kRelaxed);
+  slot.shape.store(packShape(args, state), kRelaxed);
+  slot.algorithm.store(algorithm, kRelaxed);
+  slot.queued.store(queued, kRelaxed);
+  slot.start.store(start, kRelaxed);
+  slot.end.store(end, kRelaxed);
+  endWrite(slot, version);
 }
 
-// Sets the state of entry `id` and one time stamp to now, unless it was overwritten.
+// Under the writers' lock: sets the state of entry `id` and one time stamp, unless the
+// entry was overwritten.
 void updateSlot(FlightSlot& slot, uint64_t id, FlightState state,
-                std::atomic<int64_t> FlightSlot::*time) {
-  const auto now = static_cast<int64_t>(CycleClock::now());
-  const uint64_t version = lockSlot(slot);
-  if (slot.id.load(kRelaxed) == id) {
-    slot.shape.store(withState(slot.shape.load(kRelaxed), state), kRelaxed);
-    (slot.*time).store(now, kRelaxed);
+                std::atomic<int64_t> FlightSlot::*time, int64_t now) {
+  if (slot.id.load(kRelaxed) != id) return;
+  const uint64_t version = beginWrite(slot);
+  slot.shape.store(withState(slot.shape.load(kRelaxed), state), kRelaxed);
+  (slot.*time).store(now, kRelaxed);
+  endWrite(slot, version);
+}
+
+// The writers' lock: returns the next id, holding it.
+uint64_t lockWriters(std::atomic<uint64_t>& writers) {
+  uint64_t word = writers.load(kRelaxed);
+  for (uint32_t spins = 1;; ++spins) {
+    if ((word & 1) == 0 &&
+        writers.compare_exchange_weak(word, word | 1, std::memory_order_acquire, kRelaxed)) {
+      return word >> 1;
+    }
+    // Held for a few dozen instructions, unless its holder was preempted.
+    if (spins % 64 == 0) {
+      std::this_thread::yield();
+    } else {
+      cpuRelax();
+    }
+    word = writers.load(kRelaxed);
   }
-  unlockSlot(slot, version);
+}
+
+// Releases it, with the next id.
+void unlockWriters(std::atomic<uint64_t>& writers, uint64_t nextId) {
+  writers.store(nextId << 1, std::memory_order_release);
 }
 
 // A consistent copy of the slot; false when it was torn at every attempt.
@@ -135,8 +152,9 @@ FlightRecorder::FlightRecorder(size_t depth) : ring_(depth) {}
 uint64_t FlightRecorder::queued(const CollectiveArgs& args, uint64_t tag, const char* algorithm) {
   if (ring_.empty()) return 0;
   const auto now = static_cast<int64_t>(CycleClock::now());
-  const uint64_t id = nextId_.fetch_add(1, kRelaxed);
+  const uint64_t id = lockWriters(writers_);
   writeSlot(ring_[id % ring_.size()], id, args, tag, algorithm, FlightState::kQueued, now, 0, 0);
+  unlockWriters(writers_, id + 1);
   return id;
 }
 
@@ -145,33 +163,37 @@ void FlightRecorder::recordInline(const CollectiveArgs& args, uint64_t tag, cons
   if (ring_.empty()) return;
   const auto now = static_cast<int64_t>(CycleClock::now());
   const auto start = static_cast<int64_t>(startTicks);
-  const uint64_t id = nextId_.fetch_add(1, kRelaxed);
+  const uint64_t id = lockWriters(writers_);
   writeSlot(ring_[id % ring_.size()], id, args, tag, algorithm,
             ok ? FlightState::kDone : FlightState::kFailed, start, start, now);
+  unlockWriters(writers_, id + 1);
 }
 
-void FlightRecorder::running(uint64_t id) {
+void FlightRecorder::update(uint64_t id, FlightState state,
+                            std::atomic<int64_t> FlightSlot::*time) {
   if (id == 0 || ring_.empty()) return;
-  updateSlot(ring_[id % ring_.size()], id, FlightState::kRunning, &FlightSlot::start);
+  const auto now = static_cast<int64_t>(CycleClock::now());
+  const uint64_t next = lockWriters(writers_);
+  updateSlot(ring_[id % ring_.size()], id, state, time, now);
+  unlockWriters(writers_, next);
 }
+
+void FlightRecorder::running(uint64_t id) { update(id, FlightState::kRunning, &FlightSlot::start); }
 
 void FlightRecorder::finished(uint64_t id, bool ok) {
-  if (id == 0 || ring_.empty()) return;
-  updateSlot(ring_[id % ring_.size()], id, ok ? FlightState::kDone : FlightState::kFailed,
-             &FlightSlot::end);
+  update(id, ok ? FlightState::kDone : FlightState::kFailed, &FlightSlot::end);
 }
 
 std::vector<FlightEntry> FlightRecorder::snapshot() const {
   std::vector<FlightEntry> out;
   if (ring_.empty()) return out;
   const double scale = clock_.scale();
-  const uint64_t next = nextId_.load(std::memory_order_acquire);
+  const uint64_t next = writers_.load(std::memory_order_acquire) >> 1;
   const uint64_t first = next > ring_.size() ? next - ring_.size() : 1;
   out.reserve(next - first);
   for (uint64_t id = first; id < next; ++id) {
     FlightEntry entry;
-    // An id not yet written (its writer is between taking it and locking the slot) or
-    // already overwritten is skipped.
+    // An entry overwritten meanwhile is skipped.
     if (!readSlot(ring_[id % ring_.size()], &entry) || entry.id != id) continue;
     for (int64_t* time : {&entry.queuedUs, &entry.startUs, &entry.endUs}) {
       *time = clock_.toWallUs(static_cast<uint64_t>(*time), scale);

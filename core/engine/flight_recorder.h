@@ -11,13 +11,13 @@
 // wall-clock microseconds when the ring is read; a collective run inline by its caller
 // is recorded in one call (recordInline).
 //
-// Thread safety: every method may be called from any thread, without a mutex. Ids come
-// from one atomic counter; each slot is a seqlock whose version doubles as the writers'
-// lock (one compare-exchange to enter, one release store to leave: writers of one slot
-// meet only when the ring wraps during a write). Readers (snapshot, toJson) never block
-// a writer: they copy a slot and retry when its version was odd or moved meanwhile; a
-// slot still torn after 65,536 tries (its writer preempted mid-write for that
-// long) is left out of that snapshot.
+// Thread safety: every method may be called from any thread, without a mutex. Writers
+// take turns on one atomic word that holds the next id and a lock bit: one
+// compare-exchange to take it (and the id), one release store to hand it back (a mutex
+// pair costs two atomic read-modify-writes and two library calls). Each slot is a
+// seqlock for the readers (snapshot, toJson), which never block a writer: they copy a
+// slot and retry when its version was odd or moved meanwhile; a slot still torn after
+// 65,536 tries (its writer preempted mid-write that long) is left out of that snapshot.
 #pragma once
 
 #include <atomic>
@@ -52,7 +52,7 @@ struct FlightEntry {
 // a reader's racing copy is defined; the version orders them. Times are CycleClock ticks here;
 // snapshot() converts them to microseconds.
 struct alignas(64) FlightSlot {
-  std::atomic<uint64_t> version{0};  // odd while a writer holds the slot
+  std::atomic<uint64_t> version{0};  // odd while being written
   std::atomic<uint64_t> id{0};
   std::atomic<uint64_t> tag{0};
   std::atomic<uint64_t> bytes{0};
@@ -81,9 +81,11 @@ class FlightRecorder {
   std::vector<FlightEntry> snapshot() const;  // oldest first
 
  private:
+  void update(uint64_t id, FlightState state, std::atomic<int64_t> FlightSlot::*time);
+
   CycleClock clock_;
   std::vector<FlightSlot> ring_;
-  std::atomic<uint64_t> nextId_{1};
+  std::atomic<uint64_t> writers_{1 << 1};  // next id << 1 | locked
 };
 
 const char* flightStateName(FlightState state);
