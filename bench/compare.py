@@ -208,11 +208,18 @@ class Bench:
                 results.update(parse_size_lines(run_ranks(cmds, [{}] * N), 1))
         return results
 
+    def torch_python(self):
+        """This interpreter if it has torch, else the project's venv (scripts/python-env.sh)."""
+        venv = os.path.expanduser("~/.cache/collie/venv/bin/python")
+        for python in (sys.executable, venv):
+            if os.path.exists(python) and subprocess.run(
+                    [python, "-c", "import torch.distributed"], capture_output=True).returncode == 0:
+                return python
+        raise RuntimeError("skipped: PyTorch is not installed (scripts/python-env.sh makes a venv "
+                           "with it)")
+
     def torch_run(self):
-        probe = subprocess.run([sys.executable, "-c", "import torch.distributed"],
-                               capture_output=True)
-        if probe.returncode != 0:
-            raise RuntimeError("skipped: PyTorch is not installed (pip install torch)")
+        python = self.torch_python()
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_allreduce.py")
         results = {}
         self.port += 1
@@ -220,7 +227,7 @@ class Bench:
             cmds, envs = [], []
             for i in range(N):
                 pre = self.netns.prefix(i) if self.netns else []
-                cmds.append(pre + [sys.executable, script, str(lo), str(hi), str(f), str(iters),
+                cmds.append(pre + [python, script, str(lo), str(hi), str(f), str(iters),
                                    str(warm)])
                 envs.append({"RANK": str(i), "WORLD_SIZE": str(N),
                              "MASTER_ADDR": NETNS_ADDRS[0] if self.netns else "127.0.0.1",

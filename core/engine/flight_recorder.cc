@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "core/engine/fingerprint.h"
 
@@ -21,30 +22,139 @@ const char* flightStateName(FlightState state) {
   return "unknown";
 }
 
-FlightRecorder::FlightRecorder(size_t depth) : ring_(depth) {}
+namespace {
 
-FlightEntry& FlightRecorder::add(const CollectiveArgs& args, uint64_t tag, const char* algorithm,
-                                 uint64_t* id) {
-  *id = nextId_++;
-  FlightEntry& entry = ring_[*id % ring_.size()];
-  entry = FlightEntry{};
-  entry.id = *id;
-  entry.tag = tag;
-  entry.bytes = args.count * dataTypeSize(args.dtype);
-  entry.kind = args.kind;
-  entry.dtype = args.dtype;
-  entry.op = args.op;
-  entry.root = args.root;
-  entry.algorithm = algorithm;
-  return entry;
+void cpuRelax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
 }
+
+// kind | dtype << 8 | op << 16 | state << 24 | root << 32, in one word.
+uint64_t packShape(const CollectiveArgs& args, FlightState state) {
+  return static_cast<uint64_t>(args.kind) | static_cast<uint64_t>(args.dtype) << 8 |
+         static_cast<uint64_t>(args.op) << 16 | static_cast<uint64_t>(state) << 24 |
+         static_cast<uint64_t>(static_cast<uint32_t>(args.root)) << 32;
+}
+
+uint64_t withState(uint64_t shape, FlightState state) {
+  return (shape & ~(uint64_t{0xff} << 24)) | static_cast<uint64_t>(state) << 24;
+}
+
+void unpackShape(uint64_t shape, FlightEntry* entry) {
+  entry->kind = static_cast<CollectiveKind>(shape & 0xff);
+  entry->dtype = static_cast<DataType>(shape >> 8 & 0xff);
+  entry->op = static_cast<ReduceOp>(shape >> 16 & 0xff);
+  entry->state = static_cast<FlightState>(shape >> 24 & 0xff);
+  entry->root = static_cast<int32_t>(static_cast<uint32_t>(shape >> 32));
+}
+
+constexpr auto kRelaxed = std::memory_order_relaxed;
+// Tries to copy one slot before a snapshot leaves it out.
+constexpr int kReadAttempts = 1 << 16;
+
+// Opens a write of the slot for readers: odd version first, fields after it.
+uint64_t beginWrite(FlightSlot& slot) {
+  const uint64_t version = slot.version.load(kRelaxed) + 1;
+  slot.version.store(version, kRelaxed);
+  // A reader that sees a field written after this fence sees the odd version (or a
+  // later one) when it checks the version again.
+  std::atomic_thread_fence(std::memory_order_release);
+  return version;
+}
+
+void endWrite(FlightSlot& slot, uint64_t version) {
+  slot.version.store(version + 1, std::memory_order_release);
+}
+
+// Under the writers' lock.
+void writeSlot(FlightSlot& slot, uint64_t id, const CollectiveArgs& args, uint64_t tag,
+               const char* algorithm, FlightState state, int64_t queued, int64_t start,
+               int64_t end) {
+  const uint64_t version = beginWrite(slot);
+  slot.id.store(id, kRelaxed);
+  slot.tag.store(tag, kRelaxed);
+  slot.bytes.store(args.count * dataTypeSize(args.dtype), kRelaxed);
+  slot.shape.store(packShape(args, state), kRelaxed);
+  slot.algorithm.store(algorithm, kRelaxed);
+  slot.queued.store(queued, kRelaxed);
+  slot.start.store(start, kRelaxed);
+  slot.end.store(end, kRelaxed);
+  endWrite(slot, version);
+}
+
+// Under the writers' lock: sets the state of entry `id` and one time stamp, unless the
+// entry was overwritten.
+void updateSlot(FlightSlot& slot, uint64_t id, FlightState state,
+                std::atomic<int64_t> FlightSlot::*time, int64_t now) {
+  if (slot.id.load(kRelaxed) != id) return;
+  const uint64_t version = beginWrite(slot);
+  slot.shape.store(withState(slot.shape.load(kRelaxed), state), kRelaxed);
+  (slot.*time).store(now, kRelaxed);
+  endWrite(slot, version);
+}
+
+// The writers' lock: returns the next id, holding it.
+uint64_t lockWriters(std::atomic<uint64_t>& writers) {
+  uint64_t word = writers.load(kRelaxed);
+  for (uint32_t spins = 1;; ++spins) {
+    if ((word & 1) == 0 &&
+        writers.compare_exchange_weak(word, word | 1, std::memory_order_acquire, kRelaxed)) {
+      return word >> 1;
+    }
+    // Held for a few dozen instructions, unless its holder was preempted.
+    if (spins % 64 == 0) {
+      std::this_thread::yield();
+    } else {
+      cpuRelax();
+    }
+    word = writers.load(kRelaxed);
+  }
+}
+
+// Releases it, with the next id.
+void unlockWriters(std::atomic<uint64_t>& writers, uint64_t nextId) {
+  writers.store(nextId << 1, std::memory_order_release);
+}
+
+// A consistent copy of the slot; false when it was torn at every attempt.
+bool readSlot(const FlightSlot& slot, FlightEntry* entry) {
+  for (int attempt = 0; attempt < kReadAttempts; ++attempt) {
+    const uint64_t version = slot.version.load(std::memory_order_acquire);
+    if ((version & 1) == 0) {
+      entry->id = slot.id.load(kRelaxed);
+      entry->tag = slot.tag.load(kRelaxed);
+      entry->bytes = slot.bytes.load(kRelaxed);
+      unpackShape(slot.shape.load(kRelaxed), entry);
+      entry->algorithm = slot.algorithm.load(kRelaxed);
+      entry->queuedUs = slot.queued.load(kRelaxed);
+      entry->startUs = slot.start.load(kRelaxed);
+      entry->endUs = slot.end.load(kRelaxed);
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (slot.version.load(kRelaxed) == version) return true;
+    }
+    // A writer holds the slot for a few dozen instructions, unless it was preempted.
+    if (attempt % 64 == 63) {
+      std::this_thread::yield();
+    } else {
+      cpuRelax();
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+FlightRecorder::FlightRecorder(size_t depth) : ring_(depth) {}
 
 uint64_t FlightRecorder::queued(const CollectiveArgs& args, uint64_t tag, const char* algorithm) {
   if (ring_.empty()) return 0;
   const auto now = static_cast<int64_t>(CycleClock::now());
-  std::lock_guard<std::mutex> lock(mutex_);
-  uint64_t id;
-  add(args, tag, algorithm, &id).queuedUs = now;
+  const uint64_t id = lockWriters(writers_);
+  writeSlot(ring_[id % ring_.size()], id, args, tag, algorithm, FlightState::kQueued, now, 0, 0);
+  unlockWriters(writers_, id + 1);
   return id;
 }
 
@@ -52,53 +162,43 @@ void FlightRecorder::recordInline(const CollectiveArgs& args, uint64_t tag, cons
                                   uint64_t startTicks, bool ok) {
   if (ring_.empty()) return;
   const auto now = static_cast<int64_t>(CycleClock::now());
-  std::lock_guard<std::mutex> lock(mutex_);
-  uint64_t id;
-  FlightEntry& entry = add(args, tag, algorithm, &id);
-  entry.queuedUs = entry.startUs = static_cast<int64_t>(startTicks);
-  entry.endUs = now;
-  entry.state = ok ? FlightState::kDone : FlightState::kFailed;
+  const auto start = static_cast<int64_t>(startTicks);
+  const uint64_t id = lockWriters(writers_);
+  writeSlot(ring_[id % ring_.size()], id, args, tag, algorithm,
+            ok ? FlightState::kDone : FlightState::kFailed, start, start, now);
+  unlockWriters(writers_, id + 1);
 }
 
-FlightEntry* FlightRecorder::find(uint64_t id) {
-  if (id == 0 || ring_.empty()) return nullptr;
-  FlightEntry& entry = ring_[id % ring_.size()];
-  return entry.id == id ? &entry : nullptr;
-}
-
-void FlightRecorder::running(uint64_t id) {
-  if (id == 0) return;
+void FlightRecorder::update(uint64_t id, FlightState state,
+                            std::atomic<int64_t> FlightSlot::*time) {
+  if (id == 0 || ring_.empty()) return;
   const auto now = static_cast<int64_t>(CycleClock::now());
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (FlightEntry* entry = find(id)) {
-    entry->state = FlightState::kRunning;
-    entry->startUs = now;
-  }
+  const uint64_t next = lockWriters(writers_);
+  updateSlot(ring_[id % ring_.size()], id, state, time, now);
+  unlockWriters(writers_, next);
 }
+
+void FlightRecorder::running(uint64_t id) { update(id, FlightState::kRunning, &FlightSlot::start); }
 
 void FlightRecorder::finished(uint64_t id, bool ok) {
-  if (id == 0) return;
-  const auto now = static_cast<int64_t>(CycleClock::now());
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (FlightEntry* entry = find(id)) {
-    entry->state = ok ? FlightState::kDone : FlightState::kFailed;
-    entry->endUs = now;
-  }
+  update(id, ok ? FlightState::kDone : FlightState::kFailed, &FlightSlot::end);
 }
 
 std::vector<FlightEntry> FlightRecorder::snapshot() const {
   std::vector<FlightEntry> out;
-  const double scale = clock_.scale();
-  std::lock_guard<std::mutex> lock(mutex_);
   if (ring_.empty()) return out;
-  const uint64_t first = nextId_ > ring_.size() ? nextId_ - ring_.size() : 1;
-  for (uint64_t id = first; id < nextId_; ++id) {
-    const FlightEntry& entry = ring_[id % ring_.size()];
-    if (entry.id != id) continue;
-    out.push_back(entry);
-    for (int64_t* time : {&out.back().queuedUs, &out.back().startUs, &out.back().endUs}) {
+  const double scale = clock_.scale();
+  const uint64_t next = writers_.load(std::memory_order_acquire) >> 1;
+  const uint64_t first = next > ring_.size() ? next - ring_.size() : 1;
+  out.reserve(next - first);
+  for (uint64_t id = first; id < next; ++id) {
+    FlightEntry entry;
+    // An entry overwritten meanwhile is skipped.
+    if (!readSlot(ring_[id % ring_.size()], &entry) || entry.id != id) continue;
+    for (int64_t* time : {&entry.queuedUs, &entry.startUs, &entry.endUs}) {
       *time = clock_.toWallUs(static_cast<uint64_t>(*time), scale);
     }
+    out.push_back(entry);
   }
   return out;
 }

@@ -9,14 +9,19 @@
 //
 // Timestamps are taken with CycleClock (a TSC read, no clock_gettime) and converted to
 // wall-clock microseconds when the ring is read; a collective run inline by its caller
-// is recorded in one call (recordInline) under one lock.
+// is recorded in one call (recordInline).
 //
-// Thread safety: every method may be called from any thread; a short mutex guards the
-// ring (uncontended in practice: one submitter and the progress thread).
+// Thread safety: every method may be called from any thread, without a mutex. Writers
+// take turns on one atomic word that holds the next id and a lock bit: one
+// compare-exchange to take it (and the id), one release store to hand it back (a mutex
+// pair costs two atomic read-modify-writes and two library calls). Each slot is a
+// seqlock for the readers (snapshot, toJson), which never block a writer: they copy a
+// slot and retry when its version was odd or moved meanwhile; a slot still torn after
+// 65,536 tries (its writer preempted mid-write that long) is left out of that snapshot.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -42,6 +47,22 @@ struct FlightEntry {
   int64_t endUs = 0;
 };
 
+// One entry of a FlightRecorder's ring (internal to it), a cache line of its own (writers of
+// neighbouring entries do not share lines). Fields are relaxed atomics (plain moves on x86) so that
+// a reader's racing copy is defined; the version orders them. Times are CycleClock ticks here;
+// snapshot() converts them to microseconds.
+struct alignas(64) FlightSlot {
+  std::atomic<uint64_t> version{0};  // odd while being written
+  std::atomic<uint64_t> id{0};
+  std::atomic<uint64_t> tag{0};
+  std::atomic<uint64_t> bytes{0};
+  std::atomic<uint64_t> shape{0};  // kind, dtype, op, state, root: see packShape()
+  std::atomic<const char*> algorithm{""};
+  std::atomic<int64_t> queued{0};
+  std::atomic<int64_t> start{0};
+  std::atomic<int64_t> end{0};
+};
+
 class FlightRecorder {
  public:
   explicit FlightRecorder(size_t depth);
@@ -60,15 +81,11 @@ class FlightRecorder {
   std::vector<FlightEntry> snapshot() const;  // oldest first
 
  private:
-  // Times are CycleClock ticks here; snapshot() converts them to microseconds.
-  FlightEntry* find(uint64_t id);
-  FlightEntry& add(const CollectiveArgs& args, uint64_t tag, const char* algorithm,
-                   uint64_t* id);  // requires mutex_
+  void update(uint64_t id, FlightState state, std::atomic<int64_t> FlightSlot::*time);
 
   CycleClock clock_;
-  mutable std::mutex mutex_;
-  std::vector<FlightEntry> ring_;
-  uint64_t nextId_ = 1;
+  std::vector<FlightSlot> ring_;
+  std::atomic<uint64_t> writers_{1 << 1};  // next id << 1 | locked
 };
 
 const char* flightStateName(FlightState state);
