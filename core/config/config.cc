@@ -22,7 +22,8 @@ const std::vector<Knob>& configKnobs() {
        "force one transport for every pair of ranks (shm, ibverbs, ucx, tcp); empty picks per "
        "pair: shm within a host, then ibverbs, ucx, tcp",
        nullptr},
-      {"COLLIE_ALGO", "auto", "collective algorithm: auto, ring, tree, chain, oneshot", "NCCL_ALGO"},
+      {"COLLIE_ALGO", "auto", "collective algorithm: auto, ring, tree, chain, oneshot",
+       "NCCL_ALGO"},
       {"COLLIE_NCHANNELS", "2", "parallel channels (connections and pipelines) per peer",
        "NCCL_MIN_NCHANNELS"},
       {"COLLIE_CHUNKSIZE", "512K",
