@@ -77,14 +77,7 @@ class DeviceCollectivesTest : public ::testing::Test {
   }
 };
 
-struct Failures {
-  std::mutex mutex;
-  std::vector<std::string> messages;
-  void add(const std::string& message) {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (messages.size() < 20) messages.push_back(message);
-  }
-};
+using testing::Failures;
 
 struct Case {
   CollectiveKind kind;

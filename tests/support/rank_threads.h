@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -72,6 +73,17 @@ inline std::vector<std::unique_ptr<Communicator>> makeCommunicators(
   }
   return std::move(created.comms);
 }
+
+// Failure messages collected from rank threads (the first 20), reported by the test
+// thread once they have joined.
+struct Failures {
+  std::mutex mutex;
+  std::vector<std::string> messages;
+  void add(std::string message) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (messages.size() < 20) messages.push_back(std::move(message));
+  }
+};
 
 // Runs body(rank) on one thread per rank and joins them.
 inline void onEveryRank(int nranks, const std::function<void(int)>& body) {

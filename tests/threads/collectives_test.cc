@@ -36,14 +36,7 @@ std::vector<size_t> smallCounts() {
   return quick() ? std::vector<size_t>{0, 7, 1023} : std::vector<size_t>{0, 1, 7, 1023};
 }
 
-struct Failures {
-  std::mutex mutex;
-  std::vector<std::string> messages;
-  void add(std::string message) {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (messages.size() < 20) messages.push_back(std::move(message));
-  }
-};
+using testing::Failures;
 
 std::string describe(CollectiveKind kind, DataType dtype, ReduceOp op, size_t count, bool inPlace,
                      int rank) {

@@ -24,14 +24,7 @@ namespace {
 // shares and tiles end mid-unit.
 constexpr size_t kCount = 65536 + 4099;
 
-struct Failures {
-  std::mutex mutex;
-  std::vector<std::string> messages;
-  void add(std::string message) {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (messages.size() < 20) messages.push_back(std::move(message));
-  }
-};
+using testing::Failures;
 
 // One rank's send and receive buffers, from allocShared (registered or not) or the heap.
 struct Buffers {

@@ -17,14 +17,7 @@ namespace {
 using testing::expectedReduction;
 using testing::makeInput;
 
-struct Failures {
-  std::mutex mutex;
-  std::vector<std::string> messages;
-  void add(std::string message) {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (messages.size() < 20) messages.push_back(std::move(message));
-  }
-};
+using testing::Failures;
 
 void runAndCheck(Communicator& comm, CollectiveKind kind, DataType dtype, ReduceOp op, size_t count,
                  bool inPlace, Failures* failures) {
