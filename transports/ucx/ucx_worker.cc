@@ -72,8 +72,8 @@ bool tcpOnly() {
 void tuneForTcp(ucp_config_t* config) {
   if (!tcpOnly()) return;
   for (auto [name, value] : {std::pair{"RNDV_THRESH", "inf"},
-                             {"TCP_TX_SEG_SIZE", "256k"},
-                             {"TCP_RX_SEG_SIZE", "256k"}}) {
+                             {"TX_SEG_SIZE", "256k"},
+                             {"RX_SEG_SIZE", "256k"}}) {
     if (std::getenv(("UCX_" + std::string(name)).c_str()) != nullptr) continue;
     ucs_status_t st = ucp_config_modify(config, name, value);
     if (st != UCS_OK) {
