@@ -15,17 +15,15 @@
 #define COLLIE_X86 0
 #endif
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 #include <utility>
 
+#include "core/common/cpu_cache.h"
 #include "kernels/common/half.h"
 #include "kernels/common/ops.h"
 
@@ -287,36 +285,6 @@ struct BaselineIsa {
 // into an L1-resident buffer and streamed out from there; results are the same bits.
 
 constexpr size_t kStreamBlockBytes = 4096;
-
-// The last-level cache of this CPU as the kernel describes it in sysfs (the size a
-// core can use). glibc's sysconf(_SC_LEVEL3_CACHE_SIZE) comes from cpuid, which under
-// a hypervisor can report the whole host's L3 (384 MiB on the test VM against the
-// 32 MiB it has), so it is only the fallback.
-size_t sysfsCacheBytes(int index) {
-  const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
-  FILE* f = std::fopen((dir + "size").c_str(), "r");
-  if (f == nullptr) return 0;
-  unsigned long value = 0;
-  char unit = 0;
-  const int got = std::fscanf(f, "%lu%c", &value, &unit);
-  std::fclose(f);
-  if (got < 1) return 0;
-  if (unit == 'K') value <<= 10;
-  if (unit == 'M') value <<= 20;
-  return value;
-}
-
-size_t lastLevelCacheBytes() {
-  static const size_t bytes = [] {
-    size_t largest = 0;
-    for (int index = 0; index < 8; ++index) largest = std::max(largest, sysfsCacheBytes(index));
-    if (largest > 0) return largest;
-    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return static_cast<size_t>(l3 > 0 ? l3 : l2 > 0 ? l2 : 32l << 20);
-  }();
-  return bytes;
-}
 
 // Out of place and at least as large as the last-level cache.
 bool streamsOutput(const void* dst, const void* a, const void* b, size_t bytes) {

@@ -2,7 +2,6 @@
 // backend variant this CPU runs, every dtype and op, odd sizes and every aliasing case;
 // and the Half/BFloat16 conversions against known bit patterns.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/common/cpu_cache.h"
 #include "core/kernel/reduce_backend.h"
 #include "kernels/common/half.h"
 #include "kernels/cpu/cpu_reduce.h"
@@ -249,8 +249,8 @@ TEST(KernelsTest, ReduceMatchesReferenceForEveryTypeOpSizeAndAliasing) {
 // a 32-byte boundary and tail with plain stores): the same bits, with a misaligned dst.
 template <typename T>
 void checkLargeOutput(const ReduceBackend& backend, DataType dtype, OpCase oc) {
-  const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  const size_t bytes = std::clamp<size_t>(llc > 0 ? llc + llc / 4 : 40 << 20, 1 << 20, 256 << 20);
+  const size_t llc = lastLevelCacheBytes();
+  const size_t bytes = std::clamp<size_t>(llc + llc / 4, 1 << 20, 256 << 20);
   const size_t n = bytes / sizeof(T) + 5;
   SCOPED_TRACE(std::string(backend.name) + " " + std::string(dataTypeName(dtype)) + " " +
                std::string(reduceOpName(oc.op)) + " n=" + std::to_string(n));

@@ -12,10 +12,6 @@
 
 #include "core/kernel/reduce_backend.h"
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 namespace collie::shm {
 namespace {
 std::atomic<uint64_t> gDirectShares{0};
@@ -52,45 +48,6 @@ Result<uint8_t*> PeerWindows::resolve(int peer, const SharedWindow& window, size
   void* base = *mapped;
   entries_.push_back(Entry{peer, window.regionId, base, window.regionBytes});
   return static_cast<uint8_t*>(base) + window.offset;
-}
-
-void streamCopy(void* dst, const void* src, size_t bytes) {
-  auto* d = static_cast<uint8_t*>(dst);
-  const auto* s = static_cast<const uint8_t*>(src);
-#if defined(__x86_64__)
-  // Head up to 16-byte alignment of the destination, SSE2 streaming stores, tail.
-  size_t head = (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15;
-  if (head > bytes) head = bytes;
-  std::memcpy(d, s, head);
-  d += head;
-  s += head;
-  bytes -= head;
-  size_t vec = bytes & ~size_t{63};
-  for (size_t i = 0; i < vec; i += 64) {
-    __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
-    __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
-    __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
-    __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), a);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
-  }
-  std::memcpy(d + vec, s + vec, bytes - vec);
-  _mm_sfence();
-#else
-  std::memcpy(d, s, bytes);
-#endif
-}
-
-size_t lastLevelCacheBytes() {
-  static const size_t kBytes = [] {
-    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    long best = l3 > 0 ? l3 : l2;
-    return best > 0 ? static_cast<size_t>(best) : size_t{32} << 20;
-  }();
-  return kBytes;
 }
 
 ShareRange shareRange(size_t count, size_t elementBytes, int nranks, int rank) {
@@ -132,10 +89,8 @@ void directAllReduceShare(const std::vector<const uint8_t*>& inputs,
   const ShareRange share = shareRange(count, es, n, rank);
   const size_t tile = kDirectTileBytes / es;
   gDirectShares.fetch_add(1, std::memory_order_relaxed);
-  // Streaming stores skip the read-for-ownership of the destination but leave the
-  // output out of cache. Measured on the 2-core test VM (docs/performance.md) they lost
-  // at every size up to 256 MiB, so they are kept for working sets far beyond the LLC.
-  const bool streaming = 2 * n * count * es > 4 * lastLevelCacheBytes();
+  // The reduced tile is written with plain stores: streaming stores lost on the test
+  // VM at every size measured, 1 MiB to 256 MiB (docs/performance.md).
   std::vector<const uint8_t*> sources(n);
   for (size_t first = share.begin; first < share.end; first += tile) {
     const size_t elems = std::min(tile, share.end - first);
@@ -143,11 +98,7 @@ void directAllReduceShare(const std::vector<const uint8_t*>& inputs,
     for (int r = 0; r < n; ++r) sources[r] = inputs[r] + offset;
     reduceInOrder(scratch, sources, elems, dtype, op, scratch);
     for (int r = 0; r < n; ++r) {
-      if (streaming) {
-        streamCopy(outputs[r] + offset, scratch, elems * es);
-      } else {
-        std::memcpy(outputs[r] + offset, scratch, elems * es);
-      }
+      std::memcpy(outputs[r] + offset, scratch, elems * es);
     }
   }
 }

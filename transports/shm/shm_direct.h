@@ -48,10 +48,6 @@ class PeerWindows {
   std::vector<Entry> entries_;
 };
 
-// Copies with non-temporal stores where the CPU has them (the destination is another
-// rank's output: no point polluting this core's cache), then fences.
-void streamCopy(void* dst, const void* src, size_t bytes);
-
 // The elements [begin, end) of share `rank` of `count` elements of `elementBytes` bytes
 // over `nranks` ranks: cuts at 64-byte boundaries (every element size divides 64), the
 // last share ends at `count`.
