@@ -19,7 +19,9 @@ COLLIE_JOB_SECRET=xyz "$collie" run --nnodes 2 --master 127.0.0.1:29999 -n 1 -- 
 # Two launchers on this host: global ranks 0..3, every element checked.
 COLLIE_JOB_SECRET=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 export COLLIE_JOB_SECRET
-port=$(( 30000 + $$ % 20000 ))
+# Below the kernel's ephemeral range (32768-60999 by default): a port in it may be held
+# by another test's outgoing connection, and node 1 would then wait out COLLIE_TIMEOUT.
+port=$(( 20000 + $$ % 12000 ))
 "$collie" run --nnodes 2 --node-rank 1 --master 127.0.0.1:$port -n 2 -- \
   "$collie" perf allreduce -b 8 -e 64K -f 8 -n 1 -w 1 -c 1 > /tmp/collie_mn_$$.1 2>&1 &
 node1=$!

@@ -16,7 +16,7 @@ check_table() {  # file: every data row has #wrong 0 in both halves
 }
 
 # torchrun-style variables; collie's store listens on MASTER_PORT + 1.
-port=$(( 20000 + RANDOM % 20000 ))
+port=$(( 20000 + RANDOM % 12000 ))  # below the ephemeral range (32768-60999)
 export COLLIE_JOB_SECRET=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 for rank in 0 1; do
   RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
