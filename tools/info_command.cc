@@ -135,8 +135,11 @@ std::string oneShotNote(const TuneLimits& limits) {
   if (limits.forced != Algorithm::kAuto || max <= 0) return "";
   return "shm, every rank on one host: collectives of up to " + std::to_string(max) +
          " bytes per rank run through the one-shot board instead (COLLIE_SHM_ONESHOT_MAX), as do\n"
-         "larger all-reduces whose buffers every rank registered; a forced algorithm bypasses "
-         "the board\n";
+         "larger all-reduces whose buffers every rank registered; unregistered all-reduces above "
+         "COLLIE_SHM_CMA_MIN (" +
+         std::to_string(configInt("COLLIE_SHM_CMA_MIN")) +
+         ") and up to COLLIE_SHM_CMA_MAX go single-copy by cross-memory attach;\n"
+         "a forced algorithm bypasses the board\n";
 }
 
 int printTuning() {

@@ -43,9 +43,14 @@ const std::vector<Knob>& configKnobs() {
        "ranks share a host (0 disables; must be equal on every rank)",
        nullptr},
       {"COLLIE_SHM_CMA_MAX", "8M",
-       "largest all-reduce on plain buffers (bytes per rank, above COLLIE_SHM_ONESHOT_MAX) "
+       "largest all-reduce on plain buffers (bytes per rank, above COLLIE_SHM_CMA_MIN) "
        "that goes single-copy through process_vm_readv/writev instead of the FIFO ring "
        "(0 disables)",
+       nullptr},
+      {"COLLIE_SHM_CMA_MIN", "64K",
+       "all-reduces on plain buffers above this many bytes per rank go single-copy through "
+       "cross-memory attach even when they fit the one-shot board (not when a host's ranks "
+       "outnumber its cores; every rank uses the largest value any rank set)",
        nullptr},
       {"COLLIE_SHM_SPIN", "50us", "how long shm waits spin before blocking on a futex", nullptr},
       {"COLLIE_SOCKET_IFNAME", "",

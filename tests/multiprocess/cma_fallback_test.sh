@@ -18,5 +18,15 @@ for n in 2 3; do
   grep -q "cannot use cross-memory attach" "$tmp/out" ||
     { echo "FAIL: $n ranks: no log line about the fallback:"; cat "$tmp/out"; failures=$((failures + 1)); }
 done
+# An all-reduce that fits the one-shot board (128 KiB) takes cross-memory attach too
+# when it is above COLLIE_SHM_CMA_MIN and the ranks do not outnumber the cores.
+if [ "$(nproc)" -ge 2 ]; then
+  for denied in -1 1; do
+    COLLIE_SHM_CMA_MIN=64K timeout 120 "$collie" run -n 2 -- "$prog" $denied 32771 >"$tmp/out" 2>&1 ||
+      { echo "FAIL: 128 KiB, 2 ranks, denied rank $denied:"; cat "$tmp/out"; failures=$((failures + 1)); }
+  done
+else
+  echo "skipped the 128 KiB case: needs 2 cores"
+fi
 echo "cma_fallback_test: $failures failure(s)"
 [ "$failures" -eq 0 ]

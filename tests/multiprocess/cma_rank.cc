@@ -36,8 +36,8 @@ bool denyCrossMemoryAttach() {
 }
 
 template <typename T>
-int check(collie::Communicator& comm, collie::DataType dtype, collie::ReduceOp op, bool inPlace) {
-  constexpr size_t kCount = (1 << 20) + 3;  // 4 MiB and a bit: above the one-shot board
+int check(collie::Communicator& comm, collie::DataType dtype, collie::ReduceOp op, bool inPlace,
+          size_t kCount) {
   const int n = comm.size(), rank = comm.rank();
   std::vector<T> send(kCount), recv(kCount, T(-1));
   for (size_t i = 0; i < kCount; ++i) send[i] = T((i + 7 * rank) % 97);
@@ -66,11 +66,13 @@ int check(collie::Communicator& comm, collie::DataType dtype, collie::ReduceOp o
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: cma_rank DENIED_RANK\n");
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: cma_rank DENIED_RANK [COUNT]\n");
     return 2;
   }
   const int denied = std::atoi(argv[1]);
+  // Elements per all-reduce; the default, 4 MiB and a bit, is above the one-shot board.
+  const size_t count = argc == 3 ? std::strtoull(argv[2], nullptr, 10) : (1 << 20) + 3;
   auto comm = collie::Communicator::createFromEnvironment();
   if (!comm.isOk()) {
     std::fprintf(stderr, "cma_rank: %s\n", comm.status().toString().c_str());
@@ -83,8 +85,10 @@ int main(int argc, char** argv) {
   }
   int failed = 0;
   for (bool inPlace : {false, true}) {
-    failed += check<float>(**comm, collie::DataType::kFloat32, collie::ReduceOp::kSum, inPlace);
-    failed += check<int32_t>(**comm, collie::DataType::kInt32, collie::ReduceOp::kMax, inPlace);
+    failed +=
+        check<float>(**comm, collie::DataType::kFloat32, collie::ReduceOp::kSum, inPlace, count);
+    failed +=
+        check<int32_t>(**comm, collie::DataType::kInt32, collie::ReduceOp::kMax, inPlace, count);
   }
   const uint64_t shares = collie::shm::crossMemoryShareCount();
   if (denied < 0 && shares != 4) {

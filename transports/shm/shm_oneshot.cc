@@ -35,6 +35,11 @@ struct BoardHeader {
   int32_t rank;
   int32_t nranks;
   uint64_t slotBytes;
+  // All-reduces on plain buffers of (crossMemoryFrom, crossMemoryTo] bytes take
+  // cross-memory attach although they fit the slots (from UINT64_MAX: never). Every rank
+  // uses the largest `from` and the smallest `to` published, so all route alike.
+  uint64_t crossMemoryFrom;
+  uint64_t crossMemoryTo;
   uint8_t nonce[16];
 };
 
@@ -151,7 +156,8 @@ OneShotBoard::~OneShotBoard() {
 
 Result<std::unique_ptr<OneShotBoard>> OneShotBoard::connect(const TransportContext& ctx,
                                                             std::shared_ptr<ShmShared> shared,
-                                                            std::chrono::microseconds spin) {
+                                                            std::chrono::microseconds spin,
+                                                            bool ranksOutnumberCores) {
   const int64_t configured = configInt("COLLIE_SHM_ONESHOT_MAX");
   const size_t slotBytes = static_cast<size_t>(std::clamp<int64_t>(configured, 0, 16 << 20));
   std::unique_ptr<OneShotBoard> board(new OneShotBoard(ctx, std::move(shared), slotBytes, spin));
@@ -180,6 +186,15 @@ Result<std::unique_ptr<OneShotBoard>> OneShotBoard::connect(const TransportConte
   header->rank = ctx.rank;
   header->nranks = ctx.nranks;
   header->slotBytes = slotBytes;
+  // Measured on 2 ranks with a core each (docs/performance.md): cross-memory attach beats
+  // the board from 128 KiB on; with more ranks than cores the board wins at every size.
+  header->crossMemoryFrom =
+      ranksOutnumberCores || board->crossMemoryMax_ == 0
+          ? UINT64_MAX
+          : static_cast<uint64_t>(std::max<int64_t>(0, configInt("COLLIE_SHM_CMA_MIN")));
+  header->crossMemoryTo = std::min(board->crossMemoryMax_, slotBytes);
+  board->crossMemoryFrom_ = header->crossMemoryFrom;
+  board->crossMemoryTo_ = header->crossMemoryTo;
   COLLIE_RETURN_IF_ERROR(randomBytes(header->nonce, sizeof(header->nonce)));
   for (int parity = 0; parity < 2; ++parity) {
     new (control(base, parity)) SlotControl();
@@ -222,6 +237,8 @@ Result<std::unique_ptr<OneShotBoard>> OneShotBoard::connect(const TransportConte
     }
     board->boards_[peer] = Mapping{peerBase, bytes};
     const auto* peerHeader = static_cast<const BoardHeader*>(peerBase);
+    board->crossMemoryFrom_ = std::max(board->crossMemoryFrom_, peerHeader->crossMemoryFrom);
+    board->crossMemoryTo_ = std::min(board->crossMemoryTo_, peerHeader->crossMemoryTo);
     if (!sized || peerHeader->magic != kBoardMagic || peerHeader->rank != peer ||
         peerHeader->nranks != ctx.nranks || peerHeader->slotBytes != slotBytes ||
         toHex(peerHeader->nonce, sizeof(peerHeader->nonce)) != text.substr(space + 1)) {
@@ -270,6 +287,12 @@ bool OneShotBoard::runsInline(const CollectiveArgs& args, const void* input,
   if (args.kind != CollectiveKind::kAllReduce) return false;  // a check, then declined
   SharedWindow window;
   return findSharedWindow(input, bytes, &window) && findSharedWindow(output, bytes, &window);
+}
+
+bool OneShotBoard::goesLarge(const CollectiveArgs& args, size_t bytes) const {
+  if (isLarge(args, bytes, ctx_.nranks, slotBytes_)) return true;
+  return args.kind == CollectiveKind::kAllReduce && bytes > crossMemoryFrom_ &&
+         bytes <= crossMemoryTo_ && crossMemoryState_ != CrossMemoryState::kDenied;
 }
 
 bool OneShotBoard::wantsCrossMemory(const CollectiveArgs& args) const {
@@ -557,7 +580,7 @@ Result<OffloadOutcome> OneShotBoard::run(const CollectiveArgs& args, uint64_t ta
                                          std::chrono::microseconds timeout,
                                          const std::atomic<bool>& cancelled) {
   const size_t bytes = args.count * dataTypeSize(args.dtype);
-  if (isLarge(args, bytes, ctx_.nranks, slotBytes_)) {
+  if (goesLarge(args, bytes)) {
     return runLarge(args, tag, input, output, timeout, cancelled);
   }
   const int n = ctx_.nranks;

@@ -14,7 +14,10 @@
 // someone sleeps. Reusing slot s % 2 at s + 2 is safe without more flags: a rank
 // publishes s + 1 only after it finished reading the slots of s.
 //
-// An all-reduce larger than the slots goes direct (shm_direct.h): each rank publishes
+// An all-reduce larger than the slots (or, on plain buffers, larger than the smallest
+// size from which cross-memory attach beats the board: COLLIE_SHM_CMA_MIN, unless ranks
+// outnumber cores; each rank publishes its value in its board header and all use the
+// largest) goes direct (shm_direct.h): each rank publishes
 // the registration windows of its buffers in its slot header, and when every rank's
 // are registered (all ranks read the same headers, so all decide alike) each reduces
 // its share into every output, then publishes a done flag and waits for everyone's;
@@ -49,7 +52,8 @@ class OneShotBoard final : public CollectiveOffload {
   // once all ranks mapped them. `shared` provides peer liveness and doorbells.
   static Result<std::unique_ptr<OneShotBoard>> connect(const TransportContext& ctx,
                                                        std::shared_ptr<ShmShared> shared,
-                                                       std::chrono::microseconds spin);
+                                                       std::chrono::microseconds spin,
+                                                       bool ranksOutnumberCores);
   ~OneShotBoard() override;
 
   bool accepts(const CollectiveArgs& args) const override;
@@ -79,6 +83,9 @@ class OneShotBoard final : public CollectiveOffload {
                                         const std::atomic<bool>& cancelled);
   // Whether this rank would take the cross-memory path for `args` (a large all-reduce).
   bool wantsCrossMemory(const CollectiveArgs& args) const;
+  // Whether run() takes runLarge(): too large for the slots, or a slot-sized all-reduce
+  // that every rank agreed cross-memory attach takes. The same on every rank.
+  bool goesLarge(const CollectiveArgs& args, size_t bytes) const;
   // Waits until ready(peer) for every peer: spin, then yield, then the doorbell futex.
   template <typename Ready>
   Status waitForAll(Ready ready, const char* what, std::chrono::microseconds timeout,
@@ -111,6 +118,10 @@ class OneShotBoard final : public CollectiveOffload {
   enum class CrossMemoryState { kUntested, kAllowed, kDenied };
   CrossMemoryState crossMemoryState_ = CrossMemoryState::kUntested;
   size_t crossMemoryMax_;
+  // Slot-sized all-reduces of (from, to] bytes go cross-memory: the largest `from` and
+  // smallest `to` any rank published in its board header.
+  uint64_t crossMemoryFrom_ = UINT64_MAX;
+  uint64_t crossMemoryTo_ = 0;
   CrossMemoryAllReduce crossMemory_;
 };
 

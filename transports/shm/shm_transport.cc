@@ -214,11 +214,12 @@ Result<std::vector<std::unique_ptr<Connection>>> ShmTransport::connect(
     }
   }
   spin_ = configDuration("COLLIE_SHM_SPIN");
-  if (static_cast<int>(peers.size()) + 1 > cpuCount()) spin_ = std::chrono::microseconds(0);
+  const bool oversubscribed = static_cast<int>(peers.size()) + 1 > cpuCount();
+  if (oversubscribed) spin_ = std::chrono::microseconds(0);
   if (static_cast<int>(peers.size()) == ctx_.nranks - 1 &&
       configInt("COLLIE_SHM_ONESHOT_MAX") > 0) {
     Result<std::unique_ptr<shm::OneShotBoard>> board =
-        shm::OneShotBoard::connect(ctx_, shared_, spin_);
+        shm::OneShotBoard::connect(ctx_, shared_, spin_, oversubscribed);
     if (!board.isOk()) return board.status();
     board_ = std::move(*board);
   }
