@@ -138,7 +138,8 @@ std::string oneShotNote(const TuneLimits& limits) {
          "larger all-reduces whose buffers every rank registered; unregistered all-reduces above "
          "COLLIE_SHM_CMA_MIN (" +
          std::to_string(configInt("COLLIE_SHM_CMA_MIN")) +
-         ") and up to COLLIE_SHM_CMA_MAX go single-copy by cross-memory attach;\n"
+         ") and up to COLLIE_SHM_CMA_MAX (in place: any size) go single-copy by cross-memory "
+         "attach;\n"
          "a forced algorithm bypasses the board\n";
 }
 

@@ -42,10 +42,10 @@ const std::vector<Knob>& configKnobs() {
        "largest per-rank input of a one-shot collective through the shared board when all "
        "ranks share a host (0 disables; must be equal on every rank)",
        nullptr},
-      {"COLLIE_SHM_CMA_MAX", "8M",
-       "largest all-reduce on plain buffers (bytes per rank, above COLLIE_SHM_CMA_MIN) "
-       "that goes single-copy through process_vm_readv/writev instead of the FIFO ring "
-       "(0 disables)",
+      {"COLLIE_SHM_CMA_MAX", "64M",
+       "largest out-of-place all-reduce on plain buffers (bytes per rank, above "
+       "COLLIE_SHM_CMA_MIN) that goes single-copy through process_vm_readv/writev instead of "
+       "the FIFO ring; in-place ones go single-copy at every size (0 disables both)",
        nullptr},
       {"COLLIE_SHM_CMA_MIN", "64K",
        "all-reduces on plain buffers above this many bytes per rank go single-copy through "

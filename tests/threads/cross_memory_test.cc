@@ -89,6 +89,15 @@ TEST_P(CrossMemoryTest, PlainBuffersGoSingleCopyAndMatchTheReference) {
       << "some all-reduces did not take the cross-memory path";
 }
 
+TEST_P(CrossMemoryTest, InPlaceOnesGoSingleCopyAboveTheLimit) {
+  const int nranks = GetParam();
+  const uint64_t before = shm::crossMemoryShareCount();
+  const int collectives = runSampled(nranks, "1K");  // below every sampled size
+  EXPECT_EQ(collectives, static_cast<int>(std::size(kCounts)) * kNumDataTypes * 2 * 2);
+  EXPECT_EQ(shm::crossMemoryShareCount() - before, static_cast<uint64_t>(collectives / 2 * nranks))
+      << "expected exactly the in-place half on the cross-memory path";
+}
+
 TEST_P(CrossMemoryTest, ZeroMinimumKeepsTheFifoRing) {
   const int nranks = GetParam();
   const uint64_t before = shm::crossMemoryShareCount();

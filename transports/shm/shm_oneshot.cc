@@ -295,10 +295,13 @@ bool OneShotBoard::goesLarge(const CollectiveArgs& args, size_t bytes) const {
          bytes <= crossMemoryTo_ && crossMemoryState_ != CrossMemoryState::kDenied;
 }
 
-bool OneShotBoard::wantsCrossMemory(const CollectiveArgs& args) const {
+bool OneShotBoard::wantsCrossMemory(const CollectiveArgs& args, bool inPlace) const {
+  // In place it won at every size measured (16-256 MiB, 2 ranks: 1.4-1.8x the ring's
+  // busbw); out of place from 128 MiB on the ring's copies through its cache-resident
+  // FIFO cost less than pinning twice as many pages (docs/performance.md).
   return args.kind == CollectiveKind::kAllReduce && crossMemoryMax_ > 0 &&
          crossMemoryState_ != CrossMemoryState::kDenied &&
-         args.count * dataTypeSize(args.dtype) <= crossMemoryMax_;
+         (inPlace || args.count * dataTypeSize(args.dtype) <= crossMemoryMax_);
 }
 
 const uint8_t* OneShotBoard::slotData(int rank, int parity) const {
@@ -455,7 +458,7 @@ Result<OffloadOutcome> OneShotBoard::runLarge(const CollectiveArgs& args, uint64
   mine->pidNamespace = pidNamespace_;
   mine->send = send;
   mine->recv = recv;
-  mine->crossMemory = wantsCrossMemory(args) ? 1 : 0;
+  mine->crossMemory = wantsCrossMemory(args, input == output) ? 1 : 0;
   mine->inputAddress = reinterpret_cast<uint64_t>(input);
   mine->outputAddress = reinterpret_cast<uint64_t>(output);
   mine->sequence.store(sequence, std::memory_order_release);

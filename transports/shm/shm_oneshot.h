@@ -21,7 +21,8 @@
 // the registration windows of its buffers in its slot header, and when every rank's
 // are registered (all ranks read the same headers, so all decide alike) each reduces
 // its share into every output, then publishes a done flag and waits for everyone's;
-// otherwise, when every rank's all-reduce is at most COLLIE_SHM_CMA_MAX bytes, it goes
+// otherwise, when every rank's all-reduce is in place or at most COLLIE_SHM_CMA_MAX bytes,
+// it goes
 // single-copy through cross-memory attach (shm_cma.h): each rank publishes its buffer
 // addresses, reduces its share from peers' inputs and writes it into every output, then
 // publishes the done flag and waits for everyone's. The first such collective probes
@@ -81,8 +82,9 @@ class OneShotBoard final : public CollectiveOffload {
                                         const void* input, void* output,
                                         std::chrono::microseconds timeout,
                                         const std::atomic<bool>& cancelled);
-  // Whether this rank would take the cross-memory path for `args` (a large all-reduce).
-  bool wantsCrossMemory(const CollectiveArgs& args) const;
+  // Whether this rank would take the cross-memory path for `args` (a large all-reduce):
+  // up to COLLIE_SHM_CMA_MAX bytes, or at any size in place.
+  bool wantsCrossMemory(const CollectiveArgs& args, bool inPlace) const;
   // Whether run() takes runLarge(): too large for the slots, or a slot-sized all-reduce
   // that every rank agreed cross-memory attach takes. The same on every rank.
   bool goesLarge(const CollectiveArgs& args, size_t bytes) const;
