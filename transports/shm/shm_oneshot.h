@@ -14,21 +14,22 @@
 // someone sleeps. Reusing slot s % 2 at s + 2 is safe without more flags: a rank
 // publishes s + 1 only after it finished reading the slots of s.
 //
-// An all-reduce larger than the slots (or, on plain buffers, larger than the smallest
-// size from which cross-memory attach beats the board: COLLIE_SHM_CMA_MIN, unless ranks
-// outnumber cores; each rank publishes its value in its board header and all use the
-// largest) goes direct (shm_direct.h): each rank publishes
+// An all-reduce larger than the slots goes direct (shm_direct.h): each rank publishes
 // the registration windows of its buffers in its slot header, and when every rank's
 // are registered (all ranks read the same headers, so all decide alike) each reduces
 // its share into every output, then publishes a done flag and waits for everyone's;
-// otherwise, when every rank's all-reduce is in place or at most COLLIE_SHM_CMA_MAX bytes,
-// it goes
-// single-copy through cross-memory attach (shm_cma.h): each rank publishes its buffer
-// addresses, reduces its share from peers' inputs and writes it into every output, then
-// publishes the done flag and waits for everyone's. The first such collective probes
-// process_vm_readv/writev on every rank; if any rank is denied, every rank says so in
-// the log and keeps the FIFO ring. Otherwise run() returns kDeclined on every rank and
-// the engine runs the schedule.
+// otherwise, when every rank's all-reduce is in place or at most COLLIE_SHM_CMA_MAX
+// bytes, it goes single-copy through cross-memory attach (shm_cma.h): each rank
+// publishes its buffer addresses, reduces its share from peers' inputs and writes it
+// into every output, then publishes the done flag and waits for everyone's. The first
+// such collective probes process_vm_readv/writev on every rank; if any rank is denied,
+// every rank says so in the log and keeps the FIFO ring. Otherwise run() returns
+// kDeclined on every rank and the engine runs the schedule.
+//
+// Plain-buffer all-reduces that fit the slots but exceed COLLIE_SHM_CMA_MIN take the
+// same cross-memory path, because it beats the board there, except where a host's ranks
+// outnumber its cores (there the board wins). Each rank publishes its range in its board
+// header and every rank uses the intersection, so all route alike.
 //
 // Peers' boards are mapped read-only and their headers validated; a peer whose tag
 // differs fails the collective with kMismatch naming it before any output is written.
