@@ -94,6 +94,10 @@ constexpr auto kLookupWait = std::chrono::milliseconds(200);
 constexpr auto kCloseWait = std::chrono::seconds(2);
 // Busy polling yields the core after this long without progress.
 constexpr auto kPureSpin = std::chrono::microseconds(5);
+// Collectives up to this many bytes per rank run on the submitting thread when the
+// engine is idle (without an offload): at that size the two thread hand-offs cost more
+// than the wire, and blocking the caller for that long loses no useful overlap.
+constexpr size_t kScheduleInlineMaxBytes = 64 * 1024;
 }  // namespace
 
 Engine::Engine(EngineConfig config, TransportSet transports, std::unique_ptr<FailureBoard> board)
@@ -367,8 +371,9 @@ Engine::Pending Engine::makePending(std::shared_ptr<const Schedule> schedule, co
 
 Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void* output) {
   Result<Work> result = Work();
-  if (offload_ != nullptr && config_.algorithm == Algorithm::kAuto &&
-      submitInline(args, input, output, &result)) {
+  if (offload_ != nullptr && config_.algorithm == Algorithm::kAuto) {
+    if (submitInline(args, input, output, &result)) return result;
+  } else if (submitScheduleInline(args, input, output, &result)) {
     return result;
   }
   Result<std::shared_ptr<const Schedule>> schedule = plan(args);
@@ -449,6 +454,48 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
   Status status = outcome.status();
   recorder_.recordInline(args, tag, "oneshot", start, status.isOk());
   if (!status.isOk()) status = giveUp(std::move(status), true);
+  releaseInline();
+  if (status.isOk()) {
+    *result = Work(WorkState::succeeded());
+  } else {
+    auto work = std::make_shared<WorkState>();
+    work->complete(std::move(status));
+    *result = Work(std::move(work));
+  }
+  return true;
+}
+
+bool Engine::submitScheduleInline(const CollectiveArgs& args, const void* input, void* output,
+                                  Result<Work>* result) {
+  // Point-to-point never: a send blocking its caller until the peer receives could
+  // deadlock a program that posts the matching receive later on the same thread.
+  if (args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv ||
+      args.count * dataTypeSize(args.dtype) > kScheduleInlineMaxBytes) {
+    return false;
+  }
+  if (failing_.load(std::memory_order_acquire) || queuedCount_.load() != 0) return false;
+  bool idle = false;
+  if (!running_.compare_exchange_strong(idle, true)) return false;
+  if (failing_.load() || queuedCount_.load() != 0) {
+    releaseInline();
+    return false;
+  }
+  Result<std::shared_ptr<const Schedule>> schedule = plan(args);
+  if (!schedule.isOk()) {
+    releaseInline();
+    *result = schedule.status();
+    return true;
+  }
+  Pending pending = makePending(*schedule, input, output, nextTag(args), nullptr);
+  pending.flightId =
+      recorder_.queued(args, pending.tag, algorithmName((*schedule)->algorithm).data());
+  recorder_.running(pending.flightId);
+  Status status = execute(pending);
+  recorder_.finished(pending.flightId, status.isOk());
+  if (!status.isOk()) {
+    COLLIE_LOG(WARN, COLL) << status.toString();
+    status = giveUp(std::move(status), true);
+  }
   releaseInline();
   if (status.isOk()) {
     *result = Work(WorkState::succeeded());

@@ -159,6 +159,11 @@ class Engine {
   // cannot, and then submit() queues it.
   bool submitInline(const CollectiveArgs& args, const void* input, void* output,
                     Result<Work>* result);
+  // The same for a small collective without an offload (or with a forced algorithm):
+  // when nothing is queued or running, the caller runs its schedule itself, which saves
+  // the two thread hand-offs that dominate small messages over the network.
+  bool submitScheduleInline(const CollectiveArgs& args, const void* input, void* output,
+                            Result<Work>* result);
   // Claims running_ for an inline run (false: it cannot run inline now) and releases it.
   bool claimInline(const CollectiveArgs& args, const void* input, const void* output);
   void releaseInline();
