@@ -29,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 N = 2
 SWEEPS = [  # (min, max, factor, iters, warmup): together 8 B, 16 B .. 256 MiB by 4
@@ -100,16 +101,26 @@ class Netns:
 
 
 def run_ranks(cmds, envs, timeout=1800):
-    """Starts one process per rank, waits for all; returns rank 0's stdout."""
+    """Starts one process per rank, waits for all; returns rank 0's stdout. A rank that
+    fails ends the others at once (they would wait for it until the timeout). The ranks'
+    output is read once they exit: it must fit a pipe (a perf table does)."""
     procs = [subprocess.Popen(c, env=dict(os.environ, **e), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for c, e in zip(cmds, envs)]
-    outs = []
+    deadline = time.monotonic() + timeout
     try:
-        for p in procs:
-            out, err = p.communicate(timeout=timeout)
+        while any(p.poll() is None for p in procs):
+            failed = [p for p in procs if p.poll() not in (None, 0)]
+            if failed:
+                raise RuntimeError(f"{failed[0].args[0]} rank failed ({failed[0].returncode}): "
+                                   f"{failed[0].stderr.read()[-800:]}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{cmds[0][0]} ranks did not finish in {timeout} s")
+            time.sleep(0.05)
+        results = [p.communicate() for p in procs]  # all exited: (stdout, stderr)
+        for p, (_, err) in zip(procs, results):
             if p.returncode != 0:
                 raise RuntimeError(f"{p.args[0]} rank failed ({p.returncode}): {err[-800:]}")
-            outs.append(out)
+        outs = [out for out, _ in results]
     finally:
         for p in procs:
             if p.poll() is None:
@@ -234,9 +245,12 @@ class Bench:
                 pre = self.netns.prefix(i) if self.netns else []
                 cmds.append(pre + [python, script, str(lo), str(hi), str(f), str(iters),
                                    str(warm)])
-                envs.append({"RANK": str(i), "WORLD_SIZE": str(N),
-                             "MASTER_ADDR": NETNS_ADDRS[0] if self.netns else "127.0.0.1",
-                             "MASTER_PORT": str(self.port)})
+                env = {"RANK": str(i), "WORLD_SIZE": str(N),
+                       "MASTER_ADDR": NETNS_ADDRS[0] if self.netns else "127.0.0.1",
+                       "MASTER_PORT": str(self.port)}
+                if self.netns:  # else gloo resolves the shared hostname to 127.0.0.1
+                    env["GLOO_SOCKET_IFNAME"] = "eth0"
+                envs.append(env)
             self.port += 1
             results.update(parse_size_lines(run_ranks(cmds, envs), 1))
         return results
