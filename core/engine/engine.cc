@@ -402,18 +402,33 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
   return Work(work);
 }
 
-bool Engine::claimInline(const CollectiveArgs& args, const void* input, const void* output) {
+bool Engine::claimIdle() {
   if (failing_.load(std::memory_order_acquire) || queuedCount_.load() != 0) return false;
   bool idle = false;
   if (!running_.compare_exchange_strong(idle, true)) return false;
   // Checked again now that the progress thread cannot start anything (nor close the
   // connections and offload_ after a failure) until running_ is released.
-  if (failing_.load() || queuedCount_.load() != 0 || !offload_->accepts(args) ||
-      !offload_->runsInline(args, input, output)) {
+  if (failing_.load() || queuedCount_.load() != 0) {
     releaseInline();
     return false;
   }
   return true;
+}
+
+bool Engine::claimInline(const CollectiveArgs& args, const void* input, const void* output) {
+  if (!claimIdle()) return false;
+  if (!offload_->accepts(args) || !offload_->runsInline(args, input, output)) {
+    releaseInline();
+    return false;
+  }
+  return true;
+}
+
+Work Engine::inlineResult(Status status) {
+  if (status.isOk()) return Work(WorkState::succeeded());
+  auto work = std::make_shared<WorkState>();
+  work->complete(std::move(status));
+  return Work(std::move(work));
 }
 
 void Engine::releaseInline() {
@@ -455,13 +470,7 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
   recorder_.recordInline(args, tag, "oneshot", start, status.isOk());
   if (!status.isOk()) status = giveUp(std::move(status), true);
   releaseInline();
-  if (status.isOk()) {
-    *result = Work(WorkState::succeeded());
-  } else {
-    auto work = std::make_shared<WorkState>();
-    work->complete(std::move(status));
-    *result = Work(std::move(work));
-  }
+  *result = inlineResult(std::move(status));
   return true;
 }
 
@@ -473,13 +482,7 @@ bool Engine::submitScheduleInline(const CollectiveArgs& args, const void* input,
       args.count * dataTypeSize(args.dtype) > kScheduleInlineMaxBytes) {
     return false;
   }
-  if (failing_.load(std::memory_order_acquire) || queuedCount_.load() != 0) return false;
-  bool idle = false;
-  if (!running_.compare_exchange_strong(idle, true)) return false;
-  if (failing_.load() || queuedCount_.load() != 0) {
-    releaseInline();
-    return false;
-  }
+  if (!claimIdle()) return false;
   Result<std::shared_ptr<const Schedule>> schedule = plan(args);
   if (!schedule.isOk()) {
     releaseInline();
@@ -497,13 +500,7 @@ bool Engine::submitScheduleInline(const CollectiveArgs& args, const void* input,
     status = giveUp(std::move(status), true);
   }
   releaseInline();
-  if (status.isOk()) {
-    *result = Work(WorkState::succeeded());
-  } else {
-    auto work = std::make_shared<WorkState>();
-    work->complete(std::move(status));
-    *result = Work(std::move(work));
-  }
+  *result = inlineResult(std::move(status));
   return true;
 }
 

@@ -164,9 +164,14 @@ class Engine {
   // the two thread hand-offs that dominate small messages over the network.
   bool submitScheduleInline(const CollectiveArgs& args, const void* input, void* output,
                             Result<Work>* result);
-  // Claims running_ for an inline run (false: it cannot run inline now) and releases it.
+  // Claims running_ for an inline run when nothing is queued, running or failing
+  // (false: it cannot run inline now), and releases it.
+  bool claimIdle();
+  // claimIdle() for a collective the offload takes and runs inline.
   bool claimInline(const CollectiveArgs& args, const void* input, const void* output);
   void releaseInline();
+  // The Work an inline run returns: the shared done state, or its failure.
+  static Work inlineResult(Status status);
   // Requires mutex_ for point-to-point; collectives take theirs from an atomic counter
   // (under mutex_ or while running_ is claimed inline).
   uint64_t nextTag(const CollectiveArgs& args);
