@@ -37,18 +37,18 @@ bool denyCrossMemoryAttach() {
 
 template <typename T>
 int check(collie::Communicator& comm, collie::DataType dtype, collie::ReduceOp op, bool inPlace,
-          size_t kCount) {
+          size_t count) {
   const int n = comm.size(), rank = comm.rank();
-  std::vector<T> send(kCount), recv(kCount, T(-1));
-  for (size_t i = 0; i < kCount; ++i) send[i] = T((i + 7 * rank) % 97);
+  std::vector<T> send(count), recv(count, T(-1));
+  for (size_t i = 0; i < count; ++i) send[i] = T((i + 7 * rank) % 97);
   if (inPlace) recv = send;
-  auto work = comm.allReduce(inPlace ? recv.data() : send.data(), recv.data(), kCount, dtype, op);
+  auto work = comm.allReduce(inPlace ? recv.data() : send.data(), recv.data(), count, dtype, op);
   collie::Status status = work.isOk() ? work->wait() : work.status();
   if (!status.isOk()) {
     std::fprintf(stderr, "cma_rank %d: %s\n", rank, status.toString().c_str());
     return 1;
   }
-  for (size_t i = 0; i < kCount; ++i) {
+  for (size_t i = 0; i < count; ++i) {
     T expected = op == collie::ReduceOp::kSum ? T(0) : T((i) % 97);
     for (int r = 0; r < n; ++r) {
       const T v = T((i + 7 * r) % 97);
