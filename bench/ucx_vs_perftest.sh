@@ -12,6 +12,9 @@
 #   perftest-half    tag_bw, one direction, message = size / 2 (one ring step unchunked)
 #   perftest-bidir   two tag_bw runs at once, one per direction (chunk-sized messages):
 #                    the link load of a 2-rank all-reduce, which sends both ways
+#   perftest-bidir-half  the same with size / 2 messages: both directions busy and,
+#                    like the all-reduce's 64 MiB buffers, a buffer that does not stay
+#                    in the cache (perftest reuses one buffer: 1 MiB ones stay cached)
 #   collie-ucx       `collie perf allreduce -b size -e size`, COLLIE_TRANSPORT=ucx
 #   collie-tcp       the same over collie's own tcp transport (reference)
 #   collie-ucx-env   with --ucx-env: collie-ucx again with those variables set (A/B)
@@ -38,7 +41,7 @@ while [ $# -gt 0 ]; do
     --size) size="$2"; shift 2 ;;
     --ucx-env) ucx_env="$2"; shift 2 ;;
     --perftest-poll) pt_mode=""; shift ;;
-    -h|--help) sed -n "2,28p" "$0"; exit 0 ;;
+    -h|--help) sed -n "2,29p" "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -94,6 +97,7 @@ for r in \$(seq $rounds); do
   perftest chunk $chunk_bytes
   perftest half $half
   perftest bidir $chunk_bytes bidir
+  perftest bidirhalf $half bidir
   colliejob ucx ucx
   colliejob tcp tcp
   if [ -n "$ucx_env" ]; then colliejob ucxenv ucx $ucx_env; fi
@@ -124,11 +128,17 @@ done
 vals=$(for f in "$out"/bidir.*; do pt_gbs "$f"; done)
 report "perftest tag_bw $chunk_bytes B, both dirs, per dir" $vals
 med[bidir]=$(echo "$vals" | median)
+vals=$(for f in "$out"/bidirhalf.*; do pt_gbs "$f"; done)
+report "perftest tag_bw $half B, both dirs, per dir" $vals
+med[bidirhalf]=$(echo "$vals" | median)
 for t in ucx tcp $([ -n "$ucx_env" ] && echo ucxenv); do
   vals=$(for f in "$out/$t".0.*; do collie_gbs "$f"; done)
   report "collie allreduce $size busbw over ${t/ucxenv/ucx + $ucx_env}" $vals
   med[$t]=$(echo "$vals" | median)
 done
-awk -v u="${med[ucx]}" -v c="${med[chunk]}" -v h="${med[half]}" -v b="${med[bidir]}" 'BEGIN {
-  printf "ratio collie-ucx busbw / perftest: chunk %.2f, half %.2f, bidir (per direction) %.2f\n",
-    u / c, u / h, u / b }'
+awk -v u="${med[ucx]}" -v t="${med[tcp]}" -v c="${med[chunk]}" -v h="${med[half]}" \
+  -v b="${med[bidir]}" -v bh="${med[bidirhalf]}" 'BEGIN {
+  printf "ratio collie-ucx busbw / perftest: chunk %.2f, half %.2f, bidir (per direction) %.2f, bidir-half %.2f\n",
+    u / c, u / h, u / b, u / bh
+  printf "ratio collie-tcp busbw / perftest: chunk %.2f, half %.2f, bidir (per direction) %.2f, bidir-half %.2f\n",
+    t / c, t / h, t / b, t / bh }'

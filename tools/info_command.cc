@@ -13,6 +13,8 @@
 #include <string>
 
 #include "core/config/config.h"
+#include "core/device/device_runtime.h"
+#include "core/transport/device_windows.h"
 #include "core/transport/transport.h"
 #include "core/tune/tune_probe.h"
 #include "tools/commands.h"
@@ -58,20 +60,29 @@ void printInterfaces() {
   }
 }
 
-// Each built transport, whether it can be created here (a probe with an in-memory
-// store; nothing leaves the process) and what it reports about the host.
+// Each built transport, whether it can be created here (a one-rank probe with an
+// in-memory store; nothing leaves the process, nothing waits for a peer) and what it
+// reports about the host.
 void printTransports() {
   TransportContext ctx;
   ctx.rank = 0;
-  ctx.nranks = 2;
+  ctx.nranks = 1;
   ctx.hostId = "collie-info";
   ctx.jobKey = "collie-info/" + std::to_string(getpid());
   ctx.store = makeInMemoryStore();
   ctx.timeout = std::chrono::milliseconds(1000);
+  ctx.deviceRuntime = selectDeviceRuntime();
   for (const TransportFactory& factory : TransportRegistry::instance().factories()) {
     Result<std::unique_ptr<Transport>> probe = factory.create(ctx);
-    std::printf("  %-8s priority %-4d %s\n", factory.name.c_str(), factory.priority,
-                probe.isOk() ? "usable" : ("unavailable: " + probe.status().message()).c_str());
+    std::string state = probe.isOk() ? "usable" : "unavailable: " + probe.status().message();
+    if (probe.isOk() && factory.offersDeviceWindows) {
+      const DeviceWindowProvider* windows = (*probe)->deviceWindows();
+      state = windows != nullptr && windows->available()
+                  ? "usable: device windows for ranks of one host"
+                  : "unavailable: no device runtime (no CUDA device, COLLIE_DEVICE_EMULATION "
+                    "unset): device buffers would be staged through host memory";
+    }
+    std::printf("  %-8s priority %-4d %s\n", factory.name.c_str(), factory.priority, state.c_str());
     std::string details = factory.describe != nullptr ? factory.describe() : "";
     if (!details.empty() && (probe.isOk() || details != probe.status().message())) {
       std::istringstream lines(details);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # 2 namespace hosts x 2 ranks: every collective through `collie run --nnodes 2` with
-# result checking, over the transport given ("tcp", "ucx" or "auto" = shm in a host,
-# ucx between hosts); then all-reduce with 1 rank per host (the tuner's 2-rank one-shot
+# result checking, over the transport given ("tcp", "ucx" or "auto" = shm in a host;
+# between hosts ucx when both have an RDMA wire in UCX, else tcp); then all-reduce with 1 rank per host (the tuner's 2-rank one-shot
 # schedule up to 64 KiB, ring above), avg and min included. Exit 77 (skipped) when
 # namespaces cannot be created.
 # usage: netns_perf_checks.sh COLLIE HARNESS TRANSPORT
@@ -44,6 +44,11 @@ tables=$(echo "$out" | grep -c "Out of bounds values : 0 OK")
 [ "$tables" -eq 8 ] || { echo "FAILED: $tables of 8 collective runs passed"; exit 1; }
 if [ "$transport" != auto ]; then
   echo "$out" | grep -q "transport to rank 1: $transport" || { echo "FAILED: not over $transport"; exit 1; }
+else
+  # The table names each rank's transport to the next: 0 -> 1 within a host (shm),
+  # 1 -> 2 across hosts: ucx only with an RDMA wire; the namespaces have sockets only.
+  echo "$out" | grep -q "Rank  0 .* transport to rank 1: shm" || { echo "FAILED: 0-1 not over shm"; exit 1; }
+  echo "$out" | grep -q "Rank  1 .* transport to rank 2: tcp" || { echo "FAILED: 1-2 not over tcp"; exit 1; }
 fi
 if [ "$transport" = tcp ]; then
   for host in 0 1; do

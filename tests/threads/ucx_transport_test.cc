@@ -9,6 +9,7 @@
 
 #include "core/transport/transport.h"
 #include "support/transport_job.h"
+#include "transports/ucx/ucx_wires.h"
 
 namespace collie {
 void registerUcxTransport(TransportRegistry& registry);
@@ -50,7 +51,8 @@ INSTANTIATE_TEST_SUITE_P(Ranks, UcxTransportRanks,
                                            std::make_tuple(3, "posix,cma"),
                                            std::make_tuple(2, "sysv")));
 
-TEST(UcxTransport, OnlyOtherHostsUnlessForced) {
+TEST(UcxTransport, OnlyOtherHostsWithAnRdmaWireUnlessForced) {
+  useTls("tcp");  // no RDMA transport allowed, whatever this host has
   Job job;
   TransportRegistry registry;
   const TransportFactory* factory = job.factory(registry);
@@ -58,11 +60,37 @@ TEST(UcxTransport, OnlyOtherHostsUnlessForced) {
   ctx.hostId = "a";
   auto t = factory->create(ctx);
   ASSERT_TRUE(t.isOk());
+  // Each rank publishes whether it has an RDMA wire; over sockets only, tcp serves
+  // peers on other hosts.
+  auto flag = job.store->get(job.jobKey + "/ucx/rdma/0", Clock::now() + 1s);
+  ASSERT_TRUE(flag.isOk()) << flag.status().toString();
+  EXPECT_EQ(*flag, Bytes{'0'});
   EXPECT_FALSE((*t)->canConnect(1, "a"));
-  EXPECT_TRUE((*t)->canConnect(1, "b"));
+  EXPECT_FALSE((*t)->canConnect(1, "b"));
   ctx.forced = true;
   auto forced = factory->create(ctx);
   EXPECT_TRUE((*forced)->canConnect(1, "a"));
+  EXPECT_TRUE((*forced)->canConnect(1, "b"));
+}
+
+TEST(UcxWires, RdmaWireNeedsAnRdmaResourceThatUcxTlsAllows) {
+  const std::vector<ucx::UctResource> ib = {
+      {"rc_mlx5", "mlx5_0:1"}, {"tcp", "eth0"}, {"posix", "memory"}};
+  const std::vector<ucx::UctResource> ud = {{"ud_verbs", "mlx5_0:1"}, {"tcp", "eth0"}};
+  const std::vector<ucx::UctResource> sockets = {{"tcp", "eth0"}, {"posix", "memory"}};
+  using Tls = std::vector<std::string>;
+  EXPECT_TRUE(ucx::rdmaWireIn(ib, Tls{}));
+  EXPECT_TRUE(ucx::rdmaWireIn(ib, Tls{"all"}));
+  EXPECT_TRUE(ucx::rdmaWireIn(ib, Tls{"rc", "sm"}));
+  EXPECT_TRUE(ucx::rdmaWireIn(ib, Tls{"ib"}));
+  EXPECT_TRUE(ucx::rdmaWireIn(ib, Tls{"^tcp"}));
+  EXPECT_FALSE(ucx::rdmaWireIn(ib, Tls{"tcp", "sm"}));
+  EXPECT_FALSE(ucx::rdmaWireIn(ib, Tls{"^rc"}));
+  EXPECT_FALSE(ucx::rdmaWireIn(ib, Tls{"ud"}));
+  EXPECT_TRUE(ucx::rdmaWireIn(ud, Tls{"^rc"}));
+  EXPECT_FALSE(ucx::rdmaWireIn(sockets, Tls{}));
+  EXPECT_FALSE(ucx::rdmaWireIn(sockets, Tls{"all"}));
+  EXPECT_FALSE(ucx::rdmaWireIn({}, Tls{}));
 }
 
 TEST(UcxTransport, TagOrLengthMismatchNamesThePeerAndWritesNothing) {

@@ -13,6 +13,11 @@
 // Priority 150: after shm (same host) and ibverbs, before tcp. canConnect() accepts
 // only peers on other hosts unless COLLIE_TRANSPORT=ucx forced it, so single-host jobs
 // keep shm; UCX itself picks its wire from UCX_TLS (rc/ud/dc, tcp, posix/sysv/cma).
+// Unforced, it also takes a peer only when both ranks have an RDMA wire in UCX (rc, ud
+// or dc that UCX_TLS allows): where UCX would only run over sockets, collie's own tcp
+// transport moves the same all-reduce 1.4x faster (docs/multihost.md), so those pairs
+// fall through to tcp. Each rank publishes its flag under <jobKey>/ucx/rdma/<rank> at
+// create() and reads its peers', so both ends of a pair decide alike.
 #include <algorithm>
 #include <cstring>
 
@@ -21,6 +26,7 @@
 #include "core/net/handshake.h"
 #include "core/transport/transport.h"
 #include "transports/ucx/ucx_connection.h"
+#include "transports/ucx/ucx_wires.h"
 #include "transports/ucx/ucx_worker.h"
 
 namespace collie {
@@ -45,13 +51,11 @@ std::array<uint8_t, kHandshakeBytes> encodeHandshake(int rank, uint64_t jobHash,
 
 class UcxTransport final : public Transport {
  public:
-  explicit UcxTransport(const TransportContext& ctx) : ctx_(ctx) {}
+  UcxTransport(const TransportContext& ctx, bool rdma) : ctx_(ctx), rdma_(rdma) {}
 
   const char* name() const override { return "ucx"; }
   TransportCaps caps() const override { return TransportCaps{}; }
-  bool canConnect(int, const std::string& peerHostId) const override {
-    return ctx_.forced || peerHostId != ctx_.hostId;
-  }
+  bool canConnect(int peer, const std::string& peerHostId) const override;
   Result<std::vector<std::unique_ptr<Connection>>> connect(const std::vector<int>& peers) override;
   void waitForActivity(std::chrono::microseconds maxWait) override {
     if (worker_) worker_->waitForActivity(maxWait);
@@ -60,17 +64,36 @@ class UcxTransport final : public Transport {
  private:
   Status handshake(const std::vector<int>& peers, Deadline until);
 
+  Deadline setupDeadline() const;
+
   TransportContext ctx_;
+  bool rdma_;  // this rank's UCX has an RDMA wire (published for the peers)
   std::shared_ptr<UcxWorker> worker_;
 };
 
-Result<std::vector<std::unique_ptr<Connection>>> UcxTransport::connect(
-    const std::vector<int>& peers) {
+std::string rdmaKey(const std::string& jobKey, int rank) {
+  return jobKey + "/ucx/rdma/" + std::to_string(rank);
+}
+
+Deadline UcxTransport::setupDeadline() const {
   auto timeout =
       ctx_.timeout.count() > 0
           ? std::chrono::duration_cast<Clock::duration>(ctx_.timeout)
           : std::chrono::duration_cast<Clock::duration>(configDuration("COLLIE_TIMEOUT"));
-  const Deadline until = Clock::now() + timeout;
+  return Clock::now() + timeout;
+}
+
+bool UcxTransport::canConnect(int peer, const std::string& peerHostId) const {
+  if (ctx_.forced) return true;
+  if (peerHostId == ctx_.hostId || !rdma_) return false;
+  // The peer published its flag in create(), before any rank connects.
+  Result<Bytes> flag = ctx_.store->get(rdmaKey(ctx_.jobKey, peer), setupDeadline());
+  return flag.isOk() && flag->size() == 1 && (*flag)[0] == '1';
+}
+
+Result<std::vector<std::unique_ptr<Connection>>> UcxTransport::connect(
+    const std::vector<int>& peers) {
+  const Deadline until = setupDeadline();
   if (ctx_.nchannels > kMaxChannels) {
     return invalidArgument("ucx: at most " + std::to_string(kMaxChannels) + " channels");
   }
@@ -181,7 +204,15 @@ Status UcxTransport::handshake(const std::vector<int>& peers, Deadline until) {
 
 Result<std::unique_ptr<Transport>> createUcxTransport(const TransportContext& ctx) {
   if (ctx.store == nullptr) return invalidArgument("ucx transport needs a store");
-  return std::unique_ptr<Transport>(new UcxTransport(ctx));
+  // Forced, every pair uses ucx whatever its wire; the flag matters only unforced.
+  const bool rdma = !ctx.forced && rdmaWireUsable();
+  COLLIE_RETURN_IF_ERROR(
+      ctx.store->set(rdmaKey(ctx.jobKey, ctx.rank), Bytes{static_cast<uint8_t>(rdma ? '1' : '0')}));
+  if (!rdma && !ctx.forced) {
+    COLLIE_LOG(INFO, NET) << "ucx: no RDMA wire (rc, ud, dc) on this host; peers on other "
+                             "hosts use tcp (COLLIE_TRANSPORT=ucx forces ucx)";
+  }
+  return std::unique_ptr<Transport>(new UcxTransport(ctx, rdma));
 }
 
 }  // namespace

@@ -10,58 +10,10 @@
 #include <vector>
 
 #include "core/log/log.h"
+#include "transports/ucx/ucx_wires.h"
 
 namespace collie::ucx {
 namespace {
-
-// The entries of UCX_TLS ("tcp,self" -> {"tcp", "self"}); empty when unset.
-std::vector<std::string> tlsList() {
-  std::vector<std::string> out;
-  const char* tls = std::getenv("UCX_TLS");
-  if (tls == nullptr) return out;
-  std::string list(tls);
-  size_t start = 0;
-  while (start <= list.size()) {
-    size_t comma = list.find(',', start);
-    out.push_back(
-        list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
-bool startsWithAny(const std::string& tl, std::initializer_list<const char*> prefixes) {
-  for (const char* prefix : prefixes) {
-    if (tl.rfind(prefix, 0) == 0) return true;
-  }
-  return false;
-}
-
-// Whether UCX_TLS leaves UCX a network transport, which peer-failure detection needs
-// (its shared-memory transports cannot report a dead peer). Unset, "all" or an
-// exclusion list ("^...") leave the network in.
-bool networkTransportAllowed() {
-  std::vector<std::string> tls = tlsList();
-  if (tls.empty() || tls[0].empty() || tls[0][0] == '^') return true;
-  for (const std::string& tl : tls) {
-    if (startsWithAny(tl, {"all", "tcp", "rc", "ud", "dc", "ib"})) return true;
-  }
-  return false;
-}
-
-// Whether UCX_TLS names tcp as UCX's only network transport (besides shared memory).
-bool tcpOnly() {
-  std::vector<std::string> tls = tlsList();
-  bool tcp = false;
-  for (const std::string& tl : tls) {
-    if (tl.empty() || tl[0] == '^' || startsWithAny(tl, {"all", "rc", "ud", "dc", "ib"})) {
-      return false;
-    }
-    tcp = tcp || startsWithAny(tl, {"tcp"});
-  }
-  return tcp;
-}
 
 // Over tcp only, UCX's rendezvous costs a handshake per message that needs the sender's
 // progress (RTS, RTR, then the data through UCX's bounce buffers anyway), while the
