@@ -4,6 +4,7 @@
 #include <ucp/api/ucp.h>
 
 #include <string>
+#include <vector>
 
 #include "transports/ucx/ucx_wires.h"
 
@@ -14,10 +15,11 @@ std::string describeUcx() {
   ucp_get_version(&major, &minor, &release);
   std::string out = "UCX " + std::to_string(major) + "." + std::to_string(minor) + "." +
                     std::to_string(release) + "; transport/device:";
-  for (const UctResource& resource : uctResources()) {
+  const std::vector<UctResource> resources = uctResources();
+  for (const UctResource& resource : resources) {
     out += " " + resource.transport + "/" + resource.device;
   }
-  out += rdmaWireUsable()
+  out += rdmaWireIn(resources, tlsList())
              ? "; RDMA wire: yes (ucx serves peers on other hosts)"
              : "; RDMA wire: none (peers on other hosts use tcp unless COLLIE_TRANSPORT=ucx)";
   return out;
