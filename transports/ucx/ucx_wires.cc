@@ -23,9 +23,7 @@ bool tlsAllows(const std::vector<std::string>& tls, const char* family) {
   const bool exclude = tls[0][0] == '^';
   for (size_t i = 0; i < tls.size(); ++i) {
     std::string tl = (i == 0 && exclude) ? tls[i].substr(1) : tls[i];
-    bool names = tl == "all" || tl == "ib" || tl.rfind(family, 0) == 0;
-    if (exclude && tl == "all") names = false;  // "^all" is not a UCX form; ignore it
-    if (names) return !exclude;
+    if (tl == "all" || tl == "ib" || startsWithAny(tl, {family})) return !exclude;
   }
   return exclude;
 }
@@ -105,7 +103,7 @@ std::vector<UctResource> uctResources() {
 bool rdmaWireIn(const std::vector<UctResource>& resources, const std::vector<std::string>& tls) {
   for (const UctResource& resource : resources) {
     for (const char* family : kRdmaFamilies) {
-      if (resource.transport.rfind(family, 0) == 0 && tlsAllows(tls, family)) return true;
+      if (startsWithAny(resource.transport, {family}) && tlsAllows(tls, family)) return true;
     }
   }
   return false;
