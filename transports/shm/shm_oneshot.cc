@@ -357,7 +357,12 @@ Status OneShotBoard::waitForAll(Ready ready, const char* what, std::chrono::micr
       }
       shared_->checkLiveness(false);
       for (const auto& state : shared_->peers) {
-        if (state->rank == peer && (state->dead || state->segment->header()->closed.load())) {
+        // A peer that did its part and then left (finished the collective, closed the
+        // communicator or exited) is not a failure: look again once it is seen gone,
+        // since it may have been ready since the loop's test (its closing store comes
+        // after the one that made it ready).
+        if (state->rank == peer && (state->dead || state->segment->header()->closed.load()) &&
+            !ready(peer)) {
           return remoteError("rank " + std::to_string(peer) +
                                  " is gone (its process exited or closed the communicator)",
                              peer);
