@@ -3,7 +3,7 @@
 # between the same two namespace hosts (tools/netns_harness.sh), interleaved rounds.
 #
 #   bench/ucx_vs_perftest.sh [--build DIR] [--rounds R] [--size 64M] [--ucx-env "K=V ..."]
-#                            [--perftest-poll]
+#                            [--perftest-poll] [--perftest-congestion ALGO]
 #
 # Every round runs, in this order, on the same veth pair and with the same UCX_TLS
 # (default tcp):
@@ -26,6 +26,10 @@
 # collie's engine does after COLLIE_BUSY_POLL): its default busy polling collapses to
 # 0.14-0.4 GB/s when the 2 cores are shared with other work (2.7 GB/s with sleep at the
 # same time); --perftest-poll restores it for a quiet machine.
+# Congestion control: collie's sockets, UCX's included, use COLLIE_TCP_CONGESTION (cubic)
+# while perftest's keep the system default (the namespaces cannot change it: bbr here).
+# --perftest-congestion cubic runs perftest with cubic too (build/bench's
+# collie_tcp_congestion_preload.so), for a comparison under the same congestion control.
 # Needs root (namespaces) and ucx_perftest; exit 77 otherwise.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,6 +38,7 @@ rounds=5
 size=64M
 ucx_env=""
 pt_mode="-I -E sleep"
+pt_cc=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build="$2"; shift 2 ;;
@@ -41,13 +46,20 @@ while [ $# -gt 0 ]; do
     --size) size="$2"; shift 2 ;;
     --ucx-env) ucx_env="$2"; shift 2 ;;
     --perftest-poll) pt_mode=""; shift ;;
-    -h|--help) sed -n "2,29p" "$0"; exit 0 ;;
+    --perftest-congestion) pt_cc="$2"; shift 2 ;;
+    -h|--help) sed -n "2,33p" "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
 command -v ucx_perftest >/dev/null || { echo "skipped: ucx_perftest not installed"; exit 77; }
 collie="$build/bin/collie"
 [ -x "$collie" ] || { echo "no $collie: build first" >&2; exit 2; }
+pt_env=""
+if [ -n "$pt_cc" ]; then
+  shim="$build/bench/collie_tcp_congestion_preload.so"
+  [ -f "$shim" ] || { echo "no $shim: build first" >&2; exit 2; }
+  pt_env="env LD_PRELOAD=$shim COLLIE_PRELOAD_TCP_CONGESTION=$pt_cc"
+fi
 bytes=$(numfmt --from=iec "$size")
 half=$((bytes / 2))
 # The chunk the tuner picks for this size on 2 ranks (the ring's per-step message).
@@ -73,14 +85,14 @@ perftest() { # name size [bidir]
   local args="-t tag_bw -s \$2 -n \$n -w \$w -f $pt_mode"
   if [ \$i = 0 ]; then
     if [ "\${3:-}" = bidir ]; then
-      (sleep 0.3; ucx_perftest \$args -p \$((port + 1)) \$peer >"$out/\$1.rev.\$port" 2>&1) &
+      (sleep 0.3; $pt_env ucx_perftest \$args -p \$((port + 1)) \$peer >"$out/\$1.rev.\$port" 2>&1) &
     fi
-    ucx_perftest \$args -p \$port >/dev/null 2>&1
+    $pt_env ucx_perftest \$args -p \$port >/dev/null 2>&1
     wait
   else
-    if [ "\${3:-}" = bidir ]; then ucx_perftest \$args -p \$((port + 1)) >/dev/null 2>&1 & fi
+    if [ "\${3:-}" = bidir ]; then $pt_env ucx_perftest \$args -p \$((port + 1)) >/dev/null 2>&1 & fi
     sleep 0.3
-    ucx_perftest \$args -p \$port \$COLLIE_NETNS_MASTER >"$out/\$1.\$port" 2>&1
+    $pt_env ucx_perftest \$args -p \$port \$COLLIE_NETNS_MASTER >"$out/\$1.\$port" 2>&1
     wait
   fi
 }
@@ -119,6 +131,9 @@ median() { sort -g | awk '{a[NR] = $1} END {if (NR == 0) print "nan"; else if (N
 report() { # label values...
   printf "%-44s median %6.3f GB/s  (%s)\n" "$1" "$(printf '%s\n' "${@:2}" | median)" "${*:2}"
 }
+system_cc=$(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo "?")
+echo "# TCP congestion control: perftest ${pt_cc:-$system_cc (system default)}," \
+  "collie ${COLLIE_TCP_CONGESTION-cubic} (COLLIE_TCP_CONGESTION)"
 declare -A med
 for v in chunk half; do
   vals=$(for f in "$out/$v".*; do pt_gbs "$f"; done)

@@ -17,7 +17,6 @@
 // rank and size, reloads the last checkpoint (written every --checkpoint-every steps by
 // whichever rank is rank 0 then) and redoes the steps since. Every rank prints its final
 // loss and a checksum of its parameters at the end.
-#include <dirent.h>
 #include <linux/tcp.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -36,6 +35,7 @@
 #include <vector>
 
 #include "collie/communicator.h"
+#include "core/net/process_sockets.h"
 #include "ddp/model/checkpoint.h"
 #include "ddp/model/compute.h"
 #include "ddp/model/dataset.h"
@@ -110,20 +110,15 @@ Status barrier(Communicator& comm) { return waitFor(comm.barrier(), "ddp-demo: b
 // transfers are plain memory copies and are not seen here.
 long long tcpBytesSent() {
   long long total = 0;
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return -1;
-  while (struct dirent* entry = readdir(dir)) {
-    int fd = std::atoi(entry->d_name);
-    if (fd <= 2 || fd == dirfd(dir)) continue;
+  for (const net::TcpSocketInfo& socket : net::processTcpSockets()) {
     struct tcp_info info;
     socklen_t len = sizeof(info);
     std::memset(&info, 0, sizeof(info));
-    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0 &&
+    if (getsockopt(socket.fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0 &&
         len >= offsetof(struct tcp_info, tcpi_bytes_sent) + sizeof(info.tcpi_bytes_sent)) {
       total += static_cast<long long>(info.tcpi_bytes_sent);
     }
   }
-  closedir(dir);
   return total;
 }
 

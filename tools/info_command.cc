@@ -14,6 +14,7 @@
 
 #include "core/config/config.h"
 #include "core/device/device_runtime.h"
+#include "core/net/process_sockets.h"
 #include "core/transport/device_windows.h"
 #include "core/transport/transport.h"
 #include "core/tune/tune_probe.h"
@@ -192,6 +193,10 @@ int runInfo(bool tuning) {
   std::printf("hostname: %s\n", host);
   std::printf("network interfaces:\n");
   printInterfaces();
+  const std::string congestion = configString("COLLIE_TCP_CONGESTION");
+  std::printf("TCP congestion control: system default %s; tcp's and UCX's sockets: %s\n",
+              net::systemCongestionControl().c_str(),
+              net::setsCongestionControl(congestion) ? congestion.c_str() : "the system default");
   printCudaDevices((" " + features + " ").find(" cuda ") != std::string::npos);
   std::printf("configuration (value [source]):\n");
   for (const Knob& knob : configKnobs()) {

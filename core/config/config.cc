@@ -60,7 +60,7 @@ const std::vector<Knob>& configKnobs() {
        "NCCL_NSOCKS_PERTHREAD"},
       {"COLLIE_SOCKET_BUFSIZE", "4M", "SO_SNDBUF/SO_RCVBUF of tcp data sockets", nullptr},
       {"COLLIE_TCP_CONGESTION", "cubic",
-       "TCP congestion control for data sockets (empty keeps the system default)", nullptr},
+       "TCP congestion control of tcp's and UCX's sockets ('system' keeps the default)", nullptr},
       {"COLLIE_IB_HCA", "",
        "InfiniBand/RoCE ports for ibverbs: mlx5_0:1,mlx5_1 (prefix), '=' exact, '^' exclude",
        "NCCL_IB_HCA"},

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/log/log.h"
+#include "core/net/process_sockets.h"
 
 namespace collie::net {
 namespace {
@@ -296,11 +297,10 @@ void tuneDataSocket(int fd, int64_t bufBytes, const std::string& congestion) {
     ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
     ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
   }
-  if (!congestion.empty()) {
-    if (::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, congestion.data(),
-                     static_cast<socklen_t>(congestion.size())) != 0) {
+  if (setsCongestionControl(congestion)) {
+    int err = 0;
+    if (!setCongestionControl(fd, congestion, &err)) {
       static std::once_flag logged;
-      int err = errno;
       std::call_once(logged, [&] {
         COLLIE_LOG(INFO, NET) << "TCP congestion control '" << congestion << "' not available ("
                               << std::strerror(err) << "); keeping the system default";

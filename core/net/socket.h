@@ -96,8 +96,8 @@ Status readFull(int fd, void* buf, size_t n, Deadline deadline);
 Status writeFull(int fd, const void* buf, size_t n, Deadline deadline);
 
 Status setNonBlocking(int fd, bool nonBlocking);
-// TCP_NODELAY, SO_SNDBUF/SO_RCVBUF (bufBytes > 0) and congestion control (non-empty;
-// failure is logged at INFO and ignored).
+// TCP_NODELAY, SO_SNDBUF/SO_RCVBUF (bufBytes > 0) and congestion control (unless empty
+// or "system"; failure is logged at INFO and ignored).
 void tuneDataSocket(int fd, int64_t bufBytes, const std::string& congestion);
 
 // The peer address of a connected socket, "ip:port", or "?" when unknown.

@@ -14,6 +14,8 @@ if [ "$with_ucx" = 1 ]; then
   echo "$out" | grep -q "RDMA wire: none (peers on other hosts use tcp" ||
     fail "ucx does not report that UCX_TLS=tcp leaves it no RDMA wire"
 fi
+echo "$out" | grep -Eq "^TCP congestion control: system default [a-z?]+; tcp's and UCX's sockets: cubic" ||
+  fail "the congestion control line is missing or does not show the cubic default"
 # One-rank probes: no transport waits for (or blames) a peer that does not exist.
 if echo "$out" | grep -Eq "did not publish|before the deadline"; then
   fail "a probe waited for a peer"

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
 
+#include "core/net/process_sockets.h"
 #include "core/transport/transport.h"
 #include "support/transport_job.h"
 #include "transports/ucx/ucx_wires.h"
@@ -154,6 +156,45 @@ TEST(UcxTransport, PeerDestroyedMidTransferIsARemoteErrorNamingIt) {
   EXPECT_TRUE(recvDone[0].done);
   Completion again;
   EXPECT_EQ(job.conn(0, 1)->postRecv(in.data(), 1, 6, &again).code(), StatusCode::kRemoteError);
+}
+
+// UCX opens its tcp sockets itself; collie sets COLLIE_TCP_CONGESTION on them as on its
+// own tcp transport's: on UCX's listeners (the connections they accept inherit it) and
+// on the connections UCX opened to the peers' listeners. The store here is in memory,
+// so every TCP socket of this process is UCX's.
+TEST(UcxTransport, TcpSocketsRunCollieTcpCongestion) {
+  useTls("tcp");
+  const std::string algorithm = net::systemCongestionControl() == "reno" ? "cubic" : "reno";
+  setenv("COLLIE_TCP_CONGESTION", algorithm.c_str(), 1);
+  Job job;
+  job.nchannels = 2;
+  job.create(2);
+  auto connected = job.connectAll();
+  unsetenv("COLLIE_TCP_CONGESTION");
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(connected[r].isOk()) << connected[r].toString();
+  std::vector<std::string> listeners;
+  std::vector<net::TcpSocketInfo> wires;
+  for (const net::TcpSocketInfo& socket : net::processTcpSockets()) {
+    if (!socket.listening) {
+      wires.push_back(socket);
+    } else if (net::congestionControlOf(socket.fd) == algorithm) {
+      listeners.push_back(socket.local);
+    }
+  }
+  EXPECT_GE(listeners.size(), 2u) << "one UCX listener per worker";
+  int ucxWires = 0;
+  for (const net::TcpSocketInfo& wire : wires) {
+    bool ucx = false;
+    for (const std::string& listener : listeners) {
+      ucx = ucx || net::reachesListener(wire.peer, listener) || wire.local == listener;
+    }
+    if (!ucx) continue;
+    ++ucxWires;
+    EXPECT_EQ(net::congestionControlOf(wire.fd), algorithm) << wire.local << " -> " << wire.peer;
+  }
+  EXPECT_GE(ucxWires, 4) << "2 lanes, both ends";
+  auto results = testing::exchangeAllPairs(job, {1, 8193, 1u << 20}, 30s);
+  for (int r = 0; r < 2; ++r) EXPECT_TRUE(results[r].isOk()) << r << ": " << results[r].toString();
 }
 
 TEST(UcxTransport, WrongSecretIsRefused) {

@@ -24,8 +24,10 @@
 #include "core/config/config.h"
 #include "core/log/log.h"
 #include "core/net/handshake.h"
+#include "core/net/process_sockets.h"
 #include "core/transport/transport.h"
 #include "transports/ucx/ucx_connection.h"
+#include "transports/ucx/ucx_tcp_sockets.h"
 #include "transports/ucx/ucx_wires.h"
 #include "transports/ucx/ucx_worker.h"
 
@@ -63,6 +65,8 @@ class UcxTransport final : public Transport {
 
  private:
   Status handshake(const std::vector<int>& peers, Deadline until);
+  void tuneOutgoingTcp(const std::vector<int>& peers, const std::string& congestion,
+                       Deadline until) const;
 
   Deadline setupDeadline() const;
 
@@ -73,6 +77,38 @@ class UcxTransport final : public Transport {
 
 std::string rdmaKey(const std::string& jobKey, int rank) {
   return jobKey + "/ucx/rdma/" + std::to_string(rank);
+}
+
+std::string tcpListenersKey(const std::string& jobKey, int rank) {
+  return jobKey + "/ucx/tcp/" + std::to_string(rank);
+}
+
+Bytes joinListeners(const std::vector<std::string>& listeners) {
+  std::string text;
+  for (const std::string& listener : listeners) text += (text.empty() ? "" : ",") + listener;
+  return Bytes(text.begin(), text.end());
+}
+
+// Every connection a peer accepts on its UCX listener inherits the listener's congestion
+// control (set in UcxWorker::create); this sets it on this rank's side, the sockets UCX
+// opened to the peers' listeners. UCX connected them while the endpoints were created
+// and the handshake ran, so they exist by now.
+void UcxTransport::tuneOutgoingTcp(const std::vector<int>& peers, const std::string& congestion,
+                                   Deadline until) const {
+  std::vector<std::string> listeners;
+  for (int peer : peers) {
+    Result<Bytes> published = ctx_.store->get(tcpListenersKey(ctx_.jobKey, peer), until);
+    if (!published.isOk()) continue;  // only tuning: the peer's data still flows
+    std::string text(published->begin(), published->end());
+    for (size_t start = 0; start < text.size();) {
+      size_t comma = std::min(text.find(',', start), text.size());
+      listeners.push_back(text.substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+  int tuned = tuneTcpSocketsTo(listeners, congestion);
+  COLLIE_LOG(INFO, NET) << "ucx: rank " << ctx_.rank << " set TCP congestion control '"
+                        << congestion << "' on " << tuned << " outgoing UCX sockets";
 }
 
 Deadline UcxTransport::setupDeadline() const {
@@ -97,10 +133,15 @@ Result<std::vector<std::unique_ptr<Connection>>> UcxTransport::connect(
   if (ctx_.nchannels > kMaxChannels) {
     return invalidArgument("ucx: at most " + std::to_string(kMaxChannels) + " channels");
   }
+  const std::string congestion = configString("COLLIE_TCP_CONGESTION");
   if (!worker_) {
-    Result<std::shared_ptr<UcxWorker>> worker = UcxWorker::create(ctx_.rank, ctx_.nranks);
+    Result<std::shared_ptr<UcxWorker>> worker =
+        UcxWorker::create(ctx_.rank, ctx_.nranks, congestion);
     if (!worker.isOk()) return worker.status();
     worker_ = *worker;
+    // Published before the address: a peer that read the address finds these too.
+    COLLIE_RETURN_IF_ERROR(ctx_.store->set(tcpListenersKey(ctx_.jobKey, ctx_.rank),
+                                           joinListeners(worker_->tcpListeners())));
     const auto& address = worker_->address();
     COLLIE_RETURN_IF_ERROR(ctx_.store->set(ctx_.jobKey + "/ucx/addr/" + std::to_string(ctx_.rank),
                                            Bytes(address.begin(), address.end())));
@@ -118,6 +159,7 @@ Result<std::vector<std::unique_ptr<Connection>>> UcxTransport::connect(
         worker_->connect(peer, address->data(), address->size(), std::min(ctx_.nchannels, 4)));
   }
   COLLIE_RETURN_IF_ERROR(handshake(peers, until));
+  if (net::setsCongestionControl(congestion)) tuneOutgoingTcp(peers, congestion, until);
 
   std::vector<std::unique_ptr<Connection>> out;
   for (int peer : peers) {

@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/log/log.h"
+#include "transports/ucx/ucx_tcp_sockets.h"
 #include "transports/ucx/ucx_wires.h"
 
 namespace collie::ucx {
@@ -45,12 +47,14 @@ void tuneForTcp(ucp_config_t* config) {
 
 }  // namespace
 
-Result<std::shared_ptr<UcxWorker>> UcxWorker::create(int rank, int nranks) {
+Result<std::shared_ptr<UcxWorker>> UcxWorker::create(int rank, int nranks,
+                                                     const std::string& congestion) {
   if (nranks > kMaxRanks) {
     return unsupported("ucx: " + std::to_string(nranks) + " ranks exceed the tag layout's " +
                        std::to_string(kMaxRanks));
   }
   std::shared_ptr<UcxWorker> self(new UcxWorker(rank, nranks));
+  const std::set<uint64_t> socketsBefore = tcpSocketInodes();
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) {
@@ -75,6 +79,7 @@ Result<std::shared_ptr<UcxWorker>> UcxWorker::create(int rank, int nranks) {
   if (st != UCS_OK) {
     return unsupported(std::string("ucx: ucp_worker_create failed: ") + ucs_status_string(st));
   }
+  self->tcpListeners_ = tuneNewTcpListeners(socketsBefore, congestion);
   st = ucp_worker_get_efd(self->worker_, &self->eventFd_);
   if (st != UCS_OK) self->eventFd_ = -1;  // waitForActivity then sleeps briefly instead
   ucp_address_t* address = nullptr;

@@ -42,11 +42,16 @@ class UcxWorker {
   ~UcxWorker();
 
   // Initialises UCP (tag matching + wakeup) and a serialized worker. Unsupported when
-  // UCX finds no usable transport (see UCX_TLS).
-  static Result<std::shared_ptr<UcxWorker>> create(int rank, int nranks);
+  // UCX finds no usable transport (see UCX_TLS). `congestion` (TCP_CONGESTION, empty:
+  // the system default) is set on the TCP listeners UCX opens for the worker.
+  static Result<std::shared_ptr<UcxWorker>> create(int rank, int nranks,
+                                                   const std::string& congestion);
 
   // This worker's address, to publish through the store.
   const std::vector<uint8_t>& address() const { return address_; }
+  // The TCP listeners ("ip:port") UCX opened for this worker (its tcp transport), to
+  // publish: the peers' connections to them are UCX's outgoing tcp sockets.
+  const std::vector<std::string>& tcpListeners() const { return tcpListeners_; }
   // Creates `lanes` endpoints to `peer` from its published address. Each endpoint is a
   // wire of its own (one TCP connection with UCX_TLS=tcp), so channels that use
   // different lanes do not queue behind each other's large messages.
@@ -91,6 +96,7 @@ class UcxWorker {
   ucp_worker_h worker_ = nullptr;
   int eventFd_ = -1;
   std::vector<uint8_t> address_;
+  std::vector<std::string> tcpListeners_;
   std::vector<Peer> peers_;
 };
 
