@@ -10,7 +10,8 @@
 #   perftest-chunk   tag_bw, one direction, message = what collie's ring sends per step
 #                    (the tuner's chunk: 1 MiB for 64 MiB on 2 ranks)
 #   perftest-half    tag_bw, one direction, message = size / 2 (one ring step unchunked)
-#   perftest-bidir   two tag_bw runs at once, one per direction (chunk-sized messages):
+#   perftest-bidir   two tag_bw runs at once, one per direction (chunk-sized messages),
+#                    8 GiB each so that they overlap for almost all of their time:
 #                    the link load of a 2-rank all-reduce, which sends both ways
 #   perftest-bidir-half  the same with size / 2 messages: both directions busy and,
 #                    like the all-reduce's 64 MiB buffers, a buffer that does not stay
@@ -47,7 +48,7 @@ while [ $# -gt 0 ]; do
     --ucx-env) ucx_env="$2"; shift 2 ;;
     --perftest-poll) pt_mode=""; shift ;;
     --perftest-congestion) pt_cc="$2"; shift 2 ;;
-    -h|--help) sed -n "2,33p" "$0"; exit 0 ;;
+    -h|--help) sed -n "2,34p" "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -81,7 +82,11 @@ peer=\$([ \$i = 0 ] && echo \$COLLIE_NETNS_MASTER | sed 's/\.1\$/.2/' || echo \$
 port=23000
 perftest() { # name size [bidir]
   port=\$((port + 2))
-  local n=\$(( (1024 << 20) / \$2 + 1 )) w=\$(( (64 << 20) / \$2 + 1 ))
+  # 1 GiB one way; 8 GiB per direction both ways, so that the two runs (started apart
+  # by the harness's skew) overlap for almost all of it: with 1 GiB at 9 GB/s they
+  # barely overlapped and reported nearly one-way figures.
+  local total=\$([ "\${3:-}" = bidir ] && echo 8192 || echo 1024)
+  local n=\$(( (total << 20) / \$2 + 1 )) w=\$(( (64 << 20) / \$2 + 1 ))
   local args="-t tag_bw -s \$2 -n \$n -w \$w -f $pt_mode"
   if [ \$i = 0 ]; then
     if [ "\${3:-}" = bidir ]; then
