@@ -318,10 +318,13 @@ TEST(ShmTransportTest, PingPongLatencyAndStreamBandwidth) {
   ASSERT_TRUE(status[1].isOk()) << status[1].toString();
   EXPECT_EQ(big0, big1);
   std::printf("[ info ] 8-byte one-way latency %.2f us, 64 MiB stream %.2f GB/s\n", pingUs, gbps);
-  // Loose bounds (the test box is a shared 2-core machine): they catch a wait that
-  // sleeps out its timeout instead of being woken, not a slow copy.
+  // Loose bounds (the test box is a shared 2-core machine, and this runs under TSan
+  // too): they catch a wait that sleeps out its timeout instead of being woken, not a
+  // slow copy. A missed wake-up costs up to 100 ms (the transport's longest sleep), and
+  // the stream refills its 4 MiB FIFO at least 16 times, so missing them all would take
+  // 64 MiB below 0.04 GB/s; TSan on a busy box measured 0.19.
   EXPECT_LT(pingUs, 2000.0);
-  EXPECT_GT(gbps, 0.2);
+  EXPECT_GT(gbps, 0.05);
 }
 
 TEST(ShmTransportTest, IsRegisteredAsShm) {
