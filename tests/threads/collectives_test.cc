@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 
+#include "support/quick_matrix.h"
 #include "support/rank_threads.h"
 #include "support/reference.h"
 
@@ -23,17 +24,15 @@ constexpr size_t kLargeCount = (1 << 20) + 3;
 
 // COLLIE_TEST_QUICK=1 (sanitizer runs) shrinks the matrix: 1..4 ranks, fewer small
 // counts and the large count for every third dtype only.
-bool quick() {
-  const char* value = std::getenv("COLLIE_TEST_QUICK");
-  return value != nullptr && value[0] != '\0' && value[0] != '0';
-}
 
 std::vector<int> rankCounts() {
-  return quick() ? std::vector<int>{1, 2, 3, 4} : std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8};
+  return testing::quickMatrix() ? std::vector<int>{1, 2, 3, 4}
+                                : std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8};
 }
 
 std::vector<size_t> smallCounts() {
-  return quick() ? std::vector<size_t>{0, 7, 1023} : std::vector<size_t>{0, 1, 7, 1023};
+  return testing::quickMatrix() ? std::vector<size_t>{0, 7, 1023}
+                                : std::vector<size_t>{0, 1, 7, 1023};
 }
 
 using testing::Failures;
@@ -166,7 +165,7 @@ TEST_P(CollectivesTest, EveryCollectiveDtypeOpAndCount) {
           }
         }
         // The large count once per dtype, cycling through the ops.
-        if (quick() && d % 3 != 0) continue;
+        if (testing::quickMatrix() && d % 3 != 0) continue;
         const ReduceOp op = reduces ? static_cast<ReduceOp>(d % kNumReduceOps) : ReduceOp::kSum;
         runAndCheck(comm, kind, dtype, op, kLargeCount, d % 2 == 0, &failures);
       }

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/net/handshake.h"
+#include "support/quick_matrix.h"
 #include "support/rank_threads.h"
 
 namespace collie {
@@ -42,11 +43,6 @@ constexpr bool kSanitized = true;
 #else
 constexpr bool kSanitized = false;
 #endif
-
-bool quick() {
-  const char* value = std::getenv("COLLIE_TEST_QUICK");
-  return value != nullptr && value[0] != '\0' && value[0] != '0';
-}
 
 // Private resident memory (RssAnon, in 4 KiB pages): what a leak would grow. Shared
 // memory is left out on purpose: the shm FIFOs are rings whose pages are touched one by
@@ -109,7 +105,7 @@ int32_t reduceValues(ReduceOp op, uint64_t s, int nranks, size_t i) {
 TEST(Soak, TenThousandRandomCollectivesStayCorrectAndMemoryIsFlat) {
   constexpr int kRanks = 3;
   constexpr int kRandomWarmup = 3000;
-  int total = quick() ? 2000 : 10000;
+  int total = testing::quickMatrix() ? 2000 : 10000;
   if (const char* n = std::getenv("COLLIE_SOAK_COLLECTIVES")) total = std::max(2000, std::atoi(n));
   Options options;
   options.transport = "shm";
