@@ -8,6 +8,7 @@
 // MODE: shared  one thread, non-blocking, one socket carrying both directions
 //       split   one thread, non-blocking, one socket per direction
 //       threads a sending and a receiving thread (blocking), one socket per direction
+//       shared-threads  a sending and a receiving thread (blocking) on one socket
 // CONGESTION (default cubic) is set with TCP_CONGESTION on every socket.
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -105,8 +106,10 @@ void pollingLoop(int out, int in, char* sendBuffer, char* recvBuffer, size_t byt
 
 int main(int argc, char** argv) {
   if (argc < 7) {
-    std::fprintf(stderr, "usage: %s listen|connect IP PORT MIB ITERS shared|split|threads [CC]\n",
-                 argv[0]);
+    std::fprintf(
+        stderr,
+        "usage: %s listen|connect IP PORT MIB ITERS shared|split|threads|shared-threads [CC]\n",
+        argv[0]);
     return 2;
   }
   const bool listening = std::string(argv[1]) == "listen";
@@ -116,20 +119,22 @@ int main(int argc, char** argv) {
   const int iters = std::atoi(argv[5]);
   const std::string mode = argv[6];
   const std::string congestion = argc > 7 ? argv[7] : "cubic";
-  if (bytes == 0 || iters < 1 || (mode != "shared" && mode != "split" && mode != "threads")) {
+  if (bytes == 0 || iters < 1 ||
+      (mode != "shared" && mode != "split" && mode != "threads" && mode != "shared-threads")) {
     std::fprintf(stderr, "socket_bidir: bad size, iterations or mode\n");
     return 2;
   }
   // Socket 0 carries the listener's data (and, shared, both directions); socket 1 the
   // connecting side's.
   const int first = openSocket(listening, ip, port, congestion);
-  const int second = mode == "shared" ? first : openSocket(listening, ip, port + 1, congestion);
+  const bool oneSocket = mode == "shared" || mode == "shared-threads";
+  const int second = oneSocket ? first : openSocket(listening, ip, port + 1, congestion);
   const int out = listening ? first : second;
   const int in = listening ? second : first;
   std::vector<char> sendBuffer(bytes, 1);
   std::vector<char> recvBuffer(bytes, 0);
   auto start = std::chrono::steady_clock::now();
-  if (mode == "threads") {
+  if (mode == "threads" || mode == "shared-threads") {
     std::thread sender(
         [&] { blockingLoop(out, sendBuffer.data(), bytes, iters, /*sending=*/true); });
     blockingLoop(in, recvBuffer.data(), bytes, iters, /*sending=*/false);

@@ -10,6 +10,7 @@
 #   socket shared    bench/socket_bidir: one thread, one socket both ways, size/2 buffers
 #   socket split     one thread, one socket per direction
 #   socket threads   a sender and a receiver thread, one socket per direction
+#   socket shared-threads  a sender and a receiver thread, one socket both ways
 #   collie allgather / allreduce over tcp and ucx (UCX_TLS=tcp), out-of-place and
 #                    in-place busbw of `collie perf -b size -e size -c 0`
 # Needs root (namespaces); exit 77 otherwise.
@@ -23,7 +24,7 @@ while [ $# -gt 0 ]; do
     --build) build="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
     --size) size="$2"; shift 2 ;;
-    -h|--help) sed -n "2,16p" "$0"; exit 0 ;;
+    -h|--help) sed -n "2,17p" "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -44,7 +45,7 @@ i=\$COLLIE_NETNS_INDEX
 role=\$([ \$i = 0 ] && echo listen || echo connect)
 port=25000
 for r in \$(seq $rounds); do
-  for mode in shared split threads; do
+  for mode in shared split threads shared-threads; do
     port=\$((port + 2))
     $bidir \$role \$COLLIE_NETNS_MASTER \$port $half_mib $iters \$mode >"$out/socket-\$mode.\$i.\$r" 2>&1
   done
@@ -68,7 +69,7 @@ report() { # label values...
   printf "%-40s median %6.2f GB/s  (%s)\n" "$1" "$(printf '%s\n' "${@:2}" | median)" "${*:2}"
 }
 echo "# $size, 2 hosts x 1 rank; socket runs move ${half_mib} MiB buffers x $iters each way"
-for mode in shared split threads; do
+for mode in shared split threads shared-threads; do
   report "socket $mode (host 0)" $(awk '{print $(NF - 3)}' "$out"/socket-$mode.0.*)
 done
 for coll in allgather allreduce; do
