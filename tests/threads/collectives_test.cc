@@ -24,7 +24,6 @@ constexpr size_t kLargeCount = (1 << 20) + 3;
 
 // COLLIE_TEST_QUICK=1 (sanitizer runs) shrinks the matrix: 1..4 ranks, fewer small
 // counts and the large count for every third dtype only.
-
 std::vector<int> rankCounts() {
   return testing::quickMatrix() ? std::vector<int>{1, 2, 3, 4}
                                 : std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8};
