@@ -20,7 +20,6 @@
 #include <linux/tcp.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -110,9 +109,10 @@ Status barrier(Communicator& comm) { return waitFor(comm.barrier(), "ddp-demo: b
 // the store's), summed from TCP_INFO over every socket in /proc/self/fd. Shared-memory
 // transfers are plain memory copies and are not seen here.
 long long tcpBytesSent() {
-  if (::access("/proc/self/fd", R_OK) != 0) return -1;  // unknown, not zero
+  Result<std::vector<net::TcpSocketInfo>> sockets = net::processTcpSockets();
+  if (!sockets.isOk()) return -1;  // unknown, not zero
   long long total = 0;
-  for (const net::TcpSocketInfo& socket : net::processTcpSockets()) {
+  for (const net::TcpSocketInfo& socket : *sockets) {
     struct tcp_info info;
     socklen_t len = sizeof(info);
     std::memset(&info, 0, sizeof(info));

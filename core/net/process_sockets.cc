@@ -40,10 +40,10 @@ std::pair<std::string, std::string> splitAtPort(const std::string& address) {
 
 }  // namespace
 
-std::vector<TcpSocketInfo> processTcpSockets() {
+Result<std::vector<TcpSocketInfo>> processTcpSockets() {
   std::vector<TcpSocketInfo> out;
   DIR* dir = ::opendir("/proc/self/fd");
-  if (dir == nullptr) return out;
+  if (dir == nullptr) return systemError("listing this process's sockets (/proc/self/fd)", errno);
   while (struct dirent* entry = ::readdir(dir)) {
     if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
     int fd = std::atoi(entry->d_name);

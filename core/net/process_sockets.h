@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "collie/status.h"
+
 namespace collie::net {
 
 struct TcpSocketInfo {
@@ -22,8 +24,10 @@ struct TcpSocketInfo {
   std::string peer;        // "ip:port", "?" for listeners and unconnected sockets
 };
 
-// Every IPv4/IPv6 TCP socket among this process's descriptors.
-std::vector<TcpSocketInfo> processTcpSockets();
+// Every IPv4/IPv6 TCP socket among this process's descriptors (empty when there is
+// none). An error (systemError) when /proc/self/fd cannot be read, so that callers
+// can tell "no sockets" from "cannot see them".
+Result<std::vector<TcpSocketInfo>> processTcpSockets();
 
 // The congestion control `fd` runs ("cubic"), "?" when it cannot be read.
 std::string congestionControlOf(int fd);

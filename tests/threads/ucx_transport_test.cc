@@ -174,7 +174,9 @@ TEST(UcxTransport, TcpSocketsRunCollieTcpCongestion) {
   for (int r = 0; r < 2; ++r) ASSERT_TRUE(connected[r].isOk()) << connected[r].toString();
   std::vector<std::string> listeners;
   std::vector<net::TcpSocketInfo> wires;
-  for (const net::TcpSocketInfo& socket : net::processTcpSockets()) {
+  auto sockets = net::processTcpSockets();
+  ASSERT_TRUE(sockets.isOk()) << sockets.status().toString();
+  for (const net::TcpSocketInfo& socket : *sockets) {
     if (!socket.listening) {
       wires.push_back(socket);
     } else if (net::congestionControlOf(socket.fd) == algorithm) {

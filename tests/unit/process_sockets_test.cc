@@ -36,7 +36,9 @@ TEST(ProcessSockets, ListsListenersAndConnectionsWithTheirAddresses) {
   auto server = acceptWithDeadline(listener->fd(), Clock::now() + 5s);
   ASSERT_TRUE(server.isOk()) << server.status().toString();
 
-  auto sockets = processTcpSockets();
+  auto listed = processTcpSockets();
+  ASSERT_TRUE(listed.isOk()) << listed.status().toString();
+  const std::vector<TcpSocketInfo>& sockets = *listed;
   const std::string listenAddress = "127.0.0.1:" + std::to_string(*port);
   const TcpSocketInfo* l = findFd(sockets, listener->fd());
   const TcpSocketInfo* c = findFd(sockets, client->fd());

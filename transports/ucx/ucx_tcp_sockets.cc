@@ -23,16 +23,20 @@ bool tune(int fd, const std::string& congestion) {
 
 }  // namespace
 
-std::set<uint64_t> tcpSocketInodes() {
+Result<std::set<uint64_t>> tcpSocketInodes() {
+  Result<std::vector<net::TcpSocketInfo>> sockets = net::processTcpSockets();
+  if (!sockets.isOk()) return sockets.status();
   std::set<uint64_t> inodes;
-  for (const net::TcpSocketInfo& socket : net::processTcpSockets()) inodes.insert(socket.inode);
+  for (const net::TcpSocketInfo& socket : *sockets) inodes.insert(socket.inode);
   return inodes;
 }
 
-std::vector<std::string> tuneNewTcpListeners(const std::set<uint64_t>& before,
-                                             const std::string& congestion) {
+Result<std::vector<std::string>> tuneNewTcpListeners(const std::set<uint64_t>& before,
+                                                     const std::string& congestion) {
+  Result<std::vector<net::TcpSocketInfo>> sockets = net::processTcpSockets();
+  if (!sockets.isOk()) return sockets.status();
   std::vector<std::string> listeners;
-  for (const net::TcpSocketInfo& socket : net::processTcpSockets()) {
+  for (const net::TcpSocketInfo& socket : *sockets) {
     if (!socket.listening || before.count(socket.inode) != 0) continue;
     if (net::setsCongestionControl(congestion)) tune(socket.fd, congestion);
     listeners.push_back(socket.local);
@@ -40,10 +44,13 @@ std::vector<std::string> tuneNewTcpListeners(const std::set<uint64_t>& before,
   return listeners;
 }
 
-int tuneTcpSocketsTo(const std::vector<std::string>& listeners, const std::string& congestion) {
+Result<int> tuneTcpSocketsTo(const std::vector<std::string>& listeners,
+                             const std::string& congestion) {
   if (!net::setsCongestionControl(congestion) || listeners.empty()) return 0;
+  Result<std::vector<net::TcpSocketInfo>> sockets = net::processTcpSockets();
+  if (!sockets.isOk()) return sockets.status();
   int tuned = 0;
-  for (const net::TcpSocketInfo& socket : net::processTcpSockets()) {
+  for (const net::TcpSocketInfo& socket : *sockets) {
     if (socket.listening) continue;
     for (const std::string& listener : listeners) {
       if (net::reachesListener(socket.peer, listener)) {

@@ -7,6 +7,9 @@
 // created (a listener hands its setting to every connection it accepts), and its
 // outgoing connections are those that reach a peer's published UCX listener.
 //
+// Each call fails (the error of net::processTcpSockets()) when this process cannot list
+// its sockets; the caller logs it and UCX's sockets keep the system default.
+//
 // Thread safety: reentrant; see core/net/process_sockets.h for the snapshot caveat.
 #pragma once
 
@@ -15,18 +18,21 @@
 #include <string>
 #include <vector>
 
+#include "collie/status.h"
+
 namespace collie::ucx {
 
 // The inodes of this process's TCP sockets now (taken before UCX creates a worker).
-std::set<uint64_t> tcpSocketInodes();
+Result<std::set<uint64_t>> tcpSocketInodes();
 
 // The TCP listeners opened since `before` (UCX's, when nothing else opened one in
 // between): sets `congestion` (unless empty or "system") on each and returns their "ip:port".
-std::vector<std::string> tuneNewTcpListeners(const std::set<uint64_t>& before,
-                                             const std::string& congestion);
+Result<std::vector<std::string>> tuneNewTcpListeners(const std::set<uint64_t>& before,
+                                                     const std::string& congestion);
 
 // Sets `congestion` on this process's connected TCP sockets that reach one of
 // `listeners` ("ip:port", the peers' UCX listeners); returns how many it set.
-int tuneTcpSocketsTo(const std::vector<std::string>& listeners, const std::string& congestion);
+Result<int> tuneTcpSocketsTo(const std::vector<std::string>& listeners,
+                             const std::string& congestion);
 
 }  // namespace collie::ucx

@@ -106,9 +106,14 @@ void UcxTransport::tuneOutgoingTcp(const std::vector<int>& peers, const std::str
       start = comma + 1;
     }
   }
-  int tuned = tuneTcpSocketsTo(listeners, congestion);
+  Result<int> tuned = tuneTcpSocketsTo(listeners, congestion);
+  if (!tuned.isOk()) {
+    COLLIE_LOG(INFO, NET) << "ucx: rank " << ctx_.rank << ": " << tuned.status().message()
+                          << "; outgoing UCX sockets keep the system congestion control";
+    return;
+  }
   COLLIE_LOG(INFO, NET) << "ucx: rank " << ctx_.rank << " set TCP congestion control '"
-                        << congestion << "' on " << tuned << " outgoing UCX sockets";
+                        << congestion << "' on " << *tuned << " outgoing UCX sockets";
 }
 
 Deadline UcxTransport::setupDeadline() const {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/log/log.h"
+#include "core/net/process_sockets.h"
 #include "transports/ucx/ucx_tcp_sockets.h"
 #include "transports/ucx/ucx_wires.h"
 
@@ -54,7 +55,7 @@ Result<std::shared_ptr<UcxWorker>> UcxWorker::create(int rank, int nranks,
                        std::to_string(kMaxRanks));
   }
   std::shared_ptr<UcxWorker> self(new UcxWorker(rank, nranks));
-  const std::set<uint64_t> socketsBefore = tcpSocketInodes();
+  const Result<std::set<uint64_t>> socketsBefore = tcpSocketInodes();
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) {
@@ -79,7 +80,15 @@ Result<std::shared_ptr<UcxWorker>> UcxWorker::create(int rank, int nranks,
   if (st != UCS_OK) {
     return unsupported(std::string("ucx: ucp_worker_create failed: ") + ucs_status_string(st));
   }
-  self->tcpListeners_ = tuneNewTcpListeners(socketsBefore, congestion);
+  Result<std::vector<std::string>> listeners =
+      socketsBefore.isOk() ? tuneNewTcpListeners(*socketsBefore, congestion)
+                           : Result<std::vector<std::string>>(socketsBefore.status());
+  if (listeners.isOk()) {
+    self->tcpListeners_ = std::move(*listeners);
+  } else if (net::setsCongestionControl(congestion)) {
+    COLLIE_LOG(INFO, NET) << "ucx: rank " << rank << ": " << listeners.status().message()
+                          << "; UCX's TCP sockets keep the system congestion control";
+  }
   st = ucp_worker_get_efd(self->worker_, &self->eventFd_);
   if (st != UCS_OK) self->eventFd_ = -1;  // waitForActivity then sleeps briefly instead
   ucp_address_t* address = nullptr;
