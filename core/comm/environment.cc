@@ -80,6 +80,15 @@ Result<std::pair<std::string, uint16_t>> splitHostPort(const std::string& text) 
 
 // A single-host rendezvous through a file: rank 0 hosts the store on loopback with a
 // fresh secret and publishes the id in a 0600 file named after the launcher's job id.
+// Rank 0 of an externally launched job hosts the store at the address every rank was
+// given (id.port on all interfaces).
+Status startStoreOnAllInterfaces(const UniqueId& id, std::unique_ptr<StoreServer>* server) {
+  Result<std::unique_ptr<StoreServer>> started = StoreServer::start("0.0.0.0", id.port, id.secret);
+  if (!started.isOk()) return started.status().withContext("rank 0 starting the store");
+  *server = std::move(*started);
+  return Status();
+}
+
 Result<UniqueId> rendezvousByFile(const std::string& path, int rank,
                                   std::unique_ptr<StoreServer>* server, std::string* cleanup,
                                   Deadline deadline) {
@@ -172,24 +181,14 @@ Result<std::unique_ptr<Communicator>> Communicator::createFromEnvironment(const 
     id.host = env("MASTER_ADDR");
     id.port = static_cast<uint16_t>(*port + 1);
     id.secret = externalSecret();
-    if (info.rank == 0) {
-      Result<std::unique_ptr<StoreServer>> started =
-          StoreServer::start("0.0.0.0", id.port, id.secret);
-      if (!started.isOk()) return started.status().withContext("rank 0 starting the store");
-      server = std::move(*started);
-    }
+    if (info.rank == 0) COLLIE_RETURN_IF_ERROR(startStoreOnAllInterfaces(id, &server));
   } else if (const char* master = env("COLLIE_MASTER_ADDR")) {
     Result<std::pair<std::string, uint16_t>> address = splitHostPort(master);
     if (!address.isOk()) return address.status().withContext("COLLIE_MASTER_ADDR");
     id.host = address->first;
     id.port = address->second;
     id.secret = externalSecret();
-    if (info.rank == 0) {
-      Result<std::unique_ptr<StoreServer>> started =
-          StoreServer::start("0.0.0.0", id.port, id.secret);
-      if (!started.isOk()) return started.status().withContext("rank 0 starting the store");
-      server = std::move(*started);
-    }
+    if (info.rank == 0) COLLIE_RETURN_IF_ERROR(startStoreOnAllInterfaces(id, &server));
   } else {
     std::string path = "/tmp/collie-" + jobName + "-" + std::to_string(getuid()) + ".id";
     Result<UniqueId> found = rendezvousByFile(path, info.rank, &server, &cleanup, deadline);
