@@ -268,12 +268,11 @@ Result<std::shared_ptr<const Schedule>> Engine::plan(const CollectiveArgs& args)
       dataTypeSize(args.kind == CollectiveKind::kBarrier ? DataType::kUint8 : args.dtype);
   std::unique_lock<std::mutex> lock(mutex_);
   const TuneDecision decision = decide(args.kind, bytes, config_.nranks, limits, tune_);
-  auto key =
+  const ScheduleKey key =
       std::make_tuple(static_cast<int>(args.kind), args.count, static_cast<int>(args.dtype),
                       static_cast<int>(args.op), args.root, static_cast<int>(decision.algorithm),
                       decision.chunkBytes, decision.nchannels);
-  auto found = cache_.find(key);
-  if (found != cache_.end()) return found->second;
+  if (std::shared_ptr<const Schedule> cached = cache_.find(key)) return cached;
   lock.unlock();
   PlanParams params;
   params.rank = config_.rank;
@@ -294,8 +293,7 @@ Result<std::shared_ptr<const Schedule>> Engine::plan(const CollectiveArgs& args)
                                  ? " (offered to the one-shot board first)"
                                  : "");
   lock.lock();
-  if (cache_.size() >= 256) cache_.clear();
-  cache_[key] = shared;
+  cache_.insert(key, shared);
   return shared;
 }
 

@@ -52,6 +52,7 @@
 #include "core/engine/execution.h"
 #include "core/engine/failure_board.h"
 #include "core/engine/flight_recorder.h"
+#include "core/engine/schedule_cache.h"
 #include "core/tune/tuner.h"
 
 namespace collie {
@@ -67,6 +68,7 @@ struct EngineConfig {
   std::chrono::microseconds busyPoll{50};
   size_t traceDepth = 64;  // COLLIE_TRACE_DEPTH: collectives kept by the flight recorder
   std::string traceDump;   // COLLIE_TRACE_DUMP: "", "stderr" or a path (%r = rank)
+  size_t scheduleCacheBytes = 4 << 20;  // schedules kept for reuse (core/engine/schedule_cache.h)
 };
 
 // The transports of a communicator and which one serves each peer.
@@ -210,10 +212,7 @@ class Engine {
   std::vector<uint64_t> sendSequence_;  // per peer, point-to-point
   std::vector<uint64_t> recvSequence_;
   TuneConstants tune_;
-  // (kind, count, dtype, op, root, algorithm, chunk bytes, channels) -> schedule
-  std::map<std::tuple<int, size_t, int, int, int, int, size_t, int>,
-           std::shared_ptr<const Schedule>>
-      cache_;
+  ScheduleCache cache_{config_.scheduleCacheBytes};
 
   std::atomic<bool> aborted_{false};
   // Lock-free state for the inline fast path (written under mutex_ except running_):
