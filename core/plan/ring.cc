@@ -35,37 +35,35 @@ Generator<Step> ringAllReduceSteps(CollectiveArgs args, PlanParams params, size_
   const int next = mod(r + 1, n);
   const int prev = mod(r - 1, n);
   const int divisor = args.op == ReduceOp::kAvg ? n : 0;
-  {
-    Range channel = splitEven(0, args.count, params.nchannels, c);
-    const size_t roundElems = chunkElems * n;
-    for (size_t done = 0; done < channel.count; done += roundElems) {
-      const size_t roundCount = std::min(roundElems, channel.count - done);
-      auto segment = [&](int index) {
-        return splitEven(channel.begin + done, roundCount, n, mod(index, n));
-      };
-      // Reduce-scatter.
-      Range first = segment(r);
-      if (first.count > 0) {
-        co_yield (makeStep(StepKind::kSend, next, -1, at(BufferId::kInput, first.begin, es),
-                           Slice{}, first.count * es));
-      }
-      for (int s = 1; s < n; ++s) {
-        Range seg = segment(r - s);
-        if (seg.count == 0) continue;
-        Step step =
-            makeStep(StepKind::kRecvReduceSend, next, prev, at(BufferId::kInput, seg.begin, es),
-                     at(BufferId::kOutput, seg.begin, es), seg.count * es);
-        if (s == n - 1) step.divisor = divisor;  // final value of segment r + 1
-        co_yield (step);
-      }
-      // All-gather of the final segments.
-      for (int s = 1; s < n; ++s) {
-        Range seg = segment(r + 1 - s);
-        if (seg.count == 0) continue;
-        StepKind kind = s == n - 1 ? StepKind::kRecv : StepKind::kRecvCopySend;
-        co_yield (makeStep(kind, kind == StepKind::kRecv ? -1 : next, prev, Slice{},
-                           at(BufferId::kOutput, seg.begin, es), seg.count * es));
-      }
+  Range channel = splitEven(0, args.count, params.nchannels, c);
+  const size_t roundElems = chunkElems * n;
+  for (size_t done = 0; done < channel.count; done += roundElems) {
+    const size_t roundCount = std::min(roundElems, channel.count - done);
+    auto segment = [&](int index) {
+      return splitEven(channel.begin + done, roundCount, n, mod(index, n));
+    };
+    // Reduce-scatter.
+    Range first = segment(r);
+    if (first.count > 0) {
+      co_yield (makeStep(StepKind::kSend, next, -1, at(BufferId::kInput, first.begin, es), Slice{},
+                         first.count * es));
+    }
+    for (int s = 1; s < n; ++s) {
+      Range seg = segment(r - s);
+      if (seg.count == 0) continue;
+      Step step =
+          makeStep(StepKind::kRecvReduceSend, next, prev, at(BufferId::kInput, seg.begin, es),
+                   at(BufferId::kOutput, seg.begin, es), seg.count * es);
+      if (s == n - 1) step.divisor = divisor;  // final value of segment r + 1
+      co_yield (step);
+    }
+    // All-gather of the final segments.
+    for (int s = 1; s < n; ++s) {
+      Range seg = segment(r + 1 - s);
+      if (seg.count == 0) continue;
+      StepKind kind = s == n - 1 ? StepKind::kRecv : StepKind::kRecvCopySend;
+      co_yield (makeStep(kind, kind == StepKind::kRecv ? -1 : next, prev, Slice{},
+                         at(BufferId::kOutput, seg.begin, es), seg.count * es));
     }
   }
 }
@@ -79,28 +77,26 @@ Generator<Step> ringReduceScatterSteps(CollectiveArgs args, PlanParams params, s
   const int prev = mod(r - 1, n);
   const int divisor = args.op == ReduceOp::kAvg ? n : 0;
   const size_t block = args.count;  // elements each rank ends with
-  {
-    Range channel = splitEven(0, block, params.nchannels, c);
-    int slot = 0;
-    for (size_t done = 0; done < channel.count; done += chunkElems) {
-      const size_t chunk = std::min(chunkElems, channel.count - done);
-      const size_t inBlock = channel.begin + done;  // offset within each rank's block
-      auto inputOf = [&](int owner) {
-        return at(BufferId::kInput, static_cast<size_t>(mod(owner, n)) * block + inBlock, es);
-      };
-      // At step s rank r handles block r - 1 - s; the last step (s = n - 1) is block r.
-      co_yield (makeStep(StepKind::kSend, next, -1, inputOf(r - 1), Slice{}, chunk * es));
-      for (int s = 1; s < n - 1; ++s) {
-        Slice scratch{BufferId::kScratch, static_cast<uint64_t>(slot) * chunkElems * es};
-        slot ^= 1;
-        co_yield (makeStep(StepKind::kRecvReduceSend, next, prev, inputOf(r - 1 - s), scratch,
-                           chunk * es));
-      }
-      Step last = makeStep(StepKind::kRecvReduceCopy, -1, prev, inputOf(r),
-                           at(BufferId::kOutput, inBlock, es), chunk * es);
-      last.divisor = divisor;
-      co_yield (last);
+  Range channel = splitEven(0, block, params.nchannels, c);
+  int slot = 0;
+  for (size_t done = 0; done < channel.count; done += chunkElems) {
+    const size_t chunk = std::min(chunkElems, channel.count - done);
+    const size_t inBlock = channel.begin + done;  // offset within each rank's block
+    auto inputOf = [&](int owner) {
+      return at(BufferId::kInput, static_cast<size_t>(mod(owner, n)) * block + inBlock, es);
+    };
+    // At step s rank r handles block r - 1 - s; the last step (s = n - 1) is block r.
+    co_yield (makeStep(StepKind::kSend, next, -1, inputOf(r - 1), Slice{}, chunk * es));
+    for (int s = 1; s < n - 1; ++s) {
+      Slice scratch{BufferId::kScratch, static_cast<uint64_t>(slot) * chunkElems * es};
+      slot ^= 1;
+      co_yield (
+          makeStep(StepKind::kRecvReduceSend, next, prev, inputOf(r - 1 - s), scratch, chunk * es));
     }
+    Step last = makeStep(StepKind::kRecvReduceCopy, -1, prev, inputOf(r),
+                         at(BufferId::kOutput, inBlock, es), chunk * es);
+    last.divisor = divisor;
+    co_yield (last);
   }
 }
 
@@ -112,25 +108,23 @@ Generator<Step> ringAllGatherSteps(CollectiveArgs args, PlanParams params, size_
   const int next = mod(r + 1, n);
   const int prev = mod(r - 1, n);
   const size_t block = args.count;
-  {
-    Range channel = splitEven(0, block, params.nchannels, c);
-    if (channel.count == 0) co_return;
-    // Own block into place (a no-op when in place), then around the ring.
-    co_yield (makeStep(StepKind::kCopy, -1, -1, at(BufferId::kInput, channel.begin, es),
-                       at(BufferId::kOutput, r * block + channel.begin, es), channel.count * es));
-    for (size_t done = 0; done < channel.count; done += chunkElems) {
-      const size_t chunk = std::min(chunkElems, channel.count - done);
-      const size_t inBlock = channel.begin + done;
-      auto outputOf = [&](int owner) {
-        return at(BufferId::kOutput, static_cast<size_t>(mod(owner, n)) * block + inBlock, es);
-      };
-      co_yield (makeStep(StepKind::kSend, next, -1, at(BufferId::kInput, inBlock, es), Slice{},
+  Range channel = splitEven(0, block, params.nchannels, c);
+  if (channel.count == 0) co_return;
+  // Own block into place (a no-op when in place), then around the ring.
+  co_yield (makeStep(StepKind::kCopy, -1, -1, at(BufferId::kInput, channel.begin, es),
+                     at(BufferId::kOutput, r * block + channel.begin, es), channel.count * es));
+  for (size_t done = 0; done < channel.count; done += chunkElems) {
+    const size_t chunk = std::min(chunkElems, channel.count - done);
+    const size_t inBlock = channel.begin + done;
+    auto outputOf = [&](int owner) {
+      return at(BufferId::kOutput, static_cast<size_t>(mod(owner, n)) * block + inBlock, es);
+    };
+    co_yield (makeStep(StepKind::kSend, next, -1, at(BufferId::kInput, inBlock, es), Slice{},
+                       chunk * es));
+    for (int s = 1; s < n; ++s) {
+      StepKind kind = s == n - 1 ? StepKind::kRecv : StepKind::kRecvCopySend;
+      co_yield (makeStep(kind, kind == StepKind::kRecv ? -1 : next, prev, Slice{}, outputOf(r - s),
                          chunk * es));
-      for (int s = 1; s < n; ++s) {
-        StepKind kind = s == n - 1 ? StepKind::kRecv : StepKind::kRecvCopySend;
-        co_yield (makeStep(kind, kind == StepKind::kRecv ? -1 : next, prev, Slice{},
-                           outputOf(r - s), chunk * es));
-      }
     }
   }
 }
