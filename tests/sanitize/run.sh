@@ -22,8 +22,16 @@ esac
 # TSan build leaves UCX out (the ASan build keeps it and runs the ucx tests).
 ucx=AUTO
 [ "$mode" = thread ] && ucx=OFF
+# Optimisation and debug info: ASan+UBSan compiles 2.2x faster at -O1 -g1 than at
+# RelWithDebInfo's -O2 -g (tools/collie_main.cc: 22.7 against 50.1 s; the whole ASan
+# build took 630 s of a 27-minute CI run), and -O1 is what ASan's own documentation
+# recommends. -g1 keeps the line tables that the reports' stack traces need. TSan stays
+# at -O2, where its tests run (they take three quarters of its time).
+opt="-O1 -g1"
+[ "$mode" = thread ] && opt="-O2 -g1"
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$opt -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="$opt -DNDEBUG" \
     -DCOLLIE_SANITIZE="$mode" -DCOLLIE_BUILD_BENCH=OFF -DCOLLIE_WITH_CUDA=OFF \
     -DCOLLIE_WITH_UCX="$ucx" >/dev/null
 else
