@@ -78,8 +78,6 @@ Result<std::pair<std::string, uint16_t>> splitHostPort(const std::string& text) 
   return std::make_pair(host, static_cast<uint16_t>(port));
 }
 
-// A single-host rendezvous through a file: rank 0 hosts the store on loopback with a
-// fresh secret and publishes the id in a 0600 file named after the launcher's job id.
 // Rank 0 of an externally launched job hosts the store at the address every rank was
 // given (id.port on all interfaces).
 Status startStoreOnAllInterfaces(const UniqueId& id, std::unique_ptr<StoreServer>* server) {
@@ -89,6 +87,8 @@ Status startStoreOnAllInterfaces(const UniqueId& id, std::unique_ptr<StoreServer
   return Status();
 }
 
+// A single-host rendezvous through a file: rank 0 hosts the store on loopback with a
+// fresh secret and publishes the id in a 0600 file named after the launcher's job id.
 Result<UniqueId> rendezvousByFile(const std::string& path, int rank,
                                   std::unique_ptr<StoreServer>* server, std::string* cleanup,
                                   Deadline deadline) {

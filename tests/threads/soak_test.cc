@@ -48,10 +48,10 @@ constexpr bool kSanitized = false;
 //  - live heap: bytes malloc has handed out and not had back (mallinfo2: in-use chunks
 //    of every arena plus malloc's own mmaps). Independent of how glibc spreads threads
 //    over arenas and what it keeps cached, so it may grow < 5%.
-//  - private resident memory (RssAnon): also catches memory mapped past malloc. glibc
-//    may open another arena for a thread late in the run when the threads contend
-//    (under a loaded CI run: +3.4 MiB between the first and the last thousand, with no
-//    growth of the live heap), so it may grow by at most 8 MiB. Shared memory is left
+//  - private resident memory (RssAnon): also catches memory mapped past malloc. It once
+//    rose by 3.4 MiB between the first and the last thousand in a loaded CI run that
+//    local runs never repeated (glibc opening another arena late is the likely cause;
+//    the live heap was not sampled then), so it may grow by at most 8 MiB. Shared memory is left
 //    out on purpose: the shm FIFOs are rings whose pages are touched one by one as
 //    messages wrap around them, so their resident share climbs for thousands of
 //    collectives up to the fixed size of the FIFOs (COLLIE_BUFFSIZE) without any leak.
