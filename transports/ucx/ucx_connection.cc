@@ -64,12 +64,16 @@ bool recvFinished(void*& request, ucp_tag_recv_info_t* info, ucs_status_t* statu
 UcxConnection::~UcxConnection() {
   releaseRequests(sends_);
   releaseRequests(recvs_);
+  dropOps(sends_);
+  dropOps(recvs_);
 }
 
 void UcxConnection::releaseRequests(std::deque<std::unique_ptr<Op>>& ops) {
   // Cancel and give UCX a moment to finish them, so no buffer is written after the
   // owner was told the operation ended. A request still running after that is freed
-  // (UCX releases it when it completes).
+  // (UCX releases it when it completes) and its op, whose header buffer and callback
+  // state UCX may still use, is orphaned: dropOps() hands it to the worker.
+  releasing_ = true;
   auto until = Clock::now() + std::chrono::milliseconds(200);
   for (auto& op : ops) {
     for (void** request : {&op->headerRequest, &op->dataRequest}) {
@@ -81,10 +85,18 @@ void UcxConnection::releaseRequests(std::deque<std::unique_ptr<Op>>& ops) {
       while (ucp_request_check_status(*request) == UCS_INPROGRESS && Clock::now() < until) {
         worker_->progress();
       }
+      if (ucp_request_check_status(*request) == UCS_INPROGRESS) op->orphaned = true;
       ucp_request_free(*request);
       *request = nullptr;
     }
   }
+}
+
+void UcxConnection::dropOps(std::deque<std::unique_ptr<Op>>& ops) {
+  for (auto& op : ops) {
+    if (op->orphaned) worker_->keepUntilDestroyed(std::shared_ptr<Op>(std::move(op)));
+  }
+  ops.clear();
 }
 
 Status UcxConnection::fail(Status status) {
@@ -95,15 +107,20 @@ Status UcxConnection::fail(Status status) {
     for (auto& op : *queue) {
       if (!op->done->done) op->done->complete(broken_);
     }
-    queue->clear();
+    dropOps(*queue);
   }
   return broken_;
 }
 
 std::unique_ptr<UcxConnection::Op> UcxConnection::acquireOp() {
-  if (spare_.empty()) return std::make_unique<Op>();
-  std::unique_ptr<Op> op = std::move(spare_.back());
-  spare_.pop_back();
+  std::unique_ptr<Op> op;
+  if (spare_.empty()) {
+    op = std::make_unique<Op>();
+  } else {
+    op = std::move(spare_.back());
+    spare_.pop_back();
+  }
+  op->owner = this;
   return op;
 }
 
@@ -155,13 +172,46 @@ Status UcxConnection::postRecv(void* data, size_t bytes, uint64_t tag, Completio
   op->seq = recvSeq_++;
   op->buffer.resize(kHeaderBytes + kInlineBytes);
   ucp_request_param_t param{};
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-  param.recv_info.tag_info = &op->info;
-  op->headerRequest =
+  param.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  param.cb.recv = &UcxConnection::onHeader;
+  param.user_data = op.get();
+  // onHeader() may run inside this call (the header was already there).
+  void* request =
       ucp_tag_recv_nbx(worker_->worker(), op->buffer.data(), op->buffer.size(),
                        makeTag(TagKind::kHeader, channel_, peer_, op->seq), kFullMask, &param);
+  if (UCS_PTR_IS_ERR(request)) {
+    op->headerArrived = true;
+    op->headerStatus = UCS_PTR_STATUS(request);
+    request = nullptr;
+  }
+  op->headerRequest = request;
   recvs_.push_back(std::move(op));
   return Status();
+}
+
+void UcxConnection::onHeader(void* /*request*/, ucs_status_t status,
+                             const ucp_tag_recv_info_t* info, void* user) {
+  Op& op = *static_cast<Op*>(user);
+  op.headerArrived = true;
+  op.headerStatus = status;
+  if (status == UCS_OK) op.info = *info;
+  // An orphan's connection may be gone; a failing one posts nothing more.
+  if (op.orphaned || status != UCS_OK || op.bytes <= kInlineBytes) return;
+  UcxConnection& self = *op.owner;
+  if (self.releasing_ || !self.checkHeader(op).isOk()) return;  // progressRecv() reports it
+  self.postDataRecv(op);
+}
+
+void UcxConnection::postDataRecv(Op& op) {
+  op.stage = Stage::kData;
+  op.info = ucp_tag_recv_info_t{};
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  param.recv_info.tag_info = &op.info;
+  op.dataRequest =
+      ucp_tag_recv_nbx(worker_->worker(), op.data, op.bytes,
+                       makeTag(TagKind::kData, channel_, peer_, op.seq), kFullMask, &param);
 }
 
 Status UcxConnection::progressSend(Op& op, bool* progressed) {
@@ -215,9 +265,13 @@ Status UcxConnection::checkHeader(Op& op) {
 }
 
 Status UcxConnection::progressRecv(Op& op, bool* progressed) {
-  ucs_status_t st = UCS_OK;
-  if (op.stage == Stage::kHeader) {
-    if (!recvFinished(op.headerRequest, &op.info, &st)) return Status();
+  if (!op.headerArrived) return Status();
+  if (op.headerRequest != nullptr) {
+    ucp_request_free(op.headerRequest);
+    op.headerRequest = nullptr;
+  }
+  if (op.stage == Stage::kHeader) {  // onHeader() found no data receive to post
+    const ucs_status_t st = op.headerStatus;
     if (st != UCS_OK) {
       return remoteError("ucx: receiving from rank " + std::to_string(peer_) +
                              " failed: " + ucs_status_string(st) +
@@ -231,16 +285,10 @@ Status UcxConnection::progressRecv(Op& op, bool* progressed) {
       op.stage = Stage::kDone;
       return Status();
     }
-    op.stage = Stage::kData;
-    op.info = ucp_tag_recv_info_t{};
-    ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    param.recv_info.tag_info = &op.info;
-    op.dataRequest =
-        ucp_tag_recv_nbx(worker_->worker(), op.data, op.bytes,
-                         makeTag(TagKind::kData, channel_, peer_, op.seq), kFullMask, &param);
+    postDataRecv(op);
   }
   if (op.stage == Stage::kData) {
+    ucs_status_t st = UCS_OK;
     if (!recvFinished(op.dataRequest, &op.info, &st)) return Status();
     *progressed = true;
     if (st != UCS_OK || op.info.length != op.bytes) {

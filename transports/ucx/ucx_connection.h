@@ -7,10 +7,13 @@
 // checks magic, sequence, tag and length against what it posted, and only then posts
 // the data receive into the user's buffer (large) or copies the inline payload
 // (small). A tag or length mismatch therefore fails with kMismatch, naming the peer,
-// before any byte reaches the user's buffer. The data message's length is checked
-// again on completion (UCX reports a longer one as truncated); a peer that sends a
-// shorter data message than its own header announced breaks the protocol, and those
-// bytes have been written (only a corrupt or malicious peer can do that).
+// before any byte reaches the user's buffer. The check and the data receive run in
+// the header receive's completion callback, inside ucp_worker_progress(), before UCX
+// handles the data fragments that follow the header on the wire: posted any later,
+// they would land in UCX's unexpected queue and be copied twice. The data message's length is
+// checked again on completion (UCX reports a longer one as truncated); a peer that sends a shorter
+// data message than its own header announced breaks the protocol, and those bytes have been written
+// (only a corrupt or malicious peer can do that).
 //
 // Sequence numbers make every UCP tag unique per (sender, channel), so FIFO matching
 // per connection holds regardless of how UCX orders arrivals across lanes.
@@ -48,6 +51,7 @@ class UcxConnection final : public Connection {
  private:
   enum class Stage { kHeader, kData, kDone };
   struct Op {
+    UcxConnection* owner = nullptr;
     Completion* done = nullptr;
     uint8_t* data = nullptr;
     size_t bytes = 0;
@@ -57,8 +61,20 @@ class UcxConnection final : public Connection {
     void* headerRequest = nullptr;  // in flight, else nullptr
     void* dataRequest = nullptr;
     ucp_tag_recv_info_t info{};
+    // Receives: set by onHeader() when the header receive completed.
+    bool headerArrived = false;
+    ucs_status_t headerStatus = UCS_OK;
+    // Given up on while UCX may still complete a request into it: kept by the worker.
+    bool orphaned = false;
     std::vector<uint8_t> buffer;  // header (+ inline payload)
   };
+
+  // The header receive's completion callback (inside ucp_worker_progress, or inside
+  // ucp_tag_recv_nbx when the header was already there): records it and, when the
+  // header checks out and a data message follows, posts the data receive.
+  static void onHeader(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                       void* user);
+  void postDataRecv(Op& op);
 
   Status progressSend(Op& op, bool* progressed);
   Status progressRecv(Op& op, bool* progressed);
@@ -66,6 +82,8 @@ class UcxConnection final : public Connection {
   // Records the first failure, cancels every request, completes every pending op.
   Status fail(Status status);
   void releaseRequests(std::deque<std::unique_ptr<Op>>& ops);
+  // Empties `ops`; orphaned ops go to the worker, which outlives their requests.
+  void dropOps(std::deque<std::unique_ptr<Op>>& ops);
   // Ops (with their header buffers) are recycled: no allocation per message once warm.
   std::unique_ptr<Op> acquireOp();
   void recycle(std::unique_ptr<Op> op);
@@ -79,6 +97,7 @@ class UcxConnection final : public Connection {
   std::deque<std::unique_ptr<Op>> recvs_;
   std::vector<std::unique_ptr<Op>> spare_;
   Status broken_;
+  bool releasing_ = false;  // requests are being cancelled: post no data receives
 };
 
 }  // namespace collie::ucx

@@ -106,6 +106,7 @@ Result<std::shared_ptr<UcxWorker>> UcxWorker::create(int rank, int nranks,
 UcxWorker::~UcxWorker() {
   closeEndpoints();
   if (worker_ != nullptr) ucp_worker_destroy(worker_);
+  orphans_.clear();  // no request can complete into them any more
   if (context_ != nullptr) ucp_cleanup(context_);
 }
 

@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,9 @@ class UcxWorker {
   int rank() const { return rank_; }
   // The transports UCX chose for the endpoint to `peer` ("tcp/eth0 ..."), for logs.
   std::string describe(int peer) const;
+  // Keeps `object` alive until the UCP worker is destroyed: the buffers and callback
+  // state of a request that was given up on while UCX may still complete it.
+  void keepUntilDestroyed(std::shared_ptr<void> object) { orphans_.push_back(std::move(object)); }
 
  private:
   struct Peer {
@@ -98,6 +102,7 @@ class UcxWorker {
   std::vector<uint8_t> address_;
   std::vector<std::string> tcpListeners_;
   std::vector<Peer> peers_;
+  std::vector<std::shared_ptr<void>> orphans_;  // released after ucp_worker_destroy
 };
 
 // Waits (progressing the worker) until `request` completes or the deadline; frees it.
