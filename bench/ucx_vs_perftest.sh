@@ -16,6 +16,11 @@
 #   perftest-bidir-half  the same with size / 2 messages: both directions busy and,
 #                    like the all-reduce's 64 MiB buffers, a buffer that does not stay
 #                    in the cache (perftest reuses one buffer: 1 MiB ones stay cached)
+#   ucx-bidir-1proc  bench/ucx_bidir: ONE process per host, one UCP worker on one thread,
+#                    sending and receiving chunk-sized messages over size/2 buffers both
+#                    ways at once (2 in flight per direction), with collie's endpoint
+#                    error handling, UCX settings and congestion control: what the one
+#                    progress thread of a collie rank could move at best
 #   collie-ucx       `collie perf allreduce -b size -e size`, COLLIE_TRANSPORT=ucx
 #   collie-tcp       the same over collie's own tcp transport (reference)
 #   collie-ucx-env   with --ucx-env: collie-ucx again with those variables set (A/B)
@@ -48,13 +53,16 @@ while [ $# -gt 0 ]; do
     --ucx-env) ucx_env="$2"; shift 2 ;;
     --perftest-poll) pt_mode=""; shift ;;
     --perftest-congestion) pt_cc="$2"; shift 2 ;;
-    -h|--help) sed -n "2,34p" "$0"; exit 0 ;;
+    -h|--help) sed -n "2,39p" "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
 command -v ucx_perftest >/dev/null || { echo "skipped: ucx_perftest not installed"; exit 77; }
 collie="$build/bin/collie"
 [ -x "$collie" ] || { echo "no $collie: build first" >&2; exit 2; }
+bidir="$build/bench/ucx_bidir"
+[ -x "$bidir" ] || { echo "no $bidir: build first" >&2; exit 2; }
+cc_shim="$build/bench/collie_tcp_congestion_preload.so"
 pt_env=""
 if [ -n "$pt_cc" ]; then
   shim="$build/bench/collie_tcp_congestion_preload.so"
@@ -101,6 +109,20 @@ perftest() { # name size [bidir]
     wait
   fi
 }
+ucxbidir() { # name buffer-bytes message-bytes
+  port=\$((port + 2))
+  # collie's settings for UCX over tcp only (transports/ucx/ucx_worker.cc), unless set.
+  local env="LD_PRELOAD=$cc_shim COLLIE_PRELOAD_TCP_CONGESTION=\${COLLIE_TCP_CONGESTION:-cubic}"
+  env="\$env UCX_RNDV_THRESH=\${UCX_RNDV_THRESH:-inf} UCX_TCP_TX_SEG_SIZE=\${UCX_TCP_TX_SEG_SIZE:-256k}"
+  env="\$env UCX_TCP_RX_SEG_SIZE=\${UCX_TCP_RX_SEG_SIZE:-256k}"
+  local args="\$((\$2 >> 20)) \$((\$3 >> 10)) \$(( (2048 << 20) / \$2 + 1 ))"
+  if [ \$i = 0 ]; then
+    env \$env $bidir listen \$COLLIE_NETNS_ADDR \$port \$args >"$out/\$1.\$port" 2>&1
+  else
+    sleep 0.3
+    env \$env $bidir connect \$COLLIE_NETNS_MASTER \$port \$args >/dev/null 2>&1
+  fi
+}
 colliejob() { # name transport [env...]
   port=\$((port + 2))
   local name=\$1 transport=\$2
@@ -115,6 +137,7 @@ for r in \$(seq $rounds); do
   perftest half $half
   perftest bidir $chunk_bytes bidir
   perftest bidirhalf $half bidir
+  ucxbidir ucxbidir $half $chunk_bytes
   colliejob ucx ucx
   colliejob tcp tcp
   if [ -n "$ucx_env" ]; then colliejob ucxenv ucx $ucx_env; fi
@@ -128,6 +151,9 @@ chmod +x "$out/host.sh"
 # take the bandwidth average (MB/s, 2^20 bytes) column from its header.
 pt_gbs() { # file -> GB/s (1e9): the last result row's average bandwidth (MB/s)
   awk '/^ +[0-9]+ +[0-9.]+ / {bw = $5} END {if (bw != "") print bw * 1048576 / 1e9}' "$1"
+}
+bidir_gbs() { # file -> GB/s per direction (ucx_bidir's last field before "GB/s")
+  awk '/GB\/s per direction/ {for (f = 1; f < NF; ++f) if ($(f + 1) == "GB/s") print $f}' "$1"
 }
 collie_gbs() { # file -> busbw GB/s (column busbw of the out-of-place row)
   awk -v want="$bytes" '$1 == want {print $8; exit}' "$1"
@@ -151,14 +177,18 @@ med[bidir]=$(echo "$vals" | median)
 vals=$(for f in "$out"/bidirhalf.*; do pt_gbs "$f"; done)
 report "perftest tag_bw $half B, both dirs, per dir" $vals
 med[bidirhalf]=$(echo "$vals" | median)
+vals=$(for f in "$out"/ucxbidir.*; do bidir_gbs "$f"; done)
+report "ucx_bidir 1 process, both dirs, per dir" $vals
+med[ucxbidir]=$(echo "$vals" | median)
 for t in ucx tcp $([ -n "$ucx_env" ] && echo ucxenv); do
   vals=$(for f in "$out/$t".0.*; do collie_gbs "$f"; done)
   report "collie allreduce $size busbw over ${t/ucxenv/ucx + $ucx_env}" $vals
   med[$t]=$(echo "$vals" | median)
 done
 awk -v u="${med[ucx]}" -v t="${med[tcp]}" -v c="${med[chunk]}" -v h="${med[half]}" \
-  -v b="${med[bidir]}" -v bh="${med[bidirhalf]}" 'BEGIN {
+  -v b="${med[bidir]}" -v bh="${med[bidirhalf]}" -v ub="${med[ucxbidir]}" 'BEGIN {
   printf "ratio collie-ucx busbw / perftest: chunk %.2f, half %.2f, bidir (per direction) %.2f, bidir-half %.2f\n",
     u / c, u / h, u / b, u / bh
   printf "ratio collie-tcp busbw / perftest: chunk %.2f, half %.2f, bidir (per direction) %.2f, bidir-half %.2f\n",
-    t / c, t / h, t / b, t / bh }'
+    t / c, t / h, t / b, t / bh
+  printf "ratio collie-ucx busbw / ucx_bidir (one process both ways): %.2f\n", u / ub }'
