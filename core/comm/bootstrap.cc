@@ -72,6 +72,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
                        ? std::chrono::duration_cast<std::chrono::microseconds>(options.timeout)
                        : configDuration("COLLIE_TIMEOUT");
   config.busyPoll = configDuration("COLLIE_BUSY_POLL");
+  config.reduceOnReceive = configInt("COLLIE_RECV_REDUCE") != 0;
   config.traceDepth = static_cast<size_t>(std::max<int64_t>(0, configInt("COLLIE_TRACE_DEPTH")));
   config.traceDump = configString("COLLIE_TRACE_DUMP");
   config.nchannels =

@@ -75,6 +75,10 @@ const std::vector<Knob>& configKnobs() {
        nullptr},
       {"COLLIE_BUSY_POLL", "50us", "how long the engine spins for progress before blocking",
        nullptr},
+      {"COLLIE_RECV_REDUCE", "1",
+       "1: reduce incoming data straight out of a transport's receive buffers where the "
+       "transport can (ucx); 0: receive into staging, then reduce",
+       nullptr},
       {"COLLIE_HOST_ID", "",
        "override this rank's host identity (ranks with equal ids use shm between them)", nullptr},
       {"COLLIE_UNIQUE_ID", "", "the job's unique id (set by collie run)", nullptr},

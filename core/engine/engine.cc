@@ -598,11 +598,11 @@ Status Engine::execute(Pending& pending) {
   std::vector<std::unique_ptr<Execution>> executions;
   executions.push_back(std::make_unique<Execution>(pending.schedule, pending.input, pending.output,
                                                    pending.tag, &transports_.connections,
-                                                   &channelMemory_));
+                                                   &channelMemory_, config_.reduceOnReceive));
   for (const Pending::Part& part : pending.group) {
     executions.push_back(std::make_unique<Execution>(part.schedule, part.input, part.output,
                                                      part.tag, &transports_.connections,
-                                                     &channelMemory_));
+                                                     &channelMemory_, config_.reduceOnReceive));
   }
   std::vector<Connection*> active;
   auto lastProgress = Clock::now();

@@ -66,8 +66,9 @@ struct EngineConfig {
   Algorithm algorithm = Algorithm::kAuto;  // kAuto: the tuner picks
   std::chrono::microseconds timeout{300'000'000};
   std::chrono::microseconds busyPoll{50};
-  size_t traceDepth = 64;  // COLLIE_TRACE_DEPTH: collectives kept by the flight recorder
-  std::string traceDump;   // COLLIE_TRACE_DUMP: "", "stderr" or a path (%r = rank)
+  bool reduceOnReceive = true;  // COLLIE_RECV_REDUCE: use Connection::postRecvReduce()
+  size_t traceDepth = 64;       // COLLIE_TRACE_DEPTH: collectives kept by the flight recorder
+  std::string traceDump;        // COLLIE_TRACE_DUMP: "", "stderr" or a path (%r = rank)
   size_t scheduleCacheBytes = 4 << 20;  // schedules kept for reuse (core/engine/schedule_cache.h)
 };
 

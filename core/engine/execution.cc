@@ -19,7 +19,8 @@ bool reduces(StepKind kind) {
 }  // namespace
 
 Execution::Execution(std::shared_ptr<const Schedule> schedule, const void* input, void* output,
-                     uint64_t tag, ConnectionTable* connections, std::vector<ChannelMemory>* memory)
+                     uint64_t tag, ConnectionTable* connections, std::vector<ChannelMemory>* memory,
+                     bool reduceOnReceive)
     : schedule_(std::move(schedule)),
       input_(static_cast<const uint8_t*>(input)),
       output_(static_cast<uint8_t*>(output)),
@@ -28,7 +29,8 @@ Execution::Execution(std::shared_ptr<const Schedule> schedule, const void* input
       memory_(memory),
       kernels_(hostReduceBackend()),
       elemSize_(dataTypeSize(schedule_->args.dtype)),
-      channels_(schedule_->channels.size()) {
+      channels_(schedule_->channels.size()),
+      reduceOnReceive_(reduceOnReceive) {
   // Size the reusable channel memory for this schedule.
   for (size_t c = 0; c < schedule_->channels.size(); ++c) {
     ChannelMemory& mem = (*memory_)[c];
@@ -115,22 +117,39 @@ Status Execution::startStep(int channel, const Step& step, bool* started) {
     return Status();
   }
   // A receive. Reductions receive into staging (or straight into their scratch slot,
-  // which must not still be the source of an unfinished send).
+  // which must not still be the source of an unfinished send), or let a transport that
+  // can reduce the data into the destination as it lands.
+  Connection* connection = (*connections_)[step.recvPeer][channel].get();
+  const bool reduceOnReceive = reduces(step.kind) && reduceOnReceive_ &&
+                               connection->reducesOnReceive() && step.bytes % elemSize_ == 0;
   uint8_t* target;
   if (reduces(step.kind)) {
     if (step.dst.buffer == BufferId::kScratch) {
       if (scratchBusy(channel, step.dst.offset, step.bytes)) return Status();
       target = pointer(channel, step.dst);
     } else {
-      target = (*memory_)[channel].staging.data();
+      target = reduceOnReceive ? nullptr : (*memory_)[channel].staging.data();
     }
   } else {
     target = pointer(channel, step.dst);
   }
-  Connection* connection = (*connections_)[step.recvPeer][channel].get();
   state.recv = Completion{};
   state.recvTarget = target;
-  Status posted = connection->postRecv(target, step.bytes, tag_, &state.recv);
+  state.recvReduced = reduceOnReceive;
+  Status posted;
+  if (reduceOnReceive) {
+    ReduceOnReceive reduce;
+    reduce.dst = pointer(channel, step.dst);
+    reduce.own = pointer(channel, step.src);
+    reduce.dtype = schedule_->args.dtype;
+    reduce.op = schedule_->args.op;
+    reduce.divisor = step.divisor;
+    reduce.incomingFirst = step.incomingFirst;
+    reduce.kernels = &kernels_;
+    posted = connection->postRecvReduce(reduce, step.bytes, tag_, &state.recv);
+  } else {
+    posted = connection->postRecv(target, step.bytes, tag_, &state.recv);
+  }
   if (!posted.isOk()) return decorate(posted, channel, step);
   state.recvPosted = true;
   if (step.kind == StepKind::kSendRecv) {
@@ -157,6 +176,13 @@ Status Execution::finishStep(int channel, const Step& step) {
   state.recvPosted = false;
   if (reduces(step.kind)) {
     uint8_t* dst = pointer(channel, step.dst);
+    if (state.recvReduced) {  // the transport reduced it as it landed
+      state.recvReduced = false;
+      if (step.kind == StepKind::kRecvReduceSend) {
+        return postSend(channel, step, dst, step.dst.buffer == BufferId::kScratch, step.dst.offset);
+      }
+      return Status();
+    }
     const uint8_t* own = pointer(channel, step.src);
     const uint8_t* incoming = state.recvTarget;
     if (step.incomingFirst) std::swap(own, incoming);

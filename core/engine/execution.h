@@ -2,9 +2,10 @@
 //
 // Owned and driven by the engine's progress thread only. advance() posts the
 // receives and sends of each channel's current step, runs reductions when data has
-// landed, and never blocks. A step is finished when its receive (and reduction) is
-// done; its send may still be in flight and is tracked until it completes, so that
-// ranks pushing into each other's full buffers at the same time cannot deadlock. The
+// landed (or, where the connection reduces on receive and reduceOnReceive is set, lets
+// the transport reduce as the data lands), and never blocks. A step is finished when its receive
+// (and reduction) is done; its send may still be in flight and is tracked until it completes, so
+// that ranks pushing into each other's full buffers at the same time cannot deadlock. The
 // collective is finished when every channel ran all its steps and every send
 // completed.
 #pragma once
@@ -33,7 +34,8 @@ struct ChannelMemory {
 class Execution {
  public:
   Execution(std::shared_ptr<const Schedule> schedule, const void* input, void* output, uint64_t tag,
-            ConnectionTable* connections, std::vector<ChannelMemory>* memory);
+            ConnectionTable* connections, std::vector<ChannelMemory>* memory,
+            bool reduceOnReceive = true);
 
   // Moves every channel as far as it can without blocking. *progressed tells whether
   // anything moved. Returns an error (naming the peer) when a step failed.
@@ -62,6 +64,7 @@ class Execution {
   struct ChannelState {
     size_t next = 0;  // index of the current step
     bool recvPosted = false;
+    bool recvReduced = false;  // posted with postRecvReduce(): nothing left to reduce
     Completion recv;
     uint8_t* recvTarget = nullptr;
     std::deque<PendingSend> sends;
@@ -87,6 +90,7 @@ class Execution {
   size_t elemSize_;
   std::vector<ChannelState> channels_;
   std::vector<Connection*> polled_;  // reused by progressConnections()
+  bool reduceOnReceive_;
 };
 
 }  // namespace collie

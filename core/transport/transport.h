@@ -14,6 +14,11 @@
 // Buffers must stay valid and unmodified (send) or untouched (recv) until then.
 // Zero-length messages are legal and are still matched and tag-checked.
 //
+// A transport may also reduce a message as it lands (postRecvReduce, when
+// reducesOnReceive()): instead of storing the incoming bytes it combines them with a
+// local vector, straight out of its own receive buffers, which saves the engine a copy
+// into staging and a pass over it. The same matching, tag check and ordering apply.
+//
 // Thread safety: a Transport and its Connections are used by one thread at a time
 // (the communicator's progress thread) except where a method says otherwise.
 #pragma once
@@ -29,6 +34,7 @@
 #include "collie/status.h"
 #include "collie/store.h"
 #include "collie/unique_id.h"
+#include "core/kernel/reduce_backend.h"
 #include "core/plan/schedule.h"
 
 namespace collie {
@@ -63,11 +69,36 @@ struct TransportCaps {
   size_t maxMessageBytes = SIZE_MAX;
 };
 
+// What postRecvReduce() does with the incoming elements b[i]: dst[i] = op(own[i], b[i])
+// (op(b[i], own[i]) when incomingFirst), with `kernels`, `divisor` and the aliasing
+// rules of ReduceBackend::reduce (dst may be own). dst and own must stay valid, and own
+// unmodified, until the receive completes.
+struct ReduceOnReceive {
+  uint8_t* dst = nullptr;
+  const uint8_t* own = nullptr;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  int divisor = 0;
+  bool incomingFirst = false;
+  const ReduceBackend* kernels = nullptr;
+};
+
 class Connection {
  public:
   virtual ~Connection() = default;
   virtual Status postSend(const void* data, size_t bytes, uint64_t tag, Completion* done) = 0;
   virtual Status postRecv(void* data, size_t bytes, uint64_t tag, Completion* done) = 0;
+  // Whether postRecvReduce() works on this connection.
+  virtual bool reducesOnReceive() const { return false; }
+  // A receive of `bytes` (a whole number of elements) that reduces the message into
+  // reduce.dst as described at ReduceOnReceive instead of storing it. Matching, the tag
+  // and length check (nothing reaches dst for a mismatched message) and completion are
+  // those of postRecv().
+  virtual Status postRecvReduce(const ReduceOnReceive& reduce, size_t bytes, uint64_t tag,
+                                Completion* done) {
+    (void)reduce, (void)bytes, (void)tag, (void)done;
+    return unsupported("this transport cannot reduce on receive");
+  }
   // Advances queued operations without blocking. Sets *progressed when anything moved.
   // An error means the connection is broken (peer gone, bad data); the status names
   // the peer, and every pending operation on it has been completed with that error.

@@ -8,8 +8,10 @@
 #include <tuple>
 #include <vector>
 
+#include "core/kernel/reduce_backend.h"
 #include "core/net/process_sockets.h"
 #include "core/transport/transport.h"
+#include "support/reference.h"
 #include "support/transport_job.h"
 #include "transports/ucx/ucx_wires.h"
 
@@ -52,6 +54,50 @@ INSTANTIATE_TEST_SUITE_P(Ranks, UcxTransportRanks,
                          ::testing::Values(std::make_tuple(2, "tcp"), std::make_tuple(3, "tcp"),
                                            std::make_tuple(3, "posix,cma"),
                                            std::make_tuple(2, "sysv")));
+
+// Receives that reduce as the data lands: inline and large messages, in place or not,
+// over sockets (whose eager fragments cut elements) and shared memory.
+class UcxReduceOnReceive : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(UcxReduceOnReceive, MatchesTheReferenceForEverySize) {
+  useTls(GetParam());
+  Job job;
+  job.create(2);
+  auto connected = job.connectAll();
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(connected[r].isOk()) << connected[r].toString();
+  ASSERT_TRUE(job.conn(1, 0)->reducesOnReceive());
+  const DataType dtype = DataType::kFloat64;
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{1024}, size_t{1025}, (size_t{1} << 20) + 3}) {
+      for (bool inPlace : {false, true}) {
+        const std::vector<uint8_t> incoming = testing::makeInput(dtype, op, 1, count);
+        std::vector<uint8_t> own = testing::makeInput(dtype, op, 0, count);
+        std::vector<uint8_t> output(own.size(), 0xEE);
+        ReduceOnReceive reduce{inPlace ? own.data() : output.data(),
+                               own.data(),
+                               dtype,
+                               op,
+                               op == ReduceOp::kAvg ? 2 : 0,
+                               false,
+                               &hostReduceBackend()};
+        std::vector<Completion> done(2);
+        ASSERT_TRUE(job.conn(0, 1)->postSend(incoming.data(), incoming.size(), 9, &done[0]).isOk());
+        ASSERT_TRUE(job.conn(1, 0)->postRecvReduce(reduce, incoming.size(), 9, &done[1]).isOk());
+        auto deadline = Clock::now() + 10s;
+        while (!(done[0].done && done[1].done) && Clock::now() < deadline) {
+          bool progressed = false;
+          ASSERT_TRUE(job.conn(0, 1)->progress(&progressed).isOk());
+          ASSERT_TRUE(job.conn(1, 0)->progress(&progressed).isOk());
+        }
+        ASSERT_TRUE(done[1].done && done[1].status.isOk()) << done[1].status.toString();
+        EXPECT_EQ(inPlace ? own : output, testing::expectedReduction(dtype, op, 2, 0, count))
+            << reduceOpName(op) << " count " << count << (inPlace ? " in place" : "");
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Wires, UcxReduceOnReceive, ::testing::Values("tcp", "posix,cma"));
 
 TEST(UcxTransport, OnlyOtherHostsWithAnRdmaWireUnlessForced) {
   useTls("tcp");  // no RDMA transport allowed, whatever this host has
@@ -99,7 +145,9 @@ TEST(UcxTransport, TagOrLengthMismatchNamesThePeerAndWritesNothing) {
   useTls("tcp");
   // Inline-sized and large messages take different paths; both must be caught.
   for (size_t size : {size_t{100}, size_t{100000}}) {
-    for (bool tagDiffers : {true, false}) {
+    for (int variant = 0; variant < 4; ++variant) {
+      const bool tagDiffers = variant % 2 == 0;
+      const bool reducing = variant >= 2;  // postRecvReduce into `in`
       Job job;
       job.create(2);
       auto connected = job.connectAll();
@@ -107,8 +155,12 @@ TEST(UcxTransport, TagOrLengthMismatchNamesThePeerAndWritesNothing) {
       std::vector<uint8_t> out(size, 7), in(tagDiffers ? size : size / 2, 0xAB);
       std::vector<Completion> sendDone(1), recvDone(1);
       ASSERT_TRUE(job.conn(0, 1)->postSend(out.data(), out.size(), 0x11, &sendDone[0]).isOk());
-      ASSERT_TRUE(job.conn(1, 0)
-                      ->postRecv(in.data(), in.size(), tagDiffers ? 0x22 : 0x11, &recvDone[0])
+      const std::vector<uint8_t> own(in.size(), 1);
+      const ReduceOnReceive reduce{in.data(), own.data(), DataType::kUint8,    ReduceOp::kSum,
+                                   0,         false,      &hostReduceBackend()};
+      const uint64_t tag = tagDiffers ? 0x22 : 0x11;
+      ASSERT_TRUE((reducing ? job.conn(1, 0)->postRecvReduce(reduce, in.size(), tag, &recvDone[0])
+                            : job.conn(1, 0)->postRecv(in.data(), in.size(), tag, &recvDone[0]))
                       .isOk());
       Status st;
       auto deadline = Clock::now() + 5s;

@@ -163,6 +163,21 @@ Status UcxConnection::postSend(const void* data, size_t bytes, uint64_t tag, Com
 }
 
 Status UcxConnection::postRecv(void* data, size_t bytes, uint64_t tag, Completion* done) {
+  return postRecvOp(data, bytes, tag, done, nullptr);
+}
+
+bool UcxConnection::reducesOnReceive() const { return reducingDatatype().isOk(); }
+
+Status UcxConnection::postRecvReduce(const ReduceOnReceive& reduce, size_t bytes, uint64_t tag,
+                                     Completion* done) {
+  if (reduce.kernels == nullptr || bytes % dataTypeSize(reduce.dtype) != 0) {
+    return invalidArgument("ucx: a reducing receive needs kernels and whole elements");
+  }
+  return postRecvOp(nullptr, bytes, tag, done, &reduce);
+}
+
+Status UcxConnection::postRecvOp(void* data, size_t bytes, uint64_t tag, Completion* done,
+                                 const ReduceOnReceive* reduce) {
   if (!broken_.isOk()) return broken_;
   auto op = acquireOp();
   op->done = done;
@@ -170,6 +185,10 @@ Status UcxConnection::postRecv(void* data, size_t bytes, uint64_t tag, Completio
   op->bytes = bytes;
   op->tag = tag;
   op->seq = recvSeq_++;
+  if (reduce != nullptr) {
+    op->reducing = true;
+    op->reducer.start(*reduce, bytes);
+  }
   op->buffer.resize(kHeaderBytes + kInlineBytes);
   ucp_request_param_t param{};
   param.op_attr_mask =
@@ -209,8 +228,14 @@ void UcxConnection::postDataRecv(Op& op) {
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   param.recv_info.tag_info = &op.info;
+  void* buffer = op.data;
+  if (op.reducing) {
+    param.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+    param.datatype = *reducingDatatype();  // reducesOnReceive() checked it
+    buffer = &op.reducer;
+  }
   op.dataRequest =
-      ucp_tag_recv_nbx(worker_->worker(), op.data, op.bytes,
+      ucp_tag_recv_nbx(worker_->worker(), buffer, op.bytes,
                        makeTag(TagKind::kData, channel_, peer_, op.seq), kFullMask, &param);
 }
 
@@ -281,7 +306,12 @@ Status UcxConnection::progressRecv(Op& op, bool* progressed) {
     *progressed = true;
     COLLIE_RETURN_IF_ERROR(checkHeader(op));
     if (op.bytes <= kInlineBytes) {
-      if (op.bytes > 0) std::memcpy(op.data, op.buffer.data() + kHeaderBytes, op.bytes);
+      const uint8_t* payload = op.buffer.data() + kHeaderBytes;
+      if (op.reducing) {
+        op.reducer.apply(0, payload, op.bytes);
+      } else if (op.bytes > 0) {
+        std::memcpy(op.data, payload, op.bytes);
+      }
       op.stage = Stage::kDone;
       return Status();
     }
@@ -291,7 +321,8 @@ Status UcxConnection::progressRecv(Op& op, bool* progressed) {
     ucs_status_t st = UCS_OK;
     if (!recvFinished(op.dataRequest, &op.info, &st)) return Status();
     *progressed = true;
-    if (st != UCS_OK || op.info.length != op.bytes) {
+    if (st != UCS_OK || op.info.length != op.bytes ||
+        (op.reducing && op.reducer.pendingElements() != 0)) {
       return remoteError("ucx: data from rank " + std::to_string(peer_) +
                              " does not match its header (" + std::to_string(op.info.length) +
                              " of " + std::to_string(op.bytes) + " bytes, " +

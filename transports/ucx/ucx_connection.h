@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "core/transport/transport.h"
+#include "transports/ucx/ucx_reducing_receive.h"
 #include "transports/ucx/ucx_worker.h"
 
 namespace collie::ucx {
@@ -45,6 +46,11 @@ class UcxConnection final : public Connection {
 
   Status postSend(const void* data, size_t bytes, uint64_t tag, Completion* done) override;
   Status postRecv(void* data, size_t bytes, uint64_t tag, Completion* done) override;
+  // Large messages reduce out of UCX's receive buffers through a generic datatype
+  // (ReducingReceive); inline ones out of the header buffer.
+  bool reducesOnReceive() const override;
+  Status postRecvReduce(const ReduceOnReceive& reduce, size_t bytes, uint64_t tag,
+                        Completion* done) override;
   Status progress(bool* progressed) override;
   int peer() const override { return peer_; }
 
@@ -66,6 +72,8 @@ class UcxConnection final : public Connection {
     ucs_status_t headerStatus = UCS_OK;
     // Given up on while UCX may still complete a request into it: kept by the worker.
     bool orphaned = false;
+    bool reducing = false;  // postRecvReduce(): the data goes through `reducer`
+    ReducingReceive reducer;
     std::vector<uint8_t> buffer;  // header (+ inline payload)
   };
 
@@ -76,6 +84,8 @@ class UcxConnection final : public Connection {
                        void* user);
   void postDataRecv(Op& op);
 
+  Status postRecvOp(void* data, size_t bytes, uint64_t tag, Completion* done,
+                    const ReduceOnReceive* reduce);
   Status progressSend(Op& op, bool* progressed);
   Status progressRecv(Op& op, bool* progressed);
   Status checkHeader(Op& op);
