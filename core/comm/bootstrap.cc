@@ -233,6 +233,9 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
   Result<TuneConstants> tune = agreeOnTuneConstants(*engine, *store, context.jobKey, deadline);
   if (!tune.isOk()) return tune.status().withContext("rank " + std::to_string(rank));
   engine->setTuneConstants(*tune);
+  Result<int> channels = agreeOnPlanChannels(*engine, *store, context.jobKey, deadline);
+  if (!channels.isOk()) return channels.status().withContext("rank " + std::to_string(rank));
+  engine->setPlanChannels(*channels);
   std::unique_ptr<Communicator> comm(new Communicator(rank, nranks, std::move(engine)));
   comm->deviceRuntime_ = context.deviceRuntime;
   if (windows != nullptr) {

@@ -24,7 +24,9 @@ const std::vector<Knob>& configKnobs() {
        nullptr},
       {"COLLIE_ALGO", "auto", "collective algorithm: auto, ring, tree, chain, oneshot",
        "NCCL_ALGO"},
-      {"COLLIE_NCHANNELS", "2", "parallel channels (connections and pipelines) per peer",
+      {"COLLIE_NCHANNELS", "2",
+       "parallel channels (connections and pipelines) per peer; unset, a transport may "
+       "cap the planned count (ucx without an RDMA wire: 1)",
        "NCCL_MIN_NCHANNELS"},
       {"COLLIE_CHUNKSIZE", "512K",
        "bytes per pipelined chunk of a collective (unset: the tuner picks)", nullptr},

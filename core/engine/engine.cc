@@ -1,5 +1,6 @@
 #include "core/engine/engine.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -107,8 +108,14 @@ Engine::Engine(EngineConfig config, TransportSet transports, std::unique_ptr<Fai
       recorder_(config.traceDepth),
       channelMemory_(config.nchannels),
       sendSequence_(config.nranks, 0),
-      recvSequence_(config.nranks, 0) {
+      recvSequence_(config.nranks, 0),
+      planChannels_(config.nchannels) {
   transportNames_.assign(config_.nranks, "none");
+  usefulChannels_ = config_.nchannels;
+  for (const std::unique_ptr<Transport>& transport : transports_.transports) {
+    const int useful = transport->caps().usefulChannels;
+    if (useful > 0) usefulChannels_ = std::min(usefulChannels_, useful);
+  }
   for (int peer = 0; peer < config_.nranks; ++peer) {
     int index = peer < static_cast<int>(transports_.transportOfPeer.size())
                     ? transports_.transportOfPeer[peer]
@@ -252,6 +259,12 @@ void Engine::setTuneConstants(const TuneConstants& constants) {
   cache_.clear();
 }
 
+void Engine::setPlanChannels(int channels) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  planChannels_ = std::clamp(channels, 1, config_.nchannels);
+  cache_.clear();
+}
+
 TuneConstants Engine::tuneConstants() {
   std::lock_guard<std::mutex> lock(mutex_);
   return tune_;
@@ -259,7 +272,6 @@ TuneConstants Engine::tuneConstants() {
 
 Result<std::shared_ptr<const Schedule>> Engine::plan(const CollectiveArgs& args) {
   TuneLimits limits;
-  limits.maxChannels = config_.nchannels;
   limits.channelsFixed = config_.channelsFixed;
   limits.chunkBytes = config_.chunkBytes;
   limits.forced = config_.algorithm;
@@ -267,6 +279,7 @@ Result<std::shared_ptr<const Schedule>> Engine::plan(const CollectiveArgs& args)
       args.count *
       dataTypeSize(args.kind == CollectiveKind::kBarrier ? DataType::kUint8 : args.dtype);
   std::unique_lock<std::mutex> lock(mutex_);
+  limits.maxChannels = config_.channelsFixed ? config_.nchannels : planChannels_;
   const TuneDecision decision = decide(args.kind, bytes, config_.nranks, limits, tune_);
   const ScheduleKey key =
       std::make_tuple(static_cast<int>(args.kind), args.count, static_cast<int>(args.dtype),

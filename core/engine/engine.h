@@ -132,6 +132,13 @@ class Engine {
   // The tuner's constants (the same on every rank); set once at creation.
   void setTuneConstants(const TuneConstants& constants);
   TuneConstants tuneConstants();
+  // How many channels this rank's transports say are worth using: the least nonzero
+  // TransportCaps::usefulChannels of the transports serving its peers, capped at
+  // config().nchannels (config().nchannels when none limits it).
+  int usefulChannels() const { return usefulChannels_; }
+  // The most channels a schedule may use (1..config().nchannels, the same on every
+  // rank; ignored when config().channelsFixed); set once at creation.
+  void setPlanChannels(int channels);
   // The flight recorder as JSON (see flight_recorder.h), with the sticky error if any.
   std::string dumpFlightRecorder();
 
@@ -197,6 +204,7 @@ class Engine {
   const EngineConfig config_;
   TransportSet transports_;                  // used by the progress thread only
   std::vector<std::string> transportNames_;  // per peer, for transportTo()
+  int usefulChannels_;                       // see usefulChannels()
   std::unique_ptr<FailureBoard> board_;
   FlightRecorder recorder_;
   std::vector<ChannelMemory> channelMemory_;
@@ -213,6 +221,7 @@ class Engine {
   std::vector<uint64_t> sendSequence_;  // per peer, point-to-point
   std::vector<uint64_t> recvSequence_;
   TuneConstants tune_;
+  int planChannels_;  // see setPlanChannels()
   ScheduleCache cache_{config_.scheduleCacheBytes};
 
   std::atomic<bool> aborted_{false};

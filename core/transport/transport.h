@@ -67,6 +67,10 @@ struct TransportCaps {
   bool oneSidedWrite = false;
   bool sameHostOnly = false;
   size_t maxMessageBytes = SIZE_MAX;
+  // Channels (connections per peer) beyond this many only add messages on this
+  // transport's wire, not bandwidth; 0: no such limit. The engine plans with fewer
+  // channels when every rank's transports agree (see core/tune/tune_probe.h).
+  int usefulChannels = 0;
 };
 
 // What postRecvReduce() does with the incoming elements b[i]: dst[i] = op(own[i], b[i])

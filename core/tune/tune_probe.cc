@@ -274,4 +274,32 @@ Result<TuneConstants> agreeOnTuneConstants(Engine& engine, Store& store, const s
   return constants;
 }
 
+Result<int> agreeOnPlanChannels(Engine& engine, Store& store, const std::string& jobKey,
+                                Deadline deadline) {
+  const EngineConfig& config = engine.config();
+  if (config.nranks < 2 || config.channelsFixed) return config.nchannels;
+  const std::string key = jobKey + "/tune/channels";
+  if (config.rank == 0) {
+    const int channels = engine.usefulChannels();
+    COLLIE_RETURN_IF_ERROR(store.set(key, toBytes(std::to_string(channels))));
+    return channels;
+  }
+  Result<Bytes> value = store.get(key, deadline);
+  if (!value.isOk()) return value.status().withContext("waiting for rank 0's channel count");
+  const std::string text(value->begin(), value->end());
+  char* end = nullptr;
+  const long channels = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || channels < 1 || channels > config.nchannels) {
+    return remoteError("rank 0 published channel count '" + text + "', expected 1.." +
+                           std::to_string(config.nchannels),
+                       0);
+  }
+  if (channels != engine.usefulChannels()) {
+    COLLIE_LOG(INFO, TUNE) << "rank " << config.rank << " plans with rank 0's " << channels
+                           << " channel(s) (its own transports would use "
+                           << engine.usefulChannels() << ")";
+  }
+  return static_cast<int>(channels);
+}
+
 }  // namespace collie

@@ -26,6 +26,14 @@ namespace collie {
 Result<TuneConstants> agreeOnTuneConstants(Engine& engine, Store& store, const std::string& jobKey,
                                            Deadline deadline);
 
+// The most channels a schedule may use, the same on every rank: rank 0's
+// Engine::usefulChannels(), which it publishes (configured channels when
+// COLLIE_NCHANNELS or Options fixed them). Every rank has that many connections per
+// peer (agreeOnTuneConstants checked the configured counts are equal), so a rank whose
+// own transports would have said otherwise still plans what rank 0 plans.
+Result<int> agreeOnPlanChannels(Engine& engine, Store& store, const std::string& jobKey,
+                                Deadline deadline);
+
 // The text rank 0 publishes and caches, and its inverse (which rejects garbage and
 // clamps): decode(encode(c)) == c exactly.
 std::string encodeTuneConstants(const TuneConstants& constants);

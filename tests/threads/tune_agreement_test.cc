@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "core/engine/engine.h"
+#include "core/transport/transport.h"
+#include "core/tune/tune_probe.h"
 #include "support/rank_threads.h"
 #include "support/reference.h"
 
@@ -115,6 +118,62 @@ TEST(TuneAgreement, RankWithOtherLimitsFailsCreation) {
   EXPECT_NE(failed.message().find("rank 0 with algorithm=auto"), std::string::npos)
       << failed.message();
   EXPECT_NE(failed.message().find("COLLIE_ALGO"), std::string::npos) << failed.message();
+}
+
+// A transport that serves no peer and only reports how many channels pay on its wire.
+class ChannelCapTransport final : public Transport {
+ public:
+  explicit ChannelCapTransport(int useful) : useful_(useful) {}
+  const char* name() const override { return "channel-cap"; }
+  TransportCaps caps() const override {
+    TransportCaps caps;
+    caps.usefulChannels = useful_;
+    return caps;
+  }
+  bool canConnect(int, const std::string&) const override { return false; }
+  Result<std::vector<std::unique_ptr<Connection>>> connect(const std::vector<int>&) override {
+    return unsupported("serves no peer");
+  }
+  void waitForActivity(std::chrono::microseconds) override {}
+
+ private:
+  int useful_;
+};
+
+// Each rank's engine with the given per-transport channel limits; the channel count
+// every rank plans with after agreeOnPlanChannels().
+std::vector<int> agreedChannels(const std::vector<std::vector<int>>& usefulPerRank,
+                                bool channelsFixed) {
+  const int nranks = static_cast<int>(usefulPerRank.size());
+  std::shared_ptr<Store> store = makeInMemoryStore();
+  std::vector<int> agreed(nranks, -1);
+  testing::onEveryRank(nranks, [&](int r) {
+    EngineConfig config;
+    config.rank = r;
+    config.nranks = nranks;
+    config.nchannels = 4;
+    config.channelsFixed = channelsFixed;
+    TransportSet set;
+    for (int useful : usefulPerRank[r]) {
+      set.transports.push_back(std::make_unique<ChannelCapTransport>(useful));
+    }
+    Engine engine(config, std::move(set), nullptr);
+    Result<int> channels = agreeOnPlanChannels(engine, *store, "channels-job", Clock::now() + 20s);
+    agreed[r] = channels.isOk() ? *channels : -100;
+  });
+  return agreed;
+}
+
+TEST(TuneAgreement, EveryRankPlansWithRankZerosUsefulChannels) {
+  // Rank 0's transports limit it to 1; rank 1's own would allow 2, rank 2's all 4.
+  EXPECT_EQ(agreedChannels({{0, 1}, {2}, {}}, false), (std::vector<int>{1, 1, 1}));
+  // Rank 0 has no limit (its least nonzero limit rules; 0 means none): all 4 channels,
+  // even on rank 1 whose transport would have said 1.
+  EXPECT_EQ(agreedChannels({{0}, {1}, {3, 0}}, false), (std::vector<int>{4, 4, 4}));
+  // A limit above the configured count is no limit.
+  EXPECT_EQ(agreedChannels({{8}, {8}}, false), (std::vector<int>{4, 4}));
+  // COLLIE_NCHANNELS (channelsFixed) wins over every transport.
+  EXPECT_EQ(agreedChannels({{1}, {1}}, true), (std::vector<int>{4, 4}));
 }
 
 }  // namespace

@@ -53,10 +53,19 @@ std::array<uint8_t, kHandshakeBytes> encodeHandshake(int rank, uint64_t jobHash,
 
 class UcxTransport final : public Transport {
  public:
-  UcxTransport(const TransportContext& ctx, bool rdma) : ctx_(ctx), rdma_(rdma) {}
+  UcxTransport(const TransportContext& ctx, bool rdma, bool rdmaWire)
+      : ctx_(ctx), rdma_(rdma), rdmaWire_(rdmaWire) {}
 
   const char* name() const override { return "ucx"; }
-  TransportCaps caps() const override { return TransportCaps{}; }
+  TransportCaps caps() const override {
+    TransportCaps caps;
+    // Without an RDMA wire UCX moves every byte through sockets or shared memory inside
+    // the one progress thread's ucp_worker_progress(): a second channel only doubles the
+    // messages in flight (2 channels measured 15-20% slower than 1 over tcp,
+    // docs/multihost.md "Sixth look").
+    caps.usefulChannels = rdmaWire_ ? 0 : 1;
+    return caps;
+  }
   bool canConnect(int peer, const std::string& peerHostId) const override;
   Result<std::vector<std::unique_ptr<Connection>>> connect(const std::vector<int>& peers) override;
   void waitForActivity(std::chrono::microseconds maxWait) override {
@@ -71,7 +80,8 @@ class UcxTransport final : public Transport {
   Deadline setupDeadline() const;
 
   TransportContext ctx_;
-  bool rdma_;  // this rank's UCX has an RDMA wire (published for the peers)
+  bool rdma_;      // unforced and this rank's UCX has an RDMA wire (published for the peers)
+  bool rdmaWire_;  // this rank's UCX has an RDMA wire, forced or not
   std::shared_ptr<UcxWorker> worker_;
 };
 
@@ -252,14 +262,15 @@ Status UcxTransport::handshake(const std::vector<int>& peers, Deadline until) {
 Result<std::unique_ptr<Transport>> createUcxTransport(const TransportContext& ctx) {
   if (ctx.store == nullptr) return invalidArgument("ucx transport needs a store");
   // Forced, every pair uses ucx whatever its wire; the flag matters only unforced.
-  const bool rdma = !ctx.forced && rdmaWireUsable();
+  const bool rdmaWire = rdmaWireUsable();
+  const bool rdma = !ctx.forced && rdmaWire;
   COLLIE_RETURN_IF_ERROR(
       ctx.store->set(rdmaKey(ctx.jobKey, ctx.rank), Bytes{static_cast<uint8_t>(rdma ? '1' : '0')}));
   if (!rdma && !ctx.forced) {
     COLLIE_LOG(INFO, NET) << "ucx: no RDMA wire (rc, ud, dc) on this host; peers on other "
                              "hosts use tcp (COLLIE_TRANSPORT=ucx forces ucx)";
   }
-  return std::unique_ptr<Transport>(new UcxTransport(ctx, rdma));
+  return std::unique_ptr<Transport>(new UcxTransport(ctx, rdma, rdmaWire));
 }
 
 }  // namespace
