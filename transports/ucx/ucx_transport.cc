@@ -15,8 +15,8 @@
 // keep shm; UCX itself picks its wire from UCX_TLS (rc/ud/dc, tcp, posix/sysv/cma).
 // Unforced, it also takes a peer only when both ranks have an RDMA wire in UCX (rc, ud
 // or dc that UCX_TLS allows): where UCX would only run over sockets, collie's own tcp
-// transport moves the same all-reduce 1.1-1.4x faster (docs/multihost.md), so those pairs
-// fall through to tcp. Each rank publishes its flag under <jobKey>/ucx/rdma/<rank> at
+// transport moves the same all-reduce at least as fast (docs/multihost.md), so those
+// pairs fall through to tcp. Each rank publishes its flag under <jobKey>/ucx/rdma/<rank> at
 // create() and reads its peers', so both ends of a pair decide alike.
 #include <algorithm>
 #include <cstring>
