@@ -1,7 +1,7 @@
 // Long-running and hostile conditions, ranks as threads:
 //  - soak: 10,000 random-size (mostly < 64 KiB, some up to 1 MiB), random-kind and
 //    random-op collectives, every result verified; between the first and the last
-//    thousand the live heap may grow < 5% and private resident memory < 8 MiB;
+//    thousand the live heap may grow < 512 KiB and private resident memory < 8 MiB;
 //  - intruders: while a job over a real TCP store and the tcp transport runs
 //    collectives, strangers connect to the store and to every rank's tcp port with a
 //    wrong secret or random bytes; they are turned away and the job is undisturbed.
@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <barrier>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -119,9 +120,17 @@ int32_t reduceValues(ReduceOp op, uint64_t s, int nranks, size_t i) {
 
 TEST(Soak, TenThousandRandomCollectivesStayCorrectAndMemoryIsFlat) {
   constexpr int kRanks = 3;
-  constexpr int kRandomWarmup = 3000;
+  constexpr uint64_t kSeed = 12345;
   int total = testing::quickMatrix() ? 2000 : 10000;
   if (const char* n = std::getenv("COLLIE_SOAK_COLLECTIVES")) total = std::max(2000, std::atoi(n));
+  // The random warm-up runs the same sequence of kinds, ops and sizes as the measured
+  // collectives (only the values differ): buffers sized by the plan of one particular
+  // size (a reduce's staging grows with the count up to where the tuner cuts chunks)
+  // reach their high-water mark in the warm-up, whatever the tuning constants. A random
+  // warm-up of 3,000 other collectives left 1.0-1.6 MiB of such growth to the measured
+  // part with some probed constants (COLLIE_TUNE_ALPHA_US=90 COLLIE_TUNE_BW_GBPS=1.57
+  // reproduces it), and a CI run failed the 5% check on it.
+  const int randomWarmup = std::max(3000, total);
   Options options;
   options.transport = "shm";
   options.timeout = 30s;
@@ -134,8 +143,9 @@ TEST(Soak, TenThousandRandomCollectivesStayCorrectAndMemoryIsFlat) {
   std::atomic<int> failed{0};
   std::vector<MemorySample> memory(total / 1000 + 1);
   std::atomic<int> done{0};
+  std::barrier quiet(kRanks);
   onEveryRank(kRanks, [&](int r) {
-    std::mt19937_64 rng(12345);
+    std::mt19937_64 rng(kSeed);
     Communicator& comm = *comms[r];
     // Warm up with the largest size of every kind, so that buffers that grow to a
     // high-water mark (staging, scratch, the allocator's arenas) are at it before the
@@ -155,7 +165,8 @@ TEST(Soak, TenThousandRandomCollectivesStayCorrectAndMemoryIsFlat) {
     // Then random collectives until the heap's per-thread arenas have settled (they
     // rise by a few MiB once over the first ~3,000 and then stay flat), so the measured
     // `total` collectives show what keeps growing: a leak.
-    for (int s = -kRandomWarmup; s < total; ++s) {
+    for (int s = -randomWarmup; s < total; ++s) {
+      if (s == 0) rng.seed(kSeed);  // the measured collectives replay the warm-up's
       const Step step = makeStep(rng, kRanks);
       const size_t inElems =
           step.kind == CollectiveKind::kReduceScatter ? step.count * kRanks : step.count;
@@ -219,7 +230,13 @@ TEST(Soak, TenThousandRandomCollectivesStayCorrectAndMemoryIsFlat) {
           break;
       }
       if (!ok) ++wrong;
-      if (r == 0 && s >= 0 && s % 1000 == 999) memory[s / 1000] = sampleMemory();
+      if (s >= 0 && s % 1000 == 999) {
+        // Sampled while every rank is between collectives, so that no other rank's
+        // collective in flight is counted.
+        quiet.arrive_and_wait();
+        if (r == 0) memory[s / 1000] = sampleMemory();
+        quiet.arrive_and_wait();
+      }
     }
     ++done;
   });
@@ -232,7 +249,9 @@ TEST(Soak, TenThousandRandomCollectivesStayCorrectAndMemoryIsFlat) {
       "private resident %ld / %ld KiB\n",
       total, first.liveHeapKiB, last.liveHeapKiB, first.residentKiB, last.residentKiB);
   if (kSanitized || total < 10000) return;  // too short to be past the high-water marks
-  EXPECT_LT(static_cast<double>(last.liveHeapKiB), first.liveHeapKiB * 1.05)
+  // The measured collectives replay the warm-up's, so the live heap stays within a few
+  // KiB; 512 KiB over 9,000 collectives catches a leak of ~60 bytes per collective.
+  EXPECT_LT(last.liveHeapKiB, first.liveHeapKiB + 512)
       << "live heap grew from " << first.liveHeapKiB << " to " << last.liveHeapKiB << " KiB";
   EXPECT_LT(last.residentKiB, first.residentKiB + 8 * 1024)
       << "private resident memory grew from " << first.residentKiB << " to " << last.residentKiB
