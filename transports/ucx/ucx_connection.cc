@@ -61,6 +61,14 @@ bool recvFinished(void*& request, ucp_tag_recv_info_t* info, ucs_status_t* statu
 
 }  // namespace
 
+UcxConnection::UcxConnection(std::shared_ptr<UcxWorker> worker, int peer, int channel)
+    : worker_(std::move(worker)), peer_(peer), channel_(channel) {
+  // Looked up once here, not on every receive the engine posts.
+  if (Result<ucp_datatype_t> datatype = reducingDatatype(); datatype.isOk()) {
+    reducingDatatype_ = *datatype;
+  }
+}
+
 UcxConnection::~UcxConnection() {
   releaseRequests(sends_);
   releaseRequests(recvs_);
@@ -166,10 +174,11 @@ Status UcxConnection::postRecv(void* data, size_t bytes, uint64_t tag, Completio
   return postRecvOp(data, bytes, tag, done, nullptr);
 }
 
-bool UcxConnection::reducesOnReceive() const { return reducingDatatype().isOk(); }
+bool UcxConnection::reducesOnReceive() const { return reducingDatatype_.has_value(); }
 
 Status UcxConnection::postRecvReduce(const ReduceOnReceive& reduce, size_t bytes, uint64_t tag,
                                      Completion* done) {
+  if (!reducesOnReceive()) return unsupported("ucx: the reducing datatype could not be created");
   if (reduce.kernels == nullptr || bytes % dataTypeSize(reduce.dtype) != 0) {
     return invalidArgument("ucx: a reducing receive needs kernels and whole elements");
   }
@@ -231,7 +240,7 @@ void UcxConnection::postDataRecv(Op& op) {
   void* buffer = op.data;
   if (op.reducing) {
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
-    param.datatype = *reducingDatatype();  // reducesOnReceive() checked it
+    param.datatype = *reducingDatatype_;  // postRecvReduce() checked it
     buffer = &op.reducer;
   }
   op.dataRequest =

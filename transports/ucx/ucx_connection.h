@@ -26,6 +26,7 @@
 
 #include <deque>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/transport/transport.h"
@@ -40,8 +41,7 @@ inline constexpr uint32_t kHeaderMagic = 0x58435543;  // "CUCX"
 
 class UcxConnection final : public Connection {
  public:
-  UcxConnection(std::shared_ptr<UcxWorker> worker, int peer, int channel)
-      : worker_(std::move(worker)), peer_(peer), channel_(channel) {}
+  UcxConnection(std::shared_ptr<UcxWorker> worker, int peer, int channel);
   ~UcxConnection() override;
 
   Status postSend(const void* data, size_t bytes, uint64_t tag, Completion* done) override;
@@ -101,6 +101,7 @@ class UcxConnection final : public Connection {
   std::shared_ptr<UcxWorker> worker_;
   int peer_;
   int channel_;
+  std::optional<ucp_datatype_t> reducingDatatype_;  // empty: reducesOnReceive() is false
   uint32_t sendSeq_ = 0;
   uint32_t recvSeq_ = 0;
   std::deque<std::unique_ptr<Op>> sends_;
