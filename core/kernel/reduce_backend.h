@@ -7,6 +7,8 @@
 // Semantics (every dtype of types.h, every op):
 //   reduce(dst, a, b, n, dtype, op, divisor):  dst[i] = op(a[i], b[i]) for i < n.
 //     dst may alias a or b exactly (same pointer); no other overlap is allowed.
+//     No buffer (of reduce or divide) needs to be aligned for dtype: any byte address
+//     is valid.
 //     kAvg accumulates like kSum; when divisor > 0 the result is then divided by
 //     divisor (integers: truncating division of the sum; float16/bfloat16: the sum is
 //     rounded to the type, then divided in float32 and rounded to nearest-even).

@@ -97,6 +97,30 @@ COLLIE_FORCE_INLINE auto opFor() {
   }
 }
 
+// ---- Element access at any byte address ----------------------------------------------
+// The contract lets buffers lie at any byte address (UCX hands fragments over just
+// after its own headers), so elements are never read or written through a dereferenced
+// T*, which would require T's alignment. They go through a packed (alignment 1),
+// may_alias wrapper, GCC's and Clang's way to say "a T at any address": the same
+// (unaligned) vector loads and stores, and, unlike a memcpy into a local, the compiler
+// still sees float loads, so `a > b ? a : b` still becomes vmaxps.
+
+template <typename T>
+struct [[gnu::packed, gnu::may_alias]] AnyAddress {
+  T value;
+};
+static_assert(alignof(AnyAddress<double>) == 1 && sizeof(AnyAddress<double>) == sizeof(double));
+
+template <typename T>
+COLLIE_FORCE_INLINE T loadAt(const T* base, size_t i) {
+  return reinterpret_cast<const AnyAddress<T>*>(base)[i].value;
+}
+
+template <typename T>
+COLLIE_FORCE_INLINE void storeAt(T* base, size_t i, T value) {
+  reinterpret_cast<AnyAddress<T>*>(base)[i].value = value;
+}
+
 // ---- Elementwise loops, one per aliasing case -------------------------------------
 // No element depends on another, so exact aliasing is harmless to the math; the
 // separate cases exist so that the compiler is told the truth about __restrict.
@@ -104,22 +128,25 @@ COLLIE_FORCE_INLINE auto opFor() {
 template <typename T, typename Op>
 COLLIE_FORCE_INLINE void loopOutOfPlace(T* __restrict dst, const T* __restrict a,
                                         const T* __restrict b, size_t n, Op op) {
-  for (size_t i = 0; i < n; ++i) dst[i] = op(a[i], b[i]);
+  for (size_t i = 0; i < n; ++i) storeAt(dst, i, op(loadAt(a, i), loadAt(b, i)));
 }
 
 template <typename T, typename Op>
 COLLIE_FORCE_INLINE void loopIntoA(T* __restrict dst, const T* __restrict b, size_t n, Op op) {
-  for (size_t i = 0; i < n; ++i) dst[i] = op(dst[i], b[i]);
+  for (size_t i = 0; i < n; ++i) storeAt(dst, i, op(loadAt(dst, i), loadAt(b, i)));
 }
 
 template <typename T, typename Op>
 COLLIE_FORCE_INLINE void loopIntoB(T* __restrict dst, const T* __restrict a, size_t n, Op op) {
-  for (size_t i = 0; i < n; ++i) dst[i] = op(a[i], dst[i]);
+  for (size_t i = 0; i < n; ++i) storeAt(dst, i, op(loadAt(a, i), loadAt(dst, i)));
 }
 
 template <typename T, typename Op>
 COLLIE_FORCE_INLINE void loopSelf(T* dst, size_t n, Op op) {
-  for (size_t i = 0; i < n; ++i) dst[i] = op(dst[i], dst[i]);
+  for (size_t i = 0; i < n; ++i) {
+    const T x = loadAt(dst, i);
+    storeAt(dst, i, op(x, x));
+  }
 }
 
 template <typename T, typename Op>
@@ -137,13 +164,13 @@ COLLIE_FORCE_INLINE void elementwise(T* dst, const T* a, const T* b, size_t n, O
 
 template <typename T>
 COLLIE_FORCE_INLINE void divideInPlace(T* dst, size_t n, int divisor) {
-  for (size_t i = 0; i < n; ++i) dst[i] = divideBy(dst[i], divisor);
+  for (size_t i = 0; i < n; ++i) storeAt(dst, i, divideBy(loadAt(dst, i), divisor));
 }
 
 template <typename T>
 COLLIE_FORCE_INLINE void divideOutOfPlace(T* __restrict dst, const T* __restrict src, size_t n,
                                           int divisor) {
-  for (size_t i = 0; i < n; ++i) dst[i] = divideBy(src[i], divisor);
+  for (size_t i = 0; i < n; ++i) storeAt(dst, i, divideBy(loadAt(src, i), divisor));
 }
 
 // ---- Half / BFloat16 conversions of a block -----------------------------------------
@@ -152,11 +179,11 @@ COLLIE_FORCE_INLINE void divideOutOfPlace(T* __restrict dst, const T* __restrict
 struct ScalarConvert {
   template <typename T>
   COLLIE_FORCE_INLINE static void widen(const T* __restrict src, float* __restrict out, size_t m) {
-    for (size_t j = 0; j < m; ++j) out[j] = toFloat(src[j]);
+    for (size_t j = 0; j < m; ++j) out[j] = toFloat(loadAt(src, j));
   }
   template <typename T>
   COLLIE_FORCE_INLINE static void narrow(const float* __restrict in, T* __restrict dst, size_t m) {
-    for (size_t j = 0; j < m; ++j) dst[j] = fromFloat<T>(in[j]);
+    for (size_t j = 0; j < m; ++j) storeAt(dst, j, fromFloat<T>(in[j]));
   }
 };
 
@@ -175,7 +202,7 @@ struct F16cConvert {
         const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + j));
         _mm256_storeu_ps(out + j, _mm256_cvtph_ps(h));
       }
-      for (; j < m; ++j) out[j] = toFloat(src[j]);
+      for (; j < m; ++j) out[j] = toFloat(loadAt(src, j));
     } else {
       ScalarConvert::widen(src, out, m);
     }
@@ -189,7 +216,7 @@ struct F16cConvert {
         const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + j), _MM_FROUND_TO_NEAREST_INT);
         _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + j), h);
       }
-      for (; j < m; ++j) dst[j] = fromFloat<T>(in[j]);
+      for (; j < m; ++j) storeAt(dst, j, fromFloat<T>(in[j]));
     } else {
       ScalarConvert::narrow(in, dst, m);
     }
@@ -305,7 +332,8 @@ __attribute__((target("avx2,f16c"))) void reduceStreaming(void* dstv, const void
   const auto* a = static_cast<const uint8_t*>(av);
   const auto* b = static_cast<const uint8_t*>(bv);
   constexpr size_t kPerBlock = kStreamBlockBytes / sizeof(T);
-  // Plain stores up to the first 32-byte boundary of dst (elements are T-aligned).
+  // Plain stores up to the first 32-byte boundary of dst. A dst that is not aligned for
+  // T never reaches one at an element boundary, and takes the plain path throughout.
   const size_t headBytes = (32 - (reinterpret_cast<uintptr_t>(dst) & 31)) & 31;
   const size_t head = std::min(n, headBytes / sizeof(T));
   reduceTyped<F16cConvert, T, kOp>(dst, a, b, head, divisor);

@@ -1,7 +1,6 @@
 #include "transports/ucx/ucx_reducing_receive.h"
 
 #include <algorithm>
-#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -14,26 +13,10 @@ void ReducingReceive::start(const ReduceOnReceive& reduce, size_t bytes) {
   partials_.clear();
 }
 
-// The kernels read elements through typed pointers, so `incoming` must be aligned for
-// the element type. UCX hands fragments over where they lie in its receive buffer, after
-// its own headers (over tcp at addresses like ...a32), so a misaligned fragment goes
-// through a small aligned buffer that stays in L1, a block at a time.
+// UCX hands fragments over where they lie in its receive buffer, after its own headers
+// (over tcp at addresses like ...a32); the kernels take inputs at any byte address
+// (core/kernel/reduce_backend.h), so each is reduced straight from there.
 void ReducingReceive::reduceElements(size_t first, const uint8_t* incoming, size_t count) {
-  if (reinterpret_cast<uintptr_t>(incoming) % elemSize_ == 0) {
-    reduceAligned(first, incoming, count);
-    return;
-  }
-  constexpr size_t kBounceBytes = 16 * 1024;
-  alignas(64) uint8_t bounce[kBounceBytes];
-  const size_t perBlock = kBounceBytes / elemSize_;
-  for (size_t done = 0; done < count; done += perBlock) {
-    const size_t n = std::min(perBlock, count - done);
-    std::memcpy(bounce, incoming + done * elemSize_, n * elemSize_);
-    reduceAligned(first + done, bounce, n);
-  }
-}
-
-void ReducingReceive::reduceAligned(size_t first, const uint8_t* incoming, size_t count) {
   uint8_t* dst = reduce_.dst + first * elemSize_;
   const uint8_t* own = reduce_.own + first * elemSize_;
   const uint8_t* a = reduce_.incomingFirst ? incoming : own;

@@ -38,11 +38,10 @@ class ReducingReceive {
  private:
   struct Partial {
     size_t element = 0;
-    alignas(8) uint8_t bytes[8] = {};
+    uint8_t bytes[8] = {};
     size_t have = 0;
   };
   void reduceElements(size_t first, const uint8_t* incoming, size_t count);
-  void reduceAligned(size_t first, const uint8_t* incoming, size_t count);
   void addPartialBytes(size_t offset, const uint8_t* src, size_t length);
 
   ReduceOnReceive reduce_;
