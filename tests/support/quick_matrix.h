@@ -1,15 +1,43 @@
-// Test support: whether to run the reduced test matrix. tests/sanitize/run.sh sets
-// COLLIE_TEST_QUICK=1: the sanitizer runs keep every code path but fewer rank counts,
-// sizes and iterations, while the unsanitized runs take the full matrix.
+// Test support: how much of the test matrix to run.
+//
+// quickMatrix(): tests/sanitize/run.sh sets COLLIE_TEST_QUICK=1. The sanitizer runs keep
+// every code path but fewer rank counts, sizes and iterations, while the unsanitized
+// runs take the full matrix.
+//
+// kThreadSanitized: the test binary is built with ThreadSanitizer, where every access is
+// checked and collectives run 5-15x slower. There the dtype x op product of the
+// collective tests adds no thread interplay (the schedule, the transports and the
+// synchronisation do not depend on the op), so each dtype runs one op, cycling through
+// all of them (sampledOp). The unsanitized and ASan runs check every pair.
 #pragma once
 
 #include <cstdlib>
+
+#include "collie/types.h"
 
 namespace collie::testing {
 
 inline bool quickMatrix() {
   const char* value = std::getenv("COLLIE_TEST_QUICK");
   return value != nullptr && value[0] != '\0' && value[0] != '0';
+}
+
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool kThreadSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+inline constexpr bool kThreadSanitized = true;
+#else
+inline constexpr bool kThreadSanitized = false;
+#endif
+#else
+inline constexpr bool kThreadSanitized = false;
+#endif
+
+// Whether a reducing collective test runs `op` on `dtype` (both as enum indexes): every
+// pair, except under ThreadSanitizer one op per dtype, cycling through the ops.
+inline bool sampledOp(int dtype, int op) {
+  return !kThreadSanitized || op == dtype % kNumReduceOps;
 }
 
 }  // namespace collie::testing
