@@ -24,7 +24,7 @@ constexpr size_t kLargeCount = (1 << 20) + 3;
 
 // COLLIE_TEST_QUICK=1 (sanitizer runs) shrinks the matrix: 1..4 ranks, fewer small
 // counts and the large count for every third dtype only; under TSan also one op per
-// dtype (testing::sampledOp).
+// dtype (testing::sampledOp) and the large count for two dtypes.
 std::vector<int> rankCounts() {
   return testing::quickMatrix() ? std::vector<int>{1, 2, 3, 4}
                                 : std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8};
@@ -167,6 +167,8 @@ TEST_P(CollectivesTest, EveryCollectiveDtypeOpAndCount) {
         }
         // The large count once per dtype, cycling through the ops.
         if (testing::quickMatrix() && d % 3 != 0) continue;
+        // Under TSan (a large collective takes ~1 s there) int8 and bfloat16 only.
+        if (testing::kThreadSanitized && d % 9 != 0) continue;
         const ReduceOp op = reduces ? static_cast<ReduceOp>(d % kNumReduceOps) : ReduceOp::kSum;
         runAndCheck(comm, kind, dtype, op, kLargeCount, d % 2 == 0, &failures);
       }
