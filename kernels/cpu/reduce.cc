@@ -97,145 +97,102 @@ COLLIE_FORCE_INLINE auto opFor() {
   }
 }
 
-// ---- Element access at any byte address ----------------------------------------------
-// The contract lets buffers lie at any byte address (UCX hands fragments over just
-// after its own headers), so elements are never read or written through a T*, which
-// would require T's alignment, but through AnyAddress<T>::type: T with alignment 1 (a
-// typedef may lower alignment in GCC and Clang; an alias template may not, hence one
-// specialisation per type). Vectorised, that is the same unaligned vector loads and
-// stores as before; ThreadSanitizer instruments it with its unaligned 1-8 byte checks.
-// Two alternatives were worse: a memcpy into a local made GCC load integers and turn
-// float max into compare-and-blend (30% slower in cache), and a packed one-member struct
-// made every TSan check a __tsan_read_range call (kernels about 2x slower under TSan).
+// ---- How inputs are read -----------------------------------------------------------
+// The contract lets the inputs a and b lie at any byte address (UCX hands fragments over
+// just after its own headers), while dst stays aligned for T. Reading a misaligned T
+// through a T* is undefined (UBSan reports it), so inputs are read through a Load policy:
+// AlignedLoad (a plain T*, the common case and the only one that streams) or, when an
+// input is misaligned, AnyAddressLoad: a packed one-member struct, alignment 1, which
+// GCC and Clang vectorise into the same unaligned vector loads. Two entry paths rather
+// than one: with the packed struct everywhere, ThreadSanitizer turned every access into
+// a __tsan_read_range call and the TSan build's kernels ran about 2x slower; GCC's
+// UBSan ignores the lower alignment of an aligned(1) typedef; and a memcpy into a local
+// made GCC load integers and turn float max into compare-and-blend (30% slower).
 
-template <typename T>
-struct AnyAddress;
-template <>
-struct AnyAddress<int8_t> {
-  typedef int8_t __attribute__((aligned(1), may_alias)) type;
-};
-template <>
-struct AnyAddress<uint8_t> {
-  typedef uint8_t __attribute__((aligned(1), may_alias)) type;
-};
-template <>
-struct AnyAddress<uint16_t> {
-  typedef uint16_t __attribute__((aligned(1), may_alias)) type;
-};
-template <>
-struct AnyAddress<int32_t> {
-  typedef int32_t __attribute__((aligned(1), may_alias)) type;
-};
-template <>
-struct AnyAddress<uint32_t> {
-  typedef uint32_t __attribute__((aligned(1), may_alias)) type;
-};
-template <>
-struct AnyAddress<int64_t> {
-  typedef int64_t __attribute__((aligned(1), may_alias)) type;
-};
-template <>
-struct AnyAddress<uint64_t> {
-  typedef uint64_t __attribute__((aligned(1), may_alias)) type;
-};
-template <>
-struct AnyAddress<float> {
-  typedef float __attribute__((aligned(1), may_alias)) type;
-};
-template <>
-struct AnyAddress<double> {
-  typedef double __attribute__((aligned(1), may_alias)) type;
-};
-// Half and BFloat16 are structs, whose alignment a typedef cannot lower: they go
-// through their bits.
-template <>
-struct AnyAddress<Half> : AnyAddress<uint16_t> {};
-template <>
-struct AnyAddress<BFloat16> : AnyAddress<uint16_t> {};
-static_assert(alignof(AnyAddress<double>::type) == 1 && alignof(AnyAddress<Half>::type) == 1);
-
-template <typename T>
-COLLIE_FORCE_INLINE T loadAt(const T* base, size_t i) {
-  const auto value = reinterpret_cast<const typename AnyAddress<T>::type*>(base)[i];
-  if constexpr (kIsHalfLike<T>) {
-    return T{value};
-  } else {
-    return value;
+struct AlignedLoad {
+  template <typename T>
+  COLLIE_FORCE_INLINE static T at(const T* p, size_t i) {
+    return p[i];
   }
-}
+};
 
 template <typename T>
-COLLIE_FORCE_INLINE void storeAt(T* base, size_t i, T value) {
-  if constexpr (kIsHalfLike<T>) {
-    reinterpret_cast<typename AnyAddress<T>::type*>(base)[i] = value.bits;
-  } else {
-    reinterpret_cast<typename AnyAddress<T>::type*>(base)[i] = value;
+struct [[gnu::packed, gnu::may_alias]] Packed {
+  T value;
+};
+static_assert(alignof(Packed<double>) == 1 && sizeof(Packed<double>) == sizeof(double));
+
+struct AnyAddressLoad {
+  template <typename T>
+  COLLIE_FORCE_INLINE static T at(const T* p, size_t i) {
+    return reinterpret_cast<const Packed<T>*>(p)[i].value;
   }
+};
+
+bool alignedFor(const void* p, size_t alignment) {
+  return reinterpret_cast<uintptr_t>(p) % alignment == 0;
 }
 
 // ---- Elementwise loops, one per aliasing case -------------------------------------
 // No element depends on another, so exact aliasing is harmless to the math; the
 // separate cases exist so that the compiler is told the truth about __restrict.
 
-template <typename T, typename Op>
+template <typename Load, typename T, typename Op>
 COLLIE_FORCE_INLINE void loopOutOfPlace(T* __restrict dst, const T* __restrict a,
                                         const T* __restrict b, size_t n, Op op) {
-  for (size_t i = 0; i < n; ++i) storeAt(dst, i, op(loadAt(a, i), loadAt(b, i)));
+  for (size_t i = 0; i < n; ++i) dst[i] = op(Load::at(a, i), Load::at(b, i));
 }
 
-template <typename T, typename Op>
+template <typename Load, typename T, typename Op>
 COLLIE_FORCE_INLINE void loopIntoA(T* __restrict dst, const T* __restrict b, size_t n, Op op) {
-  for (size_t i = 0; i < n; ++i) storeAt(dst, i, op(loadAt(dst, i), loadAt(b, i)));
+  for (size_t i = 0; i < n; ++i) dst[i] = op(dst[i], Load::at(b, i));
 }
 
-template <typename T, typename Op>
+template <typename Load, typename T, typename Op>
 COLLIE_FORCE_INLINE void loopIntoB(T* __restrict dst, const T* __restrict a, size_t n, Op op) {
-  for (size_t i = 0; i < n; ++i) storeAt(dst, i, op(loadAt(a, i), loadAt(dst, i)));
+  for (size_t i = 0; i < n; ++i) dst[i] = op(Load::at(a, i), dst[i]);
 }
 
 template <typename T, typename Op>
 COLLIE_FORCE_INLINE void loopSelf(T* dst, size_t n, Op op) {
-  for (size_t i = 0; i < n; ++i) {
-    const T x = loadAt(dst, i);
-    storeAt(dst, i, op(x, x));
-  }
+  for (size_t i = 0; i < n; ++i) dst[i] = op(dst[i], dst[i]);
 }
 
-template <typename T, typename Op>
+template <typename Load, typename T, typename Op>
 COLLIE_FORCE_INLINE void elementwise(T* dst, const T* a, const T* b, size_t n, Op op) {
   if (dst == a && dst == b) {
     loopSelf(dst, n, op);
   } else if (dst == a) {
-    loopIntoA(dst, b, n, op);
+    loopIntoA<Load>(dst, b, n, op);
   } else if (dst == b) {
-    loopIntoB(dst, a, n, op);
+    loopIntoB<Load>(dst, a, n, op);
   } else {
-    loopOutOfPlace(dst, a, b, n, op);
+    loopOutOfPlace<Load>(dst, a, b, n, op);
   }
 }
 
 template <typename T>
 COLLIE_FORCE_INLINE void divideInPlace(T* dst, size_t n, int divisor) {
-  for (size_t i = 0; i < n; ++i) storeAt(dst, i, divideBy(loadAt(dst, i), divisor));
+  for (size_t i = 0; i < n; ++i) dst[i] = divideBy(dst[i], divisor);
 }
 
 template <typename T>
 COLLIE_FORCE_INLINE void divideOutOfPlace(T* __restrict dst, const T* __restrict src, size_t n,
                                           int divisor) {
-  for (size_t i = 0; i < n; ++i) storeAt(dst, i, divideBy(loadAt(src, i), divisor));
+  for (size_t i = 0; i < n; ++i) dst[i] = divideBy(src[i], divisor);
 }
 
 // ---- Half / BFloat16 conversions of a block -----------------------------------------
 
 // Portable conversions (kernels/common/half.h); branch-free, so they vectorise.
 struct ScalarConvert {
-  template <typename T>
+  template <typename Load, typename T>
   COLLIE_FORCE_INLINE static void widen(const T* __restrict src, float* __restrict out, size_t m) {
-    for (size_t j = 0; j < m; ++j) out[j] = toFloat(loadAt(src, j));
+    for (size_t j = 0; j < m; ++j) out[j] = toFloat(Load::at(src, j));
   }
   template <typename T>
   COLLIE_FORCE_INLINE static void narrow(const float* __restrict in, T* __restrict dst, size_t m) {
-    for (size_t j = 0; j < m; ++j) storeAt(dst, j, fromFloat<T>(in[j]));
+    for (size_t j = 0; j < m; ++j) dst[j] = fromFloat<T>(in[j]);
   }
 };
 
@@ -245,7 +202,7 @@ struct ScalarConvert {
 // GCC refuses to inline an AVX2 function into the (baseline) templates that call it,
 // and one call per block of kBlock elements costs nothing measurable.
 struct F16cConvert {
-  template <typename T>
+  template <typename Load, typename T>
   __attribute__((target("avx2,f16c"))) static void widen(const T* __restrict src,
                                                          float* __restrict out, size_t m) {
     if constexpr (std::is_same_v<T, Half>) {
@@ -254,9 +211,9 @@ struct F16cConvert {
         const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + j));
         _mm256_storeu_ps(out + j, _mm256_cvtph_ps(h));
       }
-      for (; j < m; ++j) out[j] = toFloat(loadAt(src, j));
+      for (; j < m; ++j) out[j] = toFloat(Load::at(src, j));
     } else {
-      ScalarConvert::widen(src, out, m);
+      ScalarConvert::widen<Load>(src, out, m);
     }
   }
   template <typename T>
@@ -268,7 +225,7 @@ struct F16cConvert {
         const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + j), _MM_FROUND_TO_NEAREST_INT);
         _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + j), h);
       }
-      for (; j < m; ++j) storeAt(dst, j, fromFloat<T>(in[j]));
+      for (; j < m; ++j) dst[j] = fromFloat<T>(in[j]);
     } else {
       ScalarConvert::narrow(in, dst, m);
     }
@@ -278,21 +235,21 @@ struct F16cConvert {
 
 // dst = op(a, b) on Half/BFloat16 through float blocks. Each block of a and b is read
 // before the block of dst is written, so exact aliasing is safe.
-template <typename Cvt, typename T, typename FloatOp>
+template <typename Cvt, typename Load, typename T, typename FloatOp>
 COLLIE_FORCE_INLINE void blockwise(T* dst, const T* a, const T* b, size_t n, FloatOp op,
                                    int avgDivisor) {
   alignas(64) float fa[kBlock];
   alignas(64) float fb[kBlock];
   for (size_t i = 0; i < n; i += kBlock) {
     const size_t m = n - i < kBlock ? n - i : kBlock;
-    Cvt::widen(a + i, fa, m);
-    Cvt::widen(b + i, fb, m);
+    Cvt::template widen<Load>(a + i, fa, m);
+    Cvt::template widen<Load>(b + i, fb, m);
     for (size_t j = 0; j < m; ++j) fa[j] = op(fa[j], fb[j]);
     Cvt::narrow(fa, dst + i, m);
     if (avgDivisor > 0) {
       // The sum is rounded to T first (contract), then divided in float.
       const float d = static_cast<float>(avgDivisor);
-      Cvt::widen(dst + i, fa, m);
+      Cvt::template widen<AlignedLoad>(dst + i, fa, m);
       for (size_t j = 0; j < m; ++j) fa[j] = fa[j] / d;
       Cvt::narrow(fa, dst + i, m);
     }
@@ -305,7 +262,7 @@ COLLIE_FORCE_INLINE void blockwiseDivide(T* dst, const T* src, size_t n, int div
   const float d = static_cast<float>(divisor);
   for (size_t i = 0; i < n; i += kBlock) {
     const size_t m = n - i < kBlock ? n - i : kBlock;
-    Cvt::widen(src + i, f, m);
+    Cvt::template widen<AlignedLoad>(src + i, f, m);
     for (size_t j = 0; j < m; ++j) f[j] = f[j] / d;
     Cvt::narrow(f, dst + i, m);
   }
@@ -313,7 +270,7 @@ COLLIE_FORCE_INLINE void blockwiseDivide(T* dst, const T* src, size_t n, int div
 
 // ---- Typed kernels ------------------------------------------------------------------
 
-template <typename Cvt, typename T, ReduceOp kOp>
+template <typename Cvt, typename Load, typename T, ReduceOp kOp>
 COLLIE_FORCE_INLINE void reduceTyped(void* dstv, const void* av, const void* bv, size_t n,
                                      int divisor) {
   T* dst = static_cast<T*>(dstv);
@@ -321,11 +278,11 @@ COLLIE_FORCE_INLINE void reduceTyped(void* dstv, const void* av, const void* bv,
   const T* b = static_cast<const T*>(bv);
   const int avgDivisor = kOp == ReduceOp::kAvg && divisor > 0 ? divisor : 0;
   if constexpr (kIsHalfLike<T>) {
-    blockwise<Cvt>(dst, a, b, n, opFor<float, kOp>(), avgDivisor);
+    blockwise<Cvt, Load>(dst, a, b, n, opFor<float, kOp>(), avgDivisor);
   } else if (avgDivisor > 0) {
-    elementwise(dst, a, b, n, SumDivideOp<T>{avgDivisor});
+    elementwise<Load>(dst, a, b, n, SumDivideOp<T>{avgDivisor});
   } else {
-    elementwise(dst, a, b, n, opFor<T, kOp>());
+    elementwise<Load>(dst, a, b, n, opFor<T, kOp>());
   }
 }
 
@@ -349,7 +306,11 @@ COLLIE_FORCE_INLINE void divideTyped(void* dstv, const void* srcv, size_t n, int
 struct BaselineIsa {
   template <typename T, ReduceOp kOp>
   static void reduce(void* dst, const void* a, const void* b, size_t n, int divisor) {
-    reduceTyped<ScalarConvert, T, kOp>(dst, a, b, n, divisor);
+    if (alignedFor(a, alignof(T)) && alignedFor(b, alignof(T))) {
+      reduceTyped<ScalarConvert, AlignedLoad, T, kOp>(dst, a, b, n, divisor);
+    } else {
+      reduceTyped<ScalarConvert, AnyAddressLoad, T, kOp>(dst, a, b, n, divisor);
+    }
   }
   template <typename T>
   static void divide(void* dst, const void* src, size_t n, int divisor) {
@@ -384,34 +345,35 @@ __attribute__((target("avx2,f16c"))) void reduceStreaming(void* dstv, const void
   const auto* a = static_cast<const uint8_t*>(av);
   const auto* b = static_cast<const uint8_t*>(bv);
   constexpr size_t kPerBlock = kStreamBlockBytes / sizeof(T);
-  // Plain stores up to the first 32-byte boundary of dst. A dst that is not aligned for
-  // T never reaches one at an element boundary, and takes the plain path throughout.
+  // Plain stores up to the first 32-byte boundary of dst (elements are T-aligned).
   const size_t headBytes = (32 - (reinterpret_cast<uintptr_t>(dst) & 31)) & 31;
   const size_t head = std::min(n, headBytes / sizeof(T));
-  reduceTyped<F16cConvert, T, kOp>(dst, a, b, head, divisor);
+  reduceTyped<F16cConvert, AlignedLoad, T, kOp>(dst, a, b, head, divisor);
   size_t done = head;
   alignas(64) uint8_t block[kStreamBlockBytes];
   if ((reinterpret_cast<uintptr_t>(dst + done * sizeof(T)) & 31) == 0) {
     for (; done + kPerBlock <= n; done += kPerBlock) {
       const size_t at = done * sizeof(T);
-      reduceTyped<F16cConvert, T, kOp>(block, a + at, b + at, kPerBlock, divisor);
+      reduceTyped<F16cConvert, AlignedLoad, T, kOp>(block, a + at, b + at, kPerBlock, divisor);
       streamBlock(dst + at, block);
     }
     _mm_sfence();
   }
   const size_t at = done * sizeof(T);
-  reduceTyped<F16cConvert, T, kOp>(dst + at, a + at, b + at, n - done, divisor);
+  reduceTyped<F16cConvert, AlignedLoad, T, kOp>(dst + at, a + at, b + at, n - done, divisor);
 }
 
 struct Avx2Isa {
   template <typename T, ReduceOp kOp>
   __attribute__((target("avx2,f16c"))) static void reduce(void* dst, const void* a, const void* b,
                                                           size_t n, int divisor) {
-    if (streamsOutput(dst, a, b, n * sizeof(T))) {
+    if (!alignedFor(a, alignof(T)) || !alignedFor(b, alignof(T))) {
+      reduceTyped<F16cConvert, AnyAddressLoad, T, kOp>(dst, a, b, n, divisor);
+    } else if (streamsOutput(dst, a, b, n * sizeof(T))) {
       reduceStreaming<T, kOp>(dst, a, b, n, divisor);
-      return;
+    } else {
+      reduceTyped<F16cConvert, AlignedLoad, T, kOp>(dst, a, b, n, divisor);
     }
-    reduceTyped<F16cConvert, T, kOp>(dst, a, b, n, divisor);
   }
   template <typename T>
   __attribute__((target("avx2,f16c"))) static void divide(void* dst, const void* src, size_t n,

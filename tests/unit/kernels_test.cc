@@ -1,6 +1,6 @@
 // Host reduction kernels (kernels/cpu) against independent references, for every
 // backend variant this CPU runs, every dtype and op, odd sizes and every aliasing case,
-// at aligned and misaligned addresses; and the Half/BFloat16 conversions against known
+// with aligned and misaligned inputs; and the Half/BFloat16 conversions against known
 // bit patterns.
 #include <gtest/gtest.h>
 
@@ -216,73 +216,47 @@ void checkDivide(const ReduceBackend& backend, DataType dtype, uint64_t seed) {
   }
 }
 
-// The same reduction with dst, a and b at byte addresses not aligned for T (as UCX hands
-// fragments over): every op, size and aliasing case, against the reference.
+// The same reduction with the inputs at byte addresses not aligned for T (as UCX hands
+// fragments over; dst stays aligned, and so does an input that dst aliases): every op,
+// size and aliasing case, against the reference.
 template <typename T>
-void checkReduceAtByteOffsets(const ReduceBackend& backend, DataType dtype, uint64_t seed) {
+void checkReduceOfMisalignedInputs(const ReduceBackend& backend, DataType dtype, uint64_t seed) {
   struct Shifts {
-    size_t dst, a, b;
+    size_t a, b;
   };
-  constexpr Shifts kShifts[] = {{1, 2, 3}, {0, 1, 0}, {0, 0, 5}, {3, 3, 3}, {7, 6, 1}};
+  constexpr Shifts kShifts[] = {{1, 2}, {0, 1}, {3, 0}, {3, 3}, {7, 5}};
   std::mt19937_64 rng(seed);
   for (const Shifts& shift : kShifts) {
     for (const OpCase& oc : kOpCases) {
       for (size_t n : kSizes) {
-        for (Alias alias : {Alias::kNone, Alias::kDstIsA, Alias::kDstIsB, Alias::kAll}) {
+        for (Alias alias : {Alias::kNone, Alias::kDstIsA, Alias::kDstIsB}) {
           SCOPED_TRACE(std::string(backend.name) + " " + std::string(dataTypeName(dtype)) + " " +
                        std::string(reduceOpName(oc.op)) + "/" + std::to_string(oc.divisor) +
                        " n=" + std::to_string(n) + " " + aliasName(alias) + " shifts " +
-                       std::to_string(shift.dst) + "," + std::to_string(shift.a) + "," +
-                       std::to_string(shift.b));
+                       std::to_string(shift.a) + "," + std::to_string(shift.b));
           const std::vector<T> a = randomValues<T>(n, rng);
-          const std::vector<T> b = alias == Alias::kAll ? a : randomValues<T>(n, rng);
+          const std::vector<T> b = randomValues<T>(n, rng);
           std::vector<T> want(n);
           for (size_t i = 0; i < n; ++i) want[i] = reference(a[i], b[i], oc.op, oc.divisor);
           const size_t bytes = n * sizeof(T);
-          std::vector<unsigned char> aBytes(bytes + 8), bBytes(bytes + 8), dBytes(bytes + 8, 0xEE);
-          // operator new aligns the vectors' bytes to 16, so nonzero shifts below 8
-          // misalign every multi-byte T.
-          unsigned char* pa = aBytes.data() + shift.a;
-          unsigned char* pb = bBytes.data() + shift.b;
-          unsigned char* dst = dBytes.data() + shift.dst;
+          // operator new aligns the vectors' bytes to 16, so shifts of 1..7 misalign
+          // every multi-byte T.
+          std::vector<unsigned char> aBytes(bytes + 8), bBytes(bytes + 8);
+          std::vector<T> out = randomValues<T>(n, rng);
+          unsigned char* pa = aBytes.data() + (alias == Alias::kDstIsA ? 0 : shift.a);
+          unsigned char* pb = bBytes.data() + (alias == Alias::kDstIsB ? 0 : shift.b);
           if (bytes > 0) {
             std::memcpy(pa, a.data(), bytes);
             std::memcpy(pb, b.data(), bytes);
           }
-          if (alias == Alias::kDstIsA || alias == Alias::kAll) dst = pa;
+          void* dst = out.data();
+          if (alias == Alias::kDstIsA) dst = pa;
           if (alias == Alias::kDstIsB) dst = pb;
-          if (alias == Alias::kAll) pb = pa;
           backend.reduce(dst, pa, pb, n, dtype, oc.op, oc.divisor);
           std::vector<T> got(n);
           if (bytes > 0) std::memcpy(got.data(), dst, bytes);
           ASSERT_TRUE(sameBits(got, want));
         }
-      }
-    }
-  }
-}
-
-template <typename T>
-void checkDivideAtByteOffsets(const ReduceBackend& backend, DataType dtype, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  for (size_t shift = 1; shift < sizeof(T) + 1; ++shift) {
-    for (size_t n : kSizes) {
-      for (bool inPlace : {false, true}) {
-        SCOPED_TRACE(std::string(backend.name) + " " + std::string(dataTypeName(dtype)) +
-                     " n=" + std::to_string(n) + " shift " + std::to_string(shift) +
-                     (inPlace ? " in-place" : " out-of-place"));
-        const std::vector<T> src = randomValues<T>(n, rng);
-        std::vector<T> want(n);
-        for (size_t i = 0; i < n; ++i) want[i] = referenceDivide(src[i], 3);
-        const size_t bytes = n * sizeof(T);
-        std::vector<unsigned char> sBytes(bytes + 16), dBytes(bytes + 16);
-        unsigned char* ps = sBytes.data() + shift;
-        unsigned char* dst = inPlace ? ps : dBytes.data() + (shift * 3) % 8;
-        if (bytes > 0) std::memcpy(ps, src.data(), bytes);
-        backend.divide(dst, ps, n, dtype, 3);
-        std::vector<T> got(n);
-        if (bytes > 0) std::memcpy(got.data(), dst, bytes);
-        ASSERT_TRUE(sameBits(got, want));
       }
     }
   }
@@ -318,12 +292,11 @@ TEST(KernelsTest, ReduceMatchesReferenceForEveryTypeOpSizeAndAliasing) {
   }
 }
 
-TEST(KernelsTest, BuffersMayLieAtAnyByteAddress) {
+TEST(KernelsTest, InputsMayLieAtAnyByteAddress) {
   for (const ReduceBackend* backend : cpuReduceBackendVariants()) {
     uint64_t seed = 50;
     forEachType([&]<typename T>(DataType dtype) {
-      checkReduceAtByteOffsets<T>(*backend, dtype, seed++);
-      checkDivideAtByteOffsets<T>(*backend, dtype, seed++);
+      checkReduceOfMisalignedInputs<T>(*backend, dtype, seed++);
     });
   }
 }
