@@ -129,8 +129,10 @@ struct AnyAddressLoad {
   }
 };
 
-bool alignedFor(const void* p, size_t alignment) {
-  return reinterpret_cast<uintptr_t>(p) % alignment == 0;
+// Whether both inputs are aligned for T (then AlignedLoad reads them).
+template <typename T>
+bool inputsAligned(const void* a, const void* b) {
+  return (reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b)) % alignof(T) == 0;
 }
 
 // ---- Elementwise loops, one per aliasing case -------------------------------------
@@ -306,7 +308,7 @@ COLLIE_FORCE_INLINE void divideTyped(void* dstv, const void* srcv, size_t n, int
 struct BaselineIsa {
   template <typename T, ReduceOp kOp>
   static void reduce(void* dst, const void* a, const void* b, size_t n, int divisor) {
-    if (alignedFor(a, alignof(T)) && alignedFor(b, alignof(T))) {
+    if (inputsAligned<T>(a, b)) {
       reduceTyped<ScalarConvert, AlignedLoad, T, kOp>(dst, a, b, n, divisor);
     } else {
       reduceTyped<ScalarConvert, AnyAddressLoad, T, kOp>(dst, a, b, n, divisor);
@@ -367,7 +369,7 @@ struct Avx2Isa {
   template <typename T, ReduceOp kOp>
   __attribute__((target("avx2,f16c"))) static void reduce(void* dst, const void* a, const void* b,
                                                           size_t n, int divisor) {
-    if (!alignedFor(a, alignof(T)) || !alignedFor(b, alignof(T))) {
+    if (!inputsAligned<T>(a, b)) {
       reduceTyped<F16cConvert, AnyAddressLoad, T, kOp>(dst, a, b, n, divisor);
     } else if (streamsOutput(dst, a, b, n * sizeof(T))) {
       reduceStreaming<T, kOp>(dst, a, b, n, divisor);
