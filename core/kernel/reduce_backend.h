@@ -7,14 +7,15 @@
 // Semantics (every dtype of types.h, every op):
 //   reduce(dst, a, b, n, dtype, op, divisor):  dst[i] = op(a[i], b[i]) for i < n.
 //     dst may alias a or b exactly (same pointer); no other overlap is allowed.
-//     a and b may lie at any byte address (UCX hands received fragments over there);
-//     dst must be aligned for dtype, and so must an input that dst aliases.
+//     dst, a and b may lie at any byte address: UCX hands received fragments over just
+//     after its headers, and users may pass buffers that are misaligned for dtype (NCCL
+//     accepts them too). Aligned buffers take the fast paths.
 //     kAvg accumulates like kSum; when divisor > 0 the result is then divided by
 //     divisor (integers: truncating division of the sum; float16/bfloat16: the sum is
 //     rounded to the type, then divided in float32 and rounded to nearest-even).
 //   divide(dst, src, n, dtype, divisor): dst[i] = src[i] / divisor, same rules;
-//     dst may alias src exactly; both aligned for dtype. Used for kAvg where no
-//     reduction happens (1 rank).
+//     dst may alias src exactly; both may lie at any byte address. Used for kAvg where
+//     no reduction happens (1 rank).
 // Thread safety: the functions are pure and reentrant.
 #pragma once
 

@@ -99,8 +99,9 @@ COLLIE_FORCE_INLINE auto opFor() {
 
 // ---- How inputs are read -----------------------------------------------------------
 // The contract lets the inputs a and b lie at any byte address (UCX hands fragments over
-// just after its own headers), while dst stays aligned for T. Reading a misaligned T
-// through a T* is undefined (UBSan reports it), so inputs are read through a Load policy:
+// just after its own headers); dst reaches these loops aligned for T (the entry points at
+// the end of this file see to it). Reading a misaligned T through a T* is undefined
+// (UBSan reports it), so inputs are read through a Load policy:
 // AlignedLoad (a plain T*, the common case and the only one that streams) or, when an
 // input is misaligned, AnyAddressLoad: a packed one-member struct, alignment 1, which
 // GCC and Clang vectorise into the same unaligned vector loads. Two entry paths rather
@@ -423,6 +424,35 @@ constexpr Table kTable =
   std::abort();
 }
 
+// ---- Entry points -------------------------------------------------------------------
+// The typed loops store only to addresses aligned for T. A dst that is not (a user buffer
+// at an odd address: NCCL accepts those too) is computed a block at a time into an
+// aligned buffer on the stack and copied out; exact aliasing stays safe because each
+// block of the inputs is read before that block of dst is written. Such buffers are rare,
+// so this path is built for correctness, not speed.
+constexpr size_t kMisalignedDstBlockBytes = 4096;
+
+// An address aligned to the element size is aligned for the type (sizeof is a multiple of
+// alignof).
+bool alignedFor(const void* p, size_t elementSize) {
+  return reinterpret_cast<uintptr_t>(p) % elementSize == 0;
+}
+
+// Writes `count` elements of `elementSize` bytes to dst a block at a time:
+// fill(block, at, n) computes the n elements that start at byte `at` into the aligned
+// block, which is then copied to dst + at.
+template <typename Fill>
+void throughAlignedBlocks(void* dst, size_t count, size_t elementSize, Fill fill) {
+  alignas(64) uint8_t block[kMisalignedDstBlockBytes];
+  const size_t perBlock = sizeof(block) / elementSize;
+  for (size_t done = 0; done < count; done += perBlock) {
+    const size_t n = std::min(perBlock, count - done);
+    const size_t at = done * elementSize;
+    fill(block, at, n);
+    std::memcpy(static_cast<uint8_t*>(dst) + at, block, n * elementSize);
+  }
+}
+
 template <typename Isa>
 void reduceEntry(void* dst, const void* a, const void* b, size_t count, DataType dtype, ReduceOp op,
                  int divisor) {
@@ -430,7 +460,14 @@ void reduceEntry(void* dst, const void* a, const void* b, size_t count, DataType
   const unsigned o = static_cast<unsigned>(op);
   if (d >= kNumDataTypes || o >= kNumReduceOps) invalidCall("an invalid dtype or op", d, o);
   if (count == 0) return;
-  kTable<Isa>.reduce[d][o](dst, a, b, count, divisor);
+  const ReduceFn reduce = kTable<Isa>.reduce[d][o];
+  const size_t size = dataTypeSize(dtype);
+  if (alignedFor(dst, size)) return reduce(dst, a, b, count, divisor);
+  // An input that dst aliases is misaligned too: the kernel reads it as any other input.
+  throughAlignedBlocks(dst, count, size, [&](uint8_t* block, size_t at, size_t n) {
+    reduce(block, static_cast<const uint8_t*>(a) + at, static_cast<const uint8_t*>(b) + at, n,
+           divisor);
+  });
 }
 
 template <typename Isa>
@@ -438,7 +475,14 @@ void divideEntry(void* dst, const void* src, size_t count, DataType dtype, int d
   const unsigned d = static_cast<unsigned>(dtype);
   if (d >= kNumDataTypes) invalidCall("an invalid dtype", d, 0);
   if (count == 0) return;
-  kTable<Isa>.divide[d](dst, src, count, divisor);
+  const DivideFn divide = kTable<Isa>.divide[d];
+  const size_t size = dataTypeSize(dtype);
+  if (alignedFor(dst, size) && alignedFor(src, size)) return divide(dst, src, count, divisor);
+  // divide reads src aligned, so src's block is copied in first and divided in place.
+  throughAlignedBlocks(dst, count, size, [&](uint8_t* block, size_t at, size_t n) {
+    std::memcpy(block, static_cast<const uint8_t*>(src) + at, n * size);
+    divide(block, block, n, divisor);
+  });
 }
 
 constexpr ReduceBackend kBaselineBackend{"cpu-baseline", &reduceEntry<BaselineIsa>,

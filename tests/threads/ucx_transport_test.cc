@@ -2,6 +2,7 @@
 // worker, over UCX's tcp on loopback and over its shared-memory transports.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -56,7 +57,8 @@ INSTANTIATE_TEST_SUITE_P(Ranks, UcxTransportRanks,
                                            std::make_tuple(2, "sysv")));
 
 // Receives that reduce as the data lands: inline and large messages, in place or not,
-// over sockets (whose eager fragments cut elements) and shared memory.
+// into user buffers aligned or not for the dtype, over sockets (whose eager fragments cut
+// elements) and shared memory.
 class UcxReduceOnReceive : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(UcxReduceOnReceive, MatchesTheReferenceForEverySize) {
@@ -70,28 +72,32 @@ TEST_P(UcxReduceOnReceive, MatchesTheReferenceForEverySize) {
   for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
     for (size_t count : {size_t{0}, size_t{1}, size_t{1024}, size_t{1025}, (size_t{1} << 20) + 3}) {
       for (bool inPlace : {false, true}) {
-        const std::vector<uint8_t> incoming = testing::makeInput(dtype, op, 1, count);
-        std::vector<uint8_t> own = testing::makeInput(dtype, op, 0, count);
-        std::vector<uint8_t> output(own.size(), 0xEE);
-        ReduceOnReceive reduce{inPlace ? own.data() : output.data(),
-                               own.data(),
-                               dtype,
-                               op,
-                               op == ReduceOp::kAvg ? 2 : 0,
-                               false,
-                               &hostReduceBackend()};
-        std::vector<Completion> done(2);
-        ASSERT_TRUE(job.conn(0, 1)->postSend(incoming.data(), incoming.size(), 9, &done[0]).isOk());
-        ASSERT_TRUE(job.conn(1, 0)->postRecvReduce(reduce, incoming.size(), 9, &done[1]).isOk());
-        auto deadline = Clock::now() + 10s;
-        while (!(done[0].done && done[1].done) && Clock::now() < deadline) {
-          bool progressed = false;
-          ASSERT_TRUE(job.conn(0, 1)->progress(&progressed).isOk());
-          ASSERT_TRUE(job.conn(1, 0)->progress(&progressed).isOk());
+        for (size_t shift : {size_t{0}, size_t{3}}) {  // own and output that many bytes in
+          const std::vector<uint8_t> incoming = testing::makeInput(dtype, op, 1, count);
+          const std::vector<uint8_t> ownBytes = testing::makeInput(dtype, op, 0, count);
+          std::vector<uint8_t> ownStore(shift + ownBytes.size());
+          std::vector<uint8_t> outputStore(shift + ownBytes.size(), 0xEE);
+          std::copy(ownBytes.begin(), ownBytes.end(), ownStore.begin() + shift);
+          uint8_t* own = ownStore.data() + shift;
+          uint8_t* output = inPlace ? own : outputStore.data() + shift;
+          ReduceOnReceive reduce{
+              output, own, dtype, op, op == ReduceOp::kAvg ? 2 : 0, false, &hostReduceBackend()};
+          std::vector<Completion> done(2);
+          ASSERT_TRUE(
+              job.conn(0, 1)->postSend(incoming.data(), incoming.size(), 9, &done[0]).isOk());
+          ASSERT_TRUE(job.conn(1, 0)->postRecvReduce(reduce, incoming.size(), 9, &done[1]).isOk());
+          auto deadline = Clock::now() + 10s;
+          while (!(done[0].done && done[1].done) && Clock::now() < deadline) {
+            bool progressed = false;
+            ASSERT_TRUE(job.conn(0, 1)->progress(&progressed).isOk());
+            ASSERT_TRUE(job.conn(1, 0)->progress(&progressed).isOk());
+          }
+          ASSERT_TRUE(done[1].done && done[1].status.isOk()) << done[1].status.toString();
+          EXPECT_EQ(std::vector<uint8_t>(output, output + ownBytes.size()),
+                    testing::expectedReduction(dtype, op, 2, 0, count))
+              << reduceOpName(op) << " count " << count << (inPlace ? " in place" : "") << " shift "
+              << shift;
         }
-        ASSERT_TRUE(done[1].done && done[1].status.isOk()) << done[1].status.toString();
-        EXPECT_EQ(inPlace ? own : output, testing::expectedReduction(dtype, op, 2, 0, count))
-            << reduceOpName(op) << " count " << count << (inPlace ? " in place" : "");
       }
     }
   }

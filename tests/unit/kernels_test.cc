@@ -166,42 +166,46 @@ constexpr OpCase kOpCases[] = {{ReduceOp::kSum, 0}, {ReduceOp::kProd, 0}, {Reduc
                                {ReduceOp::kMax, 0}, {ReduceOp::kAvg, 0},  {ReduceOp::kAvg, 3},
                                {ReduceOp::kAvg, 4}, {ReduceOp::kSum, 3}};  // divisor ignored
 
-// Where the inputs lie: shifted by a and b bytes from a 16-byte boundary. Shifts of 1..7
-// misalign every multi-byte T, as UCX's fragments are (dst stays aligned, and so does an
-// input that dst aliases).
-struct InputShifts {
-  size_t a = 0, b = 0;
+// Where the buffers lie: shifted by dst, a and b bytes from a 16-byte boundary. Shifts
+// of 1..7 misalign every multi-byte T: UCX hands over fragments like that, and users may
+// pass such buffers. An input that dst aliases lies where dst does.
+struct Shifts {
+  size_t dst = 0, a = 0, b = 0;
 };
 
+std::string shiftsName(Shifts shift) {
+  return " shifts dst " + std::to_string(shift.dst) + " a " + std::to_string(shift.a) + " b " +
+         std::to_string(shift.b);
+}
+
 template <typename T>
-void checkReduce(const ReduceBackend& backend, DataType dtype, uint64_t seed,
-                 InputShifts shift = {}) {
-  const bool aligned = shift.a == 0 && shift.b == 0;
+void checkReduce(const ReduceBackend& backend, DataType dtype, uint64_t seed, Shifts shift = {}) {
   std::mt19937_64 rng(seed);
   for (const OpCase& oc : kOpCases) {
     for (size_t n : kSizes) {
       for (Alias alias : {Alias::kNone, Alias::kDstIsA, Alias::kDstIsB, Alias::kAll}) {
-        if (alias == Alias::kAll && !aligned) continue;  // dst == a == b: all aligned
         SCOPED_TRACE(std::string(backend.name) + " " + std::string(dataTypeName(dtype)) + " " +
                      std::string(reduceOpName(oc.op)) + "/" + std::to_string(oc.divisor) +
-                     " n=" + std::to_string(n) + " " + aliasName(alias) + " shifts " +
-                     std::to_string(shift.a) + "," + std::to_string(shift.b));
+                     " n=" + std::to_string(n) + " " + aliasName(alias) + shiftsName(shift));
         std::vector<T> a = randomValues<T>(n, rng);
         std::vector<T> b = alias == Alias::kAll ? a : randomValues<T>(n, rng);
         std::vector<T> want(n);
         for (size_t i = 0; i < n; ++i) want[i] = reference(a[i], b[i], oc.op, oc.divisor);
-        std::vector<T> out = randomValues<T>(n, rng);  // garbage the kernel must overwrite
-        // The inputs' bytes in buffers of their own (operator new aligns them to 16).
+        // Each buffer's bytes in storage of its own (operator new aligns it to 16); dst
+        // starts as garbage that the kernel must overwrite.
         const size_t bytes = n * sizeof(T);
-        std::vector<unsigned char> aBytes(bytes + 8), bBytes(bytes + 8);
-        unsigned char* pa = aBytes.data() + (alias == Alias::kDstIsA ? 0 : shift.a);
-        unsigned char* pb = bBytes.data() + (alias == Alias::kDstIsB ? 0 : shift.b);
+        std::vector<unsigned char> aBytes(bytes + 8), bBytes(bytes + 8), dstBytes(bytes + 8);
+        const bool dstIsA = alias == Alias::kDstIsA || alias == Alias::kAll;
+        unsigned char* pa = aBytes.data() + (dstIsA ? shift.dst : shift.a);
+        unsigned char* pb = bBytes.data() + (alias == Alias::kDstIsB ? shift.dst : shift.b);
+        unsigned char* dst = dstBytes.data() + shift.dst;
         if (bytes > 0) {
           std::memcpy(pa, a.data(), bytes);
           std::memcpy(pb, b.data(), bytes);
+          const std::vector<T> garbage = randomValues<T>(n, rng);
+          std::memcpy(dst, garbage.data(), bytes);
         }
-        void* dst = out.data();
-        if (alias == Alias::kDstIsA || alias == Alias::kAll) dst = pa;
+        if (dstIsA) dst = pa;
         if (alias == Alias::kDstIsB) dst = pb;
         if (alias == Alias::kAll) pb = pa;
         backend.reduce(dst, pa, pb, n, dtype, oc.op, oc.divisor);
@@ -214,26 +218,41 @@ void checkReduce(const ReduceBackend& backend, DataType dtype, uint64_t seed,
 }
 
 template <typename T>
-void checkDivide(const ReduceBackend& backend, DataType dtype, uint64_t seed) {
+void checkDivide(const ReduceBackend& backend, DataType dtype, uint64_t seed, Shifts shift = {}) {
   std::mt19937_64 rng(seed);
   for (int divisor : {0, 1, 3, 4}) {
     for (size_t n : kSizes) {
       for (bool inPlace : {false, true}) {
         SCOPED_TRACE(std::string(backend.name) + " " + std::string(dataTypeName(dtype)) + " /" +
                      std::to_string(divisor) + " n=" + std::to_string(n) +
-                     (inPlace ? " in-place" : " out-of-place"));
+                     (inPlace ? " in-place" : " out-of-place") + shiftsName(shift));
         std::vector<T> src = randomValues<T>(n, rng);
         std::vector<T> want(n);
         for (size_t i = 0; i < n; ++i) want[i] = referenceDivide(src[i], divisor);
-        std::vector<T> out = randomValues<T>(n, rng);
-        T* dst = inPlace ? src.data() : out.data();
-        backend.divide(dst, src.data(), n, dtype, divisor);
-        std::vector<T> got(dst, dst + n);
+        const size_t bytes = n * sizeof(T);
+        std::vector<unsigned char> srcBytes(bytes + 8), dstBytes(bytes + 8);
+        unsigned char* psrc = srcBytes.data() + (inPlace ? shift.dst : shift.a);
+        unsigned char* dst = inPlace ? psrc : dstBytes.data() + shift.dst;
+        if (bytes > 0) {
+          std::memcpy(psrc, src.data(), bytes);
+          if (!inPlace) {
+            const std::vector<T> garbage = randomValues<T>(n, rng);
+            std::memcpy(dst, garbage.data(), bytes);
+          }
+        }
+        backend.divide(dst, psrc, n, dtype, divisor);
+        std::vector<T> got(n);
+        if (bytes > 0) std::memcpy(got.data(), dst, bytes);
         ASSERT_TRUE(sameBits(got, want));
       }
     }
   }
 }
+
+// Buffer placements for the any-address tests: misaligned inputs (as UCX's fragments),
+// misaligned outputs, and both. The a shift stands for src in divide.
+constexpr Shifts kMisalignedShifts[] = {{0, 1, 2}, {0, 0, 1}, {0, 3, 0}, {0, 7, 5},
+                                        {1, 0, 0}, {3, 1, 2}, {5, 5, 5}, {2, 0, 4}};
 
 // Calls f.template operator()<T>(dtype) for every DataType.
 template <typename F>
@@ -265,13 +284,13 @@ TEST(KernelsTest, ReduceMatchesReferenceForEveryTypeOpSizeAndAliasing) {
   }
 }
 
-TEST(KernelsTest, InputsMayLieAtAnyByteAddress) {
+TEST(KernelsTest, BuffersMayLieAtAnyByteAddress) {
   for (const ReduceBackend* backend : cpuReduceBackendVariants()) {
     uint64_t seed = 50;
     forEachType([&]<typename T>(DataType dtype) {
-      for (InputShifts shift : {InputShifts{1, 2}, InputShifts{0, 1}, InputShifts{3, 0},
-                                InputShifts{3, 3}, InputShifts{7, 5}}) {
+      for (Shifts shift : kMisalignedShifts) {
         checkReduce<T>(*backend, dtype, seed++, shift);
+        checkDivide<T>(*backend, dtype, seed++, shift);
       }
     });
   }
