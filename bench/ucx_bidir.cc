@@ -1,8 +1,8 @@
-// ucx_bidir: what one process with one UCP worker on one thread moves both ways at once
-// with tagged messages, the UCX work a 2-rank ring all-reduce asks of each rank
-// (bench/ucx_vs_perftest.sh runs it between two namespace hosts). ucx_perftest's
-// both-ways figure comes from two processes per host, one per direction; this is the
-// same traffic from one thread, as collie's engine drives it.
+// ucx_bidir: what one process moves both ways at once with tagged messages, the UCX work
+// a 2-rank ring all-reduce asks of each rank (bench/ucx_vs_perftest.sh runs it between
+// two namespace hosts). ucx_perftest's both-ways figure comes from two processes per
+// host, one per direction; this is the same traffic from one UCP worker on one thread,
+// as collie's engine drives it, or (--threads 2) from a worker and thread per direction.
 //
 //   ucx_bidir listen|connect IP PORT BUFFER_MIB MESSAGE_KIB ITERS [options]
 //
@@ -15,6 +15,9 @@
 //   --wait sleep|poll  sleep: after 50 us of idle polling block on the worker's event fd
 //                      (collie's COLLIE_BUSY_POLL default, perftest's -E sleep); poll:
 //                      spin (default sleep)
+//   --threads 1|2      1: one worker on one thread does both directions (default);
+//                      2: a worker and thread per direction, the sender's endpoint
+//                      reaching the peer's receiving worker
 // The worker addresses go over a TCP connection to IP:PORT; the data takes whatever
 // UCX_TLS allows. A receive that fails, or a peer that stops for 30 s, ends the run with
 // an error. Benchmark only.
@@ -32,6 +35,7 @@
 #include <cstring>
 #include <deque>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -116,6 +120,15 @@ struct Options {
   int window = 2;
   bool peerErrors = true;
   bool sleepWhenIdle = true;
+  int threads = 1;
+};
+
+// One UCP worker, the thread that drives it, and its endpoint to the peer (null for a
+// worker that only receives).
+struct Lane {
+  ucp_worker_h worker = nullptr;
+  int eventFd = -1;
+  ucp_ep_h endpoint = nullptr;
 };
 
 // One direction's messages: posted in order, retired in order.
@@ -154,7 +167,7 @@ int main(int argc, char** argv) {
   if (argc < 7) {
     std::fprintf(stderr,
                  "usage: %s listen|connect IP PORT BUFFER_MIB MESSAGE_KIB ITERS "
-                 "[--window W] [--errors peer|none] [--wait sleep|poll]\n",
+                 "[--window W] [--errors peer|none] [--wait sleep|poll] [--threads 1|2]\n",
                  argv[0]);
     return 2;
   }
@@ -171,6 +184,8 @@ int main(int argc, char** argv) {
       options.window = std::atoi(value.c_str());
     } else if (flag == "--errors" && (value == "peer" || value == "none")) {
       options.peerErrors = value == "peer";
+    } else if (flag == "--threads" && (value == "1" || value == "2")) {
+      options.threads = std::atoi(value.c_str());
     } else if (flag == "--wait" && (value == "sleep" || value == "poll")) {
       options.sleepWhenIdle = value == "sleep";
     } else {
@@ -188,35 +203,39 @@ int main(int argc, char** argv) {
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  params.field_mask |= UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.mt_workers_shared = options.threads > 1;  // workers of one context on two threads
   ucp_context_h context = nullptr;
   check(ucp_init(&params, config, &context), "ucp_init");
   ucp_config_release(config);
-  ucp_worker_params_t workerParams{};
-  workerParams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  workerParams.thread_mode = UCS_THREAD_MODE_SINGLE;
-  ucp_worker_h worker = nullptr;
-  check(ucp_worker_create(context, &workerParams, &worker), "ucp_worker_create");
-  int eventFd = -1;
-  check(ucp_worker_get_efd(worker, &eventFd), "ucp_worker_get_efd");
-
-  ucp_address_t* address = nullptr;
-  size_t addressLength = 0;
-  check(ucp_worker_get_address(worker, &address, &addressLength), "ucp_worker_get_address");
+  // Lane 0 sends (and receives too with one thread); lane 1, with two threads, receives.
+  std::vector<Lane> lanes(static_cast<size_t>(options.threads));
   const int bootstrap = bootstrapSocket(listening, ip, port);
-  std::vector<char> peerAddress = exchange(bootstrap, address, addressLength);
-  ucp_worker_release_address(worker, address);
+  std::vector<std::vector<char>> peerAddresses;
+  for (Lane& lane : lanes) {
+    ucp_worker_params_t workerParams{};
+    workerParams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    workerParams.thread_mode = UCS_THREAD_MODE_SINGLE;
+    check(ucp_worker_create(context, &workerParams, &lane.worker), "ucp_worker_create");
+    check(ucp_worker_get_efd(lane.worker, &lane.eventFd), "ucp_worker_get_efd");
+    ucp_address_t* address = nullptr;
+    size_t addressLength = 0;
+    check(ucp_worker_get_address(lane.worker, &address, &addressLength), "ucp_worker_get_address");
+    peerAddresses.push_back(exchange(bootstrap, address, addressLength));
+    ucp_worker_release_address(lane.worker, address);
+  }
 
+  // The sending lane's endpoint goes to the peer's receiving worker (the last one).
   ucp_ep_params_t epParams{};
   epParams.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-  epParams.address = reinterpret_cast<const ucp_address_t*>(peerAddress.data());
+  epParams.address = reinterpret_cast<const ucp_address_t*>(peerAddresses.back().data());
   if (options.peerErrors) {
     epParams.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
     epParams.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     epParams.err_handler.cb = onEndpointError;
     epParams.err_handler.arg = nullptr;
   }
-  ucp_ep_h endpoint = nullptr;
-  check(ucp_ep_create(worker, &epParams, &endpoint), "ucp_ep_create");
+  check(ucp_ep_create(lanes.front().worker, &epParams, &lanes.front().endpoint), "ucp_ep_create");
 
   std::vector<char> sendBuffer(bufferBytes, 1);
   std::vector<char> recvBuffer(bufferBytes, 0);
@@ -225,27 +244,28 @@ int main(int argc, char** argv) {
   const ucp_tag_t tag = 0x5a;
   ucp_request_param_t requestParams{};
 
-  auto runPass = [&](size_t messages) {
+  // Sends `sendCount` and receives `recvCount` messages on one lane, from one thread.
+  auto runLane = [&](const Lane& lane, size_t sendCount, size_t recvCount) {
     Stream sends, recvs;
     auto lastProgress = Clock::now();
-    while (sends.done < messages || recvs.done < messages) {
-      while (recvs.posted < messages &&
+    while (sends.done < sendCount || recvs.done < recvCount) {
+      while (recvs.posted < recvCount &&
              recvs.inFlight.size() < static_cast<size_t>(options.window)) {
         char* target = recvBuffer.data() + (recvs.posted % perBuffer) * messageBytes;
         recvs.inFlight.push_back(postOrFail(
-            ucp_tag_recv_nbx(worker, target, messageBytes, tag, ~ucp_tag_t{0}, &requestParams),
+            ucp_tag_recv_nbx(lane.worker, target, messageBytes, tag, ~ucp_tag_t{0}, &requestParams),
             "ucp_tag_recv_nbx"));
         ++recvs.posted;
       }
-      while (sends.posted < messages &&
+      while (sends.posted < sendCount &&
              sends.inFlight.size() < static_cast<size_t>(options.window)) {
         const char* source = sendBuffer.data() + (sends.posted % perBuffer) * messageBytes;
         sends.inFlight.push_back(
-            postOrFail(ucp_tag_send_nbx(endpoint, source, messageBytes, tag, &requestParams),
+            postOrFail(ucp_tag_send_nbx(lane.endpoint, source, messageBytes, tag, &requestParams),
                        "ucp_tag_send_nbx"));
         ++sends.posted;
       }
-      bool moved = ucp_worker_progress(worker) != 0;
+      bool moved = ucp_worker_progress(lane.worker) != 0;
       moved = retire(&sends, "send") || moved;
       moved = retire(&recvs, "receive") || moved;
       auto now = Clock::now();
@@ -255,12 +275,18 @@ int main(int argc, char** argv) {
       }
       if (now - lastProgress > std::chrono::seconds(30)) fail("no progress for 30 s");
       if (!options.sleepWhenIdle || now - lastProgress < std::chrono::microseconds(50)) continue;
-      ucs_status_t armed = ucp_worker_arm(worker);
+      ucs_status_t armed = ucp_worker_arm(lane.worker);
       if (armed == UCS_ERR_BUSY) continue;  // events arrived meanwhile: progress again
       check(armed, "ucp_worker_arm");
-      pollfd waiting{eventFd, POLLIN, 0};
+      pollfd waiting{lane.eventFd, POLLIN, 0};
       poll(&waiting, 1, 1000);
     }
+  };
+  auto runPass = [&](size_t messages) {
+    if (lanes.size() == 1) return runLane(lanes.front(), messages, messages);
+    std::thread receiver([&] { runLane(lanes.back(), 0, messages); });
+    runLane(lanes.front(), messages, 0);
+    receiver.join();
   };
 
   // Warm-up (one pass, endpoints and buffers), a bootstrap barrier, then the timed run.
@@ -275,21 +301,24 @@ int main(int argc, char** argv) {
   writeAll(bootstrap, &token, 1);
   readAll(bootstrap, &token, 1);
   std::printf(
-      "ucx_bidir %zu MiB buffers, %zu KiB messages x %zu, window %d, errors %s, %s: "
-      "%.2f GB/s per direction\n",
+      "ucx_bidir %zu MiB buffers, %zu KiB messages x %zu, window %d, errors %s, %s, "
+      "%d thread(s): %.2f GB/s per direction\n",
       bufferBytes >> 20, messageBytes >> 10, total, options.window,
       options.peerErrors ? "peer" : "none", options.sleepWhenIdle ? "sleep" : "poll",
+      options.threads,
       static_cast<double>(messageBytes) * static_cast<double>(total) / seconds / 1e9);
 
   ucp_request_param_t closeParams{};
   closeParams.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   closeParams.flags = UCP_EP_CLOSE_FLAG_FORCE;
-  void* closing = ucp_ep_close_nbx(endpoint, &closeParams);
+  void* closing = ucp_ep_close_nbx(lanes.front().endpoint, &closeParams);
   if (UCS_PTR_IS_PTR(closing)) {
-    while (ucp_request_check_status(closing) == UCS_INPROGRESS) ucp_worker_progress(worker);
+    while (ucp_request_check_status(closing) == UCS_INPROGRESS) {
+      ucp_worker_progress(lanes.front().worker);
+    }
     ucp_request_free(closing);
   }
-  ucp_worker_destroy(worker);
+  for (Lane& lane : lanes) ucp_worker_destroy(lane.worker);
   ucp_cleanup(context);
   close(bootstrap);
   return 0;

@@ -21,6 +21,8 @@
 #                    ways at once (2 in flight per direction), with collie's endpoint
 #                    error handling, UCX settings and congestion control: what the one
 #                    progress thread of a collie rank could move at best
+#   ucx-bidir-2thr   the same with a UCP worker and a thread per direction (--threads 2):
+#                    what a transport with a progress thread per direction could move
 #   collie-ucx       `collie perf allreduce -b size -e size`, COLLIE_TRANSPORT=ucx
 #   collie-tcp       the same over collie's own tcp transport (reference)
 #   collie-ucx-env   with --ucx-env: collie-ucx again with those variables set (A/B)
@@ -109,13 +111,13 @@ perftest() { # name size [bidir]
     wait
   fi
 }
-ucxbidir() { # name buffer-bytes message-bytes
+ucxbidir() { # name buffer-bytes message-bytes [ucx_bidir options]
   port=\$((port + 2))
   # collie's settings for UCX over tcp only (transports/ucx/ucx_worker.cc), unless set.
   local env="LD_PRELOAD=$cc_shim COLLIE_PRELOAD_TCP_CONGESTION=\${COLLIE_TCP_CONGESTION:-cubic}"
   env="\$env UCX_RNDV_THRESH=\${UCX_RNDV_THRESH:-inf} UCX_TCP_TX_SEG_SIZE=\${UCX_TCP_TX_SEG_SIZE:-256k}"
   env="\$env UCX_TCP_RX_SEG_SIZE=\${UCX_TCP_RX_SEG_SIZE:-256k}"
-  local args="\$((\$2 >> 20)) \$((\$3 >> 10)) \$(( (2048 << 20) / \$2 + 1 ))"
+  local args="\$((\$2 >> 20)) \$((\$3 >> 10)) \$(( (2048 << 20) / \$2 + 1 )) \${*:4}"
   if [ \$i = 0 ]; then
     env \$env $bidir listen \$COLLIE_NETNS_ADDR \$port \$args >"$out/\$1.\$port" 2>&1
   else
@@ -138,6 +140,7 @@ for r in \$(seq $rounds); do
   perftest bidir $chunk_bytes bidir
   perftest bidirhalf $half bidir
   ucxbidir ucxbidir $half $chunk_bytes
+  ucxbidir ucxbidir2 $half $chunk_bytes --threads 2
   colliejob ucx ucx
   colliejob tcp tcp
   if [ -n "$ucx_env" ]; then colliejob ucxenv ucx $ucx_env; fi
@@ -180,15 +183,20 @@ med[bidirhalf]=$(echo "$vals" | median)
 vals=$(for f in "$out"/ucxbidir.*; do bidir_gbs "$f"; done)
 report "ucx_bidir 1 process, both dirs, per dir" $vals
 med[ucxbidir]=$(echo "$vals" | median)
+vals=$(for f in "$out"/ucxbidir2.*; do bidir_gbs "$f"; done)
+report "ucx_bidir 1 process, thread per dir, per dir" $vals
+med[ucxbidir2]=$(echo "$vals" | median)
 for t in ucx tcp $([ -n "$ucx_env" ] && echo ucxenv); do
   vals=$(for f in "$out/$t".0.*; do collie_gbs "$f"; done)
   report "collie allreduce $size busbw over ${t/ucxenv/ucx + $ucx_env}" $vals
   med[$t]=$(echo "$vals" | median)
 done
 awk -v u="${med[ucx]}" -v t="${med[tcp]}" -v c="${med[chunk]}" -v h="${med[half]}" \
-  -v b="${med[bidir]}" -v bh="${med[bidirhalf]}" -v ub="${med[ucxbidir]}" 'BEGIN {
+  -v b="${med[bidir]}" -v bh="${med[bidirhalf]}" -v ub="${med[ucxbidir]}" \
+  -v ub2="${med[ucxbidir2]}" 'BEGIN {
   printf "ratio collie-ucx busbw / perftest: chunk %.2f, half %.2f, bidir (per direction) %.2f, bidir-half %.2f\n",
     u / c, u / h, u / b, u / bh
   printf "ratio collie-tcp busbw / perftest: chunk %.2f, half %.2f, bidir (per direction) %.2f, bidir-half %.2f\n",
     t / c, t / h, t / b, t / bh
-  printf "ratio collie-ucx busbw / ucx_bidir (one process both ways): %.2f\n", u / ub }'
+  printf "ratio collie-ucx busbw / ucx_bidir (one process both ways): %.2f, thread per direction %.2f\n",
+    u / ub, u / ub2 }'
