@@ -167,19 +167,26 @@ std::vector<std::unique_ptr<Communicator>> makeComms(const std::string& transpor
   return comms;
 }
 
-TEST_P(CollectivesTest, EveryCollectiveDtypeOpAndCount) {
-  auto [transport, nranks] = GetParam();
+// The collectives runAndCheck checks.
+constexpr CollectiveKind kCheckedKinds[] = {
+    CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter, CollectiveKind::kAllGather,
+    CollectiveKind::kBroadcast, CollectiveKind::kReduce};
+
+// The communicators of the checking tests: every wait gets 60 s.
+Options patientOptions() {
   Options options;
   options.timeout = std::chrono::seconds(60);
-  auto comms = makeComms(transport, nranks, options);
+  return options;
+}
+
+TEST_P(CollectivesTest, EveryCollectiveDtypeOpAndCount) {
+  auto [transport, nranks] = GetParam();
+  auto comms = makeComms(transport, nranks, patientOptions());
   ASSERT_EQ(comms.size(), static_cast<size_t>(nranks));
   Failures failures;
-  const CollectiveKind kinds[] = {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter,
-                                  CollectiveKind::kAllGather, CollectiveKind::kBroadcast,
-                                  CollectiveKind::kReduce};
   testing::onEveryRank(nranks, [&](int r) {
     Communicator& comm = *comms[r];
-    for (CollectiveKind kind : kinds) {
+    for (CollectiveKind kind : kCheckedKinds) {
       const bool reduces = kind == CollectiveKind::kAllReduce ||
                            kind == CollectiveKind::kReduceScatter ||
                            kind == CollectiveKind::kReduce;
@@ -210,18 +217,13 @@ TEST_P(CollectivesTest, EveryCollectiveDtypeOpAndCount) {
 // collective gives the same bytes as with aligned ones, in and out of place.
 TEST_P(CollectivesTest, BuffersMisalignedForTheirDtype) {
   auto [transport, nranks] = GetParam();
-  Options options;
-  options.timeout = std::chrono::seconds(60);
-  auto comms = makeComms(transport, nranks, options);
+  auto comms = makeComms(transport, nranks, patientOptions());
   ASSERT_EQ(comms.size(), static_cast<size_t>(nranks));
   Failures failures;
-  const CollectiveKind kinds[] = {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter,
-                                  CollectiveKind::kAllGather, CollectiveKind::kBroadcast,
-                                  CollectiveKind::kReduce};
   const DataType dtypes[] = {DataType::kFloat16, DataType::kFloat32, DataType::kFloat64,
                              DataType::kInt64};
   testing::onEveryRank(nranks, [&](int r) {
-    for (CollectiveKind kind : kinds) {
+    for (CollectiveKind kind : kCheckedKinds) {
       for (size_t d = 0; d < std::size(dtypes); ++d) {
         // Odd shifts misalign every multi-byte dtype; the ops cycle with the dtype.
         const size_t inShift = 1 + 2 * d, outShift = (inShift * 5) % 8;
