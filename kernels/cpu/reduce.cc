@@ -432,10 +432,18 @@ constexpr Table kTable =
 // so this path is built for correctness, not speed.
 constexpr size_t kMisalignedDstBlockBytes = 4096;
 
-// An address aligned to the element size is aligned for the type (sizeof is a multiple of
-// alignof).
+// Each DataType's element size, known here at compile time (no call per kernel call).
+template <size_t... kI>
+constexpr std::array<size_t, kNumDataTypes> elementSizes(std::index_sequence<kI...>) {
+  return {sizeof(typename TypeOf<static_cast<DataType>(kI)>::type)...};
+}
+constexpr std::array<size_t, kNumDataTypes> kElementSize =
+    elementSizes(std::make_index_sequence<kNumDataTypes>());
+
+// An address aligned to the element size (a power of two) is aligned for the type
+// (sizeof is a multiple of alignof).
 bool alignedFor(const void* p, size_t elementSize) {
-  return reinterpret_cast<uintptr_t>(p) % elementSize == 0;
+  return (reinterpret_cast<uintptr_t>(p) & (elementSize - 1)) == 0;
 }
 
 // Writes `count` elements of `elementSize` bytes to dst a block at a time:
@@ -461,7 +469,7 @@ void reduceEntry(void* dst, const void* a, const void* b, size_t count, DataType
   if (d >= kNumDataTypes || o >= kNumReduceOps) invalidCall("an invalid dtype or op", d, o);
   if (count == 0) return;
   const ReduceFn reduce = kTable<Isa>.reduce[d][o];
-  const size_t size = dataTypeSize(dtype);
+  const size_t size = kElementSize[d];
   if (alignedFor(dst, size)) return reduce(dst, a, b, count, divisor);
   // An input that dst aliases is misaligned too: the kernel reads it as any other input.
   throughAlignedBlocks(dst, count, size, [&](uint8_t* block, size_t at, size_t n) {
@@ -476,7 +484,7 @@ void divideEntry(void* dst, const void* src, size_t count, DataType dtype, int d
   if (d >= kNumDataTypes) invalidCall("an invalid dtype", d, 0);
   if (count == 0) return;
   const DivideFn divide = kTable<Isa>.divide[d];
-  const size_t size = dataTypeSize(dtype);
+  const size_t size = kElementSize[d];
   if (alignedFor(dst, size) && alignedFor(src, size)) return divide(dst, src, count, divisor);
   // divide reads src aligned, so src's block is copied in first and divided in place.
   throughAlignedBlocks(dst, count, size, [&](uint8_t* block, size_t at, size_t n) {

@@ -1,7 +1,7 @@
 // Host reduction kernels (kernels/cpu) against independent references, for every
 // backend variant this CPU runs, every dtype and op, odd sizes and every aliasing case,
-// with aligned and misaligned inputs; and the Half/BFloat16 conversions against known
-// bit patterns.
+// with buffers at aligned and misaligned addresses; and the Half/BFloat16 conversions
+// against known bit patterns.
 #include <gtest/gtest.h>
 
 #include <algorithm>
