@@ -34,6 +34,12 @@ CLI::App* addPerfCommand(CLI::App& app, PerfCliOptions* raw) {
   cmd->add_option("-R,--local_register", raw->registered,
                   "1: buffers from allocShared, registered (single-copy shm)")
       ->capture_default_str();
+  cmd->add_option("-u,--unalign", raw->unalign,
+                  "start send and receive buffers this many elements past alignment")
+      ->capture_default_str();
+  cmd->add_option("--unalign_bytes", raw->unalignBytes,
+                  "and this many bytes more (may misalign them for the datatype)")
+      ->capture_default_str();
   cmd->add_option("--algo", raw->algo, "auto, ring, tree, chain or oneshot")->capture_default_str();
   cmd->add_option("--transport", raw->transport,
                   "force a transport (shm, ibverbs, ucx, tcp); default: per pair");
@@ -61,6 +67,9 @@ bool hasRoot(CollectiveKind kind) {
 }
 
 namespace {
+
+// Larger shifts measure nothing that a shift modulo 64 bytes does not.
+constexpr int64_t kMaxUnalign = 4096;
 
 Result<int64_t> sizeFlag(const char* flag, const std::string& text) {
   Result<int64_t> value = parseSize(text);
@@ -125,7 +134,20 @@ Result<PerfArgs> resolvePerfArgs(const PerfCliOptions& raw) {
   args.algorithm = *algo;
   args.transport = raw.transport;
   args.jsonPath = raw.jsonPath;
+  if (raw.unalign < 0 || raw.unalign > kMaxUnalign) {
+    return invalidArgument("-u/--unalign must be between 0 and " + std::to_string(kMaxUnalign));
+  }
+  if (raw.unalignBytes < 0 || raw.unalignBytes > kMaxUnalign) {
+    return invalidArgument("--unalign_bytes must be between 0 and " + std::to_string(kMaxUnalign));
+  }
+  args.unalign = raw.unalign;
+  args.unalignBytes = raw.unalignBytes;
   return args;
+}
+
+size_t bufferOffsetBytes(const PerfArgs& args) {
+  return static_cast<size_t>(args.unalign) * dataTypeSize(args.dtype) +
+         static_cast<size_t>(args.unalignBytes);
 }
 
 std::vector<int64_t> perfSizes(const PerfArgs& args) {

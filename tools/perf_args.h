@@ -40,6 +40,8 @@ struct PerfCliOptions {
   std::string algo = "auto";
   std::string transport;
   std::string jsonPath;
+  int64_t unalign = 0;
+  int64_t unalignBytes = 0;
 };
 
 struct PerfArgs {
@@ -58,7 +60,15 @@ struct PerfArgs {
   std::string transport;    // "" = per-pair choice (COLLIE_TRANSPORT)
   std::string jsonPath;     // "" = no JSON
   bool registered = false;  // -R 1: allocShared buffers, registered on the communicator
+  // Every send and receive pointer starts this far past a 64-byte boundary: -u elements
+  // (nccl-tests' --unalign) plus --unalign_bytes, which may leave buffers misaligned for
+  // their dtype.
+  int64_t unalign = 0;
+  int64_t unalignBytes = 0;
 };
+
+// The byte offset of every buffer from its 64-byte aligned allocation.
+size_t bufferOffsetBytes(const PerfArgs& args);
 
 // Registers `perf` on `app`; `raw` must outlive parsing.
 CLI::App* addPerfCommand(CLI::App& app, PerfCliOptions* raw);

@@ -7,7 +7,8 @@
 // timed by one pair of clock reads, so the clock costs nothing per call. Reported:
 // avg = total time / runs (the "time" column: nccl-tests' and OSU's figure), median and
 // min over the batches' per-run averages (JSON). Each is the slowest rank's (a float64
-// max all-reduce over the communicator); #wrong is summed over ranks.
+// max all-reduce over the communicator); #wrong is summed over ranks. With -u /
+// --unalign_bytes every send and receive pointer starts that far into its allocation.
 #include <unistd.h>
 
 #include <chrono>
@@ -86,6 +87,7 @@ class PerfRunner {
   Communicator& comm_;
   const PerfArgs& args_;
   size_t elemSize_ = 0;
+  size_t offset_ = 0;  // -u / --unalign_bytes: every buffer starts this far in
   std::unique_ptr<AlignedBuffer> send_;
   std::unique_ptr<AlignedBuffer> recv_;
 };
@@ -128,8 +130,8 @@ Status PerfRunner::sumOverRanks(uint64_t* value) {
 
 Result<PerfMeasurement> PerfRunner::measure(const PerfShape& shape, bool inPlace) {
   PerfCase c = perfCase(shape);
-  uint8_t* buf = recv_->get();
-  const void* send = inPlace ? buf + shape.inPlaceSendOffset * elemSize_ : send_->get();
+  uint8_t* buf = recv_->get() + offset_;
+  const void* send = inPlace ? buf + shape.inPlaceSendOffset * elemSize_ : send_->get() + offset_;
   void* recv = inPlace ? buf + shape.inPlaceRecvOffset * elemSize_ : buf;
   const char* what = inPlace ? "in-place" : "out-of-place";
   PerfMeasurement m;
@@ -193,6 +195,7 @@ Status PerfRunner::run(std::vector<PerfRow>* rows) {
   const int nranks = comm_.size();
   const bool printer = comm_.rank() == 0;
   elemSize_ = dataTypeSize(args_.dtype);
+  offset_ = bufferOffsetBytes(args_);
   std::vector<int64_t> sizes = perfSizes(args_);
   size_t maxSend = 0, maxBuf = 0;
   for (int64_t size : sizes) {
@@ -201,16 +204,17 @@ Status PerfRunner::run(std::vector<PerfRow>* rows) {
     maxBuf = std::max(maxBuf, shape.sizeBytes);
   }
   Communicator* registerOn = args_.registered ? &comm_ : nullptr;
-  send_ = std::make_unique<AlignedBuffer>(maxSend, registerOn);
-  recv_ = std::make_unique<AlignedBuffer>(maxBuf, registerOn);
+  send_ = std::make_unique<AlignedBuffer>(offset_ + maxSend, registerOn);
+  recv_ = std::make_unique<AlignedBuffer>(offset_ + maxBuf, registerOn);
   if (send_->get() == nullptr || recv_->get() == nullptr) {
-    return systemError("collie perf: allocating " + std::to_string(maxSend + maxBuf) + " bytes",
-                       ENOMEM);
+    return systemError(
+        "collie perf: allocating " + std::to_string(2 * offset_ + maxSend + maxBuf) + " bytes",
+        ENOMEM);
   }
   // Inputs depend only on the element index, so one fill serves every size.
   PerfShape largest =
       perfShape(args_.collective, args_.maxBytes, args_.dtype, nranks, comm_.rank());
-  fillInput(perfCase(largest), send_->get(), 0, maxSend / std::max<size_t>(elemSize_, 1));
+  fillInput(perfCase(largest), send_->get() + offset_, 0, maxSend / std::max<size_t>(elemSize_, 1));
 
   Result<std::vector<std::string>> lines = rankLines();
   if (!lines.isOk()) return lines.status();

@@ -74,8 +74,12 @@ std::string formatHeader(const PerfArgs& args, int nranks,
   } else {
     out += printf1(" step: %lld(bytes)", static_cast<long long>(args.stepBytes));
   }
-  out += printf1(" warmup iters: %d iters: %d validation: %d\n", args.warmup, args.iters,
-                 args.check ? 1 : 0);
+  out += printf1(" warmup iters: %d iters: %d validation: %d unalign: %lld", args.warmup,
+                 args.iters, args.check ? 1 : 0, static_cast<long long>(args.unalign));
+  if (args.unalignBytes != 0) {
+    out += printf1(" unalign_bytes: %lld", static_cast<long long>(args.unalignBytes));
+  }
+  out += "\n";
   out += printf1("# algo: %s transport: %s\n", std::string(algorithmName(args.algorithm)).c_str(),
                  args.transport.empty() ? "auto" : args.transport.c_str());
   out += "#\n# Using devices\n";
@@ -146,6 +150,8 @@ nlohmann::json toJson(const PerfArgs& args, int nranks, const std::string& trans
           {"iters", args.iters},
           {"warmup_iters", args.warmup},
           {"check", args.check},
+          {"unalign", args.unalign},
+          {"unalign_bytes", args.unalignBytes},
           {"results", std::move(results)},
           {"avg_busbw_gbs", averageBusBw(rows)},
           {"wrong_total", totalWrong(rows)}};

@@ -60,7 +60,11 @@ TEST(PerfArgs, ParsesEveryFlag) {
                                  "--transport",
                                  "tcp",
                                  "--json",
-                                 "out.json"});
+                                 "out.json",
+                                 "-u",
+                                 "3",
+                                 "--unalign_bytes",
+                                 "1"});
   ASSERT_TRUE(args.isOk()) << args.status().toString();
   EXPECT_EQ(args->collective, CollectiveKind::kReduceScatter);
   EXPECT_EQ(args->minBytes, 8);
@@ -75,6 +79,9 @@ TEST(PerfArgs, ParsesEveryFlag) {
   EXPECT_EQ(args->algorithm, Algorithm::kTree);
   EXPECT_EQ(args->transport, "tcp");
   EXPECT_EQ(args->jsonPath, "out.json");
+  EXPECT_EQ(args->unalign, 3);
+  EXPECT_EQ(args->unalignBytes, 1);
+  EXPECT_EQ(bufferOffsetBytes(*args), 3u * 2 + 1);  // bfloat16: 2 bytes per element
 }
 
 TEST(PerfArgs, RejectsBadValuesWithTheFlagName) {
@@ -93,6 +100,10 @@ TEST(PerfArgs, RejectsBadValuesWithTheFlagName) {
   EXPECT_FALSE(bad.isOk());
   bad = parse({"allreduce", "-R", "2"});
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  bad = parse({"allreduce", "-u", "-1"});
+  EXPECT_NE(bad.status().message().find("-u/--unalign"), std::string::npos);
+  bad = parse({"allreduce", "--unalign_bytes", "4097"});
+  EXPECT_NE(bad.status().message().find("--unalign_bytes"), std::string::npos);
   Result<PerfArgs> registered = parse({"allreduce", "-R", "1"});
   ASSERT_TRUE(registered.isOk());
   EXPECT_TRUE(registered->registered);
@@ -188,6 +199,12 @@ TEST(PerfReport, TableLooksLikeNcclTests) {
   EXPECT_NE(header.find("# Using devices\n#  Rank  0 Pid 1 on h device host\n"), std::string::npos);
   EXPECT_NE(header.find("out-of-place"), std::string::npos);
   EXPECT_NE(header.find("#wrong"), std::string::npos);
+  EXPECT_NE(header.find("validation: 1 unalign: 0\n"), std::string::npos) << header;
+  args.unalign = 2;
+  args.unalignBytes = 1;
+  EXPECT_NE(formatHeader(args, 2, {}).find("unalign: 2 unalign_bytes: 1\n"), std::string::npos);
+  args.unalign = 0;
+  args.unalignBytes = 0;
   // The column titles line up with the row's columns.
   size_t sizeTitle = header.find("size");
   size_t lineStart = header.rfind('\n', sizeTitle) + 1;
@@ -221,6 +238,9 @@ TEST(PerfReport, JsonHasMedianAndMin) {
   EXPECT_DOUBLE_EQ(j["results"][0]["out_of_place"]["time_us"].get<double>(), 10);
   EXPECT_DOUBLE_EQ(j["avg_busbw_gbs"].get<double>(), 2.0);
   EXPECT_EQ(j["wrong_total"], 0);
+  EXPECT_EQ(j["unalign"], 0);
+  args.unalignBytes = 5;
+  EXPECT_EQ(toJson(args, 2, "shm", {row})["unalign_bytes"], 5);
 }
 
 }  // namespace
