@@ -23,6 +23,10 @@
 #                    progress thread of a collie rank could move at best
 #   ucx-bidir-2thr   the same with a UCP worker and a thread per direction (--threads 2):
 #                    what a transport with a progress thread per direction could move
+#   ucx-bidir-pt     ucx-bidir-1proc with perftest's UCX settings instead of collie's:
+#                    UCX's defaults (rendezvous from its threshold) and no endpoint
+#                    error handling, which gives UCX's tcp a zero-copy put lane but
+#                    leaves a dead peer undetected (docs/multihost.md, ninth look)
 #   collie-ucx       `collie perf allreduce -b size -e size`, COLLIE_TRANSPORT=ucx
 #   collie-tcp       the same over collie's own tcp transport (reference)
 #   collie-ucx-env   with --ucx-env: collie-ucx again with those variables set (A/B)
@@ -111,12 +115,16 @@ perftest() { # name size [bidir]
     wait
   fi
 }
-ucxbidir() { # name buffer-bytes message-bytes [ucx_bidir options]
+ucxbidir() { # name buffer-bytes message-bytes [--ucx-defaults] [ucx_bidir options]
   port=\$((port + 2))
-  # collie's settings for UCX over tcp only (transports/ucx/ucx_worker.cc), unless set.
   local env="LD_PRELOAD=$cc_shim COLLIE_PRELOAD_TCP_CONGESTION=\${COLLIE_TCP_CONGESTION:-cubic}"
-  env="\$env UCX_RNDV_THRESH=\${UCX_RNDV_THRESH:-inf} UCX_TCP_TX_SEG_SIZE=\${UCX_TCP_TX_SEG_SIZE:-256k}"
-  env="\$env UCX_TCP_RX_SEG_SIZE=\${UCX_TCP_RX_SEG_SIZE:-256k}"
+  if [ "\${4:-}" = --ucx-defaults ]; then
+    set -- "\$1" "\$2" "\$3" "\${@:5}"
+  else
+    # collie's settings for UCX over tcp only (transports/ucx/ucx_worker.cc), unless set.
+    env="\$env UCX_RNDV_THRESH=\${UCX_RNDV_THRESH:-inf} UCX_TCP_TX_SEG_SIZE=\${UCX_TCP_TX_SEG_SIZE:-256k}"
+    env="\$env UCX_TCP_RX_SEG_SIZE=\${UCX_TCP_RX_SEG_SIZE:-256k}"
+  fi
   local args="\$((\$2 >> 20)) \$((\$3 >> 10)) \$(( (2048 << 20) / \$2 + 1 )) \${*:4}"
   if [ \$i = 0 ]; then
     env \$env $bidir listen \$COLLIE_NETNS_ADDR \$port \$args >"$out/\$1.\$port" 2>&1
@@ -141,6 +149,7 @@ for r in \$(seq $rounds); do
   perftest bidirhalf $half bidir
   ucxbidir ucxbidir $half $chunk_bytes
   ucxbidir ucxbidir2 $half $chunk_bytes --threads 2
+  ucxbidir ucxbidirpt $half $chunk_bytes --ucx-defaults --errors none
   colliejob ucx ucx
   colliejob tcp tcp
   if [ -n "$ucx_env" ]; then colliejob ucxenv ucx $ucx_env; fi
@@ -186,6 +195,9 @@ med[ucxbidir]=$(echo "$vals" | median)
 vals=$(for f in "$out"/ucxbidir2.*; do bidir_gbs "$f"; done)
 report "ucx_bidir 1 process, thread per dir, per dir" $vals
 med[ucxbidir2]=$(echo "$vals" | median)
+vals=$(for f in "$out"/ucxbidirpt.*; do bidir_gbs "$f"; done)
+report "ucx_bidir 1 process, perftest's UCX settings" $vals
+med[ucxbidirpt]=$(echo "$vals" | median)
 for t in ucx tcp $([ -n "$ucx_env" ] && echo ucxenv); do
   vals=$(for f in "$out/$t".0.*; do collie_gbs "$f"; done)
   report "collie allreduce $size busbw over ${t/ucxenv/ucx + $ucx_env}" $vals
@@ -193,10 +205,11 @@ for t in ucx tcp $([ -n "$ucx_env" ] && echo ucxenv); do
 done
 awk -v u="${med[ucx]}" -v t="${med[tcp]}" -v c="${med[chunk]}" -v h="${med[half]}" \
   -v b="${med[bidir]}" -v bh="${med[bidirhalf]}" -v ub="${med[ucxbidir]}" \
-  -v ub2="${med[ucxbidir2]}" 'BEGIN {
+  -v ub2="${med[ucxbidir2]}" -v upt="${med[ucxbidirpt]}" 'BEGIN {
   printf "ratio collie-ucx busbw / perftest: chunk %.2f, half %.2f, bidir (per direction) %.2f, bidir-half %.2f\n",
     u / c, u / h, u / b, u / bh
   printf "ratio collie-tcp busbw / perftest: chunk %.2f, half %.2f, bidir (per direction) %.2f, bidir-half %.2f\n",
     t / c, t / h, t / b, t / bh
-  printf "ratio collie-ucx busbw / ucx_bidir (one process both ways): %.2f, thread per direction %.2f\n",
-    u / ub, u / ub2 }'
+  printf "ratio collie-ucx busbw / ucx_bidir (one process both ways): %.2f, thread per direction %.2f, perftest settings %.2f\n",
+    u / ub, u / ub2, u / upt
+  printf "ratio ucx_bidir with perftest settings / perftest bidir-half: %.2f\n", upt / bh }'

@@ -135,8 +135,10 @@ std::unique_ptr<UcxConnection::Op> UcxConnection::acquireOp() {
 void UcxConnection::recycle(std::unique_ptr<Op> op) {
   if (spare_.size() >= 64) return;  // more than a burst ever needs
   std::vector<uint8_t> buffer = std::move(op->buffer);
+  ReducingReceive reducer = std::move(op->reducer);
   *op = Op{};
-  op->buffer = std::move(buffer);  // keeps its capacity
+  op->buffer = std::move(buffer);    // keeps its capacity
+  op->reducer = std::move(reducer);  // start() resets it; its side list keeps its capacity
   spare_.push_back(std::move(op));
 }
 
