@@ -2,7 +2,9 @@
 # Sanitizer runs: builds collie in its own build dir with COLLIE_SANITIZE=address
 # (ASan+UBSan) or =thread (TSan) and runs the threads and multiprocess suites there with
 # the reduced test matrix (COLLIE_TEST_QUICK=1); any sanitizer report fails the run
-# (halt_on_error).
+# (halt_on_error). ASan+UBSan also runs the unit tests labelled asan_unit: the host
+# kernels and UCX's reducing receive at every byte address, where UBSan's alignment
+# checks matter (about 40 s; single-threaded, so TSan would find nothing there).
 # Usage: tests/sanitize/run.sh address|thread [build-dir]
 #   COLLIE_SANITIZE_ONLY=regex limits the run (and the build) to matching test names.
 # Builds only the library, the collie CLI and the test binaries of those suites.
@@ -51,7 +53,9 @@ skip='perf_.*_n[5-8]_|perf_.*_n8_|launchers_test|torch_backend'
 # c_api_test's registered all-reduce is the same case through the C API.
 [ "$mode" = thread ] && skip="$skip|kill_rank_|registered_test|c_api_test"
 only=${COLLIE_SANITIZE_ONLY:-.}
-targets=$(cd "$build" && ctest --show-only=json-v1 -L '^(threads|multiprocess)$' -E "$skip" -R "$only" |
+labels='^(threads|multiprocess)$'
+[ "$mode" = address ] && labels='^(threads|multiprocess|asan_unit)$'
+targets=$(cd "$build" && ctest --show-only=json-v1 -L "$labels" -E "$skip" -R "$only" |
   python3 -c '
 import json, os, sys
 build = os.path.realpath(sys.argv[1])
@@ -85,4 +89,4 @@ cd "$build"
 # Sanitized multiprocess runs of many ranks are slow on 2 cores: $skip drops the
 # 5..8-rank perf checks and the launcher matrix (threads tests cover those paths), and
 # under TSan the 20x kill -9 loops too (ASan runs them).
-exec ctest --output-on-failure --timeout 600 -L '^(threads|multiprocess)$' -E "$skip" -R "$only" -j1
+exec ctest --output-on-failure --timeout 600 -L "$labels" -E "$skip" -R "$only" -j1
