@@ -3,7 +3,7 @@
 # between the same two namespace hosts (tools/netns_harness.sh), interleaved rounds.
 #
 #   bench/ucx_vs_perftest.sh [--build DIR] [--rounds R] [--size 64M] [--ucx-env "K=V ..."]
-#                            [--perftest-poll] [--perftest-congestion ALGO]
+#                            [--perftest-poll] [--perftest-congestion ALGO] [--pin-hosts]
 #
 # Every round runs, in this order, on the same veth pair and with the same UCX_TLS
 # (default tcp):
@@ -42,6 +42,10 @@
 # while perftest's keep the system default (the namespaces cannot change it: bbr here).
 # --perftest-congestion cubic runs perftest with cubic too (build/bench's
 # collie_tcp_congestion_preload.so), for a comparison under the same congestion control.
+# --pin-hosts runs every process of namespace host i on CPU i only (taskset): two
+# machines of one core each. Without it the two "hosts" share both cores, and perftest's
+# two processes per host spread one host's work over both (docs/multihost.md, tenth
+# look).
 # Needs root (namespaces) and ucx_perftest; exit 77 otherwise.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -51,6 +55,7 @@ size=64M
 ucx_env=""
 pt_mode="-I -E sleep"
 pt_cc=""
+pin_hosts=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build="$2"; shift 2 ;;
@@ -58,11 +63,13 @@ while [ $# -gt 0 ]; do
     --size) size="$2"; shift 2 ;;
     --ucx-env) ucx_env="$2"; shift 2 ;;
     --perftest-poll) pt_mode=""; shift ;;
+    --pin-hosts) pin_hosts=1; shift ;;
     --perftest-congestion) pt_cc="$2"; shift 2 ;;
-    -h|--help) sed -n "2,39p" "$0"; exit 0 ;;
+    -h|--help) sed -n "2,49p" "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
+if [ $pin_hosts = 1 ] && [ "$(nproc)" -lt 2 ]; then echo "--pin-hosts needs 2 CPUs" >&2; exit 2; fi
 command -v ucx_perftest >/dev/null || { echo "skipped: ucx_perftest not installed"; exit 77; }
 collie="$build/bin/collie"
 [ -x "$collie" ] || { echo "no $collie: build first" >&2; exit 2; }
@@ -92,6 +99,7 @@ cat >"$out/host.sh" <<EOF
 # clients record them (host 1 forward, host 0 the reverse run of bidir); collie's
 # rank 0 (host 0) records its table.
 i=\$COLLIE_NETNS_INDEX
+pin=\$([ $pin_hosts = 1 ] && echo "taskset -c \$i")
 peer=\$([ \$i = 0 ] && echo \$COLLIE_NETNS_MASTER | sed 's/\.1\$/.2/' || echo \$COLLIE_NETNS_MASTER)
 port=23000
 perftest() { # name size [bidir]
@@ -104,14 +112,14 @@ perftest() { # name size [bidir]
   local args="-t tag_bw -s \$2 -n \$n -w \$w -f $pt_mode"
   if [ \$i = 0 ]; then
     if [ "\${3:-}" = bidir ]; then
-      (sleep 0.3; $pt_env ucx_perftest \$args -p \$((port + 1)) \$peer >"$out/\$1.rev.\$port" 2>&1) &
+      (sleep 0.3; \$pin $pt_env ucx_perftest \$args -p \$((port + 1)) \$peer >"$out/\$1.rev.\$port" 2>&1) &
     fi
-    $pt_env ucx_perftest \$args -p \$port >/dev/null 2>&1
+    \$pin $pt_env ucx_perftest \$args -p \$port >/dev/null 2>&1
     wait
   else
-    if [ "\${3:-}" = bidir ]; then $pt_env ucx_perftest \$args -p \$((port + 1)) >/dev/null 2>&1 & fi
+    if [ "\${3:-}" = bidir ]; then \$pin $pt_env ucx_perftest \$args -p \$((port + 1)) >/dev/null 2>&1 & fi
     sleep 0.3
-    $pt_env ucx_perftest \$args -p \$port \$COLLIE_NETNS_MASTER >"$out/\$1.\$port" 2>&1
+    \$pin $pt_env ucx_perftest \$args -p \$port \$COLLIE_NETNS_MASTER >"$out/\$1.\$port" 2>&1
     wait
   fi
 }
@@ -127,17 +135,17 @@ ucxbidir() { # name buffer-bytes message-bytes [--ucx-defaults] [ucx_bidir optio
   fi
   local args="\$((\$2 >> 20)) \$((\$3 >> 10)) \$(( (2048 << 20) / \$2 + 1 )) \${*:4}"
   if [ \$i = 0 ]; then
-    env \$env $bidir listen \$COLLIE_NETNS_ADDR \$port \$args >"$out/\$1.\$port" 2>&1
+    \$pin env \$env $bidir listen \$COLLIE_NETNS_ADDR \$port \$args >"$out/\$1.\$port" 2>&1
   else
     sleep 0.3
-    env \$env $bidir connect \$COLLIE_NETNS_MASTER \$port \$args >/dev/null 2>&1
+    \$pin env \$env $bidir connect \$COLLIE_NETNS_MASTER \$port \$args >/dev/null 2>&1
   fi
 }
 colliejob() { # name transport [env...]
   port=\$((port + 2))
   local name=\$1 transport=\$2
   shift 2
-  env "\$@" RANK=\$i WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=\$COLLIE_NETNS_MASTER MASTER_PORT=\$port \
+  \$pin env "\$@" RANK=\$i WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=\$COLLIE_NETNS_MASTER MASTER_PORT=\$port \
     COLLIE_JOB_SECRET=$secret COLLIE_HOST_ID=ns\$i COLLIE_SOCKET_IFNAME=eth0 \
     $collie perf allreduce -b $size -e $size -n 10 -w 3 -c 0 --transport \$transport \
     >"$out/\$name.\$i.\$port" 2>&1
@@ -174,6 +182,7 @@ median() { sort -g | awk '{a[NR] = $1} END {if (NR == 0) print "nan"; else if (N
 report() { # label values...
   printf "%-44s median %6.3f GB/s  (%s)\n" "$1" "$(printf '%s\n' "${@:2}" | median)" "${*:2}"
 }
+[ $pin_hosts = 1 ] && echo "# --pin-hosts: host 0's processes on CPU 0, host 1's on CPU 1"
 system_cc=$(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo "?")
 echo "# TCP congestion control: perftest ${pt_cc:-$system_cc (system default)}," \
   "collie ${COLLIE_TCP_CONGESTION-cubic} (COLLIE_TCP_CONGESTION)"
