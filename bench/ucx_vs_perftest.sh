@@ -169,8 +169,20 @@ chmod +x "$out/host.sh"
 
 # ucx_perftest -f: last line "Final: ... <MB/s average> ..." columns vary by version;
 # take the bandwidth average (MB/s, 2^20 bytes) column from its header.
+# A run without a positive figure (no result row, or 0: it never got going) failed; it is
+# left out of the median and counted, so that it cannot pull the reference down.
 pt_gbs() { # file -> GB/s (1e9): the last result row's average bandwidth (MB/s)
-  awk '/^ +[0-9]+ +[0-9.]+ / {bw = $5} END {if (bw != "") print bw * 1048576 / 1e9}' "$1"
+  awk '/^ +[0-9]+ +[0-9.]+ / {bw = $5} END {if (bw + 0 > 0) print bw * 1048576 / 1e9}' "$1"
+}
+pt_vals() { # name -> GB/s of every run of that perftest figure that reported one
+  local name=$1 f runs=0 vals=""
+  for f in "$out/$name".*; do
+    runs=$((runs + 1))
+    vals="$vals $(pt_gbs "$f")"
+  done
+  set -- $vals
+  [ $# -lt $runs ] && echo "# $name: $((runs - $#)) of $runs perftest runs reported no bandwidth (left out)" >&2
+  echo "$vals"
 }
 bidir_gbs() { # file -> GB/s per direction (ucx_bidir's last field before "GB/s")
   awk '/GB\/s per direction/ {for (f = 1; f < NF; ++f) if ($(f + 1) == "GB/s") print $f}' "$1"
@@ -188,14 +200,14 @@ echo "# TCP congestion control: perftest ${pt_cc:-$system_cc (system default)},"
   "collie ${COLLIE_TCP_CONGESTION-cubic} (COLLIE_TCP_CONGESTION)"
 declare -A med
 for v in chunk half; do
-  vals=$(for f in "$out/$v".*; do pt_gbs "$f"; done)
+  vals=$(pt_vals "$v")
   report "perftest tag_bw $([ $v = chunk ] && echo "$chunk_bytes B" || echo "$half B") 1 dir" $vals
   med[$v]=$(echo "$vals" | median)
 done
-vals=$(for f in "$out"/bidir.*; do pt_gbs "$f"; done)
+vals=$(pt_vals bidir)
 report "perftest tag_bw $chunk_bytes B, both dirs, per dir" $vals
 med[bidir]=$(echo "$vals" | median)
-vals=$(for f in "$out"/bidirhalf.*; do pt_gbs "$f"; done)
+vals=$(pt_vals bidirhalf)
 report "perftest tag_bw $half B, both dirs, per dir" $vals
 med[bidirhalf]=$(echo "$vals" | median)
 vals=$(for f in "$out"/ucxbidir.*; do bidir_gbs "$f"; done)
