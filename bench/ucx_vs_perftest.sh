@@ -182,7 +182,7 @@ pt_vals() { # name -> GB/s of every run of that perftest figure that reported on
   done
   set -- $vals
   [ $# -lt $runs ] && echo "# $name: $((runs - $#)) of $runs perftest runs reported no bandwidth (left out)" >&2
-  echo "$vals"
+  [ $# -eq 0 ] || printf '%s\n' "$@"
 }
 bidir_gbs() { # file -> GB/s per direction (ucx_bidir's last field before "GB/s")
   awk '/GB\/s per direction/ {for (f = 1; f < NF; ++f) if ($(f + 1) == "GB/s") print $f}' "$1"
