@@ -5,7 +5,8 @@
 // registerUcxTransport ...), connects every rank to every other in parallel and hands
 // out the Connection of (rank, peer, channel). exchangeAllPairs() posts, on every rank,
 // a send and a receive of each size to each peer on each channel, drives them to the end
-// and checks every received byte against the sender's pattern.
+// and checks every received byte against the sender's pattern. expectDeadPeerFailsFast()
+// is the dead-peer check the transports share.
 //
 // Thread safety: a TransportJob is built and torn down by the test's thread;
 // connectAll() and exchangeAllPairs() run one thread per rank and join them.
@@ -126,6 +127,32 @@ inline Status drive(Transport* transport, Conns& conns, std::vector<Completion>&
     if (Clock::now() > deadline) return timeoutError("test drive timed out");
     if (!progressed) transport->waitForActivity(std::chrono::milliseconds(1));
   }
+}
+
+// Tears down rank `dead` while `survivor` still has the receives of `pending` posted on
+// their connection, then checks what a user would see: driving the survivor fails
+// within 5 s with a RemoteError naming the dead rank, every pending receive completes
+// with that error, and the broken connection keeps failing instead of hanging.
+// `scratch` is one byte for that last receive.
+inline void expectDeadPeerFailsFast(TransportJob& job, int survivor, int dead,
+                                    std::vector<Completion>& pending, void* scratch) {
+  using std::chrono::seconds;
+  job.conns[dead].clear();
+  job.transports[dead].reset();
+  auto start = Clock::now();
+  Status st = drive(job.transports[survivor].get(), job.conns[survivor], pending,
+                    Clock::now() + seconds(10));
+  EXPECT_LT(Clock::now() - start, seconds(5));
+  ASSERT_EQ(st.code(), StatusCode::kRemoteError) << st.toString();
+  EXPECT_EQ(st.peer(), dead);
+  EXPECT_NE(st.message().find("rank " + std::to_string(dead)), std::string::npos) << st.message();
+  for (const Completion& d : pending) {
+    EXPECT_TRUE(d.done);
+    EXPECT_EQ(d.status.code(), StatusCode::kRemoteError) << d.status.toString();
+  }
+  Completion again;
+  EXPECT_EQ(job.conn(survivor, dead)->postRecv(scratch, 1, 6, &again).code(),
+            StatusCode::kRemoteError);
 }
 
 // One rank's part of exchangeAllPairs.
