@@ -80,8 +80,9 @@ Result<std::shared_ptr<UcxWorker>> UcxWorker::create(int rank, int nranks,
   if (st != UCS_OK) {
     return unsupported(std::string("ucx: ucp_worker_create failed: ") + ucs_status_string(st));
   }
-  Result<std::vector<std::string>> listeners = socketsBefore.status();
-  if (socketsBefore.isOk()) listeners = tuneNewTcpListeners(*socketsBefore, congestion);
+  Result<std::vector<std::string>> listeners =
+      socketsBefore.isOk() ? tuneNewTcpListeners(*socketsBefore, congestion)
+                           : Result<std::vector<std::string>>(socketsBefore.status());
   if (listeners.isOk()) {
     self->tcpListeners_ = std::move(*listeners);
   } else if (net::setsCongestionControl(congestion)) {
