@@ -199,30 +199,25 @@ system_cc=$(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo "?
 echo "# TCP congestion control: perftest ${pt_cc:-$system_cc (system default)}," \
   "collie ${COLLIE_TCP_CONGESTION-cubic} (COLLIE_TCP_CONGESTION)"
 declare -A med
+figure() { # key label values...: prints the row and keeps the median under med[key]
+  report "$2" "${@:3}"
+  med[$1]=$(printf '%s\n' "${@:3}" | median)
+}
 for v in chunk half; do
-  vals=$(pt_vals "$v")
-  report "perftest tag_bw $([ $v = chunk ] && echo "$chunk_bytes B" || echo "$half B") 1 dir" $vals
-  med[$v]=$(echo "$vals" | median)
+  figure $v "perftest tag_bw $([ $v = chunk ] && echo "$chunk_bytes B" || echo "$half B") 1 dir" \
+    $(pt_vals $v)
 done
-vals=$(pt_vals bidir)
-report "perftest tag_bw $chunk_bytes B, both dirs, per dir" $vals
-med[bidir]=$(echo "$vals" | median)
-vals=$(pt_vals bidirhalf)
-report "perftest tag_bw $half B, both dirs, per dir" $vals
-med[bidirhalf]=$(echo "$vals" | median)
-vals=$(for f in "$out"/ucxbidir.*; do bidir_gbs "$f"; done)
-report "ucx_bidir 1 process, both dirs, per dir" $vals
-med[ucxbidir]=$(echo "$vals" | median)
-vals=$(for f in "$out"/ucxbidir2.*; do bidir_gbs "$f"; done)
-report "ucx_bidir 1 process, thread per dir, per dir" $vals
-med[ucxbidir2]=$(echo "$vals" | median)
-vals=$(for f in "$out"/ucxbidirpt.*; do bidir_gbs "$f"; done)
-report "ucx_bidir 1 process, perftest's UCX settings" $vals
-med[ucxbidirpt]=$(echo "$vals" | median)
+figure bidir "perftest tag_bw $chunk_bytes B, both dirs, per dir" $(pt_vals bidir)
+figure bidirhalf "perftest tag_bw $half B, both dirs, per dir" $(pt_vals bidirhalf)
+figure ucxbidir "ucx_bidir 1 process, both dirs, per dir" \
+  $(for f in "$out"/ucxbidir.*; do bidir_gbs "$f"; done)
+figure ucxbidir2 "ucx_bidir 1 process, thread per dir, per dir" \
+  $(for f in "$out"/ucxbidir2.*; do bidir_gbs "$f"; done)
+figure ucxbidirpt "ucx_bidir 1 process, perftest's UCX settings" \
+  $(for f in "$out"/ucxbidirpt.*; do bidir_gbs "$f"; done)
 for t in ucx tcp $([ -n "$ucx_env" ] && echo ucxenv); do
-  vals=$(for f in "$out/$t".0.*; do collie_gbs "$f"; done)
-  report "collie allreduce $size busbw over ${t/ucxenv/ucx + $ucx_env}" $vals
-  med[$t]=$(echo "$vals" | median)
+  figure $t "collie allreduce $size busbw over ${t/ucxenv/ucx + $ucx_env}" \
+    $(for f in "$out/$t".0.*; do collie_gbs "$f"; done)
 done
 awk -v u="${med[ucx]}" -v t="${med[tcp]}" -v c="${med[chunk]}" -v h="${med[half]}" \
   -v b="${med[bidir]}" -v bh="${med[bidirhalf]}" -v ub="${med[ucxbidir]}" \
