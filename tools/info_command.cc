@@ -198,12 +198,23 @@ int runInfo(bool tuning) {
               net::systemCongestionControl().c_str(),
               net::setsCongestionControl(congestion) ? congestion.c_str() : "the system default");
   printCudaDevices((" " + features + " ").find(" cuda ") != std::string::npos);
-  std::printf("configuration (value [source]):\n");
+  std::printf("configuration (value [source]; accepted values):\n");
+  int invalid = 0;
   for (const Knob& knob : configKnobs()) {
-    std::string value = configString(knob.name);
-    std::printf("  %-24s = %-10s [%s]\n      %s\n", knob.name,
+    std::string value = displayValue(knob);
+    std::printf("  %-24s = %-10s [%s]\n      %s\n      accepts %s\n", knob.name,
                 value.empty() ? "\"\"" : value.c_str(), configSource(knob.name).c_str(),
-                knob.meaning);
+                knob.meaning, knobRange(knob).c_str());
+    const char* set = std::getenv(knob.name);
+    Status checked = set != nullptr ? checkKnobValue(knob, set) : Status();
+    if (!checked.isOk()) {
+      ++invalid;
+      std::printf("      INVALID: %s\n", checked.message().c_str());
+    }
+  }
+  if (invalid > 0) {
+    std::printf("%d knob(s) INVALID: communicators refuse to start until they are fixed\n",
+                invalid);
   }
   return 0;
 }

@@ -10,6 +10,7 @@
 // memory. The predicted time comes from the tuner's cost model.
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -134,6 +135,14 @@ int runSim(const SimCliOptions& o) {
     chunk = static_cast<size_t>(*parsed);
   }
   if (o.root < 0 || o.root >= o.nranks) return fail("--root must be in [0, nranks)");
+  // The engine runs at most 16 channels (COLLIE_NCHANNELS' range); 0 = the tuner's choice.
+  if (o.nchannels < 0 || o.nchannels > 16) {
+    return fail("--nchannels " + std::to_string(o.nchannels) +
+                " is outside [1, 16] (0: the tuner)");
+  }
+  if (!std::isfinite(o.alphaUs) || o.alphaUs < 0 || !std::isfinite(o.bwGBps) || o.bwGBps < 0) {
+    return fail("--alpha and --bw must be non-negative numbers");
+  }
 
   const int n = o.nranks;
   const size_t es = dataTypeSize(*dtype);

@@ -64,6 +64,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
     return invalidArgument("rank " + std::to_string(rank) + " is outside [0, " +
                            std::to_string(nranks) + ")");
   }
+  // Never fail open: a knob with a value collie does not accept refuses the start.
+  COLLIE_RETURN_IF_ERROR(validateConfig());
   setLogRank(rank);
   EngineConfig config;
   config.rank = rank;
@@ -89,14 +91,9 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
   if (config.algorithm == Algorithm::kAuto) {
     std::string name = configString("COLLIE_ALGO");
     for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    // An NCCL_ALGO collie does not know (^nvls, allreduce:tree, ...) reads as the
+    // default (validateConfig warned about it).
     std::optional<Algorithm> parsed = parseAlgorithm(name);
-    if (!parsed && configSource("COLLIE_ALGO") == "NCCL_ALGO") {
-      // NCCL_ALGO accepts lists and NCCL-only algorithms (^nvls, allreduce:tree, ...).
-      COLLIE_LOG(WARN, INIT) << "NCCL_ALGO='" << configString("COLLIE_ALGO")
-                             << "' has no collie equivalent (collie knows auto, ring, tree, "
-                                "chain); using auto";
-      parsed = Algorithm::kAuto;
-    }
     if (!parsed) {
       return invalidArgument("COLLIE_ALGO='" + configString("COLLIE_ALGO") +
                              "' is not one of auto, ring, tree, chain, oneshot");
