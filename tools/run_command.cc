@@ -14,6 +14,7 @@
 
 #include "collie/store.h"
 #include "collie/unique_id.h"
+#include "core/bootstrap/job_secret.h"
 #include "tools/commands.h"
 #include "tools/launcher.h"
 
@@ -76,12 +77,8 @@ Result<UniqueId> multiHostId(const RunCliOptions& options) {
         "a multi-host job needs the same job secret on every host: set COLLIE_JOB_SECRET to 32 "
         "hex digits (e.g. $(openssl rand -hex 16)) or pass --secret-file");
   }
-  while (!hex.empty() && (hex.back() == '\n' || hex.back() == '\r' || hex.back() == ' ')) {
-    hex.pop_back();
-  }
-  Result<JobSecret> secret = secretFromHex(hex);
-  if (!secret.isOk())
-    return invalidArgument("the job secret in " + source + " is not 32 hex digits");
+  Result<JobSecret> secret = jobSecretFromUserText(hex, source);
+  if (!secret.isOk()) return secret.status();
   id.secret = *secret;
   return id;
 }

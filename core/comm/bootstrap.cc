@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "collie/communicator.h"
+#include "core/bootstrap/job_secret.h"
 #include "core/config/config.h"
 #include "core/device/device_comm.h"
 #include "core/device/device_staging.h"
@@ -48,7 +49,7 @@ std::string communicatorKey(const UniqueId& id, int rank) {
   static std::map<std::pair<std::string, int>, int> created;
   std::lock_guard<std::mutex> lock(mutex);
   int index = created[{id.toString(), rank}]++;
-  return "collie/" + secretToHex(id.secret).substr(0, 8) + "/" + std::to_string(index);
+  return "collie/" + publicJobTag(id.secret) + "/" + std::to_string(index);
 }
 
 Bytes toBytes(const std::string& text) { return Bytes(text.begin(), text.end()); }
@@ -66,6 +67,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
   }
   // Never fail open: a knob with a value collie does not accept refuses the start.
   COLLIE_RETURN_IF_ERROR(validateConfig());
+  COLLIE_RETURN_IF_ERROR(
+      checkJobSecret(id.secret, "the unique id of rank " + std::to_string(rank)));
   setLogRank(rank);
   EngineConfig config;
   config.rank = rank;

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "collie/communicator.h"
+#include "core/bootstrap/job_secret.h"
 #include "core/config/config.h"
 #include "core/log/log.h"
 
@@ -47,21 +48,18 @@ Status readRankAndSize(const char* rankName, const char* sizeName, LaunchInfo* i
   return Status();
 }
 
-// The job secret of ranks not started by collie run.
-JobSecret externalSecret() {
-  static bool warned = false;
-  if (const char* hex = env("COLLIE_JOB_SECRET")) {
-    Result<JobSecret> secret = secretFromHex(hex);
-    if (secret.isOk()) return *secret;
-    COLLIE_LOG(WARN, INIT) << "COLLIE_JOB_SECRET is not 32 hex digits; ignoring it";
+// The job secret of ranks not started by collie run, whose launcher (torchrun, mpirun
+// on several hosts) has no secret of collie's to hand out: the user must set one.
+Result<JobSecret> externalSecret(const char* launcher) {
+  const char* hex = env("COLLIE_JOB_SECRET");
+  if (hex == nullptr) {
+    return invalidArgument(std::string("ranks started by ") + launcher +
+                           " need COLLIE_JOB_SECRET, the same on every rank, so that only "
+                           "this job's ranks can connect; refusing to run unauthenticated. "
+                           "Set it to " +
+                           kJobSecretForm);
   }
-  if (!warned) {
-    warned = true;
-    COLLIE_LOG(WARN, INIT) << "no COLLIE_JOB_SECRET set: this job's connections are "
-                              "UNAUTHENTICATED (anyone who can reach its ports can join). "
-                              "Set COLLIE_JOB_SECRET to 32 hex digits on every rank.";
-  }
-  return JobSecret{};
+  return jobSecretFromUserText(hex, "COLLIE_JOB_SECRET");
 }
 
 Result<std::pair<std::string, uint16_t>> splitHostPort(const std::string& text) {
@@ -180,14 +178,18 @@ Result<std::unique_ptr<Communicator>> Communicator::createFromEnvironment(const 
     // torchrun's own store listens on MASTER_PORT; collie's listens on the next port.
     id.host = env("MASTER_ADDR");
     id.port = static_cast<uint16_t>(*port + 1);
-    id.secret = externalSecret();
+    Result<JobSecret> secret = externalSecret("torchrun (MASTER_ADDR)");
+    if (!secret.isOk()) return secret.status();
+    id.secret = *secret;
     if (info.rank == 0) COLLIE_RETURN_IF_ERROR(startStoreOnAllInterfaces(id, &server));
   } else if (const char* master = env("COLLIE_MASTER_ADDR")) {
     Result<std::pair<std::string, uint16_t>> address = splitHostPort(master);
     if (!address.isOk()) return address.status().withContext("COLLIE_MASTER_ADDR");
     id.host = address->first;
     id.port = address->second;
-    id.secret = externalSecret();
+    Result<JobSecret> secret = externalSecret("COLLIE_MASTER_ADDR");
+    if (!secret.isOk()) return secret.status();
+    id.secret = *secret;
     if (info.rank == 0) COLLIE_RETURN_IF_ERROR(startStoreOnAllInterfaces(id, &server));
   } else {
     std::string path = "/tmp/collie-" + jobName + "-" + std::to_string(getuid()) + ".id";

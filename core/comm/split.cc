@@ -3,7 +3,7 @@
 //
 // The ranks exchange (color, key) with an all-gather on the parent, then each color's
 // ranks create a communicator from a unique id derived from the parent's: same store
-// address, a secret mixed from the parent's secret, the parent's split count and the
+// address, a secret derived (SHA-256) from the parent's secret, the parent's split count and the
 // color. Every rank of the parent calls split() in the same order, so the split count
 // (and with it the derived id and store keys) agrees without further messages.
 // shrink() exchanges nothing over the (possibly broken) parent: survivors derive the
@@ -13,33 +13,10 @@
 #include <cstring>
 
 #include "collie/communicator.h"
+#include "core/bootstrap/job_secret.h"
 #include "core/log/log.h"
 
 namespace collie {
-namespace {
-
-uint64_t mix64(uint64_t x) {  // SplitMix64 finaliser
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// Not a KDF: the child secret only has to differ per (split, color) and be unknown to
-// whoever does not know the parent's secret.
-JobSecret deriveSecret(const JobSecret& parent, int splitIndex, int color) {
-  uint64_t halves[2];
-  std::memcpy(halves, parent.data(), sizeof(halves));
-  uint64_t salt = mix64((static_cast<uint64_t>(splitIndex) << 32) ^ static_cast<uint32_t>(color));
-  uint64_t out[2];
-  out[0] = mix64(halves[0] ^ mix64(halves[1] ^ salt));
-  out[1] = mix64(halves[1] ^ mix64(out[0] ^ salt ^ 0x5bd1e995ull));
-  JobSecret secret;
-  std::memcpy(secret.data(), out, sizeof(out));
-  return secret;
-}
-
-}  // namespace
 
 Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key,
                                                           const Options& options) {
@@ -60,7 +37,8 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key,
   while (members[newRank].second != rank_) ++newRank;
 
   UniqueId child = id_;
-  child.secret = deriveSecret(id_.secret, splitIndex, color);
+  child.secret = deriveJobSecret(
+      id_.secret, "split/" + std::to_string(splitIndex) + "/" + std::to_string(color));
   Options merged = options_;
   if (options.timeout.count() > 0) merged.timeout = options.timeout;
   if (!options.transport.empty()) merged.transport = options.transport;
@@ -87,7 +65,6 @@ Result<std::unique_ptr<Communicator>> Communicator::shrink(const std::vector<int
   std::sort(gone.begin(), gone.end());
   gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
   std::string list;
-  uint64_t listHash = 0x51ed270b;
   int newRank = rank_;
   for (int r : gone) {
     if (r < 0 || r >= nranks_) {
@@ -101,13 +78,11 @@ Result<std::unique_ptr<Communicator>> Communicator::shrink(const std::vector<int
     }
     if (r < rank_) --newRank;
     list += (list.empty() ? "" : ",") + std::to_string(r);
-    listHash = mix64(listHash ^ static_cast<uint64_t>(r));
   }
   const int newSize = nranks_ - static_cast<int>(gone.size());
   const int shrinkIndex = shrinks_++;
-  // A negative index keeps shrink's secrets apart from split's.
   UniqueId child = id_;
-  child.secret = deriveSecret(id_.secret, -1 - shrinkIndex, static_cast<int>(listHash));
+  child.secret = deriveJobSecret(id_.secret, "shrink/" + std::to_string(shrinkIndex) + "/" + list);
   Options merged = options_;
   merged.store = store_;
   COLLIE_LOG(INFO, INIT) << "shrink #" << shrinkIndex << ": rank " << rank_ << " -> rank "

@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <random>
+
+#include "core/bootstrap/job_secret.h"
+#include "core/common/sha256.h"
 
 namespace collie {
 namespace {
@@ -97,6 +101,71 @@ TEST(UniqueId, SecretHex) {
   ASSERT_TRUE(back.isOk());
   EXPECT_EQ(*back, s);
   EXPECT_FALSE(secretFromHex("xyz").isOk());
+}
+
+std::string hexOf(const Sha256Digest& digest) {
+  std::string out;
+  char two[3];
+  for (uint8_t b : digest) {
+    std::snprintf(two, sizeof(two), "%02x", b);
+    out += two;
+  }
+  return out;
+}
+
+TEST(Sha256, KnownAnswers) {  // FIPS 180-4 examples
+  EXPECT_EQ(hexOf(sha256("", 0)),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(hexOf(sha256("abc", 3)),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  const std::string twoBlocks = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+  EXPECT_EQ(hexOf(sha256(twoBlocks.data(), twoBlocks.size())),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  Sha256 million;
+  const std::string a1000(1000, 'a');
+  for (int i = 0; i < 1000; ++i) million.update(a1000);  // streamed in pieces
+  EXPECT_EQ(hexOf(million.finish()),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(JobSecret, UserTextIsCheckedAndNeverEchoed) {
+  EXPECT_TRUE(jobSecretFromUserText(" 0123456789abcdef0123456789ABCDEF\n", "X").isOk());
+  for (const char* bad :
+       {"nothex", "0x0123456789abcdef0123456789abcdef", "0123456789abcdef0123456789abcdeg",
+        "00000000000000000000000000000000", ""}) {
+    Result<JobSecret> secret = jobSecretFromUserText(bad, "COLLIE_JOB_SECRET");
+    ASSERT_FALSE(secret.isOk()) << bad;
+    EXPECT_EQ(secret.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(secret.status().message().find("COLLIE_JOB_SECRET"), std::string::npos);
+    EXPECT_NE(secret.status().message().find("32 hex digits"), std::string::npos);
+    if (std::string(bad).size() > 0 && std::string(bad) != std::string(32, '0')) {
+      EXPECT_EQ(secret.status().message().find(bad), std::string::npos) << "echoed " << bad;
+    }
+  }
+  JobSecret zero{};
+  EXPECT_FALSE(checkJobSecret(zero, "test").isOk());
+}
+
+TEST(JobSecret, PublicTagsAndDerivedSecretsRevealNothingOfTheSecret) {
+  for (int trial = 0; trial < 50; ++trial) {
+    Result<UniqueId> id = UniqueId::generate("127.0.0.1", 1);
+    ASSERT_TRUE(id.isOk());
+    const std::string hex = secretToHex(id->secret);
+    const std::string tag = publicJobTag(id->secret);
+    EXPECT_EQ(tag.size(), 16u);
+    EXPECT_EQ(tag, publicJobTag(id->secret));  // equal secrets, equal tags
+    // No piece of 8 hex digits of the secret appears in its tag (the old tag was the
+    // secret's first 8 digits). A chance match is ~2^-32 per position.
+    for (size_t i = 0; i + 8 <= hex.size(); ++i) {
+      EXPECT_EQ(tag.find(hex.substr(i, 8)), std::string::npos) << hex << " " << tag;
+    }
+    JobSecret a = deriveJobSecret(id->secret, "split/0/1");
+    JobSecret b = deriveJobSecret(id->secret, "split/0/2");
+    EXPECT_NE(a, b);
+    EXPECT_NE(a, id->secret);
+    EXPECT_EQ(a, deriveJobSecret(id->secret, "split/0/1"));
+    EXPECT_NE(publicJobTag(a), tag);
+  }
 }
 
 }  // namespace
