@@ -116,6 +116,12 @@ Result<PerfArgs> resolvePerfArgs(const PerfCliOptions& raw) {
   std::optional<DataType> dtype = parseDataType(raw.dtype);
   if (!dtype) return invalidArgument("unknown datatype '" + raw.dtype + "' (-d)");
   args.dtype = *dtype;
+  const auto elemBytes = static_cast<int64_t>(dataTypeSize(args.dtype));
+  if (args.maxBytes < elemBytes) {
+    return invalidArgument("-e/--maxbytes (" + raw.maxBytes + ") is smaller than one " + raw.dtype +
+                           " element (" + std::to_string(elemBytes) +
+                           " bytes): there is no size to run");
+  }
   std::optional<ReduceOp> op = parseReduceOp(raw.op);
   if (!op)
     return invalidArgument("unknown reduction op '" + raw.op +
@@ -127,10 +133,14 @@ Result<PerfArgs> resolvePerfArgs(const PerfCliOptions& raw) {
   if (raw.registered != 0 && raw.registered != 1) return invalidArgument("-R must be 0 or 1");
   args.registered = raw.registered == 1;
   std::optional<Algorithm> algo = parseAlgorithm(raw.algo);
-  if (!algo)
-    return invalidArgument("unknown --algo '" + raw.algo +
-                           "': use auto, ring, tree "
-                           "or chain");
+  if (!algo) {
+    std::string known;
+    for (Algorithm a : {Algorithm::kAuto, Algorithm::kRing, Algorithm::kTree, Algorithm::kChain,
+                        Algorithm::kOneShot}) {
+      known += (known.empty() ? "" : ", ") + std::string(algorithmName(a));
+    }
+    return invalidArgument("unknown --algo '" + raw.algo + "': use one of " + known);
+  }
   args.algorithm = *algo;
   args.transport = raw.transport;
   args.jsonPath = raw.jsonPath;

@@ -267,6 +267,31 @@ int runPerf(const PerfCliOptions& raw) {
                  c.size());
     return 2;
   }
+  // Refuse, on every rank alike, what would only fail after the run: sizes that hold
+  // no element per rank, and a --json file rank 0 cannot write.
+  bool anyRow = false;
+  for (int64_t size : perfSizes(*args)) {
+    anyRow = anyRow || perfShape(args->collective, size, args->dtype, c.size(), 0).callCount > 0;
+  }
+  if (!anyRow) {
+    std::fprintf(stderr,
+                 "collie perf: no size from -b to -e holds one %s element per rank (%d ranks): "
+                 "nothing to run\n",
+                 std::string(dataTypeName(args->dtype)).c_str(), c.size());
+    return 2;
+  }
+  if (!args->jsonPath.empty()) {
+    int32_t writable = 1;
+    if (c.rank() == 0) writable = std::ofstream(args->jsonPath, std::ios::app) ? 1 : 0;
+    auto agreed = c.allReduce(&writable, &writable, 1, DataType::kInt32, ReduceOp::kMin);
+    Status st = agreed.isOk() ? agreed->wait() : agreed.status();
+    if (!st.isOk() || writable == 0) {
+      std::fprintf(stderr, "collie perf: %s\n",
+                   st.isOk() ? ("rank 0 cannot write --json " + args->jsonPath).c_str()
+                             : st.toString().c_str());
+      return 2;
+    }
+  }
   PerfRunner runner(c, *args);
   std::vector<PerfRow> rows;
   Status status = runner.run(&rows);

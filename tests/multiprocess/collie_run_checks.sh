@@ -65,5 +65,36 @@ PY
   fi
 done
 
+# 6. What would only fail after the run is refused before it, on every rank: a --json
+#    file rank 0 cannot write, sizes below one element per rank.
+"$collie" run -n 2 -- "$collie" perf allreduce -b 1K -e 1K -n 1 -w 0 \
+  --json /nonexistent-dir/perf.json >"$tmp/out" 2>&1
+status=$?
+[ "$status" -eq 2 ] || fail "unwritable --json: exit $status, want 2: $(cat "$tmp/out")"
+grep -q "cannot write --json /nonexistent-dir/perf.json" "$tmp/out" ||
+  fail "unwritable --json not named: $(cat "$tmp/out")"
+grep -q "#wrong\|out-of-place" "$tmp/out" && fail "unwritable --json: the run went ahead"
+"$collie" run -n 2 -- "$collie" perf allgather -b 4 -e 4 -d float >"$tmp/out" 2>&1
+status=$?
+[ "$status" -eq 2 ] || fail "allgather of one float on 2 ranks: exit $status, want 2"
+grep -q "no size from -b to -e holds one float" "$tmp/out" || fail "no-size error: $(cat "$tmp/out")"
+
+# 7. A knob collie does not accept refuses the start (exit 2, not a crash) and names
+#    the knob, the value and the accepted range.
+for knob in COLLIE_TIMEOUT=9999999999 COLLIE_TRACE_DEPTH=1000000000000 COLLIE_DEBUG=LOUD \
+            COLLIE_TRACE=/nonexistent-dir/trace.json COLLIE_NCHANNELS=abc; do
+  env "$knob" "$collie" run -n 2 -- "$collie" perf allreduce -b 8 -e 8 -n 1 -w 0 >"$tmp/out" 2>&1
+  status=$?
+  name=${knob%%=*}
+  [ "$status" -eq 2 ] || fail "$knob: exit $status, want 2: $(cat "$tmp/out")"
+  grep -q "$name='${knob#*=}' is not accepted: .*; accepted: " "$tmp/out" ||
+    fail "$knob: error does not name the knob, value and range: $(cat "$tmp/out")"
+done
+
+"$collie" sim --nchannels 1000000 >"$tmp/out" 2>&1
+status=$?
+[ "$status" -eq 2 ] || fail "collie sim --nchannels 1000000: exit $status, want 2"
+grep -q "nchannels 1000000 is outside" "$tmp/out" || fail "sim --nchannels: $(cat "$tmp/out")"
+
 [ "$failures" -eq 0 ] && echo "collie_run_checks: all passed"
 exit "$failures"

@@ -98,6 +98,12 @@ TEST(PerfArgs, RejectsBadValuesWithTheFlagName) {
   EXPECT_FALSE(bad.isOk());
   bad = parse({"allreduce", "--algo", "butterfly"});
   EXPECT_FALSE(bad.isOk());
+  EXPECT_NE(bad.status().message().find("oneshot"), std::string::npos) << bad.status().toString();
+  // Sizes below one element ran nothing and exited 0.
+  bad = parse({"allreduce", "-b", "3", "-e", "3", "-d", "float"});
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("-e/--maxbytes"), std::string::npos);
+  EXPECT_TRUE(parse({"allreduce", "-b", "4", "-e", "4", "-d", "float"}).isOk());
   bad = parse({"allreduce", "-R", "2"});
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   bad = parse({"allreduce", "-u", "-1"});
