@@ -346,6 +346,32 @@ static void checkErrors(ncclComm_t comm) {
   NCCLCHECK(ncclMemFree(mem));
 }
 
+/* Communicator lifetimes inside a group: destroy is refused (as NCCL does) and the
+   group still runs; abort drops the aborted communicator's grouped calls. */
+static void checkGroupLifetimes(ncclComm_t comm) {
+  float one = 1, sum = 0;
+  NCCLCHECK(ncclGroupStart());
+  NCCLCHECK(ncclAllReduce(&one, &sum, 1, ncclFloat, ncclSum, comm, NULL));
+  ncclResult_t r = ncclCommDestroy(comm);
+  if (r != ncclInvalidUsage) FAIL("ncclCommDestroy inside a group returned %d", (int)r);
+  if (strstr(ncclGetLastError(comm), "ncclGroupEnd") == NULL)
+    FAIL("destroy-in-group error does not say what to do: %s", ncclGetLastError(comm));
+  NCCLCHECK(ncclGroupEnd());
+  if (sum != (float)nranks) FAIL("grouped all-reduce after a refused destroy: %g", sum);
+
+  ncclComm_t dup = NULL;
+  NCCLCHECK(ncclCommSplit(comm, 0, rank, &dup, NULL));
+  float dupSum = -1;
+  sum = 0;
+  NCCLCHECK(ncclGroupStart());
+  NCCLCHECK(ncclAllReduce(&one, &dupSum, 1, ncclFloat, ncclSum, dup, NULL));
+  NCCLCHECK(ncclAllReduce(&one, &sum, 1, ncclFloat, ncclSum, comm, NULL));
+  NCCLCHECK(ncclCommAbort(dup));
+  NCCLCHECK(ncclGroupEnd());
+  if (sum != (float)nranks) FAIL("grouped all-reduce beside an aborted communicator: %g", sum);
+  if (dupSum != -1) FAIL("the aborted communicator's grouped all-reduce ran");
+}
+
 static int faultRun(ncclComm_t comm) {
   float x = 1, y = 0;
   NCCLCHECK(ncclAllReduce(&x, &y, 1, ncclFloat, ncclSum, comm, NULL));
@@ -417,6 +443,7 @@ int main(int argc, char** argv) {
   checkPointToPoint(comm);
   checkSplit(comm);
   checkErrors(comm);
+  checkGroupLifetimes(comm);
 
   NCCLCHECK(ncclCommFinalize(comm));
   NCCLCHECK(ncclCommDestroy(comm));

@@ -311,6 +311,13 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
+  if (inGroup()) {
+    // As in NCCL; the group's calls may still name this communicator, and they run at
+    // ncclGroupEnd. The handle stays valid.
+    return invalidUsage(
+        "ncclCommDestroy inside ncclGroupStart/ncclGroupEnd is not allowed; call ncclGroupEnd "
+        "first (or ncclCommAbort, which drops the group's calls on this communicator)");
+  }
   return guarded([&] {
     ready(comm, true);
     delete comm;
@@ -320,6 +327,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
+  dropFromGroup(comm);
   return guarded([&] {
     if (comm->init) {
       std::unique_ptr<Communicator> made;

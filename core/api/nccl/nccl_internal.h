@@ -72,5 +72,8 @@ void startInit(ncclComm* comm, const UniqueId& id, int rank, int nranks, const O
 bool inGroup();
 // Called by ncclCommInitRank inside a group: ncclGroupEnd waits for this init.
 void deferInit(ncclComm* comm);
+// Forgets the calling thread's grouped calls and deferred init on `comm` (it is being
+// aborted): ncclGroupEnd will not touch the freed handle.
+void dropFromGroup(const ncclComm* comm);
 
 }  // namespace collie::nccl

@@ -261,6 +261,11 @@ ncclResult_t endGroup() {
 bool inGroup() { return group.depth > 0; }
 void deferInit(ncclComm* comm) { group.inits.push_back(comm); }
 
+void dropFromGroup(const ncclComm* comm) {
+  std::erase_if(group.calls, [comm](const Call& call) { return call.comm == comm; });
+  std::erase(group.inits, comm);
+}
+
 }  // namespace collie::nccl
 
 using namespace collie;        // NOLINT(build/namespaces)
