@@ -10,6 +10,13 @@ uint64_t hashCount(uint64_t count) {
   x ^= x >> 29;
   return x & 0xFFFFF;
 }
+
+// A fingerprint carries send and recv as one kind (the two halves of one operation), so
+// it cannot say which half a rank posted: name both.
+std::string kindName(CollectiveKind kind) {
+  if (kind == CollectiveKind::kSend || kind == CollectiveKind::kRecv) return "send/recv";
+  return std::string(collectiveName(kind));
+}
 }  // namespace
 
 uint64_t makeFingerprint(uint64_t sequence, const CollectiveArgs& args) {
@@ -33,9 +40,8 @@ std::string describeFingerprint(uint64_t tag) {
   auto op = static_cast<ReduceOp>((tag >> 32) & 0xF);
   char text[160];
   std::snprintf(text, sizeof(text), "collective #%llu %s dtype=%s op=%s root=%llu count#%05llx",
-                static_cast<unsigned long long>(tag >> 44),
-                std::string(collectiveName(kind)).c_str(), std::string(dataTypeName(dtype)).c_str(),
-                std::string(reduceOpName(op)).c_str(),
+                static_cast<unsigned long long>(tag >> 44), kindName(kind).c_str(),
+                std::string(dataTypeName(dtype)).c_str(), std::string(reduceOpName(op)).c_str(),
                 static_cast<unsigned long long>((tag >> 20) & 0xFFF),
                 static_cast<unsigned long long>(tag & 0xFFFFF));
   return text;
@@ -66,7 +72,7 @@ std::string describeMismatch(uint64_t mine, uint64_t theirs, int peer) {
         "#" + std::to_string(b.sequence) + " (one rank issued more collectives than the other)");
   }
   if (a.kind != b.kind) {
-    add("kind", std::string(collectiveName(a.kind)), std::string(collectiveName(b.kind)));
+    add("kind", kindName(a.kind), kindName(b.kind));
   }
   if (a.dtype != b.dtype) {
     add("dtype", std::string(dataTypeName(a.dtype)), std::string(dataTypeName(b.dtype)));

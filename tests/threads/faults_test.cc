@@ -185,6 +185,9 @@ TEST_P(FaultsTest, MismatchedSendRecvLeavesReceiveBufferUntouched) {
   EXPECT_EQ(received.code(), StatusCode::kMismatch) << received.toString();
   EXPECT_EQ(received.peer(), 0) << received.toString();
   EXPECT_TRUE(namesRank(received, 0)) << received.toString();
+  // The receiving rank posted a recv: the message must not call its half a "send".
+  EXPECT_EQ(received.message().find(" send "), std::string::npos) << received.toString();
+  EXPECT_NE(received.message().find("send/recv"), std::string::npos) << received.toString();
   // The sender's message left before the receiver rejected it; the sender learns of
   // the failure on its next operation with that peer.
   // (A tcp send completes once the kernel took it, so the first send after the peer
