@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/log/log.h"
+#include "core/net/fd_limit.h"
 #include "core/net/process_sockets.h"
 
 namespace collie::net {
@@ -52,6 +53,11 @@ Status waitFor(int fd, short events, Deadline deadline, const char* what) {
     if (errno == EINTR) continue;
     return systemError(std::string("poll during socket ") + what, errno);
   }
+}
+
+// socket()/accept() failures; running out of descriptors names the limit.
+Status descriptorError(const std::string& what, int err) {
+  return isDescriptorLimit(err) ? descriptorLimitError(what, err) : systemError(what, err);
 }
 
 bool isRetryableConnectError(int err) {
@@ -144,7 +150,7 @@ Result<Socket> listen(const std::string& host, uint16_t port, const SocketSetup&
   for (const SockAddr& addr : *addrs) {
     Socket sock(::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!sock.valid()) {
-      last = systemError("socket()", errno);
+      last = descriptorError("socket()", errno);
       continue;
     }
     int one = 1;
@@ -192,7 +198,7 @@ Result<Socket> connectWithDeadline(const std::string& host, uint16_t port, Deadl
     if (!addrs.isOk()) return addrs.status();
     for (const SockAddr& addr : *addrs) {
       Socket sock(::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
-      if (!sock.valid()) return systemError("socket()", errno);
+      if (!sock.valid()) return descriptorError("socket()", errno);
       if (setup) setup(sock.fd());
       COLLIE_RETURN_IF_ERROR(setNonBlocking(sock.fd(), true));
       int rc = ::connect(sock.fd(), reinterpret_cast<const sockaddr*>(&addr.storage), addr.length);
@@ -234,7 +240,7 @@ Result<Socket> acceptWithDeadline(int listenFd, Deadline deadline, std::string* 
       return Socket(fd);
     }
     if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED) continue;
-    return systemError("accept", errno);
+    return descriptorError("accept", errno);
   }
 }
 
