@@ -131,6 +131,18 @@ const std::vector<Knob>& configKnobs() {
               "rank among the ranks of this host (set by collie run)"),
       text("COLLIE_MASTER_ADDR", "",
            "host:port of the rendezvous store for ranks started by mpirun on several hosts"),
+      duration("COLLIE_STORE_HANDSHAKE_TIMEOUT", "5s", 100 * kMs, 120 * kSecond,
+               "the store drops a connection that has not sent a valid job secret within this "
+               "long"),
+      integer("COLLIE_STORE_MAX_PENDING", "256", 1, 65536,
+              "unauthenticated connections the store holds at once; a new one evicts the oldest"),
+      integer("COLLIE_STORE_MAX_PENDING_PER_HOST", "32", 1, 65536,
+              "unauthenticated connections the store holds per source address; a new one "
+              "evicts that address's oldest"),
+      text("COLLIE_STORE_BIND", "",
+           "address the store of a torchrun/mpirun job listens on (default: MASTER_ADDR's or "
+           "COLLIE_MASTER_ADDR's when local, else COLLIE_SOCKET_IFNAME's interface, else all; "
+           "'*' for all)"),
       outputPath("COLLIE_TRACE", nullptr,
                  "write a Chrome-trace JSON timeline of collectives to this file"),
       integer("COLLIE_TRACE_DEPTH", "64", 0, 1 << 20,

@@ -36,6 +36,19 @@ TEST(ConfigTest, EnvironmentThenNcclAliasThenDefault) {
   unsetenv("NCCL_BUFFSIZE");
 }
 
+TEST(ConfigTest, ValuesOutsideAKnobsRangeFallBackToTheDefault) {
+  setenv("COLLIE_STORE_HANDSHAKE_TIMEOUT", "2s", 1);
+  EXPECT_EQ(configDuration("COLLIE_STORE_HANDSHAKE_TIMEOUT").count(), 2'000'000);
+  setenv("COLLIE_STORE_HANDSHAKE_TIMEOUT", "1ms", 1);  // below 100ms
+  EXPECT_EQ(configDuration("COLLIE_STORE_HANDSHAKE_TIMEOUT").count(), 5'000'000);
+  setenv("COLLIE_STORE_HANDSHAKE_TIMEOUT", "1h", 1);  // above 120s
+  EXPECT_EQ(configDuration("COLLIE_STORE_HANDSHAKE_TIMEOUT").count(), 5'000'000);
+  unsetenv("COLLIE_STORE_HANDSHAKE_TIMEOUT");
+  setenv("COLLIE_STORE_MAX_PENDING_PER_HOST", "0", 1);  // below 1
+  EXPECT_EQ(configInt("COLLIE_STORE_MAX_PENDING_PER_HOST"), 32);
+  unsetenv("COLLIE_STORE_MAX_PENDING_PER_HOST");
+}
+
 TEST(ConfigTest, ParsesSizesAndDurations) {
   EXPECT_EQ(*parseSize("512K"), 512 * 1024);
   EXPECT_EQ(*parseSize("3G"), int64_t{3} << 30);
