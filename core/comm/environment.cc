@@ -12,6 +12,7 @@
 #include "core/bootstrap/job_secret.h"
 #include "core/config/config.h"
 #include "core/log/log.h"
+#include "core/net/socket.h"
 
 namespace collie {
 namespace {
@@ -76,10 +77,30 @@ Result<std::pair<std::string, uint16_t>> splitHostPort(const std::string& text) 
   return std::make_pair(host, static_cast<uint16_t>(port));
 }
 
+// The one address the store of an externally launched job listens on: COLLIE_STORE_BIND
+// ('*': every interface), else the master address when it is this host's, else the
+// interface COLLIE_SOCKET_IFNAME selects, else (with a warning) every interface.
+std::string storeBindHost(const std::string& master) {
+  const std::string chosen = configString("COLLIE_STORE_BIND");
+  if (chosen == "*") return "0.0.0.0";
+  if (!chosen.empty()) return chosen;
+  if (net::isAddressOfThisHost(master)) return master;
+  const std::string spec = configString("COLLIE_SOCKET_IFNAME");
+  if (!spec.empty()) {
+    Result<net::InterfaceAddress> ifc = net::selectInterface(spec);
+    if (ifc.isOk()) return ifc->address;
+  }
+  COLLIE_LOG(WARN, INIT) << "the store listens on every interface: the master address '" << master
+                         << "' is not one of this host's; set COLLIE_STORE_BIND or "
+                            "COLLIE_SOCKET_IFNAME to listen on one";
+  return "0.0.0.0";
+}
+
 // Rank 0 of an externally launched job hosts the store at the address every rank was
-// given (id.port on all interfaces).
-Status startStoreOnAllInterfaces(const UniqueId& id, std::unique_ptr<StoreServer>* server) {
-  Result<std::unique_ptr<StoreServer>> started = StoreServer::start("0.0.0.0", id.port, id.secret);
+// given (id.port on storeBindHost(id.host)).
+Status startStore(const UniqueId& id, std::unique_ptr<StoreServer>* server) {
+  Result<std::unique_ptr<StoreServer>> started =
+      StoreServer::start(storeBindHost(id.host), id.port, id.secret);
   if (!started.isOk()) return started.status().withContext("rank 0 starting the store");
   *server = std::move(*started);
   return Status();
@@ -181,7 +202,7 @@ Result<std::unique_ptr<Communicator>> Communicator::createFromEnvironment(const 
     Result<JobSecret> secret = externalSecret("torchrun (MASTER_ADDR)");
     if (!secret.isOk()) return secret.status();
     id.secret = *secret;
-    if (info.rank == 0) COLLIE_RETURN_IF_ERROR(startStoreOnAllInterfaces(id, &server));
+    if (info.rank == 0) COLLIE_RETURN_IF_ERROR(startStore(id, &server));
   } else if (const char* master = env("COLLIE_MASTER_ADDR")) {
     Result<std::pair<std::string, uint16_t>> address = splitHostPort(master);
     if (!address.isOk()) return address.status().withContext("COLLIE_MASTER_ADDR");
@@ -190,7 +211,7 @@ Result<std::unique_ptr<Communicator>> Communicator::createFromEnvironment(const 
     Result<JobSecret> secret = externalSecret("COLLIE_MASTER_ADDR");
     if (!secret.isOk()) return secret.status();
     id.secret = *secret;
-    if (info.rank == 0) COLLIE_RETURN_IF_ERROR(startStoreOnAllInterfaces(id, &server));
+    if (info.rank == 0) COLLIE_RETURN_IF_ERROR(startStore(id, &server));
   } else {
     std::string path = "/tmp/collie-" + jobName + "-" + std::to_string(getuid()) + ".id";
     Result<UniqueId> found = rendezvousByFile(path, info.rank, &server, &cleanup, deadline);

@@ -81,6 +81,24 @@ Result<std::vector<InterfaceAddress>> listInterfaces() {
   return out;
 }
 
+bool isAddressOfThisHost(const std::string& host) {
+  Result<std::vector<InterfaceAddress>> interfaces = listInterfaces();
+  Result<std::vector<SockAddr>> addrs = resolve(host, 0);
+  if (host.empty() || !interfaces.isOk() || !addrs.isOk()) return false;
+  for (const SockAddr& addr : *addrs) {
+    std::string text = addr.toString();
+    text = text.substr(0, text.rfind(':'));
+    if (text.size() >= 2 && text.front() == '[') text = text.substr(1, text.size() - 2);
+    const bool named = text != host;  // resolved from a name, not given as a number
+    for (const InterfaceAddress& ifc : *interfaces) {
+      if (ifc.address != text) continue;
+      if (ifc.loopback && named && host != "localhost") continue;
+      return true;
+    }
+  }
+  return false;
+}
+
 Result<InterfaceAddress> selectInterface(const std::string& spec) {
   Result<std::vector<InterfaceAddress>> all = listInterfaces();
   if (!all.isOk()) return all.status();

@@ -113,6 +113,10 @@ struct InterfaceAddress {
 Result<std::vector<InterfaceAddress>> listInterfaces();
 // Whether interface `name` is selected by `spec` (NCCL_SOCKET_IFNAME syntax).
 bool interfaceMatches(const std::string& spec, const std::string& name);
+// Whether `host` (numeric or a name) names an address of this host's up interfaces. A
+// name that resolves only to loopback counts only when it is "localhost": Debian maps
+// the host name to 127.0.1.1, which other hosts cannot reach.
+bool isAddressOfThisHost(const std::string& host);
 // Picks the interface per `spec` (see above); IPv4 before IPv6 within one interface.
 // NotFound naming the spec and the available interfaces when nothing matches.
 Result<InterfaceAddress> selectInterface(const std::string& spec);
