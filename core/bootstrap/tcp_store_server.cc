@@ -3,8 +3,18 @@
 // for a missing key parks its client (no further requests of that client are read)
 // until the key is set or the get's wait expires. A client that fails the handshake,
 // breaks a protocol limit or sends an unknown op is logged and dropped alone.
+//
+// Strangers cannot deny the store to the job: unauthenticated connections are capped
+// (COLLIE_STORE_MAX_PENDING, COLLIE_STORE_MAX_PENDING_PER_HOST; the oldest make room,
+// see pending_connections.h) and dropped after COLLIE_STORE_HANDSHAKE_TIMEOUT. When
+// accept() fails because the process is out of descriptors (EMFILE), the oldest
+// unauthenticated connection is closed to make room, else a reserve descriptor kept
+// open for this moment; with neither, accepting pauses for kAcceptPause (the waiting
+// connections stay in the kernel's backlog) instead of polling a listener that stays
+// readable, which would spin.
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,8 +28,11 @@
 #include <vector>
 
 #include "collie/store.h"
+#include "core/bootstrap/pending_connections.h"
 #include "core/bootstrap/store_protocol.h"
+#include "core/config/config.h"
 #include "core/log/log.h"
+#include "core/net/fd_limit.h"
 #include "core/net/handshake.h"
 #include "core/net/socket.h"
 
@@ -28,8 +41,19 @@ namespace {
 
 using namespace store_protocol;  // NOLINT(build/namespaces)
 
-constexpr auto kHandshakeWait = std::chrono::seconds(30);
 constexpr size_t kReadChunk = 64 * 1024;
+constexpr int kAcceptBurst = 256;  // accepts per poll round, so that clients are served too
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+constexpr auto kDropLogInterval = std::chrono::seconds(1);
+
+// "1.2.3.4:80" -> "1.2.3.4", "[::1]:80" -> "[::1]".
+std::string hostOf(const std::string& address) {
+  size_t colon = address.rfind(':');
+  return colon == std::string::npos ? address : address.substr(0, colon);
+}
+
+// A descriptor that accept() may have when the process has no other left.
+net::Socket openReserve() { return net::Socket(::open("/dev/null", O_RDONLY | O_CLOEXEC)); }
 
 struct Client {
   net::Socket sock;
@@ -52,7 +76,11 @@ class TcpStoreServer final : public StoreServer {
         port_(port),
         secret_(secret),
         wakeRead_(wakeRead),
-        wakeWrite_(wakeWrite) {
+        wakeWrite_(wakeWrite),
+        handshakeTimeout_(configDuration("COLLIE_STORE_HANDSHAKE_TIMEOUT")),
+        pending_(static_cast<size_t>(configInt("COLLIE_STORE_MAX_PENDING")),
+                 static_cast<size_t>(configInt("COLLIE_STORE_MAX_PENDING_PER_HOST"))),
+        reserve_(openReserve()) {
     thread_ = std::thread([this] { run(); });
   }
 
@@ -67,14 +95,18 @@ class TcpStoreServer final : public StoreServer {
 
  private:
   void run() {
+    pthread_setname_np(pthread_self(), "collie-store");
     std::vector<pollfd> fds;
     std::vector<uint64_t> ids;
     while (!stop_.load()) {
       fds.clear();
       ids.clear();
-      fds.push_back({wakeRead_.fd(), POLLIN, 0});
-      fds.push_back({listener_.fd(), POLLIN, 0});
+      if (!reserve_.valid()) reserve_ = openReserve();
       Deadline next = Clock::now() + std::chrono::seconds(1);
+      const bool accepting = Clock::now() >= acceptPausedUntil_;
+      if (!accepting) next = std::min(next, acceptPausedUntil_);
+      fds.push_back({wakeRead_.fd(), POLLIN, 0});
+      fds.push_back({accepting ? listener_.fd() : -1, POLLIN, 0});
       for (auto& [id, c] : clients_) {
         short events = c.parkedKey ? 0 : POLLIN;
         if (c.outPos < c.out.size()) events |= POLLOUT;
@@ -104,26 +136,86 @@ class TcpStoreServer final : public StoreServer {
   }
 
   void acceptClients() {
-    for (;;) {
-      std::string address;
-      int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd < 0) return;  // EAGAIN or a transient error: poll again
-      Client c;
-      c.sock.reset(fd);
-      net::tuneDataSocket(fd, 0, "");  // TCP_NODELAY: replies are small and latency-bound
-      c.address = net::peerAddressOf(fd);
-      c.handshakeDeadline = Clock::now() + kHandshakeWait;
-      clients_.emplace(nextId_++, std::move(c));
+    for (int i = 0; i < kAcceptBurst; ++i) {
+      net::SockAddr addr;
+      addr.length = sizeof(addr.storage);
+      int fd = ::accept4(listener_.fd(), reinterpret_cast<sockaddr*>(&addr.storage), &addr.length,
+                         SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd >= 0) {
+        addClient(fd, addr.toString());
+        continue;
+      }
+      const int err = errno;
+      if (err == EAGAIN || err == EWOULDBLOCK) return;
+      if (net::isDescriptorLimit(err) && makeRoom()) continue;
+      if (net::isDescriptorLimit(err) || err == ENOBUFS || err == ENOMEM) {
+        pauseAccepting(err);
+        return;
+      }
+      // EINTR, ECONNABORTED or a network error on the new connection: try the next.
     }
   }
 
+  void addClient(int fd, const std::string& address) {
+    const uint64_t id = nextId_++;
+    Client& c = clients_[id];
+    c.sock.reset(fd);
+    net::tuneDataSocket(fd, 0, "");  // TCP_NODELAY: replies are small and latency-bound
+    c.address = address;
+    c.handshakeDeadline = Clock::now() + handshakeTimeout_;
+    for (uint64_t old : pending_.admit(id, hostOf(address))) {
+      drop(old,
+           "too many unauthenticated connections (COLLIE_STORE_MAX_PENDING, "
+           "COLLIE_STORE_MAX_PENDING_PER_HOST); closed the oldest");
+    }
+    // A rank sends its Hello as soon as it is connected: read it now, so that it is
+    // authenticated before any later connection can evict it.
+    readFrom(id, c);
+  }
+
+  // accept() failed for want of a descriptor: frees one. False when none can be freed.
+  bool makeRoom() {
+    if (std::optional<uint64_t> oldest = pending_.oldest()) {
+      drop(*oldest, "unauthenticated connection closed: the process is at its descriptor limit");
+      return true;
+    }
+    if (reserve_.valid()) {
+      reserve_.reset();  // reopened once descriptors are free again
+      return true;
+    }
+    return false;
+  }
+
+  void pauseAccepting(int err) {
+    acceptPausedUntil_ = Clock::now() + kAcceptPause;
+    if (Clock::now() < nextPauseLog_) return;
+    nextPauseLog_ = Clock::now() + std::chrono::seconds(10);
+    COLLIE_LOG(WARN, BOOTSTRAP) << "store server cannot accept connections: "
+                                << (net::isDescriptorLimit(err) ? net::descriptorLimitText(err)
+                                                                : std::strerror(err))
+                                << "; they wait in the backlog until descriptors are free";
+  }
+
+  // Closes a client. Unauthenticated ones are logged at most once per kDropLogInterval
+  // (a flood of strangers must not flood the log), with a count of the others.
   void drop(uint64_t id, const std::string& why) {
     auto it = clients_.find(id);
     if (it == clients_.end()) return;
-    if (!why.empty()) {
+    if (!why.empty() && it->second.authenticated) {
       COLLIE_LOG(WARN, BOOTSTRAP) << "store server dropped client " << it->second.address << ": "
                                   << why;
+    } else if (!why.empty() && Clock::now() < nextDropLog_) {
+      ++unloggedDrops_;
+    } else if (!why.empty()) {
+      COLLIE_LOG(WARN, BOOTSTRAP)
+          << "store server dropped client " << it->second.address << ": " << why
+          << (unloggedDrops_ > 0 ? " (and " + std::to_string(unloggedDrops_) +
+                                       " other unauthenticated connections since the last report)"
+                                 : std::string());
+      unloggedDrops_ = 0;
+      nextDropLog_ = Clock::now() + kDropLogInterval;
     }
+    pending_.remove(id);
     if (it->second.parkedKey) waiters_[*it->second.parkedKey].erase(id);
     clients_.erase(it);
   }
@@ -166,6 +258,7 @@ class TcpStoreServer final : public StoreServer {
         }
         c.inPos += net::kHelloBytes;
         c.authenticated = true;
+        pending_.remove(id);
         auto accept = net::encodeAccept();
         c.out.insert(c.out.end(), accept.begin(), accept.end());
         continue;
@@ -253,7 +346,10 @@ class TcpStoreServer final : public StoreServer {
         pendingInput_.push_back(id);
       }
     }
-    for (uint64_t id : late) drop(id, "no handshake within 30 s");
+    for (uint64_t id : late) {
+      drop(id, "no handshake within " + std::to_string(handshakeTimeout_.count() / 1000) +
+                   " ms (COLLIE_STORE_HANDSHAKE_TIMEOUT)");
+    }
     while (!pendingInput_.empty()) {
       uint64_t id = pendingInput_.back();
       pendingInput_.pop_back();
@@ -287,6 +383,13 @@ class TcpStoreServer final : public StoreServer {
   net::Socket wakeRead_;
   net::Socket wakeWrite_;
   std::atomic<bool> stop_{false};
+  std::chrono::microseconds handshakeTimeout_;
+  PendingConnections pending_;
+  net::Socket reserve_;
+  Deadline acceptPausedUntil_{};
+  Deadline nextPauseLog_{};
+  Deadline nextDropLog_{};
+  uint64_t unloggedDrops_ = 0;
   std::map<uint64_t, Client> clients_;
   uint64_t nextId_ = 1;
   std::map<std::string, Bytes> values_;

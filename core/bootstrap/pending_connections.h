@@ -1,0 +1,47 @@
+// Which unauthenticated connections the store server keeps.
+//
+// Anyone who reaches the store's port can open connections without knowing the job
+// secret. The server keeps such a connection only until its Hello arrives (or its
+// handshake deadline passes), and it holds at most `maxTotal` of them, at most
+// `maxPerSource` from one source address. When a new connection would break a cap,
+// the oldest unauthenticated connection makes room: the oldest of the same source
+// when that source is at its cap (so one stranger only ever recycles its own
+// connections), else the oldest overall. A legitimate rank sends its Hello as soon as
+// it is connected, so it is the newest pending connection for the few microseconds
+// it is pending at all, and is never the one evicted while strangers idle.
+//
+// Connections are named by the server's ids, which must increase with arrival.
+// Thread safety: none; the store server's thread owns it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace collie {
+
+class PendingConnections {
+ public:
+  PendingConnections(size_t maxTotal, size_t maxPerSource);
+
+  // Records connection `id` from `source` (an address without port) and returns the
+  // ids to close to stay within the caps, oldest first (never `id` itself).
+  std::vector<uint64_t> admit(uint64_t id, const std::string& source);
+  // Forgets `id` (authenticated or closed). No-op for an unknown id.
+  void remove(uint64_t id);
+  // The oldest pending connection, if any.
+  std::optional<uint64_t> oldest() const;
+  size_t size() const { return sources_.size(); }
+  size_t countFrom(const std::string& source) const;
+
+ private:
+  size_t maxTotal_;
+  size_t maxPerSource_;
+  std::map<uint64_t, std::string> sources_;  // id -> source, oldest first
+  std::map<std::string, size_t> perSource_;
+};
+
+}  // namespace collie
