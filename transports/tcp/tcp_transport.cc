@@ -15,6 +15,7 @@
 
 #include "core/config/config.h"
 #include "core/log/log.h"
+#include "core/net/fd_limit.h"
 #include "core/net/handshake.h"
 #include "core/net/socket.h"
 #include "core/transport/transport.h"
@@ -196,14 +197,26 @@ Status TcpTransport::acceptAll(const std::vector<int>& peers, std::vector<net::S
     if (rc < 0 && errno != EINTR) return systemError("tcp: poll during connection setup", errno);
     if (rc <= 0) continue;
     if (fds[0].revents & POLLIN) {
-      std::string address;
-      Result<net::Socket> sock = net::acceptWithDeadline(listener_.fd(), Clock::now(), &address);
-      if (sock.isOk()) {
-        tune(sock->fd());
-        if (net::setNonBlocking(sock->fd(), true).isOk()) {
-          pending.push_back(PendingAccept{std::move(*sock), address, {}, 0});
-        }
+      net::SockAddr addr;
+      addr.length = sizeof(addr.storage);
+      int fd = ::accept4(listener_.fd(), reinterpret_cast<sockaddr*>(&addr.storage), &addr.length,
+                         SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd >= 0) {
+        net::Socket sock(fd);
+        tune(fd);
+        pending.push_back(PendingAccept{std::move(sock), addr.toString(), {}, 0});
+      } else if (net::isDescriptorLimit(errno) || errno == ENOBUFS || errno == ENOMEM) {
+        // The connection stays in the backlog and the listener stays readable: polling
+        // again would spin until the deadline. Fail now; closing the listener resets
+        // the waiting peers, so they fail too instead of waiting for our Accept.
+        const std::string what = "tcp: rank " + std::to_string(ctx_.rank) +
+                                 " cannot accept the connections of its peers (" +
+                                 std::to_string(expected) + " still expected): accept";
+        return net::isDescriptorLimit(errno) ? net::descriptorLimitError(what, errno)
+                                             : systemError(what, errno);
       }
+      // Anything else (EAGAIN, ECONNABORTED, a network error on the new socket) is
+      // transient: poll again.
     }
     for (size_t i = 1; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
