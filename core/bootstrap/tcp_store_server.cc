@@ -8,8 +8,9 @@
 // (COLLIE_STORE_MAX_PENDING, COLLIE_STORE_MAX_PENDING_PER_HOST; the oldest make room,
 // see pending_connections.h) and dropped after COLLIE_STORE_HANDSHAKE_TIMEOUT. When
 // accept() fails because the process is out of descriptors (EMFILE), the oldest
-// unauthenticated connection is closed to make room, else a reserve descriptor kept
-// open for this moment; with neither, accepting pauses for kAcceptPause (the waiting
+// unauthenticated connection is closed to make room (once it has been pending for
+// kEvictableAge), else a reserve descriptor kept open for this moment; with neither,
+// accepting pauses until the oldest becomes evictable or for kAcceptPause (the waiting
 // connections stay in the kernel's backlog) instead of polling a listener that stays
 // readable, which would spin.
 #include <fcntl.h>
@@ -44,6 +45,12 @@ using namespace store_protocol;  // NOLINT(build/namespaces)
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr int kAcceptBurst = 256;  // accepts per poll round, so that clients are served too
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+// At the descriptor limit only connections pending this long are closed to make room:
+// a rank sends its Hello right after connecting, so a younger one may be a rank whose
+// Hello is on its way (with `ulimit -n 10`, rank 1 was evicted by rank 0 otherwise).
+// Short, so that a backlog of strangers drains quickly (one descriptor's worth of them
+// per kEvictableAge at worst).
+constexpr auto kEvictableAge = std::chrono::milliseconds(50);
 constexpr auto kDropLogInterval = std::chrono::seconds(1);
 
 // "1.2.3.4:80" -> "1.2.3.4", "[::1]:80" -> "[::1]".
@@ -147,6 +154,7 @@ class TcpStoreServer final : public StoreServer {
       }
       const int err = errno;
       if (err == EAGAIN || err == EWOULDBLOCK) return;
+      resumeAcceptAt_ = Clock::now() + kAcceptPause;
       if (net::isDescriptorLimit(err) && makeRoom()) continue;
       if (net::isDescriptorLimit(err) || err == ENOBUFS || err == ENOMEM) {
         pauseAccepting(err);
@@ -173,11 +181,17 @@ class TcpStoreServer final : public StoreServer {
     readFrom(id, c);
   }
 
-  // accept() failed for want of a descriptor: frees one. False when none can be freed.
+  // accept() failed for want of a descriptor: frees one. False when none can be freed
+  // now (the caller pauses accepting and tries again).
   bool makeRoom() {
     if (std::optional<uint64_t> oldest = pending_.oldest()) {
-      drop(*oldest, "unauthenticated connection closed: the process is at its descriptor limit");
-      return true;
+      const Client& c = clients_.at(*oldest);
+      const Deadline evictable = c.handshakeDeadline - handshakeTimeout_ + kEvictableAge;
+      if (Clock::now() >= evictable) {
+        drop(*oldest, "unauthenticated connection closed: the process is at its descriptor limit");
+        return true;
+      }
+      resumeAcceptAt_ = evictable;
     }
     if (reserve_.valid()) {
       reserve_.reset();  // reopened once descriptors are free again
@@ -187,7 +201,7 @@ class TcpStoreServer final : public StoreServer {
   }
 
   void pauseAccepting(int err) {
-    acceptPausedUntil_ = Clock::now() + kAcceptPause;
+    acceptPausedUntil_ = resumeAcceptAt_;
     if (Clock::now() < nextPauseLog_) return;
     nextPauseLog_ = Clock::now() + std::chrono::seconds(10);
     COLLIE_LOG(WARN, BOOTSTRAP) << "store server cannot accept connections: "
@@ -387,6 +401,7 @@ class TcpStoreServer final : public StoreServer {
   PendingConnections pending_;
   net::Socket reserve_;
   Deadline acceptPausedUntil_{};
+  Deadline resumeAcceptAt_{};  // set by makeRoom when it cannot free a descriptor
   Deadline nextPauseLog_{};
   Deadline nextDropLog_{};
   uint64_t unloggedDrops_ = 0;
