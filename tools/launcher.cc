@@ -217,6 +217,7 @@ void Supervisor::reap() {
     if (got != rank.pid) continue;
     rank.running = false;
     rank.waitStatus = status;
+    if (spec_.onExit) spec_.onExit(static_cast<int>(r), status);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
     if (!tearingDown_) report(r, status);
     if (spec_.keepGoing && !tearingDown_) continue;  // judged by keepGoingStatus()

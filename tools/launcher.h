@@ -40,6 +40,9 @@ struct LaunchSpec {
   bool tagOutput = false;  // prefix every output line with "[rank] "
   std::chrono::milliseconds grace{2000};
   bool keepGoing = false;  // ranks killed by a signal do not end the job
+  // Called once for each rank as it exits, whatever its status (a waitpid status), before
+  // the supervisor acts on it; may be empty.
+  std::function<void(int rank, int waitStatus)> onExit;
 };
 
 void blockLauncherSignals();

@@ -6,6 +6,9 @@
 // -n N`; the launcher of node 0 hosts the store at HOST:PORT, global ranks are
 // R * N + local. All launchers must share the job secret (COLLIE_JOB_SECRET or
 // --secret-file, 32 hex digits): it is what the store and every transport check.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +18,7 @@
 #include "collie/store.h"
 #include "collie/unique_id.h"
 #include "core/bootstrap/job_secret.h"
+#include "core/comm/join_agreement.h"
 #include "tools/commands.h"
 #include "tools/launcher.h"
 
@@ -151,6 +155,31 @@ int runLauncher(const RunCliOptions& options) {
                    {"COLLIE_LOCAL_WORLD_SIZE", localWorld},
                    {"COLLIE_NODE_RANK", std::to_string(options.nodeRank)},
                    {"COLLIE_UNIQUE_ID", uidText}};
+  };
+  // Tell the job when a rank exits, so that ranks still joining a communicator with it
+  // fail at once naming it (core/comm/join_agreement.h) instead of at COLLIE_TIMEOUT.
+  std::shared_ptr<Store> exits;
+  const std::string exitPrefix = launcherExitPrefix(publicJobTag(uid->secret));
+  spec.onExit = [&](int rank, int status) {
+    if (!exits) {
+      const std::string host = options.nodeRank == 0 && !multiHost ? "127.0.0.1" : uid->host;
+      Result<std::shared_ptr<Store>> connected = connectTcpStore(
+          host, uid->port, uid->secret, std::chrono::steady_clock::now() + std::chrono::seconds(2));
+      if (!connected.isOk()) return;  // the ranks still fail, at their deadline
+      exits = *connected;
+    }
+    const std::string what = WIFEXITED(status)
+                                 ? "exited with status " + std::to_string(WEXITSTATUS(status))
+                                 : "was killed by signal " + signalDescription(WTERMSIG(status));
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    const std::string text = what + " (collie run on " + host + ")";
+    if (exits
+            ->set(exitPrefix + "/exit/" + std::to_string(firstRank + rank),
+                  Bytes(text.begin(), text.end()))
+            .isOk()) {
+      exits->add(exitPrefix + "/exits", 1);
+    }
   };
   return superviseRanks(spec);
 }

@@ -12,6 +12,7 @@
 
 #include "collie/communicator.h"
 #include "core/bootstrap/job_secret.h"
+#include "core/comm/join_agreement.h"
 #include "core/config/config.h"
 #include "core/device/device_comm.h"
 #include "core/device/device_staging.h"
@@ -52,8 +53,6 @@ std::string communicatorKey(const UniqueId& id, int rank) {
   return "collie/" + publicJobTag(id.secret) + "/" + std::to_string(index);
 }
 
-Bytes toBytes(const std::string& text) { return Bytes(text.begin(), text.end()); }
-std::string fromBytes(const Bytes& bytes) { return std::string(bytes.begin(), bytes.end()); }
 
 }  // namespace
 
@@ -128,26 +127,31 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
   context.store = store;
   context.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config.timeout);
 
-  // Host identities of every rank.
-  COLLIE_RETURN_IF_ERROR(
-      store->set(context.jobKey + "/host/" + std::to_string(rank), toBytes(context.hostId)));
-  std::vector<std::string> hosts(nranks);
-  for (int peer = 0; peer < nranks; ++peer) {
-    Result<Bytes> host = store->get(context.jobKey + "/host/" + std::to_string(peer), deadline);
-    if (!host.isOk()) {
-      return timeoutError("rank " + std::to_string(rank) + ": rank " + std::to_string(peer) +
-                              " did not join the communicator before the deadline (" +
-                              host.status().message() + ")",
-                          peer);
-    }
-    hosts[peer] = fromBytes(*host);
-  }
+  // Every rank's host, and agreement on what must be equal (core/comm/join_agreement.h).
+  const std::string forcedTransport =
+      !options.transport.empty() ? options.transport : configString("COLLIE_TRANSPORT");
+  JoinRecord joining;
+  joining.hostId = context.hostId;
+  joining.mustMatch = mustMatchSettings(
+      nranks,
+      {{"transport", forcedTransport},
+       {"algorithm", std::string(algorithmName(config.algorithm))},
+       {"nchannels", std::to_string(config.nchannels) + (config.channelsFixed ? " (fixed)" : "")},
+       {"chunk bytes", std::to_string(config.chunkBytes)}});
+  JoinContext join;
+  join.store = store.get();
+  join.jobKey = context.jobKey;
+  join.launcherExits = launcherExitPrefix(publicJobTag(id.secret));
+  join.rank = rank;
+  join.nranks = nranks;
+  Result<std::vector<std::string>> joined = exchangeJoinRecords(join, joining, deadline);
+  if (!joined.isOk()) return joined.status();
+  const std::vector<std::string>& hosts = *joined;
 
   // Choose a transport per peer: the forced one, or the first in registry order that
   // can connect the pair. The choice depends only on both host ids, so both sides of
   // a pair agree.
-  std::string forced =
-      !options.transport.empty() ? options.transport : configString("COLLIE_TRANSPORT");
+  const std::string& forced = forcedTransport;
   std::vector<TransportFactory> factories = TransportRegistry::instance().factories();
   if (!forced.empty()) {
     const TransportFactory* factory = TransportRegistry::instance().find(forced);

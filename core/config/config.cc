@@ -40,6 +40,10 @@ Knob duration(const char* name, const char* def, int64_t minUs, int64_t maxUs,
 Knob decimal(const char* name, int64_t min, int64_t max, const char* meaning) {
   return Knob{name, "", meaning, nullptr, KnobKind::kDecimal, min, max};
 }
+Knob everyRankAlike(Knob knob) {
+  knob.mustMatch = true;
+  return knob;
+}
 Knob outputPath(const char* name, const char* keyword, const char* meaning) {
   return Knob{name, "", meaning, nullptr, KnobKind::kOutputPath, 0, 0, nullptr, keyword};
 }
@@ -78,9 +82,10 @@ const std::vector<Knob>& configKnobs() {
            "~/.cache/collie; off: always probe)"),
       integer("COLLIE_BUFFSIZE", "4M", 4 * kKiB, kGiB,
               "bytes of each shared-memory FIFO (per peer, channel, direction)", "NCCL_BUFFSIZE"),
-      integer("COLLIE_SHM_ONESHOT_MAX", "256K", 0, 16 * kKiB * kKiB,
-              "largest per-rank input of a one-shot collective through the shared board when "
-              "all ranks share a host (0 disables; must be equal on every rank)"),
+      everyRankAlike(
+          integer("COLLIE_SHM_ONESHOT_MAX", "256K", 0, 16 * kKiB * kKiB,
+                  "largest per-rank input of a one-shot collective through the shared board when "
+                  "all ranks share a host (0 disables; must be equal on every rank)")),
       integer("COLLIE_SHM_CMA_MAX", "64M", 0, kTiB,
               "largest out-of-place all-reduce on plain buffers (bytes per rank, above "
               "COLLIE_SHM_CMA_MIN) that goes single-copy through process_vm_readv/writev "
@@ -96,8 +101,9 @@ const std::vector<Knob>& configKnobs() {
       text("COLLIE_SOCKET_IFNAME", "",
            "network interfaces for tcp: prefix match, '=' exact, '^' exclude (as NCCL's)",
            "NCCL_SOCKET_IFNAME"),
-      integer("COLLIE_NSOCKS_PERPEER", "2", 1, 16,
-              "tcp sockets per peer and channel, striped by message", "NCCL_NSOCKS_PERTHREAD"),
+      everyRankAlike(integer("COLLIE_NSOCKS_PERPEER", "2", 1, 16,
+                             "tcp sockets per peer and channel, striped by message",
+                             "NCCL_NSOCKS_PERTHREAD")),
       integer("COLLIE_SOCKET_BUFSIZE", "4M", 0, kGiB,
               "SO_SNDBUF/SO_RCVBUF of tcp data sockets (0: the system's)"),
       text("COLLIE_TCP_CONGESTION", "cubic",
@@ -110,9 +116,10 @@ const std::vector<Knob>& configKnobs() {
            "NCCL_IB_GID_INDEX", KnobKind::kAutoOrInteger, 0, 255},
       integer("COLLIE_IB_MR_CACHE", "256", 1, 1 << 20,
               "idle memory registrations the ibverbs transport keeps"),
-      choice("COLLIE_DEVICE_EMULATION", "0", "0,1",
-             "1: without a GPU, run the device path on the host emulation of the CUDA kernels "
-             "(memory from the emulated runtime counts as device memory; for tests)"),
+      everyRankAlike(
+          choice("COLLIE_DEVICE_EMULATION", "0", "0,1",
+                 "1: without a GPU, run the device path on the host emulation of the CUDA kernels "
+                 "(memory from the emulated runtime counts as device memory; for tests)")),
       duration("COLLIE_BUSY_POLL", "50us", 0, kSecond,
                "how long the engine spins for progress before blocking"),
       choice("COLLIE_RECV_REDUCE", "1", "0,1",

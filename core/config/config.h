@@ -52,6 +52,9 @@ struct Knob {
   int64_t max = 0;
   const char* choices = nullptr;  // kChoice, kSubsystems: "NONE,WARN,INFO,TRACE"
   const char* keyword = nullptr;  // kOutputPath: a value that is not a path ("stderr")
+  // Every rank of a communicator must have the same value; ranks compare them when
+  // they join (core/comm/join_agreement.h) and refuse to start on a difference.
+  bool mustMatch = false;
 };
 
 const std::vector<Knob>& configKnobs();

@@ -91,6 +91,29 @@ for knob in COLLIE_TIMEOUT=9999999999 COLLIE_TRACE_DEPTH=1000000000000 COLLIE_DE
     fail "$knob: error does not name the knob, value and range: $(cat "$tmp/out")"
 done
 
+# 8. Ranks that disagree at set-up, or leave before joining, fail every other rank at
+#    once (not at COLLIE_TIMEOUT=60s) naming the field, the rank and both values.
+setup_fails() {  # label, expected text, then the rank script (sh -c) run by 3 ranks
+  label=$1 want=$2
+  start=$(date +%s)
+  "$collie" run -n 3 -- sh -c "$3" sh "$collie" >"$tmp/out" 2>&1
+  status=$?
+  elapsed=$(( $(date +%s) - start ))
+  [ "$status" -ne 0 ] || fail "$label: the job succeeded"
+  [ "$elapsed" -le 10 ] || fail "$label: took ${elapsed}s (COLLIE_TIMEOUT is 60s)"
+  grep -q "$want" "$tmp/out" || fail "$label: no '$want' in: $(grep -v '^#' "$tmp/out" | tail -4)"
+}
+perf1='perf allreduce -b 8 -e 8 -n 1 -w 0'
+setup_fails "rank claimed twice" "rank 1 was claimed by 2 processes" \
+  'COLLIE_RANK=$((COLLIE_RANK == 2 ? 1 : COLLIE_RANK)) exec "$1" '"$perf1"
+setup_fails "one-shot board on one rank only" \
+  "COLLIE_SHM_ONESHOT_MAX: this rank 0, rank [12] 262144" \
+  'test "$COLLIE_RANK" = 0 && export COLLIE_SHM_ONESHOT_MAX=0; exec "$1" '"$perf1"
+setup_fails "sockets per peer" "COLLIE_NSOCKS_PERPEER: this rank" \
+  'COLLIE_NSOCKS_PERPEER=$((COLLIE_RANK + 1)) exec "$1" '"$perf1"' --transport tcp'
+setup_fails "rank 2 exits 0 before joining" "rank 2 exited with status 0 .* before joining" \
+  'test "$COLLIE_RANK" = 2 && exit 0; exec "$1" '"$perf1"
+
 "$collie" sim --nchannels 1000000 >"$tmp/out" 2>&1
 status=$?
 [ "$status" -eq 2 ] || fail "collie sim --nchannels 1000000: exit $status, want 2"
