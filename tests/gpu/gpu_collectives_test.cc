@@ -2,6 +2,11 @@
 // Without a CUDA device the program prints "skipped: no CUDA device" and exits 77,
 // which ctest reports as skipped (SKIP_RETURN_CODE), never as passed.
 //
+// The kernel tests are the device-side twins of tests/emulation/cuda_kernels_emulation
+// _test.cc: the same checks (tests/support/kernel_checks.h), run on a device mirror of
+// the host buffers, with the sizes of the emulation test plus one large count
+// (COLLIE_GPU_KERNEL_LARGE elements, default 2^22 + 3; 0 leaves it out).
+//
 // Status: never run on a GPU (this project's machines have none). The collectives test
 // exercises the engine's device path (docs/cuda.md), which so far only ran on the
 // emulated runtime (tests/emulation/device_collectives_test.cc).
@@ -9,60 +14,154 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "core/kernel/device_memory.h"
-#include "core/kernel/reduce_backend.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "support/kernel_checks.h"
 #include "support/rank_threads.h"
 #include "support/reference.h"
 
 namespace collie {
 namespace {
 
-constexpr DataType kTypes[] = {DataType::kInt8,    DataType::kUint8,   DataType::kInt32,
-                               DataType::kUint32,  DataType::kInt64,   DataType::kUint64,
-                               DataType::kFloat16, DataType::kFloat32, DataType::kFloat64,
-                               DataType::kBFloat16};
-constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
-                             ReduceOp::kAvg};
+// Runs each kernel on a device copy of the arena (same offsets modulo 256: cudaMalloc
+// returns 256-byte aligned blocks) and copies the arena back.
+class GpuLauncher : public testing::KernelLauncher {
+ public:
+  explicit GpuLauncher(cuda::LaunchConfig config = {}) : config_(config) {}
+  ~GpuLauncher() override { cudaFree(device_); }
 
-TEST(Gpu, ReduceCopyKernelOnDeviceMemory) {
-  const size_t count = 4099;
-  for (DataType dtype : kTypes) {
-    for (ReduceOp op : kOps) {
-      const size_t bytes = count * dataTypeSize(dtype);
-      std::vector<uint8_t> a = testing::makeInput(dtype, op, 0, count);
-      std::vector<uint8_t> b = testing::makeInput(dtype, op, 1, count);
-      void *da = nullptr, *db = nullptr, *dout = nullptr;
-      ASSERT_EQ(cudaMalloc(&da, bytes + 16), cudaSuccess);
-      ASSERT_EQ(cudaMalloc(&db, bytes + 16), cudaSuccess);
-      ASSERT_EQ(cudaMalloc(&dout, bytes + 16), cudaSuccess);
-      ASSERT_TRUE(isDeviceMemory(da));
-      cudaMemcpy(da, a.data(), bytes, cudaMemcpyHostToDevice);
-      cudaMemcpy(db, b.data(), bytes, cudaMemcpyHostToDevice);
-      cuda::ReduceCopyArgs args;
-      args.srcs[0] = da;
-      args.srcs[1] = db;
-      args.nsrcs = 2;
-      args.dsts[0] = dout;
-      args.ndsts = 1;
-      args.count = count;
-      args.divisor = op == ReduceOp::kAvg ? 2 : 0;
-      ASSERT_TRUE(cuda::launchReduceCopy(args, dtype, op, cuda::LaunchConfig{}).isOk());
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      std::vector<uint8_t> out(bytes);
-      cudaMemcpy(out.data(), dout, bytes, cudaMemcpyDeviceToHost);
-      EXPECT_EQ(out, testing::expectedReduction(dtype, op, 2, 0, count))
-          << dataTypeName(dtype) << "/" << reduceOpName(op);
-      cudaFree(da);
-      cudaFree(db);
-      cudaFree(dout);
-    }
+  void reduceCopy(testing::KernelArena& arena, const cuda::ReduceCopyArgs& args, DataType dtype,
+                  ReduceOp op) override {
+    cuda::ReduceCopyArgs moved = args;
+    if (!toDevice(arena)) return;
+    for (const void*& p : moved.srcs) p = relocate(arena, p);
+    for (void*& p : moved.dsts) p = relocate(arena, p);
+    finish(arena, cuda::launchReduceCopy(moved, dtype, op, config_));
   }
+  void ringReduceStep(testing::KernelArena& arena, const cuda::RingReduceStep& step, DataType dtype,
+                      ReduceOp op) override {
+    cuda::RingReduceStep moved = step;
+    if (!toDevice(arena)) return;
+    moved.local = relocate(arena, step.local);
+    moved.incoming = relocate(arena, step.incoming);
+    moved.out = relocate(arena, step.out);
+    moved.peerOut = relocate(arena, step.peerOut);
+    finish(arena, cuda::launchRingReduceScatterStep(moved, dtype, op, config_));
+  }
+  void ringCopyStep(testing::KernelArena& arena, const cuda::RingCopyStep& step) override {
+    cuda::RingCopyStep moved = step;
+    if (!toDevice(arena)) return;
+    moved.src = relocate(arena, step.src);
+    moved.out = relocate(arena, step.out);
+    moved.peerOut = relocate(arena, step.peerOut);
+    finish(arena, cuda::launchRingAllGatherStep(moved, config_));
+  }
+  void treeReduce(testing::KernelArena& arena, const cuda::TreeReduceStep& step, DataType dtype,
+                  ReduceOp op) override {
+    cuda::TreeReduceStep moved = step;
+    if (!toDevice(arena)) return;
+    moved.local = relocate(arena, step.local);
+    for (const void*& p : moved.children) p = relocate(arena, p);
+    moved.out = relocate(arena, step.out);
+    finish(arena, cuda::launchTreeReduce(moved, dtype, op, config_));
+  }
+  void treeBroadcast(testing::KernelArena& arena, const cuda::TreeBroadcastStep& step) override {
+    cuda::TreeBroadcastStep moved = step;
+    if (!toDevice(arena)) return;
+    moved.src = relocate(arena, step.src);
+    moved.out = relocate(arena, step.out);
+    for (void*& p : moved.childOut) p = relocate(arena, p);
+    finish(arena, cuda::launchTreeBroadcast(moved, config_));
+  }
+
+ private:
+  bool toDevice(testing::KernelArena& arena) {
+    if (arena.used() > capacity_) {
+      cudaFree(device_);
+      device_ = nullptr;
+      capacity_ = 0;
+      if (cudaMalloc(&device_, arena.used()) != cudaSuccess) {
+        ADD_FAILURE() << "cudaMalloc of " << arena.used() << " bytes failed";
+        return false;
+      }
+      capacity_ = arena.used();
+    }
+    if (cudaMemcpy(device_, arena.base(), arena.used(), cudaMemcpyHostToDevice) != cudaSuccess) {
+      ADD_FAILURE() << "copy to the device failed";
+      return false;
+    }
+    return true;
+  }
+  template <typename P>
+  P relocate(testing::KernelArena& arena, P host) {
+    if (host == nullptr) return host;
+    const ptrdiff_t distance = static_cast<const unsigned char*>(host) - arena.base();
+    return static_cast<P>(static_cast<void*>(static_cast<unsigned char*>(device_) + distance));
+  }
+  void finish(testing::KernelArena& arena, Status launched) {
+    ASSERT_TRUE(launched.isOk()) << launched.toString();
+    const cudaError_t synced = cudaDeviceSynchronize();
+    ASSERT_EQ(synced, cudaSuccess) << cudaGetErrorString(synced);
+    ASSERT_EQ(cudaMemcpy(arena.base(), device_, arena.used(), cudaMemcpyDeviceToHost), cudaSuccess);
+  }
+
+  cuda::LaunchConfig config_;
+  void* device_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+// The emulation test's sizes, then the large count.
+std::vector<size_t> gpuSizes() {
+  std::vector<size_t> sizes(std::begin(testing::kKernelSizes), std::end(testing::kKernelSizes));
+  const char* large = std::getenv("COLLIE_GPU_KERNEL_LARGE");
+  const size_t count = large ? std::strtoull(large, nullptr, 10) : (size_t{1} << 22) + 3;
+  if (count > 0) sizes.push_back(count);
+  return sizes;
 }
 
+TEST(GpuKernels, ReduceCopyEveryTypeOpSizeAndAlignment) {
+  GpuLauncher launcher;
+  testing::reduceCopyMatrix(launcher, gpuSizes());
+}
+
+TEST(GpuKernels, ReduceCopyEveryByteOffset) {
+  GpuLauncher launcher;
+  testing::reduceCopyByteOffsets(launcher);
+}
+
+TEST(GpuKernels, RingStepKernels) {
+  GpuLauncher launcher;
+  testing::ringStepMatrix(launcher, gpuSizes());
+}
+
+TEST(GpuKernels, TreeKernels) {
+  GpuLauncher launcher;
+  testing::treeStepMatrix(launcher, gpuSizes());
+}
+
+// Grids far smaller than the data, so every grid-stride loop wraps many times.
+TEST(GpuKernels, SmallGridsWrap) {
+  GpuLauncher launcher(cuda::LaunchConfig{.grid = 3, .block = 64});
+  testing::reduceCopyMatrix(launcher, testing::kKernelSizes);
+  testing::ringStepMatrix(launcher, testing::kKernelSizes);
+  testing::treeStepMatrix(launcher, testing::kKernelSizes);
+}
+
+TEST(GpuKernels, DeviceMemoryIsRecognised) {
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 64), cudaSuccess);
+  EXPECT_TRUE(isDeviceMemory(p));
+  EXPECT_TRUE(isDeviceMemory(static_cast<char*>(p) + 63));
+  cudaFree(p);
+  int onHost = 0;
+  EXPECT_FALSE(isDeviceMemory(&onHost));
+}
+
+// Ranks as threads of one process: the CUDA IPC same-process shortcut.
 TEST(Gpu, AllReduceOnDeviceBuffers) {
   const int nranks = 2;
   const size_t count = 1 << 16;
@@ -90,7 +189,7 @@ TEST(Gpu, AllReduceOnDeviceBuffers) {
 }  // namespace
 }  // namespace collie
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   if (collie::cudaDeviceCount() == 0) {
     std::printf("skipped: no CUDA device\n");
     return 77;
