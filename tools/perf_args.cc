@@ -34,6 +34,9 @@ CLI::App* addPerfCommand(CLI::App& app, PerfCliOptions* raw) {
   cmd->add_option("-R,--local_register", raw->registered,
                   "1: buffers from allocShared, registered (single-copy shm)")
       ->capture_default_str();
+  cmd->add_option("--device", raw->device,
+                  "1: buffers in device memory (CUDA, or COLLIE_DEVICE_EMULATION=1)")
+      ->capture_default_str();
   cmd->add_option("-u,--unalign", raw->unalign,
                   "start send and receive buffers this many elements past alignment")
       ->capture_default_str();
@@ -132,6 +135,10 @@ Result<PerfArgs> resolvePerfArgs(const PerfCliOptions& raw) {
   args.root = raw.root;
   if (raw.registered != 0 && raw.registered != 1) return invalidArgument("-R must be 0 or 1");
   args.registered = raw.registered == 1;
+  if (raw.device != 0 && raw.device != 1) return invalidArgument("--device must be 0 or 1");
+  args.device = raw.device == 1;
+  if (args.registered && args.device)
+    return invalidArgument("-R 1 and --device 1 exclude each other");
   std::optional<Algorithm> algo = parseAlgorithm(raw.algo);
   if (!algo) {
     std::string known;

@@ -37,6 +37,7 @@ struct PerfCliOptions {
   std::string op = "sum";
   int root = 0;
   int registered = 0;
+  int device = 0;
   std::string algo = "auto";
   std::string transport;
   std::string jsonPath;
@@ -60,6 +61,10 @@ struct PerfArgs {
   std::string transport;    // "" = per-pair choice (COLLIE_TRANSPORT)
   std::string jsonPath;     // "" = no JSON
   bool registered = false;  // -R 1: allocShared buffers, registered on the communicator
+  // --device 1: buffers in device memory of the communicator's device runtime (CUDA, or
+  // the emulated one with COLLIE_DEVICE_EMULATION=1); filled and checked through host
+  // copies outside the timed runs.
+  bool device = false;
   // Every send and receive pointer starts this far past a 64-byte boundary: -u elements
   // (nccl-tests' --unalign) plus --unalign_bytes, which may leave buffers misaligned for
   // their dtype.

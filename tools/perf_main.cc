@@ -9,6 +9,8 @@
 // min over the batches' per-run averages (JSON). Each is the slowest rank's (a float64
 // max all-reduce over the communicator); #wrong is summed over ranks. With -u /
 // --unalign_bytes every send and receive pointer starts that far into its allocation.
+// With --device 1 the buffers are device memory; the fill and the check then go
+// through host copies, outside the timed runs.
 #include <unistd.h>
 
 #include <chrono>
@@ -17,9 +19,11 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <thread>
 
 #include "collie/communicator.h"
 #include "collie/shared_memory.h"
+#include "core/device/device_runtime.h"
 #include "tools/commands.h"
 #include "tools/perf_data.h"
 #include "tools/perf_report.h"
@@ -67,6 +71,52 @@ class AlignedBuffer {
   uint8_t* data_ = nullptr;
 };
 
+// --device 1: the send and receive buffers in device memory of the runtime the
+// communicator uses, and a stream for copies to and from their host mirrors.
+class DeviceBuffers {
+ public:
+  ~DeviceBuffers() {
+    if (runtime_ == nullptr) return;
+    if (send_ != nullptr) runtime_->free(send_);
+    if (recv_ != nullptr) runtime_->free(recv_);
+    if (stream_ != nullptr) runtime_->destroyStream(stream_);
+  }
+  Status open(size_t sendBytes, size_t recvBytes) {
+    runtime_ = selectDeviceRuntime();
+    if (runtime_ == nullptr) {
+      return unsupported(
+          "collie perf --device 1: no CUDA device (COLLIE_DEVICE_EMULATION=1 emulates one)");
+    }
+    Result<DeviceStream> stream = runtime_->createStream();
+    if (!stream.isOk()) return stream.status();
+    stream_ = *stream;
+    Result<void*> send = runtime_->allocate(sendBytes);
+    if (!send.isOk()) return send.status();
+    send_ = static_cast<uint8_t*>(*send);
+    Result<void*> recv = runtime_->allocate(recvBytes);
+    if (!recv.isOk()) return recv.status();
+    recv_ = static_cast<uint8_t*>(*recv);
+    return Status();
+  }
+  uint8_t* send() const { return send_; }
+  uint8_t* recv() const { return recv_; }
+  // Copies between host and device memory and waits for the copy.
+  Status copy(void* dst, const void* src, size_t bytes) {
+    COLLIE_RETURN_IF_ERROR(runtime_->memcpyAsync(dst, src, bytes, stream_));
+    Result<DeviceEvent> event = runtime_->recordEvent(stream_);
+    if (!event.isOk()) return event.status();
+    while (!runtime_->queryEvent(*event)) std::this_thread::yield();
+    runtime_->destroyEvent(*event);
+    return Status();
+  }
+
+ private:
+  DeviceRuntime* runtime_ = nullptr;
+  DeviceStream stream_ = nullptr;
+  uint8_t* send_ = nullptr;
+  uint8_t* recv_ = nullptr;
+};
+
 class PerfRunner {
  public:
   PerfRunner(Communicator& comm, const PerfArgs& args) : comm_(comm), args_(args) {}
@@ -87,9 +137,10 @@ class PerfRunner {
   Communicator& comm_;
   const PerfArgs& args_;
   size_t elemSize_ = 0;
-  size_t offset_ = 0;  // -u / --unalign_bytes: every buffer starts this far in
-  std::unique_ptr<AlignedBuffer> send_;
+  size_t offset_ = 0;                    // -u / --unalign_bytes: every buffer starts this far in
+  std::unique_ptr<AlignedBuffer> send_;  // with --device 1: the host mirrors
   std::unique_ptr<AlignedBuffer> recv_;
+  std::unique_ptr<DeviceBuffers> device_;
 };
 
 Result<Work> PerfRunner::issue(const PerfShape& shape, const void* send, void* recv) {
@@ -130,19 +181,25 @@ Status PerfRunner::sumOverRanks(uint64_t* value) {
 
 Result<PerfMeasurement> PerfRunner::measure(const PerfShape& shape, bool inPlace) {
   PerfCase c = perfCase(shape);
-  uint8_t* buf = recv_->get() + offset_;
-  const void* send = inPlace ? buf + shape.inPlaceSendOffset * elemSize_ : send_->get() + offset_;
-  void* recv = inPlace ? buf + shape.inPlaceRecvOffset * elemSize_ : buf;
+  uint8_t* host = recv_->get() + offset_;  // buf itself, or its host mirror
+  uint8_t* buf = (device_ ? device_->recv() : recv_->get()) + offset_;
+  const size_t sendOffset = shape.inPlaceSendOffset * elemSize_;
+  const size_t recvOffset = inPlace ? shape.inPlaceRecvOffset * elemSize_ : 0;
+  const void* send =
+      inPlace ? buf + sendOffset : (device_ ? device_->send() : send_->get()) + offset_;
+  void* recv = buf + recvOffset;
   const char* what = inPlace ? "in-place" : "out-of-place";
   PerfMeasurement m;
   if (args_.check) {
-    fillSentinel(buf, shape.sizeBytes);
+    fillSentinel(host, shape.sizeBytes);
     if (inPlace) {
       bool hasInput = args_.collective != CollectiveKind::kBroadcast || c.rank == c.root;
-      if (hasInput) fillInput(c, buf + shape.inPlaceSendOffset * elemSize_, 0, shape.sendElems);
+      if (hasInput) fillInput(c, host + sendOffset, 0, shape.sendElems);
     }
+    if (device_) COLLIE_RETURN_IF_ERROR(device_->copy(buf, host, shape.sizeBytes));
     COLLIE_RETURN_IF_ERROR(runOnce(shape, send, recv, what));
-    m.wrong = countWrong(c, recv);
+    if (device_) COLLIE_RETURN_IF_ERROR(device_->copy(host, buf, shape.sizeBytes));
+    m.wrong = countWrong(c, host + recvOffset);
     COLLIE_RETURN_IF_ERROR(sumOverRanks(&m.wrong));
   }
   for (int i = 0; i < args_.warmup; ++i) COLLIE_RETURN_IF_ERROR(runOnce(shape, send, recv, what));
@@ -178,8 +235,8 @@ Result<std::vector<std::string>> PerfRunner::rankLines() {
   int next = (comm_.rank() + 1) % comm_.size();
   std::vector<char> all(kLine * static_cast<size_t>(comm_.size()));
   char mine[kLine] = {};
-  std::snprintf(mine, sizeof mine, "Rank %2d Pid %6d on %10s device host transport to rank %d: %s",
-                comm_.rank(), static_cast<int>(getpid()), host, next,
+  std::snprintf(mine, sizeof mine, "Rank %2d Pid %6d on %10s device %s transport to rank %d: %s",
+                comm_.rank(), static_cast<int>(getpid()), host, args_.device ? "gpu" : "host", next,
                 comm_.transportTo(next).c_str());
   Result<Work> work = comm_.allGather(mine, all.data(), kLine, DataType::kUint8);
   COLLIE_RETURN_IF_ERROR(work.isOk() ? work->wait() : work.status());
@@ -215,6 +272,12 @@ Status PerfRunner::run(std::vector<PerfRow>* rows) {
   PerfShape largest =
       perfShape(args_.collective, args_.maxBytes, args_.dtype, nranks, comm_.rank());
   fillInput(perfCase(largest), send_->get() + offset_, 0, maxSend / std::max<size_t>(elemSize_, 1));
+  if (args_.device) {
+    device_ = std::make_unique<DeviceBuffers>();
+    COLLIE_RETURN_IF_ERROR(device_->open(offset_ + maxSend + 64, offset_ + maxBuf + 64));
+    COLLIE_RETURN_IF_ERROR(
+        device_->copy(device_->send() + offset_, send_->get() + offset_, maxSend));
+  }
 
   Result<std::vector<std::string>> lines = rankLines();
   if (!lines.isOk()) return lines.status();

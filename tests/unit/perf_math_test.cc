@@ -113,6 +113,11 @@ TEST(PerfArgs, RejectsBadValuesWithTheFlagName) {
   Result<PerfArgs> registered = parse({"allreduce", "-R", "1"});
   ASSERT_TRUE(registered.isOk());
   EXPECT_TRUE(registered->registered);
+  Result<PerfArgs> device = parse({"allreduce", "--device", "1"});
+  ASSERT_TRUE(device.isOk());
+  EXPECT_TRUE(device->device);
+  bad = parse({"allreduce", "--device", "1", "-R", "1"});
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(PerfSizes, FactorAndStep) {
