@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# Runs collie's GPU checks on a machine with a CUDA device and writes a report:
+# OUTDIR/gpu-report.md and OUTDIR/gpu-report.json (date, GPU, driver, CUDA version,
+# each check pass/fail/skipped/refused with its figures, the goals), one log per step
+# under OUTDIR/logs. The binaries come from the carry folder scripts/gpu-build.sh
+# made (default build-gpu/carry next to this script's repository; --carry DIR or
+# COLLIE_GPU_CARRY to change), never from ctest files, which name the build machine's
+# paths. Needs bash, coreutils' timeout and python3 (the report); torch and
+# compute-sanitizer are used when present.
+#
+# Usage: scripts/gpu-check.sh [--carry DIR] [--budget SECONDS] [--dry-run] OUTDIR
+#   - no CUDA device: prints "skipped: no CUDA device" and exits 0, writing nothing;
+#   - every step runs under its own timeout, and all of them within --budget seconds
+#     (default 330): a step that would start past the budget is recorded as skipped;
+#   - a failed step is recorded and the next one runs; the exit status is 1 when any
+#     check (step or goal) failed, 0 otherwise;
+#   - --dry-run needs no device and no carry folder: it runs the same step runner and
+#     report writer over stub steps (pass, fail, skip, timeout, canned benchmark
+#     figures), so that this machinery is tested where there is no GPU
+#     (tests/gpu/gpu_check_test.sh).
+set -u
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+carry=${COLLIE_GPU_CARRY:-$root/build-gpu/carry}
+budget=330
+dry_run=0
+out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --carry) carry=$2; shift 2 ;;
+    --budget) budget=$2; shift 2 ;;
+    --dry-run) dry_run=1; shift ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -*) echo "gpu-check: unknown option $1" >&2; exit 2 ;;
+    *) out=$1; shift ;;
+  esac
+done
+if [ -z "$out" ]; then
+  echo "usage: scripts/gpu-check.sh [--carry DIR] [--budget SECONDS] [--dry-run] OUTDIR" >&2
+  exit 2
+fi
+
+have_gpu() {
+  command -v nvidia-smi > /dev/null 2>&1 && nvidia-smi -L 2> /dev/null | grep -q '^GPU '
+}
+if [ "$dry_run" = 0 ] && ! have_gpu; then
+  echo "skipped: no CUDA device"
+  exit 0
+fi
+
+mkdir -p "$out/logs"
+out=$(cd "$out" && pwd)
+steps="$out/steps.tsv"
+: > "$steps"
+start_time=$(date +%s)
+
+# step NAME KIND TIMEOUT COMMAND...: runs COMMAND with its output in logs/NAME.log under
+# `timeout TIMEOUT` (less when the budget is nearly spent) and appends one line to
+# steps.tsv: name, kind, status (pass, fail, skipped), exit code, seconds. Exit code 77
+# means skipped; 124/137 a timeout (fail).
+step() {
+  local name=$1 kind=$2 limit=$3
+  shift 3
+  local log="$out/logs/$name.log"
+  local left=$((budget - ($(date +%s) - start_time)))
+  if [ "$left" -lt 5 ]; then
+    echo "not run: the ${budget} s budget was spent" > "$log"
+    printf '%s\t%s\tskipped\t-\t0\n' "$name" "$kind" >> "$steps"
+    echo "gpu-check: $name skipped (budget spent)"
+    return
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  echo "gpu-check: $name (timeout ${limit} s): $*"
+  local t0 t1 rc status
+  t0=$(date +%s.%N)
+  timeout --kill-after=10 "$limit" "$@" > "$log" 2>&1
+  rc=$?
+  t1=$(date +%s.%N)
+  case $rc in
+    0) status=pass ;;
+    77) status=skipped ;;
+    124|137) status=fail; echo "gpu-check: timed out after ${limit} s" >> "$log" ;;
+    *) status=fail ;;
+  esac
+  printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$kind" "$status" "$rc" \
+    "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')" >> "$steps"
+  echo "gpu-check: $name $status (rc $rc)"
+}
+
+if [ "$dry_run" = 1 ]; then
+  # Stub steps: one of each outcome, then canned figures for the goal evaluation
+  # (reduce-copy at 90% of the copy; slower than torch.add at 1 MiB only).
+  step stub_pass correctness 10 sh -c 'echo "device_rank 0: ok matrix ring: 3 cases, #wrong 0"'
+  step stub_fail correctness 10 sh -c 'echo "device_rank 1: #wrong 3" >&2; exit 1'
+  step stub_skipped correctness 10 sh -c 'echo "skipped: no CUDA device"; exit 77'
+  step stub_timeout correctness 1 sleep 30
+  step stub_sanitizer sanitizer 10 sh -c 'echo "========= ERROR SUMMARY: 0 errors"'
+  step stub_sanitizer_refused sanitizer 10 sh -c 'echo "Device not supported"; exit 1'
+  step bench_reduce_copy bench 10 sh -c 'echo "{\"device\": \"stub\", \"rows\": [
+    {\"bytes\": 1048576, \"memcpy_GBps\": 1000.0, \"float32_us\": 4.0, \"float32_GBps\": 786.4, \"bfloat16_us\": 4.0, \"bfloat16_GBps\": 786.4},
+    {\"bytes\": 268435456, \"memcpy_GBps\": 3000.0, \"float32_us\": 298.3, \"float32_GBps\": 2700.0, \"bfloat16_us\": 298.3, \"bfloat16_GBps\": 2700.0}]}"'
+  step bench_torch_add bench 10 sh -c 'echo "{\"torch\": \"stub\", \"rows\": [
+    {\"bytes\": 1048576, \"float32_us\": 3.0, \"bfloat16_us\": 5.0},
+    {\"bytes\": 268435456, \"float32_us\": 300.0, \"bfloat16_us\": 300.0}]}"'
+  step perf_stub bench 10 printf '%s\n' \
+    '        1024           256     float     sum      -1    12.50    0.08    0.08       0    12.00    0.09    0.09       0' \
+    '     1048576        262144     float     sum      -1    40.00   26.21   26.21       2    39.00   26.89   26.89       0'
+  gpu_name="dry-run"
+  driver="dry-run"
+  cuda_driver="dry-run"
+else
+  bin="$carry/bin"
+  if [ ! -x "$bin/collie" ]; then
+    echo "gpu-check: no carry folder at $carry (scripts/gpu-build.sh makes it)" >&2
+    exit 2
+  fi
+  export LD_LIBRARY_PATH="$carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export COLLIE_TIMEOUT=60s
+  unset COLLIE_DEVICE_EMULATION
+  gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -1)
+  driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2> /dev/null | head -1)
+  cuda_driver=$(nvidia-smi 2> /dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -1)
+  nvidia-smi > "$out/logs/nvidia-smi.log" 2>&1
+  run="$bin/collie run"
+  rank="$bin/device_rank"
+
+  # Correctness first: kernels against the host backend, then the device path with
+  # ranks as processes sharing the one GPU (cuda_ipc windows between processes).
+  step gpu_kernels_test correctness 150 "$bin/gpu_collectives_test"
+  step device_basic_n2 correctness 30 $run -n 2 -- "$rank"
+  step device_matrix_ring_n2 correctness 60 $run -n 2 -- "$rank" matrix 268435456 ring
+  step device_matrix_ring_n4 correctness 90 $run -n 4 -- "$rank" matrix 268435456 ring
+  step device_matrix_tree_n4 correctness 60 $run -n 4 -- "$rank" matrix 67108864 tree
+  step device_stream_order_n2 correctness 30 $run -n 2 -- "$rank" stream 16777216
+  step device_timeout_n4 correctness 40 $run -n 4 -- "$rank" timeout 2000
+  step device_mismatch_n4 correctness 30 $run -n 4 -- "$rank" mismatch
+  # Bandwidth.
+  step bench_reduce_copy bench 60 "$bin/gpu_reduce_copy_bench"
+  step bench_torch_add bench 60 python3 "$root/bench/gpu_torch_add.py"
+  step perf_allreduce_device_n2 bench 90 $run -n 2 -- "$bin/collie" perf allreduce \
+    -b 1K -e 1G -f 4 -n 20 -w 2 -c 1 --device 1
+  # compute-sanitizer over one small device collective (ranks as threads, one process).
+  if command -v compute-sanitizer > /dev/null 2>&1; then
+    for tool in memcheck racecheck; do
+      step "sanitizer_$tool" sanitizer 90 compute-sanitizer --tool "$tool" --error-exitcode 1 \
+        "$bin/gpu_collectives_test" --gtest_filter=Gpu.AllReduceOnDeviceBuffers
+    done
+  else
+    for tool in memcheck racecheck; do
+      step "sanitizer_$tool" sanitizer 5 sh -c 'echo "skipped: no compute-sanitizer on PATH"; exit 77'
+    done
+  fi
+fi
+
+export GPU_CHECK_DATE
+GPU_CHECK_DATE=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+python3 "$root/scripts/gpu_report.py" "$out" \
+  --mode "$([ "$dry_run" = 1 ] && echo dry-run || echo gpu)" \
+  --gpu "$gpu_name" --driver "$driver" --cuda-driver "$cuda_driver" \
+  --manifest "$carry/MANIFEST" --seconds "$(($(date +%s) - start_time))"

@@ -1,0 +1,248 @@
+"""Writes the report of scripts/gpu-check.sh: OUTDIR/gpu-report.json and gpu-report.md.
+
+Reads OUTDIR/steps.tsv (name, kind, status, exit code, seconds per step) and the
+steps' logs (OUTDIR/logs/NAME.log), takes figures from the logs (gtest counts,
+device_rank lines, compute-sanitizer's error summary, the benchmarks' JSON), and
+evaluates the goals:
+  - every correctness check passes;
+  - reduce-copy moves >= 85% of cudaMemcpy's bytes/s at 256 MiB (float32, bfloat16);
+  - reduce-copy is not slower than torch.add at any size >= 1 MiB.
+A goal whose figures are missing is "skipped". Exit status: 1 when any step or goal
+failed, else 0.
+"""
+import argparse
+import json
+import os
+import re
+import sys
+
+GOAL_FRACTION = 0.85
+ROOFLINE_BYTES = 256 << 20
+REFUSED = re.compile(r"not supported|unsupported|unable to|permission|refused", re.I)
+
+
+def read_log(outdir, name):
+    try:
+        with open(os.path.join(outdir, "logs", name + ".log"), errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def first_json(text):
+    """The first JSON object in text (benchmarks print one), or None."""
+    start = text.find("{")
+    while start >= 0:
+        try:
+            value, _ = json.JSONDecoder().raw_decode(text[start:])
+            return value
+        except ValueError:
+            start = text.find("{", start + 1)
+    return None
+
+
+def figures_of(check, text):
+    """Per-step figures taken from its log."""
+    name = check["name"]
+    fig = {}
+    m = re.search(r"\[  PASSED  \] (\d+) test", text)
+    if m:
+        fig["gtest_passed"] = int(m.group(1))
+    m = re.search(r"\[  FAILED  \] (\d+) test", text)
+    if m:
+        fig["gtest_failed"] = int(m.group(1))
+    oks = re.findall(r"^device_rank \d+: ok.*$", text, re.M)
+    if oks:
+        fig["ranks_ok"] = len(oks)
+        fig["ok_lines"] = oks[:8]
+    wrong = [int(w) for w in re.findall(r"#wrong (\d+)", text)]
+    if wrong:
+        fig["wrong"] = sum(wrong)
+    m = re.findall(r"Timeout naming rank (\d+) after ([0-9.]+) s", text)
+    if m:
+        fig["timeout_named"] = sorted({int(r) for r, _ in m})
+        fig["timeout_seconds_max"] = max(float(s) for _, s in m)
+    m = re.findall(r"Mismatch after ([0-9.]+) s", text)
+    if m:
+        fig["mismatch_seconds_max"] = max(float(s) for s in m)
+    m = re.search(r"ERROR SUMMARY: (\d+) error", text)
+    if m:
+        fig["sanitizer_errors"] = int(m.group(1))
+    if name.startswith("bench_"):
+        value = first_json(text)
+        if value is not None:
+            fig.update(value)
+    if name.startswith("perf_"):
+        rows = re.findall(r"^\s+(\d+)\s+\d+\s+\S+\s+\S+\s+-?\d+\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)"
+                          r"\s+(\d+)", text, re.M)
+        if rows:
+            fig["rows"] = [{"bytes": int(b), "time_us": float(t), "algbw_GBps": float(a),
+                            "busbw_GBps": float(bb), "wrong": int(w)} for b, t, a, bb, w in rows]
+            fig["wrong"] = sum(int(r[4]) for r in rows)
+    return fig
+
+
+def refine_status(check, text):
+    """A sanitizer that refuses the device is "refused", not a failure of collie; a
+    step that printed wrong elements failed whatever its exit code."""
+    if check["status"] == "pass" and check["figures"].get("wrong", 0) > 0:
+        check["status"] = "fail"
+        check["detail"] = f"#wrong {check['figures']['wrong']}"
+    if check["kind"] == "sanitizer" and check["status"] == "fail":
+        if "sanitizer_errors" not in check["figures"] and REFUSED.search(text):
+            check["status"] = "refused"
+            check["detail"] = "the tool refused: " + REFUSED.search(text).group(0)
+    if check["status"] == "skipped" and not check.get("detail"):
+        line = text.strip().splitlines()[-1] if text.strip() else ""
+        check["detail"] = line[:200]
+    if check["status"] == "fail" and not check.get("detail"):
+        lines = [l for l in text.strip().splitlines() if l.strip()]
+        check["detail"] = " | ".join(lines[-3:])[:400]
+
+
+def rows_by_bytes(figures):
+    return {row["bytes"]: row for row in figures.get("rows", []) if "bytes" in row}
+
+
+def goals(checks):
+    by_name = {c["name"]: c for c in checks}
+    out = []
+    correctness = [c for c in checks if c["kind"] == "correctness"]
+    bad = [c["name"] for c in correctness if c["status"] not in ("pass",)]
+    out.append({"name": "goal_every_correctness_check_passes", "kind": "goal",
+                "status": "fail" if bad else ("pass" if correctness else "skipped"),
+                "figures": {"checks": len(correctness), "not_passed": bad}})
+
+    bench = by_name.get("bench_reduce_copy", {}).get("figures", {})
+    rows = rows_by_bytes(bench)
+    roof = rows.get(ROOFLINE_BYTES) or (rows[max(rows)] if rows else None)
+    fig, status = {}, "skipped"
+    if roof and roof.get("memcpy_GBps"):
+        status = "pass"
+        fig["bytes"] = roof["bytes"]
+        for dtype in ("float32", "bfloat16"):
+            ratio = roof.get(dtype + "_GBps", 0) / roof["memcpy_GBps"]
+            fig[dtype + "_fraction_of_memcpy"] = round(ratio, 3)
+            if ratio < GOAL_FRACTION:
+                status = "fail"
+        if roof["bytes"] != ROOFLINE_BYTES:
+            fig["note"] = "largest size measured, not 256 MiB"
+    out.append({"name": "goal_reduce_copy_85pct_of_memcpy_at_256MiB", "kind": "goal",
+                "status": status, "figures": fig})
+
+    torch_rows = rows_by_bytes(by_name.get("bench_torch_add", {}).get("figures", {}))
+    fig, status, slower = {}, "skipped", []
+    compared = 0
+    for size in sorted(set(rows) & set(torch_rows)):
+        if size < (1 << 20):
+            continue
+        for dtype in ("float32", "bfloat16"):
+            ours, theirs = rows[size].get(dtype + "_us"), torch_rows[size].get(dtype + "_us")
+            if ours is None or theirs is None:
+                continue
+            compared += 1
+            if ours > theirs:
+                slower.append({"bytes": size, "dtype": dtype, "reduce_copy_us": ours,
+                               "torch_add_us": theirs})
+    if compared:
+        status = "fail" if slower else "pass"
+        fig = {"compared": compared, "slower": slower}
+    out.append({"name": "goal_not_slower_than_torch_add_from_1MiB", "kind": "goal",
+                "status": status, "figures": fig})
+    return out
+
+
+def markdown(report):
+    lines = ["# collie GPU check", "",
+             "| | |", "|---|---|",
+             f"| date | {report['date']} |",
+             f"| mode | {report['mode']} |",
+             f"| GPU | {report['gpu']['name']} |",
+             f"| driver | {report['gpu']['driver']} (CUDA {report['gpu']['cuda_driver']}) |",
+             f"| built with | {report['build'].get('cuda_toolkit', '?')}, "
+             f"{report['build'].get('commit', '?')} |",
+             f"| wall time | {report['seconds']} s |",
+             f"| result | **{'PASS' if report['ok'] else 'FAIL'}** "
+             f"({report['summary']}) |", "",
+             "| check | kind | status | s | figures / detail |", "|---|---|---|---|---|"]
+    for c in report["checks"]:
+        fig = {k: v for k, v in c.get("figures", {}).items() if k not in ("rows", "ok_lines")}
+        text = json.dumps(fig) if fig else ""
+        if c.get("detail"):
+            text = (text + " " if text else "") + c["detail"]
+        text = text.replace("|", "\\|")
+        lines.append(f"| {c['name']} | {c['kind']} | {c['status']} | {c.get('seconds', '')} "
+                     f"| {text} |")
+    for name, cols in (("bench_reduce_copy",
+                        ("memcpy_GBps", "float32_GBps", "bfloat16_GBps", "float32_us")),
+                       ("bench_torch_add", ("float32_GBps", "bfloat16_GBps", "float32_us")),
+                       ("perf_allreduce_device_n2", ("time_us", "busbw_GBps", "wrong"))):
+        check = next((c for c in report["checks"] if c["name"] == name), None)
+        rows = check.get("figures", {}).get("rows") if check else None
+        if not rows:
+            continue
+        lines += ["", f"## {name}", "", "| bytes | " + " | ".join(cols) + " |",
+                  "|---" * (len(cols) + 1) + "|"]
+        for row in rows:
+            lines.append(f"| {row['bytes']} | " + " | ".join(str(row.get(k, "")) for k in cols)
+                         + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("outdir")
+    parser.add_argument("--mode", default="gpu")
+    parser.add_argument("--gpu", default="")
+    parser.add_argument("--driver", default="")
+    parser.add_argument("--cuda-driver", default="")
+    parser.add_argument("--manifest", default="")
+    parser.add_argument("--seconds", default="")
+    args = parser.parse_args()
+
+    build = {}
+    if args.manifest and os.path.exists(args.manifest):
+        with open(args.manifest) as f:
+            for line in f:
+                key, _, value = line.partition("=")
+                if value:
+                    build[key.strip()] = value.strip()
+    checks = []
+    with open(os.path.join(args.outdir, "steps.tsv")) as f:
+        for line in f:
+            fields = line.rstrip("\n").split("\t")
+            if len(fields) != 5:
+                continue
+            name, kind, status, rc, seconds = fields
+            check = {"name": name, "kind": kind, "status": status,
+                     "exit_code": None if rc == "-" else int(rc), "seconds": float(seconds),
+                     "log": f"logs/{name}.log"}
+            text = read_log(args.outdir, name)
+            check["figures"] = figures_of(check, text)
+            refine_status(check, text)
+            checks.append(check)
+    checks += goals(checks)
+    summary = {s: sum(c["status"] == s for c in checks)
+               for s in ("pass", "fail", "skipped", "refused")}
+    report = {
+        "date": os.environ.get("GPU_CHECK_DATE", ""),
+        "mode": args.mode,
+        "gpu": {"name": args.gpu, "driver": args.driver, "cuda_driver": args.cuda_driver},
+        "build": build,
+        "seconds": args.seconds,
+        "checks": checks,
+        "summary": summary,
+        "ok": summary["fail"] == 0,
+    }
+    with open(os.path.join(args.outdir, "gpu-report.json"), "w") as f:
+        json.dump(report, f, indent=2)
+        f.write("\n")
+    with open(os.path.join(args.outdir, "gpu-report.md"), "w") as f:
+        f.write(markdown(report))
+    print(f"gpu-check: {'PASS' if report['ok'] else 'FAIL'} {summary}; "
+          f"report in {args.outdir}/gpu-report.md")
+    return 0 if report["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

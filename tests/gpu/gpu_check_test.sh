@@ -1,0 +1,63 @@
+#!/bin/sh
+# scripts/gpu-check.sh where there is no GPU: its skip path, and its --dry-run (the step
+# runner and report writer over stub steps): keeps going after a failed step, exits 1,
+# writes valid JSON with each stub's status and the goals evaluated from canned figures,
+# and skips steps once its time budget is spent. Usage: gpu_check_test.sh REPO_ROOT WORKDIR
+set -u
+root=$1
+work=$2
+script="$root/scripts/gpu-check.sh"
+fail() { echo "gpu_check_test: $*" >&2; exit 1; }
+rm -rf "$work" && mkdir -p "$work" || fail "cannot make $work"
+
+if command -v nvidia-smi > /dev/null 2>&1 && nvidia-smi -L 2> /dev/null | grep -q '^GPU '; then
+  echo "gpu_check_test: a GPU is present, the skip path is not checked here"
+else
+  output=$("$script" "$work/skip") || fail "skip path exited $?"
+  [ "$output" = "skipped: no CUDA device" ] || fail "skip path printed: $output"
+  [ ! -e "$work/skip" ] || fail "skip path wrote $work/skip"
+fi
+
+"$script" --dry-run "$work/dry" > "$work/dry.out" 2>&1
+rc=$?
+[ "$rc" = 1 ] || fail "dry run exited $rc, want 1 (a stub step failed)"
+python3 - "$work/dry" << 'PY' || fail "dry-run report"
+import json, sys
+out = sys.argv[1]
+report = json.load(open(out + "/gpu-report.json"))
+status = {c["name"]: c["status"] for c in report["checks"]}
+want = {
+    "stub_pass": "pass", "stub_fail": "fail", "stub_skipped": "skipped",
+    "stub_timeout": "fail", "stub_sanitizer": "pass", "stub_sanitizer_refused": "refused",
+    "bench_reduce_copy": "pass", "bench_torch_add": "pass", "perf_stub": "fail",
+    "goal_every_correctness_check_passes": "fail",
+    "goal_reduce_copy_85pct_of_memcpy_at_256MiB": "pass",
+    "goal_not_slower_than_torch_add_from_1MiB": "fail",
+}
+assert status == want, status
+checks = {c["name"]: c for c in report["checks"]}
+assert checks["stub_fail"]["figures"]["wrong"] == 3, checks["stub_fail"]
+assert checks["stub_timeout"]["exit_code"] == 124, checks["stub_timeout"]
+perf = checks["perf_stub"]["figures"]
+assert [r["bytes"] for r in perf["rows"]] == [1024, 1048576] and perf["wrong"] == 2, perf
+assert checks["stub_timeout"]["seconds"] < 15, checks["stub_timeout"]
+roof = checks["goal_reduce_copy_85pct_of_memcpy_at_256MiB"]["figures"]
+assert roof["float32_fraction_of_memcpy"] == 0.9, roof
+slower = checks["goal_not_slower_than_torch_add_from_1MiB"]["figures"]["slower"]
+assert [(s["bytes"], s["dtype"]) for s in slower] == [(1048576, "float32")], slower
+assert report["ok"] is False and report["summary"]["fail"] == 5, report["summary"]
+assert report["mode"] == "dry-run" and report["date"], report
+md = open(out + "/gpu-report.md").read()
+assert "**FAIL**" in md and "| stub_timeout | correctness | fail |" in md, md
+print("dry-run report ok")
+PY
+
+"$script" --dry-run --budget 4 "$work/budget" > "$work/budget.out" 2>&1
+python3 - "$work/budget" << 'PY' || fail "budget report"
+import json, sys
+report = json.load(open(sys.argv[1] + "/gpu-report.json"))
+steps = [c for c in report["checks"] if c["kind"] != "goal"]
+assert steps and all(c["status"] == "skipped" and "budget" in c["detail"] for c in steps), steps
+print("budget report ok")
+PY
+echo "gpu_check_test: ok"
