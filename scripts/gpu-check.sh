@@ -126,7 +126,7 @@ else
 
   # Correctness first: kernels against the host backend, then the device path with
   # ranks as processes sharing the one GPU (cuda_ipc windows between processes).
-  step gpu_kernels_test correctness 150 "$bin/gpu_collectives_test"
+  step gpu_kernels_test correctness 180 "$bin/gpu_collectives_test"
   step device_basic_n2 correctness 30 $run -n 2 -- "$rank"
   step device_matrix_ring_n2 correctness 60 $run -n 2 -- "$rank" matrix 268435456 ring
   step device_matrix_ring_n4 correctness 90 $run -n 4 -- "$rank" matrix 268435456 ring
