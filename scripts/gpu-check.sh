@@ -128,7 +128,7 @@ else
   # ranks as processes sharing the one GPU (cuda_ipc windows between processes).
   step gpu_kernels_test correctness 180 "$bin/gpu_collectives_test"
   step device_basic_n2 correctness 30 $run -n 2 -- "$rank"
-  step device_matrix_ring_n2 correctness 60 $run -n 2 -- "$rank" matrix 268435456 ring
+  step device_matrix_ring_n2 correctness 60 $run -n 2 -- "$rank" matrix 67108864 ring
   step device_matrix_ring_n4 correctness 90 $run -n 4 -- "$rank" matrix 268435456 ring
   step device_matrix_tree_n4 correctness 60 $run -n 4 -- "$rank" matrix 67108864 tree
   step device_stream_order_n2 correctness 30 $run -n 2 -- "$rank" stream 16777216
