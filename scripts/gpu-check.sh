@@ -132,22 +132,30 @@ else
   step device_matrix_ring_n4 correctness 90 $run -n 4 -- "$rank" matrix 268435456 ring
   step device_matrix_tree_n4 correctness 60 $run -n 4 -- "$rank" matrix 67108864 tree
   step device_stream_order_n2 correctness 30 $run -n 2 -- "$rank" stream 16777216
-  step device_timeout_n4 correctness 40 $run -n 4 -- "$rank" timeout 2000
+  # 5 s: the deadline also bounds communicator creation, which includes CUDA's start.
+  step device_timeout_n4 correctness 45 $run -n 4 -- "$rank" timeout 5000
   step device_mismatch_n4 correctness 30 $run -n 4 -- "$rank" mismatch
   # Bandwidth.
   step bench_reduce_copy bench 60 "$bin/gpu_reduce_copy_bench"
   step bench_torch_add bench 60 python3 "$root/bench/gpu_torch_add.py"
   step perf_allreduce_device_n2 bench 90 $run -n 2 -- "$bin/collie" perf allreduce \
     -b 1K -e 1G -f 4 -n 20 -w 2 -c 1 --device 1
-  # compute-sanitizer over one small device collective (ranks as threads, one process).
-  if command -v compute-sanitizer > /dev/null 2>&1; then
+  # compute-sanitizer over one small device collective (ranks as threads, one process);
+  # from PATH, else from the CUDA toolkit's usual places.
+  sanitizer=$(command -v compute-sanitizer ||
+    ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda*/bin/compute-sanitizer \
+      /opt/nvidia/*/compute-sanitizer/compute-sanitizer 2> /dev/null | head -1)
+  if [ -n "$sanitizer" ]; then
     for tool in memcheck racecheck; do
-      step "sanitizer_$tool" sanitizer 90 compute-sanitizer --tool "$tool" --error-exitcode 1 \
+      step "sanitizer_$tool" sanitizer 90 "$sanitizer" --tool "$tool" --error-exitcode 1 \
         "$bin/gpu_collectives_test" --gtest_filter=Gpu.AllReduceOnDeviceBuffers
     done
+    # And memcheck over ranks as processes (cuda_ipc windows), every child followed.
+    step sanitizer_memcheck_n2 sanitizer 90 "$sanitizer" --tool memcheck --error-exitcode 1 \
+      --target-processes all $run -n 2 -- "$rank"
   else
-    for tool in memcheck racecheck; do
-      step "sanitizer_$tool" sanitizer 5 sh -c 'echo "skipped: no compute-sanitizer on PATH"; exit 77'
+    for tool in memcheck racecheck memcheck_n2; do
+      step "sanitizer_$tool" sanitizer 5 sh -c 'echo "skipped: no compute-sanitizer found"; exit 77'
     done
   fi
 fi
