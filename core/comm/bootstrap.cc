@@ -53,7 +53,6 @@ std::string communicatorKey(const UniqueId& id, int rank) {
   return "collie/" + publicJobTag(id.secret) + "/" + std::to_string(index);
 }
 
-
 }  // namespace
 
 Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, int rank, int nranks,
@@ -133,11 +132,11 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
   JoinRecord joining;
   joining.hostId = context.hostId;
   joining.mustMatch = mustMatchSettings(
-      nranks,
-      {{"transport", forcedTransport},
-       {"algorithm", std::string(algorithmName(config.algorithm))},
-       {"nchannels", std::to_string(config.nchannels) + (config.channelsFixed ? " (fixed)" : "")},
-       {"chunk bytes", std::to_string(config.chunkBytes)}});
+      nranks, {{"transport (COLLIE_TRANSPORT)", forcedTransport},
+               {"algorithm (COLLIE_ALGO)", std::string(algorithmName(config.algorithm))},
+               {"channels (COLLIE_NCHANNELS)",
+                std::to_string(config.nchannels) + (config.channelsFixed ? " (fixed)" : "")},
+               {"chunk bytes (COLLIE_CHUNKSIZE)", std::to_string(config.chunkBytes)}});
   JoinContext join;
   join.store = store.get();
   join.jobKey = context.jobKey;

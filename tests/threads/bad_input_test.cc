@@ -243,8 +243,10 @@ TEST(BadCreate, RanksGivenDifferentSizesFailAtOnceNamingBothValues) {
 
 TEST(BadCreate, RanksForcingDifferentTransportsFailNamingTheField) {
   std::vector<Status> results = joinExpectingFailure({{0, 2, "tcp"}, {1, 2, "shm"}});
-  EXPECT_TRUE(says(results[0], {"transport: this rank tcp, rank 1 shm"})) << results[0].toString();
-  EXPECT_TRUE(says(results[1], {"transport: this rank shm, rank 0 tcp"})) << results[1].toString();
+  EXPECT_TRUE(says(results[0], {"transport (COLLIE_TRANSPORT): this rank tcp, rank 1 shm"}))
+      << results[0].toString();
+  EXPECT_TRUE(says(results[1], {"transport (COLLIE_TRANSPORT): this rank shm, rank 0 tcp"}))
+      << results[1].toString();
   for (const Status& st : results) EXPECT_EQ(st.code(), StatusCode::kMismatch) << st.toString();
 }
 

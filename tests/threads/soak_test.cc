@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/bootstrap/job_secret.h"
 #include "core/net/handshake.h"
 #include "support/quick_matrix.h"
 #include "support/rank_threads.h"
@@ -304,7 +305,7 @@ TEST(Intruders, WrongSecretsAndRandomBytesAreRejectedWhileTheJobRuns) {
     ASSERT_TRUE(store.isOk());
     for (int r = 0; r < kRanks; ++r) {
       auto addr = (*store)->get(
-          "collie/" + secretToHex(id->secret).substr(0, 8) + "/0/tcp/addr/" + std::to_string(r),
+          "collie/" + publicJobTag(id->secret) + "/0/tcp/addr/" + std::to_string(r),
           Clock::now() + 2s);
       ASSERT_TRUE(addr.isOk()) << addr.status().toString();
       std::string text(addr->begin(), addr->end());
