@@ -9,6 +9,8 @@
 # to step 9) must end with another checksum, so the comparison does see the sharding.
 # Also: --kill-rank without --keep-going is refused, and --keep-going's exit status.
 # Usage: ddp_elastic_test.sh path/to/collie TRANSPORT
+# fault: DDP training loses rank 1 or rank 0 mid-backward (shm, collie run --keep-going) | the 3 survivors shrink, resume from the last checkpoint and end bitwise equal to a reference | ddp_elastic_shm
+# fault: DDP training loses rank 1 or rank 0 mid-backward (tcp, collie run --keep-going) | the 3 survivors shrink, resume from the last checkpoint and end bitwise equal to a reference | ddp_elastic_tcp
 set -u
 collie=$1
 transport=$2

@@ -65,6 +65,7 @@ PY
   fi
 done
 
+# fault: collie perf with sizes below one element per rank, or a --json file rank 0 cannot write | exit 2 on every rank before the run, naming the flag | collie_run_checks
 # 6. What would only fail after the run is refused before it, on every rank: a --json
 #    file rank 0 cannot write, sizes below one element per rank.
 "$collie" run -n 2 -- "$collie" perf allreduce -b 1K -e 1K -n 1 -w 0 \
@@ -79,6 +80,8 @@ status=$?
 [ "$status" -eq 2 ] || fail "allgather of one float on 2 ranks: exit $status, want 2"
 grep -q "no size from -b to -e holds one float" "$tmp/out" || fail "no-size error: $(cat "$tmp/out")"
 
+# fault: a knob out of range, overflowing or unknown (COLLIE_TIMEOUT=9999999999, COLLIE_TRACE_DEPTH=10^12, COLLIE_DEBUG=LOUD, an unwritable COLLIE_TRACE) | exit 2 with one error naming the knob, the value and the accepted range (before: instant timeout, SIGABRT, silence) | collie_run_checks
+# fault: collie sim --nchannels 1000000 | exit 2 naming the accepted range (before: a million channels simulated) | collie_run_checks
 # 7. A knob collie does not accept refuses the start (exit 2, not a crash) and names
 #    the knob, the value and the accepted range.
 for knob in COLLIE_TIMEOUT=9999999999 COLLIE_TRACE_DEPTH=1000000000000 COLLIE_DEBUG=LOUD \
@@ -91,6 +94,9 @@ for knob in COLLIE_TIMEOUT=9999999999 COLLIE_TRACE_DEPTH=1000000000000 COLLIE_DE
     fail "$knob: error does not name the knob, value and range: $(cat "$tmp/out")"
 done
 
+# fault: one rank number claimed by two processes | every rank fails at once: rank N was claimed by 2 processes | collie_run_checks
+# fault: a must-match knob differs between ranks (COLLIE_SHM_ONESHOT_MAX, COLLIE_NSOCKS_PERPEER) | every rank fails at once naming the knob and both values | collie_run_checks
+# fault: a rank exits 0 before joining (collie run) | the others fail at once: rank R exited with status 0 before joining | collie_run_checks
 # 8. Ranks that disagree at set-up, or leave before joining, fail every other rank at
 #    once (not at COLLIE_TIMEOUT=60s) naming the field, the rank and both values.
 setup_fails() {  # label, expected text, then the rank script (sh -c) run by 3 ranks

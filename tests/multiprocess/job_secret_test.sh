@@ -16,6 +16,7 @@ fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 port=$(( 20000 + RANDOM % 12000 ))
 perf=(perf allreduce -b 8 -e 8 -n 1 -w 0)
 
+# fault: COLLIE_JOB_SECRET missing, malformed, 0x-prefixed or all zeros (torchrun start) | refused within 5 s naming COLLIE_JOB_SECRET and the form; the text is not echoed | job_secret_test
 # 1. No default, zero or malformed secret.
 refused() {  # label, then the COLLIE_JOB_SECRET assignment or "unset"
   local label=$1 value=$2 start status elapsed
@@ -41,6 +42,7 @@ grep -q "nothex-but-secret" "$tmp/out" && fail "the malformed secret was echoed"
 refused "0x-prefixed secret" 0x0123456789abcdef0123456789abcdef
 refused "all-zero secret" 00000000000000000000000000000000
 
+# fault: a job fails (absent rank, killed rank) with TRACE logs and flight-recorder dumps | no 8-digit piece of the job secret anywhere in its output | job_secret_test
 # 2. Nothing of the secret in what failing jobs print.
 leaks() {  # file, secret hex: fails when the file holds the hex or any 8-digit piece
   local file=$1 hex=$2 i

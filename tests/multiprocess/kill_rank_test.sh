@@ -1,5 +1,8 @@
 #!/bin/sh
 # kill -9 of one rank in the middle of a long all-reduce, N=4, through `collie run`.
+# fault: kill -9 of one of 4 ranks mid all-reduce over tcp (collie run, 20 times) | every survivor fails naming the victim; the launcher exits 137 | kill_rank_tcp
+# fault: kill -9 of one of 4 ranks mid all-reduce over the shm FIFO ring (20 times) | every survivor fails naming the victim; the launcher exits 137 | kill_rank_shm
+# fault: kill -9 of one of 4 ranks mid all-reduce by cross-memory attach (20 times) | every survivor fails naming the victim; the launcher exits 137 | kill_rank_shm_cma
 # Usage: kill_rank_test.sh COLLIE FAULT_RANK TRANSPORT [REPS]
 # Each repetition kills another rank (rep % 4). Passes when, every time: the launcher
 # exits 137 naming "rank V killed by signal SIGKILL"; every survivor failed with an

@@ -4,6 +4,7 @@
 # real 2-rank tcp all-reduce job joins through it. The job must succeed with every
 # result exact, and the store thread (collie-store) must use under 10% of a CPU while
 # the connections are held.
+# fault: 500 idle stranger connections to the launcher's store at ulimit -n 64 during a job | the job's results are exact; the store thread uses under 10% of a CPU | store_flood_soak
 # usage: store_flood_soak.sh COLLIE [N_STRANGERS]
 collie=$1
 strangers=${2:-500}

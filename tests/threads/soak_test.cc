@@ -281,6 +281,7 @@ bool strangerIsTurnedAway(uint16_t port, const std::vector<uint8_t>& bytes) {
   return n == 0 || (n < 0 && errno == ECONNRESET);
 }
 
+// fault: wrong secrets and random bytes at the store and every tcp port while a job runs | the job's collectives go on, all exact; every stranger is dropped | soak_test
 TEST(Intruders, WrongSecretsAndRandomBytesAreRejectedWhileTheJobRuns) {
   constexpr int kRanks = 3;
   Result<UniqueId> id = UniqueId::generate("127.0.0.1", 0);
