@@ -2,7 +2,7 @@
 # Runs collie's GPU checks on a machine with a CUDA device and writes a report:
 # OUTDIR/gpu-report.md and OUTDIR/gpu-report.json (date, GPU, driver, CUDA version,
 # each check pass/fail/skipped/refused with its figures, the goals), one log per step
-# under OUTDIR/logs. The binaries come from the carry folder scripts/gpu-build.sh
+# under OUTDIR/logs, and those logs again as OUTDIR/logs.tar.gz. The binaries come from the carry folder scripts/gpu-build.sh
 # made (default build-gpu/carry next to this script's repository; --carry DIR or
 # COLLIE_GPU_CARRY to change), never from ctest files, which name the build machine's
 # paths. Needs bash, coreutils' timeout and python3 (the report); torch and
@@ -166,3 +166,7 @@ python3 "$root/scripts/gpu_report.py" "$out" \
   --mode "$([ "$dry_run" = 1 ] && echo dry-run || echo gpu)" \
   --gpu "$gpu_name" --driver "$driver" --cuda-driver "$cuda_driver" \
   --manifest "$carry/MANIFEST" --seconds "$(($(date +%s) - start_time))"
+status=$?
+# The logs also travel as one file: the device tool brings back at most 8 files.
+tar -C "$out" -czf "$out/logs.tar.gz" logs steps.tsv 2> /dev/null
+exit $status
