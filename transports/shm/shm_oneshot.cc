@@ -16,6 +16,7 @@
 #include "core/kernel/reduce_backend.h"
 #include "core/log/log.h"
 #include "core/memory/shared_region.h"
+#include "transports/shm/shm_names.h"
 #include "transports/shm/shm_segment.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -179,10 +180,11 @@ Result<std::unique_ptr<OneShotBoard>> OneShotBoard::connect(const TransportConte
   std::unique_ptr<OneShotBoard> board(new OneShotBoard(ctx, std::move(shared), slotBytes, spin));
   const size_t bytes = boardBytes(slotBytes);
 
-  uint8_t random[16];
-  COLLIE_RETURN_IF_ERROR(randomBytes(random, sizeof(random)));
-  board->name_ = "/collie-board-" + toHex(random, sizeof(random));
-  int fd = shm_open(board->name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  Result<std::string> name = newShmName(jobScopeTag(ctx.secret), kBoardKind);
+  if (!name.isOk()) return name.status();
+  // From here on the destructor unlinks the name on every failure path, at once.
+  board->name_ = std::move(*name);
+  int fd = shm_open(board->name_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) {
     board->name_.clear();
     return systemError("shm: creating the one-shot board", errno);
@@ -237,11 +239,11 @@ Result<std::unique_ptr<OneShotBoard>> OneShotBoard::connect(const TransportConte
     }
     std::string text(value->begin(), value->end());
     size_t space = text.find(' ');
-    if (space == std::string::npos || text.compare(0, 14, "/collie-board-") != 0) {
+    if (space == std::string::npos || !isShmName(text.substr(0, space), kBoardKind)) {
       return remoteError("shm: rank " + std::to_string(peer) + " published a malformed board",
                          peer);
     }
-    int peerFd = shm_open(text.substr(0, space).c_str(), O_RDONLY, 0);
+    int peerFd = shm_open(text.substr(0, space).c_str(), O_RDONLY | O_CLOEXEC, 0);
     if (peerFd < 0)
       return systemError("shm: opening rank " + std::to_string(peer) + "'s board", errno);
     void* peerBase = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, peerFd, 0);

@@ -11,6 +11,7 @@
 #include <new>
 
 #include "core/log/log.h"
+#include "transports/shm/shm_names.h"
 
 namespace collie::shm {
 namespace {
@@ -67,7 +68,8 @@ void Segment::unlink() {
 std::string Segment::nonceHex() const { return toHex(header_->nonce, kNonceBytes); }
 
 Result<std::unique_ptr<Segment>> Segment::create(const SegmentGeometry& geometry,
-                                                 const std::vector<int>& senders) {
+                                                 const std::vector<int>& senders,
+                                                 std::string_view jobTag) {
   if (!isPowerOfTwo(geometry.fifoBytes) || geometry.nranks < 1 || geometry.nchannels < 1) {
     return internalError("shm: bad segment geometry");
   }
@@ -83,9 +85,9 @@ Result<std::unique_ptr<Segment>> Segment::create(const SegmentGeometry& geometry
   seg->size_ =
       seg->fifoBase_ + static_cast<uint64_t>(seg->nslots_) * geometry.nchannels * seg->fifoStride_;
 
-  uint8_t random[16];
-  COLLIE_RETURN_IF_ERROR(randomBytes(random, sizeof(random)));
-  seg->name_ = "/collie-" + toHex(random, sizeof(random));
+  Result<std::string> name = newShmName(jobTag, "");
+  if (!name.isOk()) return name.status();
+  seg->name_ = std::move(*name);
   int fd = shm_open(seg->name_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) return systemError("shm: shm_open(" + seg->name_ + ", O_CREAT)", errno);
   // From here on the destructor unlinks the name on every failure path.
@@ -145,8 +147,7 @@ Result<std::unique_ptr<Segment>> Segment::create(const SegmentGeometry& geometry
 
 Result<std::unique_ptr<Segment>> Segment::open(const std::string& name, const std::string& nonceHex,
                                                const SegmentGeometry& expected) {
-  if (name.rfind("/collie-", 0) != 0 || name.size() > 64 ||
-      name.find('/', 1) != std::string::npos) {
+  if (!isShmName(name)) {
     return remoteError(
         "shm: rank " + std::to_string(expected.rank) + " published a malformed segment name",
         expected.rank);

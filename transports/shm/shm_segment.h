@@ -1,14 +1,15 @@
 // Segment: one rank's shared-memory segment (see shm_layout.h), created by its owner
 // or mapped by a peer.
 //
-// create() makes a POSIX shm object named "/collie-<32 random hex digits>" (mode 0600,
-// O_EXCL), sizes and allocates it (so a full /dev/shm fails here, not with SIGBUS
-// later), maps it and fills in the header. The name and a random nonce are what the
+// create() makes a POSIX shm object named "/collie-<job tag>-<32 random hex digits>"
+// (shm_names.h; mode 0600, O_EXCL), sizes and allocates it (so a full /dev/shm fails
+// here, not with SIGBUS later), maps it and fills in the header; a failure on the way
+// removes the name before create() returns. The name and a random nonce are what the
 // owner publishes through the job's (secret-protected) store; open() maps a peer's
 // segment by that name and accepts it only if the header carries the expected magic,
-// rank, geometry and nonce. The owner unlinks the name as soon as every peer mapped it,
-// and in its destructor if that never happened, so failures leave nothing behind
-// (only a SIGKILL during connect can leak a name).
+// rank, geometry and nonce. The owner unlinks the name as soon as every peer mapped it
+// or connecting failed, and in its destructor at the latest. A rank killed during
+// connect cannot: `collie run` removes its job's names when it exits (shm_names.h).
 //
 // Thread safety: a Segment is used by one thread; the shared memory it maps is not.
 #pragma once
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "collie/status.h"
@@ -40,9 +42,11 @@ class Segment {
   Segment(const Segment&) = delete;
   Segment& operator=(const Segment&) = delete;
 
-  // Creates this rank's segment with one FIFO slot per rank in `senders` (in order).
+  // Creates this rank's segment with one FIFO slot per rank in `senders` (in order),
+  // named after `jobTag` (jobScopeTag()). On failure nothing is left in /dev/shm.
   static Result<std::unique_ptr<Segment>> create(const SegmentGeometry& geometry,
-                                                 const std::vector<int>& senders);
+                                                 const std::vector<int>& senders,
+                                                 std::string_view jobTag);
   // Maps a peer's segment. `expected` gives the peer's rank, nranks and nchannels.
   static Result<std::unique_ptr<Segment>> open(const std::string& name, const std::string& nonceHex,
                                                const SegmentGeometry& expected);

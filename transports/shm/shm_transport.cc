@@ -10,6 +10,7 @@
 #include "core/config/config.h"
 #include "core/log/log.h"
 #include "transports/shm/shm_connection.h"
+#include "transports/shm/shm_names.h"
 #include "transports/shm/shm_oneshot.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -95,6 +96,8 @@ class ShmTransport final : public Transport {
   std::string storeKey(int rank) const { return ctx_.jobKey + "/shm/" + std::to_string(rank); }
   Status mapPeer(int peer, Deadline deadline);
   Status waitForAttach(const std::vector<int>& peers, Deadline deadline);
+  // Publishes this rank's segment, maps every peer's, waits until every peer mapped ours.
+  Status publishAndAttach(const std::vector<int>& peers, Deadline deadline);
   bool anyReady() const;
 
   TransportContext ctx_;
@@ -166,6 +169,13 @@ Status ShmTransport::waitForAttach(const std::vector<int>& peers, Deadline deadl
   return Status();
 }
 
+Status ShmTransport::publishAndAttach(const std::vector<int>& peers, Deadline deadline) {
+  const std::string entry = shared_->mine->name() + " " + shared_->mine->nonceHex();
+  COLLIE_RETURN_IF_ERROR(ctx_.store->set(storeKey(ctx_.rank), Bytes(entry.begin(), entry.end())));
+  for (int peer : peers) COLLIE_RETURN_IF_ERROR(mapPeer(peer, deadline));
+  return waitForAttach(peers, deadline);
+}
+
 Result<std::vector<std::unique_ptr<Connection>>> ShmTransport::connect(
     const std::vector<int>& peers) {
   if (connected_) return unsupported("shm: connect() may be called once per transport");
@@ -190,15 +200,15 @@ Result<std::vector<std::unique_ptr<Connection>>> ShmTransport::connect(
   if (peers.empty()) return connections;
 
   const uint64_t fifoBytes = chooseFifoBytes(peers.size() * ctx_.nchannels);
-  Result<std::unique_ptr<Segment>> mine =
-      Segment::create({ctx_.rank, ctx_.nranks, ctx_.nchannels, fifoBytes}, peers);
+  Result<std::unique_ptr<Segment>> mine = Segment::create(
+      {ctx_.rank, ctx_.nranks, ctx_.nchannels, fifoBytes}, peers, shm::jobScopeTag(ctx_.secret));
   if (!mine.isOk()) return mine.status();
   shared_->mine = std::move(*mine);
-  const std::string entry = shared_->mine->name() + " " + shared_->mine->nonceHex();
-  COLLIE_RETURN_IF_ERROR(ctx_.store->set(storeKey(ctx_.rank), Bytes(entry.begin(), entry.end())));
-  for (int peer : peers) COLLIE_RETURN_IF_ERROR(mapPeer(peer, deadline));
-  COLLIE_RETURN_IF_ERROR(waitForAttach(peers, deadline));
-  shared_->mine->unlink();  // every peer has it mapped; nothing is left in /dev/shm
+  const Status attached = publishAndAttach(peers, deadline);
+  // Every peer has it mapped, or connecting failed: either way the name goes now, not
+  // when the transport is destroyed (a launcher may SIGTERM this rank before that).
+  shared_->mine->unlink();
+  if (!attached.isOk()) return attached;
 
   for (size_t i = 0; i < peers.size(); ++i) {
     PeerState* peer = shared_->peers[i].get();

@@ -4,8 +4,9 @@
 // Registered as "shm" (priority 100, same host only). connect() creates this rank's
 // segment, publishes its name and nonce under ctx.jobKey + "/shm/<rank>" in the store,
 // maps every peer's segment, and waits until every peer mapped this rank's segment
-// before unlinking its name. waitForActivity() spins for COLLIE_SHM_SPIN (not when
-// there are more local ranks than CPUs), then sleeps on this rank's doorbell futex.
+// before unlinking its name (at once when connecting fails). waitForActivity() spins
+// for COLLIE_SHM_SPIN (not when there are more local ranks than CPUs), then sleeps on
+// this rank's doorbell futex.
 //
 // Thread safety: as Transport (one thread at a time).
 #pragma once
