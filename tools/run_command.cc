@@ -21,6 +21,7 @@
 #include "core/comm/join_agreement.h"
 #include "tools/commands.h"
 #include "tools/launcher.h"
+#include "transports/shm/shm_names.h"
 
 namespace collie::tools {
 
@@ -85,6 +86,18 @@ Result<UniqueId> multiHostId(const RunCliOptions& options) {
   if (!secret.isOk()) return secret.status();
   id.secret = *secret;
   return id;
+}
+
+// Every rank is gone: remove the shared-memory names of this job that a rank killed
+// during connect (by a signal, or by us after another rank failed) could not unlink.
+void removeJobLeftovers(const UniqueId& id) {
+  std::vector<std::string> removed = shm::removeJobShm(publicJobTag(id.secret));
+  if (removed.empty()) return;
+  std::fprintf(stderr,
+               "collie run: removed %zu shared-memory segment(s) the ranks left in /dev/shm:",
+               removed.size());
+  for (const std::string& name : removed) std::fprintf(stderr, " %s", name.c_str());
+  std::fprintf(stderr, "\n");
 }
 
 }  // namespace
@@ -181,7 +194,9 @@ int runLauncher(const RunCliOptions& options) {
       exits->add(exitPrefix + "/exits", 1);
     }
   };
-  return superviseRanks(spec);
+  const int status = superviseRanks(spec);
+  removeJobLeftovers(*uid);
+  return status;
 }
 
 }  // namespace collie::tools
