@@ -1,0 +1,100 @@
+// Names of collie's /dev/shm objects (transports/shm/shm_names.h): their form, the rule
+// peers' names are checked by, the job tag they carry and their removal by job.
+#include "transports/shm/shm_names.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/bootstrap/job_secret.h"
+
+namespace collie::shm {
+namespace {
+
+JobSecret secretOf(uint8_t fill) {
+  JobSecret secret;
+  secret.fill(fill);
+  return secret;
+}
+
+bool exists(const std::string& name) { return access(("/dev/shm" + name).c_str(), F_OK) == 0; }
+
+std::string create(const std::string& tag, std::string_view kind) {
+  Result<std::string> name = newShmName(tag, kind);
+  EXPECT_TRUE(name.isOk()) << name.status().toString();
+  int fd = shm_open(name->c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  EXPECT_GE(fd, 0) << *name;
+  close(fd);
+  return *name;
+}
+
+TEST(ShmNamesTest, NamesCarryTheJobTagAndPassThePeerCheck) {
+  const std::string tag = publicJobTag(secretOf(7));
+  Result<std::string> segment = newShmName(tag, "");
+  Result<std::string> board = newShmName(tag, kBoardKind);
+  ASSERT_TRUE(segment.isOk() && board.isOk());
+  EXPECT_EQ(segment->rfind("/collie-" + tag + "-", 0), 0u) << *segment;
+  EXPECT_EQ(board->rfind("/collie-" + tag + "-board-", 0), 0u) << *board;
+  EXPECT_LE(board->size(), kMaxShmNameLength);
+  EXPECT_TRUE(isShmName(*segment));
+  EXPECT_TRUE(isShmName(*board));
+  EXPECT_TRUE(isShmName(*board, kBoardKind));
+  EXPECT_FALSE(isShmName(*segment, kBoardKind));
+  EXPECT_NE(*newShmName(tag, ""), *segment);  // random part
+  EXPECT_FALSE(newShmName("not-a-tag", "").isOk());
+}
+
+TEST(ShmNamesTest, MalformedPeerNamesAreRejected) {
+  const std::string tag = publicJobTag(secretOf(7));
+  const std::string good = *newShmName(tag, "");
+  const std::vector<std::string> bads = {std::string("/other-") + tag + "-00",
+                                         "collie-" + tag + "-00",
+                                         "/collie-" + tag + "-",
+                                         "/collie-" + tag + "-a/b",
+                                         "/collie-" + tag + "-ABC",
+                                         "/collie-0123-00",
+                                         "/collie-" + tag + "x00",
+                                         good + std::string(kMaxShmNameLength, 'a'),
+                                         std::string()};
+  for (const std::string& bad : bads) {
+    EXPECT_FALSE(isShmName(bad)) << bad;
+  }
+}
+
+TEST(ShmNamesTest, TheJobTagIsTheLaunchersWhenCollieRunStartedUs) {
+  unsetenv("COLLIE_UNIQUE_ID");
+  EXPECT_EQ(jobScopeTag(secretOf(1)), publicJobTag(secretOf(1)));
+  Result<UniqueId> launched = UniqueId::generate("127.0.0.1", 1234);
+  ASSERT_TRUE(launched.isOk());
+  setenv("COLLIE_UNIQUE_ID", launched->toString().c_str(), 1);
+  // A split or shrink child has another secret but keeps the launcher's tag.
+  EXPECT_EQ(jobScopeTag(secretOf(1)), publicJobTag(launched->secret));
+  unsetenv("COLLIE_UNIQUE_ID");
+}
+
+TEST(ShmNamesTest, RemoveJobShmRemovesOnlyThatJobsNames) {
+  const std::string mine = publicJobTag(secretOf(3));
+  const std::string other = publicJobTag(secretOf(4));
+  const std::string segment = create(mine, "");
+  const std::string board = create(mine, kBoardKind);
+  const std::string foreign = create(other, "");
+  std::vector<std::string> removed = removeJobShm(mine);
+  std::sort(removed.begin(), removed.end());
+  std::vector<std::string> expected = {segment.substr(1), board.substr(1)};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(removed, expected);
+  EXPECT_FALSE(exists(segment));
+  EXPECT_FALSE(exists(board));
+  EXPECT_TRUE(exists(foreign));
+  EXPECT_TRUE(removeJobShm("../../etc").empty());
+  EXPECT_EQ(removeJobShm(other).size(), 1u);
+  EXPECT_FALSE(exists(foreign));
+}
+
+}  // namespace
+}  // namespace collie::shm
