@@ -1,6 +1,9 @@
 #!/bin/sh
 # Failed set-ups leave no shared memory behind (issue 22, item 9).
 # Usage: shm_leak_test.sh COLLIE FAULT_RANK SHM_CONNECT_RANK
+# fault: ranks disagree on COLLIE_NCHANNELS (2 and 4 ranks) or COLLIE_SHM_ONESHOT_MAX (collie run) | the job fails; no collie entry is left in /dev/shm | shm_leak_test
+# fault: a rank SIGKILLed while it waits for its peer's shm segment or one-shot board, or the launcher SIGTERMed then | collie run removes the job's leftovers when it exits: nothing is left in /dev/shm (before: a 4 MiB segment or the board) | shm_leak_test
+# fault: a rank SIGKILLed mid-collective over shm | nothing is left in /dev/shm | shm_leak_test
 # Each job below fails through `collie run`; afterwards /dev/shm must hold no new
 # collie-* entry that no process holds (tests/support/shm_leak_check.sh):
 #   - 2 ranks disagree on COLLIE_NCHANNELS (a rank's FIFO segment used to stay; since

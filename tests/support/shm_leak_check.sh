@@ -17,7 +17,10 @@
 # `collie run`) remove its job's names first. Faults tests are not serialised: a leak of
 # a concurrent test can then be reported by this test's check as well (it still is a
 # leak); the check removes what it reports, so the next check does not report it again
-# and the machine does not fill up.
+# and the machine does not fill up. ctest also defers fixture cleanups (with -j2 it ran
+# every <test>_shm_after at the end of `ctest -L faults`), so a leak is reported by the
+# first check that runs after it: each entry is listed with its time, and
+# `ctest -R '^<test>$'` runs one test between its own checks.
 set -u
 mode=${1:-}
 file=${2:-}
@@ -58,10 +61,11 @@ case "$mode" in
       found=$(orphans)
     done
     if [ -n "$found" ]; then
-      echo "FAIL: $what left collie shared memory behind in /dev/shm (held by no process):" >&2
+      echo "FAIL: collie shared memory held by no process appeared in /dev/shm since $what" \
+        "started (it or a faults test run meanwhile left it):" >&2
       for name in $found; do
-        size=$(stat -c %s "/dev/shm/$name" 2>/dev/null || echo '?')
-        echo "  /dev/shm/$name ($size bytes)" >&2
+        info=$(stat -c '%s bytes, modified %y' "/dev/shm/$name" 2>/dev/null || echo 'gone')
+        echo "  /dev/shm/$name ($info)" >&2
         rm -f "/dev/shm/$name"
       done
       exit 1
