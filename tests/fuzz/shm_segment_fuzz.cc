@@ -1,16 +1,20 @@
 // Fuzz target: validation of a peer's shared-memory segment header. A peer process
 // can write anything into its segment; Segment::validateImage must reject what does
-// not describe a segment that fits its mapping, and never read outside it.
+// not describe a segment that fits its mapping, and never read outside it. The input,
+// read as text, is also a peer's published segment or board name (isShmName).
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "transports/shm/shm_layout.h"
+#include "transports/shm/shm_names.h"
 #include "transports/shm/shm_segment.h"
 
 using namespace collie::shm;  // NOLINT(build/namespaces)
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  for (std::string_view kind : {std::string_view(), kBoardKind}) isShmName(text, kind);
   if (size < 4) return 0;
   // The first bytes choose the expected geometry and the image size (1..4 pages).
   SegmentGeometry expected;
