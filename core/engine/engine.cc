@@ -605,9 +605,50 @@ void Engine::waitForActivity(const std::vector<Connection*>& active) {
   for (Transport* transport : involved) transport->waitForActivity(slice);
 }
 
+bool Engine::isPointToPoint(const Pending& pending) {
+  auto p2p = [](const Schedule& schedule) {
+    return schedule.args.kind == CollectiveKind::kSend ||
+           schedule.args.kind == CollectiveKind::kRecv;
+  };
+  if (pending.offloaded || !p2p(*pending.schedule)) return false;
+  for (const Pending::Part& part : pending.group) {
+    if (!p2p(*part.schedule)) return false;
+  }
+  return true;
+}
+
+void Engine::adoptPointToPoint(std::vector<std::unique_ptr<Execution>>* executions,
+                               std::vector<Adopted>* adopted) {
+  if (queuedCount_.load() == 0) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Only from the front: a collective queued in between keeps its place, and so does
+  // everything behind it.
+  while (!queue_.empty() && isPointToPoint(queue_.front()) && failed_.isOk()) {
+    Adopted entry;
+    entry.pending = std::move(queue_.front());
+    queue_.pop_front();
+    entry.first = executions->size();
+    const Pending& p = entry.pending;
+    executions->push_back(std::make_unique<Execution>(p.schedule, p.input, p.output, p.tag,
+                                                      &transports_.connections, &channelMemory_,
+                                                      config_.reduceOnReceive));
+    for (const Pending::Part& part : p.group) {
+      executions->push_back(std::make_unique<Execution>(part.schedule, part.input, part.output,
+                                                        part.tag, &transports_.connections,
+                                                        &channelMemory_, config_.reduceOnReceive));
+    }
+    entry.count = executions->size() - entry.first;
+    recorder_.running(p.flightId);
+    adopted->push_back(std::move(entry));
+  }
+  queuedCount_.store(queue_.size());
+}
+
 Status Engine::execute(Pending& pending) {
   // The operations of a group run side by side: every turn advances each, so all sends
-  // and receives of a group are in flight before any is waited for.
+  // and receives of a group are in flight before any is waited for. Point-to-point
+  // operations also take in those queued behind them while they run (adoptPointToPoint):
+  // torch's batch_isend_irecv posts every irecv before its isend, one call at a time.
   std::vector<std::unique_ptr<Execution>> executions;
   executions.push_back(std::make_unique<Execution>(pending.schedule, pending.input, pending.output,
                                                    pending.tag, &transports_.connections,
@@ -617,11 +658,29 @@ Status Engine::execute(Pending& pending) {
                                                      part.tag, &transports_.connections,
                                                      &channelMemory_, config_.reduceOnReceive));
   }
+  const bool pointToPoint = isPointToPoint(pending);
+  std::vector<Adopted> adopted;
+  // Completes the adopted operations that finished (all of them, with `status`, when the
+  // batch failed).
+  auto completeAdopted = [&](const Status& status) {
+    for (Adopted& entry : adopted) {
+      if (entry.done) continue;
+      bool finished = true;
+      for (size_t i = entry.first; i < entry.first + entry.count; ++i) {
+        finished = finished && executions[i]->finished();
+      }
+      if (!finished && status.isOk()) continue;
+      entry.done = true;
+      recorder_.finished(entry.pending.flightId, status.isOk());
+      entry.pending.work->complete(finished ? Status() : status);
+    }
+  };
   std::vector<Connection*> active;
   auto lastProgress = Clock::now();
   auto idleSince = lastProgress;
   Status status;
   while (true) {
+    if (pointToPoint) adoptPointToPoint(&executions, &adopted);
     bool progressed = false;
     bool finished = true;
     for (auto& execution : executions) {
@@ -630,6 +689,7 @@ Status Engine::execute(Pending& pending) {
       finished = finished && execution->finished();
     }
     if (!status.isOk()) break;
+    completeAdopted(Status());
     if (finished) return Status();
     active.clear();
     for (auto& execution : executions) execution->activeConnections(&active);
@@ -701,6 +761,7 @@ Status Engine::execute(Pending& pending) {
       break;
     }
   }
+  completeAdopted(status);
   for (auto& execution : executions) failedExecutions_.push_back(std::move(execution));
   return status;
 }

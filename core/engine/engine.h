@@ -187,6 +187,19 @@ class Engine {
   uint64_t nextTag(const CollectiveArgs& args);
   void run();
   Status execute(Pending& pending);
+  // A queued point-to-point operation that a running point-to-point batch took over
+  // (execute()): its executions are executions[first, first + count).
+  struct Adopted {
+    Pending pending;
+    size_t first = 0;
+    size_t count = 0;
+    bool done = false;
+  };
+  static bool isPointToPoint(const Pending& pending);
+  // Moves the point-to-point operations at the front of the queue into the running
+  // batch, so that a posted receive never holds back a send queued behind it.
+  void adoptPointToPoint(std::vector<std::unique_ptr<Execution>>* executions,
+                         std::vector<Adopted>* adopted);
   // offload_->run() with the engine's timeout and abort flag; errors name the collective.
   Result<OffloadOutcome> offload(const CollectiveArgs& args, uint64_t tag, const void* input,
                                  void* output);
