@@ -247,6 +247,15 @@ def check_collectives(rank, collie, gloo, failures):
         dist.recv(t, src=0, group=collie)
         expect("recv on 1", t, values(0))
         dist.send(values(1), dst=0, group=collie)
+    # batch_isend_irecv posts each rank's irecv before its isend, one call at a time:
+    # a posted receive must not hold back the send behind it (it deadlocked before).
+    peer = 1 - rank
+    got = torch.empty(37)
+    ops = [dist.P2POp(dist.irecv, got, peer, group=collie),
+           dist.P2POp(dist.isend, values(rank), peer, group=collie)]
+    for req in dist.batch_isend_irecv(ops):
+        req.wait()
+    expect("batch_isend_irecv, receive first", got, values(peer))
     # alltoall (lists) and all_to_all_single with uneven splits, vs gloo
     ins = [torch.full((3,), 10.0 * rank + p) for p in range(WORLD)]
     outs = [torch.empty(3) for _ in range(WORLD)]
