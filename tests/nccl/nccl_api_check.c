@@ -348,7 +348,9 @@ static void checkErrors(ncclComm_t comm) {
 
 /* Communicator lifetimes inside a group: destroy is refused (as NCCL does) and the
    group still runs; abort drops the aborted communicator's grouped calls. */
-// fault: ncclCommDestroy, or ncclCommAbort, inside ncclGroupStart/ncclGroupEnd | destroy: ncclInvalidUsage and the group still runs; abort: its grouped calls are dropped (before: segfault) | nccl_api_collie_n2
+// fault: ncclCommDestroy, or ncclCommAbort, inside ncclGroupStart/ncclGroupEnd | destroy:
+// ncclInvalidUsage and the group still runs; abort: its grouped calls are dropped (before:
+// segfault) | nccl_api_collie_n2
 static void checkGroupLifetimes(ncclComm_t comm) {
   float one = 1, sum = 0;
   NCCLCHECK(ncclGroupStart());
@@ -373,7 +375,8 @@ static void checkGroupLifetimes(ncclComm_t comm) {
   if (dupSum != -1) FAIL("the aborted communicator's grouped all-reduce ran");
 }
 
-// fault: a rank leaves an NCCL-API job without a word | ncclRemoteError from the call and ncclCommGetAsyncError; ncclCommAbort returns at once | nccl_api_fault_n3
+// fault: a rank leaves an NCCL-API job without a word | ncclRemoteError from the call and
+// ncclCommGetAsyncError; ncclCommAbort returns at once | nccl_api_fault_n3
 static int faultRun(ncclComm_t comm) {
   float x = 1, y = 0;
   NCCLCHECK(ncclAllReduce(&x, &y, 1, ncclFloat, ncclSum, comm, NULL));

@@ -228,7 +228,8 @@ bool says(const Status& st, const std::vector<std::string>& words) {
   return true;
 }
 
-// fault: ranks given different nranks (also with a rank missing) | every rank fails within 1 s: Mismatch naming nranks and both values | bad_input_test
+// fault: ranks given different nranks (also with a rank missing) | every rank fails within 1 s:
+// Mismatch naming nranks and both values | bad_input_test
 TEST(BadCreate, RanksGivenDifferentSizesFailAtOnceNamingBothValues) {
   for (auto joiners : {std::vector<Joiner>{{0, 2, ""}, {1, 3, ""}},
                        std::vector<Joiner>{{0, 2, ""}, {2, 3, ""}}}) {  // rank 1 missing too
@@ -242,7 +243,8 @@ TEST(BadCreate, RanksGivenDifferentSizesFailAtOnceNamingBothValues) {
 // A rank number claimed twice needs two processes (threads of one process get
 // communicators of their own): tests/multiprocess/collie_run_checks.sh.
 
-// fault: ranks force different transports | every rank fails within 1 s: Mismatch naming transport (COLLIE_TRANSPORT) and both values | bad_input_test
+// fault: ranks force different transports | every rank fails within 1 s: Mismatch naming transport
+// (COLLIE_TRANSPORT) and both values | bad_input_test
 TEST(BadCreate, RanksForcingDifferentTransportsFailNamingTheField) {
   std::vector<Status> results = joinExpectingFailure({{0, 2, "tcp"}, {1, 2, "shm"}});
   EXPECT_TRUE(says(results[0], {"transport (COLLIE_TRANSPORT): this rank tcp, rank 1 shm"}))

@@ -109,7 +109,8 @@ class FaultsTest : public ::testing::TestWithParam<std::string> {
 // Rank 1 disagrees with ranks 0 and 2 on one property of the collective. Every rank
 // must fail (mismatch, or a timeout/closure naming a peer) within the deadline, the
 // receive buffers must hold only sentinels or right values, and the error is sticky.
-// fault: ranks run different collectives (kind, dtype, op, root, count) | Mismatch on every rank naming each differing field and both values; no output byte written | faults_test
+// fault: ranks run different collectives (kind, dtype, op, root, count) | Mismatch on every rank
+// naming each differing field and both values; no output byte written | faults_test
 TEST_P(FaultsTest, MismatchedCollectivesFailOnEveryRank) {
   for (const MismatchCase& test : mismatchCases()) {
     SCOPED_TRACE(test.name);
@@ -167,7 +168,8 @@ TEST_P(FaultsTest, MismatchedCollectivesFailOnEveryRank) {
 }
 
 // Point-to-point messages of different sizes: the receiver's buffer is not touched.
-// fault: send and recv of different sizes | the receiver gets Mismatch naming the sender and the kind send/recv; its buffer is untouched; the sender fails next | faults_test
+// fault: send and recv of different sizes | the receiver gets Mismatch naming the sender and the
+// kind send/recv; its buffer is untouched; the sender fails next | faults_test
 TEST_P(FaultsTest, MismatchedSendRecvLeavesReceiveBufferUntouched) {
   auto comms = make(2s, 2);
   ASSERT_EQ(comms.size(), 2u);
@@ -271,7 +273,8 @@ void deadPeer(std::vector<std::unique_ptr<Communicator>>& comms, bool abortOnly)
   }
 }
 
-// fault: a peer destroys or aborts its communicator mid-collective | the others fail naming it (RemoteError) | faults_test
+// fault: a peer destroys or aborts its communicator mid-collective | the others fail naming it
+// (RemoteError) | faults_test
 TEST_P(FaultsTest, DestroyedPeerFailsTheOthersNamingIt) {
   auto comms = make(3s);
   ASSERT_EQ(comms.size(), static_cast<size_t>(kRanks));

@@ -29,7 +29,8 @@ size_t openDescriptors() {
   return n;
 }
 
-// fault: a tcp rank at its descriptor limit (ulimit -n 10) | it fails at once naming EMFILE and RLIMIT_NOFILE, and its peer fails too (before: spin until COLLIE_TIMEOUT) | fd_limit_test
+// fault: a tcp rank at its descriptor limit (ulimit -n 10) | it fails at once naming EMFILE and
+// RLIMIT_NOFILE, and its peer fails too (before: spin until COLLIE_TIMEOUT) | fd_limit_test
 TEST(TcpFdLimit, AcceptingRankFailsFastNamingEmfileAndItsPeerFailsToo) {
   // Two channels of one socket: rank 0 connects two sockets, rank 1 must accept two.
   setenv("COLLIE_NSOCKS_PERPEER", "1", 1);

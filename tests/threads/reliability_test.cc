@@ -92,7 +92,8 @@ TEST_P(ReliabilityTest, FlightRecorderListsTheLastCollectives) {
   }
 }
 
-// fault: a rank never joins a collective | Timeout naming the silent peer after COLLIE_TIMEOUT; the flight recorder shows the failed collective | reliability_test
+// fault: a rank never joins a collective | Timeout naming the silent peer after COLLIE_TIMEOUT; the
+// flight recorder shows the failed collective | reliability_test
 TEST_P(ReliabilityTest, FlightRecorderShowsTheFailedCollective) {
   auto comms = make(2, 1500ms);
   ASSERT_EQ(comms.size(), 2u);
@@ -199,7 +200,8 @@ TEST_P(ReliabilityTest, LineAndSlotSizedMismatchIsReported) {
 
 // Four ranks; rank 3 aborts in the middle of an all-reduce. The survivors fail, naming
 // it, then shrink to three ranks and run correct collectives.
-// fault: a rank aborts; the survivors shrink | survivors get a renumbered communicator that runs exact collectives | reliability_test
+// fault: a rank aborts; the survivors shrink | survivors get a renumbered communicator that runs
+// exact collectives | reliability_test
 TEST_P(ReliabilityTest, SurvivorsShrinkAfterARankAborts) {
   constexpr int kRanks = 4;
   auto comms = make(kRanks, 5s);

@@ -281,7 +281,8 @@ bool strangerIsTurnedAway(uint16_t port, const std::vector<uint8_t>& bytes) {
   return n == 0 || (n < 0 && errno == ECONNRESET);
 }
 
-// fault: wrong secrets and random bytes at the store and every tcp port while a job runs | the job's collectives go on, all exact; every stranger is dropped | soak_test
+// fault: wrong secrets and random bytes at the store and every tcp port while a job runs | the
+// job's collectives go on, all exact; every stranger is dropped | soak_test
 TEST(Intruders, WrongSecretsAndRandomBytesAreRejectedWhileTheJobRuns) {
   constexpr int kRanks = 3;
   Result<UniqueId> id = UniqueId::generate("127.0.0.1", 0);
@@ -305,9 +306,9 @@ TEST(Intruders, WrongSecretsAndRandomBytesAreRejectedWhileTheJobRuns) {
     auto store = connectTcpStore("127.0.0.1", (*server)->port(), id->secret, Clock::now() + 5s);
     ASSERT_TRUE(store.isOk());
     for (int r = 0; r < kRanks; ++r) {
-      auto addr = (*store)->get(
-          "collie/" + publicJobTag(id->secret) + "/0/tcp/addr/" + std::to_string(r),
-          Clock::now() + 2s);
+      auto addr =
+          (*store)->get("collie/" + publicJobTag(id->secret) + "/0/tcp/addr/" + std::to_string(r),
+                        Clock::now() + 2s);
       ASSERT_TRUE(addr.isOk()) << addr.status().toString();
       std::string text(addr->begin(), addr->end());
       ports.push_back(static_cast<uint16_t>(std::stoi(text.substr(text.rfind(':') + 1))));

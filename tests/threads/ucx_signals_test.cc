@@ -39,7 +39,9 @@ std::string ownerOf(void* handler) {
 
 void programHandler(int) { _exit(42); }
 
-// fault: a program linking libcollie (with UCX) installs its own SIGSEGV handler, or crashes | no error signal is libucs's at main(); the program's handler survives communicators over ucx; a crash prints nothing of UCX's | ucx_signals_test
+// fault: a program linking libcollie (with UCX) installs its own SIGSEGV handler, or crashes | no
+// error signal is libucs's at main(); the program's handler survives communicators over ucx; a
+// crash prints nothing of UCX's | ucx_signals_test
 TEST(UcxSignals, LoadingCollieLeavesTheErrorSignalsAlone) {
   ASSERT_EQ(std::getenv("UCX_HANDLE_ERRORS"), nullptr) << "run without UCX_HANDLE_ERRORS";
   ASSERT_EQ(std::getenv("UCX_ERROR_SIGNALS"), nullptr) << "run without UCX_ERROR_SIGNALS";

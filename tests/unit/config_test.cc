@@ -98,7 +98,9 @@ TEST(ConfigTest, EveryDefaultIsAccepted) {
   }
 }
 
-// fault: every knob of the table set out of range, overflowing, non-numeric or unknown | InvalidArgument naming the knob, the value and the accepted range; readers return the default | config_test
+// fault: every knob of the table set out of range, overflowing, non-numeric or unknown |
+// InvalidArgument naming the knob, the value and the accepted range; readers return the default |
+// config_test
 TEST(ConfigTest, EveryKnobRefusesBadValuesNamingKnobValueAndRange) {
   int checked = 0;
   for (const Knob& knob : configKnobs()) {

@@ -162,7 +162,9 @@ TEST(StoreFlood, UnauthenticatedConnectionsAreCappedPerSource) {
 // Issue 22, item 1: with the process at its descriptor limit and a stranger holding
 // hundreds of idle connections, the store must not spin and a rank must still join
 // within 2 s.
-// fault: strangers hold idle connections to the store while it is at its descriptor limit | a rank joins within 2 s; no busy spin; unauthenticated connections capped per source and dropped after the handshake deadline | store_flood_test
+// fault: strangers hold idle connections to the store while it is at its descriptor limit | a rank
+// joins within 2 s; no busy spin; unauthenticated connections capped per source and dropped after
+// the handshake deadline | store_flood_test
 TEST(StoreFlood, RankJoinsWhileStrangersHoldConnectionsAtTheDescriptorLimit) {
   Stranger stranger;
   auto server = StoreServer::start("127.0.0.1", 0, testSecret());

@@ -146,7 +146,8 @@ TEST(JobSecret, UserTextIsCheckedAndNeverEchoed) {
   EXPECT_FALSE(checkJobSecret(zero, "test").isOk());
 }
 
-// fault: store key tags and split/shrink secrets derived from the job secret | SHA-256 derived: no piece of the secret, children reveal nothing of the parent | unique_id_test
+// fault: store key tags and split/shrink secrets derived from the job secret | SHA-256 derived: no
+// piece of the secret, children reveal nothing of the parent | unique_id_test
 TEST(JobSecret, PublicTagsAndDerivedSecretsRevealNothingOfTheSecret) {
   for (int trial = 0; trial < 50; ++trial) {
     Result<UniqueId> id = UniqueId::generate("127.0.0.1", 1);
