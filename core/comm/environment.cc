@@ -106,6 +106,16 @@ Status startStore(const UniqueId& id, std::unique_ptr<StoreServer>* server) {
   return Status();
 }
 
+// Ranks started by another launcher at a known store address: the job secret is the
+// user's (COLLIE_JOB_SECRET), and rank 0 hosts the store.
+Status joinExternalStore(const char* launcher, int rank, UniqueId* id,
+                         std::unique_ptr<StoreServer>* server) {
+  Result<JobSecret> secret = externalSecret(launcher);
+  if (!secret.isOk()) return secret.status();
+  id->secret = *secret;
+  return rank == 0 ? startStore(*id, server) : Status();
+}
+
 // A single-host rendezvous through a file: rank 0 hosts the store on loopback with a
 // fresh secret and publishes the id in a 0600 file named after the launcher's job id.
 Result<UniqueId> rendezvousByFile(const std::string& path, int rank,
@@ -199,19 +209,13 @@ Result<std::unique_ptr<Communicator>> Communicator::createFromEnvironment(const 
     // torchrun's own store listens on MASTER_PORT; collie's listens on the next port.
     id.host = env("MASTER_ADDR");
     id.port = static_cast<uint16_t>(*port + 1);
-    Result<JobSecret> secret = externalSecret("torchrun (MASTER_ADDR)");
-    if (!secret.isOk()) return secret.status();
-    id.secret = *secret;
-    if (info.rank == 0) COLLIE_RETURN_IF_ERROR(startStore(id, &server));
+    COLLIE_RETURN_IF_ERROR(joinExternalStore("torchrun (MASTER_ADDR)", info.rank, &id, &server));
   } else if (const char* master = env("COLLIE_MASTER_ADDR")) {
     Result<std::pair<std::string, uint16_t>> address = splitHostPort(master);
     if (!address.isOk()) return address.status().withContext("COLLIE_MASTER_ADDR");
     id.host = address->first;
     id.port = address->second;
-    Result<JobSecret> secret = externalSecret("COLLIE_MASTER_ADDR");
-    if (!secret.isOk()) return secret.status();
-    id.secret = *secret;
-    if (info.rank == 0) COLLIE_RETURN_IF_ERROR(startStore(id, &server));
+    COLLIE_RETURN_IF_ERROR(joinExternalStore("COLLIE_MASTER_ADDR", info.rank, &id, &server));
   } else {
     std::string path = "/tmp/collie-" + jobName + "-" + std::to_string(getuid()) + ".id";
     Result<UniqueId> found = rendezvousByFile(path, info.rank, &server, &cleanup, deadline);

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <thread>
 
 #include "core/config/config.h"
 
@@ -96,20 +95,22 @@ std::vector<std::pair<std::string, std::string>> mustMatchSettings(
 }
 
 std::string describeDisagreement(const JoinRecord& mine, const JoinRecord& theirs, int peer) {
-  const size_t n = std::max(mine.mustMatch.size(), theirs.mustMatch.size());
-  for (size_t i = 0; i < n; ++i) {
-    const auto missing = std::make_pair(std::string("?"), std::string("(absent)"));
-    const auto& a = i < mine.mustMatch.size() ? mine.mustMatch[i] : missing;
-    const auto& b = i < theirs.mustMatch.size() ? theirs.mustMatch[i] : missing;
-    if (a == b) continue;
-    const std::string field = a.first != "?" ? a.first : b.first;
-    auto shown = [](const std::string& v) { return v.empty() ? std::string("(unset)") : v; };
-    if (a.first != b.first) {
-      return "the set-up fields differ (" + a.first + " here, " + b.first + " on rank " +
-             std::to_string(peer) + "): different collie versions?";
+  const std::string them = "rank " + std::to_string(peer);
+  if (mine.mustMatch.size() != theirs.mustMatch.size()) {
+    return "the set-up fields differ in number (" + std::to_string(mine.mustMatch.size()) +
+           " here, " + std::to_string(theirs.mustMatch.size()) + " on " + them +
+           "): different collie versions?";
+  }
+  auto shown = [](const std::string& v) { return v.empty() ? std::string("(unset)") : v; };
+  for (size_t i = 0; i < mine.mustMatch.size(); ++i) {
+    const auto& [field, ours] = mine.mustMatch[i];
+    const auto& [theirField, value] = theirs.mustMatch[i];
+    if (field != theirField) {
+      return "the set-up fields differ (" + field + " here, " + theirField + " on " + them +
+             "): different collie versions?";
     }
-    return field + ": this rank " + shown(a.second) + ", rank " + std::to_string(peer) + " " +
-           shown(b.second);
+    if (ours != value)
+      return field + ": this rank " + shown(ours) + ", " + them + " " + shown(value);
   }
   return "";
 }

@@ -3,8 +3,8 @@
 //
 // The ranks exchange (color, key) with an all-gather on the parent, then each color's
 // ranks create a communicator from a unique id derived from the parent's: same store
-// address, a secret derived (SHA-256) from the parent's secret, the parent's split count and the
-// color. Every rank of the parent calls split() in the same order, so the split count
+// address, a secret derived (SHA-256) from the parent's secret, the parent's split count
+// and the color. Every rank of the parent calls split() in the same order, so the split count
 // (and with it the derived id and store keys) agrees without further messages.
 // shrink() exchanges nothing over the (possibly broken) parent: survivors derive the
 // child id from the parent's, their shrink count and the excluded list, so only

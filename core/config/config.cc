@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <utility>
 
 #include "core/log/log.h"
 
@@ -177,27 +178,29 @@ const char* nonEmptyEnv(const char* name) {
 
 }  // namespace
 
+namespace {
+
+// The knob's value and where it came from: its variable, else an alias value collie
+// accepts (one it does not was meant for NCCL), else the default.
+std::pair<std::string, std::string> resolve(const Knob& knob) {
+  if (const char* value = nonEmptyEnv(knob.name)) return {value, "env"};
+  if (knob.ncclAlias != nullptr) {
+    const char* value = nonEmptyEnv(knob.ncclAlias);
+    if (value != nullptr && checkKnobValue(knob, value).isOk()) return {value, knob.ncclAlias};
+  }
+  return {knob.defaultValue, "default"};
+}
+
+}  // namespace
+
 std::string configString(std::string_view name) {
   const Knob* knob = findKnob(name);
-  if (knob == nullptr) return "";
-  if (const char* value = nonEmptyEnv(knob->name)) return value;
-  if (knob->ncclAlias != nullptr) {
-    // A value collie does not accept was meant for NCCL: the default applies.
-    const char* value = nonEmptyEnv(knob->ncclAlias);
-    if (value != nullptr && checkKnobValue(*knob, value).isOk()) return value;
-  }
-  return knob->defaultValue;
+  return knob == nullptr ? "" : resolve(*knob).first;
 }
 
 std::string configSource(std::string_view name) {
   const Knob* knob = findKnob(name);
-  if (knob == nullptr) return "unknown";
-  if (nonEmptyEnv(knob->name) != nullptr) return "env";
-  if (knob->ncclAlias != nullptr) {
-    const char* value = nonEmptyEnv(knob->ncclAlias);
-    if (value != nullptr && checkKnobValue(*knob, value).isOk()) return knob->ncclAlias;
-  }
-  return "default";
+  return knob == nullptr ? "unknown" : resolve(*knob).second;
 }
 
 Result<int64_t> parseSize(std::string_view text) {

@@ -617,6 +617,18 @@ bool Engine::isPointToPoint(const Pending& pending) {
   return true;
 }
 
+void Engine::appendExecutions(const Pending& pending,
+                              std::vector<std::unique_ptr<Execution>>* executions) {
+  executions->push_back(std::make_unique<Execution>(pending.schedule, pending.input, pending.output,
+                                                    pending.tag, &transports_.connections,
+                                                    &channelMemory_, config_.reduceOnReceive));
+  for (const Pending::Part& part : pending.group) {
+    executions->push_back(std::make_unique<Execution>(part.schedule, part.input, part.output,
+                                                      part.tag, &transports_.connections,
+                                                      &channelMemory_, config_.reduceOnReceive));
+  }
+}
+
 void Engine::adoptPointToPoint(std::vector<std::unique_ptr<Execution>>* executions,
                                std::vector<Adopted>* adopted) {
   if (queuedCount_.load() == 0) return;
@@ -628,17 +640,9 @@ void Engine::adoptPointToPoint(std::vector<std::unique_ptr<Execution>>* executio
     entry.pending = std::move(queue_.front());
     queue_.pop_front();
     entry.first = executions->size();
-    const Pending& p = entry.pending;
-    executions->push_back(std::make_unique<Execution>(p.schedule, p.input, p.output, p.tag,
-                                                      &transports_.connections, &channelMemory_,
-                                                      config_.reduceOnReceive));
-    for (const Pending::Part& part : p.group) {
-      executions->push_back(std::make_unique<Execution>(part.schedule, part.input, part.output,
-                                                        part.tag, &transports_.connections,
-                                                        &channelMemory_, config_.reduceOnReceive));
-    }
+    appendExecutions(entry.pending, executions);
     entry.count = executions->size() - entry.first;
-    recorder_.running(p.flightId);
+    recorder_.running(entry.pending.flightId);
     adopted->push_back(std::move(entry));
   }
   queuedCount_.store(queue_.size());
@@ -650,14 +654,7 @@ Status Engine::execute(Pending& pending) {
   // operations also take in those queued behind them while they run (adoptPointToPoint):
   // torch's batch_isend_irecv posts every irecv before its isend, one call at a time.
   std::vector<std::unique_ptr<Execution>> executions;
-  executions.push_back(std::make_unique<Execution>(pending.schedule, pending.input, pending.output,
-                                                   pending.tag, &transports_.connections,
-                                                   &channelMemory_, config_.reduceOnReceive));
-  for (const Pending::Part& part : pending.group) {
-    executions.push_back(std::make_unique<Execution>(part.schedule, part.input, part.output,
-                                                     part.tag, &transports_.connections,
-                                                     &channelMemory_, config_.reduceOnReceive));
-  }
+  appendExecutions(pending, &executions);
   const bool pointToPoint = isPointToPoint(pending);
   std::vector<Adopted> adopted;
   // Completes the adopted operations that finished (all of them, with `status`, when the

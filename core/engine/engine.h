@@ -196,6 +196,9 @@ class Engine {
     bool done = false;
   };
   static bool isPointToPoint(const Pending& pending);
+  // One execution for the operation and one for each further part of its group.
+  void appendExecutions(const Pending& pending,
+                        std::vector<std::unique_ptr<Execution>>* executions);
   // Moves the point-to-point operations at the front of the queue into the running
   // batch, so that a posted receive never holds back a send queued behind it.
   void adoptPointToPoint(std::vector<std::unique_ptr<Execution>>* executions,
