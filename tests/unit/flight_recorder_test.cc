@@ -86,15 +86,25 @@ class FlightRecorderRaceTest : public ::testing::TestWithParam<size_t> {};
 
 TEST_P(FlightRecorderRaceTest, ReadersNeverSeeATornEntry) {
   FlightRecorder recorder(GetParam());
+  // Each writer records at least kPerWriter entries and goes on until the reader has
+  // taken kMinSnapshots snapshots while it wrote: on a loaded machine the writers could
+  // otherwise finish before the reader's first look, and the test would check nothing.
   constexpr uint64_t kPerWriter = 20000;
+  constexpr size_t kMinSnapshots = 50;
+  std::atomic<size_t> snapshots{0};
+  std::atomic<uint64_t> written{0};
   std::atomic<int> writersDone{0};
   std::atomic<bool> done{false};
+  auto keepWriting = [&](uint64_t n) {
+    return n <= kPerWriter || snapshots.load() < kMinSnapshots;
+  };
   // A submitter (queued, then running and finished by a progress thread) and an inline
   // runner, as the engine's callers and progress thread do.
   std::atomic<uint64_t> lastQueued{0};
   std::thread submitter([&] {
-    for (uint64_t n = 1; n <= kPerWriter; ++n) {
+    for (uint64_t n = 1; keepWriting(n); ++n) {
       lastQueued.store(recorder.queued(argsFor(2 * n), 2 * n, algorithmFor(2 * n)));
+      ++written;
     }
     ++writersDone;
   });
@@ -106,13 +116,13 @@ TEST_P(FlightRecorderRaceTest, ReadersNeverSeeATornEntry) {
     }
   });
   std::thread inlineRunner([&] {
-    for (uint64_t n = 1; n <= kPerWriter; ++n) {
+    for (uint64_t n = 1; keepWriting(n); ++n) {
       recorder.recordInline(argsFor(2 * n + 1), 2 * n + 1, algorithmFor(2 * n + 1),
                             CycleClock::now(), true);
+      ++written;
     }
     ++writersDone;
   });
-  size_t snapshots = 0;
   while (writersDone.load() < 2 && !::testing::Test::HasFailure()) {
     uint64_t previous = 0;
     for (const FlightEntry& entry : recorder.snapshot()) {
@@ -126,10 +136,10 @@ TEST_P(FlightRecorderRaceTest, ReadersNeverSeeATornEntry) {
   inlineRunner.join();
   done.store(true);
   progress.join();
-  EXPECT_GT(snapshots, 0u);
+  EXPECT_GE(snapshots.load(), kMinSnapshots);
   std::vector<FlightEntry> entries = recorder.snapshot();
   ASSERT_EQ(entries.size(), GetParam());
-  EXPECT_EQ(entries.back().id, 2 * kPerWriter);
+  EXPECT_EQ(entries.back().id, written.load());
 }
 
 INSTANTIATE_TEST_SUITE_P(Depths, FlightRecorderRaceTest, ::testing::Values(1, 2, 64));
