@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Paired A/B of two collie builds' all-reduce, with the machine's ceiling in the same run.
+
+Usage: bench/ab.py --a BUILD_DIR_A --b BUILD_DIR_B [--ranks 2] [--rounds 5]
+                   [--max 64M] [--min 8] [--transport shm|tcp] [--perf-args "-R 1"]
+                   [--json FILE]
+
+A round runs bench's `roofline` once (streaming copy, 2-process dual-write all-reduce,
+cache-line ping-pong: the VM's vCPU placement), then the whole size sweep of `collie
+perf allreduce` (float sum) with build A and with build B, in an order that alternates
+from round to round, so that load drifting over minutes hits both alike. Each cell is
+the slowest rank's median time per call. The table gives per size and placement
+(in place, out of place) the median over rounds of A and B and the *paired* ratio: the
+median over rounds of B/A taken within one round. A paired ratio above 1 + --noise
+(default 0.10) is flagged "slower" and makes the exit status 1.
+
+Sizes 8 B .. 64 KiB run 500 timed calls (50 warm-up), larger ones 10 (3 warm-up).
+The roofline column, from 1 MiB up, is B's busbw over the round's dual-write ceiling
+scaled by the same 2(n-1)/n (the 2-rank dual-write figure is a busbw of 2 ranks), i.e.
+B's algbw over the dual-write figure. The ceiling is measured at 64 MiB (memory, not
+cache): sizes that fit in the L3 cache can pass it.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+SMALL_MAX = 64 << 10
+
+
+def parse_bytes(text):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    if text[-1].upper() in units:
+        return int(text[:-1]) * units[text[-1].upper()]
+    return int(text)
+
+
+def human(size):
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift and size % (1 << shift) == 0:
+            return f"{size >> shift} {unit}"
+    return f"{size} B"
+
+
+def collie_binary(build):
+    path = os.path.join(build, "bin", "collie")
+    if not os.access(path, os.X_OK):
+        sys.exit(f"ab.py: no collie binary at {path} (build it first)")
+    return path
+
+
+def sweep(collie, ranks, lo, hi, iters, warmup, transport, extra):
+    """One `collie perf` sweep; returns {size: {"in_place": us, "out_of_place": us}}."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        cmd = [collie, "run", "-n", str(ranks), "--", collie, "perf", "allreduce",
+               "-b", str(lo), "-e", str(hi), "-f", "4", "-n", str(iters), "-w", str(warmup),
+               "-c", "1", "--json", out.name] + extra
+        if transport:
+            cmd += ["--transport", transport]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+        if proc.returncode != 0:
+            sys.exit(f"ab.py: {' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-1500:]}")
+        doc = json.load(open(out.name))
+    if doc.get("wrong_total", 0):
+        sys.exit(f"ab.py: {collie} computed wrong results")
+    return {r["size"]: {k: r[k]["median_us"] for k in ("in_place", "out_of_place")}
+            for r in doc["results"]}
+
+
+def run_build(collie, args):
+    cells = {}
+    lo, hi = args.min, args.max
+    if lo <= SMALL_MAX:
+        cells.update(sweep(collie, args.ranks, lo, min(hi, SMALL_MAX), 500, 50,
+                           args.transport, args.perf_args))
+        lo = SMALL_MAX * 4
+    if lo <= hi:
+        cells.update(sweep(collie, args.ranks, lo, hi, 10, 3, args.transport, args.perf_args))
+    return cells
+
+
+def roofline(build):
+    path = os.path.join(build, "bench", "roofline")
+    if not os.access(path, os.X_OK):
+        return None
+    proc = subprocess.run([path, "--json", "--iters", "7", "--warmup", "2"],
+                          capture_output=True, text=True, timeout=300)
+    return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--a", required=True, help="build dir of the baseline")
+    parser.add_argument("--b", required=True, help="build dir of the candidate")
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--min", type=parse_bytes, default=8)
+    parser.add_argument("--max", type=parse_bytes, default=64 << 20)
+    parser.add_argument("--transport", default="")
+    parser.add_argument("--perf-args", default="", help="extra collie perf arguments")
+    parser.add_argument("--noise", type=float, default=0.10)
+    parser.add_argument("--json", help="write every cell here")
+    args = parser.parse_args()
+    args.perf_args = args.perf_args.split()
+    builds = {"A": collie_binary(args.a), "B": collie_binary(args.b)}
+
+    rounds = []
+    for r in range(args.rounds):
+        ceiling = roofline(args.b)
+        order = ["A", "B"] if r % 2 == 0 else ["B", "A"]
+        cells = {name: run_build(builds[name], args) for name in order}
+        rounds.append({"roofline": ceiling, "A": cells["A"], "B": cells["B"]})
+        placement = ceiling["placement"] if ceiling else "?"
+        print(f"# round {r + 1}/{args.rounds} done ({placement} placement)", file=sys.stderr)
+
+    sizes = sorted(rounds[0]["A"])
+    slower = []
+    ceilings = [x["roofline"] for x in rounds if x["roofline"]]
+    print(f"collie all-reduce, {args.ranks} ranks, float sum{', ' + args.transport if args.transport else ''}"
+          f"{' ' + ' '.join(args.perf_args) if args.perf_args else ''}; "
+          f"A = {args.a}, B = {args.b}; median of {args.rounds} interleaved rounds")
+    if ceilings:
+        print(f"ceiling per round (median): dual-write "
+              f"{statistics.median(c['dualwrite_busbw_gbps'] for c in ceilings):.2f} GB/s busbw, "
+              f"copy {statistics.median(c['copy_gbps'] for c in ceilings):.2f} GB/s, "
+              f"ping-pong {statistics.median(c['pingpong_ns'] for c in ceilings):.0f} ns; placements: "
+              + ", ".join(c["placement"] for c in ceilings))
+    print()
+    print("| size | placement | A us | B us | B/A paired | B of roofline |")
+    print("|---|---|---|---|---|---|")
+    for size in sizes:
+        for place in ("in_place", "out_of_place"):
+            a = [x["A"][size][place] for x in rounds]
+            b = [x["B"][size][place] for x in rounds]
+            paired = statistics.median(bb / aa for aa, bb in zip(a, b))
+            of_roof = ""
+            if size >= 1 << 20 and ceilings:
+                # busbw over the ceiling scaled by the same 2(n-1)/n: algbw / dual-write.
+                fractions = [size / (x["B"][size][place] * 1e3) /
+                             x["roofline"]["dualwrite_busbw_gbps"]
+                             for x in rounds if x["roofline"]]
+                of_roof = f"{statistics.median(fractions):.2f}"
+            flag = " slower" if paired > 1 + args.noise else ""
+            if flag:
+                slower.append((size, place, paired))
+            print(f"| {human(size)} | {place.replace('_', ' ')} | {statistics.median(a):.2f} | "
+                  f"{statistics.median(b):.2f} | {paired:.2f}{flag} | {of_roof} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": {k: v for k, v in vars(args).items()}, "rounds": rounds}, f, indent=1)
+    print(f"\n{len(slower)} cells with B slower than A beyond {args.noise:.0%} (paired)")
+    return 1 if slower else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
