@@ -18,7 +18,12 @@ Each library runs its whole sweep --trials times (default 3); a run's figure per
 is the slowest rank's time per call (collie perf: median over 20 batches of the
 batch's average; MPI: median over 5 batches; Gloo: average over a batch of calls), and
 the table shows the median over runs of the in-place all-reduce of floats (sum).
-busbw = size / time * 2(n-1)/n. Writes results.json, table.md and busbw.png (matplotlib) or busbw.svg into --out.
+busbw = size / time * 2(n-1)/n. Every trial first measures the ceiling (shm: bench's
+roofline, the dual-write all-reduce bound; tcp: bench's socket_bidir both ways between
+the two ends), and the table gives collie's busbw as a fraction of its median from
+1 MiB up. Writes results.json, table.md and busbw.png (matplotlib) or busbw.svg into
+--out; --doc FILE also replaces FILE's `<!-- compare:SCENARIO -->` block with the date,
+the command and the table (docs/performance.md).
 """
 import argparse
 import json
@@ -166,6 +171,32 @@ class Bench:
                         results[row["size"]] = row["in_place"]["median_us"]
         return results
 
+    # --- the ceiling, measured in every trial ------------------------------------------
+    def ceiling(self):
+        """shm: bench/roofline's dual-write bound (busbw of a 2-rank single-copy
+        all-reduce with streaming stores); tcp: bench/socket_bidir's rate per direction
+        between the two ends (a 2-rank ring's busbw is the per-direction rate of the same
+        socket work). Returns {"gbps", "what", ...} or None when the tool is not built."""
+        if self.args.transport == "shm":
+            tool = os.path.join(self.build, "bench", "roofline")
+            if not os.path.exists(tool):
+                return None
+            doc = json.loads(run([tool, "--json", "--iters", "7", "--warmup", "2"]))
+            return {"gbps": doc["dualwrite_busbw_gbps"], "what": "dual-write",
+                    "placement": doc["placement"], "pingpong_ns": doc["pingpong_ns"],
+                    "copy_gbps": doc["copy_gbps"]}
+        tool = os.path.join(self.build, "bench", "socket_bidir")
+        if not os.path.exists(tool):
+            return None
+        self.port += 1
+        host = NETNS_ADDRS[0] if self.netns else "127.0.0.1"
+        cmds = [(self.netns.prefix(i) if self.netns else []) +
+                [tool, "listen" if i == 0 else "connect", host, str(self.port), "32", "8",
+                 "shared"] for i in range(N)]
+        out = run_ranks(cmds, [{}] * N, timeout=300)
+        gbps = float(out.split(":")[-1].split()[0])
+        return {"gbps": gbps, "what": "socket both ways"}
+
     # --- MPI ------------------------------------------------------------------------
     def mpi_binary(self, flavour):
         path = os.path.join(self.build, "bench", f"mpi_allreduce_{flavour}")
@@ -267,18 +298,37 @@ def human(size):
     return f"{size} B"
 
 
-def table(results, names):
+def table(results, names, ceiling_gbps=None):
+    """Median us per library, each peer's time over collie's and, from 1 MiB up, the
+    collie columns' busbw as a fraction of the ceiling measured in the same run."""
     sizes = sorted({s for r in results.values() for s in r})
-    head = "| size | " + " | ".join(f"{n} us" for n in names) + " | " + " | ".join(
-        f"{n}/collie" for n in names[1:]) + " |"
-    lines = [head, "|" + "---|" * (1 + 2 * len(names) - 1)]
+    ours = [n for n in names if n.startswith("collie")] if ceiling_gbps else []
+    head = ("| size | " + " | ".join(f"{n} us" for n in names) + " | " +
+            " | ".join(f"{n}/collie" for n in names[1:]) +
+            "".join(f" | {n} of ceiling" for n in ours) + " |")
+    lines = [head, "|" + "---|" * (2 * len(names) + len(ours))]
     for s in sizes:
         base = results[names[0]].get(s)
         cells = [f"{results[n][s]:.2f}" if s in results[n] else "-" for n in names]
         ratios = [f"{results[n][s] / base:.2f}" if base and s in results[n] else "-"
                   for n in names[1:]]
-        lines.append(f"| {human(s)} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+        roof = [f"{busbw(s, results[n][s]) / ceiling_gbps:.2f}"
+                if s >= 1 << 20 and s in results[n] else "" for n in ours]
+        lines.append(f"| {human(s)} | " + " | ".join(cells + ratios + roof) + " |")
     return "\n".join(lines)
+
+
+def splice(doc_path, scenario, block):
+    """Replaces the lines between '<!-- compare:SCENARIO -->' and
+    '<!-- /compare:SCENARIO -->' in doc_path with block."""
+    begin, end = f"<!-- compare:{scenario} -->", f"<!-- /compare:{scenario} -->"
+    text = open(doc_path).read()
+    if begin not in text or end not in text:
+        raise SystemExit(f"compare.py: {doc_path} has no {begin} ... {end} block")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    with open(doc_path, "w") as fh:
+        fh.write(head + begin + "\n" + block.rstrip() + "\n" + end + tail)
 
 
 def plot(results, names, title, out):
@@ -339,6 +389,8 @@ def main():
     p.add_argument("--max", type=lambda t: int(t[:-1]) << {"K": 10, "M": 20}[t[-1]]
                    if t[-1] in "KM" else int(t), default=256 << 20)
     p.add_argument("--out", default=None)
+    p.add_argument("--doc", default=None,
+                   help="also write the table into this markdown file's compare:SCENARIO block")
     args = p.parse_args()
     if args.netns and args.transport != "tcp":
         p.error("--netns needs --transport tcp")
@@ -356,7 +408,12 @@ def main():
             bench.netns = Netns()
         runs = {name: [] for name, _ in libs}
         skipped = {}
+        ceilings = []
         for trial in range(args.trials):
+            ceiling = bench.ceiling()
+            if ceiling:
+                ceilings.append(ceiling)
+                log(f"[trial {trial + 1}/{args.trials}] ceiling {ceiling}")
             for name, fn in libs:
                 if name in skipped:
                     continue
@@ -376,15 +433,33 @@ def main():
             results[name] = {s: statistics.median(t[s] for t in trials) for s in sizes}
     names = [n for n, _ in libs if n in results]
     load = open("/proc/loadavg").read().split()[:3]
+    ceiling_gbps = statistics.median(c["gbps"] for c in ceilings) if ceilings else None
+    ceiling_text = "no ceiling measured (bench/roofline or bench/socket_bidir not built)"
+    if ceilings:
+        ceiling_text = (f"ceiling ({ceilings[0]['what']}, median of the trials): "
+                        f"{ceiling_gbps:.2f} GB/s busbw")
+        if "placement" in ceilings[0]:
+            ceiling_text += ("; vCPU placement per trial (cache-line round trip): " +
+                             ", ".join(f"{c['placement']} ({c['pingpong_ns']:.0f} ns)"
+                                       for c in ceilings))
     md = (f"{scenario}, {N} ranks, float sum in place, median of {args.trials} runs, "
-          f"load average {' '.join(load)} at the end\n\n" + table(results, names))
+          f"load average {' '.join(load)} at the end; {ceiling_text}\n\n" +
+          table(results, names, ceiling_gbps))
     for name, why in skipped.items():
         md += f"\n\n{name}: {why}"
     print(md)
+    if args.doc:
+        command = "bench/compare.py " + " ".join(sys.argv[1:])
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                    if line.startswith("model name")), "?")
+        splice(args.doc, scenario, f"Measured {when} on {os.cpu_count()} vCPUs ({cpu}) by\n"
+               f"`{command}`.\n\n{md}")
     with open(os.path.join(out, "table.md"), "w") as fh:
         fh.write(md + "\n")
     with open(os.path.join(out, "results.json"), "w") as fh:
-        json.dump({"scenario": scenario, "load": load, "results": results, "skipped": skipped},
+        json.dump({"scenario": scenario, "load": load, "ceilings": ceilings, "results": results,
+                   "skipped": skipped},
                   fh, indent=1)
     log("plot:", plot(results, names, f"all-reduce busbw, {scenario}, {N} ranks", out))
 
