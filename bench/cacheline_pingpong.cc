@@ -1,8 +1,9 @@
 // cacheline_pingpong: the round-trip time of one cache line between two processes pinned
 // to cpu 0 and cpu 1, for `lines` lines `stride` bytes apart in one shared mapping. It
 // tells the VM's fast mode (70-135 ns per round trip) from its slow one (340-390 ns),
-// and whether the time depends on where the line lies (docs/performance.md, "What the
-// slow mode is"). Not part of the build:
+// and whether the time depends on where the line lies (docs/decisions/small-message-path.md).
+// bench/roofline measures the same round trip next to the memory ceilings. Not part of
+// the build:
 //
 //   g++ -O2 -o /tmp/cacheline_pingpong bench/cacheline_pingpong.cc
 //   /tmp/cacheline_pingpong 32 8388608     # 32 lines, 8 MiB apart: ns per round trip each
