@@ -338,6 +338,7 @@ Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, v
   params.nchannels = 1;
   params.chunkBytes = kSlotBytes;
   params.algorithm = config_.algorithm;
+  params.agreeOnRoot = false;  // launchCheck() compares every rank's fingerprint first
   Result<Schedule> schedule = buildSchedule(args, params);
   if (!schedule.isOk()) return schedule.status().withContext(what);
   COLLIE_RETURN_IF_ERROR(ensureScratch(schedule->scratchBytesPerChannel));

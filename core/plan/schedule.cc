@@ -145,6 +145,7 @@ Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& par
                                std::to_string(params.nranks) + ")");
       }
       schedule.algorithm = wantsTree ? Algorithm::kTree : Algorithm::kChain;
+      if (params.agreeOnRoot && params.nranks > 1) planBarrier(params, &schedule);
       if (args.kind == CollectiveKind::kBroadcast) {
         (wantsTree ? planTreeBroadcast : planChainBroadcast)(args, params, chunkElems, &schedule);
       } else {

@@ -81,6 +81,14 @@ struct PlanParams {
   int nchannels = 1;
   size_t chunkBytes = 512 * 1024;
   Algorithm algorithm = Algorithm::kAuto;
+  // Broadcast and reduce start with a root agreement on channel 0: the steps of a
+  // dissemination barrier, whose peers do not depend on the root. Every message carries
+  // the collective's fingerprint (root included), and a rank finishes the barrier only
+  // when every rank's fingerprint equals its own, so ranks that name different roots
+  // all fail with Mismatch (or with the failure that rank spreads) instead of one side
+  // finishing its sends. Off where the caller checks the fingerprints itself (the
+  // device path's launch check).
+  bool agreeOnRoot = true;
 };
 
 struct Schedule {
