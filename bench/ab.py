@@ -3,7 +3,7 @@
 
 Usage: bench/ab.py --a BUILD_DIR_A --b BUILD_DIR_B [--ranks 2] [--rounds 5]
                    [--max 64M] [--min 8] [--transport shm|tcp] [--perf-args "-R 1"]
-                   [--json FILE]
+                   [--collective allreduce] [--json FILE]
 
 A round runs bench's `roofline` once (streaming copy, 2-process dual-write all-reduce,
 cache-line ping-pong: the VM's vCPU placement), then the whole size sweep of `collie
@@ -29,6 +29,7 @@ import sys
 import tempfile
 
 SMALL_MAX = 64 << 10
+COLLECTIVE = ["allreduce"]  # --collective
 
 
 def parse_bytes(text):
@@ -55,7 +56,7 @@ def collie_binary(build):
 def sweep(collie, ranks, lo, hi, iters, warmup, transport, extra):
     """One `collie perf` sweep; returns {size: {"in_place": us, "out_of_place": us}}."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        cmd = [collie, "run", "-n", str(ranks), "--", collie, "perf", "allreduce",
+        cmd = [collie, "run", "-n", str(ranks), "--", collie, "perf", COLLECTIVE[0],
                "-b", str(lo), "-e", str(hi), "-f", "4", "-n", str(iters), "-w", str(warmup),
                "-c", "1", "--json", out.name] + extra
         if transport:
@@ -100,11 +101,14 @@ def main():
     parser.add_argument("--min", type=parse_bytes, default=8)
     parser.add_argument("--max", type=parse_bytes, default=64 << 20)
     parser.add_argument("--transport", default="")
+    parser.add_argument("--collective", default="allreduce",
+                        help="allreduce, reducescatter, allgather, broadcast or reduce")
     parser.add_argument("--perf-args", default="", help="extra collie perf arguments")
     parser.add_argument("--noise", type=float, default=0.10)
     parser.add_argument("--json", help="write every cell here")
     args = parser.parse_args()
     args.perf_args = args.perf_args.split()
+    COLLECTIVE[0] = args.collective
     builds = {"A": collie_binary(args.a), "B": collie_binary(args.b)}
 
     rounds = []
@@ -119,7 +123,7 @@ def main():
     sizes = sorted(rounds[0]["A"])
     slower = []
     ceilings = [x["roofline"] for x in rounds if x["roofline"]]
-    print(f"collie all-reduce, {args.ranks} ranks, float sum{', ' + args.transport if args.transport else ''}"
+    print(f"collie {args.collective}, {args.ranks} ranks, float sum{', ' + args.transport if args.transport else ''}"
           f"{' ' + ' '.join(args.perf_args) if args.perf_args else ''}; "
           f"A = {args.a}, B = {args.b}; median of {args.rounds} interleaved rounds")
     if ceilings:
