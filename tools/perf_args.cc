@@ -29,7 +29,7 @@ CLI::App* addPerfCommand(CLI::App& app, PerfCliOptions* raw) {
   cmd->add_option("-d,--datatype", raw->dtype,
                   "int8 uint8 int32 uint32 int64 uint64 half float double bfloat16")
       ->capture_default_str();
-  cmd->add_option("-o,--op", raw->op, "sum prod min max avg")->capture_default_str();
+  cmd->add_option("-o,--op", raw->op, "sum prod min max avg band bor bxor")->capture_default_str();
   cmd->add_option("-r,--root", raw->root, "root rank (broadcast, reduce)")->capture_default_str();
   cmd->add_option("-R,--local_register", raw->registered,
                   "1: buffers from allocShared, registered (single-copy shm)")
@@ -128,8 +128,10 @@ Result<PerfArgs> resolvePerfArgs(const PerfCliOptions& raw) {
   std::optional<ReduceOp> op = parseReduceOp(raw.op);
   if (!op)
     return invalidArgument("unknown reduction op '" + raw.op +
-                           "' (-o): use sum, prod, "
-                           "min, max or avg");
+                           "' (-o): use sum, prod, min, max, avg, band, bor or bxor");
+  if (!isValidFor(*op, args.dtype)) {
+    return invalidArgument("-o " + raw.op + " needs an integer datatype (-d), not " + raw.dtype);
+  }
   args.op = *op;
   if (raw.root < 0) return invalidArgument("-r/--root must not be negative");
   args.root = raw.root;

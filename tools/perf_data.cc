@@ -39,6 +39,15 @@ int64_t reduceExact(const PerfCase& c, size_t index) {
       case ReduceOp::kMin:
         acc = std::min(acc, v);
         break;
+      case ReduceOp::kBand:
+        acc &= v;
+        break;
+      case ReduceOp::kBor:
+        acc |= v;
+        break;
+      case ReduceOp::kBxor:
+        acc ^= v;
+        break;
     }
   }
   return acc;

@@ -50,6 +50,10 @@ Status Communicator::check(const char* what, const void* send, const void* recv,
     return invalidArgument(prefix() + "unknown reduction op " +
                            std::to_string(static_cast<int>(*op)));
   }
+  if (op != nullptr && !isValidFor(*op, dtype)) {
+    return invalidArgument(prefix() + "reduction op " + std::string(reduceOpName(*op)) +
+                           " needs an integer dtype, not " + std::string(dataTypeName(dtype)));
+  }
   if (root != nullptr && (*root < 0 || *root >= nranks_)) {
     return invalidArgument(prefix() + "root " + std::to_string(*root) + " is outside [0, " +
                            std::to_string(nranks_) + ")");

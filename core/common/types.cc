@@ -20,7 +20,8 @@ constexpr DataTypeInfo kDataTypes[kNumDataTypes] = {
     {DataType::kFloat64, 8, true, "double"}, {DataType::kBFloat16, 2, true, "bfloat16"},
 };
 
-constexpr std::string_view kOpNames[kNumReduceOps] = {"sum", "prod", "max", "min", "avg"};
+constexpr std::string_view kOpNames[kNumReduceOps] = {"sum", "prod", "max", "min",
+                                                      "avg", "band", "bor", "bxor"};
 
 }  // namespace
 
@@ -33,6 +34,14 @@ size_t dataTypeSize(DataType dtype) {
 
 bool isFloating(DataType dtype) {
   return isValid(dtype) && kDataTypes[static_cast<unsigned>(dtype)].floating;
+}
+
+bool isBitwise(ReduceOp op) {
+  return op == ReduceOp::kBand || op == ReduceOp::kBor || op == ReduceOp::kBxor;
+}
+
+bool isValidFor(ReduceOp op, DataType dtype) {
+  return isValid(op) && isValid(dtype) && !(isBitwise(op) && isFloating(dtype));
 }
 
 std::string_view dataTypeName(DataType dtype) {

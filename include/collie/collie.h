@@ -46,7 +46,10 @@ typedef enum {
   collieProd = 1,
   collieMax = 2,
   collieMin = 3,
-  collieAvg = 4
+  collieAvg = 4,
+  collieBand = 5, /* bitwise and, or, xor: integer dtypes only */
+  collieBor = 6,
+  collieBxor = 7
 } collieRedOp_t;
 
 #define COLLIE_UNIQUE_ID_BYTES 128

@@ -31,8 +31,11 @@ enum class ReduceOp : uint8_t {
   kMax = 2,
   kMin = 3,
   kAvg = 4,
+  kBand = 5,  // bitwise and, or, exclusive or: integer dtypes only
+  kBor = 6,
+  kBxor = 7,
 };
-inline constexpr int kNumReduceOps = 5;
+inline constexpr int kNumReduceOps = 8;
 
 enum class CollectiveKind : uint8_t {
   kAllReduce = 0,
@@ -58,6 +61,10 @@ bool isValid(ReduceOp op);
 // Bytes per element; 0 for an invalid value.
 size_t dataTypeSize(DataType dtype);
 bool isFloating(DataType dtype);
+bool isBitwise(ReduceOp op);
+// Whether `op` is defined on `dtype`: every op on integers, all but the bitwise ones on
+// floating types. False for invalid values.
+bool isValidFor(ReduceOp op, DataType dtype);
 
 // Lower-case names as nccl-tests prints them: "float", "half", "bfloat16", "int8", ...
 std::string_view dataTypeName(DataType dtype);

@@ -3,6 +3,7 @@
 //
 // Contract, for every element type T of collie::DataType:
 //   SumOp<T>, ProdOp<T>, MinOp<T>, MaxOp<T>:  T operator()(T a, T b) const.
+//   BandOp<T>, BorOp<T>, BxorOp<T>: the same, for integer T only.
 //   - Integers: sum and product wrap modulo 2^bits (computed in unsigned arithmetic, so
 //     there is no signed-overflow UB); min and max are exact.
 //   - float, double: one IEEE operation in the type's own precision.
@@ -99,6 +100,32 @@ struct MaxOp {
     } else {
       return a > b ? a : b;
     }
+  }
+};
+
+// Bitwise and, or, exclusive or: integer types only (the API refuses them on floating
+// types, and the kernel tables hold no entry there).
+template <typename T>
+struct BandOp {
+  static_assert(std::is_integral_v<T>, "bitwise ops are defined on integers only");
+  COLLIE_HOST_DEVICE COLLIE_FORCE_INLINE T operator()(T a, T b) const {
+    return static_cast<T>(a & b);
+  }
+};
+
+template <typename T>
+struct BorOp {
+  static_assert(std::is_integral_v<T>, "bitwise ops are defined on integers only");
+  COLLIE_HOST_DEVICE COLLIE_FORCE_INLINE T operator()(T a, T b) const {
+    return static_cast<T>(a | b);
+  }
+};
+
+template <typename T>
+struct BxorOp {
+  static_assert(std::is_integral_v<T>, "bitwise ops are defined on integers only");
+  COLLIE_HOST_DEVICE COLLIE_FORCE_INLINE T operator()(T a, T b) const {
+    return static_cast<T>(a ^ b);
   }
 };
 

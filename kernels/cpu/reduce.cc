@@ -92,6 +92,12 @@ COLLIE_FORCE_INLINE auto opFor() {
     return MinOp<C>();
   } else if constexpr (kOp == ReduceOp::kMax) {
     return MaxOp<C>();
+  } else if constexpr (kOp == ReduceOp::kBand) {
+    return BandOp<C>();
+  } else if constexpr (kOp == ReduceOp::kBor) {
+    return BorOp<C>();
+  } else if constexpr (kOp == ReduceOp::kBxor) {
+    return BxorOp<C>();
   } else {
     return SumOp<C>();
   }
@@ -396,14 +402,26 @@ struct Table {
   std::array<DivideFn, kNumDataTypes> divide{};
 };
 
+// The kernel of one (dtype, op), or nullptr where the op is not defined on the dtype
+// (bitwise ops on floating types).
+template <typename Isa, size_t kI>
+constexpr ReduceFn entryFor() {
+  using T = typename TypeOf<static_cast<DataType>(kI / kNumReduceOps)>::type;
+  constexpr auto kOp = static_cast<ReduceOp>(kI % kNumReduceOps);
+  constexpr bool kBitwise =
+      kOp == ReduceOp::kBand || kOp == ReduceOp::kBor || kOp == ReduceOp::kBxor;
+  if constexpr (kBitwise && !std::is_integral_v<T>) {
+    return nullptr;
+  } else {
+    return &Isa::template reduce<T, kOp>;
+  }
+}
+
 template <typename Isa, size_t... kI>
 constexpr Table makeTable(std::index_sequence<kI...>) {
   // Entry kI is dtype kI / kNumReduceOps, op kI % kNumReduceOps (both enums count from 0).
   Table t;
-  ((t.reduce[kI / kNumReduceOps][kI % kNumReduceOps] =
-        &Isa::template reduce<typename TypeOf<static_cast<DataType>(kI / kNumReduceOps)>::type,
-                              static_cast<ReduceOp>(kI % kNumReduceOps)>),
-   ...);
+  ((t.reduce[kI / kNumReduceOps][kI % kNumReduceOps] = entryFor<Isa, kI>()), ...);
   return t;
 }
 
@@ -469,6 +487,7 @@ void reduceEntry(void* dst, const void* a, const void* b, size_t count, DataType
   if (d >= kNumDataTypes || o >= kNumReduceOps) invalidCall("an invalid dtype or op", d, o);
   if (count == 0) return;
   const ReduceFn reduce = kTable<Isa>.reduce[d][o];
+  if (reduce == nullptr) invalidCall("a bitwise op on a floating dtype", d, o);
   const size_t size = kElementSize[d];
   if (alignedFor(dst, size)) return reduce(dst, a, b, count, divisor);
   // An input that dst aliases is misaligned too: the kernel reads it as any other input.

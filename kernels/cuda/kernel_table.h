@@ -4,13 +4,14 @@
 // build does it in cuda_kernels.cu, the emulation tests in their own translation unit.
 //
 // Contract: kernelFor<K>(dtype, op) returns the kernel of family K for that pair, or
-// null for an invalid dtype/op. kAvg selects the SumOp kernel (the caller passes
-// divisor = nranks on the final step). launchGrid() picks a 1-D grid for a step.
+// null for an invalid dtype/op or a bitwise op on a floating dtype. kAvg selects the SumOp kernel
+// (the caller passes divisor = nranks on the final step). launchGrid() picks a 1-D grid for a step.
 // Thread safety: pure functions.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "collie/types.h"
 #include "kernels/common/half.h"
@@ -92,6 +93,15 @@ typename Family::Fn kernelFor(DataType dtype, ReduceOp op) {
             return Family::template get<T, MinOp<T>>();
           case ReduceOp::kMax:
             return Family::template get<T, MaxOp<T>>();
+          case ReduceOp::kBand:
+          case ReduceOp::kBor:
+          case ReduceOp::kBxor:
+            if constexpr (std::is_integral_v<T>) {
+              if (op == ReduceOp::kBand) return Family::template get<T, BandOp<T>>();
+              if (op == ReduceOp::kBor) return Family::template get<T, BorOp<T>>();
+              return Family::template get<T, BxorOp<T>>();
+            }
+            return nullptr;  // not defined on floating types; the API refuses it
         }
         return nullptr;
       },

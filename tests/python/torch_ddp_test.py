@@ -168,6 +168,23 @@ def check_collectives(rank, collie, gloo, failures):
             g = values(rank, n, dt)
             dist.all_reduce(g, op=op, group=gloo)
             expect(f"allreduce {dt} {op} vs gloo", t, g)
+    # Bitwise ops on integers (gloo has them too); floating tensors are refused.
+    bitwise = {dist.ReduceOp.BAND: lambda v: v[0] & v[1], dist.ReduceOp.BOR: lambda v: v[0] | v[1],
+               dist.ReduceOp.BXOR: lambda v: v[0] ^ v[1]}
+    for dt in (torch.int8, torch.uint8, torch.int32, torch.int64):
+        for op, ref in bitwise.items():
+            t = values(rank, 37, dt)
+            dist.all_reduce(t, op=op, group=collie)
+            expect(f"allreduce {dt} {op}", t, ref(all_vals(dt)).to(dt))
+            g = values(rank, 37, dt)
+            dist.all_reduce(g, op=op, group=gloo)
+            expect(f"allreduce {dt} {op} vs gloo", t, g)
+    try:
+        dist.all_reduce(values(rank), op=dist.ReduceOp.BAND, group=collie)
+        failures.append("allreduce BAND of float32 was accepted")
+    except RuntimeError as err:
+        if "integer" not in str(err) and "integral" not in str(err):
+            failures.append(f"allreduce BAND of float32: unexpected error {err}")
     t = values(rank)
     dist.all_reduce(t, op=dist.ReduceOp.AVG, group=collie)
     expect("allreduce avg", t, (values(0) + values(1)) / 2)

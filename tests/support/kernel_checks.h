@@ -34,8 +34,10 @@ inline constexpr DataType kKernelTypes[] = {
     DataType::kInt8,    DataType::kUint8,   DataType::kInt32,   DataType::kUint32,
     DataType::kInt64,   DataType::kUint64,  DataType::kFloat16, DataType::kFloat32,
     DataType::kFloat64, DataType::kBFloat16};
+// Every op; the matrices skip the bitwise ones on floating types (isValidFor).
 inline constexpr ReduceOp kKernelOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin,
-                                          ReduceOp::kMax, ReduceOp::kAvg};
+                                          ReduceOp::kMax, ReduceOp::kAvg,  ReduceOp::kBand,
+                                          ReduceOp::kBor, ReduceOp::kBxor};
 // Empty, one element, around one 16-byte vector, and an odd count past many vectors.
 inline constexpr size_t kKernelSizes[] = {0, 1, 15, 16, 17, 4099};
 
@@ -282,6 +284,7 @@ inline void reduceCopyMatrix(KernelLauncher& launcher, std::span<const size_t> s
   for (DataType dtype : kKernelTypes) {
     const size_t es = dataTypeSize(dtype);
     for (ReduceOp op : kKernelOps) {
+      if (!isValidFor(op, dtype)) continue;
       for (size_t i = 0; i < sizes.size(); ++i) {
         const size_t count = sizes[i];
         const size_t shared = 1 + (i * 5 + static_cast<size_t>(op)) % 15;
@@ -317,6 +320,7 @@ inline void ringStepMatrix(KernelLauncher& launcher, std::span<const size_t> siz
   for (DataType dtype : kKernelTypes) {
     const size_t es = dataTypeSize(dtype);
     for (ReduceOp op : kKernelOps) {
+      if (!isValidFor(op, dtype)) continue;
       for (size_t i = 0; i < sizes.size(); ++i) {
         const size_t offset = (i * es) % 16;
         checkRingSteps(launcher, rng, dtype, op, sizes[i], offset, i % 2 ? 1 : offset);
@@ -333,6 +337,7 @@ inline void treeStepMatrix(KernelLauncher& launcher, std::span<const size_t> siz
   for (DataType dtype : kKernelTypes) {
     const size_t es = dataTypeSize(dtype);
     for (ReduceOp op : kKernelOps) {
+      if (!isValidFor(op, dtype)) continue;
       for (size_t i = 0; i < sizes.size(); ++i) {
         const size_t offset = i % 2 ? es % 16 : 0;
         checkTreeSteps(launcher, rng, dtype, op, sizes[i], static_cast<int>(i % 3), offset);

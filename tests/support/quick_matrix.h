@@ -35,9 +35,13 @@ inline constexpr bool kThreadSanitized = false;
 #endif
 
 // Whether a reducing collective test runs `op` on `dtype` (both as enum indexes): every
-// pair, except under ThreadSanitizer one op per dtype, cycling through the ops.
+// pair the op is defined on, except under ThreadSanitizer one op per dtype, cycling
+// through the ops the dtype has (floating types have no bitwise ones).
 inline bool sampledOp(int dtype, int op) {
-  return !kThreadSanitized || op == dtype % kNumReduceOps;
+  const auto type = static_cast<DataType>(dtype);
+  if (!isValidFor(static_cast<ReduceOp>(op), type)) return false;
+  const int ops = isFloating(type) ? static_cast<int>(ReduceOp::kBand) : kNumReduceOps;
+  return !kThreadSanitized || op == dtype % ops;
 }
 
 }  // namespace collie::testing

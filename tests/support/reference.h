@@ -13,8 +13,10 @@
 namespace collie::testing {
 
 // Small positive integers: sums of up to 16 ranks stay exact even in int8/bfloat16.
+// Bitwise ops get values 1..127, so that every bit of an int8 flips somewhere.
 inline int64_t inputValue(ReduceOp op, int rank, size_t index) {
   if (op == ReduceOp::kProd) return ((rank + index) % 5 == 0) ? 2 : 1;
+  if (isBitwise(op)) return static_cast<int64_t>((rank * 37 + index * 11) % 127) + 1;
   return static_cast<int64_t>((rank * 3 + index) % 4) + 1;
 }
 
@@ -35,6 +37,15 @@ inline int64_t reduceValues(ReduceOp op, int nranks, size_t index) {
         break;
       case ReduceOp::kMin:
         value = std::min(value, v);
+        break;
+      case ReduceOp::kBand:
+        value &= v;
+        break;
+      case ReduceOp::kBor:
+        value |= v;
+        break;
+      case ReduceOp::kBxor:
+        value ^= v;
         break;
     }
   }

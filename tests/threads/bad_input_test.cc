@@ -133,6 +133,13 @@ TEST_P(BadInputTest, UnknownDtypeAndOpAreRejectedAndNothingIsSent) {
   expectInvalid(c.recv(p, kCount, badType, 0), "dtype", "recv(dtype)");
   // A valid dtype with an op that is not an enumerator, at count 0 as well.
   expectInvalid(c.allReduce(p, p, 0, i32, badOp), "op", "allReduce(op, count 0)");
+  // Bitwise ops on floating types: named op and dtype, nothing sent.
+  expectInvalid(c.allReduce(p, p, kCount, DataType::kFloat32, ReduceOp::kBand),
+                "band needs an integer dtype, not float", "allReduce(band, float)");
+  expectInvalid(c.reduceScatter(p, p, kCount, DataType::kBFloat16, ReduceOp::kBxor),
+                "bxor needs an integer dtype", "reduceScatter(bxor, bfloat16)");
+  expectInvalid(c.reduce(p, p, kCount, DataType::kFloat64, ReduceOp::kBor, 0),
+                "bor needs an integer dtype", "reduce(bor, double)");
 
   expectGoodCollectives(comms);
 }

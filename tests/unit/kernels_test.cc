@@ -73,6 +73,9 @@ T reference(T a, T b, ReduceOp op, int divisor) {
     if (op == ReduceOp::kProd) return static_cast<T>(ua * ub);
     if (op == ReduceOp::kMin) return a < b ? a : b;
     if (op == ReduceOp::kMax) return a > b ? a : b;
+    if (op == ReduceOp::kBand) return static_cast<T>(ua & ub);
+    if (op == ReduceOp::kBor) return static_cast<T>(ua | ub);
+    if (op == ReduceOp::kBxor) return static_cast<T>(ua ^ ub);
     const T sum = static_cast<T>(ua + ub);
     if (!avg) return sum;
     if constexpr (std::is_signed_v<T>) {
@@ -162,9 +165,10 @@ struct OpCase {
   ReduceOp op;
   int divisor;
 };
-constexpr OpCase kOpCases[] = {{ReduceOp::kSum, 0}, {ReduceOp::kProd, 0}, {ReduceOp::kMin, 0},
-                               {ReduceOp::kMax, 0}, {ReduceOp::kAvg, 0},  {ReduceOp::kAvg, 3},
-                               {ReduceOp::kAvg, 4}, {ReduceOp::kSum, 3}};  // divisor ignored
+constexpr OpCase kOpCases[] = {{ReduceOp::kSum, 0},  {ReduceOp::kProd, 0}, {ReduceOp::kMin, 0},
+                               {ReduceOp::kMax, 0},  {ReduceOp::kAvg, 0},  {ReduceOp::kAvg, 3},
+                               {ReduceOp::kAvg, 4},  {ReduceOp::kSum, 3},  // divisor ignored
+                               {ReduceOp::kBand, 0}, {ReduceOp::kBor, 0},  {ReduceOp::kBxor, 0}};
 
 // Where the buffers lie: shifted by dst, a and b bytes from a 16-byte boundary. Shifts
 // of 1..7 misalign every multi-byte T: UCX hands over fragments like that, and users may
@@ -182,6 +186,7 @@ template <typename T>
 void checkReduce(const ReduceBackend& backend, DataType dtype, uint64_t seed, Shifts shift = {}) {
   std::mt19937_64 rng(seed);
   for (const OpCase& oc : kOpCases) {
+    if (!isValidFor(oc.op, dtype)) continue;  // bitwise ops: integers only
     for (size_t n : kSizes) {
       for (Alias alias : {Alias::kNone, Alias::kDstIsA, Alias::kDstIsB, Alias::kAll}) {
         SCOPED_TRACE(std::string(backend.name) + " " + std::string(dataTypeName(dtype)) + " " +

@@ -99,10 +99,14 @@ std::vector<uint8_t> referenceReduce(const PerfCase& c, size_t n) {
     fillInput(rc, in.data(), 0, n);
     for (size_t k = 0; k < n; ++k) {
       double a = load(c.dtype, &acc[k * es]), b = load(c.dtype, &in[k * es]);
-      double v = c.op == ReduceOp::kProd  ? a * b
-                 : c.op == ReduceOp::kMax ? std::max(a, b)
-                 : c.op == ReduceOp::kMin ? std::min(a, b)
-                                          : a + b;
+      const auto ia = static_cast<int64_t>(a), ib = static_cast<int64_t>(b);
+      double v = c.op == ReduceOp::kProd   ? a * b
+                 : c.op == ReduceOp::kMax  ? std::max(a, b)
+                 : c.op == ReduceOp::kMin  ? std::min(a, b)
+                 : c.op == ReduceOp::kBand ? static_cast<double>(ia & ib)
+                 : c.op == ReduceOp::kBor  ? static_cast<double>(ia | ib)
+                 : c.op == ReduceOp::kBxor ? static_cast<double>(ia ^ ib)
+                                           : a + b;
       encodeValue(c.dtype, static_cast<int64_t>(v), &acc[k * es]);  // all exact integers
     }
   }
@@ -124,6 +128,7 @@ TEST(PerfData, ExpectedReductionsMatchAStepwiseReference) {
   for (int nranks : {1, 2, 3, 8, 24}) {
     for (DataType dtype : kAllTypes) {
       for (int op = 0; op < kNumReduceOps; ++op) {
+        if (!isValidFor(static_cast<ReduceOp>(op), dtype)) continue;
         for (CollectiveKind kind : {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter}) {
           PerfCase c;
           c.kind = kind;

@@ -29,6 +29,12 @@ int64_t combine(ReduceOp op, int64_t a, int64_t b) {
       return std::max(a, b);
     case ReduceOp::kMin:
       return std::min(a, b);
+    case ReduceOp::kBand:
+      return a & b;
+    case ReduceOp::kBor:
+      return a | b;
+    case ReduceOp::kBxor:
+      return a ^ b;
   }
   return 0;
 }

@@ -99,6 +99,7 @@ std::vector<std::tuple<DataType, ReduceOp, bool>> allCases() {
   std::vector<std::tuple<DataType, ReduceOp, bool>> cases;
   for (int d = 0; d < kNumDataTypes; ++d) {
     for (int o = 0; o < kNumReduceOps; ++o) {
+      if (!isValidFor(static_cast<ReduceOp>(o), static_cast<DataType>(d))) continue;
       for (bool inPlace : {false, true}) {
         cases.emplace_back(static_cast<DataType>(d), static_cast<ReduceOp>(o), inPlace);
       }

@@ -68,9 +68,15 @@ collie::ReduceOp reduceOp(const c10d::ReduceOp& op, const char* what, int rank) 
       return collie::ReduceOp::kMin;
     case c10d::ReduceOp::MAX:
       return collie::ReduceOp::kMax;
+    case c10d::ReduceOp::BAND:
+      return collie::ReduceOp::kBand;
+    case c10d::ReduceOp::BOR:
+      return collie::ReduceOp::kBor;
+    case c10d::ReduceOp::BXOR:
+      return collie::ReduceOp::kBxor;
     default:
       fail(prefix(what, rank) + "reduce op " + std::to_string(static_cast<int>(op.op_)) +
-           " (BAND/BOR/BXOR/PREMUL_SUM) is not supported; use SUM, AVG, PRODUCT, MIN or MAX");
+           " (PREMUL_SUM) is not supported; use SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR or BXOR");
   }
 }
 
