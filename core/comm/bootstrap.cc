@@ -1,6 +1,7 @@
-// Communicator creation: find the store, agree on a key for this communicator,
-// exchange host identities, choose a transport per peer from the registry and
-// connect, then start the engine.
+// Communicator::create, as a few named steps: resolve the configuration, reach the
+// store, exchange host ids (and agree on what must match, core/comm/join_agreement.h),
+// connect a transport per peer from the registry, start the engine, open the device
+// path. Every step fails with a Status naming this rank and what went wrong.
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,11 +13,9 @@
 
 #include "collie/communicator.h"
 #include "core/bootstrap/job_secret.h"
+#include "core/comm/communicator_impl.h"
 #include "core/comm/join_agreement.h"
 #include "core/config/config.h"
-#include "core/device/device_comm.h"
-#include "core/device/device_staging.h"
-#include "core/engine/engine.h"
 #include "core/log/log.h"
 #include "core/transport/device_windows.h"
 #include "core/transport/transport.h"
@@ -53,10 +52,7 @@ std::string communicatorKey(const UniqueId& id, int rank) {
   return "collie/" + publicJobTag(id.secret) + "/" + std::to_string(index);
 }
 
-}  // namespace
-
-Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, int rank, int nranks,
-                                                           const Options& options) {
+Status checkArguments(const UniqueId& id, int rank, int nranks) {
   if (nranks < 1)
     return invalidArgument("nranks must be at least 1, got " + std::to_string(nranks));
   if (rank < 0 || rank >= nranks) {
@@ -65,9 +61,26 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
   }
   // Never fail open: a knob with a value collie does not accept refuses the start.
   COLLIE_RETURN_IF_ERROR(validateConfig());
-  COLLIE_RETURN_IF_ERROR(
-      checkJobSecret(id.secret, "the unique id of rank " + std::to_string(rank)));
-  setLogRank(rank);
+  return checkJobSecret(id.secret, "the unique id of rank " + std::to_string(rank));
+}
+
+// The algorithm the caller asked for, else COLLIE_ALGO's.
+Result<Algorithm> resolveAlgorithm(const Options& options) {
+  if (options.algorithm != Algorithm::kAuto) return options.algorithm;
+  std::string name = configString("COLLIE_ALGO");
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  // An NCCL_ALGO collie does not know (^nvls, allreduce:tree, ...) reads as the
+  // default (validateConfig warned about it).
+  std::optional<Algorithm> parsed = parseAlgorithm(name);
+  if (!parsed) {
+    return invalidArgument("COLLIE_ALGO='" + configString("COLLIE_ALGO") +
+                           "' is not one of auto, ring, tree, chain, oneshot");
+  }
+  return *parsed;
+}
+
+// The engine's settings: what `options` sets, else the config table's value.
+Result<EngineConfig> resolveConfig(int rank, int nranks, const Options& options) {
   EngineConfig config;
   config.rank = rank;
   config.nranks = nranks;
@@ -88,92 +101,131 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
                           ? static_cast<size_t>(configInt("COLLIE_CHUNKSIZE"))
                           : 0;
   if (config.chunkBytes > 0) config.chunkBytes = std::max<size_t>(config.chunkBytes, 64);
-  config.algorithm = options.algorithm;
-  if (config.algorithm == Algorithm::kAuto) {
-    std::string name = configString("COLLIE_ALGO");
-    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    // An NCCL_ALGO collie does not know (^nvls, allreduce:tree, ...) reads as the
-    // default (validateConfig warned about it).
-    std::optional<Algorithm> parsed = parseAlgorithm(name);
-    if (!parsed) {
-      return invalidArgument("COLLIE_ALGO='" + configString("COLLIE_ALGO") +
-                             "' is not one of auto, ring, tree, chain, oneshot");
-    }
-    config.algorithm = *parsed;
-  }
-  const auto deadline = Clock::now() + config.timeout;
+  Result<Algorithm> algorithm = resolveAlgorithm(options);
+  if (!algorithm.isOk()) return algorithm.status();
+  config.algorithm = *algorithm;
+  return config;
+}
 
-  std::shared_ptr<Store> store = options.store;
-  if (!store) {
-    Result<std::shared_ptr<Store>> connected =
-        connectTcpStore(id.host, id.port, id.secret, deadline);
-    if (!connected.isOk()) {
-      return connected.status().withContext("rank " + std::to_string(rank) +
-                                            " could not reach the rendezvous store");
-    }
-    store = *connected;
+// The caller's store (ranks as threads), else the TCP store the unique id names.
+Result<std::shared_ptr<Store>> reachStore(const UniqueId& id, int rank, const Options& options,
+                                          Deadline deadline) {
+  if (options.store) return options.store;
+  Result<std::shared_ptr<Store>> connected = connectTcpStore(id.host, id.port, id.secret, deadline);
+  if (!connected.isOk()) {
+    return connected.status().withContext("rank " + std::to_string(rank) +
+                                          " could not reach the rendezvous store");
   }
+  return connected;
+}
 
+std::string forcedTransport(const Options& options) {
+  return !options.transport.empty() ? options.transport : configString("COLLIE_TRANSPORT");
+}
+
+TransportContext makeTransportContext(const UniqueId& id, const EngineConfig& config,
+                                      const Options& options, std::shared_ptr<Store> store) {
   TransportContext context;
-  context.rank = rank;
-  context.nranks = nranks;
+  context.rank = config.rank;
+  context.nranks = config.nranks;
   context.nchannels = config.nchannels;
   context.hostId = !options.hostId.empty()                   ? options.hostId
                    : !configString("COLLIE_HOST_ID").empty() ? configString("COLLIE_HOST_ID")
                                                              : defaultHostId();
-  context.jobKey = communicatorKey(id, rank);
+  context.jobKey = communicatorKey(id, config.rank);
   context.secret = id.secret;
-  context.store = store;
+  context.store = std::move(store);
   context.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config.timeout);
+  context.deviceRuntime = selectDeviceRuntime();
+  return context;
+}
 
-  // Every rank's host, and agreement on what must be equal (core/comm/join_agreement.h).
-  const std::string forcedTransport =
-      !options.transport.empty() ? options.transport : configString("COLLIE_TRANSPORT");
+// Every rank's host id, once every rank agreed on what must be equal
+// (core/comm/join_agreement.h).
+Result<std::vector<std::string>> exchangeHostIds(const TransportContext& context,
+                                                 const EngineConfig& config,
+                                                 const std::string& forced, const UniqueId& id,
+                                                 Deadline deadline) {
   JoinRecord joining;
   joining.hostId = context.hostId;
   joining.mustMatch = mustMatchSettings(
-      nranks, {{"transport (COLLIE_TRANSPORT)", forcedTransport},
-               {"algorithm (COLLIE_ALGO)", std::string(algorithmName(config.algorithm))},
-               {"channels (COLLIE_NCHANNELS)",
-                std::to_string(config.nchannels) + (config.channelsFixed ? " (fixed)" : "")},
-               {"chunk bytes (COLLIE_CHUNKSIZE)", std::to_string(config.chunkBytes)}});
+      context.nranks,
+      {{"transport (COLLIE_TRANSPORT)", forced},
+       {"algorithm (COLLIE_ALGO)", std::string(algorithmName(config.algorithm))},
+       {"channels (COLLIE_NCHANNELS)",
+        std::to_string(config.nchannels) + (config.channelsFixed ? " (fixed)" : "")},
+       {"chunk bytes (COLLIE_CHUNKSIZE)", std::to_string(config.chunkBytes)}});
   JoinContext join;
-  join.store = store.get();
+  join.store = context.store.get();
   join.jobKey = context.jobKey;
   join.launcherExits = launcherExitPrefix(publicJobTag(id.secret));
-  join.rank = rank;
-  join.nranks = nranks;
-  Result<std::vector<std::string>> joined = exchangeJoinRecords(join, joining, deadline);
-  if (!joined.isOk()) return joined.status();
-  const std::vector<std::string>& hosts = *joined;
+  join.rank = context.rank;
+  join.nranks = context.nranks;
+  return exchangeJoinRecords(join, joining, deadline);
+}
 
-  // Choose a transport per peer: the forced one, or the first in registry order that
-  // can connect the pair. The choice depends only on both host ids, so both sides of
-  // a pair agree.
-  const std::string& forced = forcedTransport;
+// The transports to try, in registry order: every one, or the forced one plus those
+// that offer device windows (created for device buffers only).
+Result<std::vector<TransportFactory>> candidateTransports(const std::string& forced) {
   std::vector<TransportFactory> factories = TransportRegistry::instance().factories();
-  if (!forced.empty()) {
-    const TransportFactory* factory = TransportRegistry::instance().find(forced);
-    if (factory == nullptr) {
-      std::string known;
-      for (const TransportFactory& f : factories) known += (known.empty() ? "" : ", ") + f.name;
-      return invalidArgument("transport '" + forced + "' is not in this build (built: " + known +
-                             ")");
-    }
-    // Transports that offer device windows are still created, for device buffers only.
-    std::vector<TransportFactory> chosen = {*factory};
-    for (const TransportFactory& f : factories) {
-      if (f.offersDeviceWindows && f.name != factory->name) chosen.push_back(f);
-    }
-    factories = std::move(chosen);
+  if (forced.empty()) return factories;
+  const TransportFactory* factory = TransportRegistry::instance().find(forced);
+  if (factory == nullptr) {
+    std::string known;
+    for (const TransportFactory& f : factories) known += (known.empty() ? "" : ", ") + f.name;
+    return invalidArgument("transport '" + forced + "' is not in this build (built: " + known +
+                           ")");
   }
-  context.deviceRuntime = selectDeviceRuntime();
+  std::vector<TransportFactory> chosen = {*factory};
+  for (const TransportFactory& f : factories) {
+    if (f.offersDeviceWindows && f.name != factory->name) chosen.push_back(f);
+  }
+  return chosen;
+}
+
+// What connectTransports() made: the transports serving peers, and the first that
+// offers device windows (kept in windowTransport when it serves no peer).
+struct Connected {
   TransportSet set;
-  set.transportOfPeer.assign(nranks, -1);
-  set.connections.resize(nranks);
-  std::unique_ptr<Transport> windowTransport;  // offers device windows, serves no peer
   DeviceWindowProvider* windowProvider = nullptr;
-  for (const TransportFactory& factory : factories) {
+  std::unique_ptr<Transport> windowTransport;
+};
+
+// Connects `transport` to `peers` and records it in `set` as the transport serving them.
+Status adoptTransport(const TransportContext& context, const std::string& name,
+                      std::unique_ptr<Transport> transport, const std::vector<int>& peers,
+                      TransportSet* set) {
+  Result<std::vector<std::unique_ptr<Connection>>> connections = transport->connect(peers);
+  if (!connections.isOk()) {
+    return connections.status().withContext("rank " + std::to_string(context.rank) +
+                                            " connecting over " + name);
+  }
+  const int index = static_cast<int>(set->transports.size());
+  for (size_t i = 0; i < peers.size(); ++i) {
+    set->transportOfPeer[peers[i]] = index;
+    for (int c = 0; c < context.nchannels; ++c) {
+      set->connections[peers[i]].push_back(std::move((*connections)[i * context.nchannels + c]));
+    }
+  }
+  COLLIE_LOG(INFO, INIT) << "rank " << context.rank << " uses " << name << " for " << peers.size()
+                         << " peer(s)";
+  set->transports.push_back(std::move(transport));
+  return Status();
+}
+
+// Chooses a transport per peer: the forced one, or the first in registry order that
+// can connect the pair. The choice depends only on both host ids, so both sides of a
+// pair agree. Fails when a transport cannot connect or no transport reaches a peer.
+Result<Connected> connectTransports(const TransportContext& context,
+                                    const std::vector<std::string>& hosts,
+                                    const std::string& forced) {
+  Result<std::vector<TransportFactory>> factories = candidateTransports(forced);
+  if (!factories.isOk()) return factories.status();
+  const int rank = context.rank, nranks = context.nranks;
+  Connected out;
+  out.set.transportOfPeer.assign(nranks, -1);
+  out.set.connections.resize(nranks);
+  for (const TransportFactory& factory : *factories) {
     if (nranks == 1 && !factory.offersDeviceWindows) continue;
     TransportContext mine = context;
     mine.forced = !forced.empty() && factory.name == forced;
@@ -186,81 +238,119 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
     }
     std::vector<int> peers;
     for (int peer = 0; peer < nranks; ++peer) {
-      if (peer != rank && set.transportOfPeer[peer] < 0 &&
+      if (peer != rank && out.set.transportOfPeer[peer] < 0 &&
           (*transport)->canConnect(peer, hosts[peer])) {
         peers.push_back(peer);
       }
     }
-    if (windowProvider == nullptr && (*transport)->deviceWindows() != nullptr &&
-        (*transport)->deviceWindows()->available()) {
-      windowProvider = (*transport)->deviceWindows();
-      if (peers.empty()) windowTransport = std::move(*transport);
+    DeviceWindowProvider* windows = (*transport)->deviceWindows();
+    if (out.windowProvider == nullptr && windows != nullptr && windows->available()) {
+      out.windowProvider = windows;
+      if (peers.empty()) out.windowTransport = std::move(*transport);
     }
     if (peers.empty()) continue;
-    Result<std::vector<std::unique_ptr<Connection>>> connections = (*transport)->connect(peers);
-    if (!connections.isOk()) {
-      return connections.status().withContext("rank " + std::to_string(rank) + " connecting over " +
-                                              factory.name);
-    }
-    int index = static_cast<int>(set.transports.size());
-    for (size_t i = 0; i < peers.size(); ++i) {
-      set.transportOfPeer[peers[i]] = index;
-      for (int c = 0; c < config.nchannels; ++c) {
-        set.connections[peers[i]].push_back(std::move((*connections)[i * config.nchannels + c]));
-      }
-    }
-    COLLIE_LOG(INFO, INIT) << "rank " << rank << " uses " << factory.name << " for " << peers.size()
-                           << " peer(s)";
-    set.transports.push_back(std::move(*transport));
+    COLLIE_RETURN_IF_ERROR(
+        adoptTransport(context, factory.name, std::move(*transport), peers, &out.set));
   }
   for (int peer = 0; peer < nranks; ++peer) {
-    if (peer != rank && set.transportOfPeer[peer] < 0) {
+    if (peer != rank && out.set.transportOfPeer[peer] < 0) {
       return unsupported("rank " + std::to_string(rank) + ": no transport can reach rank " +
                          std::to_string(peer) + " (host '" + hosts[peer] + "')" +
                          (forced.empty() ? "" : " with COLLIE_TRANSPORT=" + forced));
     }
   }
-  // Device windows for the device path, opened before the engine's progress thread
-  // uses the transports (every rank decides alike: available() depends on what every
-  // rank published). Null: device buffers are staged through host memory.
-  std::unique_ptr<DeviceWindows> windows;
-  if (context.deviceRuntime != nullptr && windowProvider != nullptr) {
-    Result<std::unique_ptr<DeviceWindows>> opened =
-        windowProvider->open(DeviceComm::windowBytes(nranks), DeviceComm::kWindowLayout, deadline);
-    if (!opened.isOk()) return opened.status();
-    windows = std::move(*opened);
+  return out;
+}
+
+// Device windows for the device path, opened before the engine's progress thread uses
+// the transports (every rank decides alike: available() depends on what every rank
+// published). Null: device buffers are staged through host memory (or unsupported).
+Result<std::unique_ptr<DeviceWindows>> openDeviceWindows(const TransportContext& context,
+                                                         DeviceWindowProvider* provider,
+                                                         Deadline deadline) {
+  if (context.deviceRuntime == nullptr || provider == nullptr) {
+    return std::unique_ptr<DeviceWindows>();
   }
-  windowTransport.reset();  // the windows do not need it
-  auto board = std::make_unique<FailureBoard>(store, context.jobKey, rank);
+  return provider->open(DeviceComm::windowBytes(context.nranks), DeviceComm::kWindowLayout,
+                        deadline);
+}
+
+// Starts the engine over the connected transports, then agrees with every rank on the
+// tuner's constants and the channels a schedule may use.
+Result<std::unique_ptr<Engine>> startEngine(const EngineConfig& config, TransportSet set,
+                                            const TransportContext& context, Deadline deadline) {
+  auto board = std::make_unique<FailureBoard>(context.store, context.jobKey, config.rank);
   auto engine = std::make_unique<Engine>(config, std::move(set), std::move(board));
-  Result<TuneConstants> tune = agreeOnTuneConstants(*engine, *store, context.jobKey, deadline);
-  if (!tune.isOk()) return tune.status().withContext("rank " + std::to_string(rank));
+  const std::string where = "rank " + std::to_string(config.rank);
+  Result<TuneConstants> tune =
+      agreeOnTuneConstants(*engine, *context.store, context.jobKey, deadline);
+  if (!tune.isOk()) return tune.status().withContext(where);
   engine->setTuneConstants(*tune);
-  Result<int> channels = agreeOnPlanChannels(*engine, *store, context.jobKey, deadline);
-  if (!channels.isOk()) return channels.status().withContext("rank " + std::to_string(rank));
+  Result<int> channels = agreeOnPlanChannels(*engine, *context.store, context.jobKey, deadline);
+  if (!channels.isOk()) return channels.status().withContext(where);
   engine->setPlanChannels(*channels);
-  std::unique_ptr<Communicator> comm(new Communicator(rank, nranks, std::move(engine)));
-  comm->deviceRuntime_ = context.deviceRuntime;
+  return engine;
+}
+
+}  // namespace
+
+// Kernels over the device windows when there are any, else staging through host
+// memory when there is a device runtime, else nothing.
+Status Communicator::Impl::openDevicePath(const EngineConfig& config,
+                                          std::unique_ptr<DeviceWindows> windows) {
+  if (deviceRuntime == nullptr) return Status();
   if (windows != nullptr) {
-    DeviceCommConfig device;
-    device.rank = rank;
-    device.nranks = nranks;
-    device.timeout = config.timeout;
-    device.algorithm = config.algorithm;
+    DeviceCommConfig settings;
+    settings.rank = rank;
+    settings.nranks = nranks;
+    settings.timeout = config.timeout;
+    settings.algorithm = config.algorithm;
     Result<std::unique_ptr<DeviceComm>> created =
-        DeviceComm::create(comm->deviceRuntime_, device, std::move(windows));
+        DeviceComm::create(deviceRuntime, settings, std::move(windows));
     if (!created.isOk()) return created.status();
-    comm->device_ = std::move(*created);
+    device = std::move(*created);
+    return Status();
   }
-  if (comm->deviceRuntime_ != nullptr && comm->device_ == nullptr) {
-    comm->staging_ = std::make_unique<DeviceStaging>(comm->deviceRuntime_, comm->engine_.get(),
-                                                     rank, nranks, config.timeout);
-  }
-  comm->id_ = id;
-  comm->store_ = store;
-  comm->options_ = options;
-  comm->options_.store.reset();  // the store is kept in store_
-  return comm;
+  staging =
+      std::make_unique<DeviceStaging>(deviceRuntime, engine.get(), rank, nranks, config.timeout);
+  return Status();
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, int rank, int nranks,
+                                                           const Options& options) {
+  COLLIE_RETURN_IF_ERROR(checkArguments(id, rank, nranks));
+  setLogRank(rank);
+  Result<EngineConfig> config = resolveConfig(rank, nranks, options);
+  if (!config.isOk()) return config.status();
+  const Deadline deadline = Clock::now() + config->timeout;
+  Result<std::shared_ptr<Store>> store = reachStore(id, rank, options, deadline);
+  if (!store.isOk()) return store.status();
+  const TransportContext context = makeTransportContext(id, *config, options, *store);
+  const std::string forced = forcedTransport(options);
+
+  Result<std::vector<std::string>> hosts = exchangeHostIds(context, *config, forced, id, deadline);
+  if (!hosts.isOk()) return hosts.status();
+  Result<Connected> connected = connectTransports(context, *hosts, forced);
+  if (!connected.isOk()) return connected.status();
+  Result<std::unique_ptr<DeviceWindows>> windows =
+      openDeviceWindows(context, connected->windowProvider, deadline);
+  if (!windows.isOk()) return windows.status();
+  connected->windowTransport.reset();  // the windows do not need it
+  Result<std::unique_ptr<Engine>> engine =
+      startEngine(*config, std::move(connected->set), context, deadline);
+  if (!engine.isOk()) return engine.status();
+
+  auto impl = std::make_unique<Impl>();
+  impl->rank = rank;
+  impl->nranks = nranks;
+  impl->engine = std::move(*engine);
+  impl->deviceRuntime = context.deviceRuntime;
+  COLLIE_RETURN_IF_ERROR(impl->openDevicePath(*config, std::move(*windows)));
+  impl->id = id;
+  impl->store = *store;
+  impl->options = options;
+  impl->options.store.reset();  // the store is kept in impl->store
+  return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
 }
 
 }  // namespace collie

@@ -1,48 +1,50 @@
-// Communicator: argument checks and the public collective calls. Creation (store,
-// transport selection, connections) lives in bootstrap.cc.
+// Communicator: argument checks and the public collective calls, each forwarding to
+// the Impl (core/comm/communicator_impl.h). Creation (store, transport selection,
+// connections) lives in bootstrap.cc, split/shrink in split.cc.
 #include "collie/communicator.h"
 
 #include <unistd.h>
 
-#include "core/device/device_comm.h"
-#include "core/device/device_staging.h"
-#include "core/engine/engine.h"
+#include "core/comm/communicator_impl.h"
 #include "core/kernel/device_memory.h"
 #include "core/memory/shared_region.h"
 
 namespace collie {
 
-Communicator::Communicator(int rank, int nranks, std::unique_ptr<Engine> engine)
-    : rank_(rank), nranks_(nranks), engine_(std::move(engine)) {}
+Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Communicator::~Communicator() {
-  device_.reset();
-  staging_.reset();
-  engine_.reset();
+  impl_->device.reset();
+  impl_->staging.reset();
+  impl_->engine.reset();
   dropSharedRanges(this);
-  if (!cleanupFile_.empty()) ::unlink(cleanupFile_.c_str());
+  if (!impl_->cleanupFile.empty()) ::unlink(impl_->cleanupFile.c_str());
 }
 
-std::string Communicator::transportTo(int peer) const { return engine_->transportTo(peer); }
+int Communicator::rank() const { return impl_->rank; }
 
-void Communicator::abort() { engine_->abort(); }
+int Communicator::size() const { return impl_->nranks; }
+
+std::string Communicator::transportTo(int peer) const { return impl_->engine->transportTo(peer); }
+
+void Communicator::abort() { impl_->engine->abort(); }
 
 Status Communicator::registerBuffer(const void* ptr, size_t bytes) {
   Status status = registerSharedRange(this, ptr, bytes);
-  return status.isOk() ? status : status.withContext("rank " + std::to_string(rank_));
+  return status.isOk() ? status : status.withContext("rank " + std::to_string(impl_->rank));
 }
 
 Status Communicator::deregisterBuffer(const void* ptr) {
   Status status = deregisterSharedRange(this, ptr);
-  return status.isOk() ? status : status.withContext("rank " + std::to_string(rank_));
+  return status.isOk() ? status : status.withContext("rank " + std::to_string(impl_->rank));
 }
 
-std::string Communicator::dumpFlightRecorder() const { return engine_->dumpFlightRecorder(); }
+std::string Communicator::dumpFlightRecorder() const { return impl_->engine->dumpFlightRecorder(); }
 
-Status Communicator::check(const char* what, const void* send, const void* recv, size_t count,
-                           DataType dtype, const ReduceOp* op, const int* root) const {
+Status Communicator::Impl::check(const char* what, const void* send, const void* recv, size_t count,
+                                 DataType dtype, const ReduceOp* op, const int* root) const {
   // Built only on failure: check() is on every collective's path.
-  auto prefix = [&] { return std::string(what) + " on rank " + std::to_string(rank_) + ": "; };
+  auto prefix = [&] { return std::string(what) + " on rank " + std::to_string(rank) + ": "; };
   if (!isValid(dtype)) {
     return invalidArgument(prefix() + "unknown dtype " + std::to_string(static_cast<int>(dtype)));
   }
@@ -54,14 +56,14 @@ Status Communicator::check(const char* what, const void* send, const void* recv,
     return invalidArgument(prefix() + "reduction op " + std::string(reduceOpName(*op)) +
                            " needs an integer dtype, not " + std::string(dataTypeName(dtype)));
   }
-  if (root != nullptr && (*root < 0 || *root >= nranks_)) {
+  if (root != nullptr && (*root < 0 || *root >= nranks)) {
     return invalidArgument(prefix() + "root " + std::to_string(*root) + " is outside [0, " +
-                           std::to_string(nranks_) + ")");
+                           std::to_string(nranks) + ")");
   }
   if (count > 0 && send == nullptr && recv == nullptr) {
     return invalidArgument(prefix() + "buffers are null but count is " + std::to_string(count));
   }
-  if (count > (SIZE_MAX / 8) / static_cast<size_t>(nranks_)) {
+  if (count > (SIZE_MAX / 8) / static_cast<size_t>(nranks)) {
     return invalidArgument(prefix() + "count " + std::to_string(count) + " is too large");
   }
   const bool sendOnDevice = isDeviceBuffer(send);
@@ -73,7 +75,7 @@ Status Communicator::check(const char* what, const void* send, const void* recv,
   }
   // Without the device path a device pointer must never reach the host engine, which
   // would dereference it.
-  if (count > 0 && (sendOnDevice || recvOnDevice) && device_ == nullptr && staging_ == nullptr) {
+  if (count > 0 && (sendOnDevice || recvOnDevice) && device == nullptr && staging == nullptr) {
     return unsupported(prefix() +
                        "CUDA device buffers need the device path, which this communicator has "
                        "not got (no device runtime; see docs/cuda.md); pass host buffers (copy "
@@ -82,43 +84,46 @@ Status Communicator::check(const char* what, const void* send, const void* recv,
   return Status();
 }
 
-Status Communicator::checkPeer(const char* what, int peer) const {
-  auto prefix = [&] { return std::string(what) + " on rank " + std::to_string(rank_) + ": peer "; };
-  if (peer < 0 || peer >= nranks_) {
+Status Communicator::Impl::checkPeer(const char* what, int peer) const {
+  auto prefix = [&] { return std::string(what) + " on rank " + std::to_string(rank) + ": peer "; };
+  if (peer < 0 || peer >= nranks) {
     return invalidArgument(prefix() + std::to_string(peer) + " is outside [0, " +
-                           std::to_string(nranks_) + ")");
+                           std::to_string(nranks) + ")");
   }
-  if (peer == rank_) {
+  if (peer == rank) {
     return invalidArgument(prefix() + std::to_string(peer) +
                            " is this rank; copy the buffer instead of sending it to yourself");
   }
   return Status();
 }
 
-bool Communicator::isDeviceBuffer(const void* ptr) const {
+bool Communicator::Impl::isDeviceBuffer(const void* ptr) const {
   if (ptr == nullptr) return false;
-  if (deviceRuntime_ != nullptr) return deviceRuntime_->isDevicePointer(ptr);
+  if (deviceRuntime != nullptr) return deviceRuntime->isDevicePointer(ptr);
   return isDeviceMemory(ptr);
 }
 
-Result<Work> Communicator::submit(CollectiveKind kind, const void* send, void* recv, size_t count,
-                                  DataType dtype, ReduceOp op, int root, void* stream) {
+bool Communicator::isDeviceBuffer(const void* ptr) const { return impl_->isDeviceBuffer(ptr); }
+
+Result<Work> Communicator::Impl::submit(CollectiveKind kind, const void* send, void* recv,
+                                        size_t count, DataType dtype, ReduceOp op, int root,
+                                        void* stream) {
   CollectiveArgs args;
   args.kind = kind;
   args.count = count;
   args.dtype = dtype;
   args.op = op;
   args.root = root;
-  if (count > 0 && (device_ != nullptr || staging_ != nullptr) &&
+  if (count > 0 && (device != nullptr || staging != nullptr) &&
       (isDeviceBuffer(send) || isDeviceBuffer(recv))) {
     if (kind == CollectiveKind::kSend || kind == CollectiveKind::kRecv) {
-      return unsupported(std::string(collectiveName(kind)) + " on rank " + std::to_string(rank_) +
+      return unsupported(std::string(collectiveName(kind)) + " on rank " + std::to_string(rank) +
                          ": point-to-point on device buffers is not implemented (docs/cuda.md)");
     }
-    if (device_ != nullptr) return device_->submit(args, send, recv, stream);
-    return staging_->submit(args, send, recv, stream);
+    if (device != nullptr) return device->submit(args, send, recv, stream);
+    return staging->submit(args, send, recv, stream);
   }
-  return engine_->submit(args, send, recv);
+  return engine->submit(args, send, recv);
 }
 
 namespace {
@@ -130,63 +135,66 @@ Status nullBuffer(const char* what, int rank, const char* which, size_t count) {
 
 Result<Work> Communicator::allReduce(const void* send, void* recv, size_t count, DataType dtype,
                                      ReduceOp op, void* stream) {
-  COLLIE_RETURN_IF_ERROR(check("allReduce", send, recv, count, dtype, &op, nullptr));
-  if (count > 0 && send == nullptr) return nullBuffer("allReduce", rank_, "send", count);
-  if (count > 0 && recv == nullptr) return nullBuffer("allReduce", rank_, "recv", count);
-  return submit(CollectiveKind::kAllReduce, send, recv, count, dtype, op, 0, stream);
+  COLLIE_RETURN_IF_ERROR(impl_->check("allReduce", send, recv, count, dtype, &op, nullptr));
+  if (count > 0 && send == nullptr) return nullBuffer("allReduce", impl_->rank, "send", count);
+  if (count > 0 && recv == nullptr) return nullBuffer("allReduce", impl_->rank, "recv", count);
+  return impl_->submit(CollectiveKind::kAllReduce, send, recv, count, dtype, op, 0, stream);
 }
 
 Result<Work> Communicator::reduceScatter(const void* send, void* recv, size_t recvCount,
                                          DataType dtype, ReduceOp op, void* stream) {
-  COLLIE_RETURN_IF_ERROR(check("reduceScatter", send, recv, recvCount, dtype, &op, nullptr));
+  COLLIE_RETURN_IF_ERROR(impl_->check("reduceScatter", send, recv, recvCount, dtype, &op, nullptr));
   if (recvCount > 0 && send == nullptr)
-    return nullBuffer("reduceScatter", rank_, "send", recvCount);
+    return nullBuffer("reduceScatter", impl_->rank, "send", recvCount);
   if (recvCount > 0 && recv == nullptr)
-    return nullBuffer("reduceScatter", rank_, "recv", recvCount);
-  return submit(CollectiveKind::kReduceScatter, send, recv, recvCount, dtype, op, 0, stream);
+    return nullBuffer("reduceScatter", impl_->rank, "recv", recvCount);
+  return impl_->submit(CollectiveKind::kReduceScatter, send, recv, recvCount, dtype, op, 0, stream);
 }
 
 Result<Work> Communicator::allGather(const void* send, void* recv, size_t sendCount, DataType dtype,
                                      void* stream) {
-  COLLIE_RETURN_IF_ERROR(check("allGather", send, recv, sendCount, dtype, nullptr, nullptr));
-  if (sendCount > 0 && send == nullptr) return nullBuffer("allGather", rank_, "send", sendCount);
-  if (sendCount > 0 && recv == nullptr) return nullBuffer("allGather", rank_, "recv", sendCount);
-  return submit(CollectiveKind::kAllGather, send, recv, sendCount, dtype, ReduceOp::kSum, 0,
-                stream);
+  COLLIE_RETURN_IF_ERROR(impl_->check("allGather", send, recv, sendCount, dtype, nullptr, nullptr));
+  if (sendCount > 0 && send == nullptr)
+    return nullBuffer("allGather", impl_->rank, "send", sendCount);
+  if (sendCount > 0 && recv == nullptr)
+    return nullBuffer("allGather", impl_->rank, "recv", sendCount);
+  return impl_->submit(CollectiveKind::kAllGather, send, recv, sendCount, dtype, ReduceOp::kSum, 0,
+                       stream);
 }
 
 Result<Work> Communicator::broadcast(const void* send, void* recv, size_t count, DataType dtype,
                                      int root, void* stream) {
-  COLLIE_RETURN_IF_ERROR(check("broadcast", send, recv, count, dtype, nullptr, &root));
-  if (count > 0 && rank_ == root && send == nullptr) {
-    return nullBuffer("broadcast", rank_, "send (root)", count);
+  COLLIE_RETURN_IF_ERROR(impl_->check("broadcast", send, recv, count, dtype, nullptr, &root));
+  if (count > 0 && impl_->rank == root && send == nullptr) {
+    return nullBuffer("broadcast", impl_->rank, "send (root)", count);
   }
-  if (count > 0 && recv == nullptr) return nullBuffer("broadcast", rank_, "recv", count);
-  return submit(CollectiveKind::kBroadcast, send, recv, count, dtype, ReduceOp::kSum, root, stream);
+  if (count > 0 && recv == nullptr) return nullBuffer("broadcast", impl_->rank, "recv", count);
+  return impl_->submit(CollectiveKind::kBroadcast, send, recv, count, dtype, ReduceOp::kSum, root,
+                       stream);
 }
 
 Result<Work> Communicator::reduce(const void* send, void* recv, size_t count, DataType dtype,
                                   ReduceOp op, int root, void* stream) {
-  COLLIE_RETURN_IF_ERROR(check("reduce", send, recv, count, dtype, &op, &root));
-  if (count > 0 && send == nullptr) return nullBuffer("reduce", rank_, "send", count);
-  if (count > 0 && rank_ == root && recv == nullptr) {
-    return nullBuffer("reduce", rank_, "recv (root)", count);
+  COLLIE_RETURN_IF_ERROR(impl_->check("reduce", send, recv, count, dtype, &op, &root));
+  if (count > 0 && send == nullptr) return nullBuffer("reduce", impl_->rank, "send", count);
+  if (count > 0 && impl_->rank == root && recv == nullptr) {
+    return nullBuffer("reduce", impl_->rank, "recv (root)", count);
   }
-  return submit(CollectiveKind::kReduce, send, recv, count, dtype, op, root, stream);
+  return impl_->submit(CollectiveKind::kReduce, send, recv, count, dtype, op, root, stream);
 }
 
 Result<Work> Communicator::send(const void* buf, size_t count, DataType dtype, int peer) {
-  COLLIE_RETURN_IF_ERROR(checkPeer("send", peer));
-  COLLIE_RETURN_IF_ERROR(check("send", buf, nullptr, count, dtype, nullptr, nullptr));
-  if (count > 0 && buf == nullptr) return nullBuffer("send", rank_, "send", count);
-  return submit(CollectiveKind::kSend, buf, nullptr, count, dtype, ReduceOp::kSum, peer);
+  COLLIE_RETURN_IF_ERROR(impl_->checkPeer("send", peer));
+  COLLIE_RETURN_IF_ERROR(impl_->check("send", buf, nullptr, count, dtype, nullptr, nullptr));
+  if (count > 0 && buf == nullptr) return nullBuffer("send", impl_->rank, "send", count);
+  return impl_->submit(CollectiveKind::kSend, buf, nullptr, count, dtype, ReduceOp::kSum, peer);
 }
 
 Result<Work> Communicator::recv(void* buf, size_t count, DataType dtype, int peer) {
-  COLLIE_RETURN_IF_ERROR(checkPeer("recv", peer));
-  COLLIE_RETURN_IF_ERROR(check("recv", nullptr, buf, count, dtype, nullptr, nullptr));
-  if (count > 0 && buf == nullptr) return nullBuffer("recv", rank_, "recv", count);
-  return submit(CollectiveKind::kRecv, nullptr, buf, count, dtype, ReduceOp::kSum, peer);
+  COLLIE_RETURN_IF_ERROR(impl_->checkPeer("recv", peer));
+  COLLIE_RETURN_IF_ERROR(impl_->check("recv", nullptr, buf, count, dtype, nullptr, nullptr));
+  if (count > 0 && buf == nullptr) return nullBuffer("recv", impl_->rank, "recv", count);
+  return impl_->submit(CollectiveKind::kRecv, nullptr, buf, count, dtype, ReduceOp::kSum, peer);
 }
 
 Result<Work> Communicator::sendRecv(const std::vector<PointToPoint>& ops) {
@@ -194,10 +202,11 @@ Result<Work> Communicator::sendRecv(const std::vector<PointToPoint>& ops) {
   group.reserve(ops.size());
   for (const PointToPoint& op : ops) {
     const char* what = op.isSend ? "send (group)" : "recv (group)";
-    COLLIE_RETURN_IF_ERROR(checkPeer(what, op.peer));
-    COLLIE_RETURN_IF_ERROR(check(what, op.buffer, nullptr, op.count, op.dtype, nullptr, nullptr));
+    COLLIE_RETURN_IF_ERROR(impl_->checkPeer(what, op.peer));
+    COLLIE_RETURN_IF_ERROR(
+        impl_->check(what, op.buffer, nullptr, op.count, op.dtype, nullptr, nullptr));
     if (op.count > 0 && op.buffer == nullptr) {
-      return invalidArgument(std::string(what) + " on rank " + std::to_string(rank_) +
+      return invalidArgument(std::string(what) + " on rank " + std::to_string(impl_->rank) +
                              ": buffer is null but count is " + std::to_string(op.count));
     }
     Engine::GroupOp entry;
@@ -209,17 +218,18 @@ Result<Work> Communicator::sendRecv(const std::vector<PointToPoint>& ops) {
     entry.output = op.isSend ? nullptr : op.buffer;
     group.push_back(entry);
   }
-  return engine_->submitGroup(group);
+  return impl_->engine->submitGroup(group);
 }
 
 Status Communicator::asyncError() const {
-  Status status = engine_->failure();
-  if (status.isOk() && device_ != nullptr) status = device_->failure();
+  Status status = impl_->engine->failure();
+  if (status.isOk() && impl_->device != nullptr) status = impl_->device->failure();
   return status;
 }
 
 Result<Work> Communicator::barrier() {
-  return submit(CollectiveKind::kBarrier, nullptr, nullptr, 0, DataType::kUint8, ReduceOp::kSum, 0);
+  return impl_->submit(CollectiveKind::kBarrier, nullptr, nullptr, 0, DataType::kUint8,
+                       ReduceOp::kSum, 0);
 }
 
 }  // namespace collie

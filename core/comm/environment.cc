@@ -10,6 +10,7 @@
 
 #include "collie/communicator.h"
 #include "core/bootstrap/job_secret.h"
+#include "core/comm/communicator_impl.h"
 #include "core/config/config.h"
 #include "core/log/log.h"
 #include "core/net/socket.h"
@@ -226,8 +227,8 @@ Result<std::unique_ptr<Communicator>> Communicator::createFromEnvironment(const 
                          << info.size;
   Result<std::unique_ptr<Communicator>> comm = create(id, info.rank, info.size, options);
   if (!comm.isOk()) return comm.status();
-  (*comm)->storeServer_ = std::move(server);
-  (*comm)->cleanupFile_ = cleanup;
+  (*comm)->impl_->storeServer = std::move(server);
+  (*comm)->impl_->cleanupFile = cleanup;
   return comm;
 }
 

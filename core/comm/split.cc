@@ -14,86 +14,90 @@
 
 #include "collie/communicator.h"
 #include "core/bootstrap/job_secret.h"
+#include "core/comm/communicator_impl.h"
 #include "core/log/log.h"
 
 namespace collie {
 
 Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key,
                                                           const Options& options) {
+  Impl& self = *impl_;
   int32_t mine[2] = {color < 0 ? -1 : color, key};
-  std::vector<int32_t> all(2 * static_cast<size_t>(nranks_));
+  std::vector<int32_t> all(2 * static_cast<size_t>(self.nranks));
   Result<Work> gathered = allGather(mine, all.data(), 2, DataType::kInt32);
   if (!gathered.isOk()) return gathered.status().withContext("split");
   COLLIE_RETURN_IF_ERROR(gathered->wait().withContext("split: exchanging colors"));
-  const int splitIndex = splits_++;
+  const int splitIndex = self.splits++;
   if (color < 0) return std::unique_ptr<Communicator>();
 
   std::vector<std::pair<int32_t, int>> members;  // (key, parent rank)
-  for (int r = 0; r < nranks_; ++r) {
+  for (int r = 0; r < self.nranks; ++r) {
     if (all[2 * r] == color) members.emplace_back(all[2 * r + 1], r);
   }
   std::sort(members.begin(), members.end());
   int newRank = 0;
-  while (members[newRank].second != rank_) ++newRank;
+  while (members[newRank].second != self.rank) ++newRank;
 
-  UniqueId child = id_;
+  UniqueId child = self.id;
   child.secret = deriveJobSecret(
-      id_.secret, "split/" + std::to_string(splitIndex) + "/" + std::to_string(color));
-  Options merged = options_;
+      self.id.secret, "split/" + std::to_string(splitIndex) + "/" + std::to_string(color));
+  Options merged = self.options;
   if (options.timeout.count() > 0) merged.timeout = options.timeout;
   if (!options.transport.empty()) merged.transport = options.transport;
   if (options.algorithm != Algorithm::kAuto) merged.algorithm = options.algorithm;
   if (options.nchannels > 0) merged.nchannels = options.nchannels;
   if (options.chunkBytes > 0) merged.chunkBytes = options.chunkBytes;
   if (!options.hostId.empty()) merged.hostId = options.hostId;
-  merged.store = options.store ? options.store : store_;
-  COLLIE_LOG(INFO, INIT) << "split #" << splitIndex << ": rank " << rank_ << " color " << color
+  merged.store = options.store ? options.store : self.store;
+  COLLIE_LOG(INFO, INIT) << "split #" << splitIndex << ": rank " << self.rank << " color " << color
                          << " key " << key << " -> rank " << newRank << " of " << members.size();
   Result<std::unique_ptr<Communicator>> created =
       create(child, newRank, static_cast<int>(members.size()), merged);
-  setLogRank(rank_);  // log lines keep naming the rank of the parent
+  setLogRank(self.rank);  // log lines keep naming the rank of the parent
   if (!created.isOk()) {
     return created.status().withContext("split #" + std::to_string(splitIndex) + " color " +
                                         std::to_string(color) + " on rank " +
-                                        std::to_string(rank_));
+                                        std::to_string(self.rank));
   }
   return created;
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::shrink(const std::vector<int>& excluded) {
+  Impl& self = *impl_;
   std::vector<int> gone = excluded;
   std::sort(gone.begin(), gone.end());
   gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
   std::string list;
-  int newRank = rank_;
+  int newRank = self.rank;
   for (int r : gone) {
-    if (r < 0 || r >= nranks_) {
-      return invalidArgument("shrink on rank " + std::to_string(rank_) + ": excluded rank " +
-                             std::to_string(r) + " is outside [0, " + std::to_string(nranks_) +
+    if (r < 0 || r >= self.nranks) {
+      return invalidArgument("shrink on rank " + std::to_string(self.rank) + ": excluded rank " +
+                             std::to_string(r) + " is outside [0, " + std::to_string(self.nranks) +
                              ")");
     }
-    if (r == rank_) {
-      return invalidArgument("shrink on rank " + std::to_string(rank_) +
+    if (r == self.rank) {
+      return invalidArgument("shrink on rank " + std::to_string(self.rank) +
                              ": this rank is in the excluded list; only survivors call shrink");
     }
-    if (r < rank_) --newRank;
+    if (r < self.rank) --newRank;
     list += (list.empty() ? "" : ",") + std::to_string(r);
   }
-  const int newSize = nranks_ - static_cast<int>(gone.size());
-  const int shrinkIndex = shrinks_++;
-  UniqueId child = id_;
-  child.secret = deriveJobSecret(id_.secret, "shrink/" + std::to_string(shrinkIndex) + "/" + list);
-  Options merged = options_;
-  merged.store = store_;
-  COLLIE_LOG(INFO, INIT) << "shrink #" << shrinkIndex << ": rank " << rank_ << " -> rank "
+  const int newSize = self.nranks - static_cast<int>(gone.size());
+  const int shrinkIndex = self.shrinks++;
+  UniqueId child = self.id;
+  child.secret =
+      deriveJobSecret(self.id.secret, "shrink/" + std::to_string(shrinkIndex) + "/" + list);
+  Options merged = self.options;
+  merged.store = self.store;
+  COLLIE_LOG(INFO, INIT) << "shrink #" << shrinkIndex << ": rank " << self.rank << " -> rank "
                          << newRank << " of " << newSize << " without ranks [" << list << "]";
   Result<std::unique_ptr<Communicator>> created = create(child, newRank, newSize, merged);
-  setLogRank(rank_);
+  setLogRank(self.rank);
   if (!created.isOk()) {
-    return created.status().withContext("shrink on rank " + std::to_string(rank_) +
+    return created.status().withContext("shrink on rank " + std::to_string(self.rank) +
                                         " (excluding [" + list + "])");
   }
-  (*created)->storeServer_ = storeServer_;
+  (*created)->impl_->storeServer = self.storeServer;
   return created;
 }
 

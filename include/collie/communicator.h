@@ -9,6 +9,9 @@
 // Thread safety: collectives may be issued from any thread, but the order of issue
 // defines the order of execution, so ranks must agree on it. Work handles may be
 // waited on from any thread. abort() may be called from any thread at any time.
+//
+// ABI: Communicator holds only a pointer to its implementation and has no inline
+// methods, so collie's internals can change without changing its size or layout.
 #pragma once
 
 #include <chrono>
@@ -58,11 +61,6 @@ struct Options {
   std::shared_ptr<Store> store;
 };
 
-class Engine;
-class DeviceComm;
-class DeviceStaging;
-class DeviceRuntime;
-
 // One operation of a point-to-point group (Communicator::sendRecv).
 struct PointToPoint {
   bool isSend = true;
@@ -91,8 +89,8 @@ class Communicator {
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
-  int rank() const { return rank_; }
-  int size() const { return nranks_; }
+  int rank() const;
+  int size() const;
   // The transport serving the connection to `peer` ("self" for this rank).
   std::string transportTo(int peer) const;
 
@@ -181,31 +179,11 @@ class Communicator {
   std::string dumpFlightRecorder() const;
 
  private:
-  Communicator(int rank, int nranks, std::unique_ptr<Engine> engine);
-  Status check(const char* what, const void* send, const void* recv, size_t count, DataType dtype,
-               const ReduceOp* op, const int* root) const;
-  Status checkPeer(const char* what, int peer) const;
-  Result<Work> submit(CollectiveKind kind, const void* send, void* recv, size_t count,
-                      DataType dtype, ReduceOp op, int root, void* stream = nullptr);
-
-  int rank_;
-  int nranks_;
-  std::unique_ptr<Engine> engine_;
-  // The device path: kernels over IPC when every rank shares a host (device_), else
-  // staging through host memory (staging_); both null without a device runtime.
-  DeviceRuntime* deviceRuntime_ = nullptr;
-  std::unique_ptr<DeviceComm> device_;
-  std::unique_ptr<DeviceStaging> staging_;
-  // Kept for split() and shrink(): the job id, its store and the options this
-  // communicator got.
-  UniqueId id_;
-  std::shared_ptr<Store> store_;
-  Options options_;
-  int splits_ = 0;
-  // Set when this rank hosts the job's rendezvous store (torchrun, mpirun starts).
-  std::shared_ptr<StoreServer> storeServer_;
-  std::string cleanupFile_;
-  int shrinks_ = 0;
+  // Everything else a communicator holds (core/comm/communicator_impl.h): behind one
+  // pointer so that internal changes leave this class, and with it the ABI, unchanged.
+  struct Impl;
+  explicit Communicator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace collie

@@ -1,0 +1,66 @@
+// Communicator::Impl: everything a Communicator holds, kept out of the public header
+// so that changing it changes neither the size nor the layout of the public class
+// (the ABI of libcollie.so and of the libnccl.so.2 drop-in). The public class holds one
+// pointer to it; tests/install/abi_check.sh builds a consumer against the installed
+// headers and runs it on a library built with COLLIE_ABI_CHECK_PADDING, which adds a
+// member here.
+//
+// Its members are set once by Communicator::create (core/comm/bootstrap.cc) and
+// createFromEnvironment/shrink (the store server, the rendezvous file), then only read,
+// except the split and shrink counters, which the owning rank's calls to split() and
+// shrink() advance (those calls are collective, so they are not made concurrently).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "collie/communicator.h"
+#include "core/device/device_comm.h"
+#include "core/device/device_staging.h"
+#include "core/engine/engine.h"
+#include "core/transport/device_windows.h"
+
+namespace collie {
+
+struct Communicator::Impl {
+#ifdef COLLIE_ABI_CHECK_PADDING
+  // First, so that every other member moves: a consumer that depended on this layout
+  // would read the wrong bytes.
+  char abiCheckPadding[64] = {};
+#endif
+  int rank = 0;
+  int nranks = 1;
+  std::unique_ptr<Engine> engine;
+  // The device path: kernels over IPC when every rank shares a host (device), else
+  // staging through host memory (staging); both null without a device runtime.
+  DeviceRuntime* deviceRuntime = nullptr;
+  std::unique_ptr<DeviceComm> device;
+  std::unique_ptr<DeviceStaging> staging;
+  // Kept for split() and shrink(): the job id, its store and the options this
+  // communicator got (options.store is reset: the store is kept in `store`).
+  UniqueId id;
+  std::shared_ptr<Store> store;
+  Options options;
+  int splits = 0;
+  int shrinks = 0;
+  // Set when this rank hosts the job's rendezvous store (torchrun, mpirun starts).
+  std::shared_ptr<StoreServer> storeServer;
+  std::string cleanupFile;  // removed at destruction (the rendezvous file of rank 0)
+
+  // Argument checks shared by the collectives: OK, or InvalidArgument/Unsupported
+  // naming `what`, this rank and the bad argument. `op` and `root` may be null (not
+  // checked).
+  Status check(const char* what, const void* send, const void* recv, size_t count, DataType dtype,
+               const ReduceOp* op, const int* root) const;
+  Status checkPeer(const char* what, int peer) const;
+  bool isDeviceBuffer(const void* ptr) const;
+  // Sets up device or staging from deviceRuntime, engine and the windows (null: none
+  // opened); nothing without a device runtime. Part of create (bootstrap.cc).
+  Status openDevicePath(const EngineConfig& config, std::unique_ptr<DeviceWindows> windows);
+  // Queues a checked collective on the engine, or on the device path when its buffers
+  // are device memory.
+  Result<Work> submit(CollectiveKind kind, const void* send, void* recv, size_t count,
+                      DataType dtype, ReduceOp op, int root, void* stream = nullptr);
+};
+
+}  // namespace collie
