@@ -8,6 +8,7 @@
 
 #include "core/log/log.h"
 #include "core/net/handshake.h"
+#include "core/transport/message_check.h"
 
 namespace collie::ib {
 namespace {
@@ -17,12 +18,6 @@ constexpr uint64_t kCtlWr = uint64_t{2} << 62;
 constexpr uint64_t kDataWr = uint64_t{3} << 62;
 constexpr uint64_t kWrKindMask = uint64_t{3} << 62;
 constexpr size_t kMaxWrite = size_t{1} << 30;
-
-std::string hex(uint64_t value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "0x%" PRIx64, value);
-  return text;
-}
 
 }  // namespace
 
@@ -241,12 +236,8 @@ Status IbConnection::handleCtl(const CtlMsg& msg) {
       return Status();
     case CtlKind::kMismatch: {
       const Op* op = recvs_.empty() ? nullptr : &recvs_.front();
-      return mismatchError("ibverbs: message from rank " + std::to_string(peer_) + " on channel " +
-                               std::to_string(channel_) + " has tag " + hex(msg.tag) + " and " +
-                               std::to_string(msg.bytes) + " bytes, but the receive expects tag " +
-                               hex(op ? op->tag : 0) + " and " +
-                               std::to_string(op ? op->bytes : 0) + " bytes",
-                           peer_);
+      return messageMismatch(peer_, channel_, {msg.tag, msg.bytes},
+                             {op ? op->tag : 0, op ? op->bytes : 0}, op ? op->done : nullptr);
     }
   }
   return remoteError("ibverbs: unknown control message from rank " + std::to_string(peer_), peer_);
@@ -336,11 +327,7 @@ Status IbConnection::progress(bool* progressed) {
       nack.tag = op.tag;
       nack.bytes = op.bytes;
       (void)sendCtl(nack, /*creditMessage=*/true);
-      return fail(mismatchError("ibverbs: rank " + std::to_string(peer_) + " expects tag " +
-                                    hex(cts.tag) + " and " + std::to_string(cts.bytes) +
-                                    " bytes, this send has tag " + hex(op.tag) + " and " +
-                                    std::to_string(op.bytes) + " bytes",
-                                peer_));
+      return fail(sendMismatch(peer_, channel_, {op.tag, op.bytes}, {cts.tag, cts.bytes}));
     }
     Status st = writeData(op, cts);
     if (st.code() == StatusCode::kTimeout) break;

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/log/log.h"
+#include "core/transport/message_check.h"
 
 namespace collie::shm {
 namespace {
@@ -31,12 +32,6 @@ void copyFromRing(const FifoRef& fifo, uint64_t position, uint8_t* dst, size_t n
   const size_t first = static_cast<size_t>(std::min<uint64_t>(n, fifo.bytes - offset));
   std::memcpy(dst, fifo.data + offset, first);
   if (n > first) std::memcpy(dst + first, fifo.data, n - first);
-}
-
-std::string hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "0x%016llx", static_cast<unsigned long long>(v));
-  return buf;
 }
 
 }  // namespace
@@ -189,15 +184,8 @@ Status ShmConnection::progressRecvs(bool* moved) {
     if (!op.headerRead) {
       MessageHeader header;
       copyFromRing(recv_, tail_, reinterpret_cast<uint8_t*>(&header), kHeaderBytes);
-      if (header.tag != op.tag || header.length != op.bytes) {
-        if (header.tag != op.tag) op.done->mismatch(header.tag);
-        return mismatchError("shm: " + where() + " sent a message with tag " + hex(header.tag) +
-                                 " and " + std::to_string(header.length) +
-                                 " bytes, but the receive posted here expects tag " + hex(op.tag) +
-                                 " and " + std::to_string(op.bytes) +
-                                 " bytes: the ranks disagree on the sequence of operations",
-                             peer_->rank);
-      }
+      COLLIE_RETURN_IF_ERROR(checkIncoming(peer_->rank, channel_, {header.tag, header.length},
+                                           {op.tag, op.bytes}, op.done));
       tail_ += kHeaderBytes;
       op.headerRead = true;
       *moved = true;

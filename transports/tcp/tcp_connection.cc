@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/log/log.h"
+#include "core/transport/message_check.h"
 
 namespace collie::tcp {
 namespace {
@@ -252,14 +253,8 @@ Status TcpConnection::checkHeader(int lane, const RecvItem& item, const FrameHea
   }
   const FrameHeader& want = item.expect;
   if (check == FrameCheck::kMismatch) {
-    if (got.tag != want.tag) recvQ_.at(item.seq).done->mismatch(got.tag);
-    return fail(
-        mismatchError("tcp: message from rank " + std::to_string(peer_) + where +
-                          " does not match the posted receive: got tag " + hex(got.tag) +
-                          " length " + std::to_string(got.length) + ", expected tag " +
-                          hex(want.tag) + " length " + std::to_string(want.length) +
-                          " (the ranks disagree on the sequence of collectives or their sizes)",
-                      peer_));
+    return fail(checkIncoming(peer_, channel_, {got.tag, got.length}, {want.tag, want.length},
+                              recvQ_.at(item.seq).done));
   }
   if (check == FrameCheck::kWrongStripe) {
     return fail(remoteError(

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/log/log.h"
+#include "core/transport/message_check.h"
 
 namespace collie::ucx {
 namespace {
@@ -16,12 +17,6 @@ uint64_t getLe(const uint8_t* in, int bytes) {
   uint64_t value = 0;
   for (int i = 0; i < bytes; ++i) value |= static_cast<uint64_t>(in[i]) << (8 * i);
   return value;
-}
-
-std::string hex(uint64_t value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "0x%" PRIx64, value);
-  return text;
 }
 
 // Whether a send request finished; frees it. `request` may be nullptr (done) or an
@@ -281,15 +276,7 @@ Status UcxConnection::checkHeader(Op& op) {
   }
   uint64_t tag = getLe(h + 8, 8);
   uint64_t bytes = getLe(h + 16, 8);
-  if (tag != op.tag || bytes != op.bytes) {
-    return Status(StatusCode::kMismatch,
-                  "ucx: message from rank " + std::to_string(peer_) + " on channel " +
-                      std::to_string(channel_) + " has tag " + hex(tag) + " and " +
-                      std::to_string(bytes) + " bytes, but the receive expects tag " + hex(op.tag) +
-                      " and " + std::to_string(op.bytes) +
-                      " bytes (the ranks disagree on the collective sequence)",
-                  peer_);
-  }
+  COLLIE_RETURN_IF_ERROR(checkIncoming(peer_, channel_, {tag, bytes}, {op.tag, op.bytes}, op.done));
   bool inlined = bytes <= kInlineBytes;
   if (got != kHeaderBytes + (inlined ? bytes : 0)) {
     return remoteError("ucx: message from rank " + std::to_string(peer_) + " is " +
