@@ -71,6 +71,10 @@ struct TransportCaps {
   // transport's wire, not bandwidth; 0: no such limit. The engine plans with fewer
   // channels when every rank's transports agree (see core/tune/tune_probe.h).
   int usefulChannels = 0;
+  // connect() refuses a peer that does not prove ctx.secret (kUnauthenticated naming
+  // it). False where the medium admits only this job otherwise (shm: segment names come
+  // from the secret-protected store, /dev/shm permissions do the rest).
+  bool authenticatesPeers = false;
 };
 
 // What postRecvReduce() does with the incoming elements b[i]: dst[i] = op(own[i], b[i])

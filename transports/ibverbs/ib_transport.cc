@@ -41,6 +41,7 @@ class IbTransport final : public Transport {
   TransportCaps caps() const override {
     TransportCaps caps;
     caps.oneSidedWrite = true;
+    caps.authenticatesPeers = true;
     return caps;
   }
   bool canConnect(int, const std::string& peerHostId) const override {

@@ -44,7 +44,11 @@ class TcpTransport final : public Transport {
   }
 
   const char* name() const override { return "tcp"; }
-  TransportCaps caps() const override { return TransportCaps{}; }
+  TransportCaps caps() const override {
+    TransportCaps caps;
+    caps.authenticatesPeers = true;
+    return caps;
+  }
   bool canConnect(int, const std::string&) const override { return true; }
 
   Result<std::vector<std::unique_ptr<Connection>>> connect(const std::vector<int>& peers) override;

@@ -64,6 +64,7 @@ class UcxTransport final : public Transport {
     // messages in flight (2 channels measured 15-20% slower than 1 over tcp,
     // docs/multihost.md "Sixth look").
     caps.usefulChannels = rdmaWire_ ? 0 : 1;
+    caps.authenticatesPeers = true;
     return caps;
   }
   bool canConnect(int peer, const std::string& peerHostId) const override;
