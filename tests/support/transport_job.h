@@ -2,11 +2,11 @@
 // in-memory store, without a Communicator: the harness the per-transport tests share.
 //
 // TransportJob creates one Transport per rank from a registrar (registerTcpTransport,
-// registerUcxTransport ...), connects every rank to every other in parallel and hands
-// out the Connection of (rank, peer, channel). exchangeAllPairs() posts, on every rank,
-// a send and a receive of each size to each peer on each channel, drives them to the end
-// and checks every received byte against the sender's pattern. expectDeadPeerFailsFast()
-// is the dead-peer check the transports share.
+// registerUcxTransport ...) or the process's registry, connects every rank to every other in
+// parallel and hands out the Connection of (rank, peer, channel). exchangeAllPairs() posts, on
+// every rank, a send and a receive of each size to each peer on each channel, drives them to the
+// end and checks every received byte against the sender's pattern. expectDeadPeerFailsFast() is the
+// dead-peer check the transports share.
 //
 // Thread safety: a TransportJob is built and torn down by the test's thread;
 // connectAll() and exchangeAllPairs() run one thread per rank and join them.
@@ -48,32 +48,39 @@ struct TransportJob {
   std::vector<std::vector<int>> peers;
   std::string jobKey = "job" + std::to_string(std::rand());
   int nchannels = 1;
-  bool hostPerRank = false;        // every rank on a host of its own
-  std::vector<JobSecret> secrets;  // per rank; empty: all share secretOf(3)
+  bool hostPerRank = false;                  // every rank on a host of its own
+  std::string hostId;                        // every rank's host id unless hostPerRank
+  bool forced = false;                       // as if COLLIE_TRANSPORT named this transport
+  std::chrono::milliseconds timeout{10000};  // connection setup deadline
+  std::vector<JobSecret> secrets;            // per rank; empty: all share secretOf(3)
 
   TransportContext context(int rank, int n) const {
     TransportContext ctx;
     ctx.rank = rank;
     ctx.nranks = n;
     ctx.nchannels = nchannels;
-    if (hostPerRank) ctx.hostId = "host" + std::to_string(rank);
+    ctx.hostId = hostPerRank ? "host" + std::to_string(rank) : hostId;
+    ctx.forced = forced;
     ctx.jobKey = jobKey;
     ctx.secret = secrets.empty() ? secretOf(3) : secrets[rank];
     ctx.store = store;
-    ctx.timeout = std::chrono::seconds(10);
+    ctx.timeout = timeout;
     return ctx;
   }
 
+  // The factory from `registrar`, or from the process's registry when it is null.
   const TransportFactory* factory(TransportRegistry& registry) const {
+    if (registrar == nullptr) return TransportRegistry::instance().find(name);
     registrar(registry);
     return registry.find(name);
   }
 
-  void create(int n, int expectedPriority) {
+  // Creates n transports; expectedPriority < 0: not checked.
+  void create(int n, int expectedPriority = -1) {
     TransportRegistry registry;
     const TransportFactory* f = factory(registry);
     ASSERT_NE(f, nullptr) << name << " is not registered";
-    EXPECT_EQ(f->priority, expectedPriority);
+    if (expectedPriority >= 0) EXPECT_EQ(f->priority, expectedPriority);
     for (int r = 0; r < n; ++r) {
       auto t = f->create(context(r, n));
       ASSERT_TRUE(t.isOk()) << t.status().toString();
@@ -148,7 +155,8 @@ inline void expectDeadPeerFailsFast(TransportJob& job, int survivor, int dead,
   EXPECT_NE(st.message().find("rank " + std::to_string(dead)), std::string::npos) << st.message();
   for (const Completion& d : pending) {
     EXPECT_TRUE(d.done);
-    EXPECT_EQ(d.status.code(), StatusCode::kRemoteError) << d.status.toString();
+    EXPECT_EQ(d.status.code(), StatusCode::kRemoteError)
+        << "pending operation " << (&d - pending.data()) << ": " << d.status.toString();
   }
   Completion again;
   EXPECT_EQ(job.conn(survivor, dead)->postRecv(scratch, 1, 6, &again).code(),
