@@ -1,5 +1,6 @@
 // The shm transport with ranks as threads of one process (each rank maps the others'
-// segments, exactly as processes would).
+// segments, exactly as processes would). The tag and length mismatch is checked with
+// every other transport's by tests/transport/conformance_test.cc.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -158,34 +159,6 @@ TEST(ShmTransportTest, ManySmallMessagesArriveInOrder) {
   EXPECT_TRUE(status[0].isOk()) << status[0].toString();
   EXPECT_TRUE(status[1].isOk()) << status[1].toString();
 }
-
-// Tag or length differs from the posted receive: kMismatch naming the sender, and the
-// receive buffer is untouched.
-void expectMismatch(uint64_t sendTag, size_t sendBytes, uint64_t recvTag, size_t recvBytes) {
-  std::vector<ShmRank> ranks = connectAll(2, 1, uniqueJobKey("mismatch"));
-  ASSERT_FALSE(::testing::Test::HasFailure());
-  std::vector<uint8_t> payload(sendBytes, 0x11);
-  std::vector<uint8_t> target(64, 0xAB);
-  Completion sent, received;
-  ASSERT_TRUE(ranks[0].conn(1, 0)->postSend(payload.data(), sendBytes, sendTag, &sent).isOk());
-  ASSERT_TRUE(ranks[1].conn(0, 0)->postRecv(target.data(), recvBytes, recvTag, &received).isOk());
-  Status s0 = driveShm(ranks[0].transport.get(), ranks[0].all(), {&sent}, milliseconds(5000));
-  ASSERT_TRUE(s0.isOk()) << s0.toString();
-  Status s1 = driveShm(ranks[1].transport.get(), ranks[1].all(), {&received}, milliseconds(5000));
-  EXPECT_EQ(s1.code(), StatusCode::kMismatch) << s1.toString();
-  EXPECT_EQ(s1.peer(), 0);
-  EXPECT_NE(s1.message().find("rank 0"), std::string::npos) << s1.message();
-  EXPECT_TRUE(received.done);
-  EXPECT_EQ(received.status.code(), StatusCode::kMismatch);
-  for (uint8_t b : target) ASSERT_EQ(b, 0xAB) << "the receive buffer was written";
-  // The connection stays failed.
-  bool progressed = false;
-  EXPECT_EQ(ranks[1].conn(0, 0)->progress(&progressed).code(), StatusCode::kMismatch);
-}
-
-TEST(ShmTransportTest, TagMismatchFailsBeforeWritingTheBuffer) { expectMismatch(7, 32, 8, 32); }
-
-TEST(ShmTransportTest, LengthMismatchFailsBeforeWritingTheBuffer) { expectMismatch(7, 33, 7, 32); }
 
 TEST(ShmTransportTest, ClosedPeerFailsPendingOperationsNamingIt) {
   std::vector<ShmRank> ranks = connectAll(3, 1, uniqueJobKey("closed"));
