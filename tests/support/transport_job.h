@@ -80,7 +80,9 @@ struct TransportJob {
     TransportRegistry registry;
     const TransportFactory* f = factory(registry);
     ASSERT_NE(f, nullptr) << name << " is not registered";
-    if (expectedPriority >= 0) EXPECT_EQ(f->priority, expectedPriority);
+    if (expectedPriority >= 0) {
+      EXPECT_EQ(f->priority, expectedPriority);
+    }
     for (int r = 0; r < n; ++r) {
       auto t = f->create(context(r, n));
       ASSERT_TRUE(t.isOk()) << t.status().toString();

@@ -287,7 +287,9 @@ TEST_P(Conformance, MismatchReadsTheSameOnEveryTransportAndWritesNothing) {
       EXPECT_TRUE(recvDone.done);
       EXPECT_EQ(recvDone.status.code(), StatusCode::kMismatch);
       EXPECT_EQ(recvDone.hasPeerTag, tagDiffers);
-      if (tagDiffers) EXPECT_EQ(recvDone.peerTag, 0x11u);
+      if (tagDiffers) {
+        EXPECT_EQ(recvDone.peerTag, 0x11u);
+      }
       for (uint8_t b : in) ASSERT_EQ(b, 0xAB) << "bytes of a mismatched message were written";
       bool progressed = false;
       EXPECT_EQ(job.conn(1, 0)->progress(&progressed).code(), StatusCode::kMismatch)
