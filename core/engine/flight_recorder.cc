@@ -1,10 +1,14 @@
 #include "core/engine/flight_recorder.h"
 
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "core/engine/fingerprint.h"
+#include "core/log/log.h"
 
 namespace collie {
 
@@ -230,6 +234,42 @@ std::string FlightRecorder::toJson(int rank, int nranks, const std::string& erro
   }
   doc["collectives"] = std::move(list);
   return doc.dump(1);
+}
+
+std::string flightDumpPath(const std::string& pattern, int rank) {
+  std::string path;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '%' && i + 1 < pattern.size() && pattern[i + 1] == 'r') {
+      path += std::to_string(rank);
+      ++i;
+    } else {
+      path += pattern[i];
+    }
+  }
+  return path;
+}
+
+std::string FlightRecorder::dump(const std::string& destination, int rank, int nranks,
+                                 const std::string& error, const char* why) const {
+  if (destination.empty() || ring_.empty()) return "";
+  std::string text = toJson(rank, nranks, error);
+  if (destination == "stderr" || destination == "-") {
+    std::fprintf(stderr, "collie flight recorder of rank %d (%s):\n%s\n", rank, why, text.c_str());
+    return "stderr";
+  }
+  const std::string path = flightDumpPath(destination, rank);
+  std::FILE* file = std::fopen(path.c_str(), "w");
+  if (file == nullptr) {
+    COLLIE_LOG(WARN, ENGINE) << "cannot write the flight recorder to " << path
+                             << " (COLLIE_TRACE_DUMP): " << std::strerror(errno);
+    return "";
+  }
+  std::fwrite(text.data(), 1, text.size(), file);
+  std::fputc('\n', file);
+  std::fclose(file);
+  COLLIE_LOG(INFO, ENGINE) << "flight recorder of rank " << rank << " written to " << path << " ("
+                           << why << ")";
+  return path;
 }
 
 }  // namespace collie

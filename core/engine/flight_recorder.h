@@ -9,7 +9,8 @@
 //
 // Timestamps are taken with CycleClock (a TSC read, no clock_gettime) and converted to
 // wall-clock microseconds when the ring is read; a collective run inline by its caller
-// is recorded in one call (recordInline).
+// is recorded in one call (recordInline). dump() writes the ring for a post-mortem
+// (COLLIE_TRACE_DUMP): the engine calls it when it gives up and when it is destroyed.
 //
 // Thread safety: every method may be called from any thread, without a mutex. Writers
 // take turns on one atomic word that holds the next id and a lock bit: one
@@ -78,6 +79,13 @@ class FlightRecorder {
 
   // {"rank":..,"nranks":..,"depth":..,"error":..,"collectives":[{..}, ..]}
   std::string toJson(int rank, int nranks, const std::string& error) const;
+  // Writes toJson() to `destination` (COLLIE_TRACE_DUMP): "stderr" or "-" to standard
+  // error under a heading naming the rank and `why`; else to the file
+  // flightDumpPath(destination, rank), replaced. Returns where it wrote ("stderr" or the
+  // path), or "" when it wrote nothing: an empty destination, depth 0, or a file that
+  // cannot be written (logged as a warning; a post-mortem must not fail anything).
+  std::string dump(const std::string& destination, int rank, int nranks, const std::string& error,
+                   const char* why) const;
   std::vector<FlightEntry> snapshot() const;  // oldest first
 
  private:
@@ -89,5 +97,7 @@ class FlightRecorder {
 };
 
 const char* flightStateName(FlightState state);
+// A COLLIE_TRACE_DUMP path with every "%r" replaced by `rank`.
+std::string flightDumpPath(const std::string& pattern, int rank);
 
 }  // namespace collie

@@ -1,14 +1,17 @@
 // FlightRecorder: keeps the last N collectives oldest first with their states, ignores
 // updates to overwritten entries, and (lock-free seqlock ring) never shows a reader a
 // torn entry while several threads record into it, also when the ring wraps during
-// writes (depth 1 and 2).
+// writes (depth 1 and 2). dump() writes the post-mortem where COLLIE_TRACE_DUMP says.
 #include "core/engine/flight_recorder.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -143,6 +146,44 @@ TEST_P(FlightRecorderRaceTest, ReadersNeverSeeATornEntry) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Depths, FlightRecorderRaceTest, ::testing::Values(1, 2, 64));
+
+TEST(FlightRecorderTest, DumpPathNamesTheRank) {
+  EXPECT_EQ(flightDumpPath("/tmp/trace-%r.json", 3), "/tmp/trace-3.json");
+  EXPECT_EQ(flightDumpPath("%r/%r", 12), "12/12");
+  EXPECT_EQ(flightDumpPath("plain%", 1), "plain%");
+  EXPECT_EQ(flightDumpPath("%x%r", 0), "%x0");
+}
+
+TEST(FlightRecorderTest, DumpWritesTheRingToAFile) {
+  FlightRecorder recorder(4);
+  const uint64_t id = recorder.queued(argsFor(3), 3, "ring");
+  recorder.finished(id, false);
+  const std::string pattern = ::testing::TempDir() + "collie-flight-%r.json";
+  const std::string path = recorder.dump(pattern, 5, 8, "rank 5 timed out", "test");
+  EXPECT_EQ(path, flightDumpPath(pattern, 5));
+  std::ifstream file(path);
+  ASSERT_TRUE(file.good()) << path;
+  std::stringstream text;
+  text << file.rdbuf();
+  auto doc = nlohmann::json::parse(text.str());
+  EXPECT_EQ(doc["rank"], 5);
+  EXPECT_EQ(doc["nranks"], 8);
+  EXPECT_EQ(doc["error"], "rank 5 timed out");
+  ASSERT_EQ(doc["collectives"].size(), 1u);
+  EXPECT_EQ(doc["collectives"][0]["state"], "failed");
+  std::remove(path.c_str());
+}
+
+TEST(FlightRecorderTest, DumpWritesNothingWhenItCannot) {
+  FlightRecorder recorder(4);
+  recorder.queued(argsFor(1), 1, "ring");
+  EXPECT_EQ(recorder.dump("", 0, 2, "", "test"), "");
+  EXPECT_EQ(recorder.dump("/nonexistent-dir/collie-%r.json", 0, 2, "", "test"), "");
+  FlightRecorder empty(0);
+  EXPECT_EQ(empty.dump(::testing::TempDir() + "collie-never.json", 0, 2, "", "test"), "");
+  EXPECT_FALSE(std::ifstream(::testing::TempDir() + "collie-never.json").good());
+  EXPECT_EQ(recorder.dump("stderr", 0, 2, "", "test"), "stderr");
+}
 
 }  // namespace
 }  // namespace collie

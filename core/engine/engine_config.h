@@ -1,0 +1,28 @@
+// EngineConfig: what one communicator's engine runs with, resolved from the config
+// table and Options at creation (core/comm/bootstrap.cc). A plain value, read only.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+#include "collie/types.h"
+
+namespace collie {
+
+struct EngineConfig {
+  int rank = 0;
+  int nranks = 1;
+  int nchannels = 1;                       // connections per peer: the most a schedule may use
+  bool channelsFixed = false;              // set by config: every schedule uses nchannels
+  size_t chunkBytes = 512 * 1024;          // 0: the tuner picks per collective
+  Algorithm algorithm = Algorithm::kAuto;  // kAuto: the tuner picks
+  std::chrono::microseconds timeout{300'000'000};
+  std::chrono::microseconds busyPoll{50};
+  bool reduceOnReceive = true;  // COLLIE_RECV_REDUCE: use Connection::postRecvReduce()
+  size_t traceDepth = 64;       // COLLIE_TRACE_DEPTH: collectives kept by the flight recorder
+  std::string traceDump;        // COLLIE_TRACE_DUMP: "", "stderr" or a path (%r = rank)
+  size_t scheduleCacheBytes = 4 << 20;  // schedules kept for reuse (core/engine/schedule_cache.h)
+};
+
+}  // namespace collie

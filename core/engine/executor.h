@@ -1,0 +1,112 @@
+// Executor: runs queued operations on the connections of one communicator.
+//
+// execute() runs a Pending's schedule (and its group's) to the end: one Execution
+// (core/engine/execution.h) per operation, each advanced on every turn, so that every
+// send and receive of a group is in flight before any is waited for. A point-to-point
+// batch also takes in the point-to-point operations queued behind it while it runs
+// (torch's batch_isend_irecv posts every irecv before its isend, one call at a time)
+// and completes each as it finishes. Between turns without progress it spins for
+// EngineConfig::busyPoll (yielding after kPureSpin), then blocks in the transports'
+// waitForActivity().
+//
+// Deadlines and their messages: an operation that sees no progress for
+// EngineConfig::timeout fails with kTimeout naming the peers it waits for (and what
+// for); one whose connection broke fails with the connection's error; the abort flag
+// (checked on every turn) fails it with kAborted; a kMismatch names the fields the
+// ranks disagree on when the transport kept the peer's tag. Every error names the
+// collective and this rank. A failed batch keeps its executions (their completions may
+// still be pointed at by the connections) until closeConnections().
+//
+// The transport's CollectiveOffload, when one transport serves every peer and offers
+// one, runs whole small collectives instead (offload(), runOffloaded()), bounded by the
+// same timeout and abort flag.
+//
+// Thread safety: offload() (the pointer), usefulChannels() and transportTo() are
+// fixed at construction and may be read from any thread. Everything else runs on the
+// one thread that holds the engine's running claim (the progress thread, or a caller
+// running a collective inline).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/engine/engine_config.h"
+#include "core/engine/execution.h"
+#include "core/engine/flight_recorder.h"
+#include "core/engine/pending.h"
+#include "core/transport/transport.h"
+
+namespace collie {
+
+// The transports of a communicator and which one serves each peer.
+struct TransportSet {
+  std::vector<std::unique_ptr<Transport>> transports;
+  std::vector<int> transportOfPeer;  // index into transports, -1 for this rank
+  ConnectionTable connections;       // [peer][channel]
+};
+
+class Executor {
+ public:
+  // Busy polling yields the core after this long without progress.
+  static constexpr std::chrono::microseconds kPureSpin{5};
+
+  // `aborted` and `recorder` must outlive the executor.
+  Executor(const EngineConfig& config, TransportSet transports, const std::atomic<bool>& aborted,
+           FlightRecorder* recorder);
+
+  // The collective offload (null unless one transport serves every peer and offers one).
+  CollectiveOffload* collectiveOffload() const { return offload_; }
+  // The least nonzero TransportCaps::usefulChannels of the transports, capped at
+  // config.nchannels (config.nchannels when none limits it).
+  int usefulChannels() const { return usefulChannels_; }
+  // The name of the transport that serves `peer` ("self", "none").
+  std::string transportTo(int peer) const;
+
+  // Runs `pending` as described above; OK once every operation finished. `adopt` (may
+  // be null) is where a point-to-point batch takes further operations from; those it
+  // took are completed here (recorded finished, their Work completed).
+  Status execute(Pending& pending, PointToPointSource* adopt);
+  // The offload's run() with the engine's timeout and abort flag; errors name the
+  // collective and this rank. Requires collectiveOffload().
+  Result<OffloadOutcome> offload(const CollectiveArgs& args, uint64_t tag, const void* input,
+                                 void* output);
+  // Runs an offloaded Pending; clears pending.offloaded when every rank declined it
+  // (then it needs execute()).
+  Status runOffloaded(Pending& pending);
+
+  // Destroys the connections and transports (which tells the peers), then the failed
+  // executions. The offload is gone with them.
+  void closeConnections();
+
+ private:
+  struct Adopted {
+    Pending pending;
+    size_t first = 0;  // its executions are executions[first, first + count)
+    size_t count = 0;
+    bool done = false;
+  };
+  // One execution for the operation and one for each further part of its group.
+  void appendExecutions(const Pending& pending,
+                        std::vector<std::unique_ptr<Execution>>* executions);
+  void waitForActivity(const std::vector<Connection*>& active);
+  Status timedOut(const Pending& pending,
+                  const std::vector<std::unique_ptr<Execution>>& executions) const;
+  Status explainMismatch(Status status,
+                         const std::vector<std::unique_ptr<Execution>>& executions) const;
+
+  const EngineConfig config_;
+  TransportSet transports_;
+  std::vector<std::string> transportNames_;  // per peer
+  int usefulChannels_;
+  CollectiveOffload* offload_ = nullptr;
+  const std::atomic<bool>& aborted_;
+  FlightRecorder* const recorder_;
+  std::vector<ChannelMemory> channelMemory_;
+  // Executions that failed keep their completions alive until the connections that
+  // may point at them are gone.
+  std::vector<std::unique_ptr<Execution>> failedExecutions_;
+};
+
+}  // namespace collie

@@ -1,0 +1,79 @@
+#include "core/engine/planner.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "core/log/log.h"
+#include "core/transport/transport.h"
+
+namespace collie {
+
+Planner::Planner(const EngineConfig& config, const CollectiveOffload* offload)
+    : config_(config),
+      offload_(offload),
+      planChannels_(config.nchannels),
+      cache_(config.scheduleCacheBytes) {}
+
+void Planner::setTuneConstants(const TuneConstants& constants) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  tune_ = constants;
+  cache_.clear();
+}
+
+TuneConstants Planner::tuneConstants() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return tune_;
+}
+
+void Planner::setPlanChannels(int channels) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  planChannels_ = std::clamp(channels, 1, config_.nchannels);
+  cache_.clear();
+}
+
+size_t Planner::cachedSchedules() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return cache_.size();
+}
+
+Result<std::shared_ptr<const Schedule>> Planner::plan(const CollectiveArgs& args) {
+  TuneLimits limits;
+  limits.channelsFixed = config_.channelsFixed;
+  limits.chunkBytes = config_.chunkBytes;
+  limits.forced = config_.algorithm;
+  const size_t bytes =
+      args.count *
+      dataTypeSize(args.kind == CollectiveKind::kBarrier ? DataType::kUint8 : args.dtype);
+  std::unique_lock<std::mutex> lock(mutex_);
+  limits.maxChannels = config_.channelsFixed ? config_.nchannels : planChannels_;
+  const TuneDecision decision = decide(args.kind, bytes, config_.nranks, limits, tune_);
+  const ScheduleKey key =
+      std::make_tuple(static_cast<int>(args.kind), args.count, static_cast<int>(args.dtype),
+                      static_cast<int>(args.op), args.root, static_cast<int>(decision.algorithm),
+                      decision.chunkBytes, decision.nchannels);
+  if (std::shared_ptr<const Schedule> cached = cache_.find(key)) return cached;
+  lock.unlock();
+  PlanParams params;
+  params.rank = config_.rank;
+  params.nranks = config_.nranks;
+  params.nchannels = decision.nchannels;
+  params.chunkBytes = decision.chunkBytes;
+  params.algorithm = decision.algorithm;
+  Result<Schedule> schedule = buildSchedule(args, params);
+  if (!schedule.isOk()) return schedule.status();
+  auto shared = std::make_shared<const Schedule>(std::move(schedule).value());
+  COLLIE_LOG(INFO, TUNE) << "rank " << config_.rank << ": " << collectiveName(args.kind) << " of "
+                         << bytes << " bytes on " << config_.nranks << " ranks -> "
+                         << algorithmName(decision.algorithm) << ", chunk " << decision.chunkBytes
+                         << ", " << decision.nchannels << " channel(s), predicted "
+                         << decision.predictedUs << " us"
+                         << (offload_ != nullptr && config_.algorithm == Algorithm::kAuto &&
+                                     offload_->accepts(args)
+                                 ? " (offered to the one-shot board first)"
+                                 : "");
+  lock.lock();
+  cache_.insert(key, shared);
+  return shared;
+}
+
+}  // namespace collie

@@ -1,0 +1,55 @@
+// Planner: the schedule a collective runs with on this rank.
+//
+// plan() asks the tuner (core/tune/tuner.h) for the algorithm, chunk size and channel
+// count of a collective, from the engine's configuration (a forced algorithm, a fixed
+// chunk size or channel count) and the tuned constants, and builds its Schedule, or
+// returns the one built for the same decision before (ScheduleCache, bounded by
+// EngineConfig::scheduleCacheBytes). Every rank must plan alike: the tuned constants
+// and the plan channel count are agreed on through rank 0 at creation
+// (core/tune/tune_probe.h) and set here before the first collective; setting either
+// drops the cached schedules. Planning fails (InvalidArgument, Unsupported) the same
+// way on every rank, before anything is queued.
+//
+// Thread safety: every method may be called from any thread. The cache and the tuned
+// values are guarded by one mutex; schedules are built outside it (two threads
+// missing the same key both build it; the second insert replaces the first).
+#pragma once
+
+#include <memory>
+#include <mutex>
+
+#include "core/engine/engine_config.h"
+#include "core/engine/schedule_cache.h"
+#include "core/tune/tuner.h"
+
+namespace collie {
+
+class CollectiveOffload;
+
+class Planner {
+ public:
+  // `offload` (may be null) is only named in the tuner's log line: a collective it
+  // accepts is offered to it before its schedule runs.
+  Planner(const EngineConfig& config, const CollectiveOffload* offload);
+
+  // The schedule of `args` on this rank, shared with the cache; or why it cannot run.
+  Result<std::shared_ptr<const Schedule>> plan(const CollectiveArgs& args);
+
+  void setTuneConstants(const TuneConstants& constants);
+  TuneConstants tuneConstants();
+  // The most channels a schedule may use: clamped to 1..config.nchannels; ignored when
+  // config.channelsFixed.
+  void setPlanChannels(int channels);
+  // Schedules cached now (for tests and diagnostics).
+  size_t cachedSchedules();
+
+ private:
+  const EngineConfig config_;
+  const CollectiveOffload* const offload_;
+  std::mutex mutex_;  // guards the members below
+  TuneConstants tune_;
+  int planChannels_;
+  ScheduleCache cache_;
+};
+
+}  // namespace collie

@@ -1,0 +1,166 @@
+#include "core/engine/progress_queue.h"
+
+#include "core/engine/fingerprint.h"
+#include "core/transport/transport.h"
+
+namespace collie {
+
+ProgressQueue::ProgressQueue(int nranks, FailurePolicy* failures, FlightRecorder* recorder,
+                             CollectiveOffload* offload)
+    : failures_(failures),
+      recorder_(recorder),
+      offload_(offload),
+      sendSequence_(nranks, 0),
+      recvSequence_(nranks, 0) {}
+
+ProgressQueue::~ProgressQueue() {
+  if (thread_.joinable()) stop(abortedError("progress queue destroyed"));
+}
+
+void ProgressQueue::start(Runner* runner) {
+  runner_ = runner;
+  thread_ = std::thread([this] { loop(); });
+}
+
+void ProgressQueue::abort(const Status& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    failures_->abort(reason);
+  }
+  queued_.notify_all();
+}
+
+void ProgressQueue::stop(const Status& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    failures_->abort(reason);
+  }
+  queued_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  for (Pending& pending : queue_) {
+    recorder_->finished(pending.flightId, false);
+    pending.work->complete(
+        abortedError("communicator destroyed before " + describeFingerprint(pending.tag) + " ran"));
+  }
+  queue_.clear();
+  queuedCount_.store(0);
+}
+
+uint64_t ProgressQueue::nextTag(const CollectiveArgs& args) {
+  uint64_t sequence;
+  if (args.kind == CollectiveKind::kSend) {
+    sequence = sendSequence_[args.root]++;
+  } else if (args.kind == CollectiveKind::kRecv) {
+    sequence = recvSequence_[args.root]++;
+  } else {
+    sequence = collectiveSequence_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return makeFingerprint(sequence, args);
+}
+
+uint64_t ProgressQueue::tagInline(const CollectiveArgs& args) {
+  if (args.kind != CollectiveKind::kSend && args.kind != CollectiveKind::kRecv) {
+    return nextTag(args);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  return nextTag(args);
+}
+
+void ProgressQueue::push(Pending pending, const char* algorithm, bool offerable) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const CollectiveArgs& args = pending.schedule->args;
+    pending.tag = nextTag(args);
+    for (Pending::Part& part : pending.group) part.tag = nextTag(part.schedule->args);
+    if (failures_->failing()) {
+      // The connections (and the offload, which belongs to a transport) may be gone.
+      recorder_->finished(recorder_->queued(args, pending.tag, algorithm), false);
+      pending.work->complete(
+          failures_->failure().withContext(describeFingerprint(pending.tag) + " not run"));
+      return;
+    }
+    pending.offloaded = offerable && offload_ != nullptr && offload_->accepts(args);
+    pending.flightId =
+        recorder_->queued(args, pending.tag, pending.offloaded ? "oneshot" : algorithm);
+    queue_.push_back(std::move(pending));
+    queuedCount_.store(queue_.size());
+  }
+  queued_.notify_one();
+}
+
+void ProgressQueue::pushFront(Pending pending) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  queue_.push_front(std::move(pending));
+  queuedCount_.store(queue_.size());
+}
+
+bool ProgressQueue::takePointToPoint(Pending* out) {
+  if (queuedCount_.load() == 0) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (queue_.empty() || !isPointToPoint(queue_.front()) || failures_->failing()) return false;
+  *out = std::move(queue_.front());
+  queue_.pop_front();
+  queuedCount_.store(queue_.size());
+  return true;
+}
+
+void ProgressQueue::fence() { std::lock_guard<std::mutex> lock(mutex_); }
+
+void ProgressQueue::wake() {
+  { std::lock_guard<std::mutex> lock(mutex_); }
+  queued_.notify_all();
+}
+
+void ProgressQueue::loop() {
+  // Aborted (or destroyed) and the connections not yet closed.
+  auto mustClose = [&] { return failures_->aborted() && !failures_->closed(); };
+  while (true) {
+    Pending pending;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      // The progress thread claims running_ before it starts a collective or closes
+      // the connections; while a collective runs inline on a caller's thread (which
+      // claimed it), it waits.
+      queued_.wait(lock, [&] {
+        if (!stopping_ && queue_.empty() && !mustClose()) return false;
+        bool idle = false;
+        return running_.compare_exchange_strong(idle, true);
+      });
+      if (mustClose()) {
+        // Aborted or destroyed while idle. An explicit abort() is news for the peers;
+        // the destruction of an idle communicator is not.
+        Status reason = failures_->failure();
+        bool publish = !stopping_;
+        lock.unlock();
+        runner_->closeIdle(reason, publish);
+        running_.store(false);
+        continue;
+      }
+      if (queue_.empty()) {
+        running_.store(false);
+        return;
+      }
+      pending = std::move(queue_.front());
+      queue_.pop_front();
+      queuedCount_.store(queue_.size());
+      if (failures_->failing()) {
+        running_.store(false);
+        Status failed = failures_->failure();
+        lock.unlock();
+        recorder_->finished(pending.flightId, false);
+        pending.work->complete(failed.withContext(describeFingerprint(pending.tag) + " not run"));
+        continue;
+      }
+    }
+    Status status = runner_->run(pending);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      running_ = false;
+    }
+    queued_.notify_all();
+    pending.work->complete(std::move(status));
+  }
+}
+
+}  // namespace collie

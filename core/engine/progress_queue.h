@@ -1,0 +1,133 @@
+// ProgressQueue: the submission order of one communicator and its progress thread.
+//
+// Submitters give each operation its tag (the sequence number in its fingerprint:
+// one counter for collectives, one per peer and direction for point-to-point, so that
+// ranks not involved do not drift) and queue it; the progress thread takes queued
+// operations in order and hands each to the Runner, one at a time. Once a failure is
+// sticky (FailurePolicy) nothing runs any more: an operation submitted or taken after
+// it completes at once with that failure ("... not run").
+//
+// The inline claim: `running` says that some thread drives the connections. The
+// progress thread claims it with a compare-exchange before it runs anything or closes
+// the connections; a submitter may claim it the same way (claimIdle) when nothing is
+// queued, running or failing, run a small collective on its own thread and release it
+// (releaseInline), which saves the two thread hand-offs that dominate small messages.
+// claimIdle() and releaseInline() take no lock and make no syscall unless the progress
+// thread must be woken.
+//
+// abort() and stop() raise the abort flag under the queue's lock, so the progress
+// thread, when idle, wakes to close the connections (Runner::closeIdle) and, when
+// running, sees the flag on its next turn. stop() then joins the thread and fails
+// what is left with Aborted.
+//
+// The offload: a collective queued with `offerable` is marked offloaded when the
+// transport's CollectiveOffload accepts it. That is asked under the queue's lock and
+// only while nothing failed; whoever destroys the transports after a failure calls
+// fence() first, so that no submitter is still asking.
+//
+// Thread safety: every method may be called from any thread, except start() and
+// stop() (once each, by the owner). Runner methods run on the progress thread with the
+// running claim held and the lock released.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/engine/failure_policy.h"
+#include "core/engine/flight_recorder.h"
+#include "core/engine/pending.h"
+
+namespace collie {
+
+class CollectiveOffload;
+
+class ProgressQueue : public PointToPointSource {
+ public:
+  class Runner {
+   public:
+    virtual ~Runner() = default;
+    // Runs one taken operation; returns its final status (errors already given up on).
+    // The queue then releases the claim and completes its Work.
+    virtual Status run(Pending& pending) = 0;
+    // Aborted (publish) or destroyed (not) while idle: close the connections.
+    virtual void closeIdle(const Status& reason, bool publish) = 0;
+  };
+
+  // `offload` may be null (nothing is offered); `failures` and `recorder` must outlive
+  // the queue.
+  ProgressQueue(int nranks, FailurePolicy* failures, FlightRecorder* recorder,
+                CollectiveOffload* offload);
+  ~ProgressQueue();
+
+  void start(Runner* runner);
+  // Aborts with `reason`, joins the progress thread and completes what is still
+  // queued with Aborted ("communicator destroyed before ... ran").
+  void stop(const Status& reason);
+  // Aborts with `reason` and wakes the progress thread.
+  void abort(const Status& reason);
+
+  // Tags `pending` (and each part of its group, in order) and queues it, recorded in
+  // the flight recorder as `algorithm` ("oneshot" when offloaded); or, after a failure,
+  // completes its Work with the failure.
+  void push(Pending pending, const char* algorithm, bool offerable);
+  // Queues a tagged and recorded operation ahead of everything queued; called with the
+  // running claim held (releaseInline() then wakes the progress thread).
+  void pushFront(Pending pending);
+  // The tag of a collective run inline (a counter, no lock; point-to-point locks).
+  uint64_t tagInline(const CollectiveArgs& args);
+
+  // See above. claimIdle() is false, claiming nothing, while anything is queued,
+  // running or failing.
+  bool claimIdle() {
+    if (failures_->failing() || queuedCount_.load() != 0) return false;
+    bool idle = false;
+    if (!running_.compare_exchange_strong(idle, true)) return false;
+    // Checked again now that the progress thread cannot start anything (nor close the
+    // connections and the offload after a failure) until running_ is released.
+    if (failures_->failing() || queuedCount_.load() != 0) {
+      releaseInline();
+      return false;
+    }
+    return true;
+  }
+  void releaseInline() {
+    running_.store(false);
+    // The progress thread sleeps until work is queued or it is stopped or aborted; it
+    // may have found running_ set and gone back to sleep, so wake it then. Otherwise no
+    // futex call and no context switch per collective.
+    if (queuedCount_.load() != 0 || failures_->aborted()) wake();
+  }
+
+  bool takePointToPoint(Pending* out) override;
+  // Returns once no submitter is inside the queue's lock (see the offload above).
+  void fence();
+  size_t queued() const { return queuedCount_.load(); }
+
+ private:
+  uint64_t nextTag(const CollectiveArgs& args);  // point-to-point requires mutex_
+  void wake();  // takes the mutex (so that no wake-up falls between check and wait)
+  void loop();
+
+  FailurePolicy* const failures_;
+  FlightRecorder* const recorder_;
+  CollectiveOffload* const offload_;
+  Runner* runner_ = nullptr;
+
+  std::mutex mutex_;  // guards the members below
+  std::condition_variable queued_;
+  std::deque<Pending> queue_;
+  bool stopping_ = false;
+  std::vector<uint64_t> sendSequence_;  // per peer, point-to-point
+  std::vector<uint64_t> recvSequence_;
+
+  std::atomic<bool> running_{false};    // some thread drives the connections
+  std::atomic<size_t> queuedCount_{0};  // queue_.size(), written under mutex_
+  std::atomic<uint64_t> collectiveSequence_{0};
+  std::thread thread_;
+};
+
+}  // namespace collie

@@ -1,0 +1,60 @@
+// WorkState: the shared state behind a Work handle (include/collie/communicator.h).
+//
+// A WorkState is created pending and completed exactly once, with the collective's
+// final Status. Host collectives are completed by whoever ran them (the progress
+// thread, or the engine for a collective that failed before it ran): complete().
+// Device collectives have no thread of their own: they are created with a poller that
+// wait() and test() call until it returns a status; the poller must be cheap, thread
+// safe and bounded by its own deadline. A collective that finished on the caller's
+// thread returns succeeded(), one process-wide completed state (no allocation, no
+// reference counting).
+//
+// wait(timeout) returns the final status, or Timeout ("Work::wait deadline") when the
+// collective is still running after `timeout`; the collective itself goes on.
+//
+// Thread safety: every method may be called from any thread. Once complete, wait(),
+// test() and status() take no lock (the status is immutable from then on); one
+// poller call runs at a time.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "collie/communicator.h"
+
+namespace collie {
+
+class WorkState {
+ public:
+  using Poller = std::function<std::optional<Status>()>;
+  WorkState() = default;
+  explicit WorkState(Poller poller) : poller_(std::move(poller)) {}
+  // Completes the collective with `status` (call once) and wakes every waiter.
+  void complete(Status status);
+  Status wait(std::chrono::milliseconds timeout);
+  // True once the collective finished (polling it once if it has a poller).
+  bool test();
+  // OK while running or after success; the error once it failed.
+  Status status();
+  // One process-wide state that is complete and OK: what a collective that finished
+  // on the caller's thread returns, with no allocation and no reference counting.
+  static std::shared_ptr<WorkState> succeeded();
+
+ private:
+  bool poll();  // true once done
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;                  // guarded by mutex_ (the condition variable's)
+  std::atomic<bool> finished_{false};  // set with release once status_ is final
+  Status status_;
+  const Poller poller_;
+  std::mutex pollMutex_;  // one poller call at a time
+};
+
+}  // namespace collie

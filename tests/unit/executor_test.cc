@@ -1,0 +1,386 @@
+// Executor: runs real schedules between two ranks (threads) over an in-memory
+// transport: the results are right; a point-to-point batch takes in what is queued
+// behind it and completes it; and each way of failing gives its message: no progress
+// until the timeout (naming the peer and what for), the abort flag, a broken
+// connection, ranks running different collectives (naming the field), an offload
+// error. Also what it reports about its transports.
+#include "core/engine/executor.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "core/engine/fingerprint.h"
+
+namespace collie {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Messages between ranks 0 and 1: toward[r] holds those for rank r, in order.
+struct Wire {
+  struct Message {
+    uint64_t tag;
+    std::vector<uint8_t> bytes;
+  };
+  std::mutex mutex;
+  std::deque<Message> toward[2];
+};
+
+class PipeConnection : public Connection {
+ public:
+  PipeConnection(std::shared_ptr<Wire> wire, int rank, int peer)
+      : wire_(std::move(wire)), rank_(rank), peer_(peer) {}
+  Status postSend(const void* data, size_t bytes, uint64_t tag, Completion* done) override {
+    std::lock_guard<std::mutex> lock(wire_->mutex);
+    const auto* p = static_cast<const uint8_t*>(data);
+    wire_->toward[peer_].push_back({tag, std::vector<uint8_t>(p, p + bytes)});
+    sends_.push_back(done);
+    return Status();
+  }
+  Status postRecv(void* data, size_t bytes, uint64_t tag, Completion* done) override {
+    recvs_.push_back({static_cast<uint8_t*>(data), bytes, tag, done});
+    return Status();
+  }
+  Status progress(bool* progressed) override {
+    if (broken) return remoteError("rank " + std::to_string(peer_) + " hung up", peer_);
+    for (Completion* done : sends_) done->complete();
+    *progressed = *progressed || !sends_.empty();
+    sends_.clear();
+    std::lock_guard<std::mutex> lock(wire_->mutex);
+    while (!recvs_.empty() && !wire_->toward[rank_].empty()) {
+      Wire::Message message = std::move(wire_->toward[rank_].front());
+      wire_->toward[rank_].pop_front();
+      Recv recv = recvs_.front();
+      recvs_.pop_front();
+      *progressed = true;
+      if (message.tag != recv.tag || message.bytes.size() != recv.bytes) {
+        recv.done->mismatch(message.tag);
+        recv.done->complete(mismatchError("tag or length differs", peer_));
+        continue;
+      }
+      if (recv.bytes) std::memcpy(recv.data, message.bytes.data(), recv.bytes);
+      recv.done->complete();
+    }
+    return Status();
+  }
+  int peer() const override { return peer_; }
+  bool broken = false;
+
+ private:
+  struct Recv {
+    uint8_t* data;
+    size_t bytes;
+    uint64_t tag;
+    Completion* done;
+  };
+  std::shared_ptr<Wire> wire_;
+  int rank_, peer_;
+  std::vector<Completion*> sends_;
+  std::deque<Recv> recvs_;
+};
+
+class PipeTransport : public Transport {
+ public:
+  explicit PipeTransport(int useful = 0, CollectiveOffload* offload = nullptr)
+      : useful_(useful), offload_(offload) {}
+  const char* name() const override { return "pipe"; }
+  TransportCaps caps() const override {
+    TransportCaps caps;
+    caps.usefulChannels = useful_;
+    return caps;
+  }
+  bool canConnect(int, const std::string&) const override { return true; }
+  Result<std::vector<std::unique_ptr<Connection>>> connect(const std::vector<int>&) override {
+    return unsupported("connected by the test");
+  }
+  void waitForActivity(std::chrono::microseconds) override { std::this_thread::sleep_for(20us); }
+  CollectiveOffload* collectiveOffload() override { return offload_; }
+
+ private:
+  int useful_;
+  CollectiveOffload* offload_;
+};
+
+EngineConfig configOf(int rank, std::chrono::microseconds timeout = 10s) {
+  EngineConfig config;
+  config.rank = rank;
+  config.nranks = 2;
+  config.timeout = timeout;
+  return config;
+}
+
+// Rank `rank`'s side of the wire, one channel.
+TransportSet pipeSet(const std::shared_ptr<Wire>& wire, int rank, PipeConnection** connection) {
+  TransportSet set;
+  set.transports.push_back(std::make_unique<PipeTransport>());
+  set.transportOfPeer = {rank == 0 ? -1 : 0, rank == 1 ? -1 : 0};
+  set.connections.resize(2);
+  auto pipe = std::make_unique<PipeConnection>(wire, rank, 1 - rank);
+  if (connection) *connection = pipe.get();
+  set.connections[1 - rank].push_back(std::move(pipe));
+  return set;
+}
+
+Pending pendingOf(int rank, const CollectiveArgs& args, const void* input, void* output) {
+  PlanParams params;
+  params.rank = rank;
+  params.nranks = 2;
+  Result<Schedule> schedule = buildSchedule(args, params);
+  EXPECT_TRUE(schedule.isOk()) << schedule.status().toString();
+  const uint64_t tag = 1000 + static_cast<uint64_t>(args.dtype) * 10 +
+                       (args.kind == CollectiveKind::kAllReduce ? 0 : 1);
+  return makePending(std::make_shared<const Schedule>(std::move(schedule).value()), input, output,
+                     tag, std::make_shared<WorkState>());
+}
+
+CollectiveArgs allReduceOf(size_t count, DataType dtype = DataType::kFloat32) {
+  CollectiveArgs args;
+  args.count = count;
+  args.dtype = dtype;
+  return args;
+}
+
+TEST(ExecutorTest, RunsAnAllReduceBetweenTwoRanks) {
+  auto wire = std::make_shared<Wire>();
+  std::atomic<bool> aborted{false};
+  const size_t count = 10000;
+  std::vector<std::vector<float>> out(2, std::vector<float>(count));
+  Status statuses[2];
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      FlightRecorder recorder(4);
+      EngineConfig config = configOf(r);
+      config.chunkBytes = 4096;  // several steps per channel
+      Executor executor(config, pipeSet(wire, r, nullptr), aborted, &recorder);
+      std::vector<float> in(count);
+      for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(i % 100) + r * 1000;
+      Pending pending = pendingOf(r, allReduceOf(count), in.data(), out[r].data());
+      statuses[r] = executor.execute(pending, nullptr);
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(statuses[r].isOk()) << statuses[r].toString();
+    for (size_t i = 0; i < count; i += 997) {
+      EXPECT_EQ(out[r][i], 2 * static_cast<float>(i % 100) + 1000)
+          << "rank " << r << " [" << i << "]";
+    }
+  }
+}
+
+// Hands out queued point-to-point operations, as the engine's queue does.
+class ListSource : public PointToPointSource {
+ public:
+  bool takePointToPoint(Pending* out) override {
+    if (queued.empty() || !isPointToPoint(queued.front())) return false;
+    *out = std::move(queued.front());
+    queued.pop_front();
+    return true;
+  }
+  std::deque<Pending> queued;
+};
+
+TEST(ExecutorTest, PointToPointBatchTakesInWhatIsQueuedBehindIt) {
+  // Rank 1 sends, then receives; rank 0 posts its receive first and only then (queued
+  // behind it) its send: without the adoption rank 0 would wait for a message rank 1
+  // sends only after its receive completed... which needs rank 0's send.
+  auto wire = std::make_shared<Wire>();
+  std::atomic<bool> aborted{false};
+  std::vector<uint32_t> toZero(64), fromOne(64, 0), toOne(64), fromZero(64, 0);
+  for (uint32_t i = 0; i < 64; ++i) toZero[i] = i, toOne[i] = 1000 + i;
+  auto p2p = [](CollectiveKind kind, int peer) {
+    CollectiveArgs args;
+    args.kind = kind;
+    args.count = 64;
+    args.dtype = DataType::kUint32;
+    args.root = peer;
+    return args;
+  };
+  Status status0, status1;
+  std::shared_ptr<WorkState> adoptedWork;
+  std::vector<FlightEntry> entries;
+  std::thread rank0([&] {
+    FlightRecorder recorder(4);
+    Executor executor(configOf(0), pipeSet(wire, 0, nullptr), aborted, &recorder);
+    ListSource source;
+    Pending send = pendingOf(0, p2p(CollectiveKind::kSend, 1), toOne.data(), nullptr);
+    send.tag = 2;  // the tag rank 1's receive expects
+    send.flightId = recorder.queued(send.schedule->args, send.tag, "p2p");
+    adoptedWork = send.work;
+    source.queued.push_back(std::move(send));
+    Pending recv = pendingOf(0, p2p(CollectiveKind::kRecv, 1), nullptr, fromOne.data());
+    recv.tag = 1;
+    status0 = executor.execute(recv, &source);
+    entries = recorder.snapshot();
+  });
+  std::thread rank1([&] {
+    FlightRecorder recorder(4);
+    Executor executor(configOf(1), pipeSet(wire, 1, nullptr), aborted, &recorder);
+    Pending recv = pendingOf(1, p2p(CollectiveKind::kRecv, 0), nullptr, fromZero.data());
+    recv.tag = 2;
+    status1 = executor.execute(recv, nullptr);
+    if (!status1.isOk()) return;
+    Pending send = pendingOf(1, p2p(CollectiveKind::kSend, 0), toZero.data(), nullptr);
+    send.tag = 1;
+    status1 = executor.execute(send, nullptr);
+  });
+  rank0.join();
+  rank1.join();
+  ASSERT_TRUE(status0.isOk()) << status0.toString();
+  ASSERT_TRUE(status1.isOk()) << status1.toString();
+  EXPECT_EQ(fromOne, toZero);
+  EXPECT_EQ(fromZero, toOne);
+  ASSERT_TRUE(adoptedWork);
+  EXPECT_TRUE(adoptedWork->test());  // completed by the executor
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].state, FlightState::kDone);
+}
+
+TEST(ExecutorTest, NoProgressUntilTheTimeoutNamesThePeer) {
+  auto wire = std::make_shared<Wire>();  // rank 1 never comes
+  std::atomic<bool> aborted{false};
+  FlightRecorder recorder(4);
+  Executor executor(configOf(0, 50ms), pipeSet(wire, 0, nullptr), aborted, &recorder);
+  std::vector<float> in(16, 1), out(16);
+  Pending pending = pendingOf(0, allReduceOf(16), in.data(), out.data());
+  const auto start = Clock::now();
+  Status status = executor.execute(pending, nullptr);
+  EXPECT_GE(Clock::now() - start, 50ms);
+  EXPECT_EQ(status.code(), StatusCode::kTimeout);
+  EXPECT_EQ(status.peer(), 1);
+  EXPECT_NE(status.message().find("on rank 0 made no progress for 50 ms"), std::string::npos)
+      << status.toString();
+  EXPECT_NE(status.message().find("waiting for rank 1"), std::string::npos) << status.toString();
+  EXPECT_NE(status.message().find("COLLIE_TIMEOUT"), std::string::npos);
+  executor.closeConnections();
+}
+
+TEST(ExecutorTest, AbortFlagStopsARunningCollective) {
+  auto wire = std::make_shared<Wire>();
+  std::atomic<bool> aborted{false};
+  FlightRecorder recorder(4);
+  Executor executor(configOf(0), pipeSet(wire, 0, nullptr), aborted, &recorder);
+  std::vector<float> in(16, 1), out(16);
+  Pending pending = pendingOf(0, allReduceOf(16), in.data(), out.data());
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(20ms);
+    aborted = true;
+  });
+  Status status = executor.execute(pending, nullptr);
+  aborter.join();
+  EXPECT_EQ(status.code(), StatusCode::kAborted);
+  EXPECT_NE(status.message().find("aborted on rank 0"), std::string::npos) << status.toString();
+}
+
+TEST(ExecutorTest, BrokenConnectionFailsNamingTheCollective) {
+  auto wire = std::make_shared<Wire>();
+  std::atomic<bool> aborted{false};
+  FlightRecorder recorder(4);
+  PipeConnection* connection = nullptr;
+  Executor executor(configOf(0), pipeSet(wire, 0, &connection), aborted, &recorder);
+  connection->broken = true;
+  std::vector<float> in(16, 1), out(16);
+  Pending pending = pendingOf(0, allReduceOf(16), in.data(), out.data());
+  Status status = executor.execute(pending, nullptr);
+  EXPECT_EQ(status.code(), StatusCode::kRemoteError);
+  EXPECT_EQ(status.peer(), 1);
+  EXPECT_NE(status.message().find("rank 1 hung up"), std::string::npos) << status.toString();
+  EXPECT_NE(status.message().find("on rank 0"), std::string::npos) << status.toString();
+}
+
+TEST(ExecutorTest, DifferentCollectivesNameTheField) {
+  auto wire = std::make_shared<Wire>();
+  std::atomic<bool> aborted{false};
+  Status statuses[2];
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      FlightRecorder recorder(4);
+      Executor executor(configOf(r, 2s), pipeSet(wire, r, nullptr), aborted, &recorder);
+      // Same count, another dtype on rank 1: the fingerprints differ in dtype only.
+      const DataType dtype = r == 0 ? DataType::kFloat32 : DataType::kInt32;
+      CollectiveArgs args = allReduceOf(16, dtype);
+      std::vector<uint8_t> in(64, 1), out(64);
+      Pending pending = pendingOf(r, args, in.data(), out.data());
+      pending.tag = makeFingerprint(5, args);
+      statuses[r] = executor.execute(pending, nullptr);
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(statuses[r].code(), StatusCode::kMismatch) << statuses[r].toString();
+    EXPECT_EQ(statuses[r].peer(), 1 - r);
+    EXPECT_NE(statuses[r].message().find("run different collectives: dtype differs"),
+              std::string::npos)
+        << statuses[r].toString();
+  }
+}
+
+class ScriptedOffload : public CollectiveOffload {
+ public:
+  bool accepts(const CollectiveArgs&) const override { return true; }
+  Result<OffloadOutcome> run(const CollectiveArgs&, uint64_t, const void*, void*,
+                             std::chrono::microseconds timeout, const std::atomic<bool>&) override {
+    seenTimeout = timeout;
+    if (!fail.isOk()) return fail;
+    return outcome;
+  }
+  OffloadOutcome outcome = OffloadOutcome::kDone;
+  Status fail;
+  std::chrono::microseconds seenTimeout{0};
+};
+
+TEST(ExecutorTest, OffloadDeclinesAndErrors) {
+  ScriptedOffload offload;
+  std::atomic<bool> aborted{false};
+  FlightRecorder recorder(4);
+  TransportSet set;
+  set.transports.push_back(std::make_unique<PipeTransport>(0, &offload));
+  set.transportOfPeer = {-1, 0};
+  set.connections.resize(2);
+  Executor executor(configOf(0, 123ms), std::move(set), aborted, &recorder);
+  ASSERT_EQ(executor.collectiveOffload(), &offload);
+  std::vector<float> in(16, 1), out(16);
+  Pending pending = pendingOf(0, allReduceOf(16), in.data(), out.data());
+  pending.offloaded = true;
+  EXPECT_TRUE(executor.runOffloaded(pending).isOk());
+  EXPECT_TRUE(pending.offloaded);
+  EXPECT_EQ(offload.seenTimeout, std::chrono::microseconds(123000));
+  offload.outcome = OffloadOutcome::kDeclined;
+  EXPECT_TRUE(executor.runOffloaded(pending).isOk());
+  EXPECT_FALSE(pending.offloaded);  // needs its schedule now
+  offload.fail = remoteError("board torn", 1);
+  Status status = executor.runOffloaded(pending);
+  EXPECT_EQ(status.code(), StatusCode::kRemoteError);
+  EXPECT_NE(status.message().find("(one-shot) on rank 0"), std::string::npos) << status.toString();
+  executor.closeConnections();
+  EXPECT_EQ(executor.collectiveOffload(), nullptr);  // gone with its transport
+}
+
+TEST(ExecutorTest, ReportsItsTransports) {
+  std::atomic<bool> aborted{false};
+  FlightRecorder recorder(0);
+  EngineConfig config = configOf(1);
+  config.nranks = 3;
+  config.nchannels = 4;
+  TransportSet set;
+  ScriptedOffload offload;
+  set.transports.push_back(std::make_unique<PipeTransport>(0, &offload));
+  set.transports.push_back(std::make_unique<PipeTransport>(2));
+  set.transportOfPeer = {0, -1, 1};
+  set.connections.resize(3);
+  Executor executor(config, std::move(set), aborted, &recorder);
+  EXPECT_EQ(executor.usefulChannels(), 2);  // the least nonzero limit
+  EXPECT_EQ(executor.transportTo(0), "pipe");
+  EXPECT_EQ(executor.transportTo(1), "self");
+  EXPECT_EQ(executor.transportTo(7), "none");
+  EXPECT_EQ(executor.collectiveOffload(), nullptr);  // two transports: no offload
+}
+
+}  // namespace
+}  // namespace collie

@@ -1,0 +1,259 @@
+// ProgressQueue: tags count per collective and per peer and direction; the progress
+// thread runs operations one at a time in submission order and completes their Work
+// with the runner's status; an inline claim holds the thread off until released;
+// after a failure nothing runs ("not run"); abort() has an idle thread close the
+// connections; stop() fails what is left; takePointToPoint() takes only point-to-point
+// operations from the front; a collective the offload accepts is queued offloaded.
+#include "core/engine/progress_queue.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/engine/fingerprint.h"
+#include "core/transport/transport.h"
+
+namespace collie {
+namespace {
+
+using namespace std::chrono_literals;
+
+CollectiveArgs argsOf(CollectiveKind kind, int root = 0, size_t count = 8) {
+  CollectiveArgs args;
+  args.kind = kind;
+  args.root = root;
+  args.count = count;
+  return args;
+}
+
+Pending pendingOf(const CollectiveArgs& args) {
+  auto schedule = std::make_shared<Schedule>();
+  schedule->args = args;
+  return makePending(schedule, nullptr, nullptr, 0, std::make_shared<WorkState>());
+}
+
+// Records what it runs and returns `result` for each; closes like the engine does
+// (through the failure policy).
+class RecordingRunner : public ProgressQueue::Runner {
+ public:
+  explicit RecordingRunner(FailurePolicy* failures) : failures(failures) {}
+  Status run(Pending& pending) override {
+    std::unique_lock<std::mutex> lock(mutex);
+    ran.push_back(pending.schedule->args.count);
+    tags.push_back(pending.tag);
+    offloaded.push_back(pending.offloaded);
+    threads.push_back(std::this_thread::get_id());
+    cv.notify_all();
+    return result;
+  }
+  void closeIdle(const Status& reason, bool publish) override {
+    failures->giveUp(reason, publish, [](const Status&) {});
+    std::lock_guard<std::mutex> lock(mutex);
+    closes.push_back({reason, publish});
+    cv.notify_all();
+  }
+  template <typename Pred>
+  bool waitFor(Pred pred) {
+    std::unique_lock<std::mutex> lock(mutex);
+    return cv.wait_for(lock, 5s, pred);
+  }
+
+  FailurePolicy* const failures;
+  std::mutex mutex;
+  std::condition_variable cv;
+  Status result;
+  std::vector<size_t> ran;
+  std::vector<uint64_t> tags;
+  std::vector<bool> offloaded;
+  std::vector<std::thread::id> threads;
+  std::vector<std::pair<Status, bool>> closes;
+};
+
+struct QueueFixture {
+  explicit QueueFixture(CollectiveOffload* offload = nullptr)
+      : failures(0, nullptr), recorder(16), queue(4, &failures, &recorder, offload) {}
+  FailurePolicy failures;
+  FlightRecorder recorder;
+  ProgressQueue queue;
+};
+
+TEST(ProgressQueueTest, TagsCountPerCollectiveAndPerPeerAndDirection) {
+  QueueFixture f;
+  auto sequenceOf = [&](const CollectiveArgs& args) {
+    return decodeFingerprint(f.queue.tagInline(args)).sequence;
+  };
+  EXPECT_EQ(sequenceOf(argsOf(CollectiveKind::kAllReduce)), 0u);
+  EXPECT_EQ(sequenceOf(argsOf(CollectiveKind::kSend, 1)), 0u);
+  EXPECT_EQ(sequenceOf(argsOf(CollectiveKind::kSend, 1)), 1u);
+  EXPECT_EQ(sequenceOf(argsOf(CollectiveKind::kRecv, 1)), 0u);  // other direction
+  EXPECT_EQ(sequenceOf(argsOf(CollectiveKind::kSend, 2)), 0u);  // other peer
+  EXPECT_EQ(sequenceOf(argsOf(CollectiveKind::kBroadcast)), 1u);
+  // Queued operations draw from the same counters.
+  RecordingRunner runner(&f.failures);
+  f.queue.start(&runner);
+  Pending send = pendingOf(argsOf(CollectiveKind::kSend, 1));
+  Work sent(send.work);
+  f.queue.push(std::move(send), "p2p", false);
+  EXPECT_TRUE(sent.wait(5s).isOk());
+  ASSERT_EQ(runner.tags.size(), 1u);
+  EXPECT_EQ(decodeFingerprint(runner.tags[0]).sequence, 2u);
+  EXPECT_EQ(decodeFingerprint(runner.tags[0]).kind, CollectiveKind::kSend);
+  f.queue.stop(abortedError("done"));
+}
+
+TEST(ProgressQueueTest, RunsInOrderOnItsThreadAndCompletesTheWork) {
+  QueueFixture f;
+  RecordingRunner runner(&f.failures);
+  runner.result = remoteError("runner said so", 2);
+  f.queue.start(&runner);
+  std::vector<Work> works;
+  for (size_t count = 1; count <= 5; ++count) {
+    Pending pending = pendingOf(argsOf(CollectiveKind::kAllReduce, 0, count));
+    works.emplace_back(pending.work);
+    f.queue.push(std::move(pending), "ring", true);
+  }
+  for (Work& work : works) EXPECT_EQ(work.wait(5s).code(), StatusCode::kRemoteError);
+  EXPECT_EQ(runner.ran, (std::vector<size_t>{1, 2, 3, 4, 5}));
+  for (std::thread::id id : runner.threads) EXPECT_NE(id, std::this_thread::get_id());
+  EXPECT_EQ(runner.offloaded, std::vector<bool>(5, false));  // no offload
+  EXPECT_EQ(f.queue.queued(), 0u);
+  f.queue.stop(abortedError("done"));
+}
+
+TEST(ProgressQueueTest, InlineClaimHoldsTheThreadOff) {
+  QueueFixture f;
+  RecordingRunner runner(&f.failures);
+  f.queue.start(&runner);
+  ASSERT_TRUE(f.queue.claimIdle());
+  EXPECT_FALSE(f.queue.claimIdle());  // one claim at a time
+  Pending pending = pendingOf(argsOf(CollectiveKind::kAllReduce, 0, 7));
+  Work work(pending.work);
+  f.queue.push(std::move(pending), "ring", false);
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(work.test());  // the claim holds it
+  EXPECT_EQ(f.queue.queued(), 1u);
+  f.queue.releaseInline();  // wakes the thread: something is queued
+  EXPECT_TRUE(work.wait(5s).isOk());
+  EXPECT_EQ(runner.ran, (std::vector<size_t>{7}));
+  // Nothing queued or running: the claim is free again.
+  ASSERT_TRUE(f.queue.claimIdle());
+  f.queue.releaseInline();
+  f.queue.stop(abortedError("done"));
+}
+
+TEST(ProgressQueueTest, NothingRunsAfterAFailure) {
+  QueueFixture f;
+  RecordingRunner runner(&f.failures);
+  ASSERT_TRUE(f.queue.claimIdle());  // hold the thread while queueing
+  f.queue.start(&runner);
+  Pending queued = pendingOf(argsOf(CollectiveKind::kAllReduce, 0, 1));
+  Work queuedWork(queued.work);
+  f.queue.push(std::move(queued), "ring", false);
+  f.failures.giveUp(timeoutError("rank 3 went silent", 3), false, [](const Status&) {});
+  EXPECT_FALSE(f.queue.claimIdle());
+  f.queue.releaseInline();
+  Status status = queuedWork.wait(5s);
+  EXPECT_EQ(status.code(), StatusCode::kTimeout);
+  EXPECT_NE(status.message().find("not run"), std::string::npos) << status.toString();
+  EXPECT_NE(status.message().find("rank 3 went silent"), std::string::npos);
+  // Submitted after it: failed at once.
+  Pending later = pendingOf(argsOf(CollectiveKind::kAllReduce, 0, 2));
+  Work laterWork(later.work);
+  f.queue.push(std::move(later), "ring", false);
+  EXPECT_TRUE(laterWork.test());
+  EXPECT_EQ(laterWork.status().code(), StatusCode::kTimeout);
+  EXPECT_TRUE(runner.ran.empty());
+  std::vector<FlightEntry> entries = f.recorder.snapshot();
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].state, FlightState::kFailed);
+  EXPECT_EQ(entries[1].state, FlightState::kFailed);
+  f.queue.stop(abortedError("done"));
+}
+
+TEST(ProgressQueueTest, AbortHasTheIdleThreadCloseAndStopFailsWhatIsLeft) {
+  QueueFixture f;
+  RecordingRunner runner(&f.failures);
+  f.queue.start(&runner);
+  f.queue.abort(abortedError("abort() called"));
+  ASSERT_TRUE(runner.waitFor([&] { return !runner.closes.empty(); }));
+  EXPECT_EQ(runner.closes[0].first.code(), StatusCode::kAborted);
+  EXPECT_TRUE(runner.closes[0].second);  // an abort is news for the peers
+  EXPECT_TRUE(f.failures.failing());
+  f.queue.stop(abortedError("done"));
+
+  QueueFixture g;
+  RecordingRunner idle(&g.failures);
+  ASSERT_TRUE(g.queue.claimIdle());
+  g.queue.start(&idle);
+  Pending left = pendingOf(argsOf(CollectiveKind::kAllReduce, 0, 3));
+  Work leftWork(left.work);
+  g.queue.push(std::move(left), "ring", false);
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(20ms);
+    g.queue.releaseInline();
+  });
+  g.queue.stop(abortedError("communicator of rank 0 was destroyed"));
+  releaser.join();
+  Status status = leftWork.wait(5s);
+  EXPECT_EQ(status.code(), StatusCode::kAborted);
+  EXPECT_TRUE(idle.ran.empty());
+  // The thread closed the idle connections without publishing (a destruction).
+  for (const auto& close : idle.closes) EXPECT_FALSE(close.second);
+}
+
+TEST(ProgressQueueTest, TakesPointToPointOnlyFromTheFront) {
+  QueueFixture f;  // not started: nothing takes from the queue but the test
+  Pending out;
+  EXPECT_FALSE(f.queue.takePointToPoint(&out));
+  f.queue.push(pendingOf(argsOf(CollectiveKind::kSend, 1, 1)), "p2p", false);
+  f.queue.push(pendingOf(argsOf(CollectiveKind::kRecv, 2, 2)), "p2p", false);
+  f.queue.push(pendingOf(argsOf(CollectiveKind::kAllReduce, 0, 3)), "ring", false);
+  f.queue.push(pendingOf(argsOf(CollectiveKind::kSend, 1, 4)), "p2p", false);
+  std::vector<size_t> taken;
+  while (f.queue.takePointToPoint(&out)) taken.push_back(out.schedule->args.count);
+  EXPECT_EQ(taken, (std::vector<size_t>{1, 2}));
+  EXPECT_EQ(f.queue.queued(), 2u);
+  f.queue.stop(abortedError("done"));
+}
+
+// Accepts all-reduces only.
+class AllReduceOffload : public CollectiveOffload {
+ public:
+  bool accepts(const CollectiveArgs& args) const override {
+    return args.kind == CollectiveKind::kAllReduce;
+  }
+  Result<OffloadOutcome> run(const CollectiveArgs&, uint64_t, const void*, void*,
+                             std::chrono::microseconds, const std::atomic<bool>&) override {
+    return OffloadOutcome::kDone;
+  }
+};
+
+TEST(ProgressQueueTest, OfferedCollectivesTheOffloadAcceptsAreOffloaded) {
+  AllReduceOffload offload;
+  QueueFixture f(&offload);
+  RecordingRunner runner(&f.failures);
+  f.queue.start(&runner);
+  std::vector<Work> works;
+  auto push = [&](CollectiveKind kind, bool offerable) {
+    Pending pending = pendingOf(argsOf(kind));
+    works.emplace_back(pending.work);
+    f.queue.push(std::move(pending), "ring", offerable);
+  };
+  push(CollectiveKind::kAllReduce, true);
+  push(CollectiveKind::kBroadcast, true);
+  push(CollectiveKind::kAllReduce, false);
+  for (Work& work : works) EXPECT_TRUE(work.wait(5s).isOk());
+  EXPECT_EQ(runner.offloaded, (std::vector<bool>{true, false, false}));
+  std::vector<FlightEntry> entries = f.recorder.snapshot();
+  ASSERT_EQ(entries.size(), 3u);
+  EXPECT_STREQ(entries[0].algorithm, "oneshot");
+  EXPECT_STREQ(entries[1].algorithm, "ring");
+  f.queue.stop(abortedError("done"));
+}
+
+}  // namespace
+}  // namespace collie
