@@ -66,10 +66,12 @@ Result<std::shared_ptr<const Schedule>> Planner::plan(const CollectiveArgs& args
                          << bytes << " bytes on " << config_.nranks << " ranks -> "
                          << algorithmName(decision.algorithm) << ", chunk " << decision.chunkBytes
                          << ", " << decision.nchannels << " channel(s), predicted "
-                         << decision.predictedUs << " us"
-                         << (offload_ != nullptr && config_.algorithm == Algorithm::kAuto &&
-                                     offload_->accepts(args)
-                                 ? " (offered to the one-shot board first)"
+                         << decision.predictedUs
+                         << " us"
+                         // Not offload_->accepts(): after a failure the offload's transport
+                         // may be gone while a collective is still planned.
+                         << (offload_ != nullptr && config_.algorithm == Algorithm::kAuto
+                                 ? " (unless the transport's offload takes it)"
                                  : "");
   lock.lock();
   cache_.insert(key, shared);

@@ -58,6 +58,7 @@ skip='perf_.*_n[5-8]_|perf_.*_n8_|launchers_test|torch_backend|fd_limit_test'
 only=${COLLIE_SANITIZE_ONLY:-.}
 labels='^(threads|multiprocess)$'
 [ "$mode" = address ] && labels='^(threads|multiprocess|asan_unit)$'
+[ "$mode" = thread ] && labels='^(threads|multiprocess|tsan_unit)$'
 targets=$(cd "$build" && ctest --show-only=json-v1 -L "$labels" -E "$skip" -R "$only" |
   python3 -c '
 import json, os, sys
