@@ -89,6 +89,7 @@ Result<EngineConfig> resolveConfig(int rank, int nranks, const Options& options)
                        : configDuration("COLLIE_TIMEOUT");
   config.busyPoll = configDuration("COLLIE_BUSY_POLL");
   config.reduceOnReceive = configInt("COLLIE_RECV_REDUCE") != 0;
+  config.rootAgreement = configInt("COLLIE_ROOT_AGREEMENT") != 0;
   config.traceDepth = static_cast<size_t>(std::max<int64_t>(0, configInt("COLLIE_TRACE_DEPTH")));
   config.traceDump = configString("COLLIE_TRACE_DUMP");
   config.nchannels =

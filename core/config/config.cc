@@ -123,6 +123,12 @@ const std::vector<Knob>& configKnobs() {
                  "(memory from the emulated runtime counts as device memory; for tests)")),
       duration("COLLIE_BUSY_POLL", "50us", 0, kSecond,
                "how long the engine spins for progress before blocking"),
+      everyRankAlike(choice(
+          "COLLIE_ROOT_AGREEMENT", "1", "0,1",
+          "1: broadcast (after its data) and reduce (before it) run a barrier whose messages "
+          "carry the root, so ranks that name different roots all fail with Mismatch; 0: skip "
+          "it (a broadcast root then returns without waiting for the receivers, and differing "
+          "roots can go unnoticed)")),
       choice("COLLIE_RECV_REDUCE", "1", "0,1",
              "1: reduce incoming data straight out of a transport's receive buffers where the "
              "transport can (ucx); 0: receive into staging, then reduce"),

@@ -20,6 +20,7 @@ struct EngineConfig {
   std::chrono::microseconds timeout{300'000'000};
   std::chrono::microseconds busyPoll{50};
   bool reduceOnReceive = true;  // COLLIE_RECV_REDUCE: use Connection::postRecvReduce()
+  bool rootAgreement = true;    // COLLIE_ROOT_AGREEMENT: PlanParams::agreeOnRoot
   size_t traceDepth = 64;       // COLLIE_TRACE_DEPTH: collectives kept by the flight recorder
   std::string traceDump;        // COLLIE_TRACE_DUMP: "", "stderr" or a path (%r = rank)
   size_t scheduleCacheBytes = 4 << 20;  // schedules kept for reuse (core/engine/schedule_cache.h)

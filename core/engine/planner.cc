@@ -59,6 +59,7 @@ Result<std::shared_ptr<const Schedule>> Planner::plan(const CollectiveArgs& args
   params.nchannels = decision.nchannels;
   params.chunkBytes = decision.chunkBytes;
   params.algorithm = decision.algorithm;
+  params.agreeOnRoot = config_.rootAgreement;
   Result<Schedule> schedule = buildSchedule(args, params);
   if (!schedule.isOk()) return schedule.status();
   auto shared = std::make_shared<const Schedule>(std::move(schedule).value());

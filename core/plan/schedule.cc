@@ -145,10 +145,15 @@ Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& par
                                std::to_string(params.nranks) + ")");
       }
       schedule.algorithm = wantsTree ? Algorithm::kTree : Algorithm::kChain;
-      if (params.agreeOnRoot && params.nranks > 1) planBarrier(params, &schedule);
       if (args.kind == CollectiveKind::kBroadcast) {
         (wantsTree ? planTreeBroadcast : planChainBroadcast)(args, params, chunkElems, &schedule);
+        // After the data: a broadcast's data always flows (its root only sends), and a
+        // rank that believes in another root sent data that this rank's receives reject.
+        if (params.agreeOnRoot && params.nranks > 1) planBarrier(params, &schedule);
       } else {
+        // Before the data: two ranks that both believe they are a reduce's root only
+        // receive, so without it nothing would ever reach them.
+        if (params.agreeOnRoot && params.nranks > 1) planBarrier(params, &schedule);
         (wantsTree ? planTreeReduce : planChainReduce)(args, params, chunkElems, &schedule);
       }
       break;

@@ -81,8 +81,9 @@ struct PlanParams {
   int nchannels = 1;
   size_t chunkBytes = 512 * 1024;
   Algorithm algorithm = Algorithm::kAuto;
-  // Broadcast and reduce start with a root agreement on channel 0: the steps of a
-  // dissemination barrier, whose peers do not depend on the root. Every message carries
+  // Broadcast and reduce include a root agreement on channel 0 (after a broadcast's
+  // data, before a reduce's): the steps of a dissemination barrier, whose peers do not
+  // depend on the root. Every message carries
   // the collective's fingerprint (root included), and a rank finishes the barrier only
   // when every rank's fingerprint equals its own, so ranks that name different roots
   // all fail with Mismatch (or with the failure that rank spreads) instead of one side
