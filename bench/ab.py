@@ -18,7 +18,8 @@ Sizes 8 B .. 64 KiB run 500 timed calls (50 warm-up), larger ones 10 (3 warm-up)
 The roofline column, from 1 MiB up, is B's busbw over the round's dual-write ceiling
 scaled by the same 2(n-1)/n (the 2-rank dual-write figure is a busbw of 2 ranks), i.e.
 B's algbw over the dual-write figure. The ceiling is measured at 64 MiB (memory, not
-cache): sizes that fit in the L3 cache can pass it.
+cache): sizes that fit in the L3 cache can pass it. It is a shared-memory ceiling, so
+the column stays empty with --transport tcp (bench/compare.py measures the socket's).
 """
 import argparse
 import json
@@ -141,7 +142,7 @@ def main():
             b = [x["B"][size][place] for x in rounds]
             paired = statistics.median(bb / aa for aa, bb in zip(a, b))
             of_roof = ""
-            if size >= 1 << 20 and ceilings:
+            if size >= 1 << 20 and ceilings and args.transport in ("", "shm"):
                 # busbw over the ceiling scaled by the same 2(n-1)/n: algbw / dual-write.
                 fractions = [size / (x["B"][size][place] * 1e3) /
                              x["roofline"]["dualwrite_busbw_gbps"]
