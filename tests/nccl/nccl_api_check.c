@@ -395,6 +395,39 @@ static int faultRun(ncclComm_t comm) {
   return 0;
 }
 
+/* One thread drives every rank of a communicator (ncclCommInitAll, as single-process
+ * programs do): a group of all-reduces over all of them must complete, small ones
+ * included (which run on the issuing thread and wait there for their peers). */
+static void checkSingleThreadGroup(void) {
+  enum { kComms = 3 };
+  ncclComm_t comms[kComms];
+  NCCLCHECK(ncclCommInitAll(comms, kComms, NULL));
+  const size_t counts[] = {8, ((size_t)1 << 18) + 5};
+  for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); ++c) {
+    const size_t count = counts[c];
+    float* bufs[kComms];
+    for (int i = 0; i < kComms; ++i) {
+      bufs[i] = (float*)xmalloc(count * sizeof(float));
+      for (size_t k = 0; k < count; ++k) bufs[i][k] = (float)(i + 1) + (float)(k % 7);
+    }
+    NCCLCHECK(ncclGroupStart());
+    for (int i = 0; i < kComms; ++i) {
+      NCCLCHECK(ncclAllReduce(bufs[i], bufs[i], count, ncclFloat, ncclSum, comms[i], NULL));
+    }
+    NCCLCHECK(ncclGroupEnd());
+    for (int i = 0; i < kComms; ++i) {
+      for (size_t k = 0; k < count; ++k) {
+        const float want = 6.0f + 3.0f * (float)(k % 7);
+        if (bufs[i][k] != want)
+          FAIL("single-thread group: comm %d element %zu of %zu is %g, want %g", i, k, count,
+               (double)bufs[i][k], (double)want);
+      }
+      free(bufs[i]);
+    }
+  }
+  for (int i = 0; i < kComms; ++i) NCCLCHECK(ncclCommDestroy(comms[i]));
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s <id-file> [fault]  (under collie run)\n", argv[0]);
@@ -449,6 +482,7 @@ int main(int argc, char** argv) {
   checkSplit(comm);
   checkErrors(comm);
   checkGroupLifetimes(comm);
+  checkSingleThreadGroup();
 
   NCCLCHECK(ncclCommFinalize(comm));
   NCCLCHECK(ncclCommDestroy(comm));

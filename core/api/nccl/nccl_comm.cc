@@ -208,6 +208,9 @@ ncclResult_t fail(const Status& status) {
   return resultOf(status);
 }
 
+const std::string& lastErrorText() { return lastError; }
+void setLastErrorText(const std::string& text) { lastError = text; }
+
 ncclResult_t invalidUsage(const std::string& why) { return fail(unsupported(why)); }
 ncclResult_t invalidArgumentResult(const std::string& why) { return fail(invalidArgument(why)); }
 

@@ -55,6 +55,10 @@ namespace collie::nccl {
 
 // Records `status` as this thread's last error (logged at WARN) and maps its code.
 ncclResult_t fail(const Status& status);
+// This thread's ncclGetLastError() text, read and set (a group's helper threads hand
+// theirs to the thread that called ncclGroupEnd).
+const std::string& lastErrorText();
+void setLastErrorText(const std::string& text);
 // Maps a Status code to the closest ncclResult_t (OK -> ncclSuccess).
 ncclResult_t resultOf(const Status& status);
 ncclResult_t invalidUsage(const std::string& why);

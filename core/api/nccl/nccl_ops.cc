@@ -6,11 +6,13 @@
 // then surface through ncclCommGetAsyncError). ncclGroupEnd waits for every call of
 // the group, device ones included. Inside a group the
 // calls are recorded; ncclGroupEnd first waits for the inits of the group, then
-// issues every recorded call in order, per communicator, merging each run of
+// issues every recorded call in order, per communicator (each communicator from a
+// thread of its own when the group spans several), merging each run of
 // consecutive sends and receives into one Communicator::sendRecv (all posted before
 // any is waited for: no deadlock whatever the sizes), and waits for all of them.
 #include <algorithm>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "core/api/nccl/nccl_internal.h"
@@ -240,17 +242,40 @@ ncclResult_t endGroup() {
   for (const Call& call : state.calls) {
     if (std::find(comms.begin(), comms.end(), call.comm) == comms.end()) comms.push_back(call.comm);
   }
-  std::vector<Result<Work>> works;
-  for (ncclComm* comm : comms) {
-    if (ncclResult_t r = ready(comm, true); r != ncclSuccess) {
-      note(r);
-      continue;
-    }
+  // Issues one communicator's calls; its works go to *works.
+  auto issueComm = [&state](ncclComm* comm, std::vector<Result<Work>>* works) {
+    if (ncclResult_t r = ready(comm, true); r != ncclSuccess) return r;
     std::vector<const Call*> calls;
     for (const Call& call : state.calls) {
       if (call.comm == comm) calls.push_back(&call);
     }
-    note(issueGroup(comm, calls, &works));
+    return issueGroup(comm, calls, works);
+  };
+  std::vector<Result<Work>> works;
+  if (comms.size() == 1) {
+    note(issueComm(comms[0], &works));
+  } else if (comms.size() > 1) {
+    // Several communicators (one thread driving the ranks of one process, as with
+    // ncclCommInitAll): a small collective runs on the issuing thread and waits there
+    // for its peers, which this thread would only issue afterwards. So each
+    // communicator's calls are issued from a thread of their own.
+    std::vector<std::vector<Result<Work>>> perComm(comms.size());
+    std::vector<ncclResult_t> issued(comms.size(), ncclSuccess);
+    std::vector<std::string> errors(comms.size());
+    std::vector<std::thread> threads;
+    threads.reserve(comms.size());
+    for (size_t i = 0; i < comms.size(); ++i) {
+      threads.emplace_back([&, i] {
+        issued[i] = issueComm(comms[i], &perComm[i]);
+        if (issued[i] != ncclSuccess) errors[i] = lastErrorText();
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    for (size_t i = 0; i < comms.size(); ++i) {
+      if (issued[i] != ncclSuccess && first == ncclSuccess) setLastErrorText(errors[i]);
+      note(issued[i]);
+      for (Result<Work>& work : perComm[i]) works.push_back(std::move(work));
+    }
   }
   for (const Result<Work>& work : works) note(waitFor(work));
   return first;
