@@ -52,7 +52,7 @@ Status Communicator::Impl::check(const char* what, const void* send, const void*
     return invalidArgument(prefix() + "unknown reduction op " +
                            std::to_string(static_cast<int>(*op)));
   }
-  if (op != nullptr && !isValidFor(*op, dtype)) {
+  if (op != nullptr && isBitwise(*op) && isFloating(dtype)) {
     return invalidArgument(prefix() + "reduction op " + std::string(reduceOpName(*op)) +
                            " needs an integer dtype, not " + std::string(dataTypeName(dtype)));
   }

@@ -36,10 +36,6 @@ bool isFloating(DataType dtype) {
   return isValid(dtype) && kDataTypes[static_cast<unsigned>(dtype)].floating;
 }
 
-bool isBitwise(ReduceOp op) {
-  return op == ReduceOp::kBand || op == ReduceOp::kBor || op == ReduceOp::kBxor;
-}
-
 bool isValidFor(ReduceOp op, DataType dtype) {
   return isValid(op) && isValid(dtype) && !(isBitwise(op) && isFloating(dtype));
 }

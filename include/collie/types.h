@@ -61,7 +61,9 @@ bool isValid(ReduceOp op);
 // Bytes per element; 0 for an invalid value.
 size_t dataTypeSize(DataType dtype);
 bool isFloating(DataType dtype);
-bool isBitwise(ReduceOp op);
+constexpr bool isBitwise(ReduceOp op) {
+  return op == ReduceOp::kBand || op == ReduceOp::kBor || op == ReduceOp::kBxor;
+}
 // Whether `op` is defined on `dtype`: every op on integers, all but the bitwise ones on
 // floating types. False for invalid values.
 bool isValidFor(ReduceOp op, DataType dtype);

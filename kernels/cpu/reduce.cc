@@ -408,9 +408,7 @@ template <typename Isa, size_t kI>
 constexpr ReduceFn entryFor() {
   using T = typename TypeOf<static_cast<DataType>(kI / kNumReduceOps)>::type;
   constexpr auto kOp = static_cast<ReduceOp>(kI % kNumReduceOps);
-  constexpr bool kBitwise =
-      kOp == ReduceOp::kBand || kOp == ReduceOp::kBor || kOp == ReduceOp::kBxor;
-  if constexpr (kBitwise && !std::is_integral_v<T>) {
+  if constexpr (isBitwise(kOp) && !std::is_integral_v<T>) {
     return nullptr;
   } else {
     return &Isa::template reduce<T, kOp>;

@@ -76,6 +76,16 @@ struct TreeReduceFamily {
   }
 };
 
+// The kernel of a bitwise op: integer types only, null for floating ones.
+template <typename Family, typename T, template <typename> class Op>
+typename Family::Fn integerKernel() {
+  if constexpr (std::is_integral_v<T>) {
+    return Family::template get<T, Op<T>>();
+  } else {
+    return nullptr;  // not defined on floating types; the API refuses it
+  }
+}
+
 template <typename Family>
 typename Family::Fn kernelFor(DataType dtype, ReduceOp op) {
   using Fn = typename Family::Fn;
@@ -94,14 +104,11 @@ typename Family::Fn kernelFor(DataType dtype, ReduceOp op) {
           case ReduceOp::kMax:
             return Family::template get<T, MaxOp<T>>();
           case ReduceOp::kBand:
+            return integerKernel<Family, T, BandOp>();
           case ReduceOp::kBor:
+            return integerKernel<Family, T, BorOp>();
           case ReduceOp::kBxor:
-            if constexpr (std::is_integral_v<T>) {
-              if (op == ReduceOp::kBand) return Family::template get<T, BandOp<T>>();
-              if (op == ReduceOp::kBor) return Family::template get<T, BorOp<T>>();
-              return Family::template get<T, BxorOp<T>>();
-            }
-            return nullptr;  // not defined on floating types; the API refuses it
+            return integerKernel<Family, T, BxorOp>();
         }
         return nullptr;
       },

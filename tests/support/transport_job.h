@@ -138,6 +138,18 @@ inline Status drive(Transport* transport, Conns& conns, std::vector<Completion>&
   }
 }
 
+// Drives the two ends `a` and `b` of one pair until both completions are done or the
+// deadline passes; returns the first error.
+inline Status drivePair(Connection* a, Connection* b, std::vector<Completion>& done,
+                        Deadline deadline) {
+  while (!(done[0].done && done[1].done) && Clock::now() < deadline) {
+    bool progressed = false;
+    COLLIE_RETURN_IF_ERROR(a->progress(&progressed));
+    COLLIE_RETURN_IF_ERROR(b->progress(&progressed));
+  }
+  return Status();
+}
+
 // Tears down rank `dead` while `survivor` still has the receives of `pending` posted on
 // their connection, then checks what a user would see: driving the survivor fails
 // within 5 s with a RemoteError naming the dead rank, every pending receive completes

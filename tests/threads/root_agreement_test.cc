@@ -37,7 +37,18 @@ void PrintTo(const RootCase& c, std::ostream* os) {
       << " ranks";
 }
 
-class RootAgreementTest : public ::testing::TestWithParam<RootCase> {};
+class RootAgreementTest : public ::testing::TestWithParam<RootCase> {
+ protected:
+  // The case's communicators; a timeout far longer than the check may take (reaching it
+  // would be the old behaviour).
+  std::vector<std::unique_ptr<Communicator>> make() {
+    Options options;
+    options.transport = GetParam().transport;
+    options.algorithm = GetParam().algorithm;
+    options.timeout = 20s;
+    return makeCommunicators(GetParam().nranks, options);
+  }
+};
 
 // fault: broadcast or reduce where ranks name different roots | every rank fails at once,
 // naming the root field and both values | root_agreement_test
@@ -45,12 +56,7 @@ TEST_P(RootAgreementTest, DifferingRootsFailEveryRankAtOnce) {
   const RootCase& param = GetParam();
   for (const bool broadcast : {true, false}) {
     SCOPED_TRACE(broadcast ? "broadcast" : "reduce");
-    Options options;
-    options.transport = param.transport;
-    options.algorithm = param.algorithm;
-    // Far longer than the check may take: reaching it would be the old behaviour.
-    options.timeout = 20s;
-    auto comms = makeCommunicators(param.nranks, options);
+    auto comms = make();
     ASSERT_EQ(comms.size(), static_cast<size_t>(param.nranks));
     const size_t count = param.bytes / sizeof(int32_t);
     std::vector<Status> results(param.nranks);
@@ -95,11 +101,7 @@ TEST_P(RootAgreementTest, DifferingRootsFailEveryRankAtOnce) {
 // every rank the right bytes (a broadcast of the root's input, a reduce into the root).
 TEST_P(RootAgreementTest, AgreeingRootsStillComputeTheResult) {
   const RootCase& param = GetParam();
-  Options options;
-  options.transport = param.transport;
-  options.algorithm = param.algorithm;
-  options.timeout = 20s;
-  auto comms = makeCommunicators(param.nranks, options);
+  auto comms = make();
   ASSERT_EQ(comms.size(), static_cast<size_t>(param.nranks));
   const size_t count = param.bytes / sizeof(int32_t);
   const int root = param.nranks - 1;

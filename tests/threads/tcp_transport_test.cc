@@ -55,12 +55,7 @@ TEST(TcpTransport, WrongSecretIsRefusedAndTheJobStillConnects) {
   std::vector<Completion> done(2);
   ASSERT_TRUE(job.conn(0, 1)->postSend(out.data(), 10, 1, &done[0]).isOk());
   ASSERT_TRUE(job.conn(1, 0)->postRecv(in.data(), 10, 1, &done[1]).isOk());
-  auto deadline = Clock::now() + 5s;
-  while (!(done[0].done && done[1].done) && Clock::now() < deadline) {
-    bool progressed = false;
-    ASSERT_TRUE(job.conn(0, 1)->progress(&progressed).isOk());
-    ASSERT_TRUE(job.conn(1, 0)->progress(&progressed).isOk());
-  }
+  ASSERT_TRUE(testing::drivePair(job.conn(0, 1), job.conn(1, 0), done, Clock::now() + 5s).isOk());
   ASSERT_TRUE(done[1].done && done[1].status.isOk());
   EXPECT_EQ(in, out);
 }

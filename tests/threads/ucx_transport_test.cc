@@ -87,12 +87,8 @@ TEST_P(UcxReduceOnReceive, MatchesTheReferenceForEverySize) {
           ASSERT_TRUE(
               job.conn(0, 1)->postSend(incoming.data(), incoming.size(), 9, &done[0]).isOk());
           ASSERT_TRUE(job.conn(1, 0)->postRecvReduce(reduce, incoming.size(), 9, &done[1]).isOk());
-          auto deadline = Clock::now() + 10s;
-          while (!(done[0].done && done[1].done) && Clock::now() < deadline) {
-            bool progressed = false;
-            ASSERT_TRUE(job.conn(0, 1)->progress(&progressed).isOk());
-            ASSERT_TRUE(job.conn(1, 0)->progress(&progressed).isOk());
-          }
+          ASSERT_TRUE(
+              testing::drivePair(job.conn(0, 1), job.conn(1, 0), done, Clock::now() + 10s).isOk());
           ASSERT_TRUE(done[1].done && done[1].status.isOk()) << done[1].status.toString();
           EXPECT_EQ(std::vector<uint8_t>(output, output + ownBytes.size()),
                     testing::expectedReduction(dtype, op, 2, 0, count))

@@ -342,12 +342,8 @@ TEST_P(Conformance, ReduceOnReceiveMatchesTheSum) {
     std::vector<Completion> done(2);
     ASSERT_TRUE(job.conn(0, 1)->postSend(incoming.data(), size, 9, &done[0]).isOk());
     ASSERT_TRUE(job.conn(1, 0)->postRecvReduce(reduce, size, 9, &done[1]).isOk());
-    auto deadline = Clock::now() + 10s;
-    while (!(done[0].done && done[1].done) && Clock::now() < deadline) {
-      bool progressed = false;
-      ASSERT_TRUE(job.conn(0, 1)->progress(&progressed).isOk());
-      ASSERT_TRUE(job.conn(1, 0)->progress(&progressed).isOk());
-    }
+    ASSERT_TRUE(
+        testing::drivePair(job.conn(0, 1), job.conn(1, 0), done, Clock::now() + 10s).isOk());
     ASSERT_TRUE(done[1].done && done[1].status.isOk()) << done[1].status.toString();
     for (size_t i = 0; i < size; ++i) {
       ASSERT_EQ(output[i], static_cast<uint8_t>(incoming[i] + own[i]))
