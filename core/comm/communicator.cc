@@ -221,6 +221,20 @@ Result<Work> Communicator::sendRecv(const std::vector<PointToPoint>& ops) {
   return impl_->engine->submitGroup(group);
 }
 
+Result<double> Communicator::predictMicros(CollectiveKind kind, size_t count,
+                                           DataType dtype) const {
+  if (!isValid(dtype) || static_cast<int>(kind) > static_cast<int>(CollectiveKind::kBarrier)) {
+    return invalidArgument("predictMicros on rank " + std::to_string(impl_->rank) +
+                           ": unknown dtype " + std::to_string(static_cast<int>(dtype)) +
+                           " or kind " + std::to_string(static_cast<int>(kind)));
+  }
+  CollectiveArgs args;
+  args.kind = kind;
+  args.count = count;
+  args.dtype = dtype;
+  return impl_->engine->predictMicros(args);
+}
+
 Status Communicator::asyncError() const {
   Status status = impl_->engine->failure();
   if (status.isOk() && impl_->device != nullptr) status = impl_->device->failure();

@@ -89,6 +89,8 @@ class Engine : private ProgressQueue::Runner {
   // The most channels a schedule may use (1..config().nchannels, the same on every
   // rank; ignored when config().channelsFixed); set once at creation.
   void setPlanChannels(int channels) { planner_.setPlanChannels(channels); }
+  // The tuner's predicted time of `args` in microseconds (Planner::predictMicros).
+  double predictMicros(const CollectiveArgs& args) { return planner_.predictMicros(args); }
   // The flight recorder as JSON (see flight_recorder.h), with the sticky error if any.
   std::string dumpFlightRecorder();
 

@@ -36,16 +36,32 @@ size_t Planner::cachedSchedules() {
   return cache_.size();
 }
 
-Result<std::shared_ptr<const Schedule>> Planner::plan(const CollectiveArgs& args) {
+TuneLimits Planner::limitsLocked() const {
   TuneLimits limits;
   limits.channelsFixed = config_.channelsFixed;
   limits.chunkBytes = config_.chunkBytes;
   limits.forced = config_.algorithm;
+  limits.maxChannels = config_.channelsFixed ? config_.nchannels : planChannels_;
+  return limits;
+}
+
+double Planner::predictMicros(const CollectiveArgs& args) {
+  const size_t bytes =
+      args.count *
+      dataTypeSize(args.kind == CollectiveKind::kBarrier ? DataType::kUint8 : args.dtype);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv) {
+    return tune_.alphaUs + static_cast<double>(bytes) / (tune_.bwGBps * 1000.0);
+  }
+  return decide(args.kind, bytes, config_.nranks, limitsLocked(), tune_).predictedUs;
+}
+
+Result<std::shared_ptr<const Schedule>> Planner::plan(const CollectiveArgs& args) {
   const size_t bytes =
       args.count *
       dataTypeSize(args.kind == CollectiveKind::kBarrier ? DataType::kUint8 : args.dtype);
   std::unique_lock<std::mutex> lock(mutex_);
-  limits.maxChannels = config_.channelsFixed ? config_.nchannels : planChannels_;
+  const TuneLimits limits = limitsLocked();
   const TuneDecision decision = decide(args.kind, bytes, config_.nranks, limits, tune_);
   const ScheduleKey key =
       std::make_tuple(static_cast<int>(args.kind), args.count, static_cast<int>(args.dtype),

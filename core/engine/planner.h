@@ -35,6 +35,10 @@ class Planner {
   // The schedule of `args` on this rank, shared with the cache; or why it cannot run.
   Result<std::shared_ptr<const Schedule>> plan(const CollectiveArgs& args);
 
+  // The predicted microseconds of `args` with the decision plan() would take; a send or
+  // receive is one message: alpha + bytes / bandwidth of the tuned constants.
+  double predictMicros(const CollectiveArgs& args);
+
   void setTuneConstants(const TuneConstants& constants);
   TuneConstants tuneConstants();
   // The most channels a schedule may use: clamped to 1..config.nchannels; ignored when
@@ -44,6 +48,9 @@ class Planner {
   size_t cachedSchedules();
 
  private:
+  // The tuner's limits from the configuration; called with mutex_ held.
+  TuneLimits limitsLocked() const;
+
   const EngineConfig config_;
   const CollectiveOffload* const offload_;
   std::mutex mutex_;  // guards the members below

@@ -139,6 +139,12 @@ class Communicator {
   // the emulated one); false for host memory and null.
   bool isDeviceBuffer(const void* ptr) const;
 
+  // The tuner's predicted time in microseconds of one `kind` of `count` elements of
+  // `dtype` on this communicator now (the algorithm it would choose, with the constants
+  // every rank agreed on); a send or receive is one message of that size. Runs nothing.
+  // InvalidArgument for a dtype or kind the collective would refuse.
+  Result<double> predictMicros(CollectiveKind kind, size_t count, DataType dtype) const;
+
   // The sticky error of this communicator: OK while healthy, the first failure of a
   // collective otherwise (RemoteError naming a dead peer, Timeout, Aborted, ...).
   Status asyncError() const;

@@ -67,6 +67,29 @@ typedef enum {
 #define NCCL_CONFIG_UNDEF_INT INT_MIN
 #define NCCL_CONFIG_UNDEF_PTR NULL
 #define NCCL_SPLIT_NOCOLOR -1
+#define NCCL_UNDEF_FLOAT -1.0f
+
+/* ncclCommShrink flags: NCCL_SHRINK_ABORT first aborts the parent's pending operations. */
+#define NCCL_SHRINK_DEFAULT 0x00
+#define NCCL_SHRINK_ABORT 0x01
+/* ncclCommRevoke flags (reserved; must be 0). */
+#define NCCL_REVOKE_DEFAULT 0x00
+
+/* Memory windows (ncclCommWindowRegister). */
+typedef struct ncclWindow_vidmem* ncclWindow_t;
+#define NCCL_WIN_DEFAULT 0x00
+#define NCCL_WIN_COLL_SYMMETRIC 0x01
+#define NCCL_WIN_REQUIRED_ALIGNMENT 4096
+
+/* What ncclGroupSimulateEnd reports; initialise with NCCL_SIM_INFO_INITIALIZER. */
+typedef struct ncclSimInfo_v22200 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  float estimatedTime; /* microseconds */
+} ncclSimInfo_t;
+#define NCCL_SIM_INFO_INITIALIZER \
+  { sizeof(ncclSimInfo_t), 0x74685283, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), NCCL_UNDEF_FLOAT }
 
 /* Communicator options. Laid out as NCCL 2.28's so binaries built against either
  * header agree; collie reads `size` to know how many fields the caller has. Honoured:
@@ -136,68 +159,130 @@ typedef enum {
 
 typedef enum { ncclScalarDevice = 0, ncclScalarHostImmediate = 1 } ncclScalarResidence_t;
 
+/* Every entry point is declared twice, as ncclX and as pncclX: the same function under
+ * its profiling name (the PMPI convention NCCL follows), so that a tool which defines
+ * its own ncclX can call pncclX to reach collie's. */
+#define COLLIE_NCCL_API(ret, name, params) \
+  ret name params;                         \
+  ret p##name params
+
 /* Version and ids. */
-ncclResult_t ncclGetVersion(int* version);
+COLLIE_NCCL_API(ncclResult_t, ncclGetVersion, (int* version));
 /* Starts the job's rendezvous store in this process (it lives until exit) and
  * returns its address and a fresh secret. Call once, hand the id to every rank. */
-ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId);
+COLLIE_NCCL_API(ncclResult_t, ncclGetUniqueId, (ncclUniqueId * uniqueId));
 
 /* Communicators. */
-ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank);
-ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
-                                    ncclConfig_t* config);
+COLLIE_NCCL_API(ncclResult_t, ncclCommInitRank,
+                (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank));
+COLLIE_NCCL_API(ncclResult_t, ncclCommInitRankConfig,
+                (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank,
+                 ncclConfig_t* config));
+/* As ncclCommInitRankConfig with nId ids, the same list on every rank (NCCL spreads
+ * its bootstrap over them). collie's rendezvous is one store: it joins the job of
+ * commIds[0]. */
+COLLIE_NCCL_API(ncclResult_t, ncclCommInitRankScalable,
+                (ncclComm_t * newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+                 ncclConfig_t* config));
 /* All ranks in this process, one per entry of comm[0..ndev); devlist is ignored. */
-ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist);
-ncclResult_t ncclCommFinalize(ncclComm_t comm);
-ncclResult_t ncclCommDestroy(ncclComm_t comm);
-ncclResult_t ncclCommAbort(ncclComm_t comm);
-ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
-                           ncclConfig_t* config);
-ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError);
-ncclResult_t ncclCommCount(const ncclComm_t comm, int* count);
-ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device);
-ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank);
-ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle);
-ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle);
+COLLIE_NCCL_API(ncclResult_t, ncclCommInitAll, (ncclComm_t * comm, int ndev, const int* devlist));
+COLLIE_NCCL_API(ncclResult_t, ncclCommFinalize, (ncclComm_t comm));
+COLLIE_NCCL_API(ncclResult_t, ncclCommDestroy, (ncclComm_t comm));
+COLLIE_NCCL_API(ncclResult_t, ncclCommAbort, (ncclComm_t comm));
+/* Fails the communicator's pending and later operations (ncclInvalidUsage, "revoked")
+ * and closes its connections, so that peers fail at once; the handle stays valid for
+ * ncclCommShrink, ncclCommSplit (NCCL_SPLIT_NOCOLOR only) and ncclCommDestroy. Returns
+ * ncclSuccess once the communicator is quiescent. revokeFlags must be
+ * NCCL_REVOKE_DEFAULT. */
+COLLIE_NCCL_API(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags));
+COLLIE_NCCL_API(ncclResult_t, ncclCommSplit,
+                (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config));
+/* A new communicator of this one's ranks minus excludeRanksList (called by every rank
+ * that stays, with the same list); survivors keep their order. NCCL_SHRINK_ABORT first
+ * fails this communicator's pending operations (use it after a failure). */
+COLLIE_NCCL_API(ncclResult_t, ncclCommShrink,
+                (ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                 ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags));
+COLLIE_NCCL_API(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t * asyncError));
+COLLIE_NCCL_API(ncclResult_t, ncclCommCount, (const ncclComm_t comm, int* count));
+COLLIE_NCCL_API(ncclResult_t, ncclCommCuDevice, (const ncclComm_t comm, int* device));
+COLLIE_NCCL_API(ncclResult_t, ncclCommUserRank, (const ncclComm_t comm, int* rank));
+/* Buffer registration. A range of ncclMemAlloc memory is registered with the
+ * communicator (collie's single-copy path uses it when every rank registered its
+ * buffers); other host or device memory needs none and gets a valid handle. */
+COLLIE_NCCL_API(ncclResult_t, ncclCommRegister,
+                (const ncclComm_t comm, void* buff, size_t size, void** handle));
+COLLIE_NCCL_API(ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void* handle));
+/* Windows: as ncclCommRegister, with a window handle; winFlags is NCCL_WIN_DEFAULT or
+ * NCCL_WIN_COLL_SYMMETRIC. Local in collie (no peer waits for another's call). */
+COLLIE_NCCL_API(ncclResult_t, ncclCommWindowRegister,
+                (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags));
+COLLIE_NCCL_API(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win));
 
 /* Errors. */
-const char* ncclGetErrorString(ncclResult_t result);
-const char* ncclGetLastError(ncclComm_t comm);
+COLLIE_NCCL_API(const char*, ncclGetErrorString, (ncclResult_t result));
+COLLIE_NCCL_API(const char*, ncclGetLastError, (ncclComm_t comm));
 
-/* Memory (host memory in collie; 4 KiB aligned). */
-ncclResult_t ncclMemAlloc(void** ptr, size_t size);
-ncclResult_t ncclMemFree(void* ptr);
+/* Memory: host memory that the ranks of one host can map (collie::allocShared),
+ * 4 KiB aligned and zero-filled. */
+COLLIE_NCCL_API(ncclResult_t, ncclMemAlloc, (void** ptr, size_t size));
+COLLIE_NCCL_API(ncclResult_t, ncclMemFree, (void* ptr));
 
 /* Reduction operators with a pre-multiplier: sum over ranks of (scalar * x). */
-ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
-                                      ncclScalarResidence_t residence, ncclComm_t comm);
-ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm);
+COLLIE_NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum,
+                (ncclRedOp_t * op, void* scalar, ncclDataType_t datatype,
+                 ncclScalarResidence_t residence, ncclComm_t comm));
+COLLIE_NCCL_API(ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm));
 
 /* Collectives. */
-ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream);
-ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
-                       cudaStream_t stream);
-ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
-                           ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
-ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
-                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                           cudaStream_t stream);
-ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                               cudaStream_t stream);
-ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
+COLLIE_NCCL_API(ncclResult_t, ncclReduce,
+                (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                 ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream));
+COLLIE_NCCL_API(ncclResult_t, ncclBcast,
+                (void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                 cudaStream_t stream));
+COLLIE_NCCL_API(ncclResult_t, ncclBroadcast,
+                (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                 int root, ncclComm_t comm, cudaStream_t stream));
+COLLIE_NCCL_API(ncclResult_t, ncclAllReduce,
+                (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                 ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream));
+COLLIE_NCCL_API(ncclResult_t, ncclReduceScatter,
+                (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                 ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream));
+COLLIE_NCCL_API(ncclResult_t, ncclAllGather,
+                (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                 ncclComm_t comm, cudaStream_t stream));
+/* recvbuff + i * count gets rank i's sendbuff + rank * count (count elements per pair).
+ * Gather: root's recvbuff + i * count gets rank i's sendbuff (in place when sendbuff ==
+ * recvbuff + root * count). Scatter: rank i's recvbuff gets root's sendbuff + i * count
+ * (in place when recvbuff == sendbuff + root * count). Run as grouped sends and
+ * receives (docs/nccl.md), so every rank must pass the same count, datatype and root. */
+COLLIE_NCCL_API(ncclResult_t, ncclAlltoAll,
+                (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                 ncclComm_t comm, cudaStream_t stream));
+COLLIE_NCCL_API(ncclResult_t, ncclGather,
+                (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                 int root, ncclComm_t comm, cudaStream_t stream));
+COLLIE_NCCL_API(ncclResult_t, ncclScatter,
+                (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                 int root, ncclComm_t comm, cudaStream_t stream));
 
 /* Point to point. */
-ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
-                      ncclComm_t comm, cudaStream_t stream);
-ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
-                      ncclComm_t comm, cudaStream_t stream);
+COLLIE_NCCL_API(ncclResult_t, ncclSend,
+                (const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                 ncclComm_t comm, cudaStream_t stream));
+COLLIE_NCCL_API(ncclResult_t, ncclRecv,
+                (void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                 cudaStream_t stream));
 
 /* Groups. */
-ncclResult_t ncclGroupStart(void);
-ncclResult_t ncclGroupEnd(void);
+COLLIE_NCCL_API(ncclResult_t, ncclGroupStart, (void));
+COLLIE_NCCL_API(ncclResult_t, ncclGroupEnd, (void));
+/* Ends the group without running it: its calls are dropped and simInfo->estimatedTime
+ * gets the tuner's predicted time of the group in microseconds. simInfo must be
+ * initialised with NCCL_SIM_INFO_INITIALIZER. */
+COLLIE_NCCL_API(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo));
 
 #ifdef __cplusplus
 }

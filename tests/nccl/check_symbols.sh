@@ -1,13 +1,18 @@
 #!/bin/sh
-# check_symbols.sh LIB...: every NCCL entry point collie implements is exported by
+# check_symbols.sh LIB...: every entry point of NCCL 2.28 (and its pnccl* name) is exported by
 # each LIB (nm -D, defined text symbols). Prints the missing ones and fails.
 set -eu
-symbols="ncclGetVersion ncclGetUniqueId ncclCommInitRank ncclCommInitRankConfig
-ncclCommInitAll ncclCommFinalize ncclCommDestroy ncclCommAbort ncclCommGetAsyncError
-ncclCommCount ncclCommCuDevice ncclCommUserRank ncclCommSplit ncclGetErrorString
-ncclGetLastError ncclAllReduce ncclBroadcast ncclBcast ncclReduce ncclAllGather
-ncclReduceScatter ncclSend ncclRecv ncclGroupStart ncclGroupEnd ncclRedOpCreatePreMulSum
-ncclRedOpDestroy ncclMemAlloc ncclMemFree ncclCommRegister ncclCommDeregister"
+# NCCL 2.28's entry points, each also under its profiling name pnccl*.
+entry_points="ncclGetVersion ncclGetUniqueId ncclCommInitRank ncclCommInitRankConfig
+ncclCommInitRankScalable ncclCommInitAll ncclCommFinalize ncclCommDestroy ncclCommAbort
+ncclCommRevoke ncclCommSplit ncclCommShrink ncclCommGetAsyncError ncclCommCount
+ncclCommCuDevice ncclCommUserRank ncclCommRegister ncclCommDeregister
+ncclCommWindowRegister ncclCommWindowDeregister ncclGetErrorString ncclGetLastError
+ncclMemAlloc ncclMemFree ncclRedOpCreatePreMulSum ncclRedOpDestroy ncclAllReduce
+ncclBroadcast ncclBcast ncclReduce ncclAllGather ncclReduceScatter ncclAlltoAll
+ncclGather ncclScatter ncclSend ncclRecv ncclGroupStart ncclGroupEnd ncclGroupSimulateEnd"
+symbols=""
+for name in $entry_points; do symbols="$symbols $name p$name"; done
 status=0
 for lib in "$@"; do
   exported=$(nm -D --defined-only "$lib" | awk '$2 == "T" { print $3 }')

@@ -17,37 +17,11 @@
 #include <time.h>
 #include <unistd.h>
 
-static int rank = -1, nranks = 0;
+#include "nccl_check.h"
 
-#define FAIL(...)                                              \
-  do {                                                         \
-    fprintf(stderr, "nccl_api_check rank %d: FAILED: ", rank); \
-    fprintf(stderr, __VA_ARGS__);                              \
-    fprintf(stderr, "\n");                                     \
-    exit(1);                                                   \
-  } while (0)
+int rank = -1, nranks = 0;
 
-#define NCCLCHECK(call)                                                       \
-  do {                                                                        \
-    ncclResult_t r_ = (call);                                                 \
-    if (r_ != ncclSuccess)                                                    \
-      FAIL("%s returned %d (%s): %s", #call, (int)r_, ncclGetErrorString(r_), \
-           ncclGetLastError(NULL));                                           \
-  } while (0)
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void* xmalloc(size_t bytes) {
-  void* p = malloc(bytes ? bytes : 1);
-  if (!p) FAIL("out of memory");
-  return p;
-}
-
-static void exchangeId(const char* path, ncclUniqueId* id) {
+void exchangeId(const char* path, ncclUniqueId* id) {
   if (rank == 0) {
     char tmp[4096];
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
@@ -483,6 +457,7 @@ int main(int argc, char** argv) {
   checkErrors(comm);
   checkGroupLifetimes(comm);
   checkSingleThreadGroup();
+  checkNccl228(comm, argv[1]);
 
   NCCLCHECK(ncclCommFinalize(comm));
   NCCLCHECK(ncclCommDestroy(comm));

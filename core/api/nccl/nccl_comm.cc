@@ -214,6 +214,13 @@ void setLastErrorText(const std::string& text) { lastError = text; }
 ncclResult_t invalidUsage(const std::string& why) { return fail(unsupported(why)); }
 ncclResult_t invalidArgumentResult(const std::string& why) { return fail(invalidArgument(why)); }
 
+ncclResult_t refuseIfRevoked(const ncclComm* comm, const char* what) {
+  if (!comm->revoked) return ncclSuccess;
+  return invalidUsage(std::string(what) +
+                      ": the communicator was revoked (ncclCommRevoke); only ncclCommShrink and "
+                      "ncclCommDestroy may use it now");
+}
+
 ncclResult_t ready(ncclComm* comm, bool wait) {
   if (comm->comm) return ncclSuccess;
   if (comm->init) {
@@ -288,6 +295,19 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId c
   return guarded([&] { return initRank(comm, nranks, commId, rank, config); });
 }
 
+ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                      ncclUniqueId* commIds, ncclConfig_t* config) {
+  if (nId < 1 || commIds == nullptr) {
+    if (newcomm != nullptr) *newcomm = nullptr;
+    return invalidArgumentResult("ncclCommInitRankScalable: nId is " + std::to_string(nId) +
+                                 (commIds == nullptr ? " and commIds is NULL" : "") +
+                                 "; at least one ncclUniqueId is needed");
+  }
+  // NCCL spreads its bootstrap over the ids; collie's rendezvous is the store of the
+  // first one, which every rank has (the list is the same on every rank).
+  return guarded([&] { return initRank(newcomm, nranks, commIds[0], myrank, config); });
+}
+
 ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   if (comms == nullptr || ndev < 1) {
     return invalidArgumentResult("ncclCommInitAll: comms is NULL or ndev < 1");
@@ -357,6 +377,53 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
   });
 }
 
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  if (comm == nullptr) return invalidArgumentResult("ncclCommRevoke: comm is NULL");
+  if (revokeFlags != NCCL_REVOKE_DEFAULT) {
+    return invalidArgumentResult("ncclCommRevoke: revokeFlags is " + std::to_string(revokeFlags) +
+                                 "; only NCCL_REVOKE_DEFAULT (0) is defined");
+  }
+  if (inGroup()) return invalidUsage("ncclCommRevoke inside ncclGroupStart/ncclGroupEnd");
+  return guarded([&] {
+    if (ncclResult_t r = ready(comm, true); r != ncclSuccess) return r;
+    // abort() fails what is pending and closes the connections, so peers fail at once;
+    // it returns when the engine no longer runs anything: the communicator is quiescent.
+    comm->comm->abort();
+    comm->revoked = true;
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                            ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  if (comm == nullptr || newcomm == nullptr) {
+    return invalidArgumentResult("ncclCommShrink: comm or newcomm is NULL");
+  }
+  *newcomm = nullptr;
+  if (excludeRanksCount < 0 || (excludeRanksCount > 0 && excludeRanksList == nullptr)) {
+    return invalidArgumentResult("ncclCommShrink: excludeRanksCount is " +
+                                 std::to_string(excludeRanksCount) +
+                                 (excludeRanksList == nullptr ? " with a NULL list" : ""));
+  }
+  if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT) {
+    return invalidArgumentResult("ncclCommShrink: shrinkFlags is " + std::to_string(shrinkFlags) +
+                                 "; accepted: NCCL_SHRINK_DEFAULT (0), NCCL_SHRINK_ABORT (1)");
+  }
+  return guarded([&] {
+    if (ncclResult_t r = ready(comm, true); r != ncclSuccess) return r;
+    ConfigFields fields;
+    if (ncclResult_t r = readConfig(config, &fields); r != ncclSuccess) return r;
+    if (config == nullptr) fields.name = comm->name;  // inherits the parent's settings
+    // Pending operations of the parent would wait for the excluded ranks: abort them.
+    if (shrinkFlags == NCCL_SHRINK_ABORT) comm->comm->abort();
+    std::vector<int> excluded(excludeRanksList, excludeRanksList + excludeRanksCount);
+    Communicator* parent = comm->comm.get();
+    return createComm(newcomm, fields, [parent, excluded = std::move(excluded)] {
+      return parent->shrink(excluded);
+    });
+  });
+}
+
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                            ncclConfig_t* config) {
   if (comm == nullptr || newcomm == nullptr) {
@@ -369,6 +436,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   return guarded([&] {
     *newcomm = nullptr;
     if (ncclResult_t r = ready(comm, true); r != ncclSuccess) return r;
+    if (ncclResult_t r = refuseIfRevoked(comm, "ncclCommSplit"); r != ncclSuccess) return r;
     ConfigFields fields;
     if (ncclResult_t r = readConfig(config, &fields); r != ncclSuccess) return r;
     if (color == NCCL_SPLIT_NOCOLOR) {  // run at once, also inside a group
@@ -395,6 +463,10 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
       *asyncError = state;
       return ncclSuccess;
     }
+    if (comm->revoked) {  // quiescent since ncclCommRevoke returned, as NCCL reports it
+      *asyncError = ncclSuccess;
+      return ncclSuccess;
+    }
     Status error = comm->comm->asyncError();
     *asyncError = resultOf(error);
     if (!error.isOk()) lastError = error.toString();
@@ -417,18 +489,6 @@ ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
   if (comm == nullptr || rank == nullptr) return invalidArgumentResult("ncclCommUserRank: NULL");
   *rank = comm->rank;
-  return ncclSuccess;
-}
-
-ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
-  if (comm == nullptr || handle == nullptr) return invalidArgumentResult("ncclCommRegister: NULL");
-  // Host buffers need no registration; the handle only has to round-trip.
-  *handle = buff != nullptr ? buff : comm;
-  return ncclSuccess;
-}
-
-ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
-  if (comm == nullptr) return invalidArgumentResult("ncclCommDeregister: comm is NULL");
   return ncclSuccess;
 }
 
@@ -457,19 +517,23 @@ const char* ncclGetErrorString(ncclResult_t result) {
 
 const char* ncclGetLastError(ncclComm_t comm) { return lastError.c_str(); }
 
-ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
-  if (ptr == nullptr) return invalidArgumentResult("ncclMemAlloc: ptr is NULL");
-  void* memory = nullptr;
-  if (posix_memalign(&memory, 4096, size == 0 ? 1 : size) != 0) {
-    return fail(systemError("ncclMemAlloc of " + std::to_string(size) + " bytes", ENOMEM));
-  }
-  *ptr = memory;
-  return ncclSuccess;
-}
-
-ncclResult_t ncclMemFree(void* ptr) {
-  std::free(ptr);
-  return ncclSuccess;
-}
-
 }  // extern "C"
+
+COLLIE_NCCL_PROFILING_NAME(ncclGetVersion);
+COLLIE_NCCL_PROFILING_NAME(ncclGetUniqueId);
+COLLIE_NCCL_PROFILING_NAME(ncclCommInitRank);
+COLLIE_NCCL_PROFILING_NAME(ncclCommInitRankConfig);
+COLLIE_NCCL_PROFILING_NAME(ncclCommInitRankScalable);
+COLLIE_NCCL_PROFILING_NAME(ncclCommInitAll);
+COLLIE_NCCL_PROFILING_NAME(ncclCommFinalize);
+COLLIE_NCCL_PROFILING_NAME(ncclCommDestroy);
+COLLIE_NCCL_PROFILING_NAME(ncclCommAbort);
+COLLIE_NCCL_PROFILING_NAME(ncclCommRevoke);
+COLLIE_NCCL_PROFILING_NAME(ncclCommShrink);
+COLLIE_NCCL_PROFILING_NAME(ncclCommSplit);
+COLLIE_NCCL_PROFILING_NAME(ncclCommGetAsyncError);
+COLLIE_NCCL_PROFILING_NAME(ncclCommCount);
+COLLIE_NCCL_PROFILING_NAME(ncclCommCuDevice);
+COLLIE_NCCL_PROFILING_NAME(ncclCommUserRank);
+COLLIE_NCCL_PROFILING_NAME(ncclGetErrorString);
+COLLIE_NCCL_PROFILING_NAME(ncclGetLastError);

@@ -38,6 +38,17 @@ struct PreMulSum {
 
 }  // namespace collie::nccl
 
+// A registration made by ncclCommRegister or ncclCommWindowRegister (the handle both
+// return). `registered` says whether collie registered the range with the
+// communicator (ncclMemAlloc memory) or only hands the handle back (other memory
+// needs no registration).
+struct ncclWindow_vidmem {
+  ncclComm* comm = nullptr;
+  void* base = nullptr;
+  size_t size = 0;
+  bool registered = false;
+};
+
 struct ncclComm {
   std::unique_ptr<collie::Communicator> comm;  // null while init runs or after it failed
   std::shared_ptr<collie::nccl::AsyncInit> init;
@@ -49,6 +60,8 @@ struct ncclComm {
   std::map<int, collie::nccl::PreMulSum> preMulSums;
   int nextOp = ncclNumOps;
   bool finalized = false;
+  bool revoked = false;  // by ncclCommRevoke: only shrink and destroy are allowed now
+  std::vector<std::unique_ptr<ncclWindow_vidmem>> windows;  // registrations not yet dropped
 };
 
 namespace collie::nccl {
@@ -72,6 +85,10 @@ ncclResult_t ready(ncclComm* comm, bool wait);
 // Starts creating `comm`'s communicator on a thread (non-blocking and grouped init).
 void startInit(ncclComm* comm, const UniqueId& id, int rank, int nranks, const Options& options);
 
+// Refuses a call on a communicator that ncclCommRevoke revoked (ncclInvalidUsage
+// naming `what`); ncclSuccess otherwise.
+ncclResult_t refuseIfRevoked(const ncclComm* comm, const char* what);
+
 // Group state of the calling thread.
 bool inGroup();
 // Called by ncclCommInitRank inside a group: ncclGroupEnd waits for this init.
@@ -81,3 +98,9 @@ void deferInit(ncclComm* comm);
 void dropFromGroup(const ncclComm* comm);
 
 }  // namespace collie::nccl
+
+// Exports pncclX, the profiling name of the entry point ncclX defined in the same
+// file: one function under two names, as libnccl does (a tool that defines its own
+// ncclX reaches collie's through pncclX).
+#define COLLIE_NCCL_PROFILING_NAME(name) \
+  extern "C" __attribute__((alias(#name), visibility("default"))) decltype(name) p##name

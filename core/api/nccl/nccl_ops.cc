@@ -161,6 +161,12 @@ ncclResult_t submit(Call call, ncclDataType_t datatype, ncclRedOp_t op, bool has
     if (group.depth == 0 && call.comm != nullptr) {
       if (ncclResult_t r = ready(call.comm, true); r != ncclSuccess) return r;
     }
+    if (call.comm != nullptr) {
+      if (ncclResult_t r = refuseIfRevoked(call.comm, nameOf(call.kind)); r != ncclSuccess) {
+        if (group.depth > 0 && group.firstError == ncclSuccess) group.firstError = r;
+        return r;
+      }
+    }
     ncclResult_t prepared = prepare(&call, datatype, op, hasOp);
     if (prepared != ncclSuccess) {
       if (group.depth > 0 && group.firstError == ncclSuccess) group.firstError = prepared;
@@ -281,6 +287,55 @@ ncclResult_t endGroup() {
   return first;
 }
 
+CollectiveKind kindOf(OpKind kind) {
+  switch (kind) {
+    case OpKind::kAllReduce:
+      return CollectiveKind::kAllReduce;
+    case OpKind::kBroadcast:
+      return CollectiveKind::kBroadcast;
+    case OpKind::kReduce:
+      return CollectiveKind::kReduce;
+    case OpKind::kAllGather:
+      return CollectiveKind::kAllGather;
+    case OpKind::kReduceScatter:
+      return CollectiveKind::kReduceScatter;
+    case OpKind::kSend:
+      return CollectiveKind::kSend;
+    case OpKind::kRecv:
+      return CollectiveKind::kRecv;
+  }
+  return CollectiveKind::kAllReduce;
+}
+
+// The predicted microseconds of a group: each communicator runs its collectives one
+// after another and a run of sends and receives at once (the longest of them); the
+// communicators run side by side (the longest of them).
+Result<double> predictGroup(const GroupState& state) {
+  double longest = 0;
+  std::vector<ncclComm*> seen;
+  for (const Call& first : state.calls) {
+    if (std::find(seen.begin(), seen.end(), first.comm) != seen.end()) continue;
+    seen.push_back(first.comm);
+    if (ncclResult_t r = ready(first.comm, true); r != ncclSuccess) {
+      return invalidArgument("ncclGroupSimulateEnd: " + lastErrorText());
+    }
+    double total = 0, batch = 0;
+    for (const Call& call : state.calls) {
+      if (call.comm != first.comm) continue;
+      Result<double> us = call.comm->comm->predictMicros(kindOf(call.kind), call.count, call.dtype);
+      if (!us.isOk()) return us.status();
+      if (isP2P(call.kind)) {
+        batch = std::max(batch, *us);
+        continue;
+      }
+      total += batch + *us;
+      batch = 0;
+    }
+    longest = std::max(longest, total + batch);
+  }
+  return longest;
+}
+
 }  // namespace
 
 bool inGroup() { return group.depth > 0; }
@@ -368,6 +423,36 @@ ncclResult_t ncclGroupEnd(void) {
   }
 }
 
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
+  constexpr unsigned kSimInfoMagic = 0x74685283;
+  if (simInfo == nullptr || simInfo->magic != kSimInfoMagic) {
+    return invalidArgumentResult(std::string("ncclGroupSimulateEnd: simInfo is ") +
+                                 (simInfo == nullptr ? "NULL"
+                                                     : "not initialised with "
+                                                       "NCCL_SIM_INFO_INITIALIZER (bad magic)"));
+  }
+  if (group.depth == 0) {
+    return invalidUsage("ncclGroupSimulateEnd without a matching ncclGroupStart");
+  }
+  if (--group.depth > 0) return ncclSuccess;
+  GroupState state = std::move(group);
+  group = GroupState();
+  try {
+    // The inits of the group are real: they complete (or fail) as at ncclGroupEnd.
+    for (ncclComm* comm : state.inits) {
+      if (ncclResult_t r = ready(comm, true); r != ncclSuccess) return r;
+    }
+    if (state.firstError != ncclSuccess) return state.firstError;
+    Result<double> us = predictGroup(state);
+    if (!us.isOk()) return fail(us.status());
+    simInfo->estimatedTime = static_cast<float>(*us);
+    return ncclSuccess;
+  } catch (const std::exception& e) {
+    return fail(
+        internalError(std::string("ncclGroupSimulateEnd: unexpected exception: ") + e.what()));
+  }
+}
+
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
                                       ncclScalarResidence_t residence, ncclComm_t comm) {
   if (op == nullptr || scalar == nullptr || comm == nullptr) {
@@ -400,3 +485,17 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
 }
 
 }  // extern "C"
+
+COLLIE_NCCL_PROFILING_NAME(ncclAllReduce);
+COLLIE_NCCL_PROFILING_NAME(ncclBroadcast);
+COLLIE_NCCL_PROFILING_NAME(ncclBcast);
+COLLIE_NCCL_PROFILING_NAME(ncclReduce);
+COLLIE_NCCL_PROFILING_NAME(ncclAllGather);
+COLLIE_NCCL_PROFILING_NAME(ncclReduceScatter);
+COLLIE_NCCL_PROFILING_NAME(ncclSend);
+COLLIE_NCCL_PROFILING_NAME(ncclRecv);
+COLLIE_NCCL_PROFILING_NAME(ncclGroupStart);
+COLLIE_NCCL_PROFILING_NAME(ncclGroupEnd);
+COLLIE_NCCL_PROFILING_NAME(ncclGroupSimulateEnd);
+COLLIE_NCCL_PROFILING_NAME(ncclRedOpCreatePreMulSum);
+COLLIE_NCCL_PROFILING_NAME(ncclRedOpDestroy);

@@ -1,0 +1,139 @@
+// The NCCL-compatible API, part 4: all-to-all, gather and scatter (NCCL 2.28).
+//
+// Each runs as one group of sends and receives (Communicator::sendRecv posts them all
+// before waiting for any, so no order of ranks deadlocks), inside the caller's group
+// when one is open. The block a rank keeps for itself is copied locally. Every rank
+// must pass the same count, datatype and root: a rank that differs meets a send or
+// receive of another size, which fails on both sides naming the peer.
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "core/api/nccl/nccl_internal.h"
+
+namespace collie::nccl {
+namespace {
+
+// Checks what every call of this file needs; `root` < 0 for all-to-all.
+ncclResult_t checkCall(const char* what, ncclComm* comm, size_t count, ncclDataType_t datatype,
+                       int root, const void* sendbuff, const void* recvbuff, bool needSend,
+                       bool needRecv) {
+  if (comm == nullptr) return invalidArgumentResult(std::string(what) + ": comm is NULL");
+  // A communicator made by a non-blocking split or shrink learns its size when ready.
+  if (comm->nranks == 0) {
+    if (ncclResult_t r = ready(comm, true); r != ncclSuccess) return r;
+  }
+  if (ncclResult_t r = refuseIfRevoked(comm, what); r != ncclSuccess) return r;
+  if (static_cast<int>(datatype) < 0 || static_cast<int>(datatype) >= kNumDataTypes) {
+    return invalidArgumentResult(std::string(what) + ": datatype " +
+                                 std::to_string(static_cast<int>(datatype)) + " is not supported");
+  }
+  if (root != -1 && (root < 0 || root >= comm->nranks)) {
+    return invalidArgumentResult(std::string(what) + ": root " + std::to_string(root) +
+                                 " is outside [0, " + std::to_string(comm->nranks) + ")");
+  }
+  if (count > 0 && ((needSend && sendbuff == nullptr) || (needRecv && recvbuff == nullptr))) {
+    return invalidArgumentResult(std::string(what) + ": " +
+                                 (needSend && sendbuff == nullptr ? "sendbuff" : "recvbuff") +
+                                 " is NULL");
+  }
+  return ncclSuccess;
+}
+
+// Runs `post` (which issues sends and receives) as one group and returns the first
+// failure of posting or of the group.
+template <typename Post>
+ncclResult_t asGroup(Post post) {
+  ncclGroupStart();
+  ncclResult_t posted = post();
+  ncclResult_t ended = ncclGroupEnd();
+  return posted != ncclSuccess ? posted : ended;
+}
+
+bool overlaps(const void* a, const void* b, size_t bytes) {
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return bytes > 0 && x < y + bytes && y < x + bytes;
+}
+
+}  // namespace
+}  // namespace collie::nccl
+
+using namespace collie;        // NOLINT(build/namespaces)
+using namespace collie::nccl;  // NOLINT(build/namespaces)
+
+extern "C" {
+
+ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  if (ncclResult_t r =
+          checkCall("ncclAlltoAll", comm, count, datatype, -1, sendbuff, recvbuff, true, true);
+      r != ncclSuccess) {
+    return r;
+  }
+  const size_t block = count * dataTypeSize(static_cast<DataType>(datatype));
+  const size_t total = block * static_cast<size_t>(comm->nranks);
+  if (overlaps(sendbuff, recvbuff, total)) {
+    return invalidArgumentResult(
+        "ncclAlltoAll: sendbuff and recvbuff overlap; all-to-all does not run in place");
+  }
+  return asGroup([&] {
+    for (int peer = 0; peer < comm->nranks; ++peer) {
+      const auto* from = static_cast<const uint8_t*>(sendbuff) + peer * block;
+      auto* to = static_cast<uint8_t*>(recvbuff) + peer * block;
+      if (ncclResult_t r = ncclSend(from, count, datatype, peer, comm, stream); r != ncclSuccess)
+        return r;
+      if (ncclResult_t r = ncclRecv(to, count, datatype, peer, comm, stream); r != ncclSuccess)
+        return r;
+    }
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                        int root, ncclComm_t comm, cudaStream_t stream) {
+  const bool isRoot = comm != nullptr && comm->rank == root;
+  if (ncclResult_t r =
+          checkCall("ncclGather", comm, count, datatype, root, sendbuff, recvbuff, true, isRoot);
+      r != ncclSuccess) {
+    return r;
+  }
+  const size_t block = count * dataTypeSize(static_cast<DataType>(datatype));
+  return asGroup([&] {
+    if (ncclResult_t r = ncclSend(sendbuff, count, datatype, root, comm, stream); r != ncclSuccess)
+      return r;
+    if (!isRoot) return ncclSuccess;
+    for (int peer = 0; peer < comm->nranks; ++peer) {
+      auto* to = static_cast<uint8_t*>(recvbuff) + peer * block;
+      if (ncclResult_t r = ncclRecv(to, count, datatype, peer, comm, stream); r != ncclSuccess)
+        return r;
+    }
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
+                         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  const bool isRoot = comm != nullptr && comm->rank == root;
+  if (ncclResult_t r =
+          checkCall("ncclScatter", comm, count, datatype, root, sendbuff, recvbuff, isRoot, true);
+      r != ncclSuccess) {
+    return r;
+  }
+  const size_t block = count * dataTypeSize(static_cast<DataType>(datatype));
+  return asGroup([&] {
+    if (isRoot) {
+      for (int peer = 0; peer < comm->nranks; ++peer) {
+        const auto* from = static_cast<const uint8_t*>(sendbuff) + peer * block;
+        if (ncclResult_t r = ncclSend(from, count, datatype, peer, comm, stream); r != ncclSuccess)
+          return r;
+      }
+    }
+    return ncclRecv(recvbuff, count, datatype, root, comm, stream);
+  });
+}
+
+}  // extern "C"
+
+COLLIE_NCCL_PROFILING_NAME(ncclAlltoAll);
+COLLIE_NCCL_PROFILING_NAME(ncclGather);
+COLLIE_NCCL_PROFILING_NAME(ncclScatter);

@@ -1,0 +1,154 @@
+// The NCCL-compatible API, part 3: memory and its registration.
+//
+// ncclMemAlloc hands out memory that the ranks of one host can map
+// (collie::allocShared). ncclCommRegister and ncclCommWindowRegister register such a
+// range with the communicator (Communicator::registerBuffer), so that collectives
+// whose buffers every local rank registered take the single-copy path; other memory
+// (malloc, device buffers) needs no registration and gets a handle all the same.
+// Both handles are an ncclWindow_vidmem owned by the communicator; destroying the
+// communicator drops them.
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include "collie/shared_memory.h"
+#include "core/api/nccl/nccl_internal.h"
+#include "core/log/log.h"
+
+namespace collie::nccl {
+namespace {
+
+// Registers [buff, buff + size) with `comm` where collie can use it and returns the
+// handle that the matching deregistration takes.
+ncclResult_t addRegistration(ncclComm* comm, void* buff, size_t size, const char* what,
+                             ncclWindow_vidmem** handle) {
+  if (ncclResult_t r = ready(comm, true); r != ncclSuccess) return r;
+  if (ncclResult_t r = refuseIfRevoked(comm, what); r != ncclSuccess) return r;
+  if (buff == nullptr && size > 0) {
+    return invalidArgumentResult(std::string(what) + ": buff is NULL and size is " +
+                                 std::to_string(size));
+  }
+  auto window = std::make_unique<ncclWindow_vidmem>();
+  window->comm = comm;
+  window->base = buff;
+  window->size = size;
+  if (size > 0 && !comm->comm->isDeviceBuffer(buff)) {
+    Status status = comm->comm->registerBuffer(buff, size);
+    if (status.isOk()) {
+      window->registered = true;
+    } else if (status.code() == StatusCode::kInvalidArgument) {
+      // Not ncclMemAlloc memory: collectives on it take the usual path.
+      COLLIE_LOG(INFO, INIT) << what << ": " << size << " bytes at " << buff
+                             << " are not ncclMemAlloc memory; nothing to register ("
+                             << status.message() << ")";
+    } else {
+      return fail(status.withContext(what));
+    }
+  }
+  *handle = window.get();
+  comm->windows.push_back(std::move(window));
+  return ncclSuccess;
+}
+
+ncclResult_t dropRegistration(ncclComm* comm, const void* handle, const char* what) {
+  auto found = std::find_if(comm->windows.begin(), comm->windows.end(),
+                            [handle](const auto& window) { return window.get() == handle; });
+  if (found == comm->windows.end()) {
+    return invalidArgumentResult(std::string(what) +
+                                 ": the handle was not registered on this communicator (or was "
+                                 "deregistered already)");
+  }
+  ncclResult_t result = ncclSuccess;
+  if ((*found)->registered && comm->comm) {
+    Status status = comm->comm->deregisterBuffer((*found)->base);
+    if (!status.isOk()) result = fail(status.withContext(what));
+  }
+  comm->windows.erase(found);
+  return result;
+}
+
+template <typename Fn>
+ncclResult_t guardedCall(const char* what, Fn fn) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return fail(systemError(std::string(what) + ": out of memory", ENOMEM));
+  } catch (const std::exception& e) {
+    return fail(internalError(std::string(what) + ": unexpected exception: " + e.what()));
+  }
+}
+
+}  // namespace
+}  // namespace collie::nccl
+
+using namespace collie;        // NOLINT(build/namespaces)
+using namespace collie::nccl;  // NOLINT(build/namespaces)
+
+extern "C" {
+
+ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  if (comm == nullptr || handle == nullptr) {
+    return invalidArgumentResult("ncclCommRegister: comm or handle is NULL");
+  }
+  return guardedCall("ncclCommRegister", [&] {
+    ncclWindow_vidmem* window = nullptr;
+    ncclResult_t r = addRegistration(comm, buff, size, "ncclCommRegister", &window);
+    *handle = window;
+    return r;
+  });
+}
+
+ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
+  if (comm == nullptr) return invalidArgumentResult("ncclCommDeregister: comm is NULL");
+  return guardedCall("ncclCommDeregister",
+                     [&] { return dropRegistration(comm, handle, "ncclCommDeregister"); });
+}
+
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+                                    int winFlags) {
+  if (comm == nullptr || win == nullptr) {
+    return invalidArgumentResult("ncclCommWindowRegister: comm or win is NULL");
+  }
+  *win = nullptr;
+  if (winFlags != NCCL_WIN_DEFAULT && winFlags != NCCL_WIN_COLL_SYMMETRIC) {
+    return invalidArgumentResult("ncclCommWindowRegister: winFlags is " + std::to_string(winFlags) +
+                                 "; accepted: NCCL_WIN_DEFAULT (0), NCCL_WIN_COLL_SYMMETRIC (1)");
+  }
+  return guardedCall("ncclCommWindowRegister", [&] {
+    return addRegistration(comm, buff, size, "ncclCommWindowRegister", win);
+  });
+}
+
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  if (comm == nullptr || win == nullptr) {
+    return invalidArgumentResult("ncclCommWindowDeregister: comm or win is NULL");
+  }
+  return guardedCall("ncclCommWindowDeregister",
+                     [&] { return dropRegistration(comm, win, "ncclCommWindowDeregister"); });
+}
+
+ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
+  if (ptr == nullptr) return invalidArgumentResult("ncclMemAlloc: ptr is NULL");
+  *ptr = nullptr;
+  Result<void*> memory = allocShared(size == 0 ? 1 : size);
+  if (!memory.isOk()) {
+    return fail(memory.status().withContext("ncclMemAlloc of " + std::to_string(size) + " bytes"));
+  }
+  *ptr = *memory;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclMemFree(void* ptr) {
+  if (ptr == nullptr) return ncclSuccess;
+  Status status = freeShared(ptr);
+  return status.isOk() ? ncclSuccess : fail(status.withContext("ncclMemFree"));
+}
+
+}  // extern "C"
+
+COLLIE_NCCL_PROFILING_NAME(ncclCommRegister);
+COLLIE_NCCL_PROFILING_NAME(ncclCommDeregister);
+COLLIE_NCCL_PROFILING_NAME(ncclCommWindowRegister);
+COLLIE_NCCL_PROFILING_NAME(ncclCommWindowDeregister);
+COLLIE_NCCL_PROFILING_NAME(ncclMemAlloc);
+COLLIE_NCCL_PROFILING_NAME(ncclMemFree);
