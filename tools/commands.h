@@ -24,6 +24,9 @@ struct RunCliOptions {
   bool tagOutput = false;
   double graceSeconds = 2.0;
   bool keepGoing = false;  // --keep-going: ranks killed by a signal do not end the job
+  // How global ranks are dealt to hosts: "block" (node R holds R*N .. R*N+N-1) or
+  // "cyclic" (node R holds R, R+M, R+2M, ...), as Slurm's --distribution.
+  std::string distribution = "block";
   std::vector<std::string> command;
 };
 

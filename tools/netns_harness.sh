@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # netns_harness.sh: run a command on K "hosts" made of Linux network namespaces.
 #
-#   tools/netns_harness.sh [-k K] [--subnet N] [--congestion ALGO] [--timeout S] -- cmd args...
+#   tools/netns_harness.sh [-k K] [--subnet N] [--congestion ALGO] [--rate RATE] [--timeout S]
+#                          -- cmd args...
 #
 # Creates namespaces collie-test-<pid>-<i> (i = 0..K-1), each with lo up and one
 # interface eth0 at 10.213.N.(i+1)/24 (N = --subnet, default 0). Two hosts are joined
 # by one veth pair; more are joined through a bridge that lives in a namespace of its
 # own (collie-test-<pid>-br), so the host's network is never touched: every link is
 # created directly inside the namespaces. Addresses come only from 10.213.0.0/16, the
-# project's test range.
+# project's test range. --rate RATE (tc's syntax: 1gbit, 500mbit) limits what each
+# host sends on eth0 with a token-bucket qdisc (tbf), so that the link, not the CPU, is
+# the bottleneck, as between real hosts.
 #
 # The command runs in every namespace at once (through `sh -c`, so it may use the
 # variables below), with
@@ -25,15 +28,17 @@ set -u
 count=2
 subnet=0
 congestion=""
+rate=""
 timeout_s=0
 while [ $# -gt 0 ]; do
   case "$1" in
     -k) count="$2"; shift 2 ;;
     --subnet) subnet="$2"; shift 2 ;;
     --congestion) congestion="$2"; shift 2 ;;
+    --rate) rate="$2"; shift 2 ;;
     --timeout) timeout_s="$2"; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) break ;;
   esac
 done
@@ -42,6 +47,7 @@ if [ $# -eq 0 ]; then
   exit 2
 fi
 case "$count" in ''|*[!0-9]*) echo "netns_harness: -k needs a number" >&2; exit 2 ;; esac
+case "$rate" in ''|[0-9]*[kmg]bit|[0-9]*bit) ;; *) echo "netns_harness: --rate needs tc's form, e.g. 1gbit or 500mbit" >&2; exit 2 ;; esac
 case "$subnet" in ''|*[!0-9]*) echo "netns_harness: --subnet needs 0..255" >&2; exit 2 ;; esac
 if [ "$count" -lt 1 ] || [ "$count" -gt 250 ] || [ "$subnet" -gt 255 ]; then
   echo "netns_harness: -k must be 1..250 and --subnet 0..255" >&2
@@ -110,6 +116,11 @@ for ((i = 0; i < count; i++)); do
   if [ "$count" -gt 1 ]; then
     ip -n "$ns" addr add "10.213.$subnet.$((i + 1))/24" dev eth0 || fail "cannot address host $i"
     ip -n "$ns" link set eth0 up || fail "cannot bring eth0 up in host $i"
+  fi
+  if [ -n "$rate" ] && [ "$count" -gt 1 ]; then
+    # burst: a few 64 KiB GSO segments (tbf drops a packet larger than its bucket).
+    ip netns exec "$ns" tc qdisc replace dev eth0 root tbf rate "$rate" burst 512kb latency 100ms ||
+      fail "cannot limit eth0 of host $i to $rate (tc tbf)"
   fi
   if [ -n "$congestion" ]; then
     ip netns exec "$ns" sysctl -qw "net.ipv4.tcp_congestion_control=$congestion" ||

@@ -4,7 +4,9 @@
 //
 // Several hosts: every host runs `collie run --nnodes M --node-rank R --master HOST:PORT
 // -n N`; the launcher of node 0 hosts the store at HOST:PORT, global ranks are
-// R * N + local. All launchers must share the job secret (COLLIE_JOB_SECRET or
+// R * N + local (--distribution block, the default) or local * M + R (cyclic, as Slurm's
+// --distribution=cyclic deals them; every launcher must pass the same). All launchers must share
+// the job secret (COLLIE_JOB_SECRET or
 // --secret-file, 32 hex digits): it is what the store and every transport check.
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,6 +39,11 @@ CLI::App* addRunCommand(CLI::App& app, RunCliOptions* options) {
                   "HOST:PORT where node 0's launcher hosts the store (multi-host)");
   cmd->add_option("--secret-file", options->secretFile,
                   "file with the job secret (32 hex digits; else COLLIE_JOB_SECRET), multi-host");
+  cmd->add_option("--distribution", options->distribution,
+                  "how global ranks are dealt to hosts: block (node R: R*N..R*N+N-1) or cyclic "
+                  "(node R: R, R+M, R+2M, ...); the same on every host")
+      ->check(CLI::IsMember({"block", "cyclic"}))
+      ->capture_default_str();
   cmd->add_flag("--tag-output", options->tagOutput, "prefix each output line with [rank]");
   cmd->add_flag("--keep-going,--enable-recovery", options->keepGoing,
                 "a rank killed by a signal does not end the job: the others go on (programs "
@@ -152,7 +159,12 @@ int runLauncher(const RunCliOptions& options) {
   const std::string uidText = uid->toString();
   const std::string world = std::to_string(options.nprocs * options.nnodes);
   const std::string localWorld = std::to_string(options.nprocs);
-  const int firstRank = options.nodeRank * options.nprocs;
+  // This host's local rank -> global rank.
+  const bool cyclic = options.distribution == "cyclic";
+  auto globalRank = [&](int local) {
+    return cyclic ? local * options.nnodes + options.nodeRank
+                  : options.nodeRank * options.nprocs + local;
+  };
 
   LaunchSpec spec;
   spec.command = options.command;
@@ -161,7 +173,7 @@ int runLauncher(const RunCliOptions& options) {
   spec.grace = std::chrono::milliseconds(std::lround(options.graceSeconds * 1000.0));
   spec.keepGoing = options.keepGoing;
   spec.env = [&](int rank) {
-    return EnvVars{{"COLLIE_RANK", std::to_string(firstRank + rank)},
+    return EnvVars{{"COLLIE_RANK", std::to_string(globalRank(rank))},
                    {"COLLIE_KEEP_GOING", options.keepGoing ? "1" : "0"},
                    {"COLLIE_WORLD_SIZE", world},
                    {"COLLIE_LOCAL_RANK", std::to_string(rank)},
@@ -171,14 +183,22 @@ int runLauncher(const RunCliOptions& options) {
   };
   // Tell the job when a rank exits, so that ranks still joining a communicator with it
   // fail at once naming it (core/comm/join_agreement.h) instead of at COLLIE_TIMEOUT.
+  // Best effort, and bounded: once a report failed (node 0's launcher, which hosts the
+  // store, may have finished already) no later exit tries again, since the store
+  // client's reconnect would wait up to a minute for a store that is gone.
   std::shared_ptr<Store> exits;
+  bool storeGone = false;
   const std::string exitPrefix = launcherExitPrefix(publicJobTag(uid->secret));
   spec.onExit = [&](int rank, int status) {
+    if (storeGone) return;
     if (!exits) {
       const std::string host = options.nodeRank == 0 && !multiHost ? "127.0.0.1" : uid->host;
       Result<std::shared_ptr<Store>> connected = connectTcpStore(
           host, uid->port, uid->secret, std::chrono::steady_clock::now() + std::chrono::seconds(2));
-      if (!connected.isOk()) return;  // the ranks still fail, at their deadline
+      if (!connected.isOk()) {  // the ranks still fail, at their deadline
+        storeGone = true;
+        return;
+      }
       exits = *connected;
     }
     const std::string what = WIFEXITED(status)
@@ -187,11 +207,12 @@ int runLauncher(const RunCliOptions& options) {
     char host[256] = {};
     gethostname(host, sizeof(host) - 1);
     const std::string text = what + " (collie run on " + host + ")";
-    if (exits
-            ->set(exitPrefix + "/exit/" + std::to_string(firstRank + rank),
-                  Bytes(text.begin(), text.end()))
-            .isOk()) {
-      exits->add(exitPrefix + "/exits", 1);
+    if (!exits
+             ->set(exitPrefix + "/exit/" + std::to_string(globalRank(rank)),
+                   Bytes(text.begin(), text.end()))
+             .isOk() ||
+        !exits->add(exitPrefix + "/exits", 1).isOk()) {
+      storeGone = true;
     }
   };
   const int status = superviseRanks(spec);

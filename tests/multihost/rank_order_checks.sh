@@ -1,0 +1,37 @@
+#!/bin/sh
+# 2 and 3 namespace hosts x 2 ranks, ranks dealt to hosts in block and in cyclic order
+# (`collie run --distribution`): every collective with result checking (#wrong 0 on
+# every row), and the transport between ranks 0 and 1 as the order puts them (block:
+# one host, shm; cyclic: two hosts, tcp). Exit 77 (skipped) when namespaces cannot be
+# created.
+# usage: rank_order_checks.sh COLLIE HARNESS
+collie=$1
+harness=$2
+COLLIE_JOB_SECRET=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+export COLLIE_JOB_SECRET
+subnet=$(( $$ % 200 + 10 ))
+for hosts in 2 3; do
+  for order in block cyclic; do
+    subnet=$(( subnet % 250 + 1 ))
+    # A fresh port per job: node 0 may still serve the previous job's store.
+    cmd="port=29700; for coll in allreduce reducescatter allgather broadcast reduce; do
+      port=\$((port + 1))
+      $collie run --nnodes $hosts --node-rank \$COLLIE_NETNS_INDEX \
+        --master \$COLLIE_NETNS_MASTER:\$port -n 2 --distribution $order -- \
+        $collie perf \$coll -b 8 -e 256K -f 64 -c 1 -n 1 -w 0 -r 1 || exit 1
+    done"
+    out=$("$harness" -k "$hosts" --subnet "$subnet" --timeout 180 -- "$cmd" 2>&1)
+    rc=$?
+    [ $rc -eq 77 ] && { echo "$out"; exit 77; }
+    [ $rc -eq 0 ] || { echo "$out"; echo "FAILED: $hosts hosts, $order: harness exit $rc"; exit 1; }
+    tables=$(echo "$out" | grep -c "Out of bounds values : 0 OK")
+    [ "$tables" -eq 5 ] ||
+      { echo "$out"; echo "FAILED: $hosts hosts, $order: $tables of 5 collectives checked OK"; exit 1; }
+    want=shm
+    [ "$order" = cyclic ] && want=tcp
+    echo "$out" | grep -q "Rank  0 .* transport to rank 1: $want" ||
+      { echo "$out"; echo "FAILED: $hosts hosts, $order: rank 0 -> 1 not over $want"; exit 1; }
+    echo "ok: $hosts hosts x 2 ranks, $order order: 5 collectives, #wrong 0, 0 -> 1 over $want"
+  done
+done
+echo "PASSED: every collective on 2 and 3 hosts x 2 ranks in block and cyclic order"
