@@ -37,6 +37,10 @@ int runPerf(const PerfCliOptions& options);
 
 CLI::App* addInfoCommand(CLI::App& app, bool* tuning);
 int runInfo(bool tuning);
+// Whether launcher variables name a job (collie run, torchrun, Open MPI), and, under
+// one, `collie info`'s topology of that job (tools/topology_info.cc).
+bool startedByLauncher();
+int printJobTopology();
 
 struct SimCliOptions {
   std::string collective = "allreduce";

@@ -183,6 +183,7 @@ int printTuning() {
 
 int runInfo(bool tuning) {
   if (tuning) return printTuning();
+  if (startedByLauncher()) return printJobTopology();
   std::printf("collie %s\n", COLLIE_VERSION);
   std::string features = builtinFeatures();
   std::printf("build features: %s\n", features.empty() ? "(none)" : features.c_str());

@@ -263,6 +263,19 @@ Result<Connected> connectTransports(const TransportContext& context,
   return out;
 }
 
+// The topology of this communicator: every rank's host (from the host ids) and the
+// transport serving each peer of this rank.
+Topology makeTopology(int rank, const std::vector<std::string>& hosts, const TransportSet& set) {
+  std::vector<std::string> transportOfPeer(hosts.size());
+  for (size_t peer = 0; peer < hosts.size(); ++peer) {
+    const int index = set.transportOfPeer[peer];
+    transportOfPeer[peer] = static_cast<int>(peer) == rank ? "self"
+                            : index >= 0                   ? set.transports[index]->name()
+                                                           : "";
+  }
+  return Topology::make(rank, hosts, std::move(transportOfPeer));
+}
+
 // Device windows for the device path, opened before the engine's progress thread uses
 // the transports (every rank decides alike: available() depends on what every rank
 // published). Null: device buffers are staged through host memory (or unsupported).
@@ -333,6 +346,9 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
   if (!hosts.isOk()) return hosts.status();
   Result<Connected> connected = connectTransports(context, *hosts, forced);
   if (!connected.isOk()) return connected.status();
+  Topology topology = makeTopology(rank, *hosts, connected->set);
+  COLLIE_LOG(INFO, INIT) << "topology: "
+                         << (rank == 0 ? topology.describe() : topology.describe(false));
   Result<std::unique_ptr<DeviceWindows>> windows =
       openDeviceWindows(context, connected->windowProvider, deadline);
   if (!windows.isOk()) return windows.status();
@@ -345,6 +361,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
   impl->rank = rank;
   impl->nranks = nranks;
   impl->engine = std::move(*engine);
+  impl->topology = std::move(topology);
   impl->deviceRuntime = context.deviceRuntime;
   COLLIE_RETURN_IF_ERROR(impl->openDevicePath(*config, std::move(*windows)));
   impl->id = id;

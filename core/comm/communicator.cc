@@ -26,6 +26,12 @@ int Communicator::rank() const { return impl_->rank; }
 int Communicator::size() const { return impl_->nranks; }
 
 std::string Communicator::transportTo(int peer) const { return impl_->engine->transportTo(peer); }
+int Communicator::localRank() const { return impl_->topology.localRank(); }
+int Communicator::localSize() const { return impl_->topology.localSize(); }
+int Communicator::hostCount() const { return impl_->topology.nhosts(); }
+std::string Communicator::describeTopology(bool withHosts) const {
+  return impl_->topology.describe(withHosts);
+}
 
 void Communicator::abort() { impl_->engine->abort(); }
 

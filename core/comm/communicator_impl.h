@@ -15,6 +15,7 @@
 #include <string>
 
 #include "collie/communicator.h"
+#include "core/comm/topology.h"
 #include "core/device/device_comm.h"
 #include "core/device/device_staging.h"
 #include "core/engine/engine.h"
@@ -31,6 +32,7 @@ struct Communicator::Impl {
   int rank = 0;
   int nranks = 1;
   std::unique_ptr<Engine> engine;
+  Topology topology;  // hosts and local ranks of this communicator, from create
   // The device path: kernels over IPC when every rank shares a host (device), else
   // staging through host memory (staging); both null without a device runtime.
   DeviceRuntime* deviceRuntime = nullptr;

@@ -93,6 +93,14 @@ class Communicator {
   int size() const;
   // The transport serving the connection to `peer` ("self" for this rank).
   std::string transportTo(int peer) const;
+  // Ranks sharing this rank's host (the launcher's numbering may be block or cyclic):
+  // this rank's index among them and how many there are; the number of hosts.
+  int localRank() const;
+  int localSize() const;
+  int hostCount() const;
+  // The communicator's topology as text: its hosts with their ranks (when
+  // `withHosts`), then this rank's host, local rank and the transport per peer.
+  std::string describeTopology(bool withHosts = true) const;
 
   // Device buffers: when both buffers of a collective are device memory (CUDA, or the
   // emulated runtime with COLLIE_DEVICE_EMULATION=1) the collective runs as kernels on

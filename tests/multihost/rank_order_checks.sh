@@ -2,7 +2,8 @@
 # 2 and 3 namespace hosts x 2 ranks, ranks dealt to hosts in block and in cyclic order
 # (`collie run --distribution`): every collective with result checking (#wrong 0 on
 # every row), and the transport between ranks 0 and 1 as the order puts them (block:
-# one host, shm; cyclic: two hosts, tcp). Exit 77 (skipped) when namespaces cannot be
+# one host, shm; cyclic: two hosts, tcp), and the topology `collie info` prints under the
+# launcher. Exit 77 (skipped) when namespaces cannot be
 # created.
 # usage: rank_order_checks.sh COLLIE HARNESS
 collie=$1
@@ -14,7 +15,9 @@ for hosts in 2 3; do
   for order in block cyclic; do
     subnet=$(( subnet % 250 + 1 ))
     # A fresh port per job: node 0 may still serve the previous job's store.
-    cmd="port=29700; for coll in allreduce reducescatter allgather broadcast reduce; do
+    cmd="$collie run --nnodes $hosts --node-rank \$COLLIE_NETNS_INDEX \
+        --master \$COLLIE_NETNS_MASTER:29700 -n 2 --distribution $order -- $collie info || exit 1
+    port=29700; for coll in allreduce reducescatter allgather broadcast reduce; do
       port=\$((port + 1))
       $collie run --nnodes $hosts --node-rank \$COLLIE_NETNS_INDEX \
         --master \$COLLIE_NETNS_MASTER:\$port -n 2 --distribution $order -- \
@@ -27,6 +30,12 @@ for hosts in 2 3; do
     tables=$(echo "$out" | grep -c "Out of bounds values : 0 OK")
     [ "$tables" -eq 5 ] ||
       { echo "$out"; echo "FAILED: $hosts hosts, $order: $tables of 5 collectives checked OK"; exit 1; }
+    # collie info under the launcher prints the topology: host 0 holds ranks 0,1 in
+    # block order and 0,M in cyclic order.
+    ranks0="0-1"
+    [ "$order" = cyclic ] && ranks0="0,$hosts"
+    echo "$out" | grep -q "host 0: ranks $ranks0\$" ||
+      { echo "$out"; echo "FAILED: $hosts hosts, $order: collie info shows no 'host 0: ranks $ranks0'"; exit 1; }
     want=shm
     [ "$order" = cyclic ] && want=tcp
     echo "$out" | grep -q "Rank  0 .* transport to rank 1: $want" ||
