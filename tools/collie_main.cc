@@ -12,6 +12,7 @@
 
 int main(int argc, char** argv) {
   using namespace collie::tools;
+  registerToolKnobs();
   std::vector<std::string> front;
   std::vector<std::string> trailing;
   bool seenSeparator = false;

@@ -30,6 +30,9 @@ struct RunCliOptions {
   std::vector<std::string> command;
 };
 
+// Adds the tool's knob table (COLLIE_TRACE) to the registry; first thing in main.
+void registerToolKnobs();
+
 CLI::App* addRunCommand(CLI::App& app, RunCliOptions* options);
 int runLauncher(const RunCliOptions& options);
 

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "collie/communicator.h"
+#include "core/config/config.h"
 #include "core/net/process_sockets.h"
 #include "ddp/model/checkpoint.h"
 #include "ddp/model/compute.h"
@@ -567,10 +568,7 @@ Status DdpDemo::saveCheckpoint(uint64_t step) {
 
 Status DdpDemo::writeOutputs(int lastStep) {
   std::string tracePath = o_.tracePath;
-  if (tracePath.empty()) {
-    const char* env = std::getenv("COLLIE_TRACE");
-    if (env != nullptr) tracePath = env;
-  }
+  if (tracePath.empty()) tracePath = Config::fromEnvironment().text("COLLIE_TRACE");
   if (tracePath.empty() && o_.svgPath.empty()) return Status::ok();
   std::vector<ddp::TimelineEvent> mine = timeline_.events();
   double capacity = static_cast<double>(mine.size());
@@ -609,9 +607,9 @@ Status DdpDemo::writeOutputs(int lastStep) {
 
 int runDdpDemo(const DdpDemoCliOptions& options) {
   // `collie run` ends the whole job when a rank dies, unless --keep-going.
-  const char* keepGoing = std::getenv("COLLIE_KEEP_GOING");
-  if (options.killRank >= 0 && std::getenv("COLLIE_UNIQUE_ID") != nullptr &&
-      (keepGoing == nullptr || std::string(keepGoing) != "1")) {
+  const Config launch = Config::fromEnvironment();
+  if (options.killRank >= 0 && launch.isSet("COLLIE_UNIQUE_ID") &&
+      launch.integer("COLLIE_KEEP_GOING") != 1) {
     std::fprintf(stderr,
                  "collie ddp-demo: --kill-rank needs `collie run --keep-going`: without it the "
                  "launcher ends the whole job when rank %d dies\n",

@@ -72,7 +72,7 @@ void printTransports() {
   ctx.jobKey = "collie-info/" + std::to_string(getpid());
   ctx.store = makeInMemoryStore();
   ctx.timeout = std::chrono::milliseconds(1000);
-  ctx.deviceRuntime = selectDeviceRuntime();
+  ctx.deviceRuntime = selectDeviceRuntime(Config::fromEnvironment());
   for (const TransportFactory& factory : TransportRegistry::instance().factories()) {
     Result<std::unique_ptr<Transport>> probe = factory.create(ctx);
     std::string state = probe.isOk() ? "usable" : "unavailable: " + probe.status().message();
@@ -142,40 +142,43 @@ CLI::App* addInfoCommand(CLI::App& app, bool* tuning) {
 
 namespace {
 // What the table leaves out: the shm board takes small collectives before any schedule.
-std::string oneShotNote(const TuneLimits& limits) {
-  const int64_t max = configInt("COLLIE_SHM_ONESHOT_MAX");
+std::string oneShotNote(const Config& config, const TuneLimits& limits) {
+  const int64_t max = config.integer("COLLIE_SHM_ONESHOT_MAX");
   if (limits.forced != Algorithm::kAuto || max <= 0) return "";
   return "shm, every rank on one host: collectives of up to " + std::to_string(max) +
          " bytes per rank run through the one-shot board instead (COLLIE_SHM_ONESHOT_MAX), as do\n"
          "larger all-reduces whose buffers every rank registered; unregistered all-reduces above "
          "COLLIE_SHM_CMA_MIN (" +
-         std::to_string(configInt("COLLIE_SHM_CMA_MIN")) +
+         std::to_string(config.integer("COLLIE_SHM_CMA_MIN")) +
          ") and up to COLLIE_SHM_CMA_MAX (in place: any size) go single-copy by cross-memory "
          "attach;\n"
          "a forced algorithm bypasses the board\n";
 }
 
+// The decision table a communicator configured by this environment would plan with.
 int printTuning() {
+  const Config config = Config::fromEnvironment();
   TuneLimits limits;
-  limits.maxChannels = static_cast<int>(configInt("COLLIE_NCHANNELS"));
-  limits.channelsFixed = configSource("COLLIE_NCHANNELS") != "default";
-  limits.chunkBytes = configSource("COLLIE_CHUNKSIZE") != "default"
-                          ? static_cast<size_t>(configInt("COLLIE_CHUNKSIZE"))
+  limits.maxChannels = static_cast<int>(config.integer("COLLIE_NCHANNELS"));
+  limits.channelsFixed = config.isSet("COLLIE_NCHANNELS");
+  limits.chunkBytes = config.isSet("COLLIE_CHUNKSIZE")
+                          ? static_cast<size_t>(config.integer("COLLIE_CHUNKSIZE"))
                           : 0;
-  limits.forced = parseAlgorithm(configString("COLLIE_ALGO")).value_or(Algorithm::kAuto);
+  limits.forced = parseAlgorithm(config.text("COLLIE_ALGO")).value_or(Algorithm::kAuto);
   bool printed = false;
   for (const TransportFactory& factory : TransportRegistry::instance().factories()) {
     TuneConstants constants;
-    if (!storedTuneConstants(factory.name, &constants)) continue;
+    if (!storedTuneConstants(config, factory.name, &constants)) continue;
     std::printf("== transport %s\n%s", factory.name.c_str(),
                 decisionTable(limits, constants).c_str());
-    if (factory.name == "shm") std::printf("%s", oneShotNote(limits).c_str());
+    if (factory.name == "shm") std::printf("%s", oneShotNote(config, limits).c_str());
     std::printf("\n");
     printed = true;
   }
   if (!printed) {
     std::printf("== no probe cached yet (a communicator probes at creation); model defaults\n%s%s",
-                decisionTable(limits, TuneConstants{}).c_str(), oneShotNote(limits).c_str());
+                decisionTable(limits, TuneConstants{}).c_str(),
+                oneShotNote(config, limits).c_str());
   }
   return 0;
 }
@@ -194,23 +197,29 @@ int runInfo(bool tuning) {
   std::printf("hostname: %s\n", host);
   std::printf("network interfaces:\n");
   printInterfaces();
-  const std::string congestion = configString("COLLIE_TCP_CONGESTION");
+  const Config config = Config::fromEnvironment();
+  const std::string congestion = config.text("COLLIE_TCP_CONGESTION");
   std::printf("TCP congestion control: system default %s; tcp's and UCX's sockets: %s\n",
               net::systemCongestionControl().c_str(),
               net::setsCongestionControl(congestion) ? congestion.c_str() : "the system default");
   printCudaDevices((" " + features + " ").find(" cuda ") != std::string::npos);
-  std::printf("configuration (value [source]; accepted values):\n");
+  std::printf(
+      "configuration from the environment, by component (value [source]; accepted values;\n"
+      "Options::config overrides any knob per communicator except the process-wide ones):\n");
   int invalid = 0;
-  for (const Knob& knob : configKnobs()) {
-    std::string value = displayValue(knob);
-    std::printf("  %-24s = %-10s [%s]\n      %s\n      accepts %s\n", knob.name,
-                value.empty() ? "\"\"" : value.c_str(), configSource(knob.name).c_str(),
-                knob.meaning, knobRange(knob).c_str());
-    const char* set = std::getenv(knob.name);
-    Status checked = set != nullptr ? checkKnobValue(knob, set) : Status();
-    if (!checked.isOk()) {
-      ++invalid;
-      std::printf("      INVALID: %s\n", checked.message().c_str());
+  for (const KnobTable* table : KnobRegistry::instance().tables()) {
+    std::printf(" %s: %s\n", table->component.c_str(), table->about.c_str());
+    for (const Knob& knob : table->knobs) {
+      std::string value = config.display(knob.name);
+      std::printf("  %-24s = %-10s [%s]%s%s\n      %s\n      accepts %s\n", knob.name,
+                  value.empty() ? "\"\"" : value.c_str(), config.sourceName(knob.name).c_str(),
+                  knob.mustMatch ? " every rank alike" : "",
+                  knob.processWide ? " process-wide" : "", knob.meaning, knobRange(knob).c_str());
+      const Config::Entry* entry = config.find(knob.name);
+      if (entry != nullptr && !entry->accepted) {
+        ++invalid;
+        std::printf("      INVALID: %s\n", checkKnobValue(knob, entry->value).message().c_str());
+      }
     }
   }
   if (invalid > 0) {

@@ -82,7 +82,7 @@ class DeviceBuffers {
     if (stream_ != nullptr) runtime_->destroyStream(stream_);
   }
   Status open(size_t sendBytes, size_t recvBytes) {
-    runtime_ = selectDeviceRuntime();
+    runtime_ = selectDeviceRuntime(Config::fromEnvironment());
     if (runtime_ == nullptr) {
       return unsupported(
           "collie perf --device 1: no CUDA device (COLLIE_DEVICE_EMULATION=1 emulates one)");

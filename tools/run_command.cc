@@ -21,6 +21,7 @@
 #include "collie/unique_id.h"
 #include "core/bootstrap/job_secret.h"
 #include "core/comm/join_agreement.h"
+#include "core/config/config.h"
 #include "tools/commands.h"
 #include "tools/launcher.h"
 #include "transports/shm/shm_names.h"
@@ -81,8 +82,9 @@ Result<UniqueId> multiHostId(const RunCliOptions& options) {
                              options.secretFile + "'");
     }
     source = "--secret-file " + options.secretFile;
-  } else if (const char* env = std::getenv("COLLIE_JOB_SECRET")) {
-    hex = env;
+  } else if (const Config env = Config::fromEnvironment(); env.isSet("COLLIE_JOB_SECRET")) {
+    COLLIE_RETURN_IF_ERROR(env.check("COLLIE_JOB_SECRET"));
+    hex = env.text("COLLIE_JOB_SECRET");
     source = "COLLIE_JOB_SECRET";
   } else {
     return invalidArgument(

@@ -31,6 +31,7 @@
 #include "collie/store.h"
 #include "core/bootstrap/pending_connections.h"
 #include "core/bootstrap/store_protocol.h"
+#include "core/bootstrap/store_server.h"
 #include "core/config/config.h"
 #include "core/log/log.h"
 #include "core/net/fd_limit.h"
@@ -78,15 +79,15 @@ struct Client {
 class TcpStoreServer final : public StoreServer {
  public:
   TcpStoreServer(net::Socket listener, uint16_t port, const JobSecret& secret, int wakeRead,
-                 int wakeWrite)
+                 int wakeWrite, const Config& config)
       : listener_(std::move(listener)),
         port_(port),
         secret_(secret),
         wakeRead_(wakeRead),
         wakeWrite_(wakeWrite),
-        handshakeTimeout_(configDuration("COLLIE_STORE_HANDSHAKE_TIMEOUT")),
-        pending_(static_cast<size_t>(configInt("COLLIE_STORE_MAX_PENDING")),
-                 static_cast<size_t>(configInt("COLLIE_STORE_MAX_PENDING_PER_HOST"))),
+        handshakeTimeout_(config.duration("COLLIE_STORE_HANDSHAKE_TIMEOUT")),
+        pending_(static_cast<size_t>(config.integer("COLLIE_STORE_MAX_PENDING")),
+                 static_cast<size_t>(config.integer("COLLIE_STORE_MAX_PENDING_PER_HOST"))),
         reserve_(openReserve()) {
     thread_ = std::thread([this] { run(); });
   }
@@ -418,6 +419,12 @@ class TcpStoreServer final : public StoreServer {
 
 Result<std::unique_ptr<StoreServer>> StoreServer::start(const std::string& bindHost, uint16_t port,
                                                         const JobSecret& secret) {
+  return startStoreServer(bindHost, port, secret, Config::fromEnvironment());
+}
+
+Result<std::unique_ptr<StoreServer>> startStoreServer(const std::string& bindHost, uint16_t port,
+                                                      const JobSecret& secret,
+                                                      const Config& config) {
   Result<net::Socket> listener = net::listen(bindHost, port);
   if (!listener.isOk()) return listener.status().withContext("store server");
   COLLIE_RETURN_IF_ERROR(net::setNonBlocking(listener->fd(), true));
@@ -428,7 +435,7 @@ Result<std::unique_ptr<StoreServer>> StoreServer::start(const std::string& bindH
   COLLIE_LOG(INFO, BOOTSTRAP) << "store server listening on "
                               << net::joinHostPort(bindHost, *bound);
   return std::unique_ptr<StoreServer>(
-      new TcpStoreServer(std::move(*listener), *bound, secret, pipeFds[0], pipeFds[1]));
+      new TcpStoreServer(std::move(*listener), *bound, secret, pipeFds[0], pipeFds[1], config));
 }
 
 }  // namespace collie

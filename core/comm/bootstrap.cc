@@ -1,4 +1,5 @@
-// Communicator::create, as a few named steps: resolve the configuration, reach the
+// Communicator::create, as a few named steps: resolve the configuration (one snapshot,
+// core/comm/options_config.h, carried to every component from here on), reach the
 // store, exchange host ids (and agree on what must match, core/comm/join_agreement.h),
 // connect a transport per peer from the registry, start the engine, open the device
 // path. Every step fails with a Status naming this rank and what went wrong.
@@ -15,6 +16,7 @@
 #include "core/bootstrap/job_secret.h"
 #include "core/comm/communicator_impl.h"
 #include "core/comm/join_agreement.h"
+#include "core/comm/options_config.h"
 #include "core/config/config.h"
 #include "core/log/log.h"
 #include "core/transport/device_windows.h"
@@ -59,59 +61,54 @@ Status checkArguments(const UniqueId& id, int rank, int nranks) {
     return invalidArgument("rank " + std::to_string(rank) + " is outside [0, " +
                            std::to_string(nranks) + ")");
   }
-  // Never fail open: a knob with a value collie does not accept refuses the start.
-  COLLIE_RETURN_IF_ERROR(validateConfig());
   return checkJobSecret(id.secret, "the unique id of rank " + std::to_string(rank));
 }
 
-// The algorithm the caller asked for, else COLLIE_ALGO's.
-Result<Algorithm> resolveAlgorithm(const Options& options) {
-  if (options.algorithm != Algorithm::kAuto) return options.algorithm;
-  std::string name = configString("COLLIE_ALGO");
+// COLLIE_ALGO of the snapshot (the typed Options::algorithm is an override of it).
+Result<Algorithm> resolveAlgorithm(const Config& settings) {
+  std::string name = settings.text("COLLIE_ALGO");
   for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   // An NCCL_ALGO collie does not know (^nvls, allreduce:tree, ...) reads as the
-  // default (validateConfig warned about it).
+  // default (validation warned about it).
   std::optional<Algorithm> parsed = parseAlgorithm(name);
   if (!parsed) {
-    return invalidArgument("COLLIE_ALGO='" + configString("COLLIE_ALGO") +
+    return invalidArgument("COLLIE_ALGO='" + settings.text("COLLIE_ALGO") +
                            "' is not one of auto, ring, tree, chain, oneshot");
   }
   return *parsed;
 }
 
-// The engine's settings: what `options` sets, else the config table's value.
-Result<EngineConfig> resolveConfig(int rank, int nranks, const Options& options) {
+// The engine's settings, from the communicator's snapshot.
+Result<EngineConfig> resolveConfig(int rank, int nranks, const Config& settings) {
   EngineConfig config;
   config.rank = rank;
   config.nranks = nranks;
-  config.timeout = options.timeout.count() > 0
-                       ? std::chrono::duration_cast<std::chrono::microseconds>(options.timeout)
-                       : configDuration("COLLIE_TIMEOUT");
-  config.busyPoll = configDuration("COLLIE_BUSY_POLL");
-  config.reduceOnReceive = configInt("COLLIE_RECV_REDUCE") != 0;
-  config.rootAgreement = configInt("COLLIE_ROOT_AGREEMENT") != 0;
-  config.traceDepth = static_cast<size_t>(std::max<int64_t>(0, configInt("COLLIE_TRACE_DEPTH")));
-  config.traceDump = configString("COLLIE_TRACE_DUMP");
+  config.timeout = settings.duration("COLLIE_TIMEOUT");
+  config.busyPoll = settings.duration("COLLIE_BUSY_POLL");
+  config.reduceOnReceive = settings.integer("COLLIE_RECV_REDUCE") != 0;
+  config.rootAgreement = settings.integer("COLLIE_ROOT_AGREEMENT") != 0;
+  config.traceDepth =
+      static_cast<size_t>(std::max<int64_t>(0, settings.integer("COLLIE_TRACE_DEPTH")));
+  config.traceDump = settings.text("COLLIE_TRACE_DUMP");
   config.nchannels =
-      options.nchannels > 0 ? options.nchannels : static_cast<int>(configInt("COLLIE_NCHANNELS"));
-  config.nchannels = std::max(1, std::min(config.nchannels, 16));
-  config.channelsFixed = options.nchannels > 0 || configSource("COLLIE_NCHANNELS") != "default";
-  // Chunk size: fixed when the caller or COLLIE_CHUNKSIZE sets it, else tuned (0).
-  config.chunkBytes = options.chunkBytes > 0 ? options.chunkBytes
-                      : configSource("COLLIE_CHUNKSIZE") != "default"
-                          ? static_cast<size_t>(configInt("COLLIE_CHUNKSIZE"))
-                          : 0;
-  if (config.chunkBytes > 0) config.chunkBytes = std::max<size_t>(config.chunkBytes, 64);
-  Result<Algorithm> algorithm = resolveAlgorithm(options);
+      static_cast<int>(std::clamp<int64_t>(settings.integer("COLLIE_NCHANNELS"), 1, 16));
+  config.channelsFixed = settings.isSet("COLLIE_NCHANNELS");
+  // Chunk size: fixed when Options or COLLIE_CHUNKSIZE set it, else tuned (0).
+  config.chunkBytes =
+      settings.isSet("COLLIE_CHUNKSIZE")
+          ? static_cast<size_t>(std::max<int64_t>(64, settings.integer("COLLIE_CHUNKSIZE")))
+          : 0;
+  Result<Algorithm> algorithm = resolveAlgorithm(settings);
   if (!algorithm.isOk()) return algorithm.status();
   config.algorithm = *algorithm;
+  config.config = settings;
   return config;
 }
 
 // The caller's store (ranks as threads), else the TCP store the unique id names.
-Result<std::shared_ptr<Store>> reachStore(const UniqueId& id, int rank, const Options& options,
-                                          Deadline deadline) {
-  if (options.store) return options.store;
+Result<std::shared_ptr<Store>> reachStore(const UniqueId& id, int rank,
+                                          std::shared_ptr<Store> given, Deadline deadline) {
+  if (given) return given;
   Result<std::shared_ptr<Store>> connected = connectTcpStore(id.host, id.port, id.secret, deadline);
   if (!connected.isOk()) {
     return connected.status().withContext("rank " + std::to_string(rank) +
@@ -120,24 +117,20 @@ Result<std::shared_ptr<Store>> reachStore(const UniqueId& id, int rank, const Op
   return connected;
 }
 
-std::string forcedTransport(const Options& options) {
-  return !options.transport.empty() ? options.transport : configString("COLLIE_TRANSPORT");
-}
-
 TransportContext makeTransportContext(const UniqueId& id, const EngineConfig& config,
-                                      const Options& options, std::shared_ptr<Store> store) {
+                                      std::shared_ptr<Store> store) {
   TransportContext context;
   context.rank = config.rank;
   context.nranks = config.nranks;
   context.nchannels = config.nchannels;
-  context.hostId = !options.hostId.empty()                   ? options.hostId
-                   : !configString("COLLIE_HOST_ID").empty() ? configString("COLLIE_HOST_ID")
-                                                             : defaultHostId();
+  const std::string hostId = config.config.text("COLLIE_HOST_ID");
+  context.hostId = !hostId.empty() ? hostId : defaultHostId();
   context.jobKey = communicatorKey(id, config.rank);
   context.secret = id.secret;
   context.store = std::move(store);
   context.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config.timeout);
-  context.deviceRuntime = selectDeviceRuntime();
+  context.deviceRuntime = selectDeviceRuntime(config.config);
+  context.config = config.config;
   return context;
 }
 
@@ -155,7 +148,8 @@ Result<std::vector<std::string>> exchangeHostIds(const TransportContext& context
        {"algorithm (COLLIE_ALGO)", std::string(algorithmName(config.algorithm))},
        {"channels (COLLIE_NCHANNELS)",
         std::to_string(config.nchannels) + (config.channelsFixed ? " (fixed)" : "")},
-       {"chunk bytes (COLLIE_CHUNKSIZE)", std::to_string(config.chunkBytes)}});
+       {"chunk bytes (COLLIE_CHUNKSIZE)", std::to_string(config.chunkBytes)}},
+      context.config);
   JoinContext join;
   join.store = context.store.get();
   join.jobKey = context.jobKey;
@@ -332,15 +326,26 @@ Status Communicator::Impl::openDevicePath(const EngineConfig& config,
 
 Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, int rank, int nranks,
                                                            const Options& options) {
+  // Never fail open: a knob with a value collie does not accept refuses the start.
+  Result<Config> settings = communicatorConfig(options);
+  if (!settings.isOk()) {
+    return settings.status().withContext("rank " + std::to_string(rank));
+  }
+  return Impl::create(id, rank, nranks, *settings, options.store);
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::Impl::create(const UniqueId& id, int rank,
+                                                                 int nranks, const Config& settings,
+                                                                 std::shared_ptr<Store> given) {
   COLLIE_RETURN_IF_ERROR(checkArguments(id, rank, nranks));
   setLogRank(rank);
-  Result<EngineConfig> config = resolveConfig(rank, nranks, options);
+  Result<EngineConfig> config = resolveConfig(rank, nranks, settings);
   if (!config.isOk()) return config.status();
   const Deadline deadline = Clock::now() + config->timeout;
-  Result<std::shared_ptr<Store>> store = reachStore(id, rank, options, deadline);
+  Result<std::shared_ptr<Store>> store = reachStore(id, rank, std::move(given), deadline);
   if (!store.isOk()) return store.status();
-  const TransportContext context = makeTransportContext(id, *config, options, *store);
-  const std::string forced = forcedTransport(options);
+  const TransportContext context = makeTransportContext(id, *config, *store);
+  const std::string forced = settings.text("COLLIE_TRANSPORT");
 
   Result<std::vector<std::string>> hosts = exchangeHostIds(context, *config, forced, id, deadline);
   if (!hosts.isOk()) return hosts.status();
@@ -366,8 +371,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, i
   COLLIE_RETURN_IF_ERROR(impl->openDevicePath(*config, std::move(*windows)));
   impl->id = id;
   impl->store = *store;
-  impl->options = options;
-  impl->options.store.reset();  // the store is kept in impl->store
+  impl->config = settings;
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
 }
 

@@ -16,6 +16,7 @@
 
 #include "collie/communicator.h"
 #include "core/comm/topology.h"
+#include "core/config/config.h"
 #include "core/device/device_comm.h"
 #include "core/device/device_staging.h"
 #include "core/engine/engine.h"
@@ -38,16 +39,24 @@ struct Communicator::Impl {
   DeviceRuntime* deviceRuntime = nullptr;
   std::unique_ptr<DeviceComm> device;
   std::unique_ptr<DeviceStaging> staging;
-  // Kept for split() and shrink(): the job id, its store and the options this
-  // communicator got (options.store is reset: the store is kept in `store`).
+  // Kept for split() and shrink(): the job id, its store and this communicator's
+  // configuration snapshot (defaults, environment and Options at creation).
   UniqueId id;
   std::shared_ptr<Store> store;
-  Options options;
+  Config config;
   int splits = 0;
   int shrinks = 0;
   // Set when this rank hosts the job's rendezvous store (torchrun, mpirun starts).
   std::shared_ptr<StoreServer> storeServer;
   std::string cleanupFile;  // removed at destruction (the rendezvous file of rank 0)
+
+  // Communicator::create once the configuration is resolved (bootstrap.cc): joins the
+  // job `id` as `rank` of `nranks` with the snapshot `config` (validated) over `store`
+  // (null: the TCP store the unique id names). Used by create, createFromEnvironment,
+  // split and shrink.
+  static Result<std::unique_ptr<Communicator>> create(const UniqueId& id, int rank, int nranks,
+                                                      const Config& config,
+                                                      std::shared_ptr<Store> store);
 
   // Argument checks shared by the collectives: OK, or InvalidArgument/Unsupported
   // naming `what`, this rank and the bad argument. `op` and `root` may be null (not

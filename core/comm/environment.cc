@@ -1,5 +1,8 @@
 // Communicator::createFromEnvironment: join a job started by collie run, torchrun,
-// Open MPI or Slurm, from the variables those launchers set.
+// Open MPI or Slurm, from the variables those launchers set. collie's own launch
+// variables (COLLIE_UNIQUE_ID, COLLIE_RANK, ...) are process-wide knobs read through the
+// communicator's snapshot, which also configures the store this rank may host; the
+// other launchers' variables (RANK, OMPI_COMM_WORLD_*, SLURM_*) are read here directly.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,7 +13,9 @@
 
 #include "collie/communicator.h"
 #include "core/bootstrap/job_secret.h"
+#include "core/bootstrap/store_server.h"
 #include "core/comm/communicator_impl.h"
+#include "core/comm/options_config.h"
 #include "core/config/config.h"
 #include "core/log/log.h"
 #include "core/net/socket.h"
@@ -50,18 +55,24 @@ Status readRankAndSize(const char* rankName, const char* sizeName, LaunchInfo* i
   return Status();
 }
 
+// A launch knob that must be an integer (the snapshot checked its range).
+Result<int> intKnob(const Config& config, const char* name) {
+  if (!config.isSet(name)) return notFound(std::string(name) + " is not set");
+  return static_cast<int>(config.integer(name));
+}
+
 // The job secret of ranks not started by collie run, whose launcher (torchrun, mpirun
 // on several hosts) has no secret of collie's to hand out: the user must set one.
-Result<JobSecret> externalSecret(const char* launcher) {
-  const char* hex = env("COLLIE_JOB_SECRET");
-  if (hex == nullptr) {
+Result<JobSecret> externalSecret(const Config& config, const char* launcher) {
+  const std::string hex = config.text("COLLIE_JOB_SECRET");
+  if (hex.empty()) {
     return invalidArgument(std::string("ranks started by ") + launcher +
                            " need COLLIE_JOB_SECRET, the same on every rank, so that only "
                            "this job's ranks can connect; refusing to run unauthenticated. "
                            "Set it to " +
                            kJobSecretForm);
   }
-  return jobSecretFromUserText(hex, "COLLIE_JOB_SECRET");
+  return jobSecretFromUserText(hex.c_str(), "COLLIE_JOB_SECRET");
 }
 
 Result<std::pair<std::string, uint16_t>> splitHostPort(const std::string& text) {
@@ -81,12 +92,12 @@ Result<std::pair<std::string, uint16_t>> splitHostPort(const std::string& text) 
 // The one address the store of an externally launched job listens on: COLLIE_STORE_BIND
 // ('*': every interface), else the master address when it is this host's, else the
 // interface COLLIE_SOCKET_IFNAME selects, else (with a warning) every interface.
-std::string storeBindHost(const std::string& master) {
-  const std::string chosen = configString("COLLIE_STORE_BIND");
+std::string storeBindHost(const Config& config, const std::string& master) {
+  const std::string chosen = config.text("COLLIE_STORE_BIND");
   if (chosen == "*") return "0.0.0.0";
   if (!chosen.empty()) return chosen;
   if (net::isAddressOfThisHost(master)) return master;
-  const std::string spec = configString("COLLIE_SOCKET_IFNAME");
+  const std::string spec = config.text("COLLIE_SOCKET_IFNAME");
   if (!spec.empty()) {
     Result<net::InterfaceAddress> ifc = net::selectInterface(spec);
     if (ifc.isOk()) return ifc->address;
@@ -99,9 +110,9 @@ std::string storeBindHost(const std::string& master) {
 
 // Rank 0 of an externally launched job hosts the store at the address every rank was
 // given (id.port on storeBindHost(id.host)).
-Status startStore(const UniqueId& id, std::unique_ptr<StoreServer>* server) {
+Status startStore(const Config& config, const UniqueId& id, std::unique_ptr<StoreServer>* server) {
   Result<std::unique_ptr<StoreServer>> started =
-      StoreServer::start(storeBindHost(id.host), id.port, id.secret);
+      startStoreServer(storeBindHost(config, id.host), id.port, id.secret, config);
   if (!started.isOk()) return started.status().withContext("rank 0 starting the store");
   *server = std::move(*started);
   return Status();
@@ -109,23 +120,24 @@ Status startStore(const UniqueId& id, std::unique_ptr<StoreServer>* server) {
 
 // Ranks started by another launcher at a known store address: the job secret is the
 // user's (COLLIE_JOB_SECRET), and rank 0 hosts the store.
-Status joinExternalStore(const char* launcher, int rank, UniqueId* id,
+Status joinExternalStore(const Config& config, const char* launcher, int rank, UniqueId* id,
                          std::unique_ptr<StoreServer>* server) {
-  Result<JobSecret> secret = externalSecret(launcher);
+  Result<JobSecret> secret = externalSecret(config, launcher);
   if (!secret.isOk()) return secret.status();
   id->secret = *secret;
-  return rank == 0 ? startStore(*id, server) : Status();
+  return rank == 0 ? startStore(config, *id, server) : Status();
 }
 
 // A single-host rendezvous through a file: rank 0 hosts the store on loopback with a
 // fresh secret and publishes the id in a 0600 file named after the launcher's job id.
-Result<UniqueId> rendezvousByFile(const std::string& path, int rank,
+Result<UniqueId> rendezvousByFile(const Config& config, const std::string& path, int rank,
                                   std::unique_ptr<StoreServer>* server, std::string* cleanup,
                                   Deadline deadline) {
   if (rank == 0) {
     Result<UniqueId> id = UniqueId::generate("127.0.0.1", 0);
     if (!id.isOk()) return id.status();
-    Result<std::unique_ptr<StoreServer>> started = StoreServer::start("127.0.0.1", 0, id->secret);
+    Result<std::unique_ptr<StoreServer>> started =
+        startStoreServer("127.0.0.1", 0, id->secret, config);
     if (!started.isOk()) return started.status();
     id->port = (*started)->port();
     *server = std::move(*started);
@@ -158,20 +170,21 @@ Result<UniqueId> rendezvousByFile(const std::string& path, int rank,
 }  // namespace
 
 Result<std::unique_ptr<Communicator>> Communicator::createFromEnvironment(const Options& options) {
-  auto timeout = options.timeout.count() > 0
-                     ? std::chrono::duration_cast<std::chrono::microseconds>(options.timeout)
-                     : configDuration("COLLIE_TIMEOUT");
-  const Deadline deadline = Clock::now() + timeout;
+  // Never fail open: a knob with a value collie does not accept refuses the start.
+  Result<Config> settings = communicatorConfig(options);
+  if (!settings.isOk()) return settings.status();
+  const Config& config = *settings;
+  const Deadline deadline = Clock::now() + config.duration("COLLIE_TIMEOUT");
 
   // collie run.
-  if (env("COLLIE_UNIQUE_ID") != nullptr) {
-    Result<int> rank = intVariable("COLLIE_RANK");
-    Result<int> size = intVariable("COLLIE_WORLD_SIZE");
+  if (config.isSet("COLLIE_UNIQUE_ID")) {
+    Result<int> rank = intKnob(config, "COLLIE_RANK");
+    Result<int> size = intKnob(config, "COLLIE_WORLD_SIZE");
     if (!rank.isOk()) return rank.status();
     if (!size.isOk()) return size.status();
-    Result<UniqueId> id = UniqueId::parse(env("COLLIE_UNIQUE_ID"));
+    Result<UniqueId> id = UniqueId::parse(config.text("COLLIE_UNIQUE_ID"));
     if (!id.isOk()) return id.status().withContext("COLLIE_UNIQUE_ID");
-    return create(*id, *rank, *size, options);
+    return Impl::create(*id, *rank, *size, config, options.store);
   }
 
   LaunchInfo info;
@@ -210,22 +223,27 @@ Result<std::unique_ptr<Communicator>> Communicator::createFromEnvironment(const 
     // torchrun's own store listens on MASTER_PORT; collie's listens on the next port.
     id.host = env("MASTER_ADDR");
     id.port = static_cast<uint16_t>(*port + 1);
-    COLLIE_RETURN_IF_ERROR(joinExternalStore("torchrun (MASTER_ADDR)", info.rank, &id, &server));
-  } else if (const char* master = env("COLLIE_MASTER_ADDR")) {
-    Result<std::pair<std::string, uint16_t>> address = splitHostPort(master);
+    COLLIE_RETURN_IF_ERROR(
+        joinExternalStore(config, "torchrun (MASTER_ADDR)", info.rank, &id, &server));
+  } else if (config.isSet("COLLIE_MASTER_ADDR")) {
+    Result<std::pair<std::string, uint16_t>> address =
+        splitHostPort(config.text("COLLIE_MASTER_ADDR"));
     if (!address.isOk()) return address.status().withContext("COLLIE_MASTER_ADDR");
     id.host = address->first;
     id.port = address->second;
-    COLLIE_RETURN_IF_ERROR(joinExternalStore("COLLIE_MASTER_ADDR", info.rank, &id, &server));
+    COLLIE_RETURN_IF_ERROR(
+        joinExternalStore(config, "COLLIE_MASTER_ADDR", info.rank, &id, &server));
   } else {
-    std::string path = "/tmp/collie-" + jobName + "-" + std::to_string(getuid()) + ".id";
-    Result<UniqueId> found = rendezvousByFile(path, info.rank, &server, &cleanup, deadline);
+    std::string path = config.text("COLLIE_TMPDIR") + "/collie-" + jobName + "-" +
+                       std::to_string(getuid()) + ".id";
+    Result<UniqueId> found = rendezvousByFile(config, path, info.rank, &server, &cleanup, deadline);
     if (!found.isOk()) return found.status();
     id = *found;
   }
   COLLIE_LOG(INFO, INIT) << "started by " << info.launcher << " as rank " << info.rank << " of "
                          << info.size;
-  Result<std::unique_ptr<Communicator>> comm = create(id, info.rank, info.size, options);
+  Result<std::unique_ptr<Communicator>> comm =
+      Impl::create(id, info.rank, info.size, config, options.store);
   if (!comm.isOk()) return comm.status();
   (*comm)->impl_->storeServer = std::move(server);
   (*comm)->impl_->cleanupFile = cleanup;

@@ -79,16 +79,18 @@ Result<JoinRecord> JoinRecord::decode(const std::string& text) {
 }
 
 std::vector<std::pair<std::string, std::string>> mustMatchSettings(
-    int nranks, const std::vector<std::pair<std::string, std::string>>& effective) {
+    int nranks, const std::vector<std::pair<std::string, std::string>>& effective,
+    const Config& config) {
   std::vector<std::pair<std::string, std::string>> fields = {{"nranks", std::to_string(nranks)}};
   fields.insert(fields.end(), effective.begin(), effective.end());
-  for (const Knob& knob : configKnobs()) {
+  for (const Config::Entry& entry : config.entries()) {
+    const Knob& knob = *entry.knob;
     if (!knob.mustMatch) continue;
     // Values compare as what they mean: 256K and 262144 agree.
-    std::string value = knob.kind == KnobKind::kInteger ? std::to_string(configInt(knob.name))
+    std::string value = knob.kind == KnobKind::kInteger ? std::to_string(config.integer(knob.name))
                         : knob.kind == KnobKind::kDuration
-                            ? std::to_string(configDuration(knob.name).count()) + "us"
-                            : configString(knob.name);
+                            ? std::to_string(config.duration(knob.name).count()) + "us"
+                            : config.text(knob.name);
     fields.emplace_back(knob.name, value);
   }
   return fields;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "collie/store.h"
+#include "core/config/config.h"
 
 namespace collie {
 
@@ -34,9 +35,11 @@ struct JoinRecord {
 };
 
 // The must-match fields of this rank: nranks and the effective settings given, then
-// every knob of the config table marked must-match.
+// every knob marked must-match, as this communicator's snapshot `config` holds it (so an
+// override given in code on one rank only differs like an environment variable would).
 std::vector<std::pair<std::string, std::string>> mustMatchSettings(
-    int nranks, const std::vector<std::pair<std::string, std::string>>& effective);
+    int nranks, const std::vector<std::pair<std::string, std::string>>& effective,
+    const Config& config);
 
 // The first field where `mine` and `theirs` differ, as "field: this rank X, rank P Y";
 // empty when they agree.

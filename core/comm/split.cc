@@ -15,6 +15,7 @@
 #include "collie/communicator.h"
 #include "core/bootstrap/job_secret.h"
 #include "core/comm/communicator_impl.h"
+#include "core/comm/options_config.h"
 #include "core/log/log.h"
 
 namespace collie {
@@ -41,18 +42,15 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key,
   UniqueId child = self.id;
   child.secret = deriveJobSecret(
       self.id.secret, "split/" + std::to_string(splitIndex) + "/" + std::to_string(color));
-  Options merged = self.options;
-  if (options.timeout.count() > 0) merged.timeout = options.timeout;
-  if (!options.transport.empty()) merged.transport = options.transport;
-  if (options.algorithm != Algorithm::kAuto) merged.algorithm = options.algorithm;
-  if (options.nchannels > 0) merged.nchannels = options.nchannels;
-  if (options.chunkBytes > 0) merged.chunkBytes = options.chunkBytes;
-  if (!options.hostId.empty()) merged.hostId = options.hostId;
-  merged.store = options.store ? options.store : self.store;
+  // The parent's snapshot with the split's own overrides on top: the environment is not
+  // read again, so a child is configured like its parent unless `options` says otherwise.
+  Result<Config> settings = configWithOptions(self.config, options);
   COLLIE_LOG(INFO, INIT) << "split #" << splitIndex << ": rank " << self.rank << " color " << color
                          << " key " << key << " -> rank " << newRank << " of " << members.size();
   Result<std::unique_ptr<Communicator>> created =
-      create(child, newRank, static_cast<int>(members.size()), merged);
+      settings.isOk() ? Impl::create(child, newRank, static_cast<int>(members.size()), *settings,
+                                     options.store ? options.store : self.store)
+                      : Result<std::unique_ptr<Communicator>>(settings.status());
   setLogRank(self.rank);  // log lines keep naming the rank of the parent
   if (!created.isOk()) {
     return created.status().withContext("split #" + std::to_string(splitIndex) + " color " +
@@ -87,11 +85,10 @@ Result<std::unique_ptr<Communicator>> Communicator::shrink(const std::vector<int
   UniqueId child = self.id;
   child.secret =
       deriveJobSecret(self.id.secret, "shrink/" + std::to_string(shrinkIndex) + "/" + list);
-  Options merged = self.options;
-  merged.store = self.store;
   COLLIE_LOG(INFO, INIT) << "shrink #" << shrinkIndex << ": rank " << self.rank << " -> rank "
                          << newRank << " of " << newSize << " without ranks [" << list << "]";
-  Result<std::unique_ptr<Communicator>> created = create(child, newRank, newSize, merged);
+  Result<std::unique_ptr<Communicator>> created =
+      Impl::create(child, newRank, newSize, self.config, self.store);
   setLogRank(self.rank);
   if (!created.isOk()) {
     return created.status().withContext("shrink on rank " + std::to_string(self.rank) +

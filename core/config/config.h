@@ -1,92 +1,103 @@
-// The one table of configuration knobs.
+// Config: one immutable snapshot of every registered knob's value (core/config/knob.h,
+// core/config/knob_registry.h), with where each value came from.
 //
-// Every COLLIE_* variable collie reads is declared once in config.cc with its default,
-// meaning, kind and accepted range; `collie info` prints the table. A knob's value is its
-// environment variable if set and non-empty, else the NCCL_* alias (for knobs that have
-// one), else the default. Values are read from the environment on every call (cheap;
-// callers cache what they use on hot paths).
+// A communicator builds its snapshot once, at creation (core/comm/bootstrap.cc):
+// defaults, then the environment (a COLLIE_* variable if set and non-empty, else its
+// NCCL_* alias, for knobs that have one), then the overrides given in code
+// (Options::config and the typed Options fields). It is validated then, once: a value
+// the knob does not accept refuses the start, naming the knob, the value and what is
+// accepted (never fail open). The snapshot then travels to every component of that
+// communicator (TransportContext::config, EngineConfig::config, the tuner's probe, the
+// device path), so two communicators of one process can run with different settings,
+// and nothing reads the environment after creation.
 //
-// Validation: validateConfig() checks every knob's current value against its kind and
-// range and returns one error naming the knob, the value and what is accepted.
-// Communicator creation calls it and refuses to start on an error (never fail open).
-// An NCCL_* alias whose value collie does not accept (NCCL_DEBUG=VERSION, NCCL_ALGO=^nvls)
-// was meant for NCCL: it is not an error; configString() gives the default instead and
-// validateConfig() logs a warning. The typed readers never return a value outside the
-// knob's range: a bad value read without validation gives the default.
+// Process-wide knobs (Knob::processWide: the log filter, read before any communicator
+// exists; the launcher's variables) are read from Config::fromEnvironment() by the code
+// that needs them; overrides cannot set them.
 //
-// Thread safety: all functions may be called from any thread. Nothing here logs except
-// validateConfig() (the log filter itself reads COLLIE_DEBUG through configString()).
+// An NCCL_* alias whose value collie does not accept (NCCL_DEBUG=VERSION,
+// NCCL_ALGO=^nvls) was meant for NCCL: it is not an error; the knob keeps its default and
+// validation logs a warning once per process. The typed readers never return a value
+// outside the knob's range: an unvalidated bad value (fromEnvironment() of a process
+// that will refuse to start) reads as the default.
+//
+// Thread safety: a Config is immutable; copies share one snapshot and may be read from
+// any thread. Only validate() and withOverrides() log (the alias warnings).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
-#include <optional>
+#include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "collie/status.h"
+#include "core/config/knob.h"
+#include "core/config/knob_registry.h"
 
 namespace collie {
 
-enum class KnobKind {
-  kText,           // free text (interface specs, host ids, directories)
-  kChoice,         // one of `choices` (case-insensitive), or empty when the default is empty
-  kSubsystems,     // comma-separated list of `choices`, optionally led by ^
-  kInteger,        // integer with optional K/M/G suffix in [min, max]
-  kAutoOrInteger,  // "auto" or an integer in [min, max]
-  kDecimal,        // decimal number in [min, max]
-  kDuration,       // duration (30, 500ms, 2s, 1m) with min/max in microseconds
-  kOutputPath,     // a file collie writes: its directory must exist and be writable
-  kSecret,         // 32 hex digits; never printed
-  kHiddenText,     // free text that holds a secret (the unique id); never printed
+enum class KnobSource { kDefault, kEnvironment, kAlias, kOption };
+
+// Overrides given in code: knob name -> value as its variable would hold it.
+using KnobOverrides = std::map<std::string, std::string>;
+
+class Config {
+ public:
+  struct Entry {
+    const Knob* knob = nullptr;
+    std::string value;  // the text as given; "" for the default
+    KnobSource source = KnobSource::kDefault;
+    bool accepted = true;      // false: an environment value the knob refuses
+    std::string refusedAlias;  // an alias value collie does not accept (then ignored)
+  };
+
+  // Every registered knob at its default (what a component made outside a communicator,
+  // or by a test that sets nothing, sees).
+  Config();
+
+  // The process environment over the defaults. Never fails: validate() names a refused
+  // value, which the typed readers read as the default meanwhile.
+  static Config fromEnvironment();
+  // As fromEnvironment(), as if the environment held exactly `variables` (tests, tools).
+  static Config fromVariables(const std::map<std::string, std::string>& variables);
+
+  // This snapshot with `overrides` on top (source kOption; an empty value puts the knob
+  // back to its default, as if nothing had set it), then validated. InvalidArgument
+  // naming the first unknown name, process-wide knob or refused value; a refused
+  // environment value of this snapshot fails too.
+  Result<Config> withOverrides(const KnobOverrides& overrides) const;
+  // OK, or the first refused value, as checkKnobValue's error. Warns once per process
+  // about refused NCCL_* alias values.
+  Status validate() const;
+  // OK, or the refusal of `name`'s value (for a process-wide knob read from an
+  // unvalidated fromEnvironment(), where a refused value must not pass as the default).
+  Status check(std::string_view name) const;
+
+  // The knob's value: as given when accepted, else its default. An unregistered name is
+  // a bug: it logs a warning and reads as "" (0).
+  std::string text(std::string_view name) const;
+  int64_t integer(std::string_view name) const;
+  std::chrono::microseconds duration(std::string_view name) const;
+  KnobSource source(std::string_view name) const;
+  // "default", "env", the alias's name, or "option".
+  std::string sourceName(std::string_view name) const;
+  // Set by the environment, an alias or an override (not the default).
+  bool isSet(std::string_view name) const { return source(name) != KnobSource::kDefault; }
+  // The value `collie info` shows: secrets are hidden.
+  std::string display(std::string_view name) const;
+
+  // Every knob, in registry order.
+  const std::vector<Entry>& entries() const;
+  // The entry of `name`, or null when no table declared it when this snapshot was taken.
+  const Entry* find(std::string_view name) const;
+
+ private:
+  explicit Config(std::shared_ptr<const std::vector<Entry>> entries);
+  const Entry* entry(std::string_view name) const;
+  std::shared_ptr<const std::vector<Entry>> entries_;
 };
-
-struct Knob {
-  const char* name;          // "COLLIE_TIMEOUT"
-  const char* defaultValue;  // as text, "" for none
-  const char* meaning;       // one line for `collie info`
-  const char* ncclAlias;     // "NCCL_SOCKET_IFNAME" or nullptr
-  KnobKind kind = KnobKind::kText;
-  int64_t min = 0;  // kInteger, kAutoOrInteger, kDecimal, kDuration (us)
-  int64_t max = 0;
-  const char* choices = nullptr;  // kChoice, kSubsystems: "NONE,WARN,INFO,TRACE"
-  const char* keyword = nullptr;  // kOutputPath: a value that is not a path ("stderr")
-  // Every rank of a communicator must have the same value; ranks compare them when
-  // they join (core/comm/join_agreement.h) and refuse to start on a difference.
-  bool mustMatch = false;
-};
-
-const std::vector<Knob>& configKnobs();
-const Knob* findKnob(std::string_view name);
-
-// The knob's current value (environment, alias or default). Unknown names are a bug
-// and return "".
-std::string configString(std::string_view name);
-// Where the current value came from: "env", the alias name, or "default".
-std::string configSource(std::string_view name);
-
-// OK when `value` is acceptable for `knob`; else InvalidArgument
-// "COLLIE_X='value' is not accepted: <why>; accepted: <range>". kSecret values are
-// never repeated in the message.
-Status checkKnobValue(const Knob& knob, std::string_view value);
-// What the knob accepts, in words ("1ms..30d", "one of NONE, WARN, INFO, TRACE").
-std::string knobRange(const Knob& knob);
-// The first knob set in the environment to an unaccepted value, as checkKnobValue's
-// error; OK when every value is accepted. Warns (once per process) about unaccepted
-// NCCL_* alias values, which fall back to the default.
-Status validateConfig();
-// The value `collie info` shows: secrets are hidden.
-std::string displayValue(const Knob& knob);
-
-// Parses integers with optional K/M/G (binary) suffix: "4M" = 4194304.
-Result<int64_t> parseSize(std::string_view text);
-// Parses durations: "30" (seconds), "500ms", "2s", "1m"; at most 100 years.
-Result<std::chrono::microseconds> parseDuration(std::string_view text);
-
-// Typed readers. A value that does not parse or lies outside the knob's range gives
-// the knob's default (validateConfig() reports it).
-int64_t configInt(std::string_view name);
-std::chrono::microseconds configDuration(std::string_view name);
 
 }  // namespace collie

@@ -4,9 +4,9 @@
 
 namespace collie {
 
-DeviceRuntime* selectDeviceRuntime() {
+DeviceRuntime* selectDeviceRuntime(const Config& config) {
   if (DeviceRuntime* hardware = hardwareDeviceRuntime()) return hardware;
-  if (configInt("COLLIE_DEVICE_EMULATION") != 0) return emulatedDeviceRuntime();
+  if (config.integer("COLLIE_DEVICE_EMULATION") != 0) return emulatedDeviceRuntime();
   return nullptr;
 }
 

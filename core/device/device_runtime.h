@@ -34,6 +34,7 @@
 
 #include "collie/status.h"
 #include "collie/types.h"
+#include "core/config/config.h"
 
 namespace collie {
 
@@ -143,8 +144,9 @@ class DeviceRuntime {
 DeviceRuntime* hardwareDeviceRuntime();
 DeviceRuntime* emulatedDeviceRuntime();
 
-// The runtime a new communicator uses: a real device first, then the emulation when
-// COLLIE_DEVICE_EMULATION is set, else null (device buffers are then Unsupported).
-DeviceRuntime* selectDeviceRuntime();
+// The runtime a new communicator with configuration `config` uses: a real device first,
+// then the emulation when its COLLIE_DEVICE_EMULATION is 1, else null (device buffers
+// are then Unsupported).
+DeviceRuntime* selectDeviceRuntime(const Config& config);
 
 }  // namespace collie

@@ -1,5 +1,6 @@
-// EngineConfig: what one communicator's engine runs with, resolved from the config
-// table and Options at creation (core/comm/bootstrap.cc). A plain value, read only.
+// EngineConfig: what one communicator's engine runs with, resolved from the
+// communicator's configuration snapshot at creation (core/comm/bootstrap.cc). A plain
+// value, read only.
 #pragma once
 
 #include <chrono>
@@ -7,6 +8,7 @@
 #include <string>
 
 #include "collie/types.h"
+#include "core/config/config.h"
 
 namespace collie {
 
@@ -24,6 +26,9 @@ struct EngineConfig {
   size_t traceDepth = 64;       // COLLIE_TRACE_DEPTH: collectives kept by the flight recorder
   std::string traceDump;        // COLLIE_TRACE_DUMP: "", "stderr" or a path (%r = rank)
   size_t scheduleCacheBytes = 4 << 20;  // schedules kept for reuse (core/engine/schedule_cache.h)
+  // The communicator's whole snapshot, for what the engine's users read beyond the
+  // fields above (the tuner's probe, core/tune/tune_probe.h).
+  Config config;
 };
 
 }  // namespace collie

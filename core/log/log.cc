@@ -60,15 +60,17 @@ const char* levelName(LogLevel level) {
 }
 
 void loadFilter() {
-  // Read the variables directly: config.cc logs through us, so avoid recursion.
-  std::string level = configString("COLLIE_DEBUG");
+  // Process-wide knobs, read from the environment: the filter exists before any
+  // communicator (and config.cc logs through it, so nothing here may log).
+  const Config config = Config::fromEnvironment();
+  std::string level = config.text("COLLIE_DEBUG");
   LogLevel parsed = LogLevel::kWARN;
   if (level == "NONE" || level == "none") parsed = LogLevel::kNONE;
   if (level == "INFO" || level == "info") parsed = LogLevel::kINFO;
   if (level == "TRACE" || level == "trace") parsed = LogLevel::kTRACE;
   filter().level = static_cast<int>(parsed);
 
-  std::string subsys = configString("COLLIE_DEBUG_SUBSYS");
+  std::string subsys = config.text("COLLIE_DEBUG_SUBSYS");
   bool exclude = !subsys.empty() && subsys[0] == '^';
   if (exclude) subsys.erase(0, 1);
   unsigned mask = 0;

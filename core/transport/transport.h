@@ -34,6 +34,7 @@
 #include "collie/status.h"
 #include "collie/store.h"
 #include "collie/unique_id.h"
+#include "core/config/config.h"
 #include "core/kernel/reduce_backend.h"
 #include "core/plan/schedule.h"
 
@@ -128,6 +129,10 @@ struct TransportContext {
   // The communicator's device runtime (null when device buffers are not supported):
   // what a transport offering device windows allocates and maps them with.
   DeviceRuntime* deviceRuntime = nullptr;
+  // The communicator's configuration snapshot: where a transport reads its knobs (its
+  // own table's and shared ones such as COLLIE_TIMEOUT), never the environment.
+  // Default-constructed: every knob at its default.
+  Config config;
 };
 
 // What CollectiveOffload::run() did with a collective.

@@ -30,9 +30,9 @@ std::string cpuModel() {
   return "unknown-cpu";
 }
 
-bool fromConfig(TuneConstants* out) {
-  std::string alpha = configString("COLLIE_TUNE_ALPHA_US");
-  std::string bw = configString("COLLIE_TUNE_BW_GBPS");
+bool fromConfig(const Config& config, TuneConstants* out) {
+  std::string alpha = config.text("COLLIE_TUNE_ALPHA_US");
+  std::string bw = config.text("COLLIE_TUNE_BW_GBPS");
   if (alpha.empty() || bw.empty()) return false;
   if (!decodeTuneConstants(alpha + " " + bw + " config", out)) {
     COLLIE_LOG(WARN, INIT) << "ignoring COLLIE_TUNE_ALPHA_US='" << alpha
@@ -169,8 +169,8 @@ bool decodeTuneConstants(const std::string& text, TuneConstants* out) {
   return true;
 }
 
-std::string tuneCachePath(const std::string& transport) {
-  std::string dir = configString("COLLIE_TUNE_CACHE");
+std::string tuneCachePath(const Config& config, const std::string& transport) {
+  std::string dir = config.text("COLLIE_TUNE_CACHE");
   if (dir == "off" || dir == "0") return "";
   if (dir.empty()) {
     const char* xdg = std::getenv("XDG_CACHE_HOME");
@@ -195,9 +195,9 @@ std::string tuneCachePath(const std::string& transport) {
   return dir + "/" + name;
 }
 
-bool storedTuneConstants(const std::string& transport, TuneConstants* out) {
-  if (fromConfig(out)) return true;
-  const std::string path = tuneCachePath(transport);
+bool storedTuneConstants(const Config& config, const std::string& transport, TuneConstants* out) {
+  if (fromConfig(config, out)) return true;
+  const std::string path = tuneCachePath(config, transport);
   if (path.empty()) return false;
   std::ifstream in(path);
   std::string line;
@@ -219,8 +219,9 @@ Result<TuneConstants> agreeOnTuneConstants(Engine& engine, Store& store, const s
   const std::string limitsKey = jobKey + "/tune/limits";
   const std::string limits = limitsText(engine.config());
   if (rank == 0) {
-    const std::string path = tuneCachePath(engine.transportTo(1));
-    bool known = storedTuneConstants(engine.transportTo(1), &constants);
+    const Config& config = engine.config().config;
+    const std::string path = tuneCachePath(config, engine.transportTo(1));
+    bool known = storedTuneConstants(config, engine.transportTo(1), &constants);
     if (known && constants.source != "config") constants.source = "cache";
     COLLIE_RETURN_IF_ERROR(store.set(planKey, toBytes(known ? "known" : "probe")));
     if (!known) {

@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,15 +48,26 @@ class Work {
   std::shared_ptr<WorkState> state_;
 };
 
+// How to build one communicator. Its configuration is a snapshot taken at creation:
+// every knob `collie info` lists at its default, then the environment (COLLIE_* and the
+// NCCL_* aliases), then what is set here, so two communicators of one process may be
+// configured differently. Later changes to the environment do not reach a communicator.
 struct Options {
-  // Every value left at its "unset" default is taken from the config table
-  // (COLLIE_* environment variables), see `collie info`.
+  // Typed overrides; each one left at its "unset" value (0, "", kAuto) leaves the knob to
+  // the environment or its default. A negative value is InvalidArgument.
   std::chrono::milliseconds timeout{0};    // COLLIE_TIMEOUT
   std::string transport;                   // COLLIE_TRANSPORT: "", "shm", "tcp", ...
   Algorithm algorithm = Algorithm::kAuto;  // COLLIE_ALGO
   int nchannels = 0;                       // COLLIE_NCHANNELS
   size_t chunkBytes = 0;                   // COLLIE_CHUNKSIZE
   std::string hostId;                      // COLLIE_HOST_ID; default: this machine's id
+  // Any other knob, by name, with the text its environment variable would hold:
+  // {{"COLLIE_SHM_CMA_MAX", "0"}, {"COLLIE_BUFFSIZE", "1M"}}. Values are checked like
+  // the environment's; an unknown name, a refused value, a process-wide knob (the log
+  // level, the launcher's variables: `collie info` marks them) or an entry that
+  // disagrees with a typed field above fails creation with InvalidArgument naming it.
+  // An empty value puts the knob back to its default whatever the environment says.
+  std::map<std::string, std::string> config;
   // Use this store instead of connecting to the one named in the UniqueId (tests
   // with ranks as threads share an in-memory store this way).
   std::shared_ptr<Store> store;
@@ -139,8 +151,9 @@ class Communicator {
   // Splits this communicator (collective over all its ranks, like MPI_Comm_split):
   // ranks passing the same color >= 0 form a new communicator, ranked by (key, rank
   // here). A negative color joins none and yields a null pointer. The new
-  // communicator reuses this one's store and options; `options` fields that are set
-  // override them. Blocks until the new communicator is up.
+  // communicator reuses this one's store and configuration snapshot (the environment is
+  // not read again); `options` fields that are set, and its config entries, override
+  // them. Blocks until the new communicator is up.
   Result<std::unique_ptr<Communicator>> split(int color, int key, const Options& options = {});
 
   // True when `ptr` is device memory of the communicator's device runtime (CUDA, or
@@ -178,9 +191,9 @@ class Communicator {
   // (ranks of this communicator), typically after a failure: survivors keep their
   // order and are renumbered 0..size()-excluded-1. Collective over the survivors:
   // every survivor must call it with the same list (in any order, duplicates ignored),
-  // and successive shrinks in the same order. It uses this communicator's store and
-  // job secret under a new key, works whether or not this one failed, and leaves this
-  // one untouched (destroy it when done). When this rank hosts the job's store
+  // and successive shrinks in the same order. It uses this communicator's store,
+  // configuration and job secret under a new key, works whether or not this one failed,
+  // and leaves this one untouched (destroy it when done). When this rank hosts the job's store
   // (torchrun/mpirun starts) the new communicator keeps it alive. Fails with
   // InvalidArgument for a bad list (or this rank in it) and with Timeout naming a
   // survivor that did not join before COLLIE_TIMEOUT.

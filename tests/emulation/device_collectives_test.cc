@@ -56,17 +56,20 @@ class DeviceBuffer {
 };
 
 class DeviceCollectivesTest : public ::testing::Test {
- protected:
-  void SetUp() override { setenv("COLLIE_DEVICE_EMULATION", "1", 1); }
-  void TearDown() override { unsetenv("COLLIE_DEVICE_EMULATION"); }
-
  public:
+  // Options whose communicators run the device path on the emulated runtime.
+  static Options emulated() {
+    Options options;
+    options.config["COLLIE_DEVICE_EMULATION"] = "1";
+    return options;
+  }
+
   // `hostPerRank`: every rank claims a host of its own, so ranks talk over tcp and
   // device buffers are staged through host memory.
   static std::vector<std::unique_ptr<Communicator>> comms(int nranks, Algorithm algorithm,
                                                           std::chrono::milliseconds timeout,
                                                           bool hostPerRank = false) {
-    Options options;
+    Options options = emulated();
     options.algorithm = algorithm;
     options.timeout = timeout;
     if (!hostPerRank) return testing::makeCommunicators(nranks, options);
@@ -468,7 +471,7 @@ TEST_F(DeviceCollectivesTest, MismatchFailsEveryRankBeforeWriting) {
 // even when COLLIE_TRANSPORT forces tcp for host messages; forcing cuda_ipc itself
 // fails, naming what to force instead.
 TEST_F(DeviceCollectivesTest, DeviceWindowsComeFromTheirTransport) {
-  Options options;
+  Options options = emulated();
   options.transport = "tcp";
   auto comm = testing::makeCommunicators(2, options);
   ASSERT_EQ(comm.size(), 2u);

@@ -21,6 +21,9 @@
 namespace collie {
 namespace {
 
+// The NCCL API has no options of collie's: an NCCL program configures collie through
+// the environment (COLLIE_* and NCCL_* variables), read when ncclCommInitRank takes the
+// communicator's snapshot. So this test, which goes through that API, sets them there.
 TEST(DeviceNccl, AllReduceReturnsOnceEnqueuedOnTheStream) {
   setenv("COLLIE_DEVICE_EMULATION", "1", 1);
   setenv("COLLIE_TIMEOUT", "30s", 1);
@@ -86,6 +89,7 @@ TEST(DeviceNccl, AllReduceReturnsOnceEnqueuedOnTheStream) {
   });
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
   unsetenv("COLLIE_DEVICE_EMULATION");
+  unsetenv("COLLIE_TIMEOUT");
 }
 
 }  // namespace

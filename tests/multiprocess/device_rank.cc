@@ -431,7 +431,7 @@ int main(int argc, char** argv) {
   auto created = Communicator::createFromEnvironment(options);
   if (!created.isOk()) return failed(-1, created.status().toString());
   Communicator& comm = **created;
-  DeviceRuntime* runtime = collie::selectDeviceRuntime();
+  DeviceRuntime* runtime = collie::selectDeviceRuntime(collie::Config::fromEnvironment());
   if (runtime == nullptr) {
     return failed(comm.rank(), "no device runtime (no GPU, COLLIE_DEVICE_EMULATION unset)");
   }

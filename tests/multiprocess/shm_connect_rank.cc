@@ -43,7 +43,6 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::seconds(60));
     return 0;
   }
-  if (rank == 1) setenv("COLLIE_SHM_ONESHOT_MAX", "0", 1);
   if (rank == 0) {
     std::FILE* f = std::fopen(argv[2], "w");
     if (f == nullptr) return 2;
@@ -64,6 +63,11 @@ int main(int argc, char** argv) {
   ctx.secret = id->secret;
   ctx.store = *store;
   ctx.timeout = std::chrono::seconds(60);
+  // Rank 1 runs without the one-shot board (a configuration of its own).
+  Result<Config> config = Config::fromEnvironment().withOverrides(
+      rank == 1 ? KnobOverrides{{"COLLIE_SHM_ONESHOT_MAX", "0"}} : KnobOverrides{});
+  if (!config.isOk()) return 2;
+  ctx.config = *config;
   Result<std::unique_ptr<Transport>> transport = createShmTransport(ctx);
   if (!transport.isOk()) return 2;
   auto connected = (*transport)->connect({1 - rank});

@@ -22,6 +22,9 @@ namespace {
 
 using std::chrono::milliseconds;
 
+// Both processes' FIFOs: 1 MiB.
+const KnobOverrides kKnobs = {{"COLLIE_BUFFSIZE", "1M"}};
+
 // A Store backed by a directory: enough for ranks that are processes of one test.
 class DirectoryStore final : public Store {
  public:
@@ -76,7 +79,7 @@ constexpr size_t kBytes = 3 * 1024 * 1024 + 5;  // > the 1 MiB FIFO this test us
 int childMain(const std::string& dir, const std::string& jobKey) {
   auto store = std::make_shared<DirectoryStore>(dir);
   ShmRank rank;
-  if (!connectShmRank(shmContext(store, jobKey, 1, 2, 1), &rank).isOk()) return 2;
+  if (!connectShmRank(shmContext(store, jobKey, 1, 2, 1, kKnobs), &rank).isOk()) return 2;
   std::vector<uint8_t> buffer(kBytes);
   Completion in, out;
   Connection* c = rank.conn(0, 0);
@@ -88,7 +91,6 @@ int childMain(const std::string& dir, const std::string& jobKey) {
 }
 
 TEST(ShmForkTest, ProcessesExchangeDataAndAKilledPeerIsReported) {
-  setenv("COLLIE_BUFFSIZE", "1M", 1);
   char dirTemplate[] = "/tmp/collie-shm-fork-XXXXXX";
   ASSERT_NE(mkdtemp(dirTemplate), nullptr);
   const std::string dir = dirTemplate;
@@ -103,7 +105,7 @@ TEST(ShmForkTest, ProcessesExchangeDataAndAKilledPeerIsReported) {
 
   auto store = std::make_shared<DirectoryStore>(dir);
   ShmRank rank;
-  Status connected = connectShmRank(shmContext(store, jobKey, 0, 2, 1), &rank);
+  Status connected = connectShmRank(shmContext(store, jobKey, 0, 2, 1, kKnobs), &rank);
   if (connected.isOk()) {
     Connection* c = rank.conn(1, 0);
     std::vector<uint8_t> out(kBytes), back(kBytes, 0);
@@ -136,7 +138,6 @@ TEST(ShmForkTest, ProcessesExchangeDataAndAKilledPeerIsReported) {
   ASSERT_EQ(waitpid(child, &wstatus, 0), child);
   EXPECT_TRUE(WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL)
       << "child exited early with code " << (WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1);
-  unsetenv("COLLIE_BUFFSIZE");
 
   if (DIR* d = opendir(dir.c_str())) {
     while (dirent* e = readdir(d)) {

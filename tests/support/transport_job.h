@@ -53,9 +53,18 @@ struct TransportJob {
   bool forced = false;                       // as if COLLIE_TRANSPORT named this transport
   std::chrono::milliseconds timeout{10000};  // connection setup deadline
   std::vector<JobSecret> secrets;            // per rank; empty: all share secretOf(3)
+  // Knobs of every rank's configuration, over the environment's (as Options::config
+  // does for a communicator): {{"COLLIE_SOCKET_IFNAME", "lo"}}.
+  KnobOverrides knobs;
 
   TransportContext context(int rank, int n) const {
     TransportContext ctx;
+    Result<Config> config = Config::fromEnvironment().withOverrides(knobs);
+    if (config.isOk()) {
+      ctx.config = *config;
+    } else {
+      ADD_FAILURE() << "TransportJob::knobs: " << config.status().toString();
+    }
     ctx.rank = rank;
     ctx.nranks = n;
     ctx.nchannels = nchannels;

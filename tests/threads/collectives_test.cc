@@ -171,10 +171,8 @@ std::vector<std::unique_ptr<Communicator>> makeComms(const std::string& transpor
                                                      Options options) {
   const bool ringOnly = transport == "shm-ring";
   options.transport = ringOnly ? "shm" : transport;
-  if (ringOnly) setenv("COLLIE_SHM_ONESHOT_MAX", "0", 1);
-  auto comms = testing::makeCommunicators(nranks, options);
-  if (ringOnly) unsetenv("COLLIE_SHM_ONESHOT_MAX");
-  return comms;
+  if (ringOnly) options.config["COLLIE_SHM_ONESHOT_MAX"] = "0";
+  return testing::makeCommunicators(nranks, options);
 }
 
 // The collectives runAndCheck checks.

@@ -40,11 +40,8 @@ int runSampled(int nranks, const char* cmaMax) {
   Options options;
   options.transport = "shm";
   options.timeout = std::chrono::seconds(60);
-  setenv("COLLIE_SHM_ONESHOT_MAX", "16K", 1);  // read when the communicators connect
-  setenv("COLLIE_SHM_CMA_MAX", cmaMax, 1);
+  options.config = {{"COLLIE_SHM_ONESHOT_MAX", "16K"}, {"COLLIE_SHM_CMA_MAX", cmaMax}};
   auto comms = testing::makeCommunicators(nranks, options);
-  unsetenv("COLLIE_SHM_ONESHOT_MAX");
-  unsetenv("COLLIE_SHM_CMA_MAX");
   EXPECT_EQ(comms.size(), static_cast<size_t>(nranks));
   if (comms.size() != static_cast<size_t>(nranks)) return 0;
   std::mutex mutex;

@@ -33,12 +33,10 @@ size_t openDescriptors() {
 // RLIMIT_NOFILE, and its peer fails too (before: spin until COLLIE_TIMEOUT) | fd_limit_test
 TEST(TcpFdLimit, AcceptingRankFailsFastNamingEmfileAndItsPeerFailsToo) {
   // Two channels of one socket: rank 0 connects two sockets, rank 1 must accept two.
-  setenv("COLLIE_NSOCKS_PERPEER", "1", 1);
-  setenv("COLLIE_SOCKET_IFNAME", "lo", 1);
   testing::TransportJob job("tcp", registerTcpTransport);
+  job.knobs = {{"COLLIE_NSOCKS_PERPEER", "1"}, {"COLLIE_SOCKET_IFNAME", "lo"}};
   job.nchannels = 2;
   job.create(2, 200);
-  unsetenv("COLLIE_NSOCKS_PERPEER");
   ASSERT_EQ(job.transports.size(), 2u);
 
   // Fill the descriptor table but for two: rank 0's two sockets take them, and rank 1

@@ -66,9 +66,8 @@ void runEveryDtypeAndOp(int nranks, const std::vector<Buffers::Kind>& kinds) {
   Options options;
   options.transport = "shm";
   options.timeout = std::chrono::seconds(60);
-  setenv("COLLIE_SHM_ONESHOT_MAX", "64K", 1);  // read when the communicators connect
+  options.config["COLLIE_SHM_ONESHOT_MAX"] = "64K";
   auto comms = testing::makeCommunicators(nranks, options);
-  unsetenv("COLLIE_SHM_ONESHOT_MAX");
   ASSERT_EQ(comms.size(), static_cast<size_t>(nranks));
   Failures failures;
   testing::onEveryRank(nranks, [&](int r) {
@@ -147,9 +146,8 @@ TEST(BoardInStep, LargeUnregisteredCollectivesBetweenSmallOnes) {
   Options options;
   options.transport = "shm";
   options.timeout = std::chrono::seconds(10);
-  setenv("COLLIE_SHM_ONESHOT_MAX", "64K", 1);
+  options.config["COLLIE_SHM_ONESHOT_MAX"] = "64K";
   auto comms = testing::makeCommunicators(kRanks, options);
-  unsetenv("COLLIE_SHM_ONESHOT_MAX");
   ASSERT_EQ(comms.size(), static_cast<size_t>(kRanks));
   Failures failures;
   testing::onEveryRank(kRanks, [&](int r) {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -24,10 +25,13 @@ using testing::onEveryRank;
 
 class ReliabilityTest : public ::testing::TestWithParam<std::string> {
  protected:
-  std::vector<std::unique_ptr<Communicator>> make(int nranks, std::chrono::milliseconds timeout) {
+  std::vector<std::unique_ptr<Communicator>> make(
+      int nranks, std::chrono::milliseconds timeout,
+      const std::map<std::string, std::string>& knobs = {}) {
     Options options;
     options.transport = GetParam();
     options.timeout = timeout;
+    options.config = knobs;
     return makeCommunicators(nranks, options);
   }
 };
@@ -35,11 +39,7 @@ class ReliabilityTest : public ::testing::TestWithParam<std::string> {
 TEST_P(ReliabilityTest, FlightRecorderListsTheLastCollectives) {
   const std::string path = ::testing::TempDir() + "collie_flight_" + std::to_string(::getpid()) +
                            "_" + GetParam() + "_%r.json";
-  ::setenv("COLLIE_TRACE_DUMP", path.c_str(), 1);
-  ::setenv("COLLIE_TRACE_DEPTH", "8", 1);
-  auto comms = make(2, 10s);
-  ::unsetenv("COLLIE_TRACE_DUMP");
-  ::unsetenv("COLLIE_TRACE_DEPTH");
+  auto comms = make(2, 10s, {{"COLLIE_TRACE_DUMP", path}, {"COLLIE_TRACE_DEPTH", "8"}});
   ASSERT_EQ(comms.size(), 2u);
   onEveryRank(2, [&](int r) {
     std::vector<float> in(1000, 1.0f), out(2000);

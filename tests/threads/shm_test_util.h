@@ -36,9 +36,15 @@ struct ShmRank {
   }
 };
 
+// `knobs`: the configuration's overrides ({{"COLLIE_BUFFSIZE", "4K"}}); every other knob
+// is at its default.
 inline TransportContext shmContext(std::shared_ptr<Store> store, const std::string& jobKey,
-                                   int rank, int nranks, int nchannels) {
+                                   int rank, int nranks, int nchannels,
+                                   const KnobOverrides& knobs = {}) {
   TransportContext ctx;
+  Result<Config> config = Config().withOverrides(knobs);
+  EXPECT_TRUE(config.isOk()) << config.status().toString();
+  if (config.isOk()) ctx.config = *config;
   ctx.rank = rank;
   ctx.nranks = nranks;
   ctx.nchannels = nchannels;

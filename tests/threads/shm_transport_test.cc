@@ -22,22 +22,19 @@ std::string uniqueJobKey(const std::string& name) {
   return "shmtest-" + name + "-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
 }
 
-// Sets COLLIE_BUFFSIZE for one test (the transport reads it in connect()).
-class ScopedBuffSize {
- public:
-  explicit ScopedBuffSize(const char* value) { setenv("COLLIE_BUFFSIZE", value, 1); }
-  ~ScopedBuffSize() { unsetenv("COLLIE_BUFFSIZE"); }
-};
-
-// Connects `nranks` ranks, one thread each; fails the test on any error.
-std::vector<ShmRank> connectAll(int nranks, int nchannels, const std::string& jobKey) {
+// Connects `nranks` ranks, one thread each, with FIFOs of `buffSize` (COLLIE_BUFFSIZE;
+// "": the default); fails the test on any error.
+std::vector<ShmRank> connectAll(int nranks, int nchannels, const std::string& jobKey,
+                                const std::string& buffSize = "") {
   auto store = makeInMemoryStore();
   std::vector<ShmRank> ranks(nranks);
   std::vector<Status> status(nranks);
   std::vector<std::thread> threads;
   for (int r = 0; r < nranks; ++r) {
     threads.emplace_back([&, r] {
-      status[r] = connectShmRank(shmContext(store, jobKey, r, nranks, nchannels), &ranks[r]);
+      status[r] = connectShmRank(
+          shmContext(store, jobKey, r, nranks, nchannels, {{"COLLIE_BUFFSIZE", buffSize}}),
+          &ranks[r]);
     });
   }
   for (auto& t : threads) t.join();
@@ -67,12 +64,11 @@ std::vector<Status> runRanks(int nranks, Body body) {
 class ShmAllPairsTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(ShmAllPairsTest, EveryPairExchangesEverySizeBothWays) {
-  ScopedBuffSize buff("64K");
   const int nranks = GetParam();
   const int nchannels = 2;
   const size_t fifo = 64 * 1024;
   const std::vector<size_t> sizes = {0, 1, 4097, 3 * fifo + 5};
-  std::vector<ShmRank> ranks = connectAll(nranks, nchannels, uniqueJobKey("pairs"));
+  std::vector<ShmRank> ranks = connectAll(nranks, nchannels, uniqueJobKey("pairs"), "64K");
   ASSERT_FALSE(HasFailure());
 
   auto status = runRanks(nranks, [&](int me) -> Status {
@@ -132,8 +128,8 @@ TEST_P(ShmAllPairsTest, EveryPairExchangesEverySizeBothWays) {
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmAllPairsTest, ::testing::Values(2, 3, 4));
 
 TEST(ShmTransportTest, ManySmallMessagesArriveInOrder) {
-  ScopedBuffSize buff("4K");  // 4 KiB FIFO: the sender must wait for space many times
-  std::vector<ShmRank> ranks = connectAll(2, 1, uniqueJobKey("small"));
+  // 4 KiB FIFO: the sender must wait for space many times
+  std::vector<ShmRank> ranks = connectAll(2, 1, uniqueJobKey("small"), "4K");
   ASSERT_FALSE(HasFailure());
   constexpr int kMessages = 20000;
   auto status = runRanks(2, [&](int me) -> Status {
@@ -188,8 +184,7 @@ TEST(ShmTransportTest, ClosedPeerFailsPendingOperationsNamingIt) {
 
 // A sender asleep on a full FIFO is woken when the receiver leaves, and fails.
 TEST(ShmTransportTest, SenderBlockedOnAFullFifoFailsWhenTheReceiverLeaves) {
-  ScopedBuffSize buff("4K");
-  std::vector<ShmRank> ranks = connectAll(2, 1, uniqueJobKey("blocked"));
+  std::vector<ShmRank> ranks = connectAll(2, 1, uniqueJobKey("blocked"), "4K");
   ASSERT_FALSE(HasFailure());
   std::vector<uint8_t> big(64 * 1024, 7);
   Completion sent;
@@ -215,9 +210,8 @@ TEST(ShmTransportTest, SenderBlockedOnAFullFifoFailsWhenTheReceiverLeaves) {
 // More ranks than cores with tiny FIFOs: every rank streams to its ring neighbour
 // through many FIFO refills; spin-then-block must keep this fast.
 TEST(ShmTransportTest, OversubscribedRingCompletesQuickly) {
-  ScopedBuffSize buff("4K");
   const int nranks = 6;
-  std::vector<ShmRank> ranks = connectAll(nranks, 1, uniqueJobKey("ring"));
+  std::vector<ShmRank> ranks = connectAll(nranks, 1, uniqueJobKey("ring"), "4K");
   ASSERT_FALSE(HasFailure());
   constexpr size_t kBytes = 256 * 1024;
   constexpr int kRounds = 20;

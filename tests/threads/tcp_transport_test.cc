@@ -23,7 +23,7 @@ using testing::secretOf;
 struct Job : testing::TransportJob {
   Job() : TransportJob("tcp", registerTcpTransport) {}
   void create(int n) {
-    setenv("COLLIE_SOCKET_IFNAME", "lo", 1);
+    knobs["COLLIE_SOCKET_IFNAME"] = "lo";
     TransportJob::create(n, 200);
   }
   void connectAll() {

@@ -19,29 +19,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Sets an environment variable for the lifetime of the object.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    if (old) old_ = old;
-    had_ = old != nullptr;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      setenv(name_, old_.c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
-
 // (kind, bytes, algorithm) of every all-reduce in a rank's flight recorder.
 std::vector<std::string> plans(const Communicator& comm) {
   std::vector<std::string> out;
@@ -59,11 +36,11 @@ std::vector<std::string> plans(const Communicator& comm) {
 // ranks that tuned with different constants would disagree somewhere in between.
 TEST(TuneAgreement, EveryRankRunsRankZerosPlan) {
   constexpr int kRanks = 8;
-  ScopedEnv noCache("COLLIE_TUNE_CACHE", "off");     // every creation probes
-  ScopedEnv noBoard("COLLIE_SHM_ONESHOT_MAX", "0");  // the engine's plans, not the board
   Options options;
   options.transport = "shm";
   options.timeout = 60s;
+  options.config = {{"COLLIE_TUNE_CACHE", "off"},      // every creation probes
+                    {"COLLIE_SHM_ONESHOT_MAX", "0"}};  // the engine's plans, not the board
   auto comms = testing::makeCommunicators(kRanks, options);
   ASSERT_EQ(comms.size(), static_cast<size_t>(kRanks));
   const std::vector<size_t> counts = {2, 64, 4096, 65536, 262144, 1 << 20};
@@ -99,11 +76,11 @@ TEST(TuneAgreement, EveryRankRunsRankZerosPlan) {
 // exchange (core/comm/join_agreement.h), naming the field and both values.
 TEST(TuneAgreement, RankWithOtherLimitsFailsEveryRank) {
   constexpr int kRanks = 4;
-  ScopedEnv cache("COLLIE_TUNE_CACHE", "off");
   testing::CreatedRanks created = testing::createCommunicators(kRanks, [](int r) {
     Options options;
     options.transport = "shm";
     options.timeout = 20s;
+    options.config["COLLIE_TUNE_CACHE"] = "off";
     if (r == 2) options.algorithm = Algorithm::kRing;
     return options;
   });

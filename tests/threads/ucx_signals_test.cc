@@ -54,8 +54,6 @@ TEST(UcxSignals, AProgramsHandlerSurvivesCommunicatorsOverUcx) {
   struct sigaction mine {};
   mine.sa_handler = programHandler;
   for (int signum : {SIGSEGV, SIGBUS}) ASSERT_EQ(sigaction(signum, &mine, nullptr), 0);
-  setenv("UCX_TLS", "tcp", 1);
-  setenv("UCX_NET_DEVICES", "lo", 1);
   std::shared_ptr<Store> store = makeInMemoryStore();
   UniqueId id = testing::testUniqueId();
   std::vector<Status> results(2);
@@ -63,6 +61,7 @@ TEST(UcxSignals, AProgramsHandlerSurvivesCommunicatorsOverUcx) {
     Options options;
     options.store = store;
     options.transport = "ucx";
+    options.config = {{"COLLIE_UCX_TLS", "tcp"}, {"COLLIE_UCX_NET_DEVICES", "lo"}};
     options.hostId = "ucx-signals-host-" + std::to_string(r);  // ucx between "hosts"
     Result<std::unique_ptr<Communicator>> comm = Communicator::create(id, r, 2, options);
     if (!comm.isOk()) {

@@ -25,15 +25,13 @@ namespace {
 using namespace std::chrono_literals;
 using testing::secretOf;
 
-// UCX reads UCX_* when a worker is created: loopback only, the given transports.
-void useTls(const std::string& tls) {
-  setenv("UCX_TLS", tls.c_str(), 1);
-  setenv("UCX_NET_DEVICES", "lo", 1);
-  setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 1);
-}
-
+// Every rank's UCX context on loopback only, over the UCX transports `tls`
+// (COLLIE_UCX_TLS, set on the context when its worker is created).
 struct Job : testing::TransportJob {
-  Job() : TransportJob("ucx", registerUcxTransport) { hostPerRank = true; }
+  explicit Job(const std::string& tls) : TransportJob("ucx", registerUcxTransport) {
+    hostPerRank = true;
+    knobs = {{"COLLIE_UCX_TLS", tls}, {"COLLIE_UCX_NET_DEVICES", "lo"}};
+  }
   void create(int n) { TransportJob::create(n, 150); }
 };
 
@@ -41,8 +39,7 @@ class UcxTransportRanks : public ::testing::TestWithParam<std::tuple<int, const 
 
 TEST_P(UcxTransportRanks, AllPairsExchangeAllSizesBothWays) {
   const auto [n, tls] = GetParam();
-  useTls(tls);
-  Job job;
+  Job job(tls);
   job.nchannels = 2;
   job.create(n);
   auto connected = job.connectAll();
@@ -63,8 +60,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, UcxTransportRanks,
 class UcxReduceOnReceive : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(UcxReduceOnReceive, MatchesTheReferenceForEverySize) {
-  useTls(GetParam());
-  Job job;
+  Job job(GetParam());
   job.create(2);
   auto connected = job.connectAll();
   for (int r = 0; r < 2; ++r) ASSERT_TRUE(connected[r].isOk()) << connected[r].toString();
@@ -103,8 +99,7 @@ TEST_P(UcxReduceOnReceive, MatchesTheReferenceForEverySize) {
 INSTANTIATE_TEST_SUITE_P(Wires, UcxReduceOnReceive, ::testing::Values("tcp", "posix,cma"));
 
 TEST(UcxTransport, OnlyOtherHostsWithAnRdmaWireUnlessForced) {
-  useTls("tcp");  // no RDMA transport allowed, whatever this host has
-  Job job;
+  Job job("tcp");  // no RDMA transport allowed, whatever this host has
   TransportRegistry registry;
   const TransportFactory* factory = job.factory(registry);
   TransportContext ctx = job.context(0, 2);
@@ -149,14 +144,12 @@ TEST(UcxWires, RdmaWireNeedsAnRdmaResourceThatUcxTlsAllows) {
 // on the connections UCX opened to the peers' listeners. The store here is in memory,
 // so every TCP socket of this process is UCX's.
 TEST(UcxTransport, TcpSocketsRunCollieTcpCongestion) {
-  useTls("tcp");
   const std::string algorithm = net::systemCongestionControl() == "reno" ? "cubic" : "reno";
-  setenv("COLLIE_TCP_CONGESTION", algorithm.c_str(), 1);
-  Job job;
+  Job job("tcp");
+  job.knobs["COLLIE_TCP_CONGESTION"] = algorithm;
   job.nchannels = 2;
   job.create(2);
   auto connected = job.connectAll();
-  unsetenv("COLLIE_TCP_CONGESTION");
   for (int r = 0; r < 2; ++r) ASSERT_TRUE(connected[r].isOk()) << connected[r].toString();
   std::vector<std::string> listeners;
   std::vector<net::TcpSocketInfo> wires;

@@ -43,14 +43,23 @@ using testing::secretOf;
 
 constexpr const char* kHost = "conformance-host";
 
-// Wires on loopback only; a CI job may choose others through the environment.
-const bool kEnvironment = [] {
-  setenv("COLLIE_SOCKET_IFNAME", "lo", 0);
-  setenv("UCX_TLS", "tcp", 0);
-  setenv("UCX_NET_DEVICES", "lo", 0);
-  setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 0);
-  return true;
-}();
+// Wires on loopback only (tcp, and UCX over tcp), where the environment does not choose
+// others (a CI job may, through COLLIE_SOCKET_IFNAME, UCX_TLS or UCX_NET_DEVICES).
+KnobOverrides loopbackKnobs() {
+  KnobOverrides knobs;
+  auto unless = [&](const char* variable, const char* knob, const char* value) {
+    const char* set = std::getenv(variable);
+    if (set == nullptr || *set == '\0') knobs[knob] = value;
+  };
+  unless("COLLIE_SOCKET_IFNAME", "COLLIE_SOCKET_IFNAME", "lo");
+  unless("UCX_TLS", "COLLIE_UCX_TLS", "tcp");
+  unless("UCX_NET_DEVICES", "COLLIE_UCX_NET_DEVICES", "lo");
+  // A build without ucx has no such knobs.
+  for (auto it = knobs.begin(); it != knobs.end();) {
+    it = KnobRegistry::instance().find(it->first) == nullptr ? knobs.erase(it) : std::next(it);
+  }
+  return knobs;
+}
 
 std::vector<std::string> registeredTransports() {
   std::vector<std::string> names;
@@ -64,6 +73,7 @@ struct Job : testing::TransportJob {
   explicit Job(const std::string& transport) : TransportJob(transport, nullptr) {
     hostId = kHost;
     forced = true;
+    knobs = loopbackKnobs();
   }
   // Creates and connects n ranks; fails the test on any error.
   void start(int n) {
@@ -524,6 +534,7 @@ EngineRun runAllReduce(const std::string& transport, Fault fault) {
       });
   options.timeout = 2s;  // also the setup deadline: room for a loaded (sanitizer) machine
   options.hostId = kHost;
+  options.config = loopbackKnobs();
   auto comms = testing::makeCommunicators(2, options);
   testing::disarmFaultyTransport();
   EngineRun run;

@@ -1,55 +1,117 @@
+// The knob tables, the Config snapshot and its validation. Most cases build snapshots
+// from explicit variables (Config::fromVariables); the cases marked "environment" test
+// the reading of the process environment itself and are the only ones that setenv.
 #include "core/config/config.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
 #include "collie/communicator.h"
 #include "collie/store.h"
+#include "core/comm/options_config.h"
 
 namespace collie {
 namespace {
 
-TEST(ConfigTest, EveryKnobHasADefaultAndAMeaning) {
-  for (const Knob& knob : configKnobs()) {
-    EXPECT_TRUE(std::string(knob.name).rfind("COLLIE_", 0) == 0) << knob.name;
-    EXPECT_NE(std::string(knob.meaning), "") << knob.name;
+std::vector<const Knob*> allKnobs() { return KnobRegistry::instance().knobs(); }
+
+TEST(KnobTables, EveryKnobIsDeclaredOnceWithAMeaningAndAnAcceptedDefault) {
+  EXPECT_TRUE(KnobRegistry::instance().status().isOk())
+      << KnobRegistry::instance().status().toString();
+  std::set<std::string> names;
+  for (const Knob* knob : allKnobs()) {
+    EXPECT_TRUE(std::string(knob->name).rfind("COLLIE_", 0) == 0) << knob->name;
+    EXPECT_TRUE(names.insert(knob->name).second) << knob->name << " declared twice";
+    EXPECT_NE(std::string(knob->meaning), "") << knob->name;
+    EXPECT_TRUE(checkKnobValue(*knob, knob->defaultValue).isOk())
+        << knob->name << ": " << checkKnobValue(*knob, knob->defaultValue).toString();
+    EXPECT_NE(knobRange(*knob), "") << knob->name;
+    EXPECT_NE(KnobRegistry::instance().componentOf(*knob), "") << knob->name;
   }
+  EXPECT_GT(names.size(), 40u);
 }
 
-TEST(ConfigTest, EnvironmentThenNcclAliasThenDefault) {
-  unsetenv("COLLIE_BUFFSIZE");
-  unsetenv("NCCL_BUFFSIZE");
-  EXPECT_EQ(configInt("COLLIE_BUFFSIZE"), 4 << 20);
-  EXPECT_EQ(configSource("COLLIE_BUFFSIZE"), "default");
-  setenv("NCCL_BUFFSIZE", "1M", 1);
-  EXPECT_EQ(configInt("COLLIE_BUFFSIZE"), 1 << 20);
-  EXPECT_EQ(configSource("COLLIE_BUFFSIZE"), "NCCL_BUFFSIZE");
-  setenv("COLLIE_BUFFSIZE", "65536", 1);
-  EXPECT_EQ(configInt("COLLIE_BUFFSIZE"), 65536);
-  EXPECT_EQ(configSource("COLLIE_BUFFSIZE"), "env");
-  setenv("COLLIE_BUFFSIZE", "lots", 1);
-  EXPECT_EQ(configInt("COLLIE_BUFFSIZE"), 4 << 20);  // malformed: the default
-  unsetenv("COLLIE_BUFFSIZE");
-  unsetenv("NCCL_BUFFSIZE");
+// Core declares its own knobs; each transport's table comes with the transport.
+TEST(KnobTables, ComponentsOwnTheirKnobs) {
+  auto componentOf = [](const char* name) {
+    const Knob* knob = KnobRegistry::instance().find(name);
+    return knob == nullptr ? std::string("(none)") : KnobRegistry::instance().componentOf(*knob);
+  };
+  EXPECT_EQ(componentOf("COLLIE_TIMEOUT"), "communicator");
+  EXPECT_EQ(componentOf("COLLIE_DEBUG"), "log");
+  EXPECT_EQ(componentOf("COLLIE_BUSY_POLL"), "engine");
+  EXPECT_EQ(componentOf("COLLIE_TUNE_CACHE"), "tune");
+  EXPECT_EQ(componentOf("COLLIE_KEEP_GOING"), "launch");
+  EXPECT_EQ(componentOf("COLLIE_TMPDIR"), "launch");
+  EXPECT_EQ(componentOf("COLLIE_BUFFSIZE"), "shm");
+  EXPECT_EQ(componentOf("COLLIE_NSOCKS_PERPEER"), "tcp");
 }
 
-TEST(ConfigTest, ValuesOutsideAKnobsRangeFallBackToTheDefault) {
-  setenv("COLLIE_STORE_HANDSHAKE_TIMEOUT", "2s", 1);
-  EXPECT_EQ(configDuration("COLLIE_STORE_HANDSHAKE_TIMEOUT").count(), 2'000'000);
-  setenv("COLLIE_STORE_HANDSHAKE_TIMEOUT", "1ms", 1);  // below 100ms
-  EXPECT_EQ(configDuration("COLLIE_STORE_HANDSHAKE_TIMEOUT").count(), 5'000'000);
-  setenv("COLLIE_STORE_HANDSHAKE_TIMEOUT", "1h", 1);  // above 120s
-  EXPECT_EQ(configDuration("COLLIE_STORE_HANDSHAKE_TIMEOUT").count(), 5'000'000);
-  unsetenv("COLLIE_STORE_HANDSHAKE_TIMEOUT");
-  setenv("COLLIE_STORE_MAX_PENDING_PER_HOST", "0", 1);  // below 1
-  EXPECT_EQ(configInt("COLLIE_STORE_MAX_PENDING_PER_HOST"), 32);
-  unsetenv("COLLIE_STORE_MAX_PENDING_PER_HOST");
+TEST(KnobTables, ARepeatedNameOrARefusedDefaultIsRefused) {
+  KnobRegistry registry;
+  ASSERT_TRUE(registry.add({"a", "", {knobs::text("COLLIE_X", "", "x")}}).isOk());
+  Status twice = registry.add({"b", "", {knobs::text("COLLIE_X", "", "x again")}});
+  EXPECT_EQ(twice.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(twice.message().find("COLLIE_X is already declared"), std::string::npos)
+      << twice.toString();
+  Status bad = registry.add({"c", "", {knobs::integer("COLLIE_Y", "lots", 0, 10, "y")}});
+  EXPECT_NE(bad.message().find("the default of COLLIE_Y"), std::string::npos) << bad.toString();
+  EXPECT_EQ(registry.knobs().size(), 1u);
+  EXPECT_EQ(registry.status().message(), twice.message());
 }
 
-TEST(ConfigTest, ParsesSizesAndDurations) {
+TEST(Config, DefaultsThenEnvironmentThenNcclAlias) {
+  Config none = Config::fromVariables({});
+  EXPECT_EQ(none.integer("COLLIE_BUFFSIZE"), 4 << 20);
+  EXPECT_EQ(none.sourceName("COLLIE_BUFFSIZE"), "default");
+  EXPECT_FALSE(none.isSet("COLLIE_BUFFSIZE"));
+  Config alias = Config::fromVariables({{"NCCL_BUFFSIZE", "1M"}});
+  EXPECT_EQ(alias.integer("COLLIE_BUFFSIZE"), 1 << 20);
+  EXPECT_EQ(alias.sourceName("COLLIE_BUFFSIZE"), "NCCL_BUFFSIZE");
+  Config both = Config::fromVariables({{"NCCL_BUFFSIZE", "1M"}, {"COLLIE_BUFFSIZE", "65536"}});
+  EXPECT_EQ(both.integer("COLLIE_BUFFSIZE"), 65536);
+  EXPECT_EQ(both.sourceName("COLLIE_BUFFSIZE"), "env");
+  Config empty = Config::fromVariables({{"COLLIE_BUFFSIZE", ""}});  // empty is unset
+  EXPECT_EQ(empty.sourceName("COLLIE_BUFFSIZE"), "default");
+  Config bad = Config::fromVariables({{"COLLIE_BUFFSIZE", "lots"}});
+  EXPECT_EQ(bad.integer("COLLIE_BUFFSIZE"), 4 << 20);  // malformed: the default
+  EXPECT_EQ(bad.validate().code(), StatusCode::kInvalidArgument);
+}
+
+// environment: the process environment is read when the snapshot is taken, and only then.
+TEST(Config, EnvironmentIsReadOnceWhenTheSnapshotIsTaken) {
+  setenv("COLLIE_SHM_SPIN", "7us", 1);
+  const Config taken = Config::fromEnvironment();
+  setenv("COLLIE_SHM_SPIN", "9us", 1);
+  EXPECT_EQ(taken.duration("COLLIE_SHM_SPIN").count(), 7);
+  EXPECT_EQ(taken.sourceName("COLLIE_SHM_SPIN"), "env");
+  EXPECT_EQ(Config::fromEnvironment().duration("COLLIE_SHM_SPIN").count(), 9);
+  unsetenv("COLLIE_SHM_SPIN");
+  EXPECT_EQ(Config::fromEnvironment().duration("COLLIE_SHM_SPIN").count(), 50);
+}
+
+TEST(Config, ValuesOutsideAKnobsRangeReadAsTheDefault) {
+  EXPECT_EQ(Config::fromVariables({{"COLLIE_STORE_HANDSHAKE_TIMEOUT", "2s"}})
+                .duration("COLLIE_STORE_HANDSHAKE_TIMEOUT")
+                .count(),
+            2'000'000);
+  for (const char* value : {"1ms", "1h"}) {  // below 100ms, above 120s
+    EXPECT_EQ(Config::fromVariables({{"COLLIE_STORE_HANDSHAKE_TIMEOUT", value}})
+                  .duration("COLLIE_STORE_HANDSHAKE_TIMEOUT")
+                  .count(),
+              5'000'000)
+        << value;
+  }
+  EXPECT_EQ(Config::fromVariables({{"COLLIE_STORE_MAX_PENDING_PER_HOST", "0"}})
+                .integer("COLLIE_STORE_MAX_PENDING_PER_HOST"),
+            32);
+}
+
+TEST(Config, ParsesSizesAndDurations) {
   EXPECT_EQ(*parseSize("512K"), 512 * 1024);
   EXPECT_EQ(*parseSize("3G"), int64_t{3} << 30);
   EXPECT_FALSE(parseSize("-1").isOk());
@@ -90,27 +152,19 @@ std::vector<std::string> badValues(const Knob& knob) {
   return {};
 }
 
-TEST(ConfigTest, EveryDefaultIsAccepted) {
-  for (const Knob& knob : configKnobs()) {
-    EXPECT_TRUE(checkKnobValue(knob, knob.defaultValue).isOk())
-        << knob.name << ": " << checkKnobValue(knob, knob.defaultValue).toString();
-    EXPECT_NE(knobRange(knob), "") << knob.name;
-  }
-}
-
-// fault: every knob of the table set out of range, overflowing, non-numeric or unknown |
-// InvalidArgument naming the knob, the value and the accepted range; readers return the default |
-// config_test
-TEST(ConfigTest, EveryKnobRefusesBadValuesNamingKnobValueAndRange) {
+// fault: every knob of every table set out of range, overflowing, non-numeric or unknown,
+// in the environment or as an override in code | InvalidArgument naming the knob, the
+// value and the accepted range; readers return the default | config_test
+TEST(Config, EveryKnobRefusesBadValuesNamingKnobValueAndRange) {
   int checked = 0;
-  for (const Knob& knob : configKnobs()) {
-    const bool secret = knob.kind == KnobKind::kSecret;
-    for (const std::string& value : badValues(knob)) {
-      Status st = checkKnobValue(knob, value);
+  for (const Knob* knob : allKnobs()) {
+    const bool secret = knob->kind == KnobKind::kSecret;
+    for (const std::string& value : badValues(*knob)) {
+      Status st = Config::fromVariables({{knob->name, value}}).validate();
       ++checked;
-      ASSERT_EQ(st.code(), StatusCode::kInvalidArgument) << knob.name << "='" << value << "'";
-      EXPECT_NE(st.message().find(knob.name), std::string::npos) << st.toString();
-      EXPECT_NE(st.message().find("accepted: " + knobRange(knob)), std::string::npos)
+      ASSERT_EQ(st.code(), StatusCode::kInvalidArgument) << knob->name << "='" << value << "'";
+      EXPECT_NE(st.message().find(knob->name), std::string::npos) << st.toString();
+      EXPECT_NE(st.message().find("accepted: " + knobRange(*knob)), std::string::npos)
           << st.toString();
       if (secret) {
         EXPECT_EQ(st.message().find(value), std::string::npos)
@@ -118,52 +172,127 @@ TEST(ConfigTest, EveryKnobRefusesBadValuesNamingKnobValueAndRange) {
       } else {
         EXPECT_NE(st.message().find("'" + value + "'"), std::string::npos) << st.toString();
       }
+      if (!knob->processWide) {
+        Result<Config> overridden = Config().withOverrides({{knob->name, value}});
+        ASSERT_FALSE(overridden.isOk()) << knob->name << "='" << value << "'";
+        EXPECT_NE(overridden.status().message().find(knob->name), std::string::npos)
+            << overridden.status().toString();
+      }
     }
   }
   EXPECT_GT(checked, 100);
 }
 
-TEST(ConfigTest, ValidateRefusesBadEnvironmentAndReadersNeverOverflow) {
-  setenv("COLLIE_TIMEOUT", "9999999999", 1);
-  Status st = validateConfig();
-  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+TEST(Config, ReadersNeverOverflow) {
+  Config config = Config::fromVariables({{"COLLIE_TIMEOUT", "9999999999"}});
+  Status st = config.validate();
   EXPECT_NE(st.message().find("COLLIE_TIMEOUT='9999999999'"), std::string::npos) << st.toString();
-  EXPECT_EQ(configDuration("COLLIE_TIMEOUT"), std::chrono::seconds(300));  // not an overflow
-  unsetenv("COLLIE_TIMEOUT");
-  setenv("COLLIE_TRACE_DEPTH", "1000000000000", 1);
-  EXPECT_FALSE(validateConfig().isOk());
-  EXPECT_EQ(configInt("COLLIE_TRACE_DEPTH"), 64);
-  unsetenv("COLLIE_TRACE_DEPTH");
-  EXPECT_TRUE(validateConfig().isOk());
+  EXPECT_EQ(config.duration("COLLIE_TIMEOUT"), std::chrono::seconds(300));
+  config = Config::fromVariables({{"COLLIE_TRACE_DEPTH", "1000000000000"}});
+  EXPECT_FALSE(config.validate().isOk());
+  EXPECT_EQ(config.integer("COLLIE_TRACE_DEPTH"), 64);
 }
 
-TEST(ConfigTest, NcclAliasValuesCollieDoesNotKnowFallBackToTheDefault) {
-  setenv("NCCL_DEBUG", "VERSION", 1);  // valid for NCCL, not for collie
-  setenv("NCCL_ALGO", "^nvls", 1);
-  EXPECT_TRUE(validateConfig().isOk());
-  EXPECT_EQ(configString("COLLIE_DEBUG"), "WARN");
-  EXPECT_EQ(configSource("COLLIE_DEBUG"), "default");
-  EXPECT_EQ(configString("COLLIE_ALGO"), "auto");
-  setenv("NCCL_ALGO", "Tree", 1);
-  EXPECT_EQ(configString("COLLIE_ALGO"), "Tree");
-  EXPECT_EQ(configSource("COLLIE_ALGO"), "NCCL_ALGO");
-  unsetenv("NCCL_DEBUG");
-  unsetenv("NCCL_ALGO");
+TEST(Config, NcclAliasValuesCollieDoesNotKnowFallBackToTheDefault) {
+  Config config = Config::fromVariables({{"NCCL_DEBUG", "VERSION"}, {"NCCL_ALGO", "^nvls"}});
+  EXPECT_TRUE(config.validate().isOk());  // meant for NCCL: a warning, not an error
+  EXPECT_EQ(config.text("COLLIE_DEBUG"), "WARN");
+  EXPECT_EQ(config.sourceName("COLLIE_DEBUG"), "default");
+  EXPECT_EQ(config.text("COLLIE_ALGO"), "auto");
+  Config tree = Config::fromVariables({{"NCCL_ALGO", "Tree"}});
+  EXPECT_EQ(tree.text("COLLIE_ALGO"), "Tree");
+  EXPECT_EQ(tree.sourceName("COLLIE_ALGO"), "NCCL_ALGO");
 }
 
-TEST(ConfigTest, SecretsAreNeverDisplayed) {
-  setenv("COLLIE_JOB_SECRET", "0123456789abcdef0123456789abcdef", 1);
-  setenv("COLLIE_UNIQUE_ID", "collie1:127.0.0.1:1234:0123456789abcdef0123456789abcdef", 1);
+TEST(Config, SecretsAreNeverDisplayed) {
+  Config config = Config::fromVariables(
+      {{"COLLIE_JOB_SECRET", "0123456789abcdef0123456789abcdef"},
+       {"COLLIE_UNIQUE_ID", "collie1:127.0.0.1:1234:0123456789abcdef0123456789abcdef"}});
   for (const char* name : {"COLLIE_JOB_SECRET", "COLLIE_UNIQUE_ID"}) {
-    EXPECT_EQ(displayValue(*findKnob(name)), "(set, hidden)") << name;
+    EXPECT_EQ(config.display(name), "(set, hidden)") << name;
   }
-  unsetenv("COLLIE_JOB_SECRET");
-  unsetenv("COLLIE_UNIQUE_ID");
+  EXPECT_EQ(Config().display("COLLIE_JOB_SECRET"), "");
+}
+
+// --- Overrides given in code --------------------------------------------------------
+
+TEST(ConfigOverrides, BeatTheEnvironmentAndAnEmptyOneRestoresTheDefault) {
+  Config env = Config::fromVariables({{"COLLIE_SHM_CMA_MAX", "1M"}, {"COLLIE_NCHANNELS", "4"}});
+  Result<Config> over = env.withOverrides({{"COLLIE_SHM_CMA_MAX", "0"}, {"COLLIE_NCHANNELS", ""}});
+  ASSERT_TRUE(over.isOk()) << over.status().toString();
+  EXPECT_EQ(over->integer("COLLIE_SHM_CMA_MAX"), 0);
+  EXPECT_EQ(over->sourceName("COLLIE_SHM_CMA_MAX"), "option");
+  EXPECT_EQ(over->integer("COLLIE_NCHANNELS"), 2);
+  EXPECT_FALSE(over->isSet("COLLIE_NCHANNELS"));
+  // The snapshot overridden is unchanged.
+  EXPECT_EQ(env.integer("COLLIE_SHM_CMA_MAX"), 1 << 20);
+}
+
+TEST(ConfigOverrides, UnknownNamesProcessWideKnobsAndBadEnvironmentAreErrors) {
+  Result<Config> unknown = Config().withOverrides({{"COLLIE_SHM_CMA_MAXX", "0"}});
+  ASSERT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(unknown.status().message().find("unknown knob 'COLLIE_SHM_CMA_MAXX'"),
+            std::string::npos)
+      << unknown.status().toString();
+  Result<Config> alias = Config().withOverrides({{"NCCL_BUFFSIZE", "1M"}});
+  ASSERT_FALSE(alias.isOk());
+  EXPECT_NE(alias.status().message().find("use COLLIE_BUFFSIZE"), std::string::npos)
+      << alias.status().toString();
+  Result<Config> wide = Config().withOverrides({{"COLLIE_DEBUG", "INFO"}});
+  ASSERT_FALSE(wide.isOk());
+  EXPECT_NE(wide.status().message().find("COLLIE_DEBUG is process-wide"), std::string::npos)
+      << wide.status().toString();
+  // A refused environment value fails the snapshot even when an override is fine.
+  Result<Config> env = Config::fromVariables({{"COLLIE_SHM_SPIN", "soon"}})
+                           .withOverrides({{"COLLIE_BUFFSIZE", "1M"}});
+  ASSERT_FALSE(env.isOk());
+  EXPECT_NE(env.status().message().find("COLLIE_SHM_SPIN='soon'"), std::string::npos)
+      << env.status().toString();
+}
+
+TEST(ConfigOverrides, TypedOptionsAreOverridesAndMustAgreeWithTheMap) {
+  Options options;
+  options.timeout = std::chrono::milliseconds(1500);
+  options.transport = "tcp";
+  options.algorithm = Algorithm::kTree;
+  options.nchannels = 3;
+  options.chunkBytes = 4096;
+  options.hostId = "h1";
+  options.config = {{"COLLIE_NCHANNELS", "3"}, {"COLLIE_BUFFSIZE", "64K"}};
+  Result<Config> config = configWithOptions(Config(), options);
+  ASSERT_TRUE(config.isOk()) << config.status().toString();
+  EXPECT_EQ(config->duration("COLLIE_TIMEOUT").count(), 1'500'000);
+  EXPECT_EQ(config->text("COLLIE_TRANSPORT"), "tcp");
+  EXPECT_EQ(config->text("COLLIE_ALGO"), "tree");
+  EXPECT_EQ(config->integer("COLLIE_NCHANNELS"), 3);
+  EXPECT_EQ(config->integer("COLLIE_CHUNKSIZE"), 4096);
+  EXPECT_EQ(config->text("COLLIE_HOST_ID"), "h1");
+  EXPECT_EQ(config->integer("COLLIE_BUFFSIZE"), 64 << 10);
+  for (const auto& [name, entry] : std::vector<std::pair<const char*, const char*>>{
+           {"COLLIE_TIMEOUT", "option"}, {"COLLIE_SHM_SPIN", "default"}}) {
+    EXPECT_EQ(config->sourceName(name), entry) << name;
+  }
+
+  options.config["COLLIE_NCHANNELS"] = "4";
+  Result<Config> disagree = configWithOptions(Config(), options);
+  ASSERT_FALSE(disagree.isOk());
+  EXPECT_NE(disagree.status().message().find("Options::nchannels (3) and "
+                                             "Options::config[\"COLLIE_NCHANNELS\"] ('4')"),
+            std::string::npos)
+      << disagree.status().toString();
+  Options negative;
+  negative.nchannels = -1;
+  EXPECT_EQ(configWithOptions(Config(), negative).status().code(), StatusCode::kInvalidArgument);
+  Options tooMany;
+  tooMany.nchannels = 17;  // was clamped to 16 before: now refused like COLLIE_NCHANNELS=17
+  EXPECT_NE(configWithOptions(Config(), tooMany).status().message().find("COLLIE_NCHANNELS='17'"),
+            std::string::npos);
 }
 
 // Communicator creation refuses to start on a bad knob (it crashed with bad_alloc on
-// COLLIE_TRACE_DEPTH=1000000000000) and on an all-zero secret.
-TEST(ConfigTest, CommunicatorRefusesBadKnobsAndZeroSecrets) {
+// COLLIE_TRACE_DEPTH=1000000000000), from the environment (environment: the one way a
+// user outside the code sets it) or from Options::config, and on an all-zero secret.
+TEST(Config, CommunicatorRefusesBadKnobsAndZeroSecrets) {
   Options options;
   options.store = makeInMemoryStore();
   UniqueId id;
@@ -175,6 +304,16 @@ TEST(ConfigTest, CommunicatorRefusesBadKnobsAndZeroSecrets) {
   ASSERT_FALSE(comm.isOk());
   EXPECT_EQ(comm.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(comm.status().message().find("COLLIE_TRACE_DEPTH"), std::string::npos);
+  Options inCode = options;
+  inCode.config = {{"COLLIE_TRACE_DEPTH", "1000000000000"}};
+  comm = Communicator::create(id, 0, 1, inCode);
+  ASSERT_FALSE(comm.isOk());
+  EXPECT_NE(comm.status().message().find("COLLIE_TRACE_DEPTH='1000000000000'"), std::string::npos)
+      << comm.status().toString();
+  inCode.config = {{"COLLIE_NO_SUCH_KNOB", "1"}};
+  comm = Communicator::create(id, 0, 1, inCode);
+  ASSERT_FALSE(comm.isOk());
+  EXPECT_NE(comm.status().message().find("COLLIE_NO_SUCH_KNOB"), std::string::npos);
   comm = Communicator::create(id, 0, 1, options);
   ASSERT_TRUE(comm.isOk()) << comm.status().toString();
   comm->reset();

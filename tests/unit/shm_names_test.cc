@@ -67,14 +67,13 @@ TEST(ShmNamesTest, MalformedPeerNamesAreRejected) {
 }
 
 TEST(ShmNamesTest, TheJobTagIsTheLaunchersWhenCollieRunStartedUs) {
-  unsetenv("COLLIE_UNIQUE_ID");
-  EXPECT_EQ(jobScopeTag(secretOf(1)), publicJobTag(secretOf(1)));
+  EXPECT_EQ(jobScopeTag(secretOf(1), Config::fromVariables({})), publicJobTag(secretOf(1)));
   Result<UniqueId> launched = UniqueId::generate("127.0.0.1", 1234);
   ASSERT_TRUE(launched.isOk());
-  setenv("COLLIE_UNIQUE_ID", launched->toString().c_str(), 1);
-  // A split or shrink child has another secret but keeps the launcher's tag.
-  EXPECT_EQ(jobScopeTag(secretOf(1)), publicJobTag(launched->secret));
-  unsetenv("COLLIE_UNIQUE_ID");
+  // As `collie run` starts a rank: COLLIE_UNIQUE_ID in its environment. A split or shrink
+  // child has another secret but keeps the launcher's tag.
+  const Config underCollieRun = Config::fromVariables({{"COLLIE_UNIQUE_ID", launched->toString()}});
+  EXPECT_EQ(jobScopeTag(secretOf(1), underCollieRun), publicJobTag(launched->secret));
 }
 
 TEST(ShmNamesTest, RemoveJobShmRemovesOnlyThatJobsNames) {

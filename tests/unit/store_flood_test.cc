@@ -20,6 +20,7 @@
 
 #include "collie/store.h"
 #include "core/bootstrap/pending_connections.h"
+#include "core/bootstrap/store_server.h"
 #include "core/net/socket.h"
 
 namespace collie {
@@ -103,15 +104,12 @@ class Stranger {
   int toParent_[2] = {-1, -1};
 };
 
-// Sets environment variables for one test and restores them.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
-  ~ScopedEnv() { ::unsetenv(name_); }
-
- private:
-  const char* name_;
-};
+// A store server with the store knobs `knobs` over their defaults.
+Result<std::unique_ptr<StoreServer>> startWith(const KnobOverrides& knobs) {
+  Result<Config> config = Config().withOverrides(knobs);
+  if (!config.isOk()) return config.status();
+  return startStoreServer("127.0.0.1", 0, testSecret(), *config);
+}
 
 TEST(PendingConnections, EvictsTheOldestOfTheSameSourceThenTheOldestOverall) {
   PendingConnections pending(4, 2);
@@ -132,8 +130,7 @@ TEST(PendingConnections, EvictsTheOldestOfTheSameSourceThenTheOldestOverall) {
 }
 
 TEST(StoreFlood, IdleStrangerIsDroppedAfterTheHandshakeDeadline) {
-  ScopedEnv timeout("COLLIE_STORE_HANDSHAKE_TIMEOUT", "300ms");
-  auto server = StoreServer::start("127.0.0.1", 0, testSecret());
+  auto server = startWith({{"COLLIE_STORE_HANDSHAKE_TIMEOUT", "300ms"}});
   ASSERT_TRUE(server.isOk()) << server.status().toString();
   auto sock = net::connectWithDeadline("127.0.0.1", (*server)->port(), Clock::now() + 2s);
   ASSERT_TRUE(sock.isOk()) << sock.status().toString();
@@ -146,8 +143,7 @@ TEST(StoreFlood, IdleStrangerIsDroppedAfterTheHandshakeDeadline) {
 
 TEST(StoreFlood, UnauthenticatedConnectionsAreCappedPerSource) {
   Stranger stranger;
-  ScopedEnv cap("COLLIE_STORE_MAX_PENDING_PER_HOST", "8");
-  auto server = StoreServer::start("127.0.0.1", 0, testSecret());
+  auto server = startWith({{"COLLIE_STORE_MAX_PENDING_PER_HOST", "8"}});
   ASSERT_TRUE(server.isOk()) << server.status().toString();
   const size_t before = openDescriptors();
   EXPECT_EQ(stranger.flood((*server)->port(), 100), 100);

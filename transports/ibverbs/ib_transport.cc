@@ -72,7 +72,7 @@ Result<std::vector<std::unique_ptr<Connection>>> IbTransport::connect(
   auto timeout =
       ctx_.timeout.count() > 0
           ? std::chrono::duration_cast<Clock::duration>(ctx_.timeout)
-          : std::chrono::duration_cast<Clock::duration>(configDuration("COLLIE_TIMEOUT"));
+          : std::chrono::duration_cast<Clock::duration>(ctx_.config.duration("COLLIE_TIMEOUT"));
   const Deadline until = Clock::now() + timeout;
   const std::string prefix = ctx_.jobKey + "/ib/";
   std::vector<std::unique_ptr<IbConnection>> conns;
@@ -125,7 +125,7 @@ Result<std::vector<std::unique_ptr<Connection>>> IbTransport::connect(
 Result<std::unique_ptr<Transport>> createIbTransport(const TransportContext& ctx) {
   if (ctx.store == nullptr) return invalidArgument("ibverbs transport needs a store");
   auto shared = std::make_shared<IbShared>();
-  std::string gidText = configString("COLLIE_IB_GID_INDEX");
+  std::string gidText = ctx.config.text("COLLIE_IB_GID_INDEX");
   int gidIndex = -1;
   if (gidText != "auto") {
     Result<int64_t> parsed = parseSize(gidText);
@@ -134,7 +134,7 @@ Result<std::unique_ptr<Transport>> createIbTransport(const TransportContext& ctx
     }
     gidIndex = static_cast<int>(*parsed);
   }
-  Result<std::unique_ptr<IbPort>> port = openIbPort(configString("COLLIE_IB_HCA"), gidIndex);
+  Result<std::unique_ptr<IbPort>> port = openIbPort(ctx.config.text("COLLIE_IB_HCA"), gidIndex);
   if (!port.isOk()) return port.status();
   shared->port = std::move(*port);
   shared->rank = ctx.rank;
@@ -142,7 +142,8 @@ Result<std::unique_ptr<Transport>> createIbTransport(const TransportContext& ctx
   if (shared->channel == nullptr) return systemError("ibverbs: ibv_create_comp_channel", errno);
   fcntl(shared->channel->fd, F_SETFL, fcntl(shared->channel->fd, F_GETFL) | O_NONBLOCK);
   shared->mrs = std::make_unique<MrCache>(
-      shared->port->pd, static_cast<size_t>(std::max<int64_t>(1, configInt("COLLIE_IB_MR_CACHE"))));
+      shared->port->pd,
+      static_cast<size_t>(std::max<int64_t>(1, ctx.config.integer("COLLIE_IB_MR_CACHE"))));
   return std::unique_ptr<Transport>(new IbTransport(ctx, std::move(shared)));
 }
 

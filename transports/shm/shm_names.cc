@@ -28,8 +28,8 @@ bool isTag(std::string_view tag) {
 
 }  // namespace
 
-std::string jobScopeTag(const JobSecret& secret) {
-  const std::string launched = configString("COLLIE_UNIQUE_ID");
+std::string jobScopeTag(const JobSecret& secret, const Config& config) {
+  const std::string launched = config.text("COLLIE_UNIQUE_ID");
   if (!launched.empty()) {
     Result<UniqueId> id = UniqueId::parse(launched);
     if (id.isOk()) return publicJobTag(id->secret);

@@ -21,6 +21,7 @@
 
 #include "collie/status.h"
 #include "collie/unique_id.h"
+#include "core/config/config.h"
 
 namespace collie::shm {
 
@@ -32,10 +33,11 @@ inline constexpr std::string_view kShmNamePrefix = "/collie-";
 inline constexpr std::string_view kBoardKind = "board-";
 
 // The tag this process's names carry: the public tag of the job `collie run` started it
-// in (publicJobTag of COLLIE_UNIQUE_ID's secret, which is what that launcher removes), so
-// that children of split() and shrink() carry it too; else the public tag of `secret`
-// (the communicator's own: under other launchers nobody removes leftovers).
-std::string jobScopeTag(const JobSecret& secret);
+// in (publicJobTag of the secret of `config`'s COLLIE_UNIQUE_ID, a process-wide knob,
+// which is what that launcher removes), so that children of split() and shrink() carry
+// it too; else the public tag of `secret` (the communicator's own: under other launchers
+// nobody removes leftovers).
+std::string jobScopeTag(const JobSecret& secret, const Config& config);
 
 // A fresh name "/collie-<tag>-<kind><32 random hex digits>"; `kind` is "" or kBoardKind.
 // Fails only when the OS's random source does.

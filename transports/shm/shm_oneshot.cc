@@ -162,7 +162,8 @@ OneShotBoard::OneShotBoard(const TransportContext& ctx, std::shared_ptr<ShmShare
       spin_(spin),
       pidNamespace_(currentPidNamespace()),
       scratch_(static_cast<uint8_t*>(std::aligned_alloc(64, kDirectTileBytes))),
-      crossMemoryMax_(static_cast<size_t>(std::max<int64_t>(0, configInt("COLLIE_SHM_CMA_MAX")))) {}
+      crossMemoryMax_(
+          static_cast<size_t>(std::max<int64_t>(0, ctx.config.integer("COLLIE_SHM_CMA_MAX")))) {}
 
 OneShotBoard::~OneShotBoard() {
   for (Mapping& board : boards_) {
@@ -175,12 +176,12 @@ Result<std::unique_ptr<OneShotBoard>> OneShotBoard::connect(const TransportConte
                                                             std::shared_ptr<ShmShared> shared,
                                                             std::chrono::microseconds spin,
                                                             bool ranksOutnumberCores) {
-  const int64_t configured = configInt("COLLIE_SHM_ONESHOT_MAX");
+  const int64_t configured = ctx.config.integer("COLLIE_SHM_ONESHOT_MAX");
   const size_t slotBytes = static_cast<size_t>(std::clamp<int64_t>(configured, 0, 16 << 20));
   std::unique_ptr<OneShotBoard> board(new OneShotBoard(ctx, std::move(shared), slotBytes, spin));
   const size_t bytes = boardBytes(slotBytes);
 
-  Result<std::string> name = newShmName(jobScopeTag(ctx.secret), kBoardKind);
+  Result<std::string> name = newShmName(jobScopeTag(ctx.secret, ctx.config), kBoardKind);
   if (!name.isOk()) return name.status();
   // From here on the destructor unlinks the name on every failure path, at once.
   board->name_ = std::move(*name);
@@ -209,7 +210,7 @@ Result<std::unique_ptr<OneShotBoard>> OneShotBoard::connect(const TransportConte
   header->crossMemoryFrom =
       ranksOutnumberCores || board->crossMemoryMax_ == 0
           ? UINT64_MAX
-          : static_cast<uint64_t>(std::max<int64_t>(0, configInt("COLLIE_SHM_CMA_MIN")));
+          : static_cast<uint64_t>(std::max<int64_t>(0, ctx.config.integer("COLLIE_SHM_CMA_MIN")));
   header->crossMemoryTo = std::min(board->crossMemoryMax_, slotBytes);
   board->crossMemoryFrom_ = header->crossMemoryFrom;
   board->crossMemoryTo_ = header->crossMemoryTo;

@@ -41,8 +41,8 @@ uint64_t floorPowerOfTwo(uint64_t v) {
   return p;
 }
 
-uint64_t chooseFifoBytes(size_t fifos) {
-  int64_t configured = configInt("COLLIE_BUFFSIZE");
+uint64_t chooseFifoBytes(const Config& config, size_t fifos) {
+  int64_t configured = config.integer("COLLIE_BUFFSIZE");
   uint64_t bytes = floorPowerOfTwo(std::clamp<uint64_t>(
       static_cast<uint64_t>(std::max<int64_t>(configured, 0)), kMinFifoBytes, uint64_t{1} << 30));
   if (fifos > 0 && bytes * fifos > kMaxSegmentFifoBytes) {
@@ -193,15 +193,16 @@ Result<std::vector<std::unique_ptr<Connection>>> ShmTransport::connect(
   auto timeout =
       ctx_.timeout.count() > 0
           ? std::chrono::duration_cast<Clock::duration>(ctx_.timeout)
-          : std::chrono::duration_cast<Clock::duration>(configDuration("COLLIE_TIMEOUT"));
+          : std::chrono::duration_cast<Clock::duration>(ctx_.config.duration("COLLIE_TIMEOUT"));
   const Deadline deadline = Clock::now() + timeout;
   std::vector<std::unique_ptr<Connection>> connections;
   shared_ = std::make_shared<ShmShared>(ctx_.rank);
   if (peers.empty()) return connections;
 
-  const uint64_t fifoBytes = chooseFifoBytes(peers.size() * ctx_.nchannels);
-  Result<std::unique_ptr<Segment>> mine = Segment::create(
-      {ctx_.rank, ctx_.nranks, ctx_.nchannels, fifoBytes}, peers, shm::jobScopeTag(ctx_.secret));
+  const uint64_t fifoBytes = chooseFifoBytes(ctx_.config, peers.size() * ctx_.nchannels);
+  Result<std::unique_ptr<Segment>> mine =
+      Segment::create({ctx_.rank, ctx_.nranks, ctx_.nchannels, fifoBytes}, peers,
+                      shm::jobScopeTag(ctx_.secret, ctx_.config));
   if (!mine.isOk()) return mine.status();
   shared_->mine = std::move(*mine);
   const Status attached = publishAndAttach(peers, deadline);
@@ -223,11 +224,11 @@ Result<std::vector<std::unique_ptr<Connection>>> ShmTransport::connect(
       connections.push_back(std::make_unique<ShmConnection>(shared_, peer, ch, send, recv));
     }
   }
-  spin_ = configDuration("COLLIE_SHM_SPIN");
+  spin_ = ctx_.config.duration("COLLIE_SHM_SPIN");
   const bool oversubscribed = static_cast<int>(peers.size()) + 1 > cpuCount();
   if (oversubscribed) spin_ = std::chrono::microseconds(0);
   if (static_cast<int>(peers.size()) == ctx_.nranks - 1 &&
-      configInt("COLLIE_SHM_ONESHOT_MAX") > 0) {
+      ctx_.config.integer("COLLIE_SHM_ONESHOT_MAX") > 0) {
     Result<std::unique_ptr<shm::OneShotBoard>> board =
         shm::OneShotBoard::connect(ctx_, shared_, spin_, oversubscribed);
     if (!board.isOk()) return board.status();

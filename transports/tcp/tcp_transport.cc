@@ -37,10 +37,10 @@ class TcpTransport final : public Transport {
   TcpTransport(const TransportContext& ctx, net::Socket listener, std::string address,
                std::shared_ptr<EpollHandle> epoll)
       : ctx_(ctx), listener_(std::move(listener)), address_(std::move(address)), epoll_(epoll) {
-    nsocks_ =
-        static_cast<int>(std::clamp<int64_t>(configInt("COLLIE_NSOCKS_PERPEER"), 1, kMaxSockets));
-    bufBytes_ = configInt("COLLIE_SOCKET_BUFSIZE");
-    congestion_ = configString("COLLIE_TCP_CONGESTION");
+    nsocks_ = static_cast<int>(
+        std::clamp<int64_t>(ctx.config.integer("COLLIE_NSOCKS_PERPEER"), 1, kMaxSockets));
+    bufBytes_ = ctx.config.integer("COLLIE_SOCKET_BUFSIZE");
+    congestion_ = ctx.config.text("COLLIE_TCP_CONGESTION");
   }
 
   const char* name() const override { return "tcp"; }
@@ -64,7 +64,7 @@ class TcpTransport final : public Transport {
     auto timeout =
         ctx_.timeout.count() > 0
             ? std::chrono::duration_cast<Clock::duration>(ctx_.timeout)
-            : std::chrono::duration_cast<Clock::duration>(configDuration("COLLIE_TIMEOUT"));
+            : std::chrono::duration_cast<Clock::duration>(ctx_.config.duration("COLLIE_TIMEOUT"));
     return Clock::now() + timeout;
   }
   size_t slot(size_t peerIndex, uint32_t channel, uint32_t index) const {
@@ -279,10 +279,10 @@ Status TcpTransport::acceptAll(const std::vector<int>& peers, std::vector<net::S
 
 Result<std::unique_ptr<Transport>> createTcpTransport(const TransportContext& ctx) {
   if (ctx.store == nullptr) return invalidArgument("tcp transport needs a store");
-  std::string spec = configString("COLLIE_SOCKET_IFNAME");
+  std::string spec = ctx.config.text("COLLIE_SOCKET_IFNAME");
   Result<net::InterfaceAddress> ifc = net::selectInterface(spec);
   if (!ifc.isOk()) return ifc.status().withContext("tcp transport");
-  int64_t bufBytes = configInt("COLLIE_SOCKET_BUFSIZE");
+  int64_t bufBytes = ctx.config.integer("COLLIE_SOCKET_BUFSIZE");
   Result<net::Socket> listener =
       net::listen(ifc->address, 0, [bufBytes](int fd) { net::tuneDataSocket(fd, bufBytes, ""); });
   if (!listener.isOk()) return listener.status().withContext("tcp transport");

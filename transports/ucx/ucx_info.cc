@@ -19,7 +19,7 @@ std::string describeUcx() {
   for (const UctResource& resource : resources) {
     out += " " + resource.transport + "/" + resource.device;
   }
-  out += rdmaWireIn(resources, tlsList())
+  out += rdmaWireIn(resources, tlsList(UcxSelection::of(Config::fromEnvironment())))
              ? "; RDMA wire: yes (ucx serves peers on other hosts)"
              : "; RDMA wire: none (peers on other hosts use tcp unless COLLIE_TRANSPORT=ucx)";
   return out;

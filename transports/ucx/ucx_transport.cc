@@ -131,7 +131,7 @@ Deadline UcxTransport::setupDeadline() const {
   auto timeout =
       ctx_.timeout.count() > 0
           ? std::chrono::duration_cast<Clock::duration>(ctx_.timeout)
-          : std::chrono::duration_cast<Clock::duration>(configDuration("COLLIE_TIMEOUT"));
+          : std::chrono::duration_cast<Clock::duration>(ctx_.config.duration("COLLIE_TIMEOUT"));
   return Clock::now() + timeout;
 }
 
@@ -149,10 +149,10 @@ Result<std::vector<std::unique_ptr<Connection>>> UcxTransport::connect(
   if (ctx_.nchannels > kMaxChannels) {
     return invalidArgument("ucx: at most " + std::to_string(kMaxChannels) + " channels");
   }
-  const std::string congestion = configString("COLLIE_TCP_CONGESTION");
+  const std::string congestion = ctx_.config.text("COLLIE_TCP_CONGESTION");
   if (!worker_) {
     Result<std::shared_ptr<UcxWorker>> worker =
-        UcxWorker::create(ctx_.rank, ctx_.nranks, congestion);
+        UcxWorker::create(ctx_.rank, ctx_.nranks, congestion, UcxSelection::of(ctx_.config));
     if (!worker.isOk()) return worker.status();
     worker_ = *worker;
     // Published before the address: a peer that read the address finds these too.
@@ -263,7 +263,7 @@ Status UcxTransport::handshake(const std::vector<int>& peers, Deadline until) {
 Result<std::unique_ptr<Transport>> createUcxTransport(const TransportContext& ctx) {
   if (ctx.store == nullptr) return invalidArgument("ucx transport needs a store");
   // Forced, every pair uses ucx whatever its wire; the flag matters only unforced.
-  const bool rdmaWire = rdmaWireUsable();
+  const bool rdmaWire = rdmaWireUsable(UcxSelection::of(ctx.config));
   const bool rdma = !ctx.forced && rdmaWire;
   COLLIE_RETURN_IF_ERROR(
       ctx.store->set(rdmaKey(ctx.jobKey, ctx.rank), Bytes{static_cast<uint8_t>(rdma ? '1' : '0')}));

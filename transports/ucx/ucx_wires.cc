@@ -30,11 +30,20 @@ bool tlsAllows(const std::vector<std::string>& tls, const char* family) {
 
 }  // namespace
 
-std::vector<std::string> tlsList() {
+UcxSelection UcxSelection::of(const Config& config) {
+  return UcxSelection{config.text("COLLIE_UCX_TLS"), config.text("COLLIE_UCX_NET_DEVICES")};
+}
+
+std::string UcxSelection::effectiveTls() const {
+  if (!tls.empty()) return tls;
+  const char* env = std::getenv("UCX_TLS");
+  return env == nullptr ? "" : env;
+}
+
+std::vector<std::string> tlsList(const UcxSelection& selection) {
   std::vector<std::string> out;
-  const char* tls = std::getenv("UCX_TLS");
-  if (tls == nullptr) return out;
-  std::string list(tls);
+  const std::string list = selection.effectiveTls();
+  if (list.empty()) return out;
   size_t start = 0;
   while (start <= list.size()) {
     size_t comma = list.find(',', start);
@@ -46,8 +55,8 @@ std::vector<std::string> tlsList() {
   return out;
 }
 
-bool networkTransportAllowed() {
-  std::vector<std::string> tls = tlsList();
+bool networkTransportAllowed(const UcxSelection& selection) {
+  std::vector<std::string> tls = tlsList(selection);
   if (tls.empty() || tls[0].empty() || tls[0][0] == '^') return true;
   for (const std::string& tl : tls) {
     if (startsWithAny(tl, {"all", "tcp", "rc", "ud", "dc", "ib"})) return true;
@@ -55,8 +64,8 @@ bool networkTransportAllowed() {
   return false;
 }
 
-bool tcpOnly() {
-  std::vector<std::string> tls = tlsList();
+bool tcpOnly(const UcxSelection& selection) {
+  std::vector<std::string> tls = tlsList(selection);
   bool tcp = false;
   for (const std::string& tl : tls) {
     if (tl.empty() || tl[0] == '^' || startsWithAny(tl, {"all", "rc", "ud", "dc", "ib"})) {
@@ -109,6 +118,8 @@ bool rdmaWireIn(const std::vector<UctResource>& resources, const std::vector<std
   return false;
 }
 
-bool rdmaWireUsable() { return rdmaWireIn(uctResources(), tlsList()); }
+bool rdmaWireUsable(const UcxSelection& selection) {
+  return rdmaWireIn(uctResources(), tlsList(selection));
+}
 
 }  // namespace collie::ucx

@@ -27,8 +27,8 @@ namespace {
 // same within noise. Variables the user set win: each entry names the environment
 // variable that sets it, since ucp_config_modify() of UCX 1.13 takes the tcp ones
 // without their TCP_ prefix (it rejects the prefixed names).
-void tuneForTcp(ucp_config_t* config) {
-  if (!tcpOnly()) return;
+void tuneForTcp(ucp_config_t* config, const UcxSelection& selection) {
+  if (!tcpOnly(selection)) return;
   struct Setting {
     const char* key;  // for ucp_config_modify()
     const char* env;  // what a user sets
@@ -46,10 +46,32 @@ void tuneForTcp(ucp_config_t* config) {
   }
 }
 
+// Sets the communicator's own UCX transports and devices on its context: they beat
+// UCX_TLS / UCX_NET_DEVICES of the environment, for this context only.
+Status applySelection(ucp_config_t* config, const UcxSelection& selection) {
+  struct Setting {
+    const char* key;   // for ucp_config_modify()
+    const char* knob;  // what set it
+    const std::string& value;
+  };
+  for (const Setting& setting :
+       {Setting{"TLS", "COLLIE_UCX_TLS", selection.tls},
+        Setting{"NET_DEVICES", "COLLIE_UCX_NET_DEVICES", selection.netDevices}}) {
+    if (setting.value.empty()) continue;
+    ucs_status_t st = ucp_config_modify(config, setting.key, setting.value.c_str());
+    if (st != UCS_OK) {
+      return invalidArgument(std::string("ucx: ") + setting.knob + "='" + setting.value +
+                             "' is refused by UCX: " + ucs_status_string(st));
+    }
+  }
+  return Status();
+}
+
 }  // namespace
 
 Result<std::shared_ptr<UcxWorker>> UcxWorker::create(int rank, int nranks,
-                                                     const std::string& congestion) {
+                                                     const std::string& congestion,
+                                                     const UcxSelection& selection) {
   if (nranks > kMaxRanks) {
     return unsupported("ucx: " + std::to_string(nranks) + " ranks exceed the tag layout's " +
                        std::to_string(kMaxRanks));
@@ -62,7 +84,13 @@ Result<std::shared_ptr<UcxWorker>> UcxWorker::create(int rank, int nranks,
     return unsupported(std::string("ucx: reading the UCX configuration failed: ") +
                        ucs_status_string(st));
   }
-  tuneForTcp(config);
+  Status applied = applySelection(config, selection);
+  if (!applied.isOk()) {
+    ucp_config_release(config);
+    return applied;
+  }
+  tuneForTcp(config, selection);
+  self->networkAllowed_ = networkTransportAllowed(selection);
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
@@ -182,7 +210,7 @@ Status UcxWorker::connectLane(int peer, const uint8_t* address, bool first) {
   params.err_handler.arg = &p;
   ucs_status_t st = UCS_ERR_UNREACHABLE;
   ucp_ep_h ep = nullptr;
-  if (networkTransportAllowed()) st = ucp_ep_create(worker_, &params, &ep);
+  if (networkAllowed_) st = ucp_ep_create(worker_, &params, &ep);
   if (st == UCS_ERR_UNREACHABLE) {
     // UCX's shared-memory transports cannot report peer failures; without a network
     // transport in UCX_TLS connect without it (a dead peer is then caught by the

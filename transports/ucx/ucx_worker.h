@@ -24,6 +24,7 @@
 
 #include "collie/status.h"
 #include "collie/store.h"
+#include "transports/ucx/ucx_wires.h"
 
 namespace collie::ucx {
 
@@ -42,11 +43,14 @@ class UcxWorker {
  public:
   ~UcxWorker();
 
-  // Initialises UCP (tag matching + wakeup) and a serialized worker. Unsupported when
-  // UCX finds no usable transport (see UCX_TLS). `congestion` (TCP_CONGESTION, empty:
-  // the system default) is set on the TCP listeners UCX opens for the worker.
+  // Initialises UCP (tag matching + wakeup) and a serialized worker, with the UCX
+  // transports and devices of `selection` set on its context (InvalidArgument when UCX
+  // refuses them). Unsupported when UCX finds no usable transport (see UCX_TLS).
+  // `congestion` (TCP_CONGESTION, empty: the system default) is set on the TCP
+  // listeners UCX opens for the worker.
   static Result<std::shared_ptr<UcxWorker>> create(int rank, int nranks,
-                                                   const std::string& congestion);
+                                                   const std::string& congestion,
+                                                   const UcxSelection& selection);
 
   // This worker's address, to publish through the store.
   const std::vector<uint8_t>& address() const { return address_; }
@@ -96,6 +100,7 @@ class UcxWorker {
   void closeEndpoints();
 
   int rank_;
+  bool networkAllowed_ = true;  // networkTransportAllowed() of the worker's selection
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   int eventFd_ = -1;

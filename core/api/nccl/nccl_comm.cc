@@ -34,6 +34,15 @@ const char* env(const char* name) {
   return (value != nullptr && value[0] != '\0') ? value : nullptr;
 }
 
+// Whether some registered knob takes `name` as its NCCL alias (NCCL_IB_HCA when the
+// ibverbs transport is built).
+bool isKnobAlias(const char* name) {
+  for (const Knob* knob : KnobRegistry::instance().knobs()) {
+    if (knob->ncclAlias != nullptr && std::strcmp(knob->ncclAlias, name) == 0) return true;
+  }
+  return false;
+}
+
 // NCCL variables without a collie knob: said once, at the first init.
 void noteIgnoredVariables() {
   static std::once_flag once;
@@ -53,6 +62,7 @@ void noteIgnoredVariables() {
         {"NCCL_LAUNCH_MODE", "collie launches no kernels for host buffers"},
     };
     for (const Ignored& var : ignored) {
+      if (isKnobAlias(var.name)) continue;
       if (const char* value = env(var.name)) {
         COLLIE_LOG(WARN, INIT) << var.name << "=" << value << " accepted and ignored: " << var.why;
       }
@@ -66,7 +76,7 @@ Options optionsFromEnvironment() {
   Options options;
   const char* shmDisable = env("NCCL_SHM_DISABLE");
   if (shmDisable != nullptr && std::string(shmDisable) == "1" &&
-      configString("COLLIE_TRANSPORT").empty()) {
+      Config::fromEnvironment().text("COLLIE_TRANSPORT").empty()) {
     options.transport = "tcp";
   }
   return options;
@@ -266,8 +276,10 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
       Status split = net::splitHostPort(commId, &host, &port);
       if (!split.isOk()) return fail(split.withContext("NCCL_COMM_ID"));
     } else {
+      // No communicator yet: the environment's interface (NCCL programs configure
+      // through the environment).
       Result<net::InterfaceAddress> ifc =
-          net::selectInterface(configString("COLLIE_SOCKET_IFNAME"));
+          net::selectInterface(Config::fromEnvironment().text("COLLIE_SOCKET_IFNAME"));
       if (ifc.isOk()) host = ifc->address;
     }
     Result<UniqueId> id = UniqueId::generate(host, port);

@@ -1,0 +1,64 @@
+// The knobs of a communicator as a whole (core/comm/bootstrap.cc), and the variables a
+// launcher hands its ranks (core/comm/environment.cc, `collie run`).
+#include "core/config/knob_registry.h"
+
+namespace collie {
+
+void registerCommunicatorKnobs(KnobRegistry& registry) {
+  using namespace knobs;  // NOLINT(build/namespaces)
+  (void)registry.add(KnobTable{
+      "communicator",
+      "a communicator's deadline, transport, algorithm, channels and chunks; the typed "
+      "Options fields override these",
+      {
+          duration("COLLIE_TIMEOUT", "300s", kKnobMs, 365 * kKnobDay,
+                   "deadline of every blocking wait (connect, store, send, recv, collective); "
+                   "a wait that sees no progress for this long fails naming the silent peer"),
+          text("COLLIE_TRANSPORT", "",
+               "force one transport for every pair of ranks (one of the transports `collie "
+               "info` lists); empty picks per pair, the first in that list that can connect it"),
+          choice("COLLIE_ALGO", "auto", "auto,ring,tree,chain,oneshot",
+                 "collective algorithm: auto, ring, tree, chain, oneshot", "NCCL_ALGO"),
+          integer("COLLIE_NCHANNELS", "2", 1, 16,
+                  "parallel channels (connections and pipelines) per peer; unset, a transport "
+                  "may cap the planned count (ucx without an RDMA wire: 1)",
+                  "NCCL_MIN_NCHANNELS"),
+          integer("COLLIE_CHUNKSIZE", "512K", 64, kKnobGiB,
+                  "bytes per pipelined chunk of a collective (unset: the tuner picks)"),
+          text("COLLIE_HOST_ID", "",
+               "override this rank's host identity (ranks with equal ids use shm between them)"),
+      }});
+}
+
+void registerLaunchKnobs(KnobRegistry& registry) {
+  using namespace knobs;  // NOLINT(build/namespaces)
+  (void)registry.add(KnobTable{
+      "launch",
+      "how this process was started: set by `collie run` or by the user for other launchers "
+      "(read from the environment only)",
+      {
+          processWide(Knob{"COLLIE_UNIQUE_ID", "",
+                           "the job's unique id (set by collie run; holds the secret)", nullptr,
+                           KnobKind::kHiddenText}),
+          processWide(Knob{"COLLIE_JOB_SECRET", "",
+                           "32 hex digits: the job secret for ranks started by other launchers",
+                           nullptr, KnobKind::kSecret}),
+          processWide(
+              integer("COLLIE_RANK", "", 0, 1 << 24, "this process's rank (set by collie run)")),
+          processWide(
+              integer("COLLIE_WORLD_SIZE", "", 1, 1 << 24, "number of ranks (set by collie run)")),
+          processWide(integer("COLLIE_LOCAL_RANK", "", 0, 1 << 24,
+                              "rank among the ranks of this host (set by collie run)")),
+          processWide(text("COLLIE_MASTER_ADDR", "",
+                           "host:port of the rendezvous store for ranks started by mpirun on "
+                           "several hosts")),
+          processWide(choice("COLLIE_KEEP_GOING", "0", "0,1",
+                             "1 when `collie run --keep-going` started this rank: a rank's "
+                             "death does not end the others (set by collie run)")),
+          processWide(text("COLLIE_TMPDIR", "/tmp",
+                           "directory of the rendezvous files of single-host jobs started by "
+                           "mpirun or srun, and of torch_collie under `collie run`")),
+      }});
+}
+
+}  // namespace collie

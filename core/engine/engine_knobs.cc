@@ -1,0 +1,31 @@
+// The engine's knobs, resolved into EngineConfig at creation (core/comm/bootstrap.cc).
+#include "core/config/knob_registry.h"
+
+namespace collie {
+
+void registerEngineKnobs(KnobRegistry& registry) {
+  using namespace knobs;  // NOLINT(build/namespaces)
+  (void)registry.add(KnobTable{
+      "engine",
+      "the progress engine: polling, reduction on receive, root agreement, flight recorder",
+      {
+          duration("COLLIE_BUSY_POLL", "50us", 0, kKnobSecond,
+                   "how long the engine spins for progress before blocking"),
+          everyRankAlike(
+              choice("COLLIE_ROOT_AGREEMENT", "1", "0,1",
+                     "1: broadcast (after its data) and reduce (before it) run a barrier whose "
+                     "messages carry the root, so ranks that name different roots all fail with "
+                     "Mismatch; 0: skip it (a broadcast root then returns without waiting for the "
+                     "receivers, and differing roots can go unnoticed)")),
+          choice("COLLIE_RECV_REDUCE", "1", "0,1",
+                 "1: reduce incoming data straight out of a transport's receive buffers where "
+                 "the transport can (ucx); 0: receive into staging, then reduce"),
+          integer("COLLIE_TRACE_DEPTH", "64", 0, 1 << 20,
+                  "collectives kept per rank by the flight recorder (0 disables it)"),
+          outputPath("COLLIE_TRACE_DUMP", "stderr",
+                     "write the flight recorder as JSON on failure and at communicator "
+                     "destruction: 'stderr' or a file path where %r becomes the rank"),
+      }});
+}
+
+}  // namespace collie

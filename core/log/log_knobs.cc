@@ -1,0 +1,22 @@
+// The log filter's knobs. Process-wide: the filter is read before any communicator
+// exists (core/log/log.h).
+#include "core/config/knob_registry.h"
+
+namespace collie {
+
+void registerLogKnobs(KnobRegistry& registry) {
+  (void)registry.add(KnobTable{
+      "log",
+      "what collie writes to stderr (read once per process)",
+      {
+          knobs::processWide(knobs::choice("COLLIE_DEBUG", "WARN", "NONE,WARN,INFO,TRACE",
+                                           "log level: NONE, WARN, INFO or TRACE", "NCCL_DEBUG")),
+          knobs::processWide(Knob{"COLLIE_DEBUG_SUBSYS", "ALL",
+                                  "comma-separated subsystems to log (INIT, COLL, NET, SHM, "
+                                  "BOOTSTRAP, TUNE, ENGINE, ALL); a leading ^ excludes",
+                                  "NCCL_DEBUG_SUBSYS", KnobKind::kSubsystems, 0, 0,
+                                  "INIT,COLL,NET,SHM,BOOTSTRAP,TUNE,ENGINE,ALL"}),
+      }});
+}
+
+}  // namespace collie

@@ -1,0 +1,22 @@
+// The tuner's knobs: fixed constants instead of a probe, and where probes are cached
+// (core/tune/tune_probe.h).
+#include "core/config/knob_registry.h"
+
+namespace collie {
+
+void registerTuneKnobs(KnobRegistry& registry) {
+  (void)registry.add(KnobTable{
+      "tune",
+      "the tuner's cost-model constants and their probe cache",
+      {
+          knobs::decimal("COLLIE_TUNE_ALPHA_US", 0, 1000000,
+                         "tuner: microseconds per message (with COLLIE_TUNE_BW_GBPS: no probe)"),
+          knobs::decimal("COLLIE_TUNE_BW_GBPS", 0, 1000000,
+                         "tuner: GB/s per link (with COLLIE_TUNE_ALPHA_US: no probe)"),
+          knobs::text("COLLIE_TUNE_CACHE", "",
+                      "directory of the tuner's probe cache (default $XDG_CACHE_HOME/collie or "
+                      "~/.cache/collie; off: always probe)"),
+      }});
+}
+
+}  // namespace collie
