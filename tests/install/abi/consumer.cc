@@ -78,6 +78,15 @@ bool runRank(const collie::UniqueId& id, int rank, int nranks,
              std::shared_ptr<collie::Store> store) {
   collie::Options options;
   options.store = store;
+  // A knob set in code, through the installed header alone (and one the library must
+  // refuse, by name).
+  options.config = {{"COLLIE_NO_SUCH_KNOB", "1"}};
+  auto refused = collie::Communicator::create(id, rank, nranks, options);
+  if (refused.isOk() ||
+      refused.status().message().find("COLLIE_NO_SUCH_KNOB") == std::string::npos) {
+    return fail(rank, "an unknown knob in Options::config was not refused by name");
+  }
+  options.config = {{"COLLIE_TRANSPORT", "tcp"}, {"COLLIE_SOCKET_IFNAME", "lo"}};
   auto created = collie::Communicator::create(id, rank, nranks, options);
   if (!created.isOk()) return fail(rank, "create: " + created.status().toString());
   std::unique_ptr<collie::Communicator> comm = std::move(*created);
@@ -105,7 +114,7 @@ bool runRank(const collie::UniqueId& id, int rank, int nranks,
   work = comm->broadcast(&value, &value, 1, collie::DataType::kInt32, 0);
   if (!work.isOk() || !work->wait().isOk() || value != 42) return fail(rank, "broadcast");
   if (!comm->asyncError().isOk()) return fail(rank, "asyncError: " + comm->asyncError().toString());
-  if (comm->transportTo(1 - rank).empty()) return fail(rank, "transportTo is empty");
+  if (comm->transportTo(1 - rank) != "tcp") return fail(rank, "Options::config did not force tcp");
   return true;
 }
 
