@@ -24,9 +24,29 @@ __all__ = [
 ]
 
 
-def create_backend(store, rank, size, timeout):
-    """The backend creator torch.distributed calls for each group."""
-    return _C.create_backend(store, rank, size, timeout)
+def create_backend(opts, backend_options=None):
+    """The backend creator torch.distributed calls for each group (extended API).
+
+    ``backend_options`` is the group's ``pg_options``: None, or a mapping of collie
+    knobs to values for this group's communicator only, over the environment's::
+
+        dist.new_group(backend="collie", pg_options={"COLLIE_TRANSPORT": "tcp"})
+
+    An unknown knob or a refused value fails the group's creation, naming it.
+    """
+    return _C.create_backend(opts.store, opts.group_rank, opts.group_size, opts.timeout,
+                             _knobs(backend_options))
+
+
+def _knobs(backend_options):
+    """pg_options as collie's Options::config: {str: str}."""
+    if backend_options is None:
+        return {}
+    if not hasattr(backend_options, "items"):
+        raise TypeError(
+            "torch_collie: pg_options must be a mapping of collie knobs to values, e.g. "
+            "{'COLLIE_TRANSPORT': 'tcp'}, not " + type(backend_options).__name__)
+    return {str(name): str(value) for name, value in backend_options.items()}
 
 
 def empty_shared(*size, dtype=torch.float32):
@@ -146,4 +166,4 @@ def init_method_from_env():
 
 
 if "collie" not in dist.Backend.backend_list:
-    dist.Backend.register_backend("collie", create_backend, devices=["cpu"])
+    dist.Backend.register_backend("collie", create_backend, extended_api=True, devices=["cpu"])

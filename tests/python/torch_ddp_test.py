@@ -300,12 +300,21 @@ def worker(rank, init_file, result_dir):
         collie = dist.group.WORLD
         gloo = dist.new_group(backend="gloo")
         check_collectives(rank, collie, gloo, failures)
-        # A second collie group: its own communicator, rendezvous under its own prefix.
-        sub = dist.new_group(backend="collie")
+        # A second collie group: its own communicator, rendezvous under its own prefix,
+        # configured by its pg_options (tcp on loopback here, shm for the world group).
+        sub = dist.new_group(backend="collie",
+                             pg_options={"COLLIE_TRANSPORT": "tcp", "COLLIE_SOCKET_IFNAME": "lo"})
         t = values(rank)
         dist.all_reduce(t, group=sub)
         if not torch.equal(t, values(0) + values(1)):
             failures.append("allreduce on a second collie group")
+        # An unknown knob in pg_options fails the group on every rank, naming it.
+        try:
+            dist.new_group(backend="collie", pg_options={"COLLIE_NO_SUCH_KNOB": "1"})
+            failures.append("a group with an unknown knob was created")
+        except Exception as e:  # noqa: BLE001
+            if "COLLIE_NO_SUCH_KNOB" not in str(e):
+                failures.append("unknown knob error does not name it: " + str(e))
         check_allocator(failures)
         check_ddp(rank, collie, gloo, failures)
         dist.barrier()

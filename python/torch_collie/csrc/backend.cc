@@ -124,7 +124,7 @@ std::string advertisedHost() {
 
 c10::intrusive_ptr<c10d::Backend> CollieBackend::create(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-    std::chrono::duration<float> timeout) {
+    std::chrono::duration<float> timeout, const std::map<std::string, std::string>& config) {
   std::unique_ptr<collie::StoreServer> server;
   collie::UniqueId id;
   if (rank == 0) {
@@ -150,7 +150,9 @@ c10::intrusive_ptr<c10d::Backend> CollieBackend::create(
     }
     id = *parsed;
   }
-  auto comm = collie::Communicator::create(id, rank, size);
+  collie::Options options;
+  options.config = config;
+  auto comm = collie::Communicator::create(id, rank, size, options);
   if (!comm.isOk()) fail(prefix("init", rank) + comm.status().toString());
   return c10::make_intrusive<CollieBackend>(rank, size, std::move(server), std::move(comm).value());
 }

@@ -25,6 +25,7 @@
 #include <ATen/ATen.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -42,10 +43,13 @@ namespace torch_collie {
 
 class CollieBackend : public c10d::Backend {
  public:
-  // Rendezvous over `store` and connect; throws c10::DistBackendError on failure.
+  // Rendezvous over `store` and connect, with `config` (knob name -> value, the
+  // group's pg_options) as the communicator's Options::config; throws
+  // c10::DistBackendError on failure (a bad or unknown knob included, naming it).
   static c10::intrusive_ptr<c10d::Backend> create(const c10::intrusive_ptr<c10d::Store>& store,
                                                   int rank, int size,
-                                                  std::chrono::duration<float> timeout);
+                                                  std::chrono::duration<float> timeout,
+                                                  const std::map<std::string, std::string>& config);
 
   CollieBackend(int rank, int size, std::unique_ptr<collie::StoreServer> server,
                 std::unique_ptr<collie::Communicator> comm);

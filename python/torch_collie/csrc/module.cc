@@ -1,6 +1,7 @@
 // The torch_collie._C module: the backend creator that torch_collie/__init__.py
 // registers with torch.distributed.Backend.register_backend.
 #include <pybind11/chrono.h>
+#include <pybind11/stl.h>
 #include <torch/extension.h>
 
 #include "backend.h"
@@ -10,8 +11,11 @@
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "collie backend for torch.distributed";
   m.def("create_backend", &torch_collie::CollieBackend::create, py::arg("store"), py::arg("rank"),
-        py::arg("size"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
-        "Create the collie c10d backend for one process group (rendezvous over `store`).");
+        py::arg("size"), py::arg("timeout"),
+        py::arg("config") = std::map<std::string, std::string>{},
+        py::call_guard<py::gil_scoped_release>(),
+        "Create the collie c10d backend for one process group (rendezvous over `store`); "
+        "`config` holds the group's collie knobs (name -> value).");
   m.def("empty_shared", &torch_collie::emptyShared, py::arg("sizes"), py::arg("dtype"),
         "A zero-filled CPU tensor in collie shared memory (zero-copy all-reduce on shm).");
   m.def("install_shared_allocator", &torch_collie::installSharedAllocator, py::arg("min_bytes"),
