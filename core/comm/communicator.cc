@@ -111,19 +111,13 @@ bool Communicator::Impl::isDeviceBuffer(const void* ptr) const {
 
 bool Communicator::isDeviceBuffer(const void* ptr) const { return impl_->isDeviceBuffer(ptr); }
 
-Result<Work> Communicator::Impl::submit(CollectiveKind kind, const void* send, void* recv,
-                                        size_t count, DataType dtype, ReduceOp op, int root,
+Result<Work> Communicator::Impl::submit(const CollectiveArgs& args, const void* send, void* recv,
                                         void* stream) {
-  CollectiveArgs args;
-  args.kind = kind;
-  args.count = count;
-  args.dtype = dtype;
-  args.op = op;
-  args.root = root;
-  if (count > 0 && (device != nullptr || staging != nullptr) &&
+  if (args.count > 0 && (device != nullptr || staging != nullptr) &&
       (isDeviceBuffer(send) || isDeviceBuffer(recv))) {
-    if (kind == CollectiveKind::kSend || kind == CollectiveKind::kRecv) {
-      return unsupported(std::string(collectiveName(kind)) + " on rank " + std::to_string(rank) +
+    if (isPointToPoint(args.kind)) {
+      return unsupported(std::string(collectiveName(args.kind)) + " on rank " +
+                         std::to_string(rank) +
                          ": point-to-point on device buffers is not implemented (docs/cuda.md)");
     }
     if (device != nullptr) return device->submit(args, send, recv, stream);
@@ -144,7 +138,9 @@ Result<Work> Communicator::allReduce(const void* send, void* recv, size_t count,
   COLLIE_RETURN_IF_ERROR(impl_->check("allReduce", send, recv, count, dtype, &op, nullptr));
   if (count > 0 && send == nullptr) return nullBuffer("allReduce", impl_->rank, "send", count);
   if (count > 0 && recv == nullptr) return nullBuffer("allReduce", impl_->rank, "recv", count);
-  return impl_->submit(CollectiveKind::kAllReduce, send, recv, count, dtype, op, 0, stream);
+  return impl_->submit(
+      {.kind = CollectiveKind::kAllReduce, .count = count, .dtype = dtype, .op = op}, send, recv,
+      stream);
 }
 
 Result<Work> Communicator::reduceScatter(const void* send, void* recv, size_t recvCount,
@@ -154,7 +150,9 @@ Result<Work> Communicator::reduceScatter(const void* send, void* recv, size_t re
     return nullBuffer("reduceScatter", impl_->rank, "send", recvCount);
   if (recvCount > 0 && recv == nullptr)
     return nullBuffer("reduceScatter", impl_->rank, "recv", recvCount);
-  return impl_->submit(CollectiveKind::kReduceScatter, send, recv, recvCount, dtype, op, 0, stream);
+  return impl_->submit(
+      {.kind = CollectiveKind::kReduceScatter, .count = recvCount, .dtype = dtype, .op = op}, send,
+      recv, stream);
 }
 
 Result<Work> Communicator::allGather(const void* send, void* recv, size_t sendCount, DataType dtype,
@@ -164,8 +162,8 @@ Result<Work> Communicator::allGather(const void* send, void* recv, size_t sendCo
     return nullBuffer("allGather", impl_->rank, "send", sendCount);
   if (sendCount > 0 && recv == nullptr)
     return nullBuffer("allGather", impl_->rank, "recv", sendCount);
-  return impl_->submit(CollectiveKind::kAllGather, send, recv, sendCount, dtype, ReduceOp::kSum, 0,
-                       stream);
+  return impl_->submit({.kind = CollectiveKind::kAllGather, .count = sendCount, .dtype = dtype},
+                       send, recv, stream);
 }
 
 Result<Work> Communicator::broadcast(const void* send, void* recv, size_t count, DataType dtype,
@@ -175,8 +173,9 @@ Result<Work> Communicator::broadcast(const void* send, void* recv, size_t count,
     return nullBuffer("broadcast", impl_->rank, "send (root)", count);
   }
   if (count > 0 && recv == nullptr) return nullBuffer("broadcast", impl_->rank, "recv", count);
-  return impl_->submit(CollectiveKind::kBroadcast, send, recv, count, dtype, ReduceOp::kSum, root,
-                       stream);
+  return impl_->submit(
+      {.kind = CollectiveKind::kBroadcast, .count = count, .dtype = dtype, .root = root}, send,
+      recv, stream);
 }
 
 Result<Work> Communicator::reduce(const void* send, void* recv, size_t count, DataType dtype,
@@ -186,21 +185,25 @@ Result<Work> Communicator::reduce(const void* send, void* recv, size_t count, Da
   if (count > 0 && impl_->rank == root && recv == nullptr) {
     return nullBuffer("reduce", impl_->rank, "recv (root)", count);
   }
-  return impl_->submit(CollectiveKind::kReduce, send, recv, count, dtype, op, root, stream);
+  return impl_->submit(
+      {.kind = CollectiveKind::kReduce, .count = count, .dtype = dtype, .op = op, .root = root},
+      send, recv, stream);
 }
 
 Result<Work> Communicator::send(const void* buf, size_t count, DataType dtype, int peer) {
   COLLIE_RETURN_IF_ERROR(impl_->checkPeer("send", peer));
   COLLIE_RETURN_IF_ERROR(impl_->check("send", buf, nullptr, count, dtype, nullptr, nullptr));
   if (count > 0 && buf == nullptr) return nullBuffer("send", impl_->rank, "send", count);
-  return impl_->submit(CollectiveKind::kSend, buf, nullptr, count, dtype, ReduceOp::kSum, peer);
+  return impl_->submit(
+      {.kind = CollectiveKind::kSend, .count = count, .dtype = dtype, .peer = peer}, buf, nullptr);
 }
 
 Result<Work> Communicator::recv(void* buf, size_t count, DataType dtype, int peer) {
   COLLIE_RETURN_IF_ERROR(impl_->checkPeer("recv", peer));
   COLLIE_RETURN_IF_ERROR(impl_->check("recv", nullptr, buf, count, dtype, nullptr, nullptr));
   if (count > 0 && buf == nullptr) return nullBuffer("recv", impl_->rank, "recv", count);
-  return impl_->submit(CollectiveKind::kRecv, nullptr, buf, count, dtype, ReduceOp::kSum, peer);
+  return impl_->submit(
+      {.kind = CollectiveKind::kRecv, .count = count, .dtype = dtype, .peer = peer}, nullptr, buf);
 }
 
 Result<Work> Communicator::sendRecv(const std::vector<PointToPoint>& ops) {
@@ -219,7 +222,7 @@ Result<Work> Communicator::sendRecv(const std::vector<PointToPoint>& ops) {
     entry.args.kind = op.isSend ? CollectiveKind::kSend : CollectiveKind::kRecv;
     entry.args.count = op.count;
     entry.args.dtype = op.dtype;
-    entry.args.root = op.peer;
+    entry.args.peer = op.peer;
     entry.input = op.isSend ? op.buffer : nullptr;
     entry.output = op.isSend ? nullptr : op.buffer;
     group.push_back(entry);
@@ -248,8 +251,8 @@ Status Communicator::asyncError() const {
 }
 
 Result<Work> Communicator::barrier() {
-  return impl_->submit(CollectiveKind::kBarrier, nullptr, nullptr, 0, DataType::kUint8,
-                       ReduceOp::kSum, 0);
+  return impl_->submit({.kind = CollectiveKind::kBarrier, .dtype = DataType::kUint8}, nullptr,
+                       nullptr);
 }
 
 }  // namespace collie

@@ -70,8 +70,8 @@ struct Communicator::Impl {
   Status openDevicePath(const EngineConfig& config, std::unique_ptr<DeviceWindows> windows);
   // Queues a checked collective on the engine, or on the device path when its buffers
   // are device memory.
-  Result<Work> submit(CollectiveKind kind, const void* send, void* recv, size_t count,
-                      DataType dtype, ReduceOp op, int root, void* stream = nullptr);
+  Result<Work> submit(const CollectiveArgs& args, const void* send, void* recv,
+                      void* stream = nullptr);
 };
 
 }  // namespace collie

@@ -66,7 +66,7 @@ class Engine : private ProgressQueue::Runner {
   ~Engine() override;
 
   Result<Work> submit(const CollectiveArgs& args, const void* input, void* output);
-  // One operation of submitGroup(): a kSend or kRecv (peer in args.root).
+  // One operation of submitGroup(): a kSend or kRecv (to or from args.peer).
   struct GroupOp {
     CollectiveArgs args;
     const void* input = nullptr;

@@ -79,11 +79,12 @@ bool Execution::scratchBusy(int channel, uint64_t offset, uint64_t bytes) const 
 }
 
 Status Execution::decorate(const Status& status, int channel, const Step& step) const {
-  std::string where =
-      describeFingerprint(tag_) + " (" + std::to_string(schedule_->args.count * elemSize_) +
-      " bytes, " + std::string(algorithmName(schedule_->algorithm)) + ", channel " +
-      std::to_string(channel) + ", step " + std::to_string(channels_[channel].next) + " " +
-      stepKindName(step.kind) + ") on rank " + std::to_string(schedule_->rank);
+  std::string where = describeOperation(tag_, schedule_->args) + " (" +
+                      std::to_string(schedule_->args.count * elemSize_) + " bytes, " +
+                      std::string(algorithmName(schedule_->algorithm)) + ", channel " +
+                      std::to_string(channel) + ", step " +
+                      std::to_string(channels_[channel].next) + " " + stepKindName(step.kind) +
+                      ") on rank " + std::to_string(schedule_->rank);
   return status.withContext(where);
 }
 

@@ -149,14 +149,14 @@ Status Executor::execute(Pending& pending, PointToPointSource* adopt) {
       progressed = progressed || moved;
     }
     if (!status.isOk()) {
-      status = status.withContext(describeFingerprint(pending.tag) + " on rank " +
-                                  std::to_string(config_.rank));
+      status = status.withContext(describeOperation(pending.tag, pending.schedule->args) +
+                                  " on rank " + std::to_string(config_.rank));
       break;
     }
     // Checked on every turn: a collective that keeps moving must still stop at once.
     if (aborted_) {
-      status = abortedError(describeFingerprint(pending.tag) + " aborted on rank " +
-                            std::to_string(config_.rank));
+      status = abortedError(describeOperation(pending.tag, pending.schedule->args) +
+                            " aborted on rank " + std::to_string(config_.rank));
       break;
     }
     auto now = Clock::now();
@@ -192,7 +192,7 @@ Status Executor::timedOut(const Pending& pending,
     waits += (waits.empty() ? "" : "; ") + execution->describeWaits();
     if (waited < 0) waited = execution->firstWaitedPeer();
   }
-  std::string what = describeFingerprint(pending.tag);
+  std::string what = describeOperation(pending.tag, pending.schedule->args);
   if (executions.size() > 1) {
     what += " (group of " + std::to_string(executions.size()) + " operations)";
   }
@@ -212,13 +212,8 @@ Status Executor::explainMismatch(Status status,
     uint64_t peerTag = 0;
     int peer = -1;
     if (!execution->rejectedTag(&peerTag, &peer)) continue;
-    std::string fields = describeMismatch(execution->tag(), peerTag, peer);
-    if (!fields.empty()) {
-      status = mismatchError("rank " + std::to_string(config_.rank) + " and rank " +
-                                 std::to_string(peer) + " run different collectives: " + fields +
-                                 ". " + status.message(),
-                             peer);
-    }
+    std::string what = describeDisagreement(execution->tag(), peerTag, config_.rank, peer);
+    if (!what.empty()) status = mismatchError(what + ". " + status.message(), peer);
     break;
   }
   return status;

@@ -17,6 +17,12 @@ std::string kindName(CollectiveKind kind) {
   if (kind == CollectiveKind::kSend || kind == CollectiveKind::kRecv) return "send/recv";
   return std::string(collectiveName(kind));
 }
+
+std::string countText(uint64_t countHash) {
+  char text[16];
+  std::snprintf(text, sizeof(text), "count#%05llx", static_cast<unsigned long long>(countHash));
+  return text;
+}
 }  // namespace
 
 uint64_t makeFingerprint(uint64_t sequence, const CollectiveArgs& args) {
@@ -24,27 +30,35 @@ uint64_t makeFingerprint(uint64_t sequence, const CollectiveArgs& args) {
   CollectiveKind kind = args.kind == CollectiveKind::kRecv ? CollectiveKind::kSend : args.kind;
   bool reduces = kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter ||
                  kind == CollectiveKind::kReduce;
-  bool rooted = kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce;
   uint64_t tag = (sequence & 0xFFFFF) << 44;
   tag |= (static_cast<uint64_t>(kind) & 0xF) << 40;
   tag |= (static_cast<uint64_t>(args.dtype) & 0xF) << 36;
   tag |= (reduces ? static_cast<uint64_t>(args.op) & 0xF : 0) << 32;
-  tag |= (rooted ? static_cast<uint64_t>(args.root) & 0xFFF : 0) << 20;
+  tag |= (isRooted(kind) ? static_cast<uint64_t>(args.root) & 0xFFF : 0) << 20;
   tag |= hashCount(args.count);
   return tag;
 }
 
 std::string describeFingerprint(uint64_t tag) {
-  auto kind = static_cast<CollectiveKind>((tag >> 40) & 0xF);
-  auto dtype = static_cast<DataType>((tag >> 36) & 0xF);
-  auto op = static_cast<ReduceOp>((tag >> 32) & 0xF);
-  char text[160];
-  std::snprintf(text, sizeof(text), "collective #%llu %s dtype=%s op=%s root=%llu count#%05llx",
-                static_cast<unsigned long long>(tag >> 44), kindName(kind).c_str(),
-                std::string(dataTypeName(dtype)).c_str(), std::string(reduceOpName(op)).c_str(),
-                static_cast<unsigned long long>((tag >> 20) & 0xFFF),
-                static_cast<unsigned long long>(tag & 0xFFFFF));
-  return text;
+  const FingerprintFields f = decodeFingerprint(tag);
+  const std::string dtype = "dtype=" + std::string(dataTypeName(f.dtype));
+  const std::string count = countText(f.countHash);
+  if (isPointToPoint(f.kind)) {
+    return "send/recv #" + std::to_string(f.sequence) + " " + dtype + " " + count;
+  }
+  std::string text = "collective #" + std::to_string(f.sequence) + " " + kindName(f.kind) + " " +
+                     dtype + " op=" + std::string(reduceOpName(f.op));
+  if (isRooted(f.kind)) text += " root=" + std::to_string(f.root);
+  return text + " " + count;
+}
+
+std::string describeOperation(uint64_t tag, const CollectiveArgs& args) {
+  if (!isPointToPoint(args.kind)) return describeFingerprint(tag);
+  const FingerprintFields f = decodeFingerprint(tag);
+  const bool send = args.kind == CollectiveKind::kSend;
+  return std::string(send ? "send #" : "recv #") + std::to_string(f.sequence) +
+         (send ? " to peer " : " from peer ") + std::to_string(args.peer) +
+         " dtype=" + std::string(dataTypeName(f.dtype)) + " " + countText(f.countHash);
 }
 
 FingerprintFields decodeFingerprint(uint64_t tag) {
@@ -61,7 +75,8 @@ FingerprintFields decodeFingerprint(uint64_t tag) {
 std::string describeMismatch(uint64_t mine, uint64_t theirs, int peer) {
   const FingerprintFields a = decodeFingerprint(mine);
   const FingerprintFields b = decodeFingerprint(theirs);
-  const std::string them = "rank " + std::to_string(peer) + " ";
+  const bool pointToPoint = isPointToPoint(a.kind) && isPointToPoint(b.kind);
+  const std::string them = (pointToPoint ? "peer " : "rank ") + std::to_string(peer) + " ";
   std::string text;
   auto add = [&](const std::string& field, const std::string& ours, const std::string& theirs) {
     if (!text.empty()) text += "; ";
@@ -69,7 +84,9 @@ std::string describeMismatch(uint64_t mine, uint64_t theirs, int peer) {
   };
   if (a.sequence != b.sequence) {
     add("sequence number", "#" + std::to_string(a.sequence),
-        "#" + std::to_string(b.sequence) + " (one rank issued more collectives than the other)");
+        "#" + std::to_string(b.sequence) +
+            (pointToPoint ? " (one rank posted more sends to the other than it posted receives)"
+                          : " (one rank issued more collectives than the other)"));
   }
   if (a.kind != b.kind) {
     add("kind", kindName(a.kind), kindName(b.kind));
@@ -78,15 +95,23 @@ std::string describeMismatch(uint64_t mine, uint64_t theirs, int peer) {
     add("dtype", std::string(dataTypeName(a.dtype)), std::string(dataTypeName(b.dtype)));
   }
   if (a.op != b.op) add("op", std::string(reduceOpName(a.op)), std::string(reduceOpName(b.op)));
-  if (a.root != b.root) add("root/peer", std::to_string(a.root), std::to_string(b.root));
+  if (a.root != b.root) add("root", std::to_string(a.root), std::to_string(b.root));
   if (a.countHash != b.countHash) {
-    char ours[16], theirs_[16];
-    std::snprintf(ours, sizeof(ours), "count#%05llx", static_cast<unsigned long long>(a.countHash));
-    std::snprintf(theirs_, sizeof(theirs_), "count#%05llx",
-                  static_cast<unsigned long long>(b.countHash));
-    add("count", ours, std::string(theirs_) + " (only a hash of the count travels)");
+    add("count", countText(a.countHash),
+        countText(b.countHash) + " (only a hash of the count travels)");
   }
   return text;
+}
+
+std::string describeDisagreement(uint64_t mine, uint64_t theirs, int rank, int peer) {
+  const std::string fields = describeMismatch(mine, theirs, peer);
+  if (fields.empty()) return "";
+  const std::string ranks = "rank " + std::to_string(rank);
+  if (isPointToPoint(decodeFingerprint(mine).kind) &&
+      isPointToPoint(decodeFingerprint(theirs).kind)) {
+    return ranks + " and its peer " + std::to_string(peer) + " disagree on a send/recv: " + fields;
+  }
+  return ranks + " and rank " + std::to_string(peer) + " run different collectives: " + fields;
 }
 
 }  // namespace collie

@@ -3,8 +3,11 @@
 // Ranks that run different collectives at the same point of their sequence (another
 // kind, count, dtype, op or root) put different tags on their messages, so the
 // receiver detects the disagreement before writing a byte and both sides are named.
-// Layout (high to low): sequence number (20 bits), kind (4), dtype (4), op (4),
-// root or p2p peer (12), hash of the element count (20).
+// Layout (high to low): sequence number (20 bits), kind (4), dtype (4), op (4), root
+// (12), hash of the element count (20). Send and recv carry one kind (the two halves of
+// one operation) and no peer: the two halves name different peers (each the other), and
+// a connection only carries the messages of its own pair of ranks, so a send and a
+// receive that meet always agree on it; their sequence number counts per peer.
 #pragma once
 
 #include <cstdint>
@@ -15,16 +18,21 @@
 namespace collie {
 
 uint64_t makeFingerprint(uint64_t sequence, const CollectiveArgs& args);
-// "collective #12 allreduce dtype=float op=sum root=0 count#3fa21"
+// "collective #12 allreduce dtype=float op=sum count#3fa21", "collective #3 broadcast
+// dtype=float root=2 count#3fa21", "send/recv #4 dtype=int32 count#0d1e2".
 std::string describeFingerprint(uint64_t tag);
+// The same for the operation `args` that `tag` was made for, naming a send's or a
+// receive's peer as such: "send #4 to peer 1 dtype=int32 count#0d1e2", "recv #4 from
+// peer 0 ...". Other kinds read as describeFingerprint(tag).
+std::string describeOperation(uint64_t tag, const CollectiveArgs& args);
 
 // The fields of a tag, decoded.
 struct FingerprintFields {
   uint64_t sequence;
-  CollectiveKind kind;
+  CollectiveKind kind;  // kSend for both halves of a send/recv
   DataType dtype;
   ReduceOp op;
-  uint64_t root;
+  uint64_t root;  // 0 unless the kind is rooted
   uint64_t countHash;
 };
 FingerprintFields decodeFingerprint(uint64_t tag);
@@ -32,6 +40,11 @@ FingerprintFields decodeFingerprint(uint64_t tag);
 // Names every field in which `theirs` (the tag on a message from rank `peer`) differs
 // from `mine`: "dtype differs: this rank float32, rank 2 int32; count differs (only its
 // hash travels): this rank count#0a1b2, rank 2 count#3c4d5". Equal tags give "".
+// Between two halves of a send/recv the other rank is named "peer 2".
 std::string describeMismatch(uint64_t mine, uint64_t theirs, int peer);
+// The sentence that opens a kMismatch on `rank`: "rank 0 and rank 2 run different
+// collectives: <describeMismatch>", or for a send/recv "rank 0 and its peer 2 disagree
+// on a send/recv: ..."; "" when the tags are equal.
+std::string describeDisagreement(uint64_t mine, uint64_t theirs, int rank, int peer);
 
 }  // namespace collie

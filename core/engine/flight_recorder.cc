@@ -36,11 +36,13 @@ void cpuRelax() {
 #endif
 }
 
-// kind | dtype << 8 | op << 16 | state << 24 | root << 32, in one word.
+// kind | dtype << 8 | op << 16 | state << 24 | rank << 32, in one word, where rank is the
+// root of a broadcast or reduce and the peer of a send or recv (the kind says which).
 uint64_t packShape(const CollectiveArgs& args, FlightState state) {
+  const int rank = isPointToPoint(args.kind) ? args.peer : isRooted(args.kind) ? args.root : 0;
   return static_cast<uint64_t>(args.kind) | static_cast<uint64_t>(args.dtype) << 8 |
          static_cast<uint64_t>(args.op) << 16 | static_cast<uint64_t>(state) << 24 |
-         static_cast<uint64_t>(static_cast<uint32_t>(args.root)) << 32;
+         static_cast<uint64_t>(static_cast<uint32_t>(rank)) << 32;
 }
 
 uint64_t withState(uint64_t shape, FlightState state) {
@@ -52,7 +54,9 @@ void unpackShape(uint64_t shape, FlightEntry* entry) {
   entry->dtype = static_cast<DataType>(shape >> 8 & 0xff);
   entry->op = static_cast<ReduceOp>(shape >> 16 & 0xff);
   entry->state = static_cast<FlightState>(shape >> 24 & 0xff);
-  entry->root = static_cast<int32_t>(static_cast<uint32_t>(shape >> 32));
+  const int rank = static_cast<int32_t>(static_cast<uint32_t>(shape >> 32));
+  entry->root = isRooted(entry->kind) ? rank : 0;
+  entry->peer = isPointToPoint(entry->kind) ? rank : -1;
 }
 
 constexpr auto kRelaxed = std::memory_order_relaxed;
@@ -223,10 +227,14 @@ std::string FlightRecorder::toJson(int rank, int nranks, const std::string& erro
     item["bytes"] = entry.bytes;
     item["dtype"] = std::string(dataTypeName(entry.dtype));
     item["op"] = std::string(reduceOpName(entry.op));
-    item["root"] = entry.root;
+    if (isRooted(entry.kind)) item["root"] = entry.root;
+    if (isPointToPoint(entry.kind)) item["peer"] = entry.peer;
     item["algorithm"] = entry.algorithm;
     item["state"] = flightStateName(entry.state);
-    item["fingerprint"] = describeFingerprint(entry.tag);
+    CollectiveArgs args;
+    args.kind = entry.kind;
+    args.peer = entry.peer;
+    item["fingerprint"] = describeOperation(entry.tag, args);
     item["queued_us"] = entry.queuedUs;
     item["start_us"] = entry.startUs;
     item["end_us"] = entry.endUs;

@@ -1,7 +1,8 @@
 // FlightRecorder: the last N collectives of one rank, for post-mortems.
 //
 // A fixed ring of plain entries (allocated once; nothing is allocated per
-// collective): issue id, fingerprint, kind, bytes, dtype, op, root, algorithm, state
+// collective): issue id, fingerprint, kind, bytes, dtype, op, root (broadcast, reduce) or
+// peer (send, recv), algorithm, state
 // (queued, running, done, failed) and wall-clock timestamps in microseconds since the
 // Unix epoch (comparable across ranks of one host). An entry is overwritten once N
 // newer collectives were recorded; updates to an overwritten entry are ignored.
@@ -40,7 +41,8 @@ struct FlightEntry {
   CollectiveKind kind = CollectiveKind::kAllReduce;
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
-  int root = 0;
+  int root = 0;                // broadcast, reduce
+  int peer = -1;               // send, recv
   const char* algorithm = "";  // static string
   FlightState state = FlightState::kQueued;
   int64_t queuedUs = 0;
@@ -57,7 +59,7 @@ struct alignas(64) FlightSlot {
   std::atomic<uint64_t> id{0};
   std::atomic<uint64_t> tag{0};
   std::atomic<uint64_t> bytes{0};
-  std::atomic<uint64_t> shape{0};  // kind, dtype, op, state, root: see packShape()
+  std::atomic<uint64_t> shape{0};  // kind, dtype, op, state, root or peer: see packShape()
   std::atomic<const char*> algorithm{""};
   std::atomic<int64_t> queued{0};
   std::atomic<int64_t> start{0};

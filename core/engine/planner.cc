@@ -63,10 +63,10 @@ Result<std::shared_ptr<const Schedule>> Planner::plan(const CollectiveArgs& args
   std::unique_lock<std::mutex> lock(mutex_);
   const TuneLimits limits = limitsLocked();
   const TuneDecision decision = decide(args.kind, bytes, config_.nranks, limits, tune_);
-  const ScheduleKey key =
-      std::make_tuple(static_cast<int>(args.kind), args.count, static_cast<int>(args.dtype),
-                      static_cast<int>(args.op), args.root, static_cast<int>(decision.algorithm),
-                      decision.chunkBytes, decision.nchannels);
+  const ScheduleKey key = std::make_tuple(
+      static_cast<int>(args.kind), args.count, static_cast<int>(args.dtype),
+      static_cast<int>(args.op), args.root, args.peer, static_cast<int>(decision.algorithm),
+      decision.chunkBytes, decision.nchannels);
   if (std::shared_ptr<const Schedule> cached = cache_.find(key)) return cached;
   lock.unlock();
   PlanParams params;

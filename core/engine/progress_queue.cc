@@ -40,8 +40,9 @@ void ProgressQueue::stop(const Status& reason) {
   if (thread_.joinable()) thread_.join();
   for (Pending& pending : queue_) {
     recorder_->finished(pending.flightId, false);
-    pending.work->complete(
-        abortedError("communicator destroyed before " + describeFingerprint(pending.tag) + " ran"));
+    pending.work->complete(abortedError("communicator destroyed before " +
+                                        describeOperation(pending.tag, pending.schedule->args) +
+                                        " ran"));
   }
   queue_.clear();
   queuedCount_.store(0);
@@ -50,9 +51,9 @@ void ProgressQueue::stop(const Status& reason) {
 uint64_t ProgressQueue::nextTag(const CollectiveArgs& args) {
   uint64_t sequence;
   if (args.kind == CollectiveKind::kSend) {
-    sequence = sendSequence_[args.root]++;
+    sequence = sendSequence_[args.peer]++;
   } else if (args.kind == CollectiveKind::kRecv) {
-    sequence = recvSequence_[args.root]++;
+    sequence = recvSequence_[args.peer]++;
   } else {
     sequence = collectiveSequence_.fetch_add(1, std::memory_order_relaxed);
   }
@@ -77,7 +78,7 @@ void ProgressQueue::push(Pending pending, const char* algorithm, bool offerable)
       // The connections (and the offload, which belongs to a transport) may be gone.
       recorder_->finished(recorder_->queued(args, pending.tag, algorithm), false);
       pending.work->complete(
-          failures_->failure().withContext(describeFingerprint(pending.tag) + " not run"));
+          failures_->failure().withContext(describeOperation(pending.tag, args) + " not run"));
       return;
     }
     pending.offloaded = offerable && offload_ != nullptr && offload_->accepts(args);
@@ -149,7 +150,8 @@ void ProgressQueue::loop() {
         Status failed = failures_->failure();
         lock.unlock();
         recorder_->finished(pending.flightId, false);
-        pending.work->complete(failed.withContext(describeFingerprint(pending.tag) + " not run"));
+        pending.work->complete(failed.withContext(
+            describeOperation(pending.tag, pending.schedule->args) + " not run"));
         continue;
       }
     }

@@ -1,6 +1,6 @@
 // ScheduleCache: the schedules a communicator built recently, bounded by their memory.
 //
-// A schedule is a pure function of its key (collective, count, dtype, op, root and the
+// A schedule is a pure function of its key (collective, count, dtype, op, root, peer and the
 // tuner's algorithm, chunk and channels), so it is built once and reused while it stays
 // here. The cache holds at most `budgetBytes` of schedules (their steps, as estimated by
 // scheduleBytes()) and evicts the least recently used first, so a program that cycles
@@ -21,8 +21,8 @@
 
 namespace collie {
 
-// (kind, count, dtype, op, root, algorithm, chunk bytes, channels)
-using ScheduleKey = std::tuple<int, size_t, int, int, int, int, size_t, int>;
+// (kind, count, dtype, op, root, peer, algorithm, chunk bytes, channels)
+using ScheduleKey = std::tuple<int, size_t, int, int, int, int, int, size_t, int>;
 
 // Memory a schedule holds (its step vectors, by capacity) plus the cache's own
 // bookkeeping for one entry.

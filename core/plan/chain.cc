@@ -94,10 +94,10 @@ void planPointToPoint(const CollectiveArgs& args, const PlanParams& params, Sche
                 part.begin * es};
     if (args.kind == CollectiveKind::kSend) {
       schedule->channels[c].push_back(
-          makeStep(StepKind::kSend, args.root, -1, slice, Slice{}, part.count * es));
+          makeStep(StepKind::kSend, args.peer, -1, slice, Slice{}, part.count * es));
     } else {
       schedule->channels[c].push_back(
-          makeStep(StepKind::kRecv, -1, args.root, Slice{}, slice, part.count * es));
+          makeStep(StepKind::kRecv, -1, args.peer, Slice{}, slice, part.count * es));
     }
   }
 }

@@ -159,8 +159,8 @@ Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& par
       break;
     case CollectiveKind::kSend:
     case CollectiveKind::kRecv:
-      if (args.root < 0 || args.root >= params.nranks || args.root == params.rank) {
-        return invalidArgument("peer " + std::to_string(args.root) +
+      if (args.peer < 0 || args.peer >= params.nranks || args.peer == params.rank) {
+        return invalidArgument("peer " + std::to_string(args.peer) +
                                " must be another rank in [0, " + std::to_string(params.nranks) +
                                ")");
       }
@@ -218,7 +218,8 @@ std::string scheduleToJson(const Schedule& schedule) {
   doc["count"] = schedule.args.count;
   doc["dtype"] = std::string(dataTypeName(schedule.args.dtype));
   doc["op"] = std::string(reduceOpName(schedule.args.op));
-  doc["root"] = schedule.args.root;
+  if (isRooted(schedule.args.kind)) doc["root"] = schedule.args.root;
+  if (isPointToPoint(schedule.args.kind)) doc["peer"] = schedule.args.peer;
   doc["scratchBytesPerChannel"] = schedule.scratchBytesPerChannel;
   nlohmann::json channels = nlohmann::json::array();
   for (const auto& steps : schedule.channels) {

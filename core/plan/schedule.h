@@ -1,7 +1,7 @@
 // Schedules: collectives as plain data.
 //
 // A Schedule lists, for one rank, the steps of one collective on each channel. It is
-// a pure function of (collective, count, dtype, op, root/peer, rank, nranks,
+// a pure function of (collective, count, dtype, op, root or peer, rank, nranks,
 // algorithm, channels, chunk size): it needs no transport, can be cached, checked by
 // a simulator that runs every rank's schedule, and dumped as JSON. The engine runs
 // the steps of a channel in order; channels run concurrently.
@@ -71,8 +71,18 @@ struct CollectiveArgs {
                      // the receive count for reducescatter, the send count for allgather
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
-  int root = 0;  // broadcast/reduce root; send/recv peer
+  int root = 0;   // broadcast/reduce: the root rank; unused by the other kinds
+  int peer = -1;  // send/recv: the rank at the other end; unused by the other kinds
 };
+
+// Which rank field of CollectiveArgs a kind reads: `root` (broadcast, reduce) or `peer`
+// (send, recv); the other kinds read neither.
+inline bool isRooted(CollectiveKind kind) {
+  return kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce;
+}
+inline bool isPointToPoint(CollectiveKind kind) {
+  return kind == CollectiveKind::kSend || kind == CollectiveKind::kRecv;
+}
 
 // How to run it on this rank.
 struct PlanParams {

@@ -54,7 +54,7 @@ Result<double> pingPong(Engine& engine, size_t bytes, int warmup, int samples, D
   recv.kind = CollectiveKind::kRecv;
   send.dtype = recv.dtype = DataType::kUint8;
   send.count = recv.count = bytes;
-  send.root = recv.root = 1 - rank;
+  send.peer = recv.peer = 1 - rank;
   auto waitFor = [&](const CollectiveArgs& args) -> Status {
     Result<Work> work = engine.submit(args, buffer.data(), buffer.data());
     if (!work.isOk()) return work.status();

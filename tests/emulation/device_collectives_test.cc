@@ -423,7 +423,7 @@ TEST_F(DeviceCollectivesTest, MismatchFailsEveryRankBeforeWriting) {
        {CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kMax, 1024, false},
        0,
        "op"},
-      {"root", bcast, bcast, 2, "root/peer"},
+      {"root", bcast, bcast, 2, "root"},
       {"kind", sum, bcast, 0, "kind"},
   };
   constexpr int kRanks = 3;

@@ -160,8 +160,8 @@ TEST_P(FaultsTest, MismatchedCollectivesFailOnEveryRank) {
 }
 
 // Point-to-point messages of different sizes: the receiver's buffer is not touched.
-// fault: send and recv of different sizes | the receiver gets Mismatch naming the sender and the
-// kind send/recv; its buffer is untouched; the sender fails next | faults_test
+// fault: send and recv of different sizes | the receiver gets Mismatch naming the sender as its
+// peer; its buffer is untouched; the sender fails next | faults_test
 TEST_P(FaultsTest, MismatchedSendRecvLeavesReceiveBufferUntouched) {
   auto comms = make(2s, 2);
   ASSERT_EQ(comms.size(), 2u);
@@ -181,9 +181,14 @@ TEST_P(FaultsTest, MismatchedSendRecvLeavesReceiveBufferUntouched) {
   EXPECT_EQ(received.code(), StatusCode::kMismatch) << received.toString();
   EXPECT_EQ(received.peer(), 0) << received.toString();
   EXPECT_TRUE(namesRank(received, 0)) << received.toString();
-  // The receiving rank posted a recv: the message must not call its half a "send".
+  // The receiving rank posted a recv from peer 0: the message says so, names rank 0 as
+  // its peer (not as a root) and does not call this rank's half a "send".
   EXPECT_EQ(received.message().find(" send "), std::string::npos) << received.toString();
-  EXPECT_NE(received.message().find("send/recv"), std::string::npos) << received.toString();
+  EXPECT_EQ(received.message().find("root"), std::string::npos) << received.toString();
+  EXPECT_NE(received.message().find("recv #0 from peer 0"), std::string::npos)
+      << received.toString();
+  EXPECT_NE(received.message().find("count differs: this rank count#"), std::string::npos)
+      << received.toString();
   // The sender's message left before the receiver rejected it; the sender learns of
   // the failure on its next operation with that peer.
   // (A tcp send completes once the kernel took it, so the first send after the peer

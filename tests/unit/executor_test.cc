@@ -198,7 +198,7 @@ TEST(ExecutorTest, PointToPointBatchTakesInWhatIsQueuedBehindIt) {
     args.kind = kind;
     args.count = 64;
     args.dtype = DataType::kUint32;
-    args.root = peer;
+    args.peer = peer;
     return args;
   };
   Status status0, status1;

@@ -18,13 +18,17 @@
 namespace collie {
 namespace {
 
+// An all-reduce, a broadcast (root n % 1000) or a send (to peer n % 1000).
 CollectiveArgs argsFor(uint64_t n) {
+  static constexpr CollectiveKind kKinds[] = {CollectiveKind::kBroadcast,
+                                              CollectiveKind::kAllReduce, CollectiveKind::kSend};
   CollectiveArgs args;
-  args.kind = n % 2 ? CollectiveKind::kAllReduce : CollectiveKind::kBroadcast;
+  args.kind = kKinds[n % 3];
   args.count = n;
   args.dtype = DataType::kFloat32;
   args.op = ReduceOp::kSum;
-  args.root = static_cast<int>(n % 1000);
+  if (args.kind == CollectiveKind::kBroadcast) args.root = static_cast<int>(n % 1000);
+  if (args.kind == CollectiveKind::kSend) args.peer = static_cast<int>(n % 1000);
   return args;
 }
 
@@ -36,6 +40,7 @@ void expectWhole(const FlightEntry& entry) {
   EXPECT_EQ(entry.bytes, n * 4) << "entry " << entry.id;
   EXPECT_EQ(entry.kind, argsFor(n).kind) << "entry " << entry.id;
   EXPECT_EQ(entry.root, argsFor(n).root) << "entry " << entry.id;
+  EXPECT_EQ(entry.peer, argsFor(n).peer) << "entry " << entry.id;
   EXPECT_STREQ(entry.algorithm, algorithmFor(n)) << "entry " << entry.id;
 }
 
@@ -73,8 +78,20 @@ TEST(FlightRecorderTest, KeepsTheLastCollectivesOldestFirst) {
   EXPECT_EQ(doc["error"], "boom");
   ASSERT_EQ(doc["collectives"].size(), 4u);
   EXPECT_EQ(doc["collectives"][3]["state"], "done");
+  // Entries 4..7 (allreduce, send to 5, broadcast from 6, allreduce): a root only where
+  // the kind has one, a peer likewise.
   EXPECT_EQ(doc["collectives"][3]["kind"], "allreduce");
-  EXPECT_EQ(doc["collectives"][3]["root"], 7);
+  EXPECT_FALSE(doc["collectives"][3].contains("root"));
+  EXPECT_FALSE(doc["collectives"][3].contains("peer"));
+  EXPECT_EQ(doc["collectives"][2]["kind"], "broadcast");
+  EXPECT_EQ(doc["collectives"][2]["root"], 6);
+  EXPECT_FALSE(doc["collectives"][2].contains("peer"));
+  EXPECT_EQ(doc["collectives"][1]["kind"], "send");
+  EXPECT_EQ(doc["collectives"][1]["peer"], 5);
+  EXPECT_FALSE(doc["collectives"][1].contains("root"));
+  EXPECT_NE(doc["collectives"][1]["fingerprint"].get<std::string>().find("send #0 to peer 5"),
+            std::string::npos)
+      << doc["collectives"][1]["fingerprint"];
 }
 
 TEST(FlightRecorderTest, DepthZeroRecordsNothing) {

@@ -22,10 +22,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
-CollectiveArgs argsOf(CollectiveKind kind, int root = 0, size_t count = 8) {
+// `rank` is a send's or recv's peer, else the root.
+CollectiveArgs argsOf(CollectiveKind kind, int rank = 0, size_t count = 8) {
   CollectiveArgs args;
   args.kind = kind;
-  args.root = root;
+  (isPointToPoint(kind) ? args.peer : args.root) = rank;
   args.count = count;
   return args;
 }

@@ -189,7 +189,7 @@ TEST(ScheduleTest, PointToPointAndBarrierMatchUp) {
     args.kind = r == 0 ? CollectiveKind::kSend : CollectiveKind::kRecv;
     args.count = 1001;
     args.dtype = DataType::kUint8;
-    args.root = 1 - r;
+    args.peer = 1 - r;
     schedules.push_back(*buildSchedule(args, params));
   }
   std::vector<SimulatedRank> ranks(2);
@@ -212,9 +212,18 @@ TEST(ScheduleTest, RejectsBadArguments) {
   Status status = buildSchedule(args, params).status();
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("root 4"), std::string::npos) << status.message();
+  // A send's peer is `peer`, not `root`: a valid root does not make it valid, and the
+  // message names the peer.
   args.kind = CollectiveKind::kSend;
-  args.root = 0;
+  args.root = 1;
+  args.peer = 0;  // this rank
+  status = buildSchedule(args, params).status();
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("peer 0"), std::string::npos) << status.message();
+  args.peer = -1;  // unset
   EXPECT_EQ(buildSchedule(args, params).status().code(), StatusCode::kInvalidArgument);
+  args.peer = 2;
+  EXPECT_TRUE(buildSchedule(args, params).isOk());
 }
 
 TEST(ScheduleTest, RingAllReduceTakesTwoNMinusTwoStepsPerRound) {

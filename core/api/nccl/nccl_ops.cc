@@ -25,16 +25,17 @@ namespace {
 enum class OpKind { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kSend, kRecv };
 
 struct Call {
-  OpKind kind;
-  ncclComm* comm;
-  const void* send;
-  void* recv;
-  size_t count;
-  DataType dtype;
-  ReduceOp op;
-  int root;                                      // root, or peer of a send/recv
-  std::shared_ptr<std::vector<uint8_t>> scaled;  // pre-multiplied input (PreMulSum)
-  void* stream;                                  // cudaStream_t: device buffers only
+  OpKind kind = OpKind::kAllReduce;
+  ncclComm* comm = nullptr;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;
+  DataType dtype = DataType::kFloat32;                     // set by prepare()
+  ReduceOp op = ReduceOp::kSum;                            // set by prepare()
+  int root = 0;                                            // broadcast, reduce
+  int peer = -1;                                           // send, recv
+  std::shared_ptr<std::vector<uint8_t>> scaled = nullptr;  // pre-multiplied input (PreMulSum)
+  void* stream = nullptr;                                  // cudaStream_t: device buffers only
 };
 
 struct GroupState {
@@ -142,9 +143,9 @@ Result<Work> issue(const Call& call) {
     case OpKind::kReduceScatter:
       return comm.reduceScatter(call.send, call.recv, call.count, call.dtype, call.op, call.stream);
     case OpKind::kSend:
-      return comm.send(call.send, call.count, call.dtype, call.root);
+      return comm.send(call.send, call.count, call.dtype, call.peer);
     case OpKind::kRecv:
-      return comm.recv(call.recv, call.count, call.dtype, call.root);
+      return comm.recv(call.recv, call.count, call.dtype, call.peer);
   }
   return internalError("unknown operation");
 }
@@ -224,12 +225,12 @@ ncclResult_t issueGroup(ncclComm* comm, const std::vector<const Call*>& calls,
       continue;
     }
     bool isSend = call->kind == OpKind::kSend;
-    if (call->root == comm->rank) {
+    if (call->peer == comm->rank) {
       (isSend ? selfSends : selfRecvs).push_back(call);
       continue;
     }
     batch.push_back(PointToPoint{isSend, isSend ? const_cast<void*>(call->send) : call->recv,
-                                 call->count, call->dtype, call->root});
+                                 call->count, call->dtype, call->peer});
   }
   flush();
   return copyToSelf(selfSends, selfRecvs);
@@ -356,17 +357,26 @@ extern "C" {
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t stream) {
-  return submit(
-      Call{OpKind::kAllReduce, comm, sendbuff, recvbuff, count, {}, {}, 0, nullptr, stream},
-      datatype, op, true);
+  return submit(Call{.kind = OpKind::kAllReduce,
+                     .comm = comm,
+                     .send = sendbuff,
+                     .recv = recvbuff,
+                     .count = count,
+                     .stream = stream},
+                datatype, op, true);
 }
 
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm,
                            cudaStream_t stream) {
-  return submit(
-      Call{OpKind::kBroadcast, comm, sendbuff, recvbuff, count, {}, {}, root, nullptr, stream},
-      datatype, ncclSum, false);
+  return submit(Call{.kind = OpKind::kBroadcast,
+                     .comm = comm,
+                     .send = sendbuff,
+                     .recv = recvbuff,
+                     .count = count,
+                     .root = root,
+                     .stream = stream},
+                datatype, ncclSum, false);
 }
 
 ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
@@ -376,35 +386,58 @@ ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int ro
 
 ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
-  return submit(
-      Call{OpKind::kReduce, comm, sendbuff, recvbuff, count, {}, {}, root, nullptr, stream},
-      datatype, op, true);
+  return submit(Call{.kind = OpKind::kReduce,
+                     .comm = comm,
+                     .send = sendbuff,
+                     .recv = recvbuff,
+                     .count = count,
+                     .root = root,
+                     .stream = stream},
+                datatype, op, true);
 }
 
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  return submit(
-      Call{OpKind::kAllGather, comm, sendbuff, recvbuff, sendcount, {}, {}, 0, nullptr, stream},
-      datatype, ncclSum, false);
+  return submit(Call{.kind = OpKind::kAllGather,
+                     .comm = comm,
+                     .send = sendbuff,
+                     .recv = recvbuff,
+                     .count = sendcount,
+                     .stream = stream},
+                datatype, ncclSum, false);
 }
 
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream) {
-  return submit(
-      Call{OpKind::kReduceScatter, comm, sendbuff, recvbuff, recvcount, {}, {}, 0, nullptr, stream},
-      datatype, op, true);
+  return submit(Call{.kind = OpKind::kReduceScatter,
+                     .comm = comm,
+                     .send = sendbuff,
+                     .recv = recvbuff,
+                     .count = recvcount,
+                     .stream = stream},
+                datatype, op, true);
 }
 
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
-  return submit(Call{OpKind::kSend, comm, sendbuff, nullptr, count, {}, {}, peer, nullptr, stream},
+  return submit(Call{.kind = OpKind::kSend,
+                     .comm = comm,
+                     .send = sendbuff,
+                     .count = count,
+                     .peer = peer,
+                     .stream = stream},
                 datatype, ncclSum, false);
 }
 
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
-  return submit(Call{OpKind::kRecv, comm, nullptr, recvbuff, count, {}, {}, peer, nullptr, stream},
+  return submit(Call{.kind = OpKind::kRecv,
+                     .comm = comm,
+                     .recv = recvbuff,
+                     .count = count,
+                     .peer = peer,
+                     .stream = stream},
                 datatype, ncclSum, false);
 }
 
