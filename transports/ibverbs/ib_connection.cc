@@ -2,11 +2,10 @@
 
 #include <arpa/inet.h>
 
-#include <cinttypes>
+#include <algorithm>
 #include <cstring>
 #include <random>
 
-#include "core/log/log.h"
 #include "core/net/handshake.h"
 #include "core/transport/message_check.h"
 

@@ -40,7 +40,6 @@ struct IbShared {
   std::unique_ptr<IbPort> port;
   ibv_comp_channel* channel = nullptr;
   std::unique_ptr<MrCache> mrs;
-  int rank = 0;
   ~IbShared();
 };
 
@@ -104,7 +103,6 @@ class IbConnection final : public Connection {
   Status handleCompletion(const ibv_wc& wc, bool* progressed);
   Status handleCtl(const CtlMsg& msg);
   Status fail(Status status);
-  Status breakWith(Status status) { return fail(std::move(status)); }
 
   std::shared_ptr<IbShared> shared_;
   int peer_;

@@ -131,7 +131,6 @@ Result<std::unique_ptr<IbPort>> openIbPort(const std::string& hcaSpec, int gidIn
       out->lid = port.lid;
       out->ethernet = port.link_layer == IBV_LINK_LAYER_ETHERNET;
       out->mtu = port.active_mtu;
-      out->maxMessageBytes = port.max_msg_sz;
       out->gidIndex = gidIndex >= 0 ? gidIndex : chooseGid(ctx, p, port.gid_tbl_len);
       if (ibv_query_gid(ctx, static_cast<uint8_t>(p), out->gidIndex, &out->gid) != 0) {
         return systemError("ibverbs: querying GID " + std::to_string(out->gidIndex) + " of " +

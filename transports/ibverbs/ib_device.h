@@ -44,7 +44,6 @@ struct IbPort {
   int gidIndex = 0;
   ibv_gid gid{};
   ibv_mtu mtu = IBV_MTU_1024;
-  uint32_t maxMessageBytes = 1u << 30;
 
   IbPort() = default;
   IbPort(const IbPort&) = delete;

@@ -33,7 +33,6 @@ class MrCache {
 
   Result<ibv_mr*> acquire(const void* addr, size_t length);
   void release(ibv_mr* mr);
-  size_t size() const { return entries_.size(); }
 
  private:
   struct Entry {

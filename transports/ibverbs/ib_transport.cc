@@ -137,7 +137,6 @@ Result<std::unique_ptr<Transport>> createIbTransport(const TransportContext& ctx
   Result<std::unique_ptr<IbPort>> port = openIbPort(ctx.config.text("COLLIE_IB_HCA"), gidIndex);
   if (!port.isOk()) return port.status();
   shared->port = std::move(*port);
-  shared->rank = ctx.rank;
   shared->channel = ibv_create_comp_channel(shared->port->context);
   if (shared->channel == nullptr) return systemError("ibverbs: ibv_create_comp_channel", errno);
   fcntl(shared->channel->fd, F_SETFL, fcntl(shared->channel->fd, F_GETFL) | O_NONBLOCK);
