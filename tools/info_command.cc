@@ -18,6 +18,7 @@
 #include "core/transport/device_windows.h"
 #include "core/transport/transport.h"
 #include "core/tune/tune_probe.h"
+#include "kernels/cuda/emulation/emulated_runtime.h"
 #include "tools/commands.h"
 
 namespace collie {
@@ -72,7 +73,8 @@ void printTransports() {
   ctx.jobKey = "collie-info/" + std::to_string(getpid());
   ctx.store = makeInMemoryStore();
   ctx.timeout = std::chrono::milliseconds(1000);
-  ctx.deviceRuntime = selectDeviceRuntime(Config::fromEnvironment());
+  Result<DeviceRuntime*> runtime = selectDeviceRuntime(Config::fromEnvironment());
+  ctx.deviceRuntime = runtime.isOk() ? *runtime : nullptr;
   for (const TransportFactory& factory : TransportRegistry::instance().factories()) {
     Result<std::unique_ptr<Transport>> probe = factory.create(ctx);
     std::string state = probe.isOk() ? "usable" : "unavailable: " + probe.status().message();
@@ -80,8 +82,9 @@ void printTransports() {
       const DeviceWindowProvider* windows = (*probe)->deviceWindows();
       state = windows != nullptr && windows->available()
                   ? "usable: device windows for ranks of one host"
-                  : "unavailable: no device runtime (no CUDA device, COLLIE_DEVICE_EMULATION "
-                    "unset): device buffers would be staged through host memory";
+                  : "unavailable: no device runtime (no CUDA device; no device emulation "
+                    "selected, or none built in): device buffers would be staged through host "
+                    "memory";
     }
     std::printf("  %-8s priority %-4d %s\n", factory.name.c_str(), factory.priority, state.c_str());
     std::string details = factory.describe != nullptr ? factory.describe() : "";
@@ -89,6 +92,20 @@ void printTransports() {
       std::istringstream lines(details);
       for (std::string line; std::getline(lines, line);) std::printf("      %s\n", line.c_str());
     }
+  }
+}
+
+// The device emulation is a library of its own, for tests (kernels/cuda/emulation/
+// emulated_runtime.h): say whether this build or installation has it.
+void printDeviceEmulation() {
+  Result<DeviceRuntime*> emulated = emulatedDeviceRuntime();
+  if (emulated.isOk()) {
+    std::printf(
+        "device emulation: available (%s); COLLIE_DEVICE_EMULATION=1 runs the device path on "
+        "it where no GPU is present (tests)\n",
+        kDeviceEmulationLibrary);
+  } else {
+    std::printf("device emulation: unavailable: %s\n", emulated.status().message().c_str());
   }
 }
 
@@ -203,6 +220,7 @@ int runInfo(bool tuning) {
               net::systemCongestionControl().c_str(),
               net::setsCongestionControl(congestion) ? congestion.c_str() : "the system default");
   printCudaDevices((" " + features + " ").find(" cuda ") != std::string::npos);
+  printDeviceEmulation();
   std::printf(
       "configuration from the environment, by component (value [source]; accepted values;\n"
       "Options::config overrides any knob per communicator except the process-wide ones):\n");

@@ -82,7 +82,9 @@ class DeviceBuffers {
     if (stream_ != nullptr) runtime_->destroyStream(stream_);
   }
   Status open(size_t sendBytes, size_t recvBytes) {
-    runtime_ = selectDeviceRuntime(Config::fromEnvironment());
+    Result<DeviceRuntime*> runtime = selectDeviceRuntime(Config::fromEnvironment());
+    if (!runtime.isOk()) return runtime.status().withContext("collie perf --device 1");
+    runtime_ = *runtime;
     if (runtime_ == nullptr) {
       return unsupported(
           "collie perf --device 1: no CUDA device (COLLIE_DEVICE_EMULATION=1 emulates one)");

@@ -118,7 +118,7 @@ Result<std::shared_ptr<Store>> reachStore(const UniqueId& id, int rank,
 }
 
 TransportContext makeTransportContext(const UniqueId& id, const EngineConfig& config,
-                                      std::shared_ptr<Store> store) {
+                                      std::shared_ptr<Store> store, DeviceRuntime* deviceRuntime) {
   TransportContext context;
   context.rank = config.rank;
   context.nranks = config.nranks;
@@ -129,7 +129,7 @@ TransportContext makeTransportContext(const UniqueId& id, const EngineConfig& co
   context.secret = id.secret;
   context.store = std::move(store);
   context.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config.timeout);
-  context.deviceRuntime = selectDeviceRuntime(config.config);
+  context.deviceRuntime = deviceRuntime;
   context.config = config.config;
   return context;
 }
@@ -341,10 +341,14 @@ Result<std::unique_ptr<Communicator>> Communicator::Impl::create(const UniqueId&
   setLogRank(rank);
   Result<EngineConfig> config = resolveConfig(rank, nranks, settings);
   if (!config.isOk()) return config.status();
+  Result<DeviceRuntime*> deviceRuntime = selectDeviceRuntime(settings);
+  if (!deviceRuntime.isOk()) {
+    return deviceRuntime.status().withContext("rank " + std::to_string(rank));
+  }
   const Deadline deadline = Clock::now() + config->timeout;
   Result<std::shared_ptr<Store>> store = reachStore(id, rank, std::move(given), deadline);
   if (!store.isOk()) return store.status();
-  const TransportContext context = makeTransportContext(id, *config, *store);
+  const TransportContext context = makeTransportContext(id, *config, *store, *deviceRuntime);
   const std::string forced = settings.text("COLLIE_TRANSPORT");
 
   Result<std::vector<std::string>> hosts = exchangeHostIds(context, *config, forced, id, deadline);

@@ -4,7 +4,9 @@
 //   - the CUDA runtime (kernels/cuda/cuda_device_runtime.cc, with a device present);
 //   - the emulated runtime (kernels/cuda/emulation/emulated_runtime.cc): "device"
 //     memory is host memory recorded in a registry, a stream is an in-order worker
-//     thread, and the same kernel sources run through the host emulation header.
+//     thread, and the same kernel sources run through the host emulation header. A
+//     component of its own, for tests: libcollie_device_emulation.so, loaded on demand
+//     (kernels/cuda/emulation/emulated_runtime.h), absent from installed builds.
 //
 // Contract:
 //   - Pointers returned by allocate() are device memory of this runtime:
@@ -139,14 +141,17 @@ class DeviceRuntime {
 };
 
 // Defined by the build (kernels/): the CUDA runtime when CUDA is built and a device is
-// present, null otherwise; and the emulated runtime (always built). Process-wide
-// singletons, never destroyed.
+// present, null otherwise; and the emulated runtime, loaded from its library on the
+// first call, or NotFound naming what was tried when this build or installation has
+// none. Process-wide singletons, never destroyed.
 DeviceRuntime* hardwareDeviceRuntime();
-DeviceRuntime* emulatedDeviceRuntime();
+Result<DeviceRuntime*> emulatedDeviceRuntime();
 
 // The runtime a new communicator with configuration `config` uses: a real device first,
 // then the emulation when its COLLIE_DEVICE_EMULATION is 1, else null (device buffers
-// are then Unsupported).
-DeviceRuntime* selectDeviceRuntime(const Config& config);
+// are then Unsupported). Fails (NotFound, naming the knob) only when
+// COLLIE_DEVICE_EMULATION=1 asks for an emulation that is not there and no device is
+// present.
+Result<DeviceRuntime*> selectDeviceRuntime(const Config& config);
 
 }  // namespace collie

@@ -13,6 +13,7 @@
 
 #include "core/device/device_runtime.h"
 #include "core/transport/device_windows.h"
+#include "support/emulated_device.h"
 #include "support/rank_threads.h"
 #include "transports/cuda_ipc/cuda_ipc_transport.h"
 
@@ -31,7 +32,7 @@ TransportContext context(std::shared_ptr<Store> store, const std::string& job, i
   ctx.jobKey = job;
   ctx.store = std::move(store);
   ctx.timeout = std::chrono::milliseconds(2000);
-  ctx.deviceRuntime = emulatedDeviceRuntime();
+  ctx.deviceRuntime = &testing::emulatedDevice();
   return ctx;
 }
 
@@ -80,7 +81,7 @@ TEST(CudaIpcWindows, EveryRankMapsEveryWindow) {
   for (int r = 0; r < kRanks; ++r) {
     ASSERT_NE(windows[r], nullptr);
     EXPECT_EQ(windows[r]->bytes(), kBytes);
-    EXPECT_TRUE(emulatedDeviceRuntime()->isDevicePointer(windows[r]->window(r)));
+    EXPECT_TRUE(testing::emulatedDevice().isDevicePointer(windows[r]->window(r)));
     EXPECT_EQ(windows[r]->window(r)[kBytes - 1], 0) << "windows are zero-filled";
     windows[r]->window(r)[r] = static_cast<uint8_t>(0xA0 + r);
   }

@@ -18,6 +18,7 @@
 #include "core/device/device_runtime.h"
 #include "kernels/cuda/emulation/emulated_runtime.h"
 #include "kernels/cuda/emulation/emulated_stream.h"
+#include "support/emulated_device.h"
 #include "support/rank_threads.h"
 #include "support/reference.h"
 
@@ -27,7 +28,7 @@ namespace {
 using testing::expectedReduction;
 using testing::makeInput;
 
-DeviceRuntime& runtime() { return *emulatedDeviceRuntime(); }
+DeviceRuntime& runtime() { return testing::emulatedDevice(); }
 
 // A device buffer of the emulated runtime, freed on scope exit.
 class DeviceBuffer {

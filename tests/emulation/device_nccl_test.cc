@@ -15,6 +15,7 @@
 #include "collie/nccl.h"
 #include "core/device/device_runtime.h"
 #include "kernels/cuda/emulation/emulated_stream.h"
+#include "support/emulated_device.h"
 #include "support/rank_threads.h"
 #include "support/reference.h"
 
@@ -30,7 +31,7 @@ TEST(DeviceNccl, AllReduceReturnsOnceEnqueuedOnTheStream) {
   constexpr int kRanks = 3;
   constexpr size_t kCount = 3'001;
   const size_t bytes = kCount * sizeof(float);
-  DeviceRuntime& device = *emulatedDeviceRuntime();
+  DeviceRuntime& device = testing::emulatedDevice();
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
   std::vector<std::string> failures(kRanks);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs collie from the build tree into a temporary prefix, then builds programs
-# against it with find_package(collie) and with pkg-config, and runs them.
+# Installs collie from the build tree into a temporary prefix, checks that the device
+# emulation stayed behind, then builds programs against it with find_package(collie) and
+# with pkg-config, and runs them.
 set -euo pipefail
 build="$1"
 source_dir="$(cd "$(dirname "$0")" && pwd)"
@@ -11,6 +12,16 @@ test -x "$prefix/bin/collie" || { echo "collie CLI not installed"; exit 1; }
 "$prefix/bin/collie" info >/dev/null || { echo "installed collie does not run"; exit 1; }
 test -f "$prefix/include/collie/collie.h" || { echo "headers not installed"; exit 1; }
 libdir=$(dirname "$(find "$prefix" -name 'libcollie.so' | head -1)")
+# The emulated GPU is a test component (libcollie_device_emulation.so): not installed, and
+# not inside the installed libcollie, so the installed collie says it has none.
+if [ -n "$(find "$prefix" -name 'libcollie_device_emulation*')" ]; then
+  echo "the device emulation was installed"; exit 1
+fi
+if nm -DC --defined-only "$libdir/libcollie.so" | grep -q 'emulation::'; then
+  echo "the installed libcollie carries the device emulation"; exit 1
+fi
+"$prefix/bin/collie" info | grep -q '^device emulation: unavailable: ' ||
+  { echo "installed collie info does not say that the device emulation is absent"; exit 1; }
 cmake -S "$source_dir/consumer" -B "$prefix/consumer-build" -G Ninja \
   -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 ninja -C "$prefix/consumer-build" >/dev/null

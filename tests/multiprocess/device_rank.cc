@@ -431,11 +431,13 @@ int main(int argc, char** argv) {
   auto created = Communicator::createFromEnvironment(options);
   if (!created.isOk()) return failed(-1, created.status().toString());
   Communicator& comm = **created;
-  DeviceRuntime* runtime = collie::selectDeviceRuntime(collie::Config::fromEnvironment());
-  if (runtime == nullptr) {
+  collie::Result<DeviceRuntime*> runtime =
+      collie::selectDeviceRuntime(collie::Config::fromEnvironment());
+  if (!runtime.isOk()) return failed(comm.rank(), runtime.status().toString());
+  if (*runtime == nullptr) {
     return failed(comm.rank(), "no device runtime (no GPU, COLLIE_DEVICE_EMULATION unset)");
   }
-  Device device(*runtime);
+  Device device(**runtime);
   if (device.stream() == nullptr) return failed(comm.rank(), "cannot create a device stream");
   if (mode.empty() || mode == "staged") return basic(comm, device, mode == "staged");
   if (mode == "matrix") {

@@ -1,5 +1,6 @@
 // The emulated DeviceRuntime (core/device/device_runtime.h): the device path of the
-// engine on a machine without a GPU, for tests. "Device" memory is host memory that
+// engine on a machine without a GPU, for tests. Built into libcollie_device_emulation.so
+// (emulated_runtime.h), never into libcollie. "Device" memory is host memory that
 // a registry records (so isDevicePointer() is true for it and for nothing else), a
 // stream is an EmulatedStream (an in-order worker thread), and the step kernels are
 // the sources of kernels/cuda compiled by the host compiler and run by
@@ -247,14 +248,17 @@ class EmulatedRuntime final : public DeviceRuntime {
   std::map<uintptr_t, Mapping> mappings_;  // opened address -> mapping
 };
 
+uint64_t kernelLaunches() { return launches.load(std::memory_order_relaxed); }
+uint64_t copyCount() { return copies.load(std::memory_order_relaxed); }
+
 }  // namespace
-
-uint64_t emulatedCopies() { return copies.load(std::memory_order_relaxed); }
-uint64_t emulatedKernelLaunches() { return launches.load(std::memory_order_relaxed); }
-
-DeviceRuntime* emulatedDeviceRuntime() {
-  static EmulatedRuntime* runtime = new EmulatedRuntime();
-  return runtime;
-}
-
 }  // namespace collie
+
+// The one symbol libcollie looks up (kDeviceEmulationEntry); the runtime is created once
+// and never destroyed, as the CUDA one.
+extern "C" __attribute__((visibility("default"))) const collie::DeviceEmulation*
+collieDeviceEmulation() {
+  static const collie::DeviceEmulation emulation{new collie::EmulatedRuntime(),
+                                                 &collie::kernelLaunches, &collie::copyCount};
+  return &emulation;
+}
