@@ -9,10 +9,10 @@
 #include <memory>
 #include <vector>
 
-#include "ddp/model/checkpoint.h"
-#include "ddp/model/dataset.h"
-#include "ddp/model/mlp.h"
-#include "ddp/model/optimizer.h"
+#include "ddp/demo/model/checkpoint.h"
+#include "ddp/demo/model/dataset.h"
+#include "ddp/demo/model/mlp.h"
+#include "ddp/demo/model/optimizer.h"
 #include "ddp/reducer.h"
 #include "support/rank_threads.h"
 

@@ -9,9 +9,9 @@
 #include <set>
 
 #include "ddp/bucket_assignment.h"
-#include "ddp/model/checkpoint.h"
-#include "ddp/model/dataset.h"
-#include "ddp/model/mlp.h"
+#include "ddp/demo/model/checkpoint.h"
+#include "ddp/demo/model/dataset.h"
+#include "ddp/demo/model/mlp.h"
 #include "ddp/timeline.h"
 
 namespace collie::ddp {

@@ -1,4 +1,4 @@
-#include "ddp/model/dataset.h"
+#include "ddp/demo/model/dataset.h"
 
 #include <cmath>
 #include <numeric>

@@ -1,9 +1,9 @@
-#include "ddp/model/mlp.h"
+#include "ddp/demo/model/mlp.h"
 
 #include <chrono>
 #include <cmath>
 
-#include "ddp/model/dataset.h"
+#include "ddp/demo/model/dataset.h"
 
 namespace collie::ddp {
 namespace {

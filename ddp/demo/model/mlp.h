@@ -21,7 +21,7 @@
 
 #include "collie/status.h"
 #include "ddp/gradient_sink.h"
-#include "ddp/model/compute.h"
+#include "ddp/demo/model/compute.h"
 #include "ddp/timeline.h"
 
 namespace collie::ddp {

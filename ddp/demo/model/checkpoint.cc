@@ -1,4 +1,4 @@
-#include "ddp/model/checkpoint.h"
+#include "ddp/demo/model/checkpoint.h"
 
 #include <cerrno>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "ddp/model/compute.h"
+#include "ddp/demo/model/compute.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "ddp/model/optimizer.h"
+#include "ddp/demo/model/optimizer.h"
 
 #include <cmath>
 
