@@ -48,6 +48,30 @@ thread_local GroupState group;
 
 bool isP2P(OpKind kind) { return kind == OpKind::kSend || kind == OpKind::kRecv; }
 
+// A collective's call; `root` is read by broadcast and reduce only.
+Call collectiveCall(OpKind kind, ncclComm* comm, const void* send, void* recv, size_t count,
+                    void* stream, int root = 0) {
+  return Call{.kind = kind,
+              .comm = comm,
+              .send = send,
+              .recv = recv,
+              .count = count,
+              .root = root,
+              .stream = stream};
+}
+
+// A send's call (`recv` null) or a receive's (`send` null), to or from `peer`.
+Call pointToPointCall(OpKind kind, ncclComm* comm, const void* send, void* recv, size_t count,
+                      int peer, void* stream) {
+  return Call{.kind = kind,
+              .comm = comm,
+              .send = send,
+              .recv = recv,
+              .count = count,
+              .peer = peer,
+              .stream = stream};
+}
+
 const char* nameOf(OpKind kind) {
   switch (kind) {
     case OpKind::kAllReduce:
@@ -357,25 +381,14 @@ extern "C" {
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t stream) {
-  return submit(Call{.kind = OpKind::kAllReduce,
-                     .comm = comm,
-                     .send = sendbuff,
-                     .recv = recvbuff,
-                     .count = count,
-                     .stream = stream},
+  return submit(collectiveCall(OpKind::kAllReduce, comm, sendbuff, recvbuff, count, stream),
                 datatype, op, true);
 }
 
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm,
                            cudaStream_t stream) {
-  return submit(Call{.kind = OpKind::kBroadcast,
-                     .comm = comm,
-                     .send = sendbuff,
-                     .recv = recvbuff,
-                     .count = count,
-                     .root = root,
-                     .stream = stream},
+  return submit(collectiveCall(OpKind::kBroadcast, comm, sendbuff, recvbuff, count, stream, root),
                 datatype, ncclSum, false);
 }
 
@@ -386,58 +399,32 @@ ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int ro
 
 ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
-  return submit(Call{.kind = OpKind::kReduce,
-                     .comm = comm,
-                     .send = sendbuff,
-                     .recv = recvbuff,
-                     .count = count,
-                     .root = root,
-                     .stream = stream},
+  return submit(collectiveCall(OpKind::kReduce, comm, sendbuff, recvbuff, count, stream, root),
                 datatype, op, true);
 }
 
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  return submit(Call{.kind = OpKind::kAllGather,
-                     .comm = comm,
-                     .send = sendbuff,
-                     .recv = recvbuff,
-                     .count = sendcount,
-                     .stream = stream},
+  return submit(collectiveCall(OpKind::kAllGather, comm, sendbuff, recvbuff, sendcount, stream),
                 datatype, ncclSum, false);
 }
 
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream) {
-  return submit(Call{.kind = OpKind::kReduceScatter,
-                     .comm = comm,
-                     .send = sendbuff,
-                     .recv = recvbuff,
-                     .count = recvcount,
-                     .stream = stream},
+  return submit(collectiveCall(OpKind::kReduceScatter, comm, sendbuff, recvbuff, recvcount, stream),
                 datatype, op, true);
 }
 
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
-  return submit(Call{.kind = OpKind::kSend,
-                     .comm = comm,
-                     .send = sendbuff,
-                     .count = count,
-                     .peer = peer,
-                     .stream = stream},
+  return submit(pointToPointCall(OpKind::kSend, comm, sendbuff, nullptr, count, peer, stream),
                 datatype, ncclSum, false);
 }
 
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
-  return submit(Call{.kind = OpKind::kRecv,
-                     .comm = comm,
-                     .recv = recvbuff,
-                     .count = count,
-                     .peer = peer,
-                     .stream = stream},
+  return submit(pointToPointCall(OpKind::kRecv, comm, nullptr, recvbuff, count, peer, stream),
                 datatype, ncclSum, false);
 }
 
