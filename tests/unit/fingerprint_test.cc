@@ -19,6 +19,13 @@ CollectiveArgs pointToPoint(CollectiveKind kind, int peer, size_t count) {
   return args;
 }
 
+CollectiveArgs broadcastFrom(int root) {
+  CollectiveArgs args;
+  args.kind = CollectiveKind::kBroadcast;
+  args.root = root;
+  return args;
+}
+
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
@@ -33,11 +40,8 @@ TEST(FingerprintTest, BothHalvesOfASendRecvCarryTheSameTag) {
 }
 
 TEST(FingerprintTest, OnlyRootedKindsCarryTheRoot) {
-  CollectiveArgs bcast;
-  bcast.kind = CollectiveKind::kBroadcast;
-  bcast.root = 2;
-  CollectiveArgs other = bcast;
-  other.root = 3;
+  const CollectiveArgs bcast = broadcastFrom(2);
+  const CollectiveArgs other = broadcastFrom(3);
   EXPECT_NE(makeFingerprint(0, bcast), makeFingerprint(0, other));
   EXPECT_EQ(decodeFingerprint(makeFingerprint(0, other)).root, 3u);
   EXPECT_TRUE(contains(describeFingerprint(makeFingerprint(0, bcast)), " root=2 "));
@@ -88,12 +92,9 @@ TEST(FingerprintTest, ASendRecvDisagreementNamesThePeerAsAPeer) {
 }
 
 TEST(FingerprintTest, ACollectiveDisagreementNamesTheRankAndTheRoot) {
-  CollectiveArgs a;
-  a.kind = CollectiveKind::kBroadcast;
-  a.root = 0;
-  CollectiveArgs b = a;
-  b.root = 2;
-  const std::string text = describeDisagreement(makeFingerprint(0, a), makeFingerprint(0, b), 1, 2);
+  const CollectiveArgs a = broadcastFrom(0);
+  const std::string text =
+      describeDisagreement(makeFingerprint(0, a), makeFingerprint(0, broadcastFrom(2)), 1, 2);
   EXPECT_EQ(text,
             "rank 1 and rank 2 run different collectives: root differs: this rank 0, rank 2 2")
       << text;
