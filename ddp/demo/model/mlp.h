@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "collie/status.h"
-#include "ddp/gradient_sink.h"
 #include "ddp/demo/model/compute.h"
+#include "ddp/gradient_sink.h"
 #include "ddp/timeline.h"
 
 namespace collie::ddp {
