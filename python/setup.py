@@ -36,8 +36,7 @@ setup(
     ext_modules=[
         CppExtension(
             "torch_collie._C",
-            [os.path.join(csrc, f) for f in ("module.cc", "backend.cc", "shared_allocator.cc", "shared_tensor.cc",
-                                              "work.cc")],
+            [os.path.join(csrc, f) for f in sorted(os.listdir(csrc)) if f.endswith(".cc")],
             include_dirs=[include_dir, os.path.join(here, csrc)],
             library_dirs=[lib_dir],
             libraries=["collie"],

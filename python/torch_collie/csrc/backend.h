@@ -3,27 +3,47 @@
 //
 // Each backend owns one collie::Communicator over the group's ranks, created from a
 // collie UniqueId that group rank 0 publishes through the c10d store torch hands to
-// the backend (rank 0 also runs the collie store server named in the id). Every call
-// validates its tensors (CPU, supported dtype and op), makes contiguous copies where
-// needed, issues collie operations and returns a CollieWork at once; the work
-// completes on the backend's CompletionQueue thread, or before the call returns when
-// collie already ran it on the caller's thread. An all-reduce of an emptyShared tensor
-// (shared_tensor.h) registers it for the call, one of a tensor in the shared CPU
-// allocator's pool (shared_allocator.h) registers its block once: zero-copy over shm
-// when every rank's buffer is registered (collie agrees on that across ranks).
+// the backend (rank 0 also runs the collie store server named in the id). An explicit
+// init_process_group(timeout=) becomes the communicator's deadline (COLLIE_TIMEOUT
+// otherwise). Every call validates its tensors (CPU, dtype and op, and the checks
+// gloo makes, in its words: "invalid root rank", "requires non-empty tensor list",
+// ...), makes contiguous copies where needed, issues collie operations and returns a
+// CollieWork at once; the work completes on the backend's CompletionQueue thread, or
+// before the call returns when collie already ran it on the caller's thread. Bad
+// arguments raise RuntimeError before anything is issued; failures of communication
+// fail the Work with DistBackendError naming the rank.
 //
-// Supported: allreduce (SUM, AVG, PRODUCT, MIN, MAX), allreduce_coalesced,
-// broadcast, allgather, _allgather_base, reduce_scatter, _reduce_scatter_base,
-// reduce, barrier, send, recv, alltoall, alltoall_base. Data movement (broadcast,
-// gathers, send/recv, alltoall) accepts every dtype (moved as bytes); reductions
-// accept float32/64, float16, bfloat16, int8, uint8, int32, int64.
+// The contract is ProcessGroupGloo's (pytorch's test_c10d_gloo.py, CPU tests):
+//   - lists of several tensors per call: all_reduce reduces over every tensor of every
+//     rank into each; broadcast sends the root's rootTensor to every tensor; allgather
+//     of k inputs gathers all ranks' inputs into each of k lists (rank-major);
+//   - all_reduce of sparse COO tensors (SUM: all-gather of indices and values, then
+//     coalesce, as gloo does for DDP's sparse gradients);
+//   - gather, scatter, all_to_all(_single) with uneven splits, built from
+//     Communicator::sendRecv (every send and receive of the call posted together);
+//   - send/recv; recv from any source (senders announce their messages in the c10d
+//     store, the receiver picks a rank with an unreceived announcement); batches of
+//     send/recv (batch_isend_irecv) are coalesced into one sendRecv group;
+//   - sequence numbers per group (collectives only), profiler events named
+//     "collie:<collective>", monitored_barrier (rank 0 names the ranks that did not
+//     arrive), per-call timeouts (the call fails, the communicator is aborted);
+//   - dtypes: reductions over float32/64, float16, bfloat16, int8/uint8, int32,
+//     int64, uint32, uint64, bool (as uint8; SUM is OR, PRODUCT is AND) and complex
+//     (as pairs of reals, for SUM/AVG/PREMUL_SUM); data movement takes any dtype;
+//   - ops: SUM, AVG, PRODUCT, MIN, MAX, BAND/BOR/BXOR (integers and bool), PREMUL_SUM
+//     (multiplied in the backend, then summed, as collie's NCCL API does).
+// An all-reduce of an emptyShared tensor (shared_tensor.h) registers it for the call,
+// one of a tensor in the shared CPU allocator's pool (shared_allocator.h) registers
+// its block once: zero-copy over shm when every rank's buffer is registered.
 //
 // Thread safety: as for collie::Communicator: calls may come from any thread, and
-// their issue order is the execution order, which all ranks must agree on.
+// their issue order is the execution order, which all ranks must agree on. Coalescing
+// (startCoalescing .. endCoalescing) belongs to the thread that started it.
 #pragma once
 
 #include <ATen/ATen.h>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -35,6 +55,7 @@
 
 #include "collie/communicator.h"
 #include "collie/store.h"
+#include "p2p_announcer.h"
 #include "shared_allocator.h"
 #include "shared_tensor.h"
 #include "work.h"
@@ -51,16 +72,25 @@ class CollieBackend : public c10d::Backend {
                                                   std::chrono::duration<float> timeout,
                                                   const std::map<std::string, std::string>& config);
 
-  CollieBackend(int rank, int size, std::unique_ptr<collie::StoreServer> server,
+  CollieBackend(int rank, int size, c10::intrusive_ptr<c10d::Store> store,
+                std::chrono::milliseconds timeout, std::unique_ptr<collie::StoreServer> server,
                 std::unique_ptr<collie::Communicator> comm);
   ~CollieBackend() override;
 
   const std::string getBackendName() const override { return "collie"; }
+  c10::intrusive_ptr<Options> getBackendOptions() override { return options_; }
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  uint64_t getSequenceNumberForGroup() override;
+  void setSequenceNumberForGroup() override {}  // numbers start at 0 on every rank
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_sparse(std::vector<at::Tensor>& tensors,
+                                                  const c10d::AllreduceOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
       std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
@@ -70,11 +100,26 @@ class CollieBackend : public c10d::Backend {
                                            const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
                                                 std::vector<std::vector<at::Tensor>>& inputs,
                                                 const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
       at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
                                                std::vector<int64_t>& outputSplits,
                                                std::vector<int64_t>& inputSplits,
@@ -86,7 +131,9 @@ class CollieBackend : public c10d::Backend {
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
                                       int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
 
   void abort() override;
   void shutdown() override;
@@ -97,26 +144,61 @@ class CollieBackend : public c10d::Backend {
   static uint64_t registeredAllreduces();
 
  private:
-  // Issues send/recv pairs for an all-to-all: sendParts[p] goes to rank p and
-  // recvParts[p] comes from it (byte views; the own part is copied here).
+  // One call to submit: its profiler event and outputs, the collie operations behind
+  // it and what to do when they succeeded.
+  struct Call {
+    c10d::OpType type = c10d::OpType::UNKNOWN;
+    const char* title = nullptr;  // profiler event, a literal: "collie:all_reduce"
+    const char* what = nullptr;   // for messages: "allreduce"
+    std::vector<at::Tensor> inputs;
+    std::vector<std::vector<at::Tensor>> outputs;
+    std::vector<collie::Work> ops;
+    std::function<void()> onSuccess;
+    std::vector<at::Tensor> keepAlive;
+    std::function<void()> cleanup;
+    std::chrono::milliseconds timeout = c10d::kUnsetTimeout;
+    bool collective = true;  // counted in the group's sequence number
+    std::vector<c10::intrusive_ptr<CollieWork>> followers;  // complete with this call
+  };
+  // A send or receive held back until endCoalescing.
+  struct Deferred {
+    collie::PointToPoint op;
+    c10::intrusive_ptr<CollieWork> work;
+    at::Tensor buffer;
+    std::function<void()> copyOut;  // receives into non-contiguous tensors
+  };
+
+  c10::intrusive_ptr<c10d::Work> submit(Call call);
+  // Issues `ops` as one group (Communicator::sendRecv); none for an empty list.
+  std::vector<collie::Work> sendRecv(const std::vector<collie::PointToPoint>& ops,
+                                     const char* what);
+  // Posts the parts of an all-to-all: sendParts[p] to rank p, recvParts[p] from it (the
+  // own part is copied here).
+  std::vector<collie::Work> exchange(const std::vector<at::Tensor>& sendParts,
+                                     const std::vector<at::Tensor>& recvParts, const char* what);
+  c10::intrusive_ptr<c10d::Work> allreduceDense(std::vector<at::Tensor>& tensors,
+                                                const c10d::AllreduceOptions& opts);
+  c10::intrusive_ptr<c10d::Work> allreduceSparse(std::vector<at::Tensor>& tensors,
+                                                 const c10d::AllreduceOptions& opts);
+  c10::intrusive_ptr<c10d::Work> pointToPoint(std::vector<at::Tensor>& tensors, int peer,
+                                              bool isSend, const char* title);
   // Registers the shared-allocator pool block holding `buf` with the communicator,
   // once per block; false when `buf` is not pool memory or registration failed.
   bool registerPoolBlock(const at::Tensor& buf);
-  std::vector<collie::Work> exchange(const std::vector<at::Tensor>& sendParts,
-                                     const std::vector<at::Tensor>& recvParts);
-  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* what,
-                                         std::vector<at::Tensor> outputs,
-                                         std::vector<collie::Work> ops,
-                                         std::function<void()> onSuccess,
-                                         std::vector<at::Tensor> keepAlive,
-                                         std::function<void()> cleanup = {});
 
+  const c10::intrusive_ptr<c10d::Store> store_;  // the group's (prefixed) c10d store
+  c10::intrusive_ptr<Options> options_;
   std::unique_ptr<collie::StoreServer> server_;  // group rank 0 only
   // Shared so that a registration's cleanup can tell whether it still exists.
   std::shared_ptr<collie::Communicator> comm_;
   CompletionQueue queue_;
+  P2pAnnouncer announcer_;
   std::mutex registeredMutex_;
   std::unordered_set<uint64_t> registeredBlocks_;  // pool block ids
+  std::atomic<uint64_t> sequence_{0};              // collectives issued on this group
+  uint64_t monitoredRounds_ = 0;                   // monitored barriers entered
+  bool coalescing_ = false;
+  std::vector<Deferred> deferred_;
 };
 
 }  // namespace torch_collie

@@ -2,11 +2,19 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+
 namespace torch_collie {
 
 namespace {
 // collie::Work::wait slices; the engine's own deadline ends an operation.
 constexpr std::chrono::milliseconds kWaitSlice{200};
+
+// A Future of the output list, or of the list of output lists.
+c10::TypePtr futureType(size_t lists) {
+  c10::TypePtr list = c10::ListType::create(c10::TensorType::get());
+  return lists > 1 ? c10::ListType::create(list) : list;
+}
 }  // namespace
 
 std::exception_ptr makeBackendError(const std::string& message) {
@@ -17,13 +25,17 @@ std::exception_ptr makeBackendError(const std::string& message) {
   }
 }
 
-CollieWork::CollieWork(int rank, c10d::OpType type, const char* title,
-                       std::vector<at::Tensor> outputs)
-    : c10d::Work(rank, type, title),
+CollieWork::CollieWork(int rank, c10d::OpType type, const char* profilingTitle,
+                       const std::vector<at::Tensor>& inputs,
+                       std::vector<std::vector<at::Tensor>> outputs, uint64_t sequence)
+    : c10d::Work(rank, type, profilingTitle, inputs),
       outputs_(std::move(outputs)),
       // No devices: CPU futures carry none (c10 rejects index-less devices).
-      future_(
-          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+      future_(c10::make_intrusive<c10::ivalue::Future>(futureType(outputs_.size()))),
+      sequence_(sequence) {}
+
+std::vector<at::Tensor> CollieWork::result() {
+  return outputs_.empty() ? std::vector<at::Tensor>() : outputs_[0];
 }
 
 void CollieWork::complete(std::exception_ptr error) {
@@ -32,8 +44,10 @@ void CollieWork::complete(std::exception_ptr error) {
   finish(error);
   if (error) {
     future_->setError(error);
-  } else {
+  } else if (outputs_.size() > 1) {
     future_->markCompleted(c10::IValue(outputs_));
+  } else {
+    future_->markCompleted(c10::IValue(result()));
   }
 }
 
@@ -101,7 +115,28 @@ void CompletionQueue::finishCall(PendingCall& call) {
   for (collie::Work& op : call.ops) {
     // collie's engine bounds every operation by COLLIE_TIMEOUT, so this ends.
     while (!op.test()) {
-      op.wait(kWaitSlice);
+      std::chrono::milliseconds slice = kWaitSlice;
+      if (call.deadline) {
+        auto left = std::chrono::ceil<std::chrono::milliseconds>(*call.deadline -
+                                                                 std::chrono::steady_clock::now());
+        if (left.count() <= 0) break;
+        slice = std::min(slice, left);
+      }
+      op.wait(slice);
+    }
+    if (!op.test()) {
+      // The call's own deadline passed: fail it, then end the operation behind it.
+      if (!error) {
+        error = makeBackendError(
+            "collie: " + call.what + " on rank " + std::to_string(rank_) + ": timed out after " +
+            std::to_string(call.timeout.count()) +
+            " ms (the timeout of its options); the group's communicator was aborted, since "
+            "a collective cannot be taken back half done");
+      }
+      if (call.onTimeout) call.onTimeout();
+      call.onTimeout = nullptr;
+      op.wait();  // the abort ends it at once
+      continue;
     }
     collie::Status status = op.status();
     if (!status.isOk() && !error) {
@@ -119,6 +154,7 @@ void CompletionQueue::finishCall(PendingCall& call) {
     }
   }
   call.work->complete(error);
+  for (auto& follower : call.followers) follower->complete(error);
 }
 
 }  // namespace torch_collie

@@ -3,13 +3,21 @@
 // A CollieWork is the c10d::Work that one torch.distributed call returns. It completes
 // (Work::wait returns or rethrows; its Future is marked completed with the output
 // tensors, or set to the error) when every collie operation behind it finished and
-// the results were copied to the caller's tensors.
+// the results were copied to the caller's tensors. Like gloo's works it records a
+// profiler event named "collie:<collective>" (async, with the input shapes) from issue
+// to completion, carries the group's sequence number, and a receive from any source
+// reports the rank it received from (sourceRank). The Future's value is the output
+// list, or the list of output lists when a call has several (gloo's allgather with
+// several inputs per rank).
 //
 // A CompletionQueue owns one thread that finishes CollieWorks in issue order. collie
 // runs the operations of one communicator in issue order, so waiting on the oldest
 // entry first never waits longer than needed. The thread blocks in collie's
 // Work::wait, never spins; collie bounds every operation by COLLIE_TIMEOUT and ends
-// pending ones when the communicator is aborted or destroyed, so the wait ends.
+// pending ones when the communicator is aborted or destroyed, so the wait ends. A call
+// with a deadline of its own (an options timeout shorter than the communicator's)
+// fails when it passes: the queue then runs the call's onTimeout (the backend aborts
+// its communicator, since a collective cannot be taken back half done).
 //
 // A call whose collie operations have already finished when it is pushed (collie ran
 // it inline on the caller's thread: registered or one-shot shared-memory collectives)
@@ -25,11 +33,13 @@
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -41,28 +51,43 @@ namespace torch_collie {
 
 class CollieWork : public c10d::Work {
  public:
-  CollieWork(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs);
+  // `profilingTitle` must be a string literal ("collie:all_reduce"); `inputs` are
+  // recorded with the profiler event; `outputs` are the Future's value.
+  CollieWork(int rank, c10d::OpType type, const char* profilingTitle,
+             const std::vector<at::Tensor>& inputs, std::vector<std::vector<at::Tensor>> outputs,
+             uint64_t sequence);
 
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
-  std::vector<at::Tensor> result() override { return outputs_; }
+  std::vector<at::Tensor> result() override;
+  int sourceRank() const override { return sourceRank_.load(); }
+  uint64_t getSequencenumber() const override { return sequence_; }
 
+  void setSourceRank(int rank) { sourceRank_.store(rank); }
   // Completes the work once: success when `error` is null.
   void complete(std::exception_ptr error);
 
  private:
-  std::vector<at::Tensor> outputs_;
+  std::vector<std::vector<at::Tensor>> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::atomic<int> sourceRank_{-1};
+  const uint64_t sequence_;
 };
 
 // One torch.distributed call in flight: its collie operations, the copy-out to run
 // after they all succeeded, and the tensors that must stay alive until then.
 struct PendingCall {
   c10::intrusive_ptr<CollieWork> work;
+  // Completed with `work` (the sends and receives of one coalesced batch).
+  std::vector<c10::intrusive_ptr<CollieWork>> followers;
   std::vector<collie::Work> ops;
-  std::function<void()> onSuccess;  // may be empty
+  std::function<void()> onSuccess;  // may be empty; may throw (the work then fails)
   std::vector<at::Tensor> keepAlive;
   std::function<void()> cleanup;  // run once the ops ended, success or not; may be empty
   std::string what;               // "allreduce", ... for error messages
+  // A deadline of the call's own (options timeout); onTimeout runs when it passed.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  std::chrono::milliseconds timeout{0};
+  std::function<void()> onTimeout;
 };
 
 class CompletionQueue {

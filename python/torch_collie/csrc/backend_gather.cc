@@ -1,0 +1,302 @@
+// CollieBackend's data movement to and from every rank: broadcast (several tensors per
+// rank), all_gather (several inputs per rank), all_gather into a tensor and its
+// coalesced forms, gather and scatter (built from Communicator::sendRecv). Data moves
+// as bytes, so every dtype works.
+#include "backend.h"
+#include "tensor_args.h"
+
+namespace torch_collie {
+
+namespace {
+
+std::function<void()> runAll(std::vector<std::function<void()>> steps) {
+  if (steps.empty()) return {};
+  return [steps = std::move(steps)] {
+    for (const auto& step : steps) step();
+  };
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> CollieBackend::broadcast(std::vector<at::Tensor>& tensors,
+                                                        const c10d::BroadcastOptions& opts) {
+  const char* what = "broadcast";
+  checkRoot(opts.rootRank, size_, what, rank_);
+  checkRootTensor(opts.rootTensor, tensors.size(), what, rank_);
+  checkTypeAndSize(tensors, tensors[0], what, rank_);
+  // The root's rootTensor goes to every tensor of every rank.
+  const at::Tensor& source = tensors[opts.rootTensor];
+  at::Tensor buf = dense(source);
+  Call call;
+  call.type = c10d::OpType::BROADCAST;
+  call.title = "collie:broadcast";
+  call.what = what;
+  call.inputs = tensors;
+  call.outputs = {tensors};
+  call.timeout = opts.timeout;
+  call.ops = {orFail(comm_->broadcast(buf.data_ptr(), buf.data_ptr(), buf.nbytes(),
+                                      collie::DataType::kUint8, static_cast<int>(opts.rootRank)),
+                     what, rank_)};
+  call.keepAlive = {buf};
+  call.onSuccess = copyToAll(tensors, buf);
+  return submit(std::move(call));
+}
+
+c10::intrusive_ptr<c10d::Work> CollieBackend::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  const char* what = "allgather";
+  if (inputs.empty()) invalid(what, rank_, "requires non-empty input tensor list");
+  if (inputs.size() != outputs.size()) {
+    invalid(what, rank_, "requires input/output tensor lists to have the same length");
+  }
+  const size_t expected = inputs.size() * size_;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (outputs[i].size() != expected) {
+      invalid(what, rank_,
+              "invalid output tensor list at index " + std::to_string(i) + " (expected length " +
+                  std::to_string(expected) + ", got " + std::to_string(outputs[i].size()) + ")");
+    }
+  }
+  checkTypeAndSize(inputs, inputs[0], what, rank_);
+  for (const auto& list : outputs) checkTypeAndSize(list, inputs[0], what, rank_);
+  // Each rank's inputs in a row; every output list gets all of them, rank-major.
+  std::vector<at::Tensor> parts;
+  for (const auto& t : inputs) parts.push_back(bytesOf(t));
+  at::Tensor in = parts.size() == 1 ? parts[0] : at::cat(parts);
+  at::Tensor buf = at::empty({static_cast<int64_t>(size_) * in.numel()}, at::kByte);
+  Call call;
+  call.type = c10d::OpType::ALLGATHER;
+  call.title = "collie:all_gather";
+  call.what = what;
+  call.inputs = inputs;
+  call.outputs = outputs;
+  call.timeout = opts.timeout;
+  call.ops = {
+      orFail(comm_->allGather(in.data_ptr(), buf.data_ptr(), in.numel(), collie::DataType::kUint8),
+             what, rank_)};
+  call.keepAlive = {in, buf};
+  const int64_t n = parts[0].numel();
+  call.onSuccess = [outputs, buf, n]() mutable {
+    for (auto& list : outputs) {
+      for (size_t i = 0; i < list.size(); ++i) {
+        copyBytesInto(list[i], buf.narrow(0, static_cast<int64_t>(i) * n, n));
+      }
+    }
+  };
+  return submit(std::move(call));
+}
+
+c10::intrusive_ptr<c10d::Work> CollieBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                              const c10d::AllgatherOptions& opts) {
+  std::vector<at::Tensor> outputs{output}, inputs{input};
+  return allgather_into_tensor_coalesced(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> CollieBackend::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  const char* what = "all_gather_into_tensor";
+  if (outputs.empty() || outputs.size() != inputs.size()) {
+    invalid(what, rank_, "requires non-empty input and output lists of the same length");
+  }
+  Call call;
+  call.type = outputs.size() == 1 ? c10d::OpType::_ALLGATHER_BASE
+                                  : c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED;
+  call.title = "collie:all_gather_into_tensor";
+  call.what = what;
+  call.inputs = inputs;
+  call.outputs = {outputs};
+  call.timeout = opts.timeout;
+  std::vector<std::function<void()>> copies;
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    checkCpu(outputs[j], what, rank_);
+    checkCpu(inputs[j], what, rank_);
+    if (outputs[j].numel() != inputs[j].numel() * size_ ||
+        outputs[j].scalar_type() != inputs[j].scalar_type()) {
+      invalid(what, rank_,
+              "output must hold world_size * input.numel() elements of the input's dtype");
+    }
+    at::Tensor in = dense(inputs[j]);
+    at::Tensor out = dense(outputs[j]);
+    call.ops.push_back(orFail(
+        comm_->allGather(in.data_ptr(), out.data_ptr(), in.nbytes(), collie::DataType::kUint8),
+        what, rank_));
+    call.keepAlive.push_back(in);
+    call.keepAlive.push_back(out);
+    if (auto copy = copyBack(outputs[j], out)) copies.push_back(std::move(copy));
+  }
+  call.onSuccess = runAll(std::move(copies));
+  return submit(std::move(call));
+}
+
+c10::intrusive_ptr<c10d::Work> CollieBackend::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  const char* what = "allgather_coalesced";
+  if (inputs.empty()) invalid(what, rank_, "requires non-empty input tensor list");
+  if (static_cast<int>(outputLists.size()) != size_) {
+    invalid(what, rank_, "output lists should be equal to world size");
+  }
+  for (const auto& t : inputs) checkCpu(t, what, rank_);
+  for (const auto& list : outputLists) {
+    if (list.size() != inputs.size()) {
+      invalid(what, rank_,
+              "invalid output size: (expected length " + std::to_string(inputs.size()) + ", got " +
+                  std::to_string(list.size()) + ")");
+    }
+    for (size_t i = 0; i < list.size(); ++i) {
+      checkCpu(list[i], what, rank_);
+      if (list[i].sizes() != inputs[i].sizes()) {
+        invalid(what, rank_,
+                "invalid size of output tensor at index " + std::to_string(i) +
+                    " (expected length " + c10::str(inputs[i].sizes()) + ", got " +
+                    c10::str(list[i].sizes()) + ")");
+      }
+      if (list[i].scalar_type() != inputs[i].scalar_type()) {
+        invalid(what, rank_,
+                "invalid tensor type at index " + std::to_string(i) + " (expected " +
+                    c10::toString(inputs[i].scalar_type()) + ", got " +
+                    c10::toString(list[i].scalar_type()) + ")");
+      }
+    }
+  }
+  // Tensors of several dtypes travel as one byte buffer per rank.
+  std::vector<at::Tensor> parts;
+  for (const auto& t : inputs) parts.push_back(bytesOf(t));
+  at::Tensor in = at::cat(parts);
+  at::Tensor buf = at::empty({static_cast<int64_t>(size_) * in.numel()}, at::kByte);
+  Call call;
+  call.type = c10d::OpType::ALLGATHER_COALESCED;
+  call.title = "collie:all_gather";
+  call.what = what;
+  call.inputs = inputs;
+  call.outputs = outputLists;
+  call.timeout = opts.timeout;
+  call.ops = {
+      orFail(comm_->allGather(in.data_ptr(), buf.data_ptr(), in.numel(), collie::DataType::kUint8),
+             what, rank_)};
+  call.keepAlive = {in, buf};
+  call.onSuccess = [outputLists, buf, rowBytes = in.numel()]() mutable {
+    for (size_t p = 0; p < outputLists.size(); ++p) {
+      int64_t offset = static_cast<int64_t>(p) * rowBytes;
+      for (auto& t : outputLists[p]) {
+        const int64_t n = static_cast<int64_t>(t.nbytes());
+        copyBytesInto(t, buf.narrow(0, offset, n));
+        offset += n;
+      }
+    }
+  };
+  return submit(std::move(call));
+}
+
+c10::intrusive_ptr<c10d::Work> CollieBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::GatherOptions& opts) {
+  const char* what = "gather";
+  checkRoot(opts.rootRank, size_, what, rank_);
+  checkSingle(inputs, what, rank_, "input tensor list");
+  const int root = static_cast<int>(opts.rootRank);
+  if (rank_ == root) {
+    if (outputs.size() != 1) {
+      invalid(what, rank_,
+              "requires a single-element output list containing a list with " +
+                  std::to_string(size_) + " tensors.");
+    }
+    if (static_cast<int>(outputs[0].size()) != size_) {
+      invalid(what, rank_,
+              "Incorrect output list size " + std::to_string(outputs[0].size()) +
+                  ". Output list size should be " + std::to_string(size_) +
+                  ", same as size of the process group.");
+    }
+    checkTypeAndSize(outputs[0], inputs[0], what, rank_);
+  } else if (!outputs.empty()) {
+    invalid(what, rank_, "requires empty output on non-root");
+  }
+  at::Tensor in = dense(inputs[0]);
+  std::vector<collie::PointToPoint> ops;
+  std::vector<at::Tensor> keep{in};
+  std::vector<std::function<void()>> copies;
+  if (rank_ == root) {
+    for (int p = 0; p < size_; ++p) {
+      at::Tensor& out = outputs[0][p];
+      if (p == rank_) {
+        copies.push_back([out, in]() mutable { out.copy_(in); });
+        continue;
+      }
+      at::Tensor buf = dense(out);
+      ops.push_back({false, buf.data_ptr(), buf.nbytes(), collie::DataType::kUint8, p});
+      keep.push_back(buf);
+      if (auto copy = copyBack(out, buf)) copies.push_back(std::move(copy));
+    }
+  } else {
+    ops.push_back({true, in.data_ptr(), in.nbytes(), collie::DataType::kUint8, root});
+  }
+  Call call;
+  call.type = c10d::OpType::GATHER;
+  call.title = "collie:gather";
+  call.what = what;
+  call.inputs = inputs;
+  call.outputs = outputs;
+  call.timeout = opts.timeout;
+  call.ops = sendRecv(ops, what);
+  call.keepAlive = keep;
+  call.onSuccess = runAll(std::move(copies));
+  return submit(std::move(call));
+}
+
+c10::intrusive_ptr<c10d::Work> CollieBackend::scatter(std::vector<at::Tensor>& outputs,
+                                                      std::vector<std::vector<at::Tensor>>& inputs,
+                                                      const c10d::ScatterOptions& opts) {
+  const char* what = "scatter";
+  checkRoot(opts.rootRank, size_, what, rank_);
+  checkSingle(outputs, what, rank_, "output tensor list");
+  const int root = static_cast<int>(opts.rootRank);
+  if (rank_ == root) {
+    if (inputs.size() != 1) {
+      invalid(what, rank_,
+              "requires a single-element input list containing a list with " +
+                  std::to_string(size_) + " tensors");
+    }
+    if (static_cast<int>(inputs[0].size()) != size_) {
+      invalid(what, rank_,
+              "Incorrect input list size " + std::to_string(inputs[0].size()) +
+                  ". Input list size should be " + std::to_string(size_) +
+                  ", same as size of the process group.");
+    }
+    checkTypeAndSize(inputs[0], outputs[0], what, rank_);
+  } else if (!inputs.empty()) {
+    invalid(what, rank_, "requires empty input on non-root");
+  }
+  at::Tensor& out = outputs[0];
+  at::Tensor buf = dense(out);
+  std::vector<collie::PointToPoint> ops;
+  std::vector<at::Tensor> keep{buf};
+  std::function<void()> onSuccess = copyBack(out, buf);
+  if (rank_ == root) {
+    for (int p = 0; p < size_; ++p) {
+      at::Tensor part = dense(inputs[0][p]);
+      keep.push_back(part);
+      if (p == rank_) {
+        onSuccess = [out, part]() mutable { out.copy_(part); };
+        continue;
+      }
+      ops.push_back({true, part.data_ptr(), part.nbytes(), collie::DataType::kUint8, p});
+    }
+  } else {
+    ops.push_back({false, buf.data_ptr(), buf.nbytes(), collie::DataType::kUint8, root});
+  }
+  Call call;
+  call.type = c10d::OpType::SCATTER;
+  call.title = "collie:scatter";
+  call.what = what;
+  call.inputs = inputs.empty() ? std::vector<at::Tensor>{} : inputs[0];
+  call.outputs = {outputs};
+  call.timeout = opts.timeout;
+  call.ops = sendRecv(ops, what);
+  call.keepAlive = keep;
+  call.onSuccess = std::move(onSuccess);
+  return submit(std::move(call));
+}
+
+}  // namespace torch_collie

@@ -1,0 +1,203 @@
+// CollieBackend's point-to-point calls: send, recv, recv from any source, coalesced
+// batches of them (batch_isend_irecv), and all_to_all(_single) built from one
+// Communicator::sendRecv group (uneven splits are natural there).
+#include "backend.h"
+#include "tensor_args.h"
+
+namespace torch_collie {
+
+std::vector<collie::Work> CollieBackend::sendRecv(const std::vector<collie::PointToPoint>& ops,
+                                                  const char* what) {
+  if (ops.empty()) return {};
+  return {orFail(comm_->sendRecv(ops), what, rank_)};
+}
+
+c10::intrusive_ptr<c10d::Work> CollieBackend::pointToPoint(std::vector<at::Tensor>& tensors,
+                                                           int peer, bool isSend,
+                                                           const char* title) {
+  const char* what = isSend ? "send" : "recv";
+  checkSingle(tensors, what, rank_);
+  if (peer < 0 || peer >= size_ || peer == rank_) {
+    invalid(what, rank_,
+            "invalid peer rank " + std::to_string(peer) + " (the group has " +
+                std::to_string(size_) + " ranks; a rank cannot address itself)");
+  }
+  at::Tensor& t = tensors[0];
+  at::Tensor buf = dense(t);
+  std::function<void()> copyOut = isSend ? std::function<void()>() : copyBack(t, buf);
+  collie::PointToPoint op{isSend, buf.data_ptr(), buf.nbytes(), collie::DataType::kUint8, peer};
+  const c10d::OpType type = isSend ? c10d::OpType::SEND : c10d::OpType::RECV;
+  if (coalescing_) {
+    // Held back until endCoalescing issues the whole batch as one group.
+    auto work = c10::make_intrusive<CollieWork>(rank_, type, title, tensors,
+                                                std::vector<std::vector<at::Tensor>>{tensors},
+                                                sequence_.load());
+    if (!isSend) work->setSourceRank(peer);
+    deferred_.push_back({op, work, buf, std::move(copyOut)});
+    isSend ? announcer_.sent(peer) : announcer_.received(peer);
+    return work;
+  }
+  Call call;
+  call.type = type;
+  call.title = title;
+  call.what = what;
+  call.inputs = tensors;
+  call.outputs = {tensors};
+  call.ops = {orFail(isSend ? comm_->send(op.buffer, op.count, op.dtype, peer)
+                            : comm_->recv(op.buffer, op.count, op.dtype, peer),
+                     what, rank_)};
+  call.keepAlive = {buf};
+  call.onSuccess = std::move(copyOut);
+  call.collective = false;
+  isSend ? announcer_.sent(peer) : announcer_.received(peer);
+  auto work = submit(std::move(call));
+  if (!isSend) static_cast<CollieWork*>(work.get())->setSourceRank(peer);
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> CollieBackend::send(std::vector<at::Tensor>& tensors, int dstRank,
+                                                   int tag) {
+  return pointToPoint(tensors, dstRank, true, "collie:send");
+}
+
+c10::intrusive_ptr<c10d::Work> CollieBackend::recv(std::vector<at::Tensor>& tensors, int srcRank,
+                                                   int tag) {
+  return pointToPoint(tensors, srcRank, false, "collie:recv");
+}
+
+c10::intrusive_ptr<c10d::Work> CollieBackend::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                            int tag) {
+  const char* what = "recv from any source";
+  checkSingle(tensors, what, rank_);
+  if (coalescing_) invalid(what, rank_, "a receive from any source cannot be coalesced");
+  // Blocks until some rank has posted a send to this one (P2pAnnouncer).
+  const int src = announcer_.pickSource(options_->timeout);
+  at::Tensor& t = tensors[0];
+  at::Tensor buf = dense(t);
+  Call call;
+  call.type = c10d::OpType::RECVANYSOURCE;
+  call.title = "collie:recvAnySource";
+  call.what = what;
+  call.inputs = tensors;
+  call.outputs = {tensors};
+  call.ops = {orFail(comm_->recv(buf.data_ptr(), buf.nbytes(), collie::DataType::kUint8, src), what,
+                     rank_)};
+  call.keepAlive = {buf};
+  call.onSuccess = copyBack(t, buf);
+  call.collective = false;
+  auto work = submit(std::move(call));
+  static_cast<CollieWork*>(work.get())->setSourceRank(src);
+  return work;
+}
+
+std::vector<collie::Work> CollieBackend::exchange(const std::vector<at::Tensor>& sendParts,
+                                                  const std::vector<at::Tensor>& recvParts,
+                                                  const char* what) {
+  if (recvParts[rank_].nbytes() != sendParts[rank_].nbytes()) {
+    invalid(what, rank_, "the part this rank keeps differs in size between input and output");
+  }
+  if (sendParts[rank_].nbytes() > 0) recvParts[rank_].copy_(sendParts[rank_]);
+  // One group: every send and receive posted together, so any sizes and any order of
+  // peers complete without deadlock. Empty parts are sent too, so that each rank's
+  // n-th message to a peer always meets that peer's n-th receive from it.
+  std::vector<collie::PointToPoint> ops;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    const at::Tensor& s = sendParts[p];
+    const at::Tensor& r = recvParts[p];
+    ops.push_back({true, s.data_ptr(), s.nbytes(), collie::DataType::kUint8, p});
+    ops.push_back({false, r.data_ptr(), r.nbytes(), collie::DataType::kUint8, p});
+  }
+  return sendRecv(ops, what);
+}
+
+c10::intrusive_ptr<c10d::Work> CollieBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                            std::vector<int64_t>& outputSplits,
+                                                            std::vector<int64_t>& inputSplits,
+                                                            const c10d::AllToAllOptions& opts) {
+  const char* what = "alltoall_base";
+  checkCpu(output, what, rank_);
+  checkCpu(input, what, rank_);
+  if (output.scalar_type() != input.scalar_type()) {
+    invalid(what, rank_, "input and output dtypes differ");
+  }
+  // Rows of dim 0 per rank: equal shares without splits (pytorch's wording on errors).
+  auto split = [&](const at::Tensor& t, const std::vector<int64_t>& sizes) {
+    std::vector<at::Tensor> parts;
+    const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+    if (sizes.empty()) {
+      if (rows % size_ != 0) {
+        invalid(what, rank_, "Tensor's dim 0 does not divide equally across group size");
+      }
+      for (int p = 0; p < size_; ++p) {
+        parts.push_back(t.narrow(0, p * (rows / size_), rows / size_));
+      }
+      return parts;
+    }
+    if (static_cast<int>(sizes.size()) != size_) {
+      invalid(what, rank_, "Number of tensor splits not equal to group size");
+    }
+    int64_t offset = 0;
+    for (int64_t s : sizes) {
+      if (s < 0 || offset + s > rows)
+        invalid(what, rank_, "Split sizes doesn't match total dim 0 size");
+      parts.push_back(t.narrow(0, offset, s));
+      offset += s;
+    }
+    if (offset != rows) invalid(what, rank_, "Split sizes doesn't match total dim 0 size");
+    return parts;
+  };
+  at::Tensor in = dense(input);
+  at::Tensor out = dense(output);
+  Call call;
+  call.type = c10d::OpType::ALLTOALL_BASE;
+  call.title = "collie:all_to_all";
+  call.what = what;
+  call.inputs = {input};
+  call.outputs = {{output}};
+  call.timeout = opts.timeout;
+  call.ops = exchange(split(in, inputSplits), split(out, outputSplits), what);
+  call.keepAlive = {in, out};
+  call.onSuccess = copyBack(output, out);
+  return submit(std::move(call));
+}
+
+c10::intrusive_ptr<c10d::Work> CollieBackend::alltoall(std::vector<at::Tensor>& outputs,
+                                                       std::vector<at::Tensor>& inputs,
+                                                       const c10d::AllToAllOptions& opts) {
+  const char* what = "alltoall";
+  if (static_cast<int>(outputs.size()) != size_ || static_cast<int>(inputs.size()) != size_) {
+    invalid(what, rank_, "expects world_size input and output tensors");
+  }
+  std::vector<at::Tensor> sendParts, recvParts;
+  std::vector<std::pair<at::Tensor, at::Tensor>> copies;
+  for (int p = 0; p < size_; ++p) {
+    checkCpu(inputs[p], what, rank_);
+    checkCpu(outputs[p], what, rank_);
+    if (inputs[p].scalar_type() != outputs[p].scalar_type()) {
+      invalid(what, rank_, "invalid tensor type at index " + std::to_string(p));
+    }
+    sendParts.push_back(dense(inputs[p]));
+    at::Tensor r = dense(outputs[p]);
+    if (!r.is_same(outputs[p])) copies.emplace_back(outputs[p], r);
+    recvParts.push_back(r);
+  }
+  Call call;
+  call.type = c10d::OpType::ALLTOALL;
+  call.title = "collie:all_to_all";
+  call.what = what;
+  call.inputs = inputs;
+  call.outputs = {outputs};
+  call.timeout = opts.timeout;
+  call.ops = exchange(sendParts, recvParts, what);
+  call.keepAlive = sendParts;
+  call.keepAlive.insert(call.keepAlive.end(), recvParts.begin(), recvParts.end());
+  if (!copies.empty()) {
+    call.onSuccess = [copies]() mutable {
+      for (auto& [to, from] : copies) to.copy_(from);
+    };
+  }
+  return submit(std::move(call));
+}
+
+}  // namespace torch_collie

@@ -1,0 +1,58 @@
+// P2pAnnouncer: how a receive from any source learns which rank sent.
+//
+// collie matches point-to-point messages per pair of ranks, in issue order; it has no
+// wildcard receive. So every send of the backend is announced in the group's c10d
+// store: a counter per (source, destination) pair, "collie_p2p/<src>_<dst>", raised by
+// a thread of this class (sends never wait for the store; bursts are summed into one
+// add). A receive from any source polls the counters of the pairs into this rank and
+// takes the lowest rank that has announced more messages than this rank has received
+// from it (directed receives count too), then receives from that rank as usual.
+//
+// pickSource waits until a sender has *posted* its send (not until data arrived), so a
+// receive from any source returns its Work only after that. Every wait has a deadline:
+// pickSource throws DistBackendError when none arrived in time.
+//
+// Thread safety: all methods may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <vector>
+
+namespace torch_collie {
+
+class P2pAnnouncer {
+ public:
+  P2pAnnouncer(c10::intrusive_ptr<c10d::Store> store, int rank, int size);
+  ~P2pAnnouncer();
+
+  // One message from this rank to `dst` (announced soon).
+  void sent(int dst);
+  // One message this rank receives from `src` by a directed receive.
+  void received(int src);
+  // The source of the next receive from any source (counted as received).
+  int pickSource(std::chrono::milliseconds timeout);
+  // Announces what is still pending and joins the thread.
+  void stop();
+
+ private:
+  void run();
+  std::string key(int src, int dst) const;
+
+  const c10::intrusive_ptr<c10d::Store> store_;
+  const int rank_;
+  const int size_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::map<int, int64_t> pending_;  // destination -> messages not yet announced
+  std::vector<int64_t> received_;   // per source
+  bool stopping_ = false;
+  bool failed_ = false;  // the store refused an announcement (warned once)
+  std::thread thread_;   // started by the first send
+};
+
+}  // namespace torch_collie

@@ -1,0 +1,203 @@
+"""PyTorch's own distributed test suite on the collie backend.
+
+Runs ``torch.testing._internal.distributed.distributed_test`` (the suite behind
+pytorch's ``test/distributed/test_distributed_spawn.py``, shipped inside the torch
+wheel) with ``BACKEND=collie``. Like third-party backends (UCC's plugin), this driver
+only declares collie in the suite's backend feature sets before the suite is
+imported; no test body changes. Tests gated on a named backend ("Only gloo backend
+supports timeouts", NCCL-only, GPU-only) skip themselves with their own reason.
+
+    torch_suite.py [--world-size N] [-k PATTERN ...] [--list] [--expect FILE]
+
+-k keeps the tests whose name contains PATTERN (several -k: any of them); a PATTERN
+starting with @ names a file of patterns, one a line (# comments). Prints one line per
+test and a summary (ran, passed, failed, skipped by reason, time). Exits 0 when every
+test that ran passed.
+"""
+
+import argparse
+import collections
+import os
+import re
+import sys
+import time
+import unittest
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--world-size", type=int, default=int(os.environ.get("WORLD_SIZE", "2")))
+    p.add_argument("-k", dest="patterns", action="append", default=[],
+                   help="keep tests whose name contains this (repeatable; @file for a list)")
+    p.add_argument("--list", action="store_true", help="list the selected tests and exit")
+    return p.parse_args(argv)
+
+
+def expand_patterns(patterns):
+    out = []
+    for pat in patterns:
+        if pat.startswith("@"):
+            with open(pat[1:]) as f:
+                for line in f:
+                    line = line.split("#", 1)[0].strip()
+                    if line:
+                        out.append(line)
+        else:
+            out.append(pat)
+    return out
+
+
+# The environment must be set before the suite is imported (it reads BACKEND and
+# WORLD_SIZE at import time), here and in every spawned rank, which re-imports
+# this file as __mp_main__.
+if __name__ == "__main__":
+    _args = parse_args(sys.argv[1:])
+    os.environ["WORLD_SIZE"] = str(_args.world_size)
+os.environ["BACKEND"] = "collie"
+os.environ.setdefault("WORLD_SIZE", "2")
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
+
+import torch_collie  # noqa: E402,F401  (registers "collie")
+
+# What collie implements, declared the way a plugin backend does. Not "gpu"/"cuda"
+# (CPU tensors only).
+for feature in ("ddp", "subgroup", "plugin"):
+    DistTestCases.backend_feature[feature].add("collie")
+
+import torch.testing._internal.distributed.distributed_test as suite  # noqa: E402
+from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
+    DistributedTest,
+    TestDistBackend,
+)
+
+# Backends whose profiler events the suite checks ("collie:all_reduce", ...).
+for allowlist in (suite.PROFILING_SUPPORTED_BACKENDS, suite.SEND_RECV_PROFILING_SUPPORTED_BACKENDS):
+    if "collie" not in allowlist:
+        allowlist.append("collie")
+
+
+class _EnvironProcess:
+    """Process factory for MultiProcessTestCase._start_processes: the rank gets the
+    parent's environment of now (setUp points TEMP_DIR and INIT_METHOD at a fresh
+    directory per test; a forkserver's children would otherwise see the server's)."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def __call__(self, target, name, args, kwargs):
+        kwargs = dict(kwargs, environ=dict(os.environ))
+        return self.ctx.Process(target=target, name=name, args=args, kwargs=kwargs)
+
+
+class TestDistBackendWithSpawnCOLLIE(TestDistBackend, DistributedTest._DistTestBase):
+    def setUp(self):
+        super().setUp()
+        self._spawn_processes()
+
+    def _spawn_processes(self):
+        # As the suite's spawn, but forked from a server that imported torch and the
+        # suite once: a rank starts in ~0.1 s instead of re-importing torch (seconds).
+        # Each rank is still a fresh process of its own (no state from the parent).
+        ctx = torch.multiprocessing.get_context("forkserver")
+        self._start_processes(_EnvironProcess(ctx))
+
+    @classmethod
+    def _run(cls, rank, test_name, file_name, pipe, environ=None, **kwargs):
+        if environ is not None:
+            os.environ.clear()
+            os.environ.update(environ)
+        super()._run(rank, test_name, file_name, pipe, **kwargs)
+
+
+class Result(unittest.TextTestResult):
+    """Records every outcome with its time and skip reason."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.outcomes = []  # (name, outcome, seconds, detail)
+        self._start = 0.0
+
+    def startTest(self, test):
+        self._start = time.monotonic()
+        super().startTest(test)
+
+    def _record(self, test, outcome, detail=""):
+        self.outcomes.append((test.id().split(".")[-1], outcome, time.monotonic() - self._start,
+                              detail))
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self._record(test, "passed")
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self._record(test, "failed")
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self._record(test, "failed")
+
+    def addSkip(self, test, reason):
+        super().addSkip(test, reason)
+        self._record(test, "skipped", reason)
+
+    def addExpectedFailure(self, test, err):
+        super().addExpectedFailure(test, err)
+        self._record(test, "passed")
+
+    def addUnexpectedSuccess(self, test):
+        super().addUnexpectedSuccess(test)
+        self._record(test, "failed")
+
+
+def skip_reason_key(reason):
+    # "Test requires backend collie to be one of {'gloo'}" and the like: group by the
+    # reason's text with numbers and set contents kept (they say which backend).
+    return re.sub(r"\s+", " ", reason.strip())[:110]
+
+
+def main():
+    args = _args
+    patterns = expand_patterns(args.patterns)
+    loader = unittest.TestLoader()
+    names = loader.getTestCaseNames(TestDistBackendWithSpawnCOLLIE)
+    if patterns:
+        names = [n for n in names if any(p in n for p in patterns)]
+    if args.list:
+        print("\n".join(names))
+        return 0
+    # The forkserver imports this file once under its module name, so the environment,
+    # the feature sets and the suite come first there too. Python 3.11's forkserver
+    # ignores both a "__main__" preload and the parent's sys.path: PYTHONPATH finds it.
+    here = os.path.dirname(os.path.abspath(__file__))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (here, os.environ.get("PYTHONPATH")) if p)
+    torch.multiprocessing.set_forkserver_preload(
+        [os.path.splitext(os.path.basename(__file__))[0]])
+    suite = unittest.TestSuite(TestDistBackendWithSpawnCOLLIE(n) for n in names)
+    start = time.monotonic()
+    runner = unittest.TextTestRunner(resultclass=Result, verbosity=2, stream=sys.stdout)
+    result = runner.run(suite)
+    wall = time.monotonic() - start
+    counts = collections.Counter(o for _, o, _, _ in result.outcomes)
+    reasons = collections.Counter(skip_reason_key(d) for _, o, _, d in result.outcomes
+                                  if o == "skipped")
+    ran = counts["passed"] + counts["failed"]
+    print(f"\ntorch_suite: world size {args.world_size}, {len(names)} selected: ran {ran}, "
+          f"passed {counts['passed']}, failed {counts['failed']}, skipped {counts['skipped']} "
+          f"in {wall:.0f} s")
+    for reason, n in reasons.most_common():
+        print(f"  skipped {n:3d}: {reason}")
+    slow = sorted((o for o in result.outcomes if o[1] != "skipped"), key=lambda o: -o[2])[:10]
+    print("  slowest: " + ", ".join(f"{n} {s:.1f}s" for n, _, s, _ in slow))
+    failed = [n for n, o, _, _ in result.outcomes if o == "failed"]
+    if failed:
+        print("  FAILED: " + " ".join(failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
