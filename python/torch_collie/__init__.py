@@ -25,7 +25,11 @@ __all__ = [
 
 
 def create_backend(opts, backend_options=None):
-    """The backend creator torch.distributed calls for each group (extended API).
+    """The backend creator torch.distributed calls for each group (extended API): torch's
+    ProcessGroup over the collie backend, named "collie" (a plain one reports plugins as
+    "custom" to DDP's logging). Under TORCH_DISTRIBUTED_DEBUG=DETAIL the backend is
+    wrapped in torch's collective checker first, as torch wraps the backends it creates
+    itself.
 
     ``backend_options`` is the group's ``pg_options``: None, or a mapping of collie
     knobs to values for this group's communicator only, over the environment's::
@@ -34,8 +38,12 @@ def create_backend(opts, backend_options=None):
 
     An unknown knob or a refused value fails the group's creation, naming it.
     """
-    return _C.create_backend(opts.store, opts.group_rank, opts.group_size, opts.timeout,
-                             _knobs(backend_options))
+    store, rank, size, timeout = opts.store, opts.group_rank, opts.group_size, opts.timeout
+    backend = _C.create_backend(store, rank, size, timeout, _knobs(backend_options))
+    if dist.get_debug_level() == dist.DebugLevel.DETAIL:
+        backend = dist.distributed_c10d._create_process_group_wrapper(
+            backend, "collie", store, rank, size, timeout)
+    return _C.make_process_group(store, rank, size, backend)
 
 
 def _knobs(backend_options):

@@ -16,6 +16,7 @@ import torch.multiprocessing as mp
 import torch.nn as nn
 
 import torch_collie  # registers "collie"
+from torch_contract_checks import check_contract, check_single_rank
 
 WORLD = 2
 STEPS = 5
@@ -300,6 +301,7 @@ def worker(rank, init_file, result_dir):
         collie = dist.group.WORLD
         gloo = dist.new_group(backend="gloo")
         check_collectives(rank, collie, gloo, failures)
+        check_contract(rank, WORLD, gloo, failures)
         # A second collie group: its own communicator, rendezvous under its own prefix,
         # configured by its pg_options (tcp on loopback here, shm for the world group).
         sub = dist.new_group(backend="collie",
@@ -326,6 +328,11 @@ def worker(rank, init_file, result_dir):
 
 
 def main():
+    failures = []
+    check_single_rank(failures)
+    if failures:
+        print("single rank FAILED:\n" + "\n".join(failures))
+        return 1
     with tempfile.TemporaryDirectory() as tmp:
         mp.spawn(worker, args=(os.path.join(tmp, "init"), tmp), nprocs=WORLD)
         failed = False

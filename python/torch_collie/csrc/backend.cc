@@ -21,7 +21,8 @@ constexpr std::chrono::seconds kDrainTimeout{30};
 // init_process_group's default for backends other than NCCL: "not set" for collie,
 // whose COLLIE_TIMEOUT then applies.
 constexpr std::chrono::milliseconds kTorchDefaultTimeout{30 * 60 * 1000};
-constexpr std::chrono::milliseconds kMonitoredPoll{5};
+// Polling interval of the barriers that wait in the c10d store.
+constexpr std::chrono::milliseconds kStorePoll{5};
 
 [[noreturn]] void fail(const std::string& message) { C10_THROW_ERROR(DistBackendError, message); }
 
@@ -171,14 +172,36 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::endCoalescing() {
 }
 
 c10::intrusive_ptr<c10d::Work> CollieBackend::barrier(const c10d::BarrierOptions& opts) {
-  auto issued = comm_->barrier();
-  if (!issued.isOk()) fail(prefix("barrier", rank_) + issued.status().toString());
   Call call;
   call.type = c10d::OpType::BARRIER;
   call.title = "collie:barrier";
   call.what = "barrier";
-  call.ops = {*issued};
-  call.timeout = opts.timeout;
+  if (opts.timeout == c10d::kUnsetTimeout) {
+    call.ops = {orFail(comm_->barrier(), "barrier", rank_)};
+    return submit(std::move(call));
+  }
+  // With a timeout of its own: through the c10d store, once every call issued before it
+  // completed (the completion thread gets to it in order). collie runs small collectives
+  // inline on the calling thread, bounded only by the communicator's deadline, and a
+  // rank that never arrives must leave nothing pending in the communicator.
+  call.onSuccess = [store = store_, rank = rank_, size = size_, timeout = opts.timeout,
+                    prefix = "collie_barrier/" + std::to_string(timedBarriers_++) + "/"] {
+    store->set(prefix + std::to_string(rank), std::vector<uint8_t>{1});
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::vector<int> missing;
+    for (int r = 0; r < size; ++r) {
+      const std::string key = prefix + std::to_string(r);
+      while (!store->check({key}) && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(kStorePoll);
+      }
+      if (!store->check({key})) missing.push_back(r);
+    }
+    if (!missing.empty()) {
+      fail(torch_collie::prefix("barrier", rank) + "timed out after " +
+           std::to_string(timeout.count()) + " ms: rank(s) " + joinRanks(missing) +
+           " did not arrive");
+    }
+  };
   return submit(std::move(call));
 }
 
@@ -207,7 +230,7 @@ void CollieBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait
     const auto deadline = (waitAllRanks ? std::chrono::steady_clock::now() : start) + timeout;
     while (!store_->check({key})) {
       if (std::chrono::steady_clock::now() >= deadline) break;
-      std::this_thread::sleep_for(kMonitoredPoll);
+      std::this_thread::sleep_for(kStorePoll);
     }
     if (!store_->check({key})) {
       if (!waitAllRanks) {

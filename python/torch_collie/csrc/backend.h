@@ -26,7 +26,9 @@
 //     send/recv (batch_isend_irecv) are coalesced into one sendRecv group;
 //   - sequence numbers per group (collectives only), profiler events named
 //     "collie:<collective>", monitored_barrier (rank 0 names the ranks that did not
-//     arrive), per-call timeouts (the call fails, the communicator is aborted);
+//     arrive), barrier with a timeout (through the store: names the ranks missing),
+//     per-call timeouts of the others (the call fails, the communicator is aborted;
+//     collie's own deadline still bounds what it runs inline on the calling thread);
 //   - dtypes: reductions over float32/64, float16, bfloat16, int8/uint8, int32,
 //     int64, uint32, uint64, bool (as uint8; SUM is OR, PRODUCT is AND) and complex
 //     (as pairs of reals, for SUM/AVG/PREMUL_SUM); data movement takes any dtype;
@@ -197,6 +199,7 @@ class CollieBackend : public c10d::Backend {
   std::unordered_set<uint64_t> registeredBlocks_;  // pool block ids
   std::atomic<uint64_t> sequence_{0};              // collectives issued on this group
   uint64_t monitoredRounds_ = 0;                   // monitored barriers entered
+  std::atomic<uint64_t> timedBarriers_{0};         // barriers with a timeout issued
   bool coalescing_ = false;
   std::vector<Deferred> deferred_;
 };

@@ -1,15 +1,29 @@
-// The torch_collie._C module: the backend creator that torch_collie/__init__.py
-// registers with torch.distributed.Backend.register_backend.
+// The torch_collie._C module: the backend and process group that torch_collie's
+// creator (registered with torch.distributed.Backend.register_backend) returns.
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
 #include <torch/extension.h>
 
 #include "backend.h"
+#include "process_group.h"
 #include "shared_allocator.h"
 #include "shared_tensor.h"
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "collie backend for torch.distributed";
+  // torch's ProcessGroup type must be known to pybind11 before ours derives from it.
+  py::module_::import("torch.distributed");
+  py::class_<torch_collie::CollieProcessGroup, c10d::ProcessGroup,
+             torch_collie::NoGilHolder<torch_collie::CollieProcessGroup>>(m, "ProcessGroup");
+  m.def(
+      "make_process_group",
+      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+         const c10::intrusive_ptr<c10d::Backend>& backend) {
+        return torch_collie::NoGilHolder<torch_collie::CollieProcessGroup>(
+            c10::make_intrusive<torch_collie::CollieProcessGroup>(store, rank, size, backend));
+      },
+      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("backend"),
+      "torch's ProcessGroup over `backend` (for CPU), named \"collie\".");
   m.def("create_backend", &torch_collie::CollieBackend::create, py::arg("store"), py::arg("rank"),
         py::arg("size"), py::arg("timeout"),
         py::arg("config") = std::map<std::string, std::string>{},

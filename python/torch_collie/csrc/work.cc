@@ -39,9 +39,8 @@ std::vector<at::Tensor> CollieWork::result() {
 }
 
 void CollieWork::complete(std::exception_ptr error) {
-  // The Work first (Python's wait() returns), then the Future (DDP's callbacks run
-  // here, on the completion thread).
-  finish(error);
+  // The Future first (DDP's callbacks run here, on the completion thread), then the
+  // Work, as gloo does: once wait() returns, getFuture().value() is there.
   if (error) {
     future_->setError(error);
   } else if (outputs_.size() > 1) {
@@ -49,6 +48,7 @@ void CollieWork::complete(std::exception_ptr error) {
   } else {
     future_->markCompleted(c10::IValue(result()));
   }
+  finish(error);
 }
 
 CompletionQueue::CompletionQueue(int rank) : rank_(rank), thread_([this] { run(); }) {}
@@ -148,9 +148,11 @@ void CompletionQueue::finishCall(PendingCall& call) {
   if (!error && call.onSuccess) {
     try {
       call.onSuccess();
+    } catch (const c10::DistBackendError&) {
+      error = std::current_exception();  // a complete message already
     } catch (const std::exception& e) {
       error = makeBackendError("collie: " + call.what + " on rank " + std::to_string(rank_) +
-                               ": copying the result failed: " + e.what());
+                               ": finishing the call failed: " + e.what());
     }
   }
   call.work->complete(error);

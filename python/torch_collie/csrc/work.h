@@ -80,7 +80,10 @@ struct PendingCall {
   // Completed with `work` (the sends and receives of one coalesced batch).
   std::vector<c10::intrusive_ptr<CollieWork>> followers;
   std::vector<collie::Work> ops;
-  std::function<void()> onSuccess;  // may be empty; may throw (the work then fails)
+  // Runs on the completion thread once the ops succeeded (copies results out; a barrier
+  // with a timeout waits here). May be empty; may throw: the work then fails, with the
+  // message of a DistBackendError as is.
+  std::function<void()> onSuccess;
   std::vector<at::Tensor> keepAlive;
   std::function<void()> cleanup;  // run once the ops ended, success or not; may be empty
   std::string what;               // "allreduce", ... for error messages
