@@ -1,27 +1,14 @@
 #!/usr/bin/env bash
-# The PyTorch backend's tests: ensures the Python environment (scripts/python-env.sh,
-# installs torch on a fresh machine), builds torch_collie against this build's
-# libcollie, then runs DDP + collectives vs gloo, the dead-peer check and the
-# launcher checks (torchrun, collie run). Exit 77 (ctest: skipped) only when torch
-# cannot be installed at all.
+# The PyTorch backend's tests: ensures the Python environment and builds torch_collie
+# (torch_env.sh: installs torch on a fresh machine), then runs DDP + collectives vs
+# gloo and the ProcessGroupGloo contract (torch_ddp_test.py with
+# torch_contract_checks.py), the dead-peer check and the launcher checks (torchrun,
+# collie run). Exit 77 (ctest: skipped) only when torch cannot be installed at all.
 #   run_torch_tests.sh <path to the collie CLI> <build dir>
 set -euo pipefail
 collie="$1"
-build="$(cd "$2" && pwd)"
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-here="$root/tests/python"
-
-if ! venv=$("$root/scripts/python-env.sh"); then
-  echo "SKIP: torch could not be installed into the Python environment (see above)"
-  exit 77
-fi
-py="$venv/bin/python"
-(cd "$root/python" && MAX_JOBS=2 COLLIE_BUILD_DIR="$build" "$py" setup.py -q build \
-  --build-base "$build/python" --build-lib "$build/python/lib" >"$build/python-build.log" 2>&1) ||
-  { cat "$build/python-build.log"; exit 1; }
-export PYTHONPATH="$build/python/lib${PYTHONPATH:+:$PYTHONPATH}"
-export COLLIE_TIMEOUT="${COLLIE_TIMEOUT:-20s}"
-export OMP_NUM_THREADS=1
+here="$(cd "$(dirname "$0")" && pwd)"
+source "$here/torch_env.sh" "$2"
 
 timeout 600 "$py" "$here/torch_ddp_test.py"
 timeout 120 "$py" "$here/torch_dead_peer_test.py"

@@ -9,8 +9,9 @@ supports timeouts", NCCL-only, GPU-only) skip themselves with their own reason.
 
     torch_suite.py [--world-size N] [-k PATTERN ...] [--list] [--expect FILE]
 
--k keeps the tests whose name contains PATTERN (several -k: any of them); a PATTERN
-starting with @ names a file of patterns, one a line (# comments). Prints one line per
+-k keeps the tests whose name matches PATTERN, a regular expression searched in the
+name (several -k: any of them); a PATTERN starting with @ names a file of patterns, one
+a line (# comments). Prints one line per
 test and a summary (ran, passed, failed, skipped by reason, time). Exits 0 when every
 test that ran passed.
 """
@@ -28,8 +29,9 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--world-size", type=int, default=int(os.environ.get("WORLD_SIZE", "2")))
     p.add_argument("-k", dest="patterns", action="append", default=[],
-                   help="keep tests whose name contains this (repeatable; @file for a list)")
+                   help="keep tests whose name matches this regex (repeatable; @file: a list)")
     p.add_argument("--list", action="store_true", help="list the selected tests and exit")
+    p.add_argument("--times", action="store_true", help="print every test that ran, with its time")
     return p.parse_args(argv)
 
 
@@ -165,7 +167,7 @@ def main():
     loader = unittest.TestLoader()
     names = loader.getTestCaseNames(TestDistBackendWithSpawnCOLLIE)
     if patterns:
-        names = [n for n in names if any(p in n for p in patterns)]
+        names = [n for n in names if any(re.search(p, n) for p in patterns)]
     if args.list:
         print("\n".join(names))
         return 0
@@ -191,8 +193,11 @@ def main():
           f"in {wall:.0f} s")
     for reason, n in reasons.most_common():
         print(f"  skipped {n:3d}: {reason}")
-    slow = sorted((o for o in result.outcomes if o[1] != "skipped"), key=lambda o: -o[2])[:10]
-    print("  slowest: " + ", ".join(f"{n} {s:.1f}s" for n, _, s, _ in slow))
+    ran_tests = sorted((o for o in result.outcomes if o[1] != "skipped"), key=lambda o: -o[2])
+    print("  slowest: " + ", ".join(f"{n} {s:.1f}s" for n, _, s, _ in ran_tests[:10]))
+    if args.times:
+        for name, outcome, seconds, _ in ran_tests:
+            print(f"  {seconds:6.2f} s  {outcome:6}  {name}")
     failed = [n for n, o, _, _ in result.outcomes if o == "failed"]
     if failed:
         print("  FAILED: " + " ".join(failed))
