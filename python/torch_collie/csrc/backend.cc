@@ -155,27 +155,17 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::endCoalescing() {
     if (d.copyOut) copies.push_back(std::move(d.copyOut));
     followers.push_back(d.work);
   }
-  Call call;
-  call.type = c10d::OpType::COALESCED;
-  call.title = "collie:coalesced";
-  call.what = "coalesced send/recv";
+  Call call(c10d::OpType::COALESCED, "collie:coalesced", "coalesced send/recv", {}, {});
   call.ops = sendRecv(ops, call.what);
   call.keepAlive = keep;
   call.collective = false;
-  if (!copies.empty()) {
-    call.onSuccess = [copies] {
-      for (const auto& copy : copies) copy();
-    };
-  }
+  call.onSuccess = inOrder(std::move(copies));
   call.followers = std::move(followers);  // the batch's own works complete with it
   return submit(std::move(call));
 }
 
 c10::intrusive_ptr<c10d::Work> CollieBackend::barrier(const c10d::BarrierOptions& opts) {
-  Call call;
-  call.type = c10d::OpType::BARRIER;
-  call.title = "collie:barrier";
-  call.what = "barrier";
+  Call call(c10d::OpType::BARRIER, "collie:barrier", "barrier", {}, {});
   if (opts.timeout == c10d::kUnsetTimeout) {
     call.ops = {orFail(comm_->barrier(), "barrier", rank_)};
     return submit(std::move(call));

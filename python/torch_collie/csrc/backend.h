@@ -149,6 +149,16 @@ class CollieBackend : public c10d::Backend {
   // One call to submit: its profiler event and outputs, the collie operations behind
   // it and what to do when they succeeded.
   struct Call {
+    Call(c10d::OpType type, const char* title, const char* what, std::vector<at::Tensor> inputs,
+         std::vector<std::vector<at::Tensor>> outputs,
+         std::chrono::milliseconds timeout = c10d::kUnsetTimeout)
+        : type(type),
+          title(title),
+          what(what),
+          inputs(std::move(inputs)),
+          outputs(std::move(outputs)),
+          timeout(timeout) {}
+
     c10d::OpType type = c10d::OpType::UNKNOWN;
     const char* title = nullptr;  // profiler event, a literal: "collie:all_reduce"
     const char* what = nullptr;   // for messages: "allreduce"

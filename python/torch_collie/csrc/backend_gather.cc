@@ -7,17 +7,6 @@
 
 namespace torch_collie {
 
-namespace {
-
-std::function<void()> runAll(std::vector<std::function<void()>> steps) {
-  if (steps.empty()) return {};
-  return [steps = std::move(steps)] {
-    for (const auto& step : steps) step();
-  };
-}
-
-}  // namespace
-
 c10::intrusive_ptr<c10d::Work> CollieBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                         const c10d::BroadcastOptions& opts) {
   const char* what = "broadcast";
@@ -27,13 +16,7 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::broadcast(std::vector<at::Tensor>&
   // The root's rootTensor goes to every tensor of every rank.
   const at::Tensor& source = tensors[opts.rootTensor];
   at::Tensor buf = dense(source);
-  Call call;
-  call.type = c10d::OpType::BROADCAST;
-  call.title = "collie:broadcast";
-  call.what = what;
-  call.inputs = tensors;
-  call.outputs = {tensors};
-  call.timeout = opts.timeout;
+  Call call(c10d::OpType::BROADCAST, "collie:broadcast", what, tensors, {tensors}, opts.timeout);
   call.ops = {orFail(comm_->broadcast(buf.data_ptr(), buf.data_ptr(), buf.nbytes(),
                                       collie::DataType::kUint8, static_cast<int>(opts.rootRank)),
                      what, rank_)};
@@ -65,13 +48,7 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::allgather(
   for (const auto& t : inputs) parts.push_back(bytesOf(t));
   at::Tensor in = parts.size() == 1 ? parts[0] : at::cat(parts);
   at::Tensor buf = at::empty({static_cast<int64_t>(size_) * in.numel()}, at::kByte);
-  Call call;
-  call.type = c10d::OpType::ALLGATHER;
-  call.title = "collie:all_gather";
-  call.what = what;
-  call.inputs = inputs;
-  call.outputs = outputs;
-  call.timeout = opts.timeout;
+  Call call(c10d::OpType::ALLGATHER, "collie:all_gather", what, inputs, outputs, opts.timeout);
   call.ops = {
       orFail(comm_->allGather(in.data_ptr(), buf.data_ptr(), in.numel(), collie::DataType::kUint8),
              what, rank_)};
@@ -97,26 +74,12 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
   const char* what = "all_gather_into_tensor";
-  if (outputs.empty() || outputs.size() != inputs.size()) {
-    invalid(what, rank_, "requires non-empty input and output lists of the same length");
-  }
-  Call call;
-  call.type = outputs.size() == 1 ? c10d::OpType::_ALLGATHER_BASE
-                                  : c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED;
-  call.title = "collie:all_gather_into_tensor";
-  call.what = what;
-  call.inputs = inputs;
-  call.outputs = {outputs};
-  call.timeout = opts.timeout;
+  checkScaledPairs(outputs, inputs, true, size_, what, rank_);
+  Call call(outputs.size() == 1 ? c10d::OpType::_ALLGATHER_BASE
+                                : c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED,
+            "collie:all_gather_into_tensor", what, inputs, {outputs}, opts.timeout);
   std::vector<std::function<void()>> copies;
   for (size_t j = 0; j < outputs.size(); ++j) {
-    checkCpu(outputs[j], what, rank_);
-    checkCpu(inputs[j], what, rank_);
-    if (outputs[j].numel() != inputs[j].numel() * size_ ||
-        outputs[j].scalar_type() != inputs[j].scalar_type()) {
-      invalid(what, rank_,
-              "output must hold world_size * input.numel() elements of the input's dtype");
-    }
     at::Tensor in = dense(inputs[j]);
     at::Tensor out = dense(outputs[j]);
     call.ops.push_back(orFail(
@@ -126,7 +89,7 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::allgather_into_tensor_coalesced(
     call.keepAlive.push_back(out);
     if (auto copy = copyBack(outputs[j], out)) copies.push_back(std::move(copy));
   }
-  call.onSuccess = runAll(std::move(copies));
+  call.onSuccess = inOrder(std::move(copies));
   return submit(std::move(call));
 }
 
@@ -166,13 +129,8 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::allgather_coalesced(
   for (const auto& t : inputs) parts.push_back(bytesOf(t));
   at::Tensor in = at::cat(parts);
   at::Tensor buf = at::empty({static_cast<int64_t>(size_) * in.numel()}, at::kByte);
-  Call call;
-  call.type = c10d::OpType::ALLGATHER_COALESCED;
-  call.title = "collie:all_gather";
-  call.what = what;
-  call.inputs = inputs;
-  call.outputs = outputLists;
-  call.timeout = opts.timeout;
+  Call call(c10d::OpType::ALLGATHER_COALESCED, "collie:all_gather", what, inputs, outputLists,
+            opts.timeout);
   call.ops = {
       orFail(comm_->allGather(in.data_ptr(), buf.data_ptr(), in.numel(), collie::DataType::kUint8),
              what, rank_)};
@@ -232,16 +190,10 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::gather(std::vector<std::vector<at:
   } else {
     ops.push_back({true, in.data_ptr(), in.nbytes(), collie::DataType::kUint8, root});
   }
-  Call call;
-  call.type = c10d::OpType::GATHER;
-  call.title = "collie:gather";
-  call.what = what;
-  call.inputs = inputs;
-  call.outputs = outputs;
-  call.timeout = opts.timeout;
+  Call call(c10d::OpType::GATHER, "collie:gather", what, inputs, outputs, opts.timeout);
   call.ops = sendRecv(ops, what);
   call.keepAlive = keep;
-  call.onSuccess = runAll(std::move(copies));
+  call.onSuccess = inOrder(std::move(copies));
   return submit(std::move(call));
 }
 
@@ -286,13 +238,8 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::scatter(std::vector<at::Tensor>& o
   } else {
     ops.push_back({false, buf.data_ptr(), buf.nbytes(), collie::DataType::kUint8, root});
   }
-  Call call;
-  call.type = c10d::OpType::SCATTER;
-  call.title = "collie:scatter";
-  call.what = what;
-  call.inputs = inputs.empty() ? std::vector<at::Tensor>{} : inputs[0];
-  call.outputs = {outputs};
-  call.timeout = opts.timeout;
+  Call call(c10d::OpType::SCATTER, "collie:scatter", what,
+            inputs.empty() ? std::vector<at::Tensor>{} : inputs[0], {outputs}, opts.timeout);
   call.ops = sendRecv(ops, what);
   call.keepAlive = keep;
   call.onSuccess = std::move(onSuccess);

@@ -37,12 +37,7 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::pointToPoint(std::vector<at::Tenso
     isSend ? announcer_.sent(peer) : announcer_.received(peer);
     return work;
   }
-  Call call;
-  call.type = type;
-  call.title = title;
-  call.what = what;
-  call.inputs = tensors;
-  call.outputs = {tensors};
+  Call call(type, title, what, tensors, {tensors});
   call.ops = {orFail(isSend ? comm_->send(op.buffer, op.count, op.dtype, peer)
                             : comm_->recv(op.buffer, op.count, op.dtype, peer),
                      what, rank_)};
@@ -74,12 +69,7 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::recvAnysource(std::vector<at::Tens
   const int src = announcer_.pickSource(options_->timeout);
   at::Tensor& t = tensors[0];
   at::Tensor buf = dense(t);
-  Call call;
-  call.type = c10d::OpType::RECVANYSOURCE;
-  call.title = "collie:recvAnySource";
-  call.what = what;
-  call.inputs = tensors;
-  call.outputs = {tensors};
+  Call call(c10d::OpType::RECVANYSOURCE, "collie:recvAnySource", what, tensors, {tensors});
   call.ops = {orFail(comm_->recv(buf.data_ptr(), buf.nbytes(), collie::DataType::kUint8, src), what,
                      rank_)};
   call.keepAlive = {buf};
@@ -149,13 +139,8 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::alltoall_base(at::Tensor& output, 
   };
   at::Tensor in = dense(input);
   at::Tensor out = dense(output);
-  Call call;
-  call.type = c10d::OpType::ALLTOALL_BASE;
-  call.title = "collie:all_to_all";
-  call.what = what;
-  call.inputs = {input};
-  call.outputs = {{output}};
-  call.timeout = opts.timeout;
+  Call call(c10d::OpType::ALLTOALL_BASE, "collie:all_to_all", what, {input}, {{output}},
+            opts.timeout);
   call.ops = exchange(split(in, inputSplits), split(out, outputSplits), what);
   call.keepAlive = {in, out};
   call.onSuccess = copyBack(output, out);
@@ -170,7 +155,7 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::alltoall(std::vector<at::Tensor>& 
     invalid(what, rank_, "expects world_size input and output tensors");
   }
   std::vector<at::Tensor> sendParts, recvParts;
-  std::vector<std::pair<at::Tensor, at::Tensor>> copies;
+  std::vector<std::function<void()>> copies;
   for (int p = 0; p < size_; ++p) {
     checkCpu(inputs[p], what, rank_);
     checkCpu(outputs[p], what, rank_);
@@ -179,24 +164,14 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::alltoall(std::vector<at::Tensor>& 
     }
     sendParts.push_back(dense(inputs[p]));
     at::Tensor r = dense(outputs[p]);
-    if (!r.is_same(outputs[p])) copies.emplace_back(outputs[p], r);
+    if (auto copy = copyBack(outputs[p], r)) copies.push_back(std::move(copy));
     recvParts.push_back(r);
   }
-  Call call;
-  call.type = c10d::OpType::ALLTOALL;
-  call.title = "collie:all_to_all";
-  call.what = what;
-  call.inputs = inputs;
-  call.outputs = {outputs};
-  call.timeout = opts.timeout;
+  Call call(c10d::OpType::ALLTOALL, "collie:all_to_all", what, inputs, {outputs}, opts.timeout);
   call.ops = exchange(sendParts, recvParts, what);
   call.keepAlive = sendParts;
   call.keepAlive.insert(call.keepAlive.end(), recvParts.begin(), recvParts.end());
-  if (!copies.empty()) {
-    call.onSuccess = [copies]() mutable {
-      for (auto& [to, from] : copies) to.copy_(from);
-    };
-  }
+  call.onSuccess = inOrder(std::move(copies));
   return submit(std::move(call));
 }
 

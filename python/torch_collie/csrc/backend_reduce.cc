@@ -62,13 +62,7 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::allreduceDense(std::vector<at::Ten
   for (const auto& t : tensors) views.push_back(asReal(t, opts.reduceOp, what, rank_));
   checkTypeAndSize(views, views[0], what, rank_);
   Reduction r = reduction(views[0], opts.reduceOp, what, rank_);
-  Call call;
-  call.type = c10d::OpType::ALLREDUCE;
-  call.title = "collie:all_reduce";
-  call.what = what;
-  call.inputs = tensors;
-  call.outputs = {tensors};
-  call.timeout = opts.timeout;
+  Call call(c10d::OpType::ALLREDUCE, "collie:all_reduce", what, tensors, {tensors}, opts.timeout);
   at::Tensor buf;
   if (views.size() == 1) {
     const at::Tensor& t = views[0];
@@ -176,13 +170,8 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::allreduceSparse(std::vector<at::Te
     ops.push_back({false, indices[p].data_ptr(), indices[p].nbytes(), collie::DataType::kUint8, p});
     ops.push_back({false, values[p].data_ptr(), values[p].nbytes(), collie::DataType::kUint8, p});
   }
-  Call call;
-  call.type = c10d::OpType::_ALLREDUCE_SPARSE;
-  call.title = "collie:sparse_all_reduce";
-  call.what = what;
-  call.inputs = tensors;
-  call.outputs = {tensors};
-  call.timeout = opts.timeout;
+  Call call(c10d::OpType::_ALLREDUCE_SPARSE, "collie:sparse_all_reduce", what, tensors, {tensors},
+            opts.timeout);
   call.ops = sendRecv(ops, what);
   call.keepAlive = indices;
   call.keepAlive.insert(call.keepAlive.end(), values.begin(), values.end());
@@ -218,13 +207,8 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::allreduce_coalesced(
   for (const auto& t : tensors) flat.push_back(asReal(t, opts.reduceOp, what, rank_).reshape({-1}));
   Reduction r = reduction(flat[0], opts.reduceOp, what, rank_);
   at::Tensor buf = prepared(at::cat(flat), r);
-  Call call;
-  call.type = c10d::OpType::ALLREDUCE_COALESCED;
-  call.title = "collie:all_reduce_coalesced";
-  call.what = what;
-  call.inputs = tensors;
-  call.outputs = {tensors};
-  call.timeout = opts.timeout;
+  Call call(c10d::OpType::ALLREDUCE_COALESCED, "collie:all_reduce_coalesced", what, tensors,
+            {tensors}, opts.timeout);
   call.ops = {orFail(comm_->allReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), r.dtype, r.op),
                      what, rank_)};
   call.keepAlive = {buf};
@@ -249,13 +233,7 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::reduce(std::vector<at::Tensor>& te
   Reduction r = reduction(t, opts.reduceOp, what, rank_);
   at::Tensor buf = prepared(t, r);
   const int root = static_cast<int>(opts.rootRank);
-  Call call;
-  call.type = c10d::OpType::REDUCE;
-  call.title = "collie:reduce";
-  call.what = what;
-  call.inputs = tensors;
-  call.outputs = {tensors};
-  call.timeout = opts.timeout;
+  Call call(c10d::OpType::REDUCE, "collie:reduce", what, tensors, {tensors}, opts.timeout);
   call.ops = {
       orFail(comm_->reduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), r.dtype, r.op, root), what,
              rank_)};
@@ -272,12 +250,8 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::reduce_scatter(
   if (inputs.size() != outputs.size()) {
     invalid(what, rank_, "requires input/output tensor lists to have the same length");
   }
-  Call call;
-  call.type = c10d::OpType::REDUCE_SCATTER;
-  call.title = "collie:reduce_scatter";
-  call.what = what;
-  call.outputs = {outputs};
-  call.timeout = opts.timeout;
+  Call call(c10d::OpType::REDUCE_SCATTER, "collie:reduce_scatter", what, {}, {outputs},
+            opts.timeout);
   std::vector<std::function<void()>> copies;
   for (size_t j = 0; j < outputs.size(); ++j) {
     if (static_cast<int>(inputs[j].size()) != size_) {
@@ -323,9 +297,7 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::reduce_scatter(
       if (!out.is_same(res)) out.copy_(res.view(out.sizes()));
     });
   }
-  call.onSuccess = [copies] {
-    for (const auto& copy : copies) copy();
-  };
+  call.onSuccess = inOrder(std::move(copies));
   return submit(std::move(call));
 }
 
@@ -340,26 +312,12 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   const char* what = "reduce_scatter_tensor";
-  if (outputs.empty() || outputs.size() != inputs.size()) {
-    invalid(what, rank_, "requires non-empty input and output lists of the same length");
-  }
-  Call call;
-  call.type = outputs.size() == 1 ? c10d::OpType::_REDUCE_SCATTER_BASE
-                                  : c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED;
-  call.title = "collie:reduce_scatter_tensor";
-  call.what = what;
-  call.inputs = inputs;
-  call.outputs = {outputs};
-  call.timeout = opts.timeout;
+  checkScaledPairs(outputs, inputs, false, size_, what, rank_);
+  Call call(outputs.size() == 1 ? c10d::OpType::_REDUCE_SCATTER_BASE
+                                : c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED,
+            "collie:reduce_scatter_tensor", what, inputs, {outputs}, opts.timeout);
   std::vector<std::function<void()>> copies;
   for (size_t j = 0; j < outputs.size(); ++j) {
-    checkCpu(outputs[j], what, rank_);
-    checkCpu(inputs[j], what, rank_);
-    if (inputs[j].numel() != outputs[j].numel() * size_ ||
-        outputs[j].scalar_type() != inputs[j].scalar_type()) {
-      invalid(what, rank_,
-              "input must hold world_size * output.numel() elements of the output's dtype");
-    }
     at::Tensor out = asReal(outputs[j], opts.reduceOp, what, rank_);
     Reduction r = reduction(out, opts.reduceOp, what, rank_);
     at::Tensor in = prepared(asReal(inputs[j], opts.reduceOp, what, rank_), r);
@@ -371,11 +329,7 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::reduce_scatter_tensor_coalesced(
     call.keepAlive.push_back(res);
     if (auto copy = copyBack(out, res)) copies.push_back(std::move(copy));
   }
-  if (!copies.empty()) {
-    call.onSuccess = [copies] {
-      for (const auto& copy : copies) copy();
-    };
-  }
+  call.onSuccess = inOrder(std::move(copies));
   return submit(std::move(call));
 }
 

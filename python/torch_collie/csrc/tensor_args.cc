@@ -122,6 +122,25 @@ void checkRoot(int64_t root, int size, const char* what, int rank) {
   }
 }
 
+void checkScaledPairs(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+                      bool outputLarger, int size, const char* what, int rank) {
+  if (outputs.empty() || outputs.size() != inputs.size()) {
+    invalid(what, rank, "requires non-empty input and output lists of the same length");
+  }
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    checkCpu(outputs[j], what, rank);
+    checkCpu(inputs[j], what, rank);
+    const at::Tensor& large = outputLarger ? outputs[j] : inputs[j];
+    const at::Tensor& small = outputLarger ? inputs[j] : outputs[j];
+    if (large.numel() != small.numel() * size || large.scalar_type() != small.scalar_type()) {
+      invalid(what, rank,
+              std::string(outputLarger ? "output" : "input") + " " + std::to_string(j) +
+                  " must hold world_size * " + (outputLarger ? "input" : "output") +
+                  ".numel() elements of its dtype");
+    }
+  }
+}
+
 void checkRootTensor(int64_t rootTensor, size_t count, const char* what, int rank) {
   if (rootTensor < 0 || rootTensor >= static_cast<int64_t>(count)) {
     invalid(what, rank,
@@ -254,6 +273,13 @@ collie::Work orFail(collie::Result<collie::Work> result, const char* what, int r
 std::function<void()> copyBack(const at::Tensor& to, const at::Tensor& from) {
   if (to.is_same(from)) return {};
   return [to, from]() mutable { to.copy_(from); };
+}
+
+std::function<void()> inOrder(std::vector<std::function<void()>> steps) {
+  if (steps.empty()) return {};
+  return [steps = std::move(steps)] {
+    for (const auto& step : steps) step();
+  };
 }
 
 std::function<void()> copyToAll(const std::vector<at::Tensor>& to, const at::Tensor& from) {

@@ -39,6 +39,11 @@ void checkSingle(const std::vector<at::Tensor>& tensors, const char* what, int r
 void checkTypeAndSize(const std::vector<at::Tensor>& tensors, const at::Tensor& ref,
                       const char* what, int rank);
 void checkRoot(int64_t root, int size, const char* what, int rank);
+// The pairs (outputs[j], inputs[j]) of all_gather_into_tensor or reduce_scatter_tensor
+// (and their coalesced forms): CPU, one dtype, and one side world_size times the other
+// (the output when `outputLarger`).
+void checkScaledPairs(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+                      bool outputLarger, int size, const char* what, int rank);
 void checkRootTensor(int64_t rootTensor, size_t count, const char* what, int rank);
 
 // A reduction as collie runs it.
@@ -68,6 +73,8 @@ collie::Work orFail(collie::Result<collie::Work> result, const char* what, int r
 inline at::Tensor dense(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
 // Copies `from` back into `to` after the operation unless they share storage.
 std::function<void()> copyBack(const at::Tensor& to, const at::Tensor& from);
+// One function running `steps` in order (empty when there are none).
+std::function<void()> inOrder(std::vector<std::function<void()>> steps);
 // Copies `from` into every tensor of `to` (those that are not `from` itself).
 std::function<void()> copyToAll(const std::vector<at::Tensor>& to, const at::Tensor& from);
 // t's values as a flat uint8 tensor (a view when t is contiguous): data movement of any
