@@ -1,12 +1,12 @@
-// Pipelined chain schedules for broadcast and reduce, plus point-to-point and the
-// barrier.
+// Pipelined chain schedules for broadcast and reduce.
 //
 // Broadcast: ranks form a chain starting at the root (root, root+1, ...); each chunk
 // is forwarded as soon as it arrives, so for many chunks the time approaches one
 // transfer of the whole buffer. Reduce: the same chain ending at the root; partial
 // results flow towards it, each rank adding its input on the way.
+#include "core/plan/chain.h"
+
 #include "core/plan/partition.h"
-#include "core/plan/ring_plans.h"
 
 namespace collie {
 void planChainBroadcast(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
@@ -82,34 +82,6 @@ void planChainReduce(const CollectiveArgs& args, const PlanParams& params, size_
     }
   }
   schedule->scratchBytesPerChannel = 2 * chunkElems * es;
-}
-
-void planPointToPoint(const CollectiveArgs& args, const PlanParams& params, Schedule* schedule) {
-  const size_t es = dataTypeSize(args.dtype);
-  // One message per channel so large transfers use every channel's connection.
-  for (int c = 0; c < params.nchannels; ++c) {
-    Range part = splitEven(0, args.count, params.nchannels, c);
-    if (part.count == 0 && c > 0) continue;  // a zero-byte message still travels once
-    Slice slice{args.kind == CollectiveKind::kSend ? BufferId::kInput : BufferId::kOutput,
-                part.begin * es};
-    if (args.kind == CollectiveKind::kSend) {
-      schedule->channels[c].push_back(
-          makeStep(StepKind::kSend, args.peer, -1, slice, Slice{}, part.count * es));
-    } else {
-      schedule->channels[c].push_back(
-          makeStep(StepKind::kRecv, -1, args.peer, Slice{}, slice, part.count * es));
-    }
-  }
-}
-
-void planBarrier(const PlanParams& params, Schedule* schedule) {
-  // Dissemination barrier: after round k every rank has heard, directly or not, from
-  // the 2^(k+1) - 1 ranks before it.
-  const int n = params.nranks;
-  for (int distance = 1; distance < n; distance *= 2) {
-    schedule->channels[0].push_back(makeStep(StepKind::kSendRecv, mod(params.rank + distance, n),
-                                             mod(params.rank - distance, n), Slice{}, Slice{}, 0));
-  }
 }
 
 }  // namespace collie

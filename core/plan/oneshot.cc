@@ -8,8 +8,9 @@
 //   Send            scratch -> p
 //   RecvReduceCopy  output = op(in0, in1), the received operand placed in rank order
 //                   (incomingFirst on rank 1), so both ranks compute the same bits.
+#include "core/plan/oneshot.h"
+
 #include "core/plan/partition.h"
-#include "core/plan/ring_plans.h"
 
 namespace collie {
 

@@ -7,8 +7,9 @@
 // it holds the final value of segment r + 1, which then travels around the ring once
 // more (all-gather). Every final value is computed by exactly one rank and copied
 // everywhere else, so all ranks end with identical bytes.
+#include "core/plan/ring.h"
+
 #include "core/plan/partition.h"
-#include "core/plan/ring_plans.h"
 
 namespace collie {
 namespace {

@@ -3,7 +3,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "core/plan/ring_plans.h"
+#include "core/plan/chain.h"
+#include "core/plan/oneshot.h"
+#include "core/plan/point_to_point.h"
+#include "core/plan/ring.h"
+#include "core/plan/tree.h"
 
 namespace collie {
 

@@ -20,7 +20,6 @@
 #include "core/plan/tree.h"
 
 #include "core/plan/partition.h"
-#include "core/plan/ring_plans.h"
 
 namespace collie {
 namespace {

@@ -1,4 +1,9 @@
-// Tree shapes for the tree schedules (tree.cc) and tools that draw or check them.
+// Tree schedules (tree.cc) and their shapes, for the schedules and for tools that draw or
+// check them.
+//
+// planTree*() append rank params.rank's steps to schedule->channels (already sized to
+// params.nchannels): the double binary tree all-reduce, and binary tree broadcast and
+// reduce rooted at args.root. Arguments are already validated.
 //
 // binaryTree() is NCCL's in-order binary tree over ranks 0..n-1 rooted at 0: rank 0
 // has one child (the largest power of two below n), every other rank's parent and
@@ -13,6 +18,9 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
+
+#include "core/plan/schedule.h"
 
 namespace collie {
 
@@ -33,5 +41,12 @@ std::array<TreeNode, 2> doubleBinaryTree(int nranks, int rank);
 
 // Number of levels of binaryTree(nranks) below the root: ceil(log2(nranks)).
 int treeDepth(int nranks);
+
+void planTreeAllReduce(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
+                       Schedule* schedule);
+void planTreeBroadcast(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
+                       Schedule* schedule);
+void planTreeReduce(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
+                    Schedule* schedule);
 
 }  // namespace collie
