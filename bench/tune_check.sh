@@ -11,9 +11,10 @@
 #
 # Like with like: every run of one table uses the same tuning constants (the first run
 # probes into a fresh cache, the others read it), so auto's ring or tree runs with the
-# chunk and channels the forced one gets. Up to COLLIE_SHM_ONESHOT_MAX bytes (default
-# 256K) auto runs through the shm one-shot board, which forced algorithms bypass: the
-# "auto runs" column says which. Warm-up is at least 32 MiB of traffic per cell, so
+# chunk and channels the forced one gets. On shm auto may choose a team collective
+# (board, direct, cma; docs/decisions/team-collectives.md), which a forced ring or tree
+# bypasses: the "auto runs" column shows the plan rank 0 logged ("board",
+# "direct>cma>ring/1M/2": the team step's algorithms, then the schedule it falls back to). Warm-up is at least 32 MiB of traffic per cell, so
 # that first-touch page faults in the shm FIFOs stay out of the timed iterations.
 #
 # Usage: bench/tune_check.sh [path/to/collie] [nranks] [rounds] [max bytes: 64M] [min bytes: 8]
@@ -33,7 +34,6 @@ bytes_of() {  # 256K -> 262144
     *) echo "$1" ;;
   esac
 }
-ONESHOT=$(bytes_of "${COLLIE_SHM_ONESHOT_MAX:-256K}")
 MAX=$(bytes_of "${4:-64M}")
 MIN=$(bytes_of "${5:-8}")
 
@@ -49,9 +49,8 @@ cell() {
     "$OUT/cell.json")
   echo "$algo $size $median $round" >> "$OUT/all"
   if [ "$algo" = auto ]; then  # the plan rank 0 logged for this size
-    plan=$(sed -n "s/.*rank 0: allreduce of $size bytes on [0-9]* ranks -> \([a-z]*\), chunk \([0-9]*\), \([0-9]*\) channel.*/\1\/\2\/\3/p" \
+    plan=$(sed -n "s/.*rank 0: allreduce of $size bytes on [0-9]* ranks -> \([^ ]*\) (chunk.*/\1/p" \
       "$OUT/cell.log" | head -n 1)
-    [ "$size" -le "$ONESHOT" ] && grep -q "offered to the one-shot board" "$OUT/cell.log" && plan=board
     echo "$size ${plan:-?}" >> "$OUT/plans"
   fi
 }

@@ -57,6 +57,7 @@ struct SimCliOptions {
   int nchannels = 0;  // 0: tuned
   std::string chunk;  // "": tuned
   int root = 0;
+  std::string transport;  // "": no team collectives; else model that transport's team
 };
 
 CLI::App* addSimCommand(CLI::App& app, SimCliOptions* options);

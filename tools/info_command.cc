@@ -158,18 +158,23 @@ CLI::App* addInfoCommand(CLI::App& app, bool* tuning) {
 }
 
 namespace {
-// What the table leaves out: the shm board takes small collectives before any schedule.
-std::string oneShotNote(const Config& config, const TuneLimits& limits) {
-  const int64_t max = config.integer("COLLIE_SHM_ONESHOT_MAX");
-  if (limits.forced != Algorithm::kAuto || max <= 0) return "";
-  return "shm, every rank on one host: collectives of up to " + std::to_string(max) +
-         " bytes per rank run through the one-shot board instead (COLLIE_SHM_ONESHOT_MAX), as do\n"
-         "larger all-reduces whose buffers every rank registered; unregistered all-reduces above "
-         "COLLIE_SHM_CMA_MIN (" +
-         std::to_string(config.integer("COLLIE_SHM_CMA_MIN")) +
-         ") and up to COLLIE_SHM_CMA_MAX (in place: any size) go single-copy by cross-memory "
-         "attach;\n"
-         "a forced algorithm bypasses the board\n";
+// A transport's team collectives, for communicators of 2 and 4 ranks on this host: every
+// algorithm's predicted time per all-reduce size and the tuner's plan, which
+// the table above (ranks on several hosts, no team) does not show.
+std::string teamTables(const Config& config, const TransportFactory& factory, TuneLimits limits,
+                       const TuneConstants& constants) {
+  if (factory.teamOffer == nullptr) return "";
+  std::string out;
+  for (int n : {2, 4}) {
+    limits.team = factory.teamOffer(config, n);
+    if (!limits.team.any()) continue;
+    out += "\n" + factory.name + " team collectives, " + std::to_string(n) +
+           " ranks on this host (board up to " + std::to_string(limits.team.boardBytes) +
+           " bytes per rank; plan: the team step's algorithms in the order tried, then the\n"
+           "schedule it falls back to when every rank declines them):\n" +
+           algorithmTable(limits, constants, n);
+  }
+  return out;
 }
 
 // The decision table a communicator configured by this environment would plan with.
@@ -186,16 +191,17 @@ int printTuning() {
   for (const TransportFactory& factory : TransportRegistry::instance().factories()) {
     TuneConstants constants;
     if (!storedTuneConstants(config, factory.name, &constants)) continue;
-    std::printf("== transport %s\n%s", factory.name.c_str(),
-                decisionTable(limits, constants).c_str());
-    if (factory.name == "shm") std::printf("%s", oneShotNote(config, limits).c_str());
-    std::printf("\n");
+    std::printf("== transport %s\n%s%s\n", factory.name.c_str(),
+                decisionTable(limits, constants).c_str(),
+                teamTables(config, factory, limits, constants).c_str());
     printed = true;
   }
   if (!printed) {
-    std::printf("== no probe cached yet (a communicator probes at creation); model defaults\n%s%s",
-                decisionTable(limits, TuneConstants{}).c_str(),
-                oneShotNote(config, limits).c_str());
+    std::printf("== no probe cached yet (a communicator probes at creation); model defaults\n%s",
+                decisionTable(limits, TuneConstants{}).c_str());
+    for (const TransportFactory& factory : TransportRegistry::instance().factories()) {
+      std::printf("%s", teamTables(config, factory, limits, TuneConstants{}).c_str());
+    }
   }
   return 0;
 }

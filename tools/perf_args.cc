@@ -43,7 +43,7 @@ CLI::App* addPerfCommand(CLI::App& app, PerfCliOptions* raw) {
   cmd->add_option("--unalign_bytes", raw->unalignBytes,
                   "and this many bytes more (may misalign them for the datatype)")
       ->capture_default_str();
-  cmd->add_option("--algo", raw->algo, "auto, ring, tree, chain or oneshot")->capture_default_str();
+  cmd->add_option("--algo", raw->algo, algorithmNames())->capture_default_str();
   cmd->add_option("--transport", raw->transport,
                   "force a transport (shm, ibverbs, ucx, tcp); default: per pair");
   cmd->add_option("--json", raw->jsonPath, "also write the results as JSON to this file");
@@ -143,12 +143,7 @@ Result<PerfArgs> resolvePerfArgs(const PerfCliOptions& raw) {
     return invalidArgument("-R 1 and --device 1 exclude each other");
   std::optional<Algorithm> algo = parseAlgorithm(raw.algo);
   if (!algo) {
-    std::string known;
-    for (Algorithm a : {Algorithm::kAuto, Algorithm::kRing, Algorithm::kTree, Algorithm::kChain,
-                        Algorithm::kOneShot}) {
-      known += (known.empty() ? "" : ", ") + std::string(algorithmName(a));
-    }
-    return invalidArgument("unknown --algo '" + raw.algo + "': use one of " + known);
+    return invalidArgument("unknown --algo '" + raw.algo + "': use one of " + algorithmNames());
   }
   args.algorithm = *algo;
   args.transport = raw.transport;

@@ -8,6 +8,12 @@
 // checked exactly; it runs the same algorithm, ranks and channels with the element
 // count (and the chunk size, proportionally) reduced so that nranks buffers fit in
 // memory. The predicted time comes from the tuner's cost model.
+//
+// With --transport (shm) the ranks are modelled as one host served by that transport:
+// the tuner plans with its team collectives (board, direct, cma) as a communicator of
+// that size would, and a plan with a team step is checked twice: with the team running
+// it (the simulator's reference of the team algorithms) and with every rank declining
+// it (its fallback steps).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
@@ -17,6 +23,7 @@
 
 #include "core/config/config.h"
 #include "core/plan/simulator.h"
+#include "core/transport/transport.h"
 #include "core/tune/tuner.h"
 #include "tools/commands.h"
 
@@ -30,7 +37,8 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
 }
 
 // Pass 2: exact check with symbolic uint64 data. Returns an empty string on success.
-std::string checkData(CollectiveArgs args, PlanParams params, size_t dataCount) {
+std::string checkData(CollectiveArgs args, PlanParams params, size_t dataCount,
+                      TeamSimulation team) {
   const int n = params.nranks;
   const size_t fullCount = args.count;
   const size_t chunkElems = std::max<size_t>(1, params.chunkBytes / dataTypeSize(args.dtype));
@@ -51,7 +59,7 @@ std::string checkData(CollectiveArgs args, PlanParams params, size_t dataCount) 
     if (in) std::memcpy(ranks[r].input.data(), inputs[r].data(), in * 8);
     ranks[r].output.assign(out * 8, 0);
   }
-  Status status = simulateCollective(args, params, &ranks, false, nullptr);
+  Status status = simulateCollective(args, params, &ranks, false, nullptr, team);
   if (!status.isOk()) return status.toString();
   std::vector<uint64_t> sum(in, 0);
   for (int r = 0; r < n; ++r) {
@@ -98,8 +106,7 @@ CLI::App* addSimCommand(CLI::App& app, SimCliOptions* options) {
   cmd->add_option("--coll", options->collective,
                   "allreduce, reducescatter, allgather, broadcast or reduce")
       ->capture_default_str();
-  cmd->add_option("--algo", options->algo, "auto, ring, tree, chain or oneshot")
-      ->capture_default_str();
+  cmd->add_option("--algo", options->algo, algorithmNames())->capture_default_str();
   cmd->add_option("--nranks", options->nranks, "virtual ranks")->capture_default_str();
   cmd->add_option("--bytes", options->bytes,
                   "bytes per rank buffer (all-gather/reduce-scatter: the full vector); K/M/G")
@@ -111,6 +118,9 @@ CLI::App* addSimCommand(CLI::App& app, SimCliOptions* options) {
   cmd->add_option("--nchannels", options->nchannels, "channels (default: the tuner, up to 2)");
   cmd->add_option("--chunk", options->chunk, "chunk bytes (default: the tuner); K/M suffix");
   cmd->add_option("--root", options->root, "root of broadcast/reduce")->capture_default_str();
+  cmd->add_option("--transport", options->transport,
+                  "model every rank on one host served by this transport, with its team "
+                  "collectives (shm: board, direct, cma)");
   return cmd;
 }
 
@@ -169,47 +179,93 @@ int runSim(const SimCliOptions& o) {
   if (*algo != Algorithm::kAuto && !algorithmSupports(*algo, *kind)) {
     return fail(std::string(algorithmName(*algo)) + " does not implement " + o.collective);
   }
+  if (!o.transport.empty()) {
+    const TransportFactory* factory = TransportRegistry::instance().find(o.transport);
+    if (factory == nullptr) return fail("unknown --transport '" + o.transport + "'");
+    if (factory->teamOffer != nullptr) {
+      limits.team = factory->teamOffer(Config::fromEnvironment(), n);
+    }
+  }
+  const std::string unavailable = forcedTeamUnavailable(*kind, planBytes, n, limits);
+  if (!unavailable.empty()) return fail(unavailable);
   TuneDecision decision = decide(*kind, planBytes, n, limits, constants);
   PlanParams params;
   params.nranks = n;
   params.nchannels = decision.nchannels;
   params.chunkBytes = decision.chunkBytes;
-  params.algorithm = decision.algorithm;
+  params.algorithm = decision.steps;
+  params.teamStep = decision.teamStep;
+  params.team = decision.team;
+  params.teamFallback = decision.steps != Algorithm::kAuto;
 
-  std::printf("collie sim: %s of %zu bytes (%zu x %s) on %d ranks: %s, chunk %zu, %d channel(s)\n",
-              o.collective.c_str(), static_cast<size_t>(*bytes), args.count,
-              std::string(dataTypeName(*dtype)).c_str(), n,
-              std::string(algorithmName(decision.algorithm)).c_str(), decision.chunkBytes,
-              decision.nchannels);
+  std::printf("collie sim: %s of %zu bytes (%zu x %s) on %d ranks: %s", o.collective.c_str(),
+              static_cast<size_t>(*bytes), args.count, std::string(dataTypeName(*dtype)).c_str(), n,
+              std::string(algorithmName(decision.algorithm)).c_str());
+  if (decision.steps != Algorithm::kAuto) {
+    std::printf(", chunk %zu, %d channel(s)", decision.chunkBytes, decision.nchannels);
+  }
+  std::printf("\n");
+  if (decision.teamStep) {
+    std::printf("plan: team step %s%s\n", teamAlgorithmsText(decision.team).c_str(),
+                decision.steps == Algorithm::kAuto
+                    ? ", nothing after it"
+                    : (", then (declined) " + std::string(algorithmName(decision.steps))).c_str());
+  }
+  // With a team step: once as the team runs it, once as every rank declines it (the
+  // fallback), where there is one.
+  std::vector<TeamSimulation> modes = {TeamSimulation::kRun};
+  if (decision.teamStep && decision.steps != Algorithm::kAuto && decision.team != 0) {
+    modes.push_back(TeamSimulation::kDecline);
+  }
+  auto modeName = [&](TeamSimulation mode) {
+    if (!decision.teamStep) return std::string();
+    return mode == TeamSimulation::kRun && decision.team != 0
+               ? " (team: " + std::string(algorithmName(decision.algorithm)) + ")"
+               : " (team declined: " + std::string(algorithmName(decision.steps)) + ")";
+  };
   auto start = std::chrono::steady_clock::now();
   SimulationStats stats;
-  Status status = simulateCollective(args, params, nullptr, false, &stats);
-  if (!status.isOk()) {
-    std::printf("schedule check: FAILED: %s\n", status.toString().c_str());
-    return 1;
+  for (TeamSimulation mode : modes) {
+    SimulationStats mine;
+    Status status = simulateCollective(args, params, nullptr, false, &mine, mode);
+    if (!status.isOk()) {
+      std::printf("schedule check%s: FAILED: %s\n", modeName(mode).c_str(),
+                  status.toString().c_str());
+      return 1;
+    }
+    if (mode == modes.back()) stats = mine;  // the steps of the fallback, if any
   }
   const double scheduleSeconds = secondsSince(start);
   std::printf("steps: %llu in all, at most %llu on one rank; messages %llu\n",
               static_cast<unsigned long long>(stats.steps),
               static_cast<unsigned long long>(stats.maxStepsOnOneRank),
               static_cast<unsigned long long>(stats.messages));
-  std::printf("bytes moved: %llu over %llu links, %.1f per link on average\n",
-              static_cast<unsigned long long>(stats.bytesMoved),
-              static_cast<unsigned long long>(stats.links),
-              stats.links ? static_cast<double>(stats.bytesMoved) / stats.links : 0.0);
-  std::printf("busiest link: rank %d -> rank %d, %llu bytes\n", stats.busiestSender,
-              stats.busiestReceiver, static_cast<unsigned long long>(stats.maxBytesOnOneLink));
+  if (stats.messages == 0 && decision.teamStep) {
+    std::printf("bytes moved: none in messages (the team step reads and writes the buffers)\n");
+  } else {
+    std::printf("bytes moved: %llu over %llu links, %.1f per link on average\n",
+                static_cast<unsigned long long>(stats.bytesMoved),
+                static_cast<unsigned long long>(stats.links),
+                stats.links ? static_cast<double>(stats.bytesMoved) / stats.links : 0.0);
+    std::printf("busiest link: rank %d -> rank %d, %llu bytes\n", stats.busiestSender,
+                stats.busiestReceiver, static_cast<unsigned long long>(stats.maxBytesOnOneLink));
+  }
   std::printf("model: alpha %.2f us, %.3f GB/s per link [%s]\n", constants.alphaUs,
               constants.bwGBps, constants.source.c_str());
-  for (Algorithm candidate :
-       {Algorithm::kRing, Algorithm::kTree, Algorithm::kChain, Algorithm::kOneShot}) {
-    if (!algorithmSupports(candidate, *kind)) continue;
+  for (Algorithm candidate : kAllAlgorithms) {
+    if (candidate == Algorithm::kAuto || !algorithmSupports(candidate, *kind)) continue;
     if (candidate == Algorithm::kOneShot && n != 2) continue;
     TuneLimits only = limits;
     only.forced = candidate;
+    if (isTeamAlgorithm(candidate) && !forcedTeamUnavailable(*kind, planBytes, n, only).empty()) {
+      continue;
+    }
     TuneDecision d = decide(*kind, planBytes, n, only, constants);
-    std::printf("predicted time %-5s: %12.1f us%s\n", std::string(algorithmName(candidate)).c_str(),
-                d.predictedUs, candidate == decision.algorithm ? "  <- simulated" : "");
+    const bool chosen = candidate == decision.algorithm ||
+                        (decision.teamStep && teamHas(decision.team, candidate)) ||
+                        candidate == decision.steps;
+    std::printf("predicted time %-7s: %12.1f us%s\n", std::string(algorithmName(candidate)).c_str(),
+                d.predictedUs, chosen ? "  <- simulated" : "");
   }
   std::printf("schedules (full size, no data) checked in %.2f s\n", scheduleSeconds);
 
@@ -217,15 +273,17 @@ int runSim(const SimCliOptions& o) {
   start = std::chrono::steady_clock::now();
   const size_t perRankBudget = kDataBudgetBytes / (static_cast<size_t>(n) * 16 * (blocked ? n : 1));
   const size_t dataCount = std::min(args.count, std::max<size_t>(1, perRankBudget));
-  std::string error = checkData(args, params, dataCount);
-  if (!error.empty()) {
-    std::printf("data check: FAILED: %s\n", error.c_str());
-    return 1;
+  for (TeamSimulation mode : modes) {
+    std::string error = checkData(args, params, dataCount, mode);
+    if (!error.empty()) {
+      std::printf("data check%s: FAILED: %s\n", modeName(mode).c_str(), error.c_str());
+      return 1;
+    }
+    std::printf(
+        "data check%s: PASSED: every rank exact (%zu uint64 elements per rank, wrapping "
+        "sum of random values) in %.2f s\n",
+        modeName(mode).c_str(), dataCount, secondsSince(start));
   }
-  std::printf(
-      "data check: PASSED: every rank exact (%zu uint64 elements per rank, wrapping "
-      "sum of random values) in %.2f s\n",
-      dataCount, secondsSince(start));
   return 0;
 }
 

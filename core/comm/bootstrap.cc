@@ -72,8 +72,8 @@ Result<Algorithm> resolveAlgorithm(const Config& settings) {
   // default (validation warned about it).
   std::optional<Algorithm> parsed = parseAlgorithm(name);
   if (!parsed) {
-    return invalidArgument("COLLIE_ALGO='" + settings.text("COLLIE_ALGO") +
-                           "' is not one of auto, ring, tree, chain, oneshot");
+    return invalidArgument("COLLIE_ALGO='" + settings.text("COLLIE_ALGO") + "' is not one of " +
+                           algorithmNames());
   }
   return *parsed;
 }

@@ -82,6 +82,12 @@ std::string_view algorithmName(Algorithm algo) {
       return "chain";
     case Algorithm::kOneShot:
       return "oneshot";
+    case Algorithm::kBoard:
+      return "board";
+    case Algorithm::kDirect:
+      return "direct";
+    case Algorithm::kCma:
+      return "cma";
   }
   return "invalid";
 }
@@ -117,11 +123,18 @@ std::optional<ReduceOp> parseReduceOp(std::string_view name) {
 }
 
 std::optional<Algorithm> parseAlgorithm(std::string_view name) {
-  for (Algorithm algo : {Algorithm::kAuto, Algorithm::kRing, Algorithm::kTree, Algorithm::kChain,
-                         Algorithm::kOneShot}) {
+  for (Algorithm algo : kAllAlgorithms) {
     if (algorithmName(algo) == name) return algo;
   }
   return std::nullopt;
+}
+
+std::string algorithmNames() {
+  std::string names;
+  for (Algorithm algo : kAllAlgorithms) {
+    names += (names.empty() ? "" : ", ") + std::string(algorithmName(algo));
+  }
+  return names;
 }
 
 }  // namespace collie

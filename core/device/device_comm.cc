@@ -288,6 +288,8 @@ Status DeviceComm::launchSchedule(const Schedule& schedule, const void* input, v
               runtime_->launchCopy({at(step.src), at(step.dst), nullptr, step.bytes, sync}, stream);
           break;
         }
+        case StepKind::kTeam:  // submit() never plans one
+          return internalError("device path: a team step in a device schedule");
       }
       if (!launched.isOk()) return launched;
     }
@@ -339,6 +341,12 @@ Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, v
   params.chunkBytes = kSlotBytes;
   params.algorithm = config_.algorithm;
   params.agreeOnRoot = false;  // launchCheck() compares every rank's fingerprint first
+  if (isTeamAlgorithm(params.algorithm)) {
+    return unsupported("algorithm " + std::string(algorithmName(params.algorithm)) +
+                       " is a team collective of host buffers (shm); device buffers run ring, "
+                       "tree, chain or auto")
+        .withContext(what);
+  }
   Result<Schedule> schedule = buildSchedule(args, params);
   if (!schedule.isOk()) return schedule.status().withContext(what);
   COLLIE_RETURN_IF_ERROR(ensureScratch(schedule->scratchBytesPerChannel));

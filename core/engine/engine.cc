@@ -10,10 +10,15 @@ namespace {
 // abort() waits this long at most for the progress thread to close the connections
 // (it normally takes a few milliseconds plus FailurePolicy::kPublishWait at worst).
 constexpr auto kCloseWait = std::chrono::seconds(2);
-// Collectives up to this many bytes per rank run on the submitting thread when the
-// engine is idle (without an offload): at that size the two thread hand-offs cost more
-// than the wire, and blocking the caller for that long loses no useful overlap.
+// Schedules of collectives up to this many bytes per rank run on the submitting thread
+// when the engine is idle: at that size the two thread hand-offs cost more than the
+// wire, and blocking the caller for that long loses no useful overlap.
 constexpr size_t kScheduleInlineMaxBytes = 64 * 1024;
+
+bool sameArgs(const CollectiveArgs& a, const CollectiveArgs& b) {
+  return a.kind == b.kind && a.count == b.count && a.dtype == b.dtype && a.op == b.op &&
+         a.root == b.root;
+}
 }  // namespace
 
 Engine::Engine(EngineConfig config, TransportSet transports, std::unique_ptr<FailureBoard> board)
@@ -21,9 +26,8 @@ Engine::Engine(EngineConfig config, TransportSet transports, std::unique_ptr<Fai
       failures_(config_.rank, std::move(board)),
       recorder_(config_.traceDepth),
       executor_(config_, std::move(transports), failures_.abortFlag(), &recorder_),
-      offered_(config_.algorithm == Algorithm::kAuto ? executor_.collectiveOffload() : nullptr),
-      planner_(config_, offered_),
-      queue_(config_.nranks, &failures_, &recorder_, offered_) {
+      planner_(config_, executor_.teamOffer()),
+      queue_(config_.nranks, &failures_, &recorder_) {
   queue_.start(this);
 }
 
@@ -57,9 +61,8 @@ void Engine::abort() {
 }
 
 void Engine::closeConnections() {
-  // A submitter may still be asking the offload (part of a transport) whether it takes
-  // a collective, under the queue's lock, having seen no failure: let it finish first.
-  queue_.fence();
+  // Only ever with the running claim held (or the progress thread joined), so no
+  // submitter is asking the team anything meanwhile.
   executor_.closeConnections();
 }
 
@@ -81,11 +84,7 @@ Status Engine::finish(uint64_t flightId, Status status) {
 
 Status Engine::run(Pending& pending) {
   recorder_.running(pending.flightId);
-  Status status;
-  if (pending.offloaded) status = executor_.runOffloaded(pending);
-  if (status.isOk() && !pending.offloaded)
-    status = executor_.execute(pending, &queue_);  // or declined
-  return finish(pending.flightId, std::move(status));
+  return finish(pending.flightId, executor_.execute(pending, &queue_));
 }
 
 void Engine::closeIdle(const Status& reason, bool publish) { giveUp(reason, publish); }
@@ -110,24 +109,18 @@ Result<Work> Engine::submitGroup(const std::vector<GroupOp>& ops) {
   Pending pending =
       makePending(parts.front().schedule, parts.front().input, parts.front().output, 0, work);
   pending.group.assign(parts.begin() + 1, parts.end());
-  queue_.push(std::move(pending), "group", false);
+  queue_.push(std::move(pending), "group");
   return Work(work);
 }
 
 Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void* output) {
   Result<Work> result = Work();
-  if (offered_ != nullptr) {
-    if (submitInline(args, input, output, &result)) return result;
-  } else if (submitScheduleInline(args, input, output, &result)) {
-    return result;
-  }
+  if (submitInline(args, input, output, &result)) return result;
   Result<std::shared_ptr<const Schedule>> schedule = planner_.plan(args);
   if (!schedule.isOk()) return schedule.status();
   auto work = std::make_shared<WorkState>();
-  // A forced algorithm (COLLIE_ALGO, Options::algorithm) runs as asked, not offloaded
-  // (offered_ is null then).
   queue_.push(makePending(*schedule, input, output, 0, work),
-              algorithmName((*schedule)->algorithm).data(), true);
+              algorithmName((*schedule)->algorithm).data());
   return Work(work);
 }
 
@@ -138,61 +131,96 @@ Work Engine::inlineResult(Status status) {
   return Work(std::move(work));
 }
 
+const std::shared_ptr<const Schedule>* Engine::planInline(const CollectiveArgs& args,
+                                                          Status* error) {
+  const uint64_t generation = planner_.generation();
+  if (inlineSchedule_ != nullptr && inlineGeneration_ == generation &&
+      sameArgs(inlineArgs_, args)) {
+    return &inlineSchedule_;
+  }
+  Result<std::shared_ptr<const Schedule>> schedule = planner_.plan(args);
+  if (!schedule.isOk()) {
+    *error = schedule.status();
+    return nullptr;
+  }
+  inlineArgs_ = args;
+  inlineSchedule_ = std::move(schedule).value();
+  inlineGeneration_ = generation;
+  return &inlineSchedule_;
+}
+
+Status Engine::executeInline(Pending& pending) {
+  pending.flightId = recorder_.queued(
+      pending.schedule->args, pending.tag,
+      algorithmName(pending.teamDeclined ? pending.schedule->fallback : pending.schedule->algorithm)
+          .data());
+  recorder_.running(pending.flightId);
+  return finish(pending.flightId, executor_.execute(pending, nullptr));
+}
+
 bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* output,
                           Result<Work>* result) {
-  // No lock, allocation, clock read or syscall unless it fails or is declined: the
-  // running claim taken with one compare-exchange, a sequence number, the board, the
-  // claim released.
+  // Point-to-point never: a send blocking its caller until the peer receives could
+  // deadlock a program that posts the matching receive later on the same thread.
+  if (args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv) return false;
+  const bool small = args.count * dataTypeSize(args.dtype) <= kScheduleInlineMaxBytes;
+  TeamCollectives* team = executor_.team();
+  if (!small && team == nullptr) return false;
+  // The board's path takes no lock and makes no allocation, clock read or syscall unless
+  // it fails or is declined: the running claim (one compare-exchange), the kept
+  // schedule, a sequence number, the team, the claim released.
   if (!queue_.claimIdle()) return false;
-  if (!offered_->accepts(args) || !offered_->runsInline(args, input, output)) {
+  Status planning;
+  const std::shared_ptr<const Schedule>* planned = planInline(args, &planning);
+  if (planned == nullptr) {
+    queue_.releaseInline();
+    *result = std::move(planning);
+    return true;
+  }
+  const Schedule& schedule = **planned;
+  TeamAlgorithms algorithms = 0;
+  if (!hasTeamStep(schedule, &algorithms)) {
+    if (!small) {
+      queue_.releaseInline();
+      return false;
+    }
+    Pending pending = makePending(*planned, input, output, queue_.tagInline(args), nullptr);
+    Status status = executeInline(pending);
+    queue_.releaseInline();
+    *result = inlineResult(std::move(status));
+    return true;
+  }
+  if (team == nullptr || !team->runsInline(args, algorithms, input, output)) {
     queue_.releaseInline();
     return false;
   }
   const uint64_t tag = queue_.tagInline(args);
   const uint64_t start = CycleClock::now();
-  Result<OffloadOutcome> outcome = executor_.offload(args, tag, input, output);
-  if (outcome.isOk() && *outcome == OffloadOutcome::kDeclined) {
-    // Every rank declined it: it runs its schedule on the progress thread, ahead of
-    // anything queued meanwhile. Planning fails alike on every rank, if at all.
-    Result<std::shared_ptr<const Schedule>> schedule = planner_.plan(args);
-    auto work = std::make_shared<WorkState>();
-    if (schedule.isOk()) {
-      Pending pending = makePending(*schedule, input, output, tag, work);
-      pending.flightId = recorder_.queued(args, tag, algorithmName((*schedule)->algorithm).data());
-      queue_.pushFront(std::move(pending));
+  Result<TeamOutcome> outcome = executor_.runTeam(schedule, tag, input, output);
+  if (outcome.isOk() && outcome->declined()) {
+    // Every rank declined it: its fallback steps run, here when small, else on the
+    // progress thread ahead of anything queued meanwhile.
+    Pending pending = makePending(*planned, input, output, tag, nullptr);
+    pending.teamDeclined = true;
+    if (small) {
+      Status status = executeInline(pending);
+      queue_.releaseInline();
+      *result = inlineResult(std::move(status));
+      return true;
     }
+    auto work = std::make_shared<WorkState>();
+    pending.work = work;
+    pending.flightId = recorder_.queued(args, tag, algorithmName(schedule.fallback).data());
+    queue_.pushFront(std::move(pending));
     queue_.releaseInline();
-    *result = schedule.isOk() ? Result<Work>(Work(work)) : Result<Work>(schedule.status());
+    *result = Work(work);
     return true;
   }
   Status status = outcome.status();
-  recorder_.recordInline(args, tag, "oneshot", start, status.isOk());
+  recorder_.recordInline(args, tag,
+                         algorithmName(status.isOk() ? outcome->ran : schedule.algorithm).data(),
+                         start, status.isOk());
   if (!status.isOk()) status = giveUp(std::move(status), true);
-  queue_.releaseInline();
-  *result = inlineResult(std::move(status));
-  return true;
-}
-
-bool Engine::submitScheduleInline(const CollectiveArgs& args, const void* input, void* output,
-                                  Result<Work>* result) {
-  // Point-to-point never: a send blocking its caller until the peer receives could
-  // deadlock a program that posts the matching receive later on the same thread.
-  if (args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv ||
-      args.count * dataTypeSize(args.dtype) > kScheduleInlineMaxBytes) {
-    return false;
-  }
-  if (!queue_.claimIdle()) return false;
-  Result<std::shared_ptr<const Schedule>> schedule = planner_.plan(args);
-  if (!schedule.isOk()) {
-    queue_.releaseInline();
-    *result = schedule.status();
-    return true;
-  }
-  Pending pending = makePending(*schedule, input, output, queue_.tagInline(args), nullptr);
-  pending.flightId =
-      recorder_.queued(args, pending.tag, algorithmName((*schedule)->algorithm).data());
-  recorder_.running(pending.flightId);
-  Status status = finish(pending.flightId, executor_.execute(pending, nullptr));
   queue_.releaseInline();
   *result = inlineResult(std::move(status));
   return true;

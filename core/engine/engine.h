@@ -19,11 +19,16 @@
 // it on every turn). Destroying the engine does the same for collectives still
 // pending, then joins the progress thread.
 //
-// Collectives that the transport can offload (CollectiveOffload) run inline on the
-// submitting thread when nothing else is queued or running and the offload says so
-// (runsInline), which saves two thread hand-offs; otherwise they queue like any other
-// and run on the progress thread. When the offload declines one (every rank alike), it
-// runs its schedule on the progress thread, ahead of what was queued meanwhile.
+// Inline runs: when nothing is queued or running, a collective whose plan allows it
+// runs on the submitting thread, which saves the two thread hand-offs that dominate
+// small messages. The plan decides: a team step (core/plan/team.h) runs inline when
+// the team says so (TeamCollectives::runsInline: the board's sizes, direct on
+// registered buffers), a schedule without one up to kScheduleInlineMaxBytes per rank;
+// point-to-point never. When a team declines a collective run inline (every rank
+// alike), its fallback steps run inline too when small, else on the progress thread,
+// ahead of what was queued meanwhile. The schedule planned last for an inline
+// collective is kept, so that a loop of equal small collectives plans (and locks,
+// allocates) nothing.
 //
 // submitGroup() queues several point-to-point operations as one unit: the progress
 // thread posts every send and receive of the group before waiting for any, so a group
@@ -34,9 +39,9 @@
 // The engine is the path of a collective through its pieces: the Planner
 // (core/engine/planner.h: schedules, their cache, the tuned constants), the
 // ProgressQueue (progress_queue.h: tags, submission order, the inline claim, the
-// progress thread), the Executor (executor.h: running schedules and the offload on the
-// connections, deadlines and their messages), the FailurePolicy (failure_policy.h:
-// the sticky failure, the failure board, closing) and the FlightRecorder
+// progress thread), the Executor (executor.h: running schedules and their team steps
+// on the connections and the team, deadlines and their messages), the FailurePolicy
+// (failure_policy.h: the sticky failure, the failure board, closing) and the FlightRecorder
 // (flight_recorder.h). A Work's state is core/engine/work_state.h.
 //
 // Thread safety: submit(), submitGroup(), abort(), failure() and transportTo() may be
@@ -99,16 +104,17 @@ class Engine : private ProgressQueue::Runner {
   Status run(Pending& pending) override;
   void closeIdle(const Status& reason, bool publish) override;
 
-  // The fast path of submit(): runs an offloadable collective on the calling thread
-  // when nothing is queued or running. Returns false (having done nothing) when it
-  // cannot, and then submit() queues it.
+  // The fast path of submit(): runs the collective on the calling thread when nothing
+  // is queued or running and its plan allows (see above). Returns false (having done
+  // nothing) when it cannot, and then submit() queues it.
   bool submitInline(const CollectiveArgs& args, const void* input, void* output,
                     Result<Work>* result);
-  // The same for a small collective without an offload (or with a forced algorithm):
-  // when nothing is queued or running, the caller runs its schedule itself, which saves
-  // the two thread hand-offs that dominate small messages over the network.
-  bool submitScheduleInline(const CollectiveArgs& args, const void* input, void* output,
-                            Result<Work>* result);
+  // With the running claim held: the schedule of `args`, the one kept from the last
+  // inline collective when it has the same arguments and nothing was replanned since
+  // (valid until the next call); null, with *error set, when planning failed.
+  const std::shared_ptr<const Schedule>* planInline(const CollectiveArgs& args, Status* error);
+  // With the running claim held: runs `pending`'s steps to the end on this thread.
+  Status executeInline(Pending& pending);
   // The Work an inline run returns: the shared done state, or its failure.
   static Work inlineResult(Status status);
   // Records the end of a run collective; a failure is given up on (and returned
@@ -125,10 +131,12 @@ class Engine : private ProgressQueue::Runner {
   FailurePolicy failures_;
   FlightRecorder recorder_;
   Executor executor_;
-  // The offload that collectives are offered to: the executor's, unless an algorithm
-  // is forced (null then, and when there is none).
-  CollectiveOffload* const offered_;
   Planner planner_;
+  // The last inline collective's arguments and schedule (see planInline()); used only
+  // with the running claim held.
+  CollectiveArgs inlineArgs_;
+  std::shared_ptr<const Schedule> inlineSchedule_;
+  uint64_t inlineGeneration_ = 0;
   ProgressQueue queue_;  // last: its thread stops first
 };
 

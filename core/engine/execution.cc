@@ -12,7 +12,9 @@ namespace {
 // Reductions larger than this are cut into slices with transport progress in between.
 constexpr size_t kReduceSliceBytes = 256 * 1024;
 
-bool receives(StepKind kind) { return kind != StepKind::kSend && kind != StepKind::kCopy; }
+bool receives(StepKind kind) {
+  return kind != StepKind::kSend && kind != StepKind::kCopy && kind != StepKind::kTeam;
+}
 bool reduces(StepKind kind) {
   return kind == StepKind::kRecvReduceSend || kind == StepKind::kRecvReduceCopy;
 }
@@ -100,6 +102,10 @@ Status Execution::postSend(int channel, const Step& step, const uint8_t* data, b
 Status Execution::startStep(int channel, const Step& step, bool* started) {
   ChannelState& state = channels_[channel];
   *started = false;
+  if (step.kind == StepKind::kTeam) {  // the team declined it: the fallback follows
+    *started = true;
+    return Status();
+  }
   if (step.kind == StepKind::kCopy) {
     uint8_t* src = pointer(channel, step.src);
     uint8_t* dst = pointer(channel, step.dst);

@@ -8,6 +8,10 @@
 // that ranks pushing into each other's full buffers at the same time cannot deadlock. The
 // collective is finished when every channel ran all its steps and every send
 // completed.
+//
+// A team step (core/plan/team.h) is the Executor's to run before an Execution exists;
+// an Execution is made only for a collective whose team declined it, so here the team
+// step does nothing and the fallback steps after it run.
 #pragma once
 
 #include <cstdint>

@@ -31,7 +31,8 @@ Executor::Executor(const EngineConfig& config, TransportSet transports,
     }
   }
   if (transports_.transports.size() == 1 && config_.nranks > 1) {
-    offload_ = transports_.transports[0]->collectiveOffload();
+    team_ = transports_.transports[0]->team();
+    if (team_ != nullptr) teamOffer_ = team_->offer();
   }
 }
 
@@ -45,25 +46,26 @@ void Executor::closeConnections() {
   // Destroying them is what tells the peers (closed sockets, shm segment marked closed).
   transports_.connections.clear();
   transports_.transports.clear();
-  offload_ = nullptr;
+  team_ = nullptr;
   failedExecutions_.clear();
 }
 
-Result<OffloadOutcome> Executor::offload(const CollectiveArgs& args, uint64_t tag,
-                                         const void* input, void* output) {
-  Result<OffloadOutcome> outcome =
-      offload_->run(args, tag, input, output, config_.timeout, aborted_);
+Result<TeamOutcome> Executor::runTeam(const Schedule& schedule, uint64_t tag, const void* input,
+                                      void* output) {
+  TeamAlgorithms algorithms = 0;
+  hasTeamStep(schedule, &algorithms);
+  auto where = [&] {
+    return describeFingerprint(tag) + " (team step " + teamAlgorithmsText(algorithms) +
+           ") on rank " + std::to_string(config_.rank);
+  };
+  if (team_ == nullptr) {
+    return internalError("no team collectives to run the team step").withContext(where());
+  }
+  const bool fallback = schedule.fallback != Algorithm::kAuto || algorithms == 0;
+  Result<TeamOutcome> outcome = team_->run(schedule.args, algorithms, fallback, tag, input, output,
+                                           config_.timeout, aborted_);
   if (outcome.isOk()) return outcome;
-  return outcome.status().withContext(describeFingerprint(tag) + " (one-shot) on rank " +
-                                      std::to_string(config_.rank));
-}
-
-Status Executor::runOffloaded(Pending& pending) {
-  Result<OffloadOutcome> outcome =
-      offload(pending.schedule->args, pending.tag, pending.input, pending.output);
-  if (!outcome.isOk()) return outcome.status();
-  if (*outcome == OffloadOutcome::kDeclined) pending.offloaded = false;
-  return Status();
+  return outcome.status().withContext(where());
 }
 
 void Executor::waitForActivity(const std::vector<Connection*>& active) {
@@ -95,6 +97,13 @@ void Executor::appendExecutions(const Pending& pending,
 }
 
 Status Executor::execute(Pending& pending, PointToPointSource* adopt) {
+  if (!pending.teamDeclined && hasTeamStep(*pending.schedule)) {
+    Result<TeamOutcome> outcome =
+        runTeam(*pending.schedule, pending.tag, pending.input, pending.output);
+    if (!outcome.isOk()) return outcome.status();
+    if (!outcome->declined()) return Status();
+    pending.teamDeclined = true;
+  }
   std::vector<std::unique_ptr<Execution>> executions;
   appendExecutions(pending, &executions);
   if (!isPointToPoint(pending)) adopt = nullptr;

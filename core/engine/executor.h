@@ -17,12 +17,13 @@
 // collective and this rank. A failed batch keeps its executions (their completions may
 // still be pointed at by the connections) until closeConnections().
 //
-// The transport's CollectiveOffload, when one transport serves every peer and offers
-// one, runs whole small collectives instead (offload(), runOffloaded()), bounded by the
-// same timeout and abort flag.
+// A schedule whose channel 0 starts with a team step (core/plan/team.h) goes to the
+// team (core/transport/team.h: the transport's, when one transport serves every peer
+// and has one) first, bounded by the same timeout and abort flag (runTeam()); only when
+// every rank declined it do its fallback steps run.
 //
-// Thread safety: offload() (the pointer), usefulChannels() and transportTo() are
-// fixed at construction and may be read from any thread. Everything else runs on the
+// Thread safety: team() (the pointer), teamOffer(), usefulChannels() and transportTo()
+// are fixed at construction and may be read from any thread. Everything else runs on the
 // one thread that holds the engine's running claim (the progress thread, or a caller
 // running a collective inline).
 #pragma once
@@ -36,6 +37,7 @@
 #include "core/engine/execution.h"
 #include "core/engine/flight_recorder.h"
 #include "core/engine/pending.h"
+#include "core/transport/team.h"
 #include "core/transport/transport.h"
 
 namespace collie {
@@ -56,28 +58,29 @@ class Executor {
   Executor(const EngineConfig& config, TransportSet transports, const std::atomic<bool>& aborted,
            FlightRecorder* recorder);
 
-  // The collective offload (null unless one transport serves every peer and offers one).
-  CollectiveOffload* collectiveOffload() const { return offload_; }
+  // The team (null unless one transport serves every peer and has one) and its offer
+  // (empty without a team).
+  TeamCollectives* team() const { return team_; }
+  const TeamOffer& teamOffer() const { return teamOffer_; }
   // The least nonzero TransportCaps::usefulChannels of the transports, capped at
   // config.nchannels (config.nchannels when none limits it).
   int usefulChannels() const { return usefulChannels_; }
   // The name of the transport that serves `peer` ("self", "none").
   std::string transportTo(int peer) const;
 
-  // Runs `pending` as described above; OK once every operation finished. `adopt` (may
-  // be null) is where a point-to-point batch takes further operations from; those it
-  // took are completed here (recorded finished, their Work completed).
+  // Runs `pending` as described above (its team step first, unless
+  // pending.teamDeclined); OK once every operation finished. `adopt` (may be null) is
+  // where a point-to-point batch takes further operations from; those it took are
+  // completed here (recorded finished, their Work completed).
   Status execute(Pending& pending, PointToPointSource* adopt);
-  // The offload's run() with the engine's timeout and abort flag; errors name the
-  // collective and this rank. Requires collectiveOffload().
-  Result<OffloadOutcome> offload(const CollectiveArgs& args, uint64_t tag, const void* input,
-                                 void* output);
-  // Runs an offloaded Pending; clears pending.offloaded when every rank declined it
-  // (then it needs execute()).
-  Status runOffloaded(Pending& pending);
+  // The team's run() of `schedule`'s team step, with the engine's timeout and abort
+  // flag; errors name the collective, the team step and this rank. The schedule must
+  // have a team step.
+  Result<TeamOutcome> runTeam(const Schedule& schedule, uint64_t tag, const void* input,
+                              void* output);
 
   // Destroys the connections and transports (which tells the peers), then the failed
-  // executions. The offload is gone with them.
+  // executions. The team is gone with them.
   void closeConnections();
 
  private:
@@ -100,7 +103,8 @@ class Executor {
   TransportSet transports_;
   std::vector<std::string> transportNames_;  // per peer
   int usefulChannels_;
-  CollectiveOffload* offload_ = nullptr;
+  TeamCollectives* team_ = nullptr;
+  TeamOffer teamOffer_;
   const std::atomic<bool>& aborted_;
   FlightRecorder* const recorder_;
   std::vector<ChannelMemory> channelMemory_;

@@ -22,8 +22,9 @@ struct Pending {
   void* output = nullptr;
   uint64_t tag = 0;
   std::shared_ptr<WorkState> work;  // null for a collective run inline by its caller
-  bool offloaded = false;           // run by the transport's CollectiveOffload
-  uint64_t flightId = 0;            // entry in the flight recorder
+  // Its team step already ran and every rank declined it: the fallback steps are left.
+  bool teamDeclined = false;
+  uint64_t flightId = 0;  // entry in the flight recorder
   // Further operations of a group (submitGroup), run alongside the first.
   struct Part {
     std::shared_ptr<const Schedule> schedule;
@@ -52,7 +53,7 @@ inline bool isPointToPoint(const Pending& pending) {
     return schedule.args.kind == CollectiveKind::kSend ||
            schedule.args.kind == CollectiveKind::kRecv;
   };
-  if (pending.offloaded || !p2p(*pending.schedule)) return false;
+  if (!p2p(*pending.schedule)) return false;
   for (const Pending::Part& part : pending.group) {
     if (!p2p(*part.schedule)) return false;
   }

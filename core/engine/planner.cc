@@ -1,16 +1,16 @@
 #include "core/engine/planner.h"
 
 #include <algorithm>
+#include <string>
 #include <tuple>
 
 #include "core/log/log.h"
-#include "core/transport/transport.h"
 
 namespace collie {
 
-Planner::Planner(const EngineConfig& config, const CollectiveOffload* offload)
+Planner::Planner(const EngineConfig& config, const TeamOffer& team)
     : config_(config),
-      offload_(offload),
+      team_(team),
       planChannels_(config.nchannels),
       cache_(config.scheduleCacheBytes) {}
 
@@ -18,6 +18,7 @@ void Planner::setTuneConstants(const TuneConstants& constants) {
   std::lock_guard<std::mutex> lock(mutex_);
   tune_ = constants;
   cache_.clear();
+  generation_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 TuneConstants Planner::tuneConstants() {
@@ -29,6 +30,7 @@ void Planner::setPlanChannels(int channels) {
   std::lock_guard<std::mutex> lock(mutex_);
   planChannels_ = std::clamp(channels, 1, config_.nchannels);
   cache_.clear();
+  generation_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 size_t Planner::cachedSchedules() {
@@ -42,6 +44,7 @@ TuneLimits Planner::limitsLocked() const {
   limits.chunkBytes = config_.chunkBytes;
   limits.forced = config_.algorithm;
   limits.maxChannels = config_.channelsFixed ? config_.nchannels : planChannels_;
+  limits.team = team_;
   return limits;
 }
 
@@ -62,11 +65,18 @@ Result<std::shared_ptr<const Schedule>> Planner::plan(const CollectiveArgs& args
       dataTypeSize(args.kind == CollectiveKind::kBarrier ? DataType::kUint8 : args.dtype);
   std::unique_lock<std::mutex> lock(mutex_);
   const TuneLimits limits = limitsLocked();
+  const std::string unavailable = forcedTeamUnavailable(args.kind, bytes, config_.nranks, limits);
+  if (!unavailable.empty()) {
+    return unsupported("rank " + std::to_string(config_.rank) + ": " +
+                       std::string(collectiveName(args.kind)) + " of " + std::to_string(bytes) +
+                       " bytes: " + unavailable);
+  }
   const TuneDecision decision = decide(args.kind, bytes, config_.nranks, limits, tune_);
   const ScheduleKey key = std::make_tuple(
       static_cast<int>(args.kind), args.count, static_cast<int>(args.dtype),
       static_cast<int>(args.op), args.root, args.peer, static_cast<int>(decision.algorithm),
-      decision.chunkBytes, decision.nchannels);
+      decision.chunkBytes, decision.nchannels,
+      (decision.teamStep ? 1 << 24 : 0) | (static_cast<int>(decision.steps) << 16) | decision.team);
   if (std::shared_ptr<const Schedule> cached = cache_.find(key)) return cached;
   lock.unlock();
   PlanParams params;
@@ -74,22 +84,18 @@ Result<std::shared_ptr<const Schedule>> Planner::plan(const CollectiveArgs& args
   params.nranks = config_.nranks;
   params.nchannels = decision.nchannels;
   params.chunkBytes = decision.chunkBytes;
-  params.algorithm = decision.algorithm;
+  params.algorithm = decision.steps;
   params.agreeOnRoot = config_.rootAgreement;
+  params.teamStep = decision.teamStep;
+  params.team = decision.team;
+  params.teamFallback = decision.steps != Algorithm::kAuto;
   Result<Schedule> schedule = buildSchedule(args, params);
   if (!schedule.isOk()) return schedule.status();
   auto shared = std::make_shared<const Schedule>(std::move(schedule).value());
   COLLIE_LOG(INFO, TUNE) << "rank " << config_.rank << ": " << collectiveName(args.kind) << " of "
                          << bytes << " bytes on " << config_.nranks << " ranks -> "
-                         << algorithmName(decision.algorithm) << ", chunk " << decision.chunkBytes
-                         << ", " << decision.nchannels << " channel(s), predicted "
-                         << decision.predictedUs
-                         << " us"
-                         // Not offload_->accepts(): after a failure the offload's transport
-                         // may be gone while a collective is still planned.
-                         << (offload_ != nullptr && config_.algorithm == Algorithm::kAuto
-                                 ? " (unless the transport's offload takes it)"
-                                 : "");
+                         << decisionText(decision) << " (chunk/channels of the steps), predicted "
+                         << decision.predictedUs << " us for " << algorithmName(decision.algorithm);
   lock.lock();
   cache_.insert(key, shared);
   return shared;

@@ -8,13 +8,20 @@
 // and the plan channel count are agreed on through rank 0 at creation
 // (core/tune/tune_probe.h) and set here before the first collective; setting either
 // drops the cached schedules. Planning fails (InvalidArgument, Unsupported) the same
-// way on every rank, before anything is queued.
+// way on every rank, before anything is queued: a forced team algorithm that this
+// communicator's team cannot run is such a failure.
+//
+// The team offer (core/plan/team.h) is the communicator's team's, the same on every
+// rank; with it the tuner puts a team step first in every collective but
+// point-to-point (unless a schedule algorithm is forced).
 //
 // Thread safety: every method may be called from any thread. The cache and the tuned
 // values are guarded by one mutex; schedules are built outside it (two threads
 // missing the same key both build it; the second insert replaces the first).
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 
@@ -24,13 +31,10 @@
 
 namespace collie {
 
-class CollectiveOffload;
-
 class Planner {
  public:
-  // `offload` (may be null) is only named in the tuner's log line: a collective it
-  // accepts is offered to it before its schedule runs.
-  Planner(const EngineConfig& config, const CollectiveOffload* offload);
+  // `team`: what the communicator's team runs (empty without one).
+  Planner(const EngineConfig& config, const TeamOffer& team);
 
   // The schedule of `args` on this rank, shared with the cache; or why it cannot run.
   Result<std::shared_ptr<const Schedule>> plan(const CollectiveArgs& args);
@@ -46,13 +50,17 @@ class Planner {
   void setPlanChannels(int channels);
   // Schedules cached now (for tests and diagnostics).
   size_t cachedSchedules();
+  // Changes whenever cached schedules are dropped (setTuneConstants, setPlanChannels),
+  // so that a caller keeping a schedule of its own knows to plan again.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
  private:
   // The tuner's limits from the configuration; called with mutex_ held.
   TuneLimits limitsLocked() const;
 
   const EngineConfig config_;
-  const CollectiveOffload* const offload_;
+  const TeamOffer team_;
+  std::atomic<uint64_t> generation_{0};
   std::mutex mutex_;  // guards the members below
   TuneConstants tune_;
   int planChannels_;

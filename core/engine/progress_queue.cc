@@ -1,15 +1,12 @@
 #include "core/engine/progress_queue.h"
 
 #include "core/engine/fingerprint.h"
-#include "core/transport/transport.h"
 
 namespace collie {
 
-ProgressQueue::ProgressQueue(int nranks, FailurePolicy* failures, FlightRecorder* recorder,
-                             CollectiveOffload* offload)
+ProgressQueue::ProgressQueue(int nranks, FailurePolicy* failures, FlightRecorder* recorder)
     : failures_(failures),
       recorder_(recorder),
-      offload_(offload),
       sendSequence_(nranks, 0),
       recvSequence_(nranks, 0) {}
 
@@ -68,22 +65,20 @@ uint64_t ProgressQueue::tagInline(const CollectiveArgs& args) {
   return nextTag(args);
 }
 
-void ProgressQueue::push(Pending pending, const char* algorithm, bool offerable) {
+void ProgressQueue::push(Pending pending, const char* algorithm) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     const CollectiveArgs& args = pending.schedule->args;
     pending.tag = nextTag(args);
     for (Pending::Part& part : pending.group) part.tag = nextTag(part.schedule->args);
     if (failures_->failing()) {
-      // The connections (and the offload, which belongs to a transport) may be gone.
+      // The connections (and the team, which belongs to a transport) may be gone.
       recorder_->finished(recorder_->queued(args, pending.tag, algorithm), false);
       pending.work->complete(
           failures_->failure().withContext(describeOperation(pending.tag, args) + " not run"));
       return;
     }
-    pending.offloaded = offerable && offload_ != nullptr && offload_->accepts(args);
-    pending.flightId =
-        recorder_->queued(args, pending.tag, pending.offloaded ? "oneshot" : algorithm);
+    pending.flightId = recorder_->queued(args, pending.tag, algorithm);
     queue_.push_back(std::move(pending));
     queuedCount_.store(queue_.size());
   }
@@ -105,8 +100,6 @@ bool ProgressQueue::takePointToPoint(Pending* out) {
   queuedCount_.store(queue_.size());
   return true;
 }
-
-void ProgressQueue::fence() { std::lock_guard<std::mutex> lock(mutex_); }
 
 void ProgressQueue::wake() {
   { std::lock_guard<std::mutex> lock(mutex_); }

@@ -20,11 +20,6 @@
 // running, sees the flag on its next turn. stop() then joins the thread and fails
 // what is left with Aborted.
 //
-// The offload: a collective queued with `offerable` is marked offloaded when the
-// transport's CollectiveOffload accepts it. That is asked under the queue's lock and
-// only while nothing failed; whoever destroys the transports after a failure calls
-// fence() first, so that no submitter is still asking.
-//
 // Thread safety: every method may be called from any thread, except start() and
 // stop() (once each, by the owner). Runner methods run on the progress thread with the
 // running claim held and the lock released.
@@ -43,8 +38,6 @@
 
 namespace collie {
 
-class CollectiveOffload;
-
 class ProgressQueue : public PointToPointSource {
  public:
   class Runner {
@@ -57,10 +50,8 @@ class ProgressQueue : public PointToPointSource {
     virtual void closeIdle(const Status& reason, bool publish) = 0;
   };
 
-  // `offload` may be null (nothing is offered); `failures` and `recorder` must outlive
-  // the queue.
-  ProgressQueue(int nranks, FailurePolicy* failures, FlightRecorder* recorder,
-                CollectiveOffload* offload);
+  // `failures` and `recorder` must outlive the queue.
+  ProgressQueue(int nranks, FailurePolicy* failures, FlightRecorder* recorder);
   ~ProgressQueue();
 
   void start(Runner* runner);
@@ -71,9 +62,9 @@ class ProgressQueue : public PointToPointSource {
   void abort(const Status& reason);
 
   // Tags `pending` (and each part of its group, in order) and queues it, recorded in
-  // the flight recorder as `algorithm` ("oneshot" when offloaded); or, after a failure,
-  // completes its Work with the failure.
-  void push(Pending pending, const char* algorithm, bool offerable);
+  // the flight recorder as `algorithm`; or, after a failure, completes its Work with
+  // the failure.
+  void push(Pending pending, const char* algorithm);
   // Queues a tagged and recorded operation ahead of everything queued; called with the
   // running claim held (releaseInline() then wakes the progress thread).
   void pushFront(Pending pending);
@@ -87,7 +78,7 @@ class ProgressQueue : public PointToPointSource {
     bool idle = false;
     if (!running_.compare_exchange_strong(idle, true)) return false;
     // Checked again now that the progress thread cannot start anything (nor close the
-    // connections and the offload after a failure) until running_ is released.
+    // connections and the team after a failure) until running_ is released.
     if (failures_->failing() || queuedCount_.load() != 0) {
       releaseInline();
       return false;
@@ -103,8 +94,6 @@ class ProgressQueue : public PointToPointSource {
   }
 
   bool takePointToPoint(Pending* out) override;
-  // Returns once no submitter is inside the queue's lock (see the offload above).
-  void fence();
   size_t queued() const { return queuedCount_.load(); }
 
  private:
@@ -114,7 +103,6 @@ class ProgressQueue : public PointToPointSource {
 
   FailurePolicy* const failures_;
   FlightRecorder* const recorder_;
-  CollectiveOffload* const offload_;
   Runner* runner_ = nullptr;
 
   std::mutex mutex_;  // guards the members below

@@ -7,6 +7,7 @@
 #include "core/plan/oneshot.h"
 #include "core/plan/point_to_point.h"
 #include "core/plan/ring.h"
+#include "core/plan/team.h"
 #include "core/plan/tree.h"
 
 namespace collie {
@@ -55,6 +56,37 @@ Status checkCommon(const CollectiveArgs& args, const PlanParams& params) {
   return Status();
 }
 
+Status checkRoot(const CollectiveArgs& args, const PlanParams& params) {
+  if (args.root < 0 || args.root >= params.nranks) {
+    return invalidArgument("root " + std::to_string(args.root) + " is outside [0, " +
+                           std::to_string(params.nranks) + ")");
+  }
+  return Status();
+}
+
+// A team step's set must name team algorithms that implement the collective.
+Status checkTeam(const CollectiveArgs& args, const PlanParams& params) {
+  if (args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv) {
+    return invalidArgument("point-to-point operations have no team step");
+  }
+  for (int bit = 0; bit < 16; ++bit) {
+    if ((params.team & (1u << bit)) == 0) continue;
+    const Algorithm algo = static_cast<Algorithm>(bit);
+    if (!isTeamAlgorithm(algo) || !teamSupports(algo, args.kind)) {
+      return unsupported(std::string(algorithmName(algo)) + " " +
+                         std::string(collectiveName(args.kind)) +
+                         " is not a team collective; use auto");
+    }
+  }
+  if (!params.teamFallback && params.team == 0) {
+    return invalidArgument("a team step without algorithms needs a fallback schedule");
+  }
+  if (args.kind == CollectiveKind::kBroadcast || args.kind == CollectiveKind::kReduce) {
+    return checkRoot(args, params);
+  }
+  return Status();
+}
+
 Generator<Step> yieldSteps(std::shared_ptr<const Schedule> schedule, int channel) {
   for (const Step& step : schedule->channels[channel]) co_yield step;
 }
@@ -65,7 +97,9 @@ Result<std::vector<Generator<Step>>> streamSchedule(const CollectiveArgs& args,
                                                     size_t* scratchBytesPerChannel) {
   COLLIE_RETURN_IF_ERROR(checkCommon(args, params));
   std::vector<Generator<Step>> channels;
-  const bool ring = params.algorithm == Algorithm::kRing || params.algorithm == Algorithm::kAuto;
+  // A team step comes first, so only plain ring schedules stream.
+  const bool ring = !params.teamStep &&
+                    (params.algorithm == Algorithm::kRing || params.algorithm == Algorithm::kAuto);
   const size_t chunkElems = std::max<size_t>(1, params.chunkBytes / dataTypeSize(args.dtype));
   if (ring && params.nranks > 1 &&
       (args.kind == CollectiveKind::kAllReduce || args.kind == CollectiveKind::kReduceScatter ||
@@ -99,6 +133,18 @@ Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& par
   schedule.rank = params.rank;
   schedule.nranks = params.nranks;
   schedule.channels.resize(params.nchannels);
+  if (params.teamStep) {
+    COLLIE_RETURN_IF_ERROR(checkTeam(args, params));
+    planTeamStep(params, &schedule);
+    if (!params.teamFallback) {
+      schedule.algorithm = firstTeamAlgorithm(params.team);
+      return schedule;
+    }
+  }
+  if (isTeamAlgorithm(params.algorithm)) {
+    return unsupported(std::string(algorithmName(params.algorithm)) +
+                       " is a team collective: it runs in a team step, not in steps of messages");
+  }
   const bool wantsTree = params.algorithm == Algorithm::kTree;
 
   switch (args.kind) {
@@ -144,10 +190,7 @@ Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& par
     }
     case CollectiveKind::kBroadcast:
     case CollectiveKind::kReduce:
-      if (args.root < 0 || args.root >= params.nranks) {
-        return invalidArgument("root " + std::to_string(args.root) + " is outside [0, " +
-                               std::to_string(params.nranks) + ")");
-      }
+      COLLIE_RETURN_IF_ERROR(checkRoot(args, params));
       schedule.algorithm = wantsTree ? Algorithm::kTree : Algorithm::kChain;
       if (args.kind == CollectiveKind::kBroadcast) {
         (wantsTree ? planTreeBroadcast : planChainBroadcast)(args, params, chunkElems, &schedule);
@@ -176,6 +219,10 @@ Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& par
       planBarrier(params, &schedule);
       break;
   }
+  if (params.teamStep && params.team != 0) {
+    schedule.fallback = schedule.algorithm;
+    schedule.algorithm = firstTeamAlgorithm(params.team);
+  }
   return schedule;
 }
 
@@ -195,6 +242,8 @@ std::string stepKindName(StepKind kind) {
       return "RecvCopySend";
     case StepKind::kCopy:
       return "Copy";
+    case StepKind::kTeam:
+      return "Team";
   }
   return "?";
 }
@@ -224,11 +273,18 @@ std::string scheduleToJson(const Schedule& schedule) {
   doc["op"] = std::string(reduceOpName(schedule.args.op));
   if (isRooted(schedule.args.kind)) doc["root"] = schedule.args.root;
   if (isPointToPoint(schedule.args.kind)) doc["peer"] = schedule.args.peer;
+  if (schedule.fallback != Algorithm::kAuto) {
+    doc["fallback"] = std::string(algorithmName(schedule.fallback));
+  }
   doc["scratchBytesPerChannel"] = schedule.scratchBytesPerChannel;
   nlohmann::json channels = nlohmann::json::array();
   for (const auto& steps : schedule.channels) {
     nlohmann::json list = nlohmann::json::array();
     for (const Step& s : steps) {
+      if (s.kind == StepKind::kTeam) {
+        list.push_back({{"kind", stepKindName(s.kind)}, {"team", teamAlgorithmsText(s.team)}});
+        continue;
+      }
       list.push_back({{"kind", stepKindName(s.kind)},
                       {"sendPeer", s.sendPeer},
                       {"recvPeer", s.recvPeer},

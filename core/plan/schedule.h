@@ -16,6 +16,11 @@
 //   kRecvReduceCopy receive from recvPeer into a scratch slot, dst = op(src, incoming).
 //   kRecvCopySend   receive from recvPeer into `dst`, then send `dst` to sendPeer.
 //   kCopy           dst = src locally (no-op when they are the same bytes).
+//   kTeam           the transport's team runs the whole collective with the first of
+//                   `team`'s algorithms whose condition holds on every rank; then the
+//                   steps after it, on every channel, are skipped; when none does
+//                   (every rank alike) they run instead. First on channel 0 only; see
+//                   core/plan/team.h.
 // `incomingFirst` on a kRecvReduce* step swaps the operands: dst = op(incoming, src).
 // Schedules where several ranks compute the same reduction themselves (one-shot) use
 // it so that every rank combines the inputs in rank order, bit for bit alike.
@@ -44,7 +49,11 @@ enum class StepKind : uint8_t {
   kRecvReduceCopy,
   kRecvCopySend,
   kCopy,
+  kTeam,
 };
+
+// A set of team algorithms (core/plan/team.h): bit 1 << Algorithm.
+using TeamAlgorithms = uint16_t;
 
 enum class BufferId : uint8_t { kInput, kOutput, kScratch };
 
@@ -62,6 +71,7 @@ struct Step {
   uint64_t bytes = 0;
   int32_t divisor = 0;
   bool incomingFirst = false;
+  TeamAlgorithms team = 0;  // kTeam: the algorithms it tries
 };
 
 // What to run: the collective as the caller described it.
@@ -100,11 +110,21 @@ struct PlanParams {
   // finishing its sends. Off where the caller checks the fingerprints itself (the
   // device path's launch check).
   bool agreeOnRoot = true;
+  // A team step first (core/plan/team.h), trying `team`; `algorithm`'s steps follow as
+  // its fallback unless `teamFallback` is false (a forced team algorithm, or a board
+  // that takes every collective of this size: nothing to fall back to).
+  bool teamStep = false;
+  TeamAlgorithms team = 0;
+  bool teamFallback = true;
 };
 
 struct Schedule {
   CollectiveArgs args;
+  // The plan's first choice: the first algorithm of a team step's set, else the steps'.
   Algorithm algorithm = Algorithm::kRing;
+  // After a team step with algorithms: the algorithm of the steps that follow it (its
+  // fallback), kAuto when none follow. kAuto without a team step.
+  Algorithm fallback = Algorithm::kAuto;
   int rank = 0;
   int nranks = 1;
   size_t scratchBytesPerChannel = 0;

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/kernel/reduce_backend.h"
+#include "core/plan/team.h"
 
 namespace collie {
 namespace {
@@ -211,6 +212,10 @@ Status Runner::execute(int id) {
           send(r, c, step.sendPeer, data ? pointer(r, c, step.dst) : nullptr, step.bytes);
         }
         break;
+      case StepKind::kTeam:  // simulateSchedules() resolved every team step
+        return internalError("rank " + std::to_string(r) + " channel " + std::to_string(c) +
+                             " step " + std::to_string(unit.index) +
+                             ": a team step that is not first on channel 0");
       case StepKind::kCopy:
         if (data) {
           uint8_t* src = pointer(r, c, step.src);
@@ -282,13 +287,132 @@ Generator<Step> stepsOf(const Schedule* schedule, size_t channel) {
   for (const Step& step : schedule->channels[channel]) co_yield step;
 }
 
+// Where rank r's input and output are, with `inPlace` laid out as Runner::pointer().
+struct RankBuffers {
+  const uint8_t* input;
+  uint8_t* output;
+};
+RankBuffers buffersOf(const CollectiveArgs& args, SimulatedRank& rank, int r, bool inPlace) {
+  const size_t block = r * args.count * dataTypeSize(args.dtype);
+  if (!inPlace) return {rank.input.data(), rank.output.data()};
+  switch (args.kind) {
+    case CollectiveKind::kReduceScatter:
+      return {rank.input.data(), rank.input.data() + block};
+    case CollectiveKind::kAllGather:
+      return {rank.output.data() + block, rank.output.data()};
+    default:
+      return {rank.output.data(), rank.output.data()};
+  }
+}
+
+// The team algorithms' result for every rank: reductions combine the ranks' inputs in
+// rank order, from left to right, the average divided at the last step; every input is
+// read before any output is written (in place they alias).
+void runTeamReference(const CollectiveArgs& args, std::vector<SimulatedRank>* ranks, bool inPlace) {
+  const int n = static_cast<int>(ranks->size());
+  const ReduceBackend& kernels = hostReduceBackend();
+  const size_t bytes = args.count * dataTypeSize(args.dtype);
+  std::vector<RankBuffers> at(n);
+  std::vector<std::vector<uint8_t>> inputs(n);
+  for (int r = 0; r < n; ++r) {
+    at[r] = buffersOf(args, (*ranks)[r], r, inPlace);
+    const size_t in = inputBytes(args, n);
+    inputs[r].assign(at[r].input, at[r].input + in);
+  }
+  // fold(offset) = in[0] op in[1] op ... over `bytes` bytes at `offset` of each input.
+  auto fold = [&](size_t offset) {
+    std::vector<uint8_t> acc(inputs[0].begin() + offset, inputs[0].begin() + offset + bytes);
+    const int divisor = args.op == ReduceOp::kAvg ? n : 0;
+    for (int r = 1; r < n; ++r) {
+      kernels.reduce(acc.data(), acc.data(), inputs[r].data() + offset, args.count, args.dtype,
+                     args.op, r == n - 1 ? divisor : 0);
+    }
+    return acc;
+  };
+  switch (args.kind) {
+    case CollectiveKind::kAllReduce: {
+      if (bytes == 0) break;
+      const std::vector<uint8_t> value = fold(0);
+      for (int r = 0; r < n; ++r) std::memcpy(at[r].output, value.data(), bytes);
+      break;
+    }
+    case CollectiveKind::kReduce:
+      if (bytes == 0) break;
+      std::memcpy(at[args.root].output, fold(0).data(), bytes);
+      break;
+    case CollectiveKind::kReduceScatter:
+      for (int r = 0; r < n && bytes; ++r) std::memcpy(at[r].output, fold(r * bytes).data(), bytes);
+      break;
+    case CollectiveKind::kAllGather:
+      for (int r = 0; r < n && bytes; ++r) {
+        for (int from = 0; from < n; ++from) {
+          std::memcpy(at[r].output + from * bytes, inputs[from].data(), bytes);
+        }
+      }
+      break;
+    case CollectiveKind::kBroadcast:
+      for (int r = 0; r < n && bytes; ++r) {
+        std::memcpy(at[r].output, inputs[args.root].data(), bytes);
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+// Checks that every rank's schedule starts with the same team step or none has one;
+// *team receives the set, *present whether there is one.
+Status findTeamSteps(const std::vector<Schedule>& schedules, bool* present, TeamAlgorithms* team) {
+  *present = hasTeamStep(schedules[0], team);
+  for (size_t r = 0; r < schedules.size(); ++r) {
+    TeamAlgorithms mine = 0;
+    const bool has = hasTeamStep(schedules[r], &mine);
+    if (has != *present || mine != *team) {
+      return mismatchError("rank " + std::to_string(r) + "'s team step (" +
+                               (has ? teamAlgorithmsText(mine) : std::string("none")) +
+                               ") differs from rank 0's (" +
+                               (*present ? teamAlgorithmsText(*team) : std::string("none")) + ")",
+                           static_cast<int>(r));
+    }
+  }
+  return Status();
+}
+
 }  // namespace
 
 Status simulateSchedules(const std::vector<Schedule>& schedules, std::vector<SimulatedRank>* ranks,
-                         bool inPlace, SimulationStats* stats) {
+                         bool inPlace, SimulationStats* stats, TeamSimulation team) {
   const int n = static_cast<int>(schedules.size());
-  if (static_cast<int>(ranks->size()) != n) return invalidArgument("one buffer set per rank");
+  if (ranks != nullptr && static_cast<int>(ranks->size()) != n) {
+    return invalidArgument("one buffer set per rank");
+  }
   if (n == 0) return Status();
+  bool teamStep = false;
+  TeamAlgorithms algorithms = 0;
+  COLLIE_RETURN_IF_ERROR(findTeamSteps(schedules, &teamStep, &algorithms));
+  if (teamStep && team == TeamSimulation::kRun && algorithms != 0) {
+    if (ranks != nullptr) runTeamReference(schedules[0].args, ranks, inPlace);
+    if (stats != nullptr) {
+      *stats = SimulationStats();
+      stats->steps = static_cast<uint64_t>(n);
+      stats->maxStepsOnOneRank = 1;
+    }
+    return Status();
+  }
+  if (teamStep) {
+    // Declined on every rank: the fallback steps run.
+    std::vector<Schedule> fallback = schedules;
+    size_t left = 0;
+    for (Schedule& schedule : fallback) {
+      schedule.channels[0].erase(schedule.channels[0].begin());
+      left += schedule.stepCount();
+    }
+    if (left == 0 && algorithms != 0) {
+      return unsupported("the team step (" + teamAlgorithmsText(algorithms) +
+                         ") declined and no fallback steps follow it");
+    }
+    return simulateSchedules(fallback, ranks, inPlace, stats, team);
+  }
   int nchannels = 1;
   for (const Schedule& s : schedules) {
     nchannels = std::max(nchannels, static_cast<int>(s.channels.size()));
@@ -305,9 +429,21 @@ Status simulateSchedules(const std::vector<Schedule>& schedules, std::vector<Sim
 }
 
 Status simulateCollective(const CollectiveArgs& args, const PlanParams& params,
-                          std::vector<SimulatedRank>* ranks, bool inPlace, SimulationStats* stats) {
+                          std::vector<SimulatedRank>* ranks, bool inPlace, SimulationStats* stats,
+                          TeamSimulation team) {
   if (ranks && static_cast<int>(ranks->size()) != params.nranks) {
     return invalidArgument("one buffer set per rank");
+  }
+  if (params.teamStep) {
+    std::vector<Schedule> schedules;
+    for (int r = 0; r < params.nranks; ++r) {
+      PlanParams mine = params;
+      mine.rank = r;
+      Result<Schedule> schedule = buildSchedule(args, mine);
+      if (!schedule.isOk()) return schedule.status();
+      schedules.push_back(std::move(schedule).value());
+    }
+    return simulateSchedules(schedules, ranks, inPlace, stats, team);
   }
   Runner runner(params.nranks, params.nchannels, args, ranks, inPlace);
   for (int r = 0; r < params.nranks; ++r) {

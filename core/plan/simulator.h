@@ -10,6 +10,15 @@
 // wakes its receiver), so the cost is linear in the number of steps. Used by the
 // schedule tests and `collie sim`.
 //
+// A team step (core/plan/team.h) must be first on channel 0 of every rank's schedule
+// or of none, with the same set everywhere. The simulated team either runs it, as the
+// reference of the team algorithms (every rank's output computed from every rank's
+// input, combined in rank order with the host kernels as the board and the single-copy
+// paths combine them, so results compare bitwise), or declines it on every rank, and
+// then the fallback steps after it run. A team step with an empty set (the fingerprint
+// check) always declines; declining one without a fallback is an error, as it is for
+// the engine.
+//
 // Thread safety: a call uses only its arguments; concurrent calls are independent.
 #pragma once
 
@@ -25,6 +34,8 @@ struct SimulatedRank {
   std::vector<uint8_t> input;   // inputBytes(args, nranks) bytes
   std::vector<uint8_t> output;  // outputBytes(args, nranks) bytes
 };
+
+enum class TeamSimulation { kRun, kDecline };
 
 struct SimulationStats {
   uint64_t steps = 0;  // over all ranks and channels
@@ -42,12 +53,15 @@ struct SimulationStats {
 // input is block `rank` of `output`, reduce-scatter's output is block `rank` of
 // `input` (and `output` is unused), every other collective uses `output` for both.
 Status simulateSchedules(const std::vector<Schedule>& schedules, std::vector<SimulatedRank>* ranks,
-                         bool inPlace, SimulationStats* stats);
+                         bool inPlace, SimulationStats* stats,
+                         TeamSimulation team = TeamSimulation::kRun);
 
 // Generates every rank's steps lazily with the real generator (streamSchedule) and
 // runs them. With `ranks` null no data moves: only message sizes, order and deadlock
-// freedom are checked and the statistics gathered (for sizes too large to hold).
+// freedom are checked and the statistics gathered (for sizes too large to hold). A plan
+// with a team step is built whole for every rank (simulateSchedules()).
 Status simulateCollective(const CollectiveArgs& args, const PlanParams& params,
-                          std::vector<SimulatedRank>* ranks, bool inPlace, SimulationStats* stats);
+                          std::vector<SimulatedRank>* ranks, bool inPlace, SimulationStats* stats,
+                          TeamSimulation team = TeamSimulation::kRun);
 
 }  // namespace collie

@@ -37,11 +37,13 @@
 #include "core/config/config.h"
 #include "core/kernel/reduce_backend.h"
 #include "core/plan/schedule.h"
+#include "core/plan/team.h"
 
 namespace collie {
 
 class DeviceRuntime;         // core/device/device_runtime.h
 class DeviceWindowProvider;  // core/transport/device_windows.h
+class TeamCollectives;       // core/transport/team.h
 
 // Set by a transport when an operation ends. `status` is OK on success. A receive
 // that failed with kMismatch because the peer's message carried another tag also
@@ -135,43 +137,6 @@ struct TransportContext {
   Config config;
 };
 
-// What CollectiveOffload::run() did with a collective.
-enum class OffloadOutcome {
-  kDone,      // ran to completion
-  kDeclined,  // every rank declined it alike (e.g. buffers not registered everywhere):
-              // the engine runs its schedule instead, as if accepts() had said no
-};
-
-// Optional capability of a transport that connects every rank of a communicator
-// (UCC-style "team" collectives): it runs whole small collectives itself, e.g. through
-// one shared board instead of a sequence of messages. The engine offers a collective
-// only when accepts() is true, and every rank calls run() for the same collectives in
-// the same order.
-class CollectiveOffload {
- public:
-  virtual ~CollectiveOffload() = default;
-  // Must depend on `args` only, so that every rank decides alike.
-  virtual bool accepts(const CollectiveArgs& args) const = 0;
-  // Runs the collective to completion on the calling thread, or declines it. A
-  // decision that depends on more than `args` (buffer registration) must be taken from
-  // what every rank published, so that every rank returns kDeclined for the same
-  // collectives; a declined collective has written no output. Fails with kMismatch
-  // when a peer runs a collective with another fingerprint (`tag`), kRemoteError when
-  // a peer is gone, kTimeout naming a peer it waited `timeout` for (the clock starts
-  // when a wait starts, so a fast path reads no clock), kAborted soon after `cancelled`
-  // becomes true.
-  // Whether the engine may run this collective on the submitting thread when it is
-  // idle (saving two thread hand-offs) rather than on its progress thread. A local
-  // choice: it may depend on the buffers. Inline runs block the caller until every
-  // rank joined, so say yes only where that is short or wanted.
-  virtual bool runsInline(const CollectiveArgs& args, const void* input, const void* output) const {
-    return true;
-  }
-  virtual Result<OffloadOutcome> run(const CollectiveArgs& args, uint64_t tag, const void* input,
-                                     void* output, std::chrono::microseconds timeout,
-                                     const std::atomic<bool>& cancelled) = 0;
-};
-
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -193,9 +158,9 @@ class Transport {
   // `maxWait` passed. May return early spuriously. Used after spinning found no work.
   virtual void waitForActivity(std::chrono::microseconds maxWait) = 0;
 
-  // The transport's collective offload, or null. Only meaningful after connect() and
-  // only when this transport serves every peer of the communicator.
-  virtual CollectiveOffload* collectiveOffload() { return nullptr; }
+  // The transport's team collectives (core/transport/team.h), or null. Only meaningful
+  // after connect() and only when this transport serves every peer of the communicator.
+  virtual TeamCollectives* team() { return nullptr; }
 
   // The transport's device windows (core/transport/device_windows.h), or null. Asked
   // right after create(), whether or not connect() was called: a transport may offer
@@ -214,6 +179,11 @@ struct TransportFactory {
   // The transport may offer device windows: it is created (for them) even when
   // COLLIE_TRANSPORT forces another transport for host messages.
   bool offersDeviceWindows = false;
+  // Optional, for `collie info --tuning` and `collie sim`: the team offer
+  // (core/plan/team.h) a communicator of `nranks` ranks, all on this host and served by
+  // this transport alone, would get with `config`; nullptr when the transport has no
+  // team collectives.
+  TeamOffer (*teamOffer)(const Config& config, int nranks) = nullptr;
 };
 
 // The ordered registry. Transports register through registerBuiltinTransports(), a

@@ -42,6 +42,10 @@ bool algorithmSupports(Algorithm algorithm, CollectiveKind kind) {
       return kind == CollectiveKind::kAllReduce;
     case Algorithm::kAuto:
       return true;
+    case Algorithm::kBoard:
+    case Algorithm::kDirect:
+    case Algorithm::kCma:
+      return teamSupports(algorithm, kind);
   }
   return false;
 }
@@ -81,6 +85,8 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int
       const double rounds = ceilDivD(s, c * k);
       return (n - 1) * rounds * c * alpha + (n - 1) / n * total / beta;
     }
+    case CollectiveKind::kBarrier:
+      return d * alpha;
     default:
       return alpha;
   }
@@ -94,12 +100,17 @@ TuneConstants clampConstants(TuneConstants constants) {
   return constants;
 }
 
-TuneDecision decide(CollectiveKind kind, size_t bytes, int nranks, const TuneLimits& limits,
-                    const TuneConstants& constants) {
+namespace {
+
+// The schedule (ring, tree, chain, oneshot) for one collective, as described in tuner.h;
+// a forced team algorithm counts as auto here.
+TuneDecision decideSchedule(CollectiveKind kind, size_t bytes, int nranks, const TuneLimits& limits,
+                            const TuneConstants& constants) {
   // The first algorithm is the robust default.
   std::vector<Algorithm> algorithms;
   const bool oneShotFits = kind == CollectiveKind::kAllReduce && nranks == 2;
-  if (limits.forced != Algorithm::kAuto && algorithmSupports(limits.forced, kind) &&
+  if (limits.forced != Algorithm::kAuto && !isTeamAlgorithm(limits.forced) &&
+      algorithmSupports(limits.forced, kind) &&
       (limits.forced != Algorithm::kOneShot || oneShotFits)) {
     algorithms = {limits.forced};
   } else if (kind == CollectiveKind::kAllReduce) {
@@ -138,7 +149,88 @@ TuneDecision decide(CollectiveKind kind, size_t bytes, int nranks, const TuneLim
     }
     if (a == 0 || mine.predictedUs < (1.0 - kRobustMargin) * best.predictedUs) best = mine;
   }
+  best.steps = best.algorithm;
   return best;
+}
+
+bool boardFits(CollectiveKind kind, size_t bytes, int nranks, const TeamOffer& team) {
+  return teamHas(team.algorithms, Algorithm::kBoard) && teamSupports(Algorithm::kBoard, kind) &&
+         boardBytesOf(kind, bytes, nranks) <= team.boardBytes;
+}
+
+}  // namespace
+
+std::string forcedTeamUnavailable(CollectiveKind kind, size_t bytes, int nranks,
+                                  const TuneLimits& limits) {
+  const Algorithm forced = limits.forced;
+  if (!isTeamAlgorithm(forced) || !teamSupports(forced, kind)) return "";
+  const std::string name = std::string(algorithmName(forced));
+  if (nranks < 2 || !teamHas(limits.team.algorithms, forced)) {
+    return "algorithm " + name +
+           " is a team collective, and this communicator's transport runs no " + name +
+           " (team collectives need every rank on one host, served by shm with "
+           "COLLIE_SHM_ONESHOT_MAX > 0, and cma COLLIE_SHM_CMA_MAX > 0 on every rank); use "
+           "auto or a schedule (ring, tree, chain)";
+  }
+  if (forced == Algorithm::kBoard && !boardFits(kind, bytes, nranks, limits.team)) {
+    return "the board carries at most " + std::to_string(limits.team.boardBytes) +
+           " bytes per rank (COLLIE_SHM_ONESHOT_MAX), but this " +
+           std::string(collectiveName(kind)) + " publishes " +
+           std::to_string(boardBytesOf(kind, bytes, nranks)) + "; use auto or raise it";
+  }
+  return "";
+}
+
+TuneDecision decide(CollectiveKind kind, size_t bytes, int nranks, const TuneLimits& limits,
+                    const TuneConstants& constants) {
+  const TeamOffer& team = limits.team;
+  const bool teamKind = kind != CollectiveKind::kSend && kind != CollectiveKind::kRecv;
+  const bool hasTeam = team.any() && nranks > 1 && teamKind;
+  if (isTeamAlgorithm(limits.forced) && teamSupports(limits.forced, kind)) {
+    // Alone, without a fallback: where it cannot run, the planner says why.
+    TuneDecision forced;
+    forced.algorithm = limits.forced;
+    forced.teamStep = true;
+    forced.team = teamBit(limits.forced);
+    forced.steps = Algorithm::kAuto;
+    forced.predictedUs = predictTeamMicros(limits.forced, kind, bytes, nranks, team);
+    return forced;
+  }
+  TuneDecision best = decideSchedule(kind, bytes, nranks, limits, constants);
+  if (!hasTeam || (limits.forced != Algorithm::kAuto && !isTeamAlgorithm(limits.forced))) {
+    return best;
+  }
+  best.teamStep = true;
+  double otherwise = best.predictedUs;
+  if (boardFits(kind, bytes, nranks, team)) {
+    const double board = predictTeamMicros(Algorithm::kBoard, kind, bytes, nranks, team);
+    if (!(best.predictedUs < (1.0 - kRobustMargin) * board)) {
+      best.team |= teamBit(Algorithm::kBoard);
+      best.steps = Algorithm::kAuto;
+      otherwise = board;
+    }
+  }
+  // Strictly cheaper (beyond rounding): at the calibrated crossover the board stays.
+  for (Algorithm single : {Algorithm::kDirect, Algorithm::kCma}) {
+    if (teamHas(team.algorithms, single) && teamSupports(single, kind) &&
+        predictTeamMicros(single, kind, bytes, nranks, team) < otherwise * (1 - 1e-9)) {
+      best.team |= teamBit(single);
+    }
+  }
+  if (best.team != 0) {
+    best.algorithm = firstTeamAlgorithm(best.team);
+    best.predictedUs = predictTeamMicros(best.algorithm, kind, bytes, nranks, team);
+  }
+  return best;
+}
+
+std::string decisionText(const TuneDecision& d) {
+  std::string text;
+  if (d.teamStep) text = teamAlgorithmsText(d.team);
+  if (d.steps == Algorithm::kAuto) return text;
+  if (!text.empty()) text += ">";
+  return text + std::string(algorithmName(d.steps)) + "/" + sizeText(d.chunkBytes) + "/" +
+         std::to_string(d.nchannels);
 }
 
 std::string decisionTable(const TuneLimits& limits, const TuneConstants& constants) {
@@ -167,16 +259,76 @@ std::string decisionTable(const TuneLimits& limits, const TuneConstants& constan
       std::snprintf(line, sizeof line, "%8s", sizeText(bytes).c_str());
       out += line;
       for (int n : rankCounts) {
-        TuneDecision d = decide(kind, bytes, n, limits, constants);
-        std::string cell = std::string(algorithmName(d.algorithm)) + "/" + sizeText(d.chunkBytes) +
-                           "/" + std::to_string(d.nchannels);
-        std::snprintf(line, sizeof line, " %14s", cell.c_str());
+        std::snprintf(line, sizeof line, " %14s",
+                      decisionText(decide(kind, bytes, n, limits, constants)).c_str());
         out += line;
       }
       out += "\n";
     }
   }
   return out;
+}
+
+std::string algorithmTable(const TuneLimits& limits, const TuneConstants& constants, int nranks) {
+  const CollectiveKind kind = CollectiveKind::kAllReduce;
+  std::vector<Algorithm> algorithms;
+  for (Algorithm algo : kAllAlgorithms) {
+    if (algo == Algorithm::kAuto || !algorithmSupports(algo, kind)) continue;
+    if (algo == Algorithm::kOneShot && nranks != 2) continue;
+    if (isTeamAlgorithm(algo) && !teamHas(limits.team.algorithms, algo)) continue;
+    algorithms.push_back(algo);
+  }
+  char cell[64];
+  std::string out = "allreduce on " + std::to_string(nranks) +
+                    " ranks: predicted us per algorithm (- where it cannot run), and the plan\n";
+  std::snprintf(cell, sizeof cell, "%8s", "bytes");
+  out += cell;
+  for (Algorithm algo : algorithms) {
+    std::snprintf(cell, sizeof cell, " %9s", std::string(algorithmName(algo)).c_str());
+    out += cell;
+  }
+  out += "  plan\n";
+  for (size_t bytes = 8; bytes <= (size_t{1} << 30); bytes *= 4) {
+    std::snprintf(cell, sizeof cell, "%8s", sizeText(bytes).c_str());
+    out += cell;
+    for (Algorithm algo : algorithms) {
+      TuneLimits only = limits;
+      only.forced = algo;
+      const TuneDecision d = decide(kind, bytes, nranks, only, constants);
+      const bool runs = forcedTeamUnavailable(kind, bytes, nranks, only).empty();
+      if (runs) {
+        std::snprintf(cell, sizeof cell, " %9.1f", d.predictedUs);
+      } else {
+        std::snprintf(cell, sizeof cell, " %9s", "-");
+      }
+      out += cell;
+    }
+    out += "  " + decisionText(decide(kind, bytes, nranks, limits, constants)) + "\n";
+  }
+  const CollectiveKind others[] = {CollectiveKind::kReduceScatter, CollectiveKind::kAllGather,
+                                   CollectiveKind::kBroadcast, CollectiveKind::kReduce};
+  out += "the other collectives on " + std::to_string(nranks) + " ranks: the plan\n";
+  std::snprintf(cell, sizeof cell, "%8s", "bytes");
+  out += cell;
+  for (CollectiveKind other : others) {
+    std::snprintf(cell, sizeof cell, " %22s", std::string(collectiveName(other)).c_str());
+    out += cell;
+  }
+  out += "\n";
+  for (size_t bytes = 8; bytes <= (size_t{1} << 30); bytes *= 8) {
+    std::snprintf(cell, sizeof cell, "%8s", sizeText(bytes).c_str());
+    out += cell;
+    for (CollectiveKind other : others) {
+      std::snprintf(cell, sizeof cell, " %22s",
+                    decisionText(decide(other, bytes, nranks, limits, constants)).c_str());
+      out += cell;
+    }
+    out += "\n";
+  }
+  std::snprintf(
+      cell, sizeof cell, "%8s %22s\n", "barrier",
+      decisionText(decide(CollectiveKind::kBarrier, 0, nranks, limits, constants)).c_str());
+  return out + cell;
 }
 
 }  // namespace collie

@@ -15,6 +15,8 @@
 //   tree bcast/reduce (d + 3 (K c - 1)) alpha + (2 S + d min(k, S)) / beta
 //   oneshot all-reduce (n = 2, S <= kOneShotMaxBytes)   alpha + S / beta
 //   ring reduce-scatter / all-gather (only choice): (n - 1) R c alpha + (n - 1)/n S' / beta
+//   dissemination barrier ceil(log2 n) alpha
+//   team algorithms (board, direct, cma): core/plan/team.h, with the team's own constants
 // Channels run on one progress thread, so in the model they add messages, not
 // bandwidth: unless COLLIE_NCHANNELS fixes it, the channel count is the cheapest of
 // 1..configured that gives each channel a chunk (a tie keeps more channels).
@@ -24,12 +26,24 @@
 // and reduce) is the default; another wins only when predicted kRobustMargin faster.
 // A forced algorithm gets the same chunk and channel choice as auto would give it.
 //
+// Team collectives (core/plan/team.h): when the communicator has a team (TuneLimits::
+// team) every collective but point-to-point gets a team step first. The board, where
+// every rank's part fits it, is the robust default against the schedules (it needs no
+// FIFO and no thread hand-off): a schedule wins only when predicted kRobustMargin
+// cheaper, and then the board is not tried. Direct and cma, whose conditions only the
+// run can tell (registered buffers; cross-memory attach allowed, in place or small
+// enough), are tried first when predicted cheaper than what runs otherwise; what runs
+// otherwise (the board, or the schedule's steps) follows as their fallback. A forced
+// team algorithm runs alone, without a fallback; a forced schedule algorithm runs
+// without a team step (nor its fingerprint meeting).
+//
 // Thread safety: pure functions.
 #pragma once
 
 #include <string>
 
 #include "collie/types.h"
+#include "core/plan/team.h"
 
 namespace collie {
 
@@ -58,24 +72,37 @@ struct TuneLimits {
   size_t chunkBytes = 0;                // 0: the tuner picks; else fixed (COLLIE_CHUNKSIZE)
   bool channelsFixed = false;           // COLLIE_NCHANNELS was set: use maxChannels
   Algorithm forced = Algorithm::kAuto;  // COLLIE_ALGO / Options::algorithm
+  TeamOffer team;                       // the communicator's team (empty: none)
 };
 
 struct TuneDecision {
+  // The choice: what runs when its condition holds (a team algorithm's, see above).
   Algorithm algorithm = Algorithm::kRing;
-  size_t chunkBytes = 512 * 1024;
-  int nchannels = 1;
-  double predictedUs = 0;
+  size_t chunkBytes = 512 * 1024;  // of the steps
+  int nchannels = 1;               // of the steps
+  double predictedUs = 0;          // of `algorithm`
+  bool teamStep = false;           // a team step first, trying `team`
+  TeamAlgorithms team = 0;
+  // The algorithm of the steps (after the team step: its fallback); kAuto when the team
+  // step is all (the board, or a forced team algorithm).
+  Algorithm steps = Algorithm::kRing;
 };
 
 // Whether `algorithm` implements `kind` (ring: all-reduce, reduce-scatter, all-gather;
 // tree: all-reduce, broadcast, reduce; chain: broadcast, reduce; oneshot: all-reduce on
-// 2 ranks).
+// 2 ranks; team algorithms: teamSupports()).
 bool algorithmSupports(Algorithm algorithm, CollectiveKind kind);
 
 // Predicted microseconds of one collective of `bytes` (the per-rank buffer size of the
-// collective's count) on `nranks` ranks.
+// collective's count) on `nranks` ranks with a schedule algorithm.
 double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int nranks,
                      int nchannels, size_t chunkBytes, const TuneConstants& constants);
+
+// Why a forced team algorithm (limits.forced) cannot run this collective on this
+// communicator (no team, not offered, too large for the board), as the error every
+// rank gives; empty when it can, or when nothing team is forced for this kind.
+std::string forcedTeamUnavailable(CollectiveKind kind, size_t bytes, int nranks,
+                                  const TuneLimits& limits);
 
 // The plan for one collective: per algorithm the cheapest chunk and channel count,
 // then the robust default unless another is kRobustMargin cheaper. A forced algorithm
@@ -86,5 +113,14 @@ TuneDecision decide(CollectiveKind kind, size_t bytes, int nranks, const TuneLim
 
 // The decision table `collie info --tuning` prints.
 std::string decisionTable(const TuneLimits& limits, const TuneConstants& constants);
+
+// Per all-reduce size on `nranks` ranks: every algorithm's predicted microseconds
+// (team ones from limits.team) and the plan decide() makes ("direct>cma>ring": the team
+// step's set, then the fallback).
+std::string algorithmTable(const TuneLimits& limits, const TuneConstants& constants, int nranks);
+
+// "ring/512K/2", "board", "direct>cma>ring/1M/2", "check>ring/512K/1": a decision in
+// one cell.
+std::string decisionText(const TuneDecision& decision);
 
 }  // namespace collie

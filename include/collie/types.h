@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace collie {
@@ -54,7 +55,19 @@ enum class Algorithm : uint8_t {
   kTree = 2,     // double binary tree (all-reduce) / binary tree (broadcast, reduce)
   kChain = 3,    // pipelined chain (broadcast, reduce)
   kOneShot = 4,  // whole buffers exchanged, reduced by every rank (small all-reduce, 2 ranks)
+  // Team collectives: run by a transport that connects every rank of the communicator
+  // (today shm, every rank on one host), not by a schedule of messages.
+  kBoard = 5,   // every rank publishes its part on a shared board and computes its output
+  kDirect = 6,  // single copy through buffers every rank registered (all-reduce)
+  kCma = 7,     // single copy through cross-memory attach, process_vm_readv (all-reduce)
 };
+inline constexpr Algorithm kAllAlgorithms[] = {
+    Algorithm::kAuto,    Algorithm::kRing,  Algorithm::kTree,   Algorithm::kChain,
+    Algorithm::kOneShot, Algorithm::kBoard, Algorithm::kDirect, Algorithm::kCma};
+// Whether `algo` is run by a transport's team collectives (board, direct, cma).
+constexpr bool isTeamAlgorithm(Algorithm algo) {
+  return algo == Algorithm::kBoard || algo == Algorithm::kDirect || algo == Algorithm::kCma;
+}
 
 bool isValid(DataType dtype);
 bool isValid(ReduceOp op);
@@ -72,7 +85,9 @@ bool isValidFor(ReduceOp op, DataType dtype);
 std::string_view dataTypeName(DataType dtype);
 std::string_view reduceOpName(ReduceOp op);            // "sum", "prod", "max", "min", "avg"
 std::string_view collectiveName(CollectiveKind kind);  // "allreduce", ...
-std::string_view algorithmName(Algorithm algo);        // "auto", "ring", "tree", "chain"
+std::string_view algorithmName(Algorithm algo);        // "auto", "ring", "tree", "board", ...
+// "auto, ring, tree, chain, oneshot, board, direct, cma": every name parseAlgorithm() takes.
+std::string algorithmNames();
 
 // Accept the names above plus common aliases ("float32", "fp16", "f64", "uint8"...).
 std::optional<DataType> parseDataType(std::string_view name);

@@ -126,5 +126,20 @@ status=$?
 [ "$status" -eq 2 ] || fail "collie sim --nchannels 1000000: exit $status, want 2"
 grep -q "nchannels 1000000 is outside" "$tmp/out" || fail "sim --nchannels: $(cat "$tmp/out")"
 
+# Team collectives are algorithms the tuner, sim and info show: a 4-rank shm sim of 1 MiB
+# plans direct, then cma, then the ring, and checks the team step both run and declined;
+# a forced board without a team is refused; info --tuning has the 2- and 4-rank tables.
+"$collie" sim --transport shm --nranks 4 --bytes 1M >"$tmp/out" 2>&1 || fail "sim shm 1M: $(cat "$tmp/out")"
+grep -q "plan: team step direct>cma, then (declined) ring" "$tmp/out" || fail "sim plan: $(cat "$tmp/out")"
+[ "$(grep -c "data check (team.*PASSED" "$tmp/out")" -eq 2 ] || fail "sim data checks: $(cat "$tmp/out")"
+"$collie" sim --transport shm --nranks 2 --bytes 8 >"$tmp/out" 2>&1 || fail "sim shm 8 B: $(cat "$tmp/out")"
+grep -q "predicted time board.*<- simulated" "$tmp/out" || fail "sim 8 B board: $(cat "$tmp/out")"
+"$collie" sim --algo board --nranks 2 --bytes 8 >"$tmp/out" 2>&1
+[ $? -eq 2 ] && grep -q "runs no board" "$tmp/out" || fail "sim forced board without a team: $(cat "$tmp/out")"
+COLLIE_TUNE_CACHE=off "$collie" info --tuning >"$tmp/out" 2>&1 || fail "info --tuning: $(cat "$tmp/out")"
+for want in "shm team collectives, 2 ranks" "shm team collectives, 4 ranks" "direct>cma>ring"; do
+  grep -q "$want" "$tmp/out" || fail "info --tuning lacks '$want'"
+done
+
 [ "$failures" -eq 0 ] && echo "collie_run_checks: all passed"
 exit "$failures"

@@ -2,8 +2,9 @@
 // transport: the results are right; a point-to-point batch takes in what is queued
 // behind it and completes it; and each way of failing gives its message: no progress
 // until the timeout (naming the peer and what for), the abort flag, a broken
-// connection, ranks running different collectives (naming the field), an offload
-// error. Also what it reports about its transports.
+// connection, ranks running different collectives (naming the field), a team step's
+// error. A team step runs first: what it ran ends the collective, a decline on every
+// rank runs the fallback steps. Also what it reports about its transports.
 #include "core/engine/executor.h"
 
 #include <gtest/gtest.h>
@@ -85,8 +86,8 @@ class PipeConnection : public Connection {
 
 class PipeTransport : public Transport {
  public:
-  explicit PipeTransport(int useful = 0, CollectiveOffload* offload = nullptr)
-      : useful_(useful), offload_(offload) {}
+  explicit PipeTransport(int useful = 0, TeamCollectives* team = nullptr)
+      : useful_(useful), team_(team) {}
   const char* name() const override { return "pipe"; }
   TransportCaps caps() const override {
     TransportCaps caps;
@@ -98,11 +99,11 @@ class PipeTransport : public Transport {
     return unsupported("connected by the test");
   }
   void waitForActivity(std::chrono::microseconds) override { std::this_thread::sleep_for(20us); }
-  CollectiveOffload* collectiveOffload() override { return offload_; }
+  TeamCollectives* team() override { return team_; }
 
  private:
   int useful_;
-  CollectiveOffload* offload_;
+  TeamCollectives* team_;
 };
 
 EngineConfig configOf(int rank, std::chrono::microseconds timeout = 10s) {
@@ -125,10 +126,15 @@ TransportSet pipeSet(const std::shared_ptr<Wire>& wire, int rank, PipeConnection
   return set;
 }
 
-Pending pendingOf(int rank, const CollectiveArgs& args, const void* input, void* output) {
+// `team`: a team step first trying those algorithms (`fallback`: then the ring).
+Pending pendingOf(int rank, const CollectiveArgs& args, const void* input, void* output,
+                  bool teamStep = false, TeamAlgorithms team = 0, bool fallback = true) {
   PlanParams params;
   params.rank = rank;
   params.nranks = 2;
+  params.teamStep = teamStep;
+  params.team = team;
+  params.teamFallback = fallback;
   Result<Schedule> schedule = buildSchedule(args, params);
   EXPECT_TRUE(schedule.isOk()) << schedule.status().toString();
   const uint64_t tag = 1000 + static_cast<uint64_t>(args.dtype) * 10 +
@@ -321,45 +327,99 @@ TEST(ExecutorTest, DifferentCollectivesNameTheField) {
   }
 }
 
-class ScriptedOffload : public CollectiveOffload {
+// A team whose run() does what the test says and records how it was called.
+class ScriptedTeam : public TeamCollectives {
  public:
-  bool accepts(const CollectiveArgs&) const override { return true; }
-  Result<OffloadOutcome> run(const CollectiveArgs&, uint64_t, const void*, void*,
-                             std::chrono::microseconds timeout, const std::atomic<bool>&) override {
+  TeamOffer offer() const override {
+    TeamOffer offer;
+    offer.algorithms = teamBit(Algorithm::kBoard) | teamBit(Algorithm::kCma);
+    offer.boardBytes = 4096;
+    return offer;
+  }
+  bool runsInline(const CollectiveArgs&, TeamAlgorithms, const void*, const void*) const override {
+    return true;
+  }
+  Result<TeamOutcome> run(const CollectiveArgs&, TeamAlgorithms algorithms, bool fallback, uint64_t,
+                          const void*, void*, std::chrono::microseconds timeout,
+                          const std::atomic<bool>&) override {
+    ++calls;
+    seenAlgorithms = algorithms;
+    seenFallback = fallback;
     seenTimeout = timeout;
     if (!fail.isOk()) return fail;
     return outcome;
   }
-  OffloadOutcome outcome = OffloadOutcome::kDone;
+  TeamOutcome outcome{Algorithm::kBoard};
   Status fail;
+  int calls = 0;
+  TeamAlgorithms seenAlgorithms = 0;
+  bool seenFallback = false;
   std::chrono::microseconds seenTimeout{0};
 };
 
-TEST(ExecutorTest, OffloadDeclinesAndErrors) {
-  ScriptedOffload offload;
+// Rank `rank`'s side of the wire with `team` as its transport's team.
+TransportSet teamSet(const std::shared_ptr<Wire>& wire, int rank, TeamCollectives* team) {
+  TransportSet set = pipeSet(wire, rank, nullptr);
+  set.transports[0] = std::make_unique<PipeTransport>(0, team);
+  return set;
+}
+
+TEST(ExecutorTest, TeamStepThatRunsEndsTheCollective) {
+  auto wire = std::make_shared<Wire>();
+  ScriptedTeam team;
   std::atomic<bool> aborted{false};
   FlightRecorder recorder(4);
-  TransportSet set;
-  set.transports.push_back(std::make_unique<PipeTransport>(0, &offload));
-  set.transportOfPeer = {-1, 0};
-  set.connections.resize(2);
-  Executor executor(configOf(0, 123ms), std::move(set), aborted, &recorder);
-  ASSERT_EQ(executor.collectiveOffload(), &offload);
-  std::vector<float> in(16, 1), out(16);
-  Pending pending = pendingOf(0, allReduceOf(16), in.data(), out.data());
-  pending.offloaded = true;
-  EXPECT_TRUE(executor.runOffloaded(pending).isOk());
-  EXPECT_TRUE(pending.offloaded);
-  EXPECT_EQ(offload.seenTimeout, std::chrono::microseconds(123000));
-  offload.outcome = OffloadOutcome::kDeclined;
-  EXPECT_TRUE(executor.runOffloaded(pending).isOk());
-  EXPECT_FALSE(pending.offloaded);  // needs its schedule now
-  offload.fail = remoteError("board torn", 1);
-  Status status = executor.runOffloaded(pending);
+  Executor executor(configOf(0, 123ms), teamSet(wire, 0, &team), aborted, &recorder);
+  ASSERT_EQ(executor.team(), &team);
+  EXPECT_EQ(executor.teamOffer().boardBytes, 4096u);
+  std::vector<float> in(16, 1), out(16, -1);
+  Pending pending =
+      pendingOf(0, allReduceOf(16), in.data(), out.data(), true, teamBit(Algorithm::kBoard), false);
+  EXPECT_EQ(pending.schedule->algorithm, Algorithm::kBoard);
+  ASSERT_TRUE(executor.execute(pending, nullptr).isOk());
+  EXPECT_EQ(team.calls, 1);
+  EXPECT_EQ(team.seenAlgorithms, teamBit(Algorithm::kBoard));
+  EXPECT_FALSE(team.seenFallback);  // a board alone: nothing to fall back to
+  EXPECT_EQ(team.seenTimeout, std::chrono::microseconds(123000));
+  EXPECT_EQ(out, std::vector<float>(16, -1));  // the scripted team wrote nothing...
+  EXPECT_TRUE(wire->toward[1].empty());        // ...and no step sent anything
+  team.fail = remoteError("board torn", 1);
+  Status status = executor.execute(pending, nullptr);
   EXPECT_EQ(status.code(), StatusCode::kRemoteError);
-  EXPECT_NE(status.message().find("(one-shot) on rank 0"), std::string::npos) << status.toString();
+  EXPECT_NE(status.message().find("(team step board) on rank 0"), std::string::npos)
+      << status.toString();
   executor.closeConnections();
-  EXPECT_EQ(executor.collectiveOffload(), nullptr);  // gone with its transport
+  EXPECT_EQ(executor.team(), nullptr);  // gone with its transport
+}
+
+TEST(ExecutorTest, TeamStepDeclinedOnEveryRankRunsTheFallback) {
+  auto wire = std::make_shared<Wire>();
+  std::atomic<bool> aborted{false};
+  ScriptedTeam teams[2];
+  const size_t count = 1000;
+  std::vector<std::vector<float>> out(2, std::vector<float>(count, -1));
+  Status statuses[2];
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    teams[r].outcome = TeamOutcome{};  // declined
+    ranks.emplace_back([&, r] {
+      FlightRecorder recorder(4);
+      Executor executor(configOf(r), teamSet(wire, r, &teams[r]), aborted, &recorder);
+      std::vector<float> in(count, 1.5f + r);
+      Pending pending = pendingOf(r, allReduceOf(count), in.data(), out[r].data(), true,
+                                  teamBit(Algorithm::kCma));
+      EXPECT_EQ(pending.schedule->fallback, Algorithm::kRing);
+      statuses[r] = executor.execute(pending, nullptr);
+      EXPECT_TRUE(pending.teamDeclined);
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(statuses[r].isOk()) << statuses[r].toString();
+    EXPECT_EQ(teams[r].calls, 1);
+    EXPECT_TRUE(teams[r].seenFallback);
+    EXPECT_EQ(out[r], std::vector<float>(count, 4.0f)) << "rank " << r;
+  }
 }
 
 TEST(ExecutorTest, ReportsItsTransports) {
@@ -369,8 +429,8 @@ TEST(ExecutorTest, ReportsItsTransports) {
   config.nranks = 3;
   config.nchannels = 4;
   TransportSet set;
-  ScriptedOffload offload;
-  set.transports.push_back(std::make_unique<PipeTransport>(0, &offload));
+  ScriptedTeam team;
+  set.transports.push_back(std::make_unique<PipeTransport>(0, &team));
   set.transports.push_back(std::make_unique<PipeTransport>(2));
   set.transportOfPeer = {0, -1, 1};
   set.connections.resize(3);
@@ -379,7 +439,8 @@ TEST(ExecutorTest, ReportsItsTransports) {
   EXPECT_EQ(executor.transportTo(0), "pipe");
   EXPECT_EQ(executor.transportTo(1), "self");
   EXPECT_EQ(executor.transportTo(7), "none");
-  EXPECT_EQ(executor.collectiveOffload(), nullptr);  // two transports: no offload
+  EXPECT_EQ(executor.team(), nullptr);  // two transports: no team
+  EXPECT_FALSE(executor.teamOffer().any());
 }
 
 }  // namespace

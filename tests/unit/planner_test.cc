@@ -30,7 +30,7 @@ CollectiveArgs allReduce(size_t count) {
 }
 
 TEST(PlannerTest, BuildsOnceThenSharesFromTheCache) {
-  Planner planner(configOf(4, 2), nullptr);
+  Planner planner(configOf(4, 2), TeamOffer{});
   auto first = planner.plan(allReduce(1000));
   ASSERT_TRUE(first.isOk()) << first.status().toString();
   EXPECT_EQ((*first)->rank, 1);
@@ -46,7 +46,7 @@ TEST(PlannerTest, BuildsOnceThenSharesFromTheCache) {
 }
 
 TEST(PlannerTest, NewTuneConstantsDropTheCache) {
-  Planner planner(configOf(4, 2), nullptr);
+  Planner planner(configOf(4, 2), TeamOffer{});
   auto before = planner.plan(allReduce(1000));
   ASSERT_TRUE(before.isOk());
   TuneConstants constants;
@@ -65,7 +65,7 @@ TEST(PlannerTest, NewTuneConstantsDropTheCache) {
 
 TEST(PlannerTest, PlanChannelsBoundTheSchedulesUnlessFixed) {
   const CollectiveArgs big = allReduce(1 << 20);  // 4 MiB: a chunk for every channel
-  Planner planner(configOf(4, 4), nullptr);
+  Planner planner(configOf(4, 4), TeamOffer{});
   auto free = planner.plan(big);
   ASSERT_TRUE(free.isOk());
   EXPECT_LE((*free)->channels.size(), 4u);
@@ -82,7 +82,7 @@ TEST(PlannerTest, PlanChannelsBoundTheSchedulesUnlessFixed) {
 
   EngineConfig fixed = configOf(4, 4);
   fixed.channelsFixed = true;
-  Planner fixedPlanner(fixed, nullptr);
+  Planner fixedPlanner(fixed, TeamOffer{});
   fixedPlanner.setPlanChannels(1);  // ignored: COLLIE_NCHANNELS wins
   auto four = fixedPlanner.plan(big);
   ASSERT_TRUE(four.isOk());
@@ -92,7 +92,7 @@ TEST(PlannerTest, PlanChannelsBoundTheSchedulesUnlessFixed) {
 TEST(PlannerTest, ForcedAlgorithmRuns) {
   EngineConfig config = configOf(4, 1);
   config.algorithm = Algorithm::kTree;
-  Planner planner(config, nullptr);
+  Planner planner(config, TeamOffer{});
   for (size_t count : {size_t{16}, size_t{1} << 20}) {
     auto schedule = planner.plan(allReduce(count));
     ASSERT_TRUE(schedule.isOk()) << schedule.status().toString();
@@ -101,7 +101,7 @@ TEST(PlannerTest, ForcedAlgorithmRuns) {
 }
 
 TEST(PlannerTest, BadArgumentsFailAndCacheNothing) {
-  Planner planner(configOf(4, 1), nullptr);
+  Planner planner(configOf(4, 1), TeamOffer{});
   CollectiveArgs args;
   args.kind = CollectiveKind::kBroadcast;
   args.count = 10;
@@ -114,7 +114,7 @@ TEST(PlannerTest, BadArgumentsFailAndCacheNothing) {
 TEST(PlannerTest, TinyBudgetKeepsNothing) {
   EngineConfig config = configOf(4, 1);
   config.scheduleCacheBytes = 1;
-  Planner planner(config, nullptr);
+  Planner planner(config, TeamOffer{});
   auto a = planner.plan(allReduce(1000));
   auto b = planner.plan(allReduce(1000));
   ASSERT_TRUE(a.isOk() && b.isOk());
@@ -124,7 +124,7 @@ TEST(PlannerTest, TinyBudgetKeepsNothing) {
 }
 
 TEST(PlannerTest, ConcurrentPlanningStaysConsistent) {
-  Planner planner(configOf(4, 2), nullptr);
+  Planner planner(configOf(4, 2), TeamOffer{});
   std::atomic<bool> stop{false};
   std::atomic<int> wrong{0};
   std::thread tuner([&] {

@@ -3,7 +3,7 @@
 // with the runner's status; an inline claim holds the thread off until released;
 // after a failure nothing runs ("not run"); abort() has an idle thread close the
 // connections; stop() fails what is left; takePointToPoint() takes only point-to-point
-// operations from the front; a collective the offload accepts is queued offloaded.
+// operations from the front; pushFront() queues ahead of everything.
 #include "core/engine/progress_queue.h"
 
 #include <gtest/gtest.h>
@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "core/engine/fingerprint.h"
-#include "core/transport/transport.h"
 
 namespace collie {
 namespace {
@@ -46,7 +45,6 @@ class RecordingRunner : public ProgressQueue::Runner {
     std::unique_lock<std::mutex> lock(mutex);
     ran.push_back(pending.schedule->args.count);
     tags.push_back(pending.tag);
-    offloaded.push_back(pending.offloaded);
     threads.push_back(std::this_thread::get_id());
     cv.notify_all();
     return result;
@@ -69,14 +67,12 @@ class RecordingRunner : public ProgressQueue::Runner {
   Status result;
   std::vector<size_t> ran;
   std::vector<uint64_t> tags;
-  std::vector<bool> offloaded;
   std::vector<std::thread::id> threads;
   std::vector<std::pair<Status, bool>> closes;
 };
 
 struct QueueFixture {
-  explicit QueueFixture(CollectiveOffload* offload = nullptr)
-      : failures(0, nullptr), recorder(16), queue(4, &failures, &recorder, offload) {}
+  QueueFixture() : failures(0, nullptr), recorder(16), queue(4, &failures, &recorder) {}
   FailurePolicy failures;
   FlightRecorder recorder;
   ProgressQueue queue;
@@ -98,7 +94,7 @@ TEST(ProgressQueueTest, TagsCountPerCollectiveAndPerPeerAndDirection) {
   f.queue.start(&runner);
   Pending send = pendingOf(argsOf(CollectiveKind::kSend, 1));
   Work sent(send.work);
-  f.queue.push(std::move(send), "p2p", false);
+  f.queue.push(std::move(send), "p2p");
   EXPECT_TRUE(sent.wait(5s).isOk());
   ASSERT_EQ(runner.tags.size(), 1u);
   EXPECT_EQ(decodeFingerprint(runner.tags[0]).sequence, 2u);
@@ -115,12 +111,11 @@ TEST(ProgressQueueTest, RunsInOrderOnItsThreadAndCompletesTheWork) {
   for (size_t count = 1; count <= 5; ++count) {
     Pending pending = pendingOf(argsOf(CollectiveKind::kAllReduce, 0, count));
     works.emplace_back(pending.work);
-    f.queue.push(std::move(pending), "ring", true);
+    f.queue.push(std::move(pending), "ring");
   }
   for (Work& work : works) EXPECT_EQ(work.wait(5s).code(), StatusCode::kRemoteError);
   EXPECT_EQ(runner.ran, (std::vector<size_t>{1, 2, 3, 4, 5}));
   for (std::thread::id id : runner.threads) EXPECT_NE(id, std::this_thread::get_id());
-  EXPECT_EQ(runner.offloaded, std::vector<bool>(5, false));  // no offload
   EXPECT_EQ(f.queue.queued(), 0u);
   f.queue.stop(abortedError("done"));
 }
@@ -133,7 +128,7 @@ TEST(ProgressQueueTest, InlineClaimHoldsTheThreadOff) {
   EXPECT_FALSE(f.queue.claimIdle());  // one claim at a time
   Pending pending = pendingOf(argsOf(CollectiveKind::kAllReduce, 0, 7));
   Work work(pending.work);
-  f.queue.push(std::move(pending), "ring", false);
+  f.queue.push(std::move(pending), "ring");
   std::this_thread::sleep_for(50ms);
   EXPECT_FALSE(work.test());  // the claim holds it
   EXPECT_EQ(f.queue.queued(), 1u);
@@ -153,7 +148,7 @@ TEST(ProgressQueueTest, NothingRunsAfterAFailure) {
   f.queue.start(&runner);
   Pending queued = pendingOf(argsOf(CollectiveKind::kAllReduce, 0, 1));
   Work queuedWork(queued.work);
-  f.queue.push(std::move(queued), "ring", false);
+  f.queue.push(std::move(queued), "ring");
   f.failures.giveUp(timeoutError("rank 3 went silent", 3), false, [](const Status&) {});
   EXPECT_FALSE(f.queue.claimIdle());
   f.queue.releaseInline();
@@ -164,7 +159,7 @@ TEST(ProgressQueueTest, NothingRunsAfterAFailure) {
   // Submitted after it: failed at once.
   Pending later = pendingOf(argsOf(CollectiveKind::kAllReduce, 0, 2));
   Work laterWork(later.work);
-  f.queue.push(std::move(later), "ring", false);
+  f.queue.push(std::move(later), "ring");
   EXPECT_TRUE(laterWork.test());
   EXPECT_EQ(laterWork.status().code(), StatusCode::kTimeout);
   EXPECT_TRUE(runner.ran.empty());
@@ -192,7 +187,7 @@ TEST(ProgressQueueTest, AbortHasTheIdleThreadCloseAndStopFailsWhatIsLeft) {
   g.queue.start(&idle);
   Pending left = pendingOf(argsOf(CollectiveKind::kAllReduce, 0, 3));
   Work leftWork(left.work);
-  g.queue.push(std::move(left), "ring", false);
+  g.queue.push(std::move(left), "ring");
   std::thread releaser([&] {
     std::this_thread::sleep_for(20ms);
     g.queue.releaseInline();
@@ -210,10 +205,10 @@ TEST(ProgressQueueTest, TakesPointToPointOnlyFromTheFront) {
   QueueFixture f;  // not started: nothing takes from the queue but the test
   Pending out;
   EXPECT_FALSE(f.queue.takePointToPoint(&out));
-  f.queue.push(pendingOf(argsOf(CollectiveKind::kSend, 1, 1)), "p2p", false);
-  f.queue.push(pendingOf(argsOf(CollectiveKind::kRecv, 2, 2)), "p2p", false);
-  f.queue.push(pendingOf(argsOf(CollectiveKind::kAllReduce, 0, 3)), "ring", false);
-  f.queue.push(pendingOf(argsOf(CollectiveKind::kSend, 1, 4)), "p2p", false);
+  f.queue.push(pendingOf(argsOf(CollectiveKind::kSend, 1, 1)), "p2p");
+  f.queue.push(pendingOf(argsOf(CollectiveKind::kRecv, 2, 2)), "p2p");
+  f.queue.push(pendingOf(argsOf(CollectiveKind::kAllReduce, 0, 3)), "ring");
+  f.queue.push(pendingOf(argsOf(CollectiveKind::kSend, 1, 4)), "p2p");
   std::vector<size_t> taken;
   while (f.queue.takePointToPoint(&out)) taken.push_back(out.schedule->args.count);
   EXPECT_EQ(taken, (std::vector<size_t>{1, 2}));
@@ -221,38 +216,23 @@ TEST(ProgressQueueTest, TakesPointToPointOnlyFromTheFront) {
   f.queue.stop(abortedError("done"));
 }
 
-// Accepts all-reduces only.
-class AllReduceOffload : public CollectiveOffload {
- public:
-  bool accepts(const CollectiveArgs& args) const override {
-    return args.kind == CollectiveKind::kAllReduce;
-  }
-  Result<OffloadOutcome> run(const CollectiveArgs&, uint64_t, const void*, void*,
-                             std::chrono::microseconds, const std::atomic<bool>&) override {
-    return OffloadOutcome::kDone;
-  }
-};
-
-TEST(ProgressQueueTest, OfferedCollectivesTheOffloadAcceptsAreOffloaded) {
-  AllReduceOffload offload;
-  QueueFixture f(&offload);
+TEST(ProgressQueueTest, PushFrontGoesAheadOfEverythingQueued) {
+  QueueFixture f;
   RecordingRunner runner(&f.failures);
+  ASSERT_TRUE(f.queue.claimIdle());  // hold the thread off while queueing
   f.queue.start(&runner);
   std::vector<Work> works;
-  auto push = [&](CollectiveKind kind, bool offerable) {
-    Pending pending = pendingOf(argsOf(kind));
+  for (size_t count : {1, 2}) {
+    Pending pending = pendingOf(argsOf(CollectiveKind::kAllReduce, 0, count));
     works.emplace_back(pending.work);
-    f.queue.push(std::move(pending), "ring", offerable);
-  };
-  push(CollectiveKind::kAllReduce, true);
-  push(CollectiveKind::kBroadcast, true);
-  push(CollectiveKind::kAllReduce, false);
+    f.queue.push(std::move(pending), "ring");
+  }
+  Pending front = pendingOf(argsOf(CollectiveKind::kAllReduce, 0, 3));
+  works.emplace_back(front.work);
+  f.queue.pushFront(std::move(front));  // a declined team step's fallback
+  f.queue.releaseInline();
   for (Work& work : works) EXPECT_TRUE(work.wait(5s).isOk());
-  EXPECT_EQ(runner.offloaded, (std::vector<bool>{true, false, false}));
-  std::vector<FlightEntry> entries = f.recorder.snapshot();
-  ASSERT_EQ(entries.size(), 3u);
-  EXPECT_STREQ(entries[0].algorithm, "oneshot");
-  EXPECT_STREQ(entries[1].algorithm, "ring");
+  EXPECT_EQ(runner.ran, (std::vector<size_t>{3, 1, 2}));
   f.queue.stop(abortedError("done"));
 }
 

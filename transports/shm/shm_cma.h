@@ -2,7 +2,7 @@
 // (process_vm_readv).
 //
 // Every rank of a one-host communicator publishes its pid and the addresses of its
-// input and output (shm_oneshot.cc does, in its board slot). Rank r owns share r of the
+// input and output (shm_board_single_copy.cc does, in its board slot). Rank r owns share r of the
 // elements (shareRange(), as the registered direct path). For each tile of its share
 // (a few hundred KiB, so that it stays in L2) it pulls every peer's part of the input
 // with process_vm_readv, reduces those and its own input in rank order straight into

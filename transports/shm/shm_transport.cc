@@ -9,9 +9,9 @@
 
 #include "core/config/config.h"
 #include "core/log/log.h"
+#include "transports/shm/shm_board.h"
 #include "transports/shm/shm_connection.h"
 #include "transports/shm/shm_names.h"
-#include "transports/shm/shm_oneshot.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -90,7 +90,7 @@ class ShmTransport final : public Transport {
 
   Result<std::vector<std::unique_ptr<Connection>>> connect(const std::vector<int>& peers) override;
   void waitForActivity(std::chrono::microseconds maxWait) override;
-  CollectiveOffload* collectiveOffload() override { return board_.get(); }
+  TeamCollectives* team() override { return board_.get(); }
 
  private:
   std::string storeKey(int rank) const { return ctx_.jobKey + "/shm/" + std::to_string(rank); }
@@ -104,7 +104,7 @@ class ShmTransport final : public Transport {
   bool connected_ = false;
   std::shared_ptr<ShmShared> shared_;
   std::chrono::microseconds spin_{0};
-  std::unique_ptr<shm::OneShotBoard> board_;  // when every rank of the job is local
+  std::unique_ptr<shm::Board> board_;  // when every rank of the job is local
 };
 
 Status ShmTransport::mapPeer(int peer, Deadline deadline) {
@@ -229,8 +229,8 @@ Result<std::vector<std::unique_ptr<Connection>>> ShmTransport::connect(
   if (oversubscribed) spin_ = std::chrono::microseconds(0);
   if (static_cast<int>(peers.size()) == ctx_.nranks - 1 &&
       ctx_.config.integer("COLLIE_SHM_ONESHOT_MAX") > 0) {
-    Result<std::unique_ptr<shm::OneShotBoard>> board =
-        shm::OneShotBoard::connect(ctx_, shared_, spin_, oversubscribed);
+    Result<std::unique_ptr<shm::Board>> board =
+        shm::Board::connect(ctx_, shared_, spin_, oversubscribed);
     if (!board.isOk()) return board.status();
     board_ = std::move(*board);
   }
@@ -285,6 +285,10 @@ Result<std::unique_ptr<Transport>> createShm(const TransportContext& ctx) {
   return createShmTransport(ctx);
 }
 
+TeamOffer shmTeamOffer(const Config& config, int nranks) {
+  return shm::boardTeamOffer(config, nranks, nranks > cpuCount());
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Transport>> createShmTransport(const TransportContext& ctx) {
@@ -295,7 +299,9 @@ Result<std::unique_ptr<Transport>> createShmTransport(const TransportContext& ct
 }
 
 void registerShmTransport(TransportRegistry& registry) {
-  registry.add(TransportFactory{"shm", 100, &createShm});
+  TransportFactory factory{"shm", 100, &createShm};
+  factory.teamOffer = &shmTeamOffer;
+  registry.add(std::move(factory));
 }
 
 }  // namespace collie

@@ -1,0 +1,116 @@
+#include "core/plan/team.h"
+
+#include <algorithm>
+
+namespace collie {
+
+Algorithm firstTeamAlgorithm(TeamAlgorithms set) {
+  for (Algorithm algo : kTeamOrder) {
+    if (teamHas(set, algo)) return algo;
+  }
+  return Algorithm::kAuto;
+}
+
+std::string teamAlgorithmsText(TeamAlgorithms set) {
+  std::string text;
+  for (Algorithm algo : kTeamOrder) {
+    if (teamHas(set, algo)) text += (text.empty() ? "" : ">") + std::string(algorithmName(algo));
+  }
+  return text.empty() ? "check" : text;
+}
+
+bool teamSupports(Algorithm algo, CollectiveKind kind) {
+  switch (algo) {
+    case Algorithm::kBoard:
+      return kind != CollectiveKind::kSend && kind != CollectiveKind::kRecv;
+    case Algorithm::kDirect:
+    case Algorithm::kCma:
+      return kind == CollectiveKind::kAllReduce;
+    default:
+      return false;
+  }
+}
+
+size_t boardBytesOf(CollectiveKind kind, size_t bytes, int nranks) {
+  switch (kind) {
+    case CollectiveKind::kReduceScatter:
+      return bytes * static_cast<size_t>(nranks);
+    case CollectiveKind::kBarrier:
+      return 0;
+    default:
+      return bytes;
+  }
+}
+
+namespace {
+
+// Bytes one rank touches on the board: its part copied in, every rank's part read, its
+// output written (S = bytes of the collective's count).
+double boardTraffic(CollectiveKind kind, double s, double n) {
+  switch (kind) {
+    case CollectiveKind::kReduceScatter:
+      return n * s + n * s + s;  // copy in the whole input, read a block of each, write one
+    case CollectiveKind::kAllGather:
+      return s + n * s + n * s;
+    case CollectiveKind::kBroadcast:
+      return s + s;  // the root copies in, every rank copies out
+    case CollectiveKind::kBarrier:
+      return 0;
+    default:
+      return (n + 2) * s;
+  }
+}
+
+double boardMicros(CollectiveKind kind, double s, double n, const TeamCosts& c) {
+  return c.boardAlphaUs * (n - 1) + boardTraffic(kind, s, n) / c.boardBytesPerUs;
+}
+
+// Microseconds per byte of a single-copy all-reduce.
+double perByte(Algorithm algo, double n, const TeamCosts& c) {
+  return algo == Algorithm::kDirect ? 2 / c.directBytesPerUs : 2 * (n - 1) / n / c.cmaBytesPerUs;
+}
+
+// The fixed cost of a single-copy all-reduce: it costs what the board costs at the
+// crossover (positive: the board's per-byte cost is the highest of the three).
+double singleCopyMicros(Algorithm algo, double n, const TeamOffer& offer) {
+  const double crossover =
+      static_cast<double>(std::max<size_t>(1, std::min(offer.cmaCrossoverBytes, offer.boardBytes)));
+  return boardMicros(CollectiveKind::kAllReduce, crossover, n, offer.costs) -
+         perByte(algo, n, offer.costs) * crossover;
+}
+
+}  // namespace
+
+double predictTeamMicros(Algorithm algo, CollectiveKind kind, size_t bytes, int nranks,
+                         const TeamOffer& offer) {
+  const double s = static_cast<double>(bytes);
+  const double n = std::max(nranks, 2);
+  const TeamCosts& c = offer.costs;
+  switch (algo) {
+    case Algorithm::kBoard:
+      return boardMicros(kind, s, n, c);
+    case Algorithm::kDirect:
+    case Algorithm::kCma:
+      return singleCopyMicros(algo, n, offer) + perByte(algo, n, c) * s;
+    default:
+      return 0;
+  }
+}
+
+void planTeamStep(const PlanParams& params, Schedule* schedule) {
+  Step step;
+  step.kind = StepKind::kTeam;
+  step.team = params.team;
+  schedule->channels[0].push_back(step);
+}
+
+bool hasTeamStep(const Schedule& schedule, TeamAlgorithms* team) {
+  if (schedule.channels.empty() || schedule.channels[0].empty() ||
+      schedule.channels[0][0].kind != StepKind::kTeam) {
+    return false;
+  }
+  if (team != nullptr) *team = schedule.channels[0][0].team;
+  return true;
+}
+
+}  // namespace collie

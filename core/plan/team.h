@@ -1,0 +1,102 @@
+// Team collectives in a schedule: the team step, what a team offers the tuner, and how
+// much of the board one collective needs.
+//
+// A transport that connects every rank of a communicator may run whole collectives
+// itself (UCC's "team" collectives; core/transport/team.h is the seam): shm, when every
+// rank is on one host, runs the board (every rank publishes its part on a shared board
+// and computes its output from every part, in rank order), the direct all-reduce
+// (single copy through buffers every rank registered) and the cma all-reduce (single
+// copy through cross-memory attach). They are algorithms like ring and tree: named in
+// `Algorithm`, costed and chosen by the tuner (core/tune/tuner.h), forced by
+// COLLIE_ALGO, checked by the simulator.
+//
+// A schedule runs them through one step, kTeam, first on channel 0. Its `team` is a set
+// of team algorithms, tried in kTeamOrder (direct, cma, board); each has a condition
+// that the team decides from what every rank published for this collective, so that
+// every rank takes the same branch: direct needs every rank's buffers registered, cma
+// needs cross-memory attach to work between every pair (probed once) and every rank's
+// all-reduce in place or at most TeamOffer::cmaMaxBytes, board needs every rank's part
+// to fit the board (known from the arguments; the tuner only offers it then). The
+// first whose condition holds runs the collective, and the steps after the team step,
+// on every channel, are skipped. When none does ("declined", alike on every rank), the
+// steps after it run: the fallback schedule. A team step with an empty set only checks
+// that every rank runs the same collective (its fingerprint) before the fallback:
+// a rank whose plan went through the team and one whose plan did not would otherwise
+// wait for each other until the timeout instead of failing with Mismatch.
+//
+// Thread safety: plain values and pure functions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "collie/types.h"
+#include "core/plan/schedule.h"
+
+namespace collie {
+
+// The order a team step tries its algorithms in.
+inline constexpr Algorithm kTeamOrder[] = {Algorithm::kDirect, Algorithm::kCma, Algorithm::kBoard};
+
+constexpr TeamAlgorithms teamBit(Algorithm algo) {
+  return static_cast<TeamAlgorithms>(1u << static_cast<unsigned>(algo));
+}
+constexpr bool teamHas(TeamAlgorithms set, Algorithm algo) { return (set & teamBit(algo)) != 0; }
+// The first algorithm of `set` in kTeamOrder, or kAuto for an empty set.
+Algorithm firstTeamAlgorithm(TeamAlgorithms set);
+// "direct>cma>board" (kTeamOrder), "check" for an empty set.
+std::string teamAlgorithmsText(TeamAlgorithms set);
+
+// Whether team algorithm `algo` implements `kind`: board every collective but
+// point-to-point, direct and cma all-reduce only.
+bool teamSupports(Algorithm algo, CollectiveKind kind);
+
+// The most bytes one rank publishes on the board for a collective of `bytes` (its
+// count's bytes) on `nranks` ranks: a reduce-scatter's whole input, a broadcast root's
+// buffer, nothing for a barrier.
+size_t boardBytesOf(CollectiveKind kind, size_t bytes, int nranks);
+
+// The cost model of the team algorithms (S bytes per rank, n ranks, microseconds):
+//   board  boardAlphaUs (n - 1) + (n + 2) S / boardBytesPerUs   (copy in, read every
+//          rank's part, write the output; from cache for the board's sizes)
+//   direct F_direct(n) + 2 S / directBytesPerUs                 (read a share of
+//          every input, write it to every output)
+//   cma    F_cma(n) + 2 (n-1)/n S / cmaBytesPerUs               (pull and push through
+//          process_vm_readv/writev, which pin every page)
+// F, the fixed cost of a single-copy all-reduce (two meetings, resolving the peers'
+// buffers or probing), is calibrated so that it costs what the board costs at
+// cmaCrossoverBytes, the measured crossover (COLLIE_SHM_CMA_MIN); where a host's ranks
+// outnumber its cores the board wins at every size it carries and the crossover is its
+// size. The per-byte rates are measured on the test VM (2 ranks, float sum; see
+// docs/decisions/team-collectives.md), not probed per host.
+struct TeamCosts {
+  double boardAlphaUs = 0.2;
+  double boardBytesPerUs = 80000;
+  double directBytesPerUs = 100000;
+  double cmaBytesPerUs = 37000;
+};
+
+// What a communicator's team can run: the same value on every rank (the team agrees on
+// it when it connects). Empty (no algorithms) when there is no team.
+struct TeamOffer {
+  TeamAlgorithms algorithms = 0;  // team algorithms it runs (their conditions aside)
+  size_t boardBytes = 0;          // the most one rank may publish on the board
+  size_t cmaCrossoverBytes = 0;   // board and cma cost the same here (see TeamCosts)
+  size_t cmaMaxBytes = 0;         // an out-of-place cma all-reduce at most this
+  TeamCosts costs;
+  bool any() const { return algorithms != 0; }
+};
+
+// Predicted microseconds of `kind` of `bytes` per rank on `nranks` ranks with team
+// algorithm `algo`, which must implement `kind`.
+double predictTeamMicros(Algorithm algo, CollectiveKind kind, size_t bytes, int nranks,
+                         const TeamOffer& offer);
+
+// Appends the team step (params.team) to channel 0 of `schedule`.
+void planTeamStep(const PlanParams& params, Schedule* schedule);
+
+// Whether channel 0 of `schedule` starts with a team step; its set in *team.
+bool hasTeamStep(const Schedule& schedule, TeamAlgorithms* team = nullptr);
+
+}  // namespace collie

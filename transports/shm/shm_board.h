@@ -1,0 +1,148 @@
+// The shm transport's team collectives (core/transport/team.h) for ranks that all share
+// one host: the board, and the single-copy all-reduces direct and cma.
+//
+// Board: every rank owns a small board segment with two slots (double buffering by
+// sequence parity). For collective number s each rank copies its input into slot s % 2
+// of its board, stores the collective's fingerprint and publishes s with a release
+// store; then it waits until every rank published s in its slot s % 2 and computes its
+// output straight from the slots, combining ranks in rank order so that every rank
+// gets the same bits. A collective whose slots hold at most 48 bytes travels instead in
+// one cache line per rank and parity (sequence, fingerprint, data). No queue, no
+// allocation, no clock read and no syscall on the fast path: a waiter spins (reading
+// the clock only after 32 spins, then every 16) for COLLIE_SHM_SPIN, then sleeps on its
+// doorbell futex, which publishers ring only when someone sleeps. Reusing slot s % 2 at
+// s + 2 is safe without more flags: a rank publishes s + 1 only after it finished
+// reading the slots of s.
+//
+// Single copy (an all-reduce whose team step tries direct or cma): each rank publishes
+// in its slot header whether its buffers are registered (shm_direct.h) and where, and
+// whether it would go through cross-memory attach (shm_cma.h: cma tried, not denied, in
+// place or at most the agreed COLLIE_SHM_CMA_MAX) and its buffer addresses. Every rank
+// reads the same headers, so every rank decides alike: direct when every rank's buffers
+// are registered, else cma when every rank would, else declined (then the board, when
+// the step tries it and the collective fits, else the fallback schedule). Both reduce
+// share r of the elements on rank r into every output, then publish a done flag and
+// wait for everyone's. The first cma all-reduce probes process_vm_readv/writev on
+// every rank; if any rank is denied, every rank says so in the log and cma declines from
+// then on.
+//
+// A team step with no algorithm (the fingerprint check) publishes the header too: the
+// ranks whose collective cannot complete before every rank started it (all-reduce,
+// reduce-scatter, all-gather) decline at once; the others (broadcast, reduce, whose
+// root or leaves could finish alone and lap a slow peer's slot) wait for every rank's
+// header, so ranks running different collectives fail with Mismatch.
+//
+// Peers' boards are mapped read-only and their headers validated; a peer whose tag
+// differs fails the collective with kMismatch naming it before any output is written.
+//
+// Thread safety: used by one thread at a time (the engine serialises collectives).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/transport/team.h"
+#include "core/transport/transport.h"
+#include "transports/shm/shm_cma.h"
+#include "transports/shm/shm_connection.h"
+#include "transports/shm/shm_direct.h"
+
+namespace collie::shm {
+
+// The team offer this process's configuration gives a board of `nranks` ranks, before
+// the ranks agree (connect() takes the largest crossover and the smallest cma maximum
+// any rank published): the board up to COLLIE_SHM_ONESHOT_MAX bytes per rank, direct,
+// and cma unless COLLIE_SHM_CMA_MAX is 0, crossing the board at COLLIE_SHM_CMA_MIN
+// (at the board's size where `ranksOutnumberCores`: there the board wins at every size
+// it carries, docs/transports-shm.md). Empty when COLLIE_SHM_ONESHOT_MAX is 0.
+TeamOffer boardTeamOffer(const Config& config, int nranks, bool ranksOutnumberCores);
+
+class Board final : public TeamCollectives {
+ public:
+  // Creates this rank's board, publishes it, maps every peer's and unlinks the names
+  // once all ranks mapped them. `shared` provides peer liveness and doorbells.
+  static Result<std::unique_ptr<Board>> connect(const TransportContext& ctx,
+                                                std::shared_ptr<ShmShared> shared,
+                                                std::chrono::microseconds spin,
+                                                bool ranksOutnumberCores);
+  ~Board() override;
+
+  TeamOffer offer() const override { return offer_; }
+  // Collectives that fit the board; single copy when this rank's buffers are registered
+  // (an unregistered large all-reduce may be declined: no point blocking the caller).
+  bool runsInline(const CollectiveArgs& args, TeamAlgorithms algorithms, const void* input,
+                  const void* output) const override;
+  Result<TeamOutcome> run(const CollectiveArgs& args, TeamAlgorithms algorithms, bool fallback,
+                          uint64_t tag, const void* input, void* output,
+                          std::chrono::microseconds timeout,
+                          const std::atomic<bool>& cancelled) override;
+
+ private:
+  struct Mapping {
+    void* base = nullptr;
+    size_t bytes = 0;
+  };
+  // What one collective runs with, passed down the paths.
+  struct Call {
+    const CollectiveArgs& args;
+    TeamAlgorithms algorithms;
+    bool fallback;
+    bool boardNext;  // declined, it goes on to the board (with the next sequence number)
+    uint64_t tag;
+    const void* input;
+    void* output;
+    std::chrono::microseconds timeout;
+    const std::atomic<bool>& cancelled;
+  };
+  Board(const TransportContext& ctx, std::shared_ptr<ShmShared> shared, size_t slotBytes,
+        std::chrono::microseconds spin);
+
+  // The board itself (the collective fits the slots).
+  Result<TeamOutcome> runBoard(const Call& call);
+  // Single copy (direct, cma) or the fingerprint check; declined when neither runs
+  // (shm_board_single_copy.cc).
+  Result<TeamOutcome> runSingleCopy(const Call& call);
+  // The cma all-reduce, once every rank chose it.
+  Result<TeamOutcome> runCrossMemory(const Call& call, uint64_t sequence);
+  // Whether this rank would take cma for `call` (an all-reduce whose step tries it).
+  bool wantsCrossMemory(const Call& call) const;
+  // Declined on every rank alike: the outcome, or without a fallback an error saying
+  // `why` (a forced team algorithm that cannot run this collective).
+  Result<TeamOutcome> declined(const Call& call, const std::string& why) const;
+  // Waits until ready(peer) for every peer: spin, then yield, then the doorbell futex.
+  template <typename Ready>
+  Status waitForAll(Ready ready, const char* what, std::chrono::microseconds timeout,
+                    const std::atomic<bool>& cancelled);
+  void ringPeers();
+  // Publishes `sequence` in this rank's flag (`flag` finds it in a board) and waits
+  // until every rank's is at least `sequence`.
+  Status meet(std::atomic<uint64_t>* (*flag)(void*), uint64_t sequence, const char* what,
+              std::chrono::microseconds timeout, const std::atomic<bool>& cancelled);
+  // `inLine`: the collective travels in LineSlots (sequence, tag, data in one line).
+  Status waitForPeers(uint64_t sequence, uint64_t tag, size_t bytes, bool inLine,
+                      std::chrono::microseconds timeout, const std::atomic<bool>& cancelled);
+  const uint8_t* slotData(int rank, int parity) const;
+
+  TransportContext ctx_;
+  std::shared_ptr<ShmShared> shared_;
+  size_t slotBytes_;
+  std::string name_;
+  std::vector<Mapping> boards_;  // per rank; this rank's is writable
+  uint64_t sequence_ = 0;
+  std::chrono::microseconds spin_;
+  uint64_t pidNamespace_;
+  TeamOffer offer_;  // agreed at connect
+  struct FreeScratch {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, FreeScratch> scratch_;  // kDirectTileBytes, 64-byte aligned
+  PeerWindows windows_;
+  // Cross-memory attach: untested until the first cma all-reduce, then the same on
+  // every rank (decided from what every rank published).
+  enum class CrossMemoryState { kUntested, kAllowed, kDenied };
+  CrossMemoryState crossMemoryState_ = CrossMemoryState::kUntested;
+  CrossMemoryAllReduce crossMemory_;
+};
+
+}  // namespace collie::shm

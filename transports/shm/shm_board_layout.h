@@ -1,0 +1,130 @@
+// Internal to the shm board (shm_board.cc, shm_board_single_copy.cc): the layout of one
+// rank's board segment and small helpers on it.
+//
+// A board is [header page][control page: SlotControl x 2 parities, DoneFlag,
+// CrossMemoryFlags | LineSlot x 2 parities][data slot x 2 parities]. Its owner writes
+// it; every peer maps it read-only.
+//
+// Thread safety: layout only; see shm_board.h for who writes what when.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/memory/shared_region.h"
+#include "core/plan/schedule.h"
+#include "transports/shm/shm_layout.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define COLLIE_CPU_RELAX() _mm_pause()
+#else
+#define COLLIE_CPU_RELAX() std::atomic_signal_fence(std::memory_order_seq_cst)
+#endif
+
+namespace collie::shm {
+
+inline constexpr uint64_t kBoardMagic = 0x3244524f4254534full;  // "OSTBORD2"
+
+struct BoardHeader {
+  uint64_t magic;
+  int32_t rank;
+  int32_t nranks;
+  uint64_t slotBytes;
+  // What this rank's configuration says about cross-memory attach: board and cma cost
+  // the same at crossMemoryCrossover bytes (UINT64_MAX: the board wins at every size it
+  // carries), and an out-of-place cma all-reduce is at most crossMemoryMax bytes (0: no
+  // cma). The team offer takes the largest crossover and the smallest maximum any rank
+  // published, so every rank plans alike.
+  uint64_t crossMemoryCrossover;
+  uint64_t crossMemoryMax;
+  uint8_t nonce[16];
+};
+
+struct SlotControl {
+  alignas(kCacheLine) std::atomic<uint64_t> sequence;
+  uint64_t tag;
+  uint64_t bytes;
+  // Single copy only: whether both buffers are registered, and where they are.
+  uint32_t registered;
+  uint64_t pidNamespace;
+  SharedWindow send;
+  SharedWindow recv;
+  // Single copy only: whether this rank would go through cross-memory attach, and
+  // where its buffers are (shm_cma.h; the pid is the one its segment gave at connect).
+  uint32_t crossMemory;
+  uint64_t inputAddress;
+  uint64_t outputAddress;
+};
+
+// Published once a rank finished writing the outputs of a single-copy collective.
+struct DoneFlag {
+  alignas(kCacheLine) std::atomic<uint64_t> sequence;
+};
+
+// A collective whose every slot holds at most kLineBytes travels in one cache line per
+// rank: sequence, fingerprint and data together, so a peer's publication costs one
+// line transfer and its header no other.
+inline constexpr size_t kLineBytes = 48;
+struct LineSlot {
+  alignas(kCacheLine) std::atomic<uint64_t> sequence;
+  uint64_t tag;
+  uint8_t data[kLineBytes];
+};
+static_assert(sizeof(LineSlot) == kCacheLine);
+
+// Cross-memory attach: the first cma all-reduce's probe result.
+struct CrossMemoryFlags {
+  alignas(kCacheLine) std::atomic<uint64_t> probed;
+  uint32_t allowed;
+};
+
+inline constexpr size_t kControlOffset = kPage;
+inline constexpr size_t kDataOffset = 2 * kPage;
+
+inline size_t boardBytes(size_t slotBytes) { return kDataOffset + 2 * slotBytes; }
+
+inline SlotControl* control(void* base, int parity) {
+  return reinterpret_cast<SlotControl*>(static_cast<uint8_t*>(base) + kControlOffset) + parity;
+}
+inline DoneFlag* doneFlag(void* base) {
+  return reinterpret_cast<DoneFlag*>(reinterpret_cast<uint8_t*>(control(base, 2)) + kCacheLine);
+}
+inline CrossMemoryFlags* crossMemoryFlags(void* base) {
+  return reinterpret_cast<CrossMemoryFlags*>(reinterpret_cast<uint8_t*>(doneFlag(base)) +
+                                             sizeof(DoneFlag));
+}
+inline std::atomic<uint64_t>* doneSequence(void* base) { return &doneFlag(base)->sequence; }
+inline std::atomic<uint64_t>* probedSequence(void* base) { return &crossMemoryFlags(base)->probed; }
+inline LineSlot* lineSlot(void* base, int parity) {
+  return reinterpret_cast<LineSlot*>(static_cast<uint8_t*>(base) + kControlOffset + kPage / 2) +
+         parity;
+}
+
+static_assert(3 * sizeof(SlotControl) + 2 * kCacheLine + sizeof(DoneFlag) +
+                  sizeof(CrossMemoryFlags) <=
+              kPage / 2);
+
+// Bytes rank `rank` publishes for `args` (`bytes` = count * dtype size) on `nranks` ranks.
+inline size_t publishedBytes(const CollectiveArgs& args, size_t bytes, int nranks, int rank) {
+  switch (args.kind) {
+    case CollectiveKind::kReduceScatter:
+      return bytes * nranks;
+    case CollectiveKind::kBroadcast:
+      return rank == args.root ? bytes : 0;
+    case CollectiveKind::kBarrier:
+      return 0;
+    default:
+      return bytes;
+  }
+}
+
+// Too large for the slots on some rank: only a single-copy all-reduce or the fingerprint
+// check can run it.
+inline bool isLarge(const CollectiveArgs& args, size_t bytes, int nranks, size_t slotBytes) {
+  return publishedBytes(args, bytes, nranks, args.root) > slotBytes ||
+         publishedBytes(args, bytes, nranks, (args.root + 1) % nranks) > slotBytes;
+}
+
+}  // namespace collie::shm
