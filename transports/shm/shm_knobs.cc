@@ -7,25 +7,25 @@ void registerShmKnobs(KnobRegistry& registry) {
   using namespace knobs;  // NOLINT(build/namespaces)
   (void)registry.add(KnobTable{
       "shm",
-      "the shared-memory transport: FIFOs, the one-shot board, cross-memory attach",
+      "the shared-memory transport: FIFOs, and its team collectives (board, direct, cma)",
       {
           integer("COLLIE_BUFFSIZE", "4M", 4 * kKnobKiB, kKnobGiB,
                   "bytes of each shared-memory FIFO (per peer, channel, direction)",
                   "NCCL_BUFFSIZE"),
           everyRankAlike(integer(
               "COLLIE_SHM_ONESHOT_MAX", "256K", 0, 16 * kKnobKiB * kKnobKiB,
-              "largest per-rank input of a one-shot collective through the shared board when "
-              "all ranks share a host (0 disables; must be equal on every rank)")),
+              "largest part one rank publishes on the board (the board team algorithm, when "
+              "all ranks share a host; 0 turns shm's team collectives off: no board, direct "
+              "or cma; must be equal on every rank)")),
           integer("COLLIE_SHM_CMA_MAX", "64M", 0, kKnobTiB,
-                  "largest out-of-place all-reduce on plain buffers (bytes per rank, above "
-                  "COLLIE_SHM_CMA_MIN) that goes single-copy through process_vm_readv/writev "
-                  "instead of the FIFO ring; in-place ones go single-copy at every size (0 "
-                  "disables both)"),
+                  "largest out-of-place all-reduce on plain buffers (bytes per rank) that the "
+                  "cma team algorithm (single copy through process_vm_readv/writev) takes when "
+                  "the tuner tries it; in-place ones at every size (0 on any rank: no cma)"),
           integer("COLLIE_SHM_CMA_MIN", "64K", 0, kKnobTiB,
-                  "all-reduces on plain buffers above this many bytes per rank go single-copy "
-                  "through cross-memory attach even when they fit the one-shot board (not when "
-                  "a host's ranks outnumber its cores; every rank uses the largest value any "
-                  "rank set)"),
+                  "bytes per rank at which the tuner's model has the single-copy all-reduces "
+                  "(cma, direct) cost what the board costs, the measured crossover: above it "
+                  "they go first (not where a host's ranks outnumber its cores; every rank "
+                  "uses the largest value any rank set)"),
           duration("COLLIE_SHM_SPIN", "50us", 0, kKnobSecond,
                    "how long shm waits spin before blocking on a futex"),
       }});
