@@ -164,8 +164,7 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
   // deadlock a program that posts the matching receive later on the same thread.
   if (args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv) return false;
   const bool small = args.count * dataTypeSize(args.dtype) <= kScheduleInlineMaxBytes;
-  TeamCollectives* team = executor_.team();
-  if (!small && team == nullptr) return false;
+  if (!small && !executor_.teamOffer().any()) return false;
   // The board's path takes no lock and makes no allocation, clock read or syscall unless
   // it fails or is declined: the running claim (one compare-exchange), the kept
   // schedule, a sequence number, the team, the claim released.
@@ -190,6 +189,8 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
     *result = inlineResult(std::move(status));
     return true;
   }
+  // With the claim held nobody closes the team meanwhile.
+  TeamCollectives* team = executor_.team();
   if (team == nullptr || !team->runsInline(args, algorithms, input, output)) {
     queue_.releaseInline();
     return false;

@@ -22,8 +22,9 @@
 // and has one) first, bounded by the same timeout and abort flag (runTeam()); only when
 // every rank declined it do its fallback steps run.
 //
-// Thread safety: team() (the pointer), teamOffer(), usefulChannels() and transportTo()
-// are fixed at construction and may be read from any thread. Everything else runs on the
+// Thread safety: teamOffer(), usefulChannels() and transportTo() are fixed at
+// construction and may be read from any thread; team() (null once closeConnections()
+// ran) only by the thread holding the engine's running claim. Everything else runs on the
 // one thread that holds the engine's running claim (the progress thread, or a caller
 // running a collective inline).
 #pragma once
