@@ -15,10 +15,6 @@ constexpr auto kCloseWait = std::chrono::seconds(2);
 // wire, and blocking the caller for that long loses no useful overlap.
 constexpr size_t kScheduleInlineMaxBytes = 64 * 1024;
 
-bool sameArgs(const CollectiveArgs& a, const CollectiveArgs& b) {
-  return a.kind == b.kind && a.count == b.count && a.dtype == b.dtype && a.op == b.op &&
-         a.root == b.root;
-}
 }  // namespace
 
 Engine::Engine(EngineConfig config, TransportSet transports, std::unique_ptr<FailureBoard> board)
@@ -131,22 +127,17 @@ Work Engine::inlineResult(Status status) {
   return Work(std::move(work));
 }
 
-const std::shared_ptr<const Schedule>* Engine::planInline(const CollectiveArgs& args,
-                                                          Status* error) {
+Status Engine::keepPlan(const CollectiveArgs& args) {
   const uint64_t generation = planner_.generation();
-  if (inlineSchedule_ != nullptr && inlineGeneration_ == generation &&
-      sameArgs(inlineArgs_, args)) {
-    return &inlineSchedule_;
-  }
   Result<std::shared_ptr<const Schedule>> schedule = planner_.plan(args);
-  if (!schedule.isOk()) {
-    *error = schedule.status();
-    return nullptr;
-  }
+  if (!schedule.isOk()) return schedule.status();
   inlineArgs_ = args;
   inlineSchedule_ = std::move(schedule).value();
   inlineGeneration_ = generation;
-  return &inlineSchedule_;
+  inlineTeam_ = 0;
+  inlineTeamStep_ = hasTeamStep(*inlineSchedule_, &inlineTeam_);
+  inlineFallback_ = inlineSchedule_->fallback != Algorithm::kAuto || inlineTeam_ == 0;
+  return Status();
 }
 
 Status Engine::executeInline(Pending& pending) {
@@ -163,47 +154,50 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
   // Point-to-point never: a send blocking its caller until the peer receives could
   // deadlock a program that posts the matching receive later on the same thread.
   if (args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv) return false;
-  const bool small = args.count * dataTypeSize(args.dtype) <= kScheduleInlineMaxBytes;
-  if (!small && !executor_.teamOffer().any()) return false;
+  const bool team = executor_.teamOffer().any();
+  if (!team && args.count * dataTypeSize(args.dtype) > kScheduleInlineMaxBytes) return false;
   // The board's path takes no lock and makes no allocation, clock read or syscall unless
   // it fails or is declined: the running claim (one compare-exchange), the kept
   // schedule, a sequence number, the team, the claim released.
   if (!queue_.claimIdle()) return false;
-  Status planning;
-  const std::shared_ptr<const Schedule>* planned = planInline(args, &planning);
-  if (planned == nullptr) {
-    queue_.releaseInline();
-    *result = std::move(planning);
-    return true;
+  if (!keptPlanFits(args)) {
+    Status planned = keepPlan(args);
+    if (!planned.isOk()) {
+      queue_.releaseInline();
+      *result = std::move(planned);
+      return true;
+    }
   }
-  const Schedule& schedule = **planned;
-  TeamAlgorithms algorithms = 0;
-  if (!hasTeamStep(schedule, &algorithms)) {
-    if (!small) {
+  const std::shared_ptr<const Schedule>& kept = inlineSchedule_;
+  const Schedule& schedule = *kept;
+  const TeamAlgorithms algorithms = inlineTeam_;
+  if (!inlineTeamStep_) {
+    if (args.count * dataTypeSize(args.dtype) > kScheduleInlineMaxBytes) {
       queue_.releaseInline();
       return false;
     }
-    Pending pending = makePending(*planned, input, output, queue_.tagInline(args), nullptr);
+    Pending pending = makePending(kept, input, output, queue_.tagInline(args), nullptr);
     Status status = executeInline(pending);
     queue_.releaseInline();
     *result = inlineResult(std::move(status));
     return true;
   }
   // With the claim held nobody closes the team meanwhile.
-  TeamCollectives* team = executor_.team();
-  if (team == nullptr || !team->runsInline(args, algorithms, input, output)) {
+  TeamCollectives* teamNow = executor_.team();
+  if (teamNow == nullptr || !teamNow->runsInline(args, algorithms, input, output)) {
     queue_.releaseInline();
     return false;
   }
   const uint64_t tag = queue_.tagInline(args);
   const uint64_t start = CycleClock::now();
-  Result<TeamOutcome> outcome = executor_.runTeam(schedule, tag, input, output);
+  Result<TeamOutcome> outcome =
+      executor_.runTeam(args, algorithms, inlineFallback_, tag, input, output);
   if (outcome.isOk() && outcome->declined()) {
     // Every rank declined it: its fallback steps run, here when small, else on the
     // progress thread ahead of anything queued meanwhile.
-    Pending pending = makePending(*planned, input, output, tag, nullptr);
+    Pending pending = makePending(kept, input, output, tag, nullptr);
     pending.teamDeclined = true;
-    if (small) {
+    if (args.count * dataTypeSize(args.dtype) <= kScheduleInlineMaxBytes) {
       Status status = executeInline(pending);
       queue_.releaseInline();
       *result = inlineResult(std::move(status));

@@ -109,10 +109,17 @@ class Engine : private ProgressQueue::Runner {
   // nothing) when it cannot, and then submit() queues it.
   bool submitInline(const CollectiveArgs& args, const void* input, void* output,
                     Result<Work>* result);
-  // With the running claim held: the schedule of `args`, the one kept from the last
-  // inline collective when it has the same arguments and nothing was replanned since
-  // (valid until the next call); null, with *error set, when planning failed.
-  const std::shared_ptr<const Schedule>* planInline(const CollectiveArgs& args, Status* error);
+  // With the running claim held: whether the schedule kept from the last inline
+  // collective is the one of `args` (same arguments, nothing replanned since).
+  bool keptPlanFits(const CollectiveArgs& args) const {
+    return inlineSchedule_ != nullptr && inlineGeneration_ == planner_.generation() &&
+           args.kind == inlineArgs_.kind && args.count == inlineArgs_.count &&
+           args.dtype == inlineArgs_.dtype && args.op == inlineArgs_.op &&
+           args.root == inlineArgs_.root;
+  }
+  // With the running claim held: plans `args` and keeps its schedule (and what the
+  // inline path needs of it); the planner's error otherwise.
+  Status keepPlan(const CollectiveArgs& args);
   // With the running claim held: runs `pending`'s steps to the end on this thread.
   Status executeInline(Pending& pending);
   // The Work an inline run returns: the shared done state, or its failure.
@@ -137,7 +144,10 @@ class Engine : private ProgressQueue::Runner {
   CollectiveArgs inlineArgs_;
   std::shared_ptr<const Schedule> inlineSchedule_;
   uint64_t inlineGeneration_ = 0;
-  ProgressQueue queue_;  // last: its thread stops first
+  bool inlineTeamStep_ = false;  // of inlineSchedule_: its team step, its set,
+  TeamAlgorithms inlineTeam_ = 0;
+  bool inlineFallback_ = false;  // whether steps follow it
+  ProgressQueue queue_;          // last: its thread stops first
 };
 
 }  // namespace collie

@@ -54,18 +54,18 @@ Result<TeamOutcome> Executor::runTeam(const Schedule& schedule, uint64_t tag, co
                                       void* output) {
   TeamAlgorithms algorithms = 0;
   hasTeamStep(schedule, &algorithms);
-  auto where = [&] {
-    return describeFingerprint(tag) + " (team step " + teamAlgorithmsText(algorithms) +
-           ") on rank " + std::to_string(config_.rank);
-  };
-  if (team_ == nullptr) {
-    return internalError("no team collectives to run the team step").withContext(where());
-  }
   const bool fallback = schedule.fallback != Algorithm::kAuto || algorithms == 0;
-  Result<TeamOutcome> outcome = team_->run(schedule.args, algorithms, fallback, tag, input, output,
-                                           config_.timeout, aborted_);
-  if (outcome.isOk()) return outcome;
-  return outcome.status().withContext(where());
+  return runTeam(schedule.args, algorithms, fallback, tag, input, output);
+}
+
+Status Executor::teamFailed(const Status& status, uint64_t tag, TeamAlgorithms algorithms) const {
+  const std::string where = describeFingerprint(tag) + " (team step " +
+                            teamAlgorithmsText(algorithms) + ") on rank " +
+                            std::to_string(config_.rank);
+  if (status.isOk()) {
+    return internalError("no team collectives to run the team step").withContext(where);
+  }
+  return status.withContext(where);
 }
 
 void Executor::waitForActivity(const std::vector<Connection*>& active) {

@@ -79,6 +79,16 @@ class Executor {
   // have a team step.
   Result<TeamOutcome> runTeam(const Schedule& schedule, uint64_t tag, const void* input,
                               void* output);
+  // The same with the team step's set and whether a fallback follows already known
+  // (inline: it is on the board's fast path).
+  Result<TeamOutcome> runTeam(const CollectiveArgs& args, TeamAlgorithms algorithms, bool fallback,
+                              uint64_t tag, const void* input, void* output) {
+    if (team_ == nullptr) return teamFailed(Status(), tag, algorithms);
+    Result<TeamOutcome> outcome =
+        team_->run(args, algorithms, fallback, tag, input, output, config_.timeout, aborted_);
+    if (!outcome.isOk()) return teamFailed(outcome.status(), tag, algorithms);
+    return outcome;
+  }
 
   // Destroys the connections and transports (which tells the peers), then the failed
   // executions. The team is gone with them.
@@ -95,6 +105,9 @@ class Executor {
   void appendExecutions(const Pending& pending,
                         std::vector<std::unique_ptr<Execution>>* executions);
   void waitForActivity(const std::vector<Connection*>& active);
+  // A team step's failure (`status`; OK: there is no team) with the collective, the
+  // step and this rank.
+  Status teamFailed(const Status& status, uint64_t tag, TeamAlgorithms algorithms) const;
   Status timedOut(const Pending& pending,
                   const std::vector<std::unique_ptr<Execution>>& executions) const;
   Status explainMismatch(Status status,

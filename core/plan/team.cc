@@ -104,13 +104,4 @@ void planTeamStep(const PlanParams& params, Schedule* schedule) {
   schedule->channels[0].push_back(step);
 }
 
-bool hasTeamStep(const Schedule& schedule, TeamAlgorithms* team) {
-  if (schedule.channels.empty() || schedule.channels[0].empty() ||
-      schedule.channels[0][0].kind != StepKind::kTeam) {
-    return false;
-  }
-  if (team != nullptr) *team = schedule.channels[0][0].team;
-  return true;
-}
-
 }  // namespace collie

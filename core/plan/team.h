@@ -97,6 +97,13 @@ double predictTeamMicros(Algorithm algo, CollectiveKind kind, size_t bytes, int 
 void planTeamStep(const PlanParams& params, Schedule* schedule);
 
 // Whether channel 0 of `schedule` starts with a team step; its set in *team.
-bool hasTeamStep(const Schedule& schedule, TeamAlgorithms* team = nullptr);
+inline bool hasTeamStep(const Schedule& schedule, TeamAlgorithms* team = nullptr) {
+  if (schedule.channels.empty() || schedule.channels[0].empty() ||
+      schedule.channels[0][0].kind != StepKind::kTeam) {
+    return false;
+  }
+  if (team != nullptr) *team = schedule.channels[0][0].team;
+  return true;
+}
 
 }  // namespace collie

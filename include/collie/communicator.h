@@ -172,8 +172,9 @@ class Communicator {
 
   // Registers [ptr, ptr + bytes), which must lie in memory from collie::allocShared(),
   // for single-copy collectives: when every rank of a one-host communicator passes
-  // registered send and receive buffers to an all-reduce too large for the one-shot
-  // board, each rank reduces its share straight from all inputs into all outputs.
+  // registered send and receive buffers to an all-reduce the tuner gives to the direct
+  // team algorithm (shm: above the board/cma crossover, COLLIE_SHM_CMA_MIN), each rank
+  // reduces its share straight from all inputs into all outputs.
   // Local: ranks may register differently; a collective whose buffers are not
   // registered on every rank takes the usual path (every rank decides alike from what
   // all ranks publish). InvalidArgument when the range is not allocShared memory.

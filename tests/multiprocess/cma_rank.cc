@@ -2,7 +2,7 @@
 // `collie run`). Usage: cma_rank DENIED_RANK (-1: none)
 // The denied rank makes process_vm_readv/writev fail with EPERM for itself (a seccomp
 // filter, as a container runtime's would). Every rank then runs unregistered
-// all-reduces above the one-shot board (float sum and int32 max, in and out of place)
+// all-reduces above the board (float sum and int32 max, in and out of place)
 // and checks every element. With no denied rank they must take the cross-memory path;
 // with one, every rank must fall back to the FIFO ring. Exit 0 when both hold.
 #include <linux/filter.h>
@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int denied = std::atoi(argv[1]);
-  // Elements per all-reduce; the default, 4 MiB and a bit, is above the one-shot board.
+  // Elements per all-reduce; the default, 4 MiB and a bit, is above the board.
   const size_t count = argc == 3 ? std::strtoull(argv[2], nullptr, 10) : (1 << 20) + 3;
   auto comm = collie::Communicator::createFromEnvironment();
   if (!comm.isOk()) {

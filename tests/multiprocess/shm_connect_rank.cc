@@ -3,7 +3,7 @@
 //   rank 0 connects the shm transport to rank 1, first writing its pid to PID_FILE;
 //   rank 1, by MODE:
 //     absent   never connects: rank 0 holds its segment and waits for rank 1's;
-//     noboard  connects without a one-shot board (COLLIE_SHM_ONESHOT_MAX=0 here):
+//     noboard  connects without a board (COLLIE_SHM_ONESHOT_MAX=0 here):
 //              rank 0 holds its board and waits for rank 1's.
 // Then both sleep until killed, within COLLIE_TIMEOUT. This goes below Communicator on
 // purpose: creation's join agreement (core/comm/join_agreement.h) stops ranks that
@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   ctx.secret = id->secret;
   ctx.store = *store;
   ctx.timeout = std::chrono::seconds(60);
-  // Rank 1 runs without the one-shot board (a configuration of its own).
+  // Rank 1 runs without the board (a configuration of its own).
   Result<Config> config = Config::fromEnvironment().withOverrides(
       rank == 1 ? KnobOverrides{{"COLLIE_SHM_ONESHOT_MAX", "0"}} : KnobOverrides{});
   if (!config.isOk()) return 2;

@@ -19,7 +19,7 @@
 namespace collie {
 namespace {
 
-// Above the one-shot slot the tests set (16 KiB) for every element size; the larger one
+// Above the board slot the tests set (16 KiB) for every element size; the larger one
 // spans several 256 KiB tiles.
 constexpr size_t kCounts[] = {16411, 300007};
 

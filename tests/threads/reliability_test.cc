@@ -122,7 +122,7 @@ TEST_P(ReliabilityTest, FlightRecorderShowsTheFailedCollective) {
 TEST_P(ReliabilityTest, MismatchMessageNamesTheDifferingFields) {
   auto comms = make(2, 5s);
   ASSERT_EQ(comms.size(), 2u);
-  constexpr size_t n = 200000;  // above the one-shot limit: messages through the FIFOs
+  constexpr size_t n = 200000;  // above the board's limit: messages through the FIFOs
   std::vector<Status> results(2);
   onEveryRank(2, [&](int r) {
     std::vector<int32_t> in(2 * n, 1), out(2 * n);
@@ -162,7 +162,7 @@ std::vector<Status> disagreeingAllReduce(std::vector<std::unique_ptr<Communicato
   return results;
 }
 
-// Small collectives (the shm one-shot board) name the fields too.
+// Small collectives (the shm board) name the fields too.
 TEST_P(ReliabilityTest, SmallMismatchNamesTheOp) {
   auto comms = make(2, 5s);
   ASSERT_EQ(comms.size(), 2u);

@@ -210,7 +210,6 @@ Result<TeamOutcome> Board::run(const CollectiveArgs& args, TeamAlgorithms algori
                                uint64_t tag, const void* input, void* output,
                                std::chrono::microseconds timeout,
                                const std::atomic<bool>& cancelled) {
-  const Call call{args, algorithms, fallback, false, tag, input, output, timeout, cancelled};
   const size_t bytes = args.count * dataTypeSize(args.dtype);
   const bool board =
       teamHas(algorithms, Algorithm::kBoard) && !isLarge(args, bytes, ctx_.nranks, slotBytes_);
@@ -219,15 +218,26 @@ Result<TeamOutcome> Board::run(const CollectiveArgs& args, TeamAlgorithms algori
   // before the board.
   if (board && (args.kind != CollectiveKind::kAllReduce || !teamHas(algorithms, Algorithm::kCma) ||
                 crossMemoryState_ == CrossMemoryState::kDenied)) {
-    return runBoard(call);
+    return runBoard(args, bytes, tag, input, output, timeout, cancelled);
   }
+  return runSingleCopyFirst(args, algorithms, fallback, board, bytes, tag, input, output, timeout,
+                            cancelled);
+}
+
+Result<TeamOutcome> Board::runSingleCopyFirst(const CollectiveArgs& args, TeamAlgorithms algorithms,
+                                              bool fallback, bool board, size_t bytes, uint64_t tag,
+                                              const void* input, void* output,
+                                              std::chrono::microseconds timeout,
+                                              const std::atomic<bool>& cancelled) {
   // The board after it counts as its fallback.
   const Call first{args,  algorithms, fallback || board, board,    tag,
                    input, output,     timeout,           cancelled};
   Result<TeamOutcome> outcome = runSingleCopy(first);
   // Every rank read the same headers, so every rank goes on to the board alike, with
   // the next sequence number.
-  if (board && outcome.isOk() && outcome->declined()) return runBoard(call);
+  if (board && outcome.isOk() && outcome->declined()) {
+    return runBoard(args, bytes, tag, input, output, timeout, cancelled);
+  }
   return outcome;
 }
 
@@ -366,10 +376,10 @@ Status Board::meet(std::atomic<uint64_t>* (*flag)(void*), uint64_t sequence, con
   return waitForAll(arrived, what, timeout, cancelled);
 }
 
-Result<TeamOutcome> Board::runBoard(const Call& call) {
-  const CollectiveArgs& args = call.args;
-  const void* input = call.input;
-  const size_t bytes = args.count * dataTypeSize(args.dtype);
+Result<TeamOutcome> Board::runBoard(const CollectiveArgs& args, size_t bytes, uint64_t tag,
+                                    const void* input, void* output,
+                                    std::chrono::microseconds timeout,
+                                    const std::atomic<bool>& cancelled) {
   const int n = ctx_.nranks;
   const int rank = ctx_.rank;
   const uint64_t sequence = ++sequence_;
@@ -382,12 +392,12 @@ Result<TeamOutcome> Board::runBoard(const Call& call) {
   if (inLine) {
     LineSlot* line = lineSlot(boards_[rank].base, parity);
     if (mine > 0) std::memcpy(line->data, input, mine);
-    line->tag = call.tag;
+    line->tag = tag;
     line->sequence.store(sequence, std::memory_order_release);
   } else {
     if (mine > 0) std::memcpy(const_cast<uint8_t*>(slotData(rank, parity)), input, mine);
     SlotControl* control = shm::control(boards_[rank].base, parity);
-    control->tag = call.tag;
+    control->tag = tag;
     control->bytes = mine;
     control->sequence.store(sequence, std::memory_order_release);
   }
@@ -395,8 +405,7 @@ Result<TeamOutcome> Board::runBoard(const Call& call) {
 
   // Everyone else's broadcast slot is empty; every other collective publishes alike.
   const size_t expected = args.kind == CollectiveKind::kBroadcast ? SIZE_MAX : mine;
-  COLLIE_RETURN_IF_ERROR(
-      waitForPeers(sequence, call.tag, expected, inLine, call.timeout, call.cancelled));
+  COLLIE_RETURN_IF_ERROR(waitForPeers(sequence, tag, expected, inLine, timeout, cancelled));
   auto slotOf = [&](int r) -> const uint8_t* {
     return inLine ? lineSlot(boards_[r].base, parity)->data : slotData(r, parity);
   };
@@ -419,7 +428,7 @@ Result<TeamOutcome> Board::runBoard(const Call& call) {
                      r == n - 1 ? divisor : 0);
     }
   };
-  uint8_t* out = static_cast<uint8_t*>(call.output);
+  uint8_t* out = static_cast<uint8_t*>(output);
   switch (args.kind) {
     case CollectiveKind::kAllReduce:
       if (bytes) reduceAll(out, 0);
