@@ -13,6 +13,8 @@ import torch.distributed as dist
 
 from . import _C
 
+__version__ = _C.collie_version()
+
 __all__ = [
     "SharedBuckets",
     "create_backend",

@@ -1,5 +1,6 @@
 // The torch_collie._C module: the backend and process group that torch_collie's
 // creator (registered with torch.distributed.Backend.register_backend) returns.
+#include <dlfcn.h>
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
 #include <torch/extension.h>
@@ -30,6 +31,18 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::call_guard<py::gil_scoped_release>(),
         "Create the collie c10d backend for one process group (rendezvous over `store`); "
         "`config` holds the group's collie knobs (name -> value).");
+  m.def(
+      "collie_version", [] { return std::string(COLLIE_VERSION); },
+      "The collie version libcollie and this extension were built from.");
+  m.def(
+      "library_path",
+      [] {
+        Dl_info info{};
+        // Any libcollie function: where the dynamic linker found the library.
+        void* symbol = reinterpret_cast<void*>(&collie::UniqueId::parse);
+        return std::string(dladdr(symbol, &info) != 0 && info.dli_fname ? info.dli_fname : "");
+      },
+      "The file of the libcollie this process loaded.");
   m.def("empty_shared", &torch_collie::emptyShared, py::arg("sizes"), py::arg("dtype"),
         "A zero-filled CPU tensor in collie shared memory (zero-copy all-reduce on shm).");
   m.def("install_shared_allocator", &torch_collie::installSharedAllocator, py::arg("min_bytes"),
