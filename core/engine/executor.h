@@ -80,9 +80,11 @@ class Executor {
   Result<TeamOutcome> runTeam(const Schedule& schedule, uint64_t tag, const void* input,
                               void* output);
   // The same with the team step's set and whether a fallback follows already known
-  // (inline: it is on the board's fast path).
-  Result<TeamOutcome> runTeam(const CollectiveArgs& args, TeamAlgorithms algorithms, bool fallback,
-                              uint64_t tag, const void* input, void* output) {
+  // (inlined: it is on the board's fast path).
+  [[gnu::always_inline]] Result<TeamOutcome> runTeam(const CollectiveArgs& args,
+                                                     TeamAlgorithms algorithms, bool fallback,
+                                                     uint64_t tag, const void* input,
+                                                     void* output) {
     if (team_ == nullptr) return teamFailed(Status(), tag, algorithms);
     Result<TeamOutcome> outcome =
         team_->run(args, algorithms, fallback, tag, input, output, config_.timeout, aborted_);

@@ -216,29 +216,17 @@ Result<TeamOutcome> Board::run(const CollectiveArgs& args, TeamAlgorithms algori
   // Where the board can run it, single copy goes first only while cma may run (the tuner
   // tried it first because it is cheaper there); direct alone does not pay a meeting
   // before the board.
-  if (board && (args.kind != CollectiveKind::kAllReduce || !teamHas(algorithms, Algorithm::kCma) ||
-                crossMemoryState_ == CrossMemoryState::kDenied)) {
-    return runBoard(args, bytes, tag, input, output, timeout, cancelled);
+  if (!board || (args.kind == CollectiveKind::kAllReduce && teamHas(algorithms, Algorithm::kCma) &&
+                 crossMemoryState_ != CrossMemoryState::kDenied)) {
+    // The board after it counts as its fallback.
+    const Call call{args,  algorithms, fallback || board, board,    tag,
+                    input, output,     timeout,           cancelled};
+    Result<TeamOutcome> outcome = runSingleCopy(call);
+    if (!board || !outcome.isOk() || !outcome->declined()) return outcome;
+    // Every rank read the same headers, so every rank goes on to the board alike, with
+    // the next sequence number.
   }
-  return runSingleCopyFirst(args, algorithms, fallback, board, bytes, tag, input, output, timeout,
-                            cancelled);
-}
-
-Result<TeamOutcome> Board::runSingleCopyFirst(const CollectiveArgs& args, TeamAlgorithms algorithms,
-                                              bool fallback, bool board, size_t bytes, uint64_t tag,
-                                              const void* input, void* output,
-                                              std::chrono::microseconds timeout,
-                                              const std::atomic<bool>& cancelled) {
-  // The board after it counts as its fallback.
-  const Call first{args,  algorithms, fallback || board, board,    tag,
-                   input, output,     timeout,           cancelled};
-  Result<TeamOutcome> outcome = runSingleCopy(first);
-  // Every rank read the same headers, so every rank goes on to the board alike, with
-  // the next sequence number.
-  if (board && outcome.isOk() && outcome->declined()) {
-    return runBoard(args, bytes, tag, input, output, timeout, cancelled);
-  }
-  return outcome;
+  return runBoard(args, bytes, tag, input, output, timeout, cancelled);
 }
 
 const uint8_t* Board::slotData(int rank, int parity) const {
@@ -376,10 +364,10 @@ Status Board::meet(std::atomic<uint64_t>* (*flag)(void*), uint64_t sequence, con
   return waitForAll(arrived, what, timeout, cancelled);
 }
 
-Result<TeamOutcome> Board::runBoard(const CollectiveArgs& args, size_t bytes, uint64_t tag,
-                                    const void* input, void* output,
-                                    std::chrono::microseconds timeout,
-                                    const std::atomic<bool>& cancelled) {
+// Inlined into run(), its one caller: the board's path is the small-message fast path.
+[[gnu::always_inline]] inline Result<TeamOutcome> Board::runBoard(
+    const CollectiveArgs& args, size_t bytes, uint64_t tag, const void* input, void* output,
+    std::chrono::microseconds timeout, const std::atomic<bool>& cancelled) {
   const int n = ctx_.nranks;
   const int rank = ctx_.rank;
   const uint64_t sequence = ++sequence_;

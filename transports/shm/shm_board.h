@@ -102,13 +102,6 @@ class Board final : public TeamCollectives {
   Result<TeamOutcome> runBoard(const CollectiveArgs& args, size_t bytes, uint64_t tag,
                                const void* input, void* output, std::chrono::microseconds timeout,
                                const std::atomic<bool>& cancelled);
-  // run() beyond the board's fast path: single copy or the check first, then the board
-  // (`board`: it fits and the step tries it) when every rank declined.
-  Result<TeamOutcome> runSingleCopyFirst(const CollectiveArgs& args, TeamAlgorithms algorithms,
-                                         bool fallback, bool board, size_t bytes, uint64_t tag,
-                                         const void* input, void* output,
-                                         std::chrono::microseconds timeout,
-                                         const std::atomic<bool>& cancelled);
   // Single copy (direct, cma) or the fingerprint check; declined when neither runs
   // (shm_board_single_copy.cc).
   Result<TeamOutcome> runSingleCopy(const Call& call);
