@@ -17,7 +17,8 @@
 namespace collie::testing {
 
 inline UniqueId testUniqueId() {
-  static std::mt19937_64 rng(std::random_device{}());
+  // Per thread: tests create communicators from several rank threads at once.
+  thread_local std::mt19937_64 rng(std::random_device{}());
   UniqueId id;
   id.host = "127.0.0.1";
   id.port = 0;

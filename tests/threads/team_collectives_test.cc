@@ -138,6 +138,12 @@ TEST_P(TeamCollectivesTest, ForcedBoardRunsEveryCollectiveItCarries) {
 }
 
 TEST_P(TeamCollectivesTest, ForcedDirectRunsOnRegisteredBuffersAndRefusesOthers) {
+#if defined(__SANITIZE_THREAD__)
+  // As registered_test (tests/sanitize/run.sh): rank threads reach each other's
+  // registered buffers at one address, ordered by flags on a board that each maps at
+  // an address of its own, an edge TSan cannot see. The ASan run covers this case.
+  GTEST_SKIP() << "TSan cannot see the board's happens-before edge between rank threads";
+#endif
   const int n = GetParam();
   auto comms = make(n, "shm", Algorithm::kDirect);
   ASSERT_EQ(comms.size(), static_cast<size_t>(n));
@@ -224,13 +230,16 @@ TEST(TeamCollectivesErrors, ForcedBoardWhereItCannotRunFailsClearlyOnEveryRank) 
                 std::string::npos)
           << message;
     }
-    // Point-to-point ignores it, as a tree forced for all-gather is ignored.
+    // Point-to-point ignores it, as a tree forced for all-gather is ignored. The ranks
+    // are threads of one process: each has a buffer of its own.
+    std::vector<float> received(16, 0.0f);
     testing::onEveryRank(2, [&](int r) {
       Result<Work> work = r == 0 ? comms[0]->send(buffer.data(), 16, DataType::kFloat32, 1)
-                                 : comms[1]->recv(buffer.data(), 16, DataType::kFloat32, 0);
+                                 : comms[1]->recv(received.data(), 16, DataType::kFloat32, 0);
       ASSERT_TRUE(work.isOk()) << work.status().toString();
       EXPECT_TRUE(work->wait().isOk());
     });
+    EXPECT_EQ(received, std::vector<float>(16, 1.0f));
   }
 }
 
