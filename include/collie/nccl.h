@@ -88,8 +88,11 @@ typedef struct ncclSimInfo_v22200 {
   unsigned int version;
   float estimatedTime; /* microseconds */
 } ncclSimInfo_t;
-#define NCCL_SIM_INFO_INITIALIZER \
-  { sizeof(ncclSimInfo_t), 0x74685283, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), NCCL_UNDEF_FLOAT }
+#define NCCL_SIM_INFO_INITIALIZER                                                        \
+  {                                                                                      \
+    sizeof(ncclSimInfo_t), 0x74685283, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), \
+        NCCL_UNDEF_FLOAT                                                                 \
+  }
 
 /* Communicator options. Laid out as NCCL 2.28's so binaries built against either
  * header agree; collie reads `size` to know how many fields the caller has. Honoured:
@@ -201,9 +204,9 @@ COLLIE_NCCL_API(ncclResult_t, ncclCommSplit,
  * that stays, with the same list); survivors keep their order. NCCL_SHRINK_ABORT first
  * fails this communicator's pending operations (use it after a failure). */
 COLLIE_NCCL_API(ncclResult_t, ncclCommShrink,
-                (ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
-                 ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags));
-COLLIE_NCCL_API(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t * asyncError));
+                (ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                 ncclConfig_t* config, int shrinkFlags));
+COLLIE_NCCL_API(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t* asyncError));
 COLLIE_NCCL_API(ncclResult_t, ncclCommCount, (const ncclComm_t comm, int* count));
 COLLIE_NCCL_API(ncclResult_t, ncclCommCuDevice, (const ncclComm_t comm, int* device));
 COLLIE_NCCL_API(ncclResult_t, ncclCommUserRank, (const ncclComm_t comm, int* rank));

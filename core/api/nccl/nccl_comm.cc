@@ -108,19 +108,6 @@ ncclResult_t readConfig(const ncclConfig_t* config, ConfigFields* out) {
   return ncclSuccess;
 }
 
-template <typename Fn>
-ncclResult_t guarded(Fn fn) {
-  try {
-    return fn();
-  } catch (const std::bad_alloc&) {
-    return fail(systemError("out of memory", ENOMEM));
-  } catch (const std::exception& e) {
-    return fail(internalError(std::string("unexpected exception: ") + e.what()));
-  } catch (...) {
-    return fail(internalError("unexpected exception"));
-  }
-}
-
 // Creates the communicator now (blocking) or on a thread (non-blocking, in a group).
 ncclResult_t createComm(ncclComm_t* out, const ConfigFields& fields,
                         std::function<Result<std::unique_ptr<Communicator>>()> create) {

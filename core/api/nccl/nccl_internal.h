@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -88,6 +89,21 @@ void startInit(ncclComm* comm, const UniqueId& id, int rank, int nranks, const O
 // Refuses a call on a communicator that ncclCommRevoke revoked (ncclInvalidUsage
 // naming `what`); ncclSuccess otherwise.
 ncclResult_t refuseIfRevoked(const ncclComm* comm, const char* what);
+
+// Runs `fn` (an ncclResult_t-returning call body) so that no exception crosses the C
+// boundary: out of memory and anything thrown become an error result and last error.
+template <typename Fn>
+ncclResult_t guarded(Fn fn) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return fail(systemError("out of memory", ENOMEM));
+  } catch (const std::exception& e) {
+    return fail(internalError(std::string("unexpected exception: ") + e.what()));
+  } catch (...) {
+    return fail(internalError("unexpected exception"));
+  }
+}
 
 // Group state of the calling thread.
 bool inGroup();

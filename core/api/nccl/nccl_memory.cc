@@ -67,17 +67,6 @@ ncclResult_t dropRegistration(ncclComm* comm, const void* handle, const char* wh
   return result;
 }
 
-template <typename Fn>
-ncclResult_t guardedCall(const char* what, Fn fn) {
-  try {
-    return fn();
-  } catch (const std::bad_alloc&) {
-    return fail(systemError(std::string(what) + ": out of memory", ENOMEM));
-  } catch (const std::exception& e) {
-    return fail(internalError(std::string(what) + ": unexpected exception: " + e.what()));
-  }
-}
-
 }  // namespace
 }  // namespace collie::nccl
 
@@ -90,7 +79,7 @@ ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, vo
   if (comm == nullptr || handle == nullptr) {
     return invalidArgumentResult("ncclCommRegister: comm or handle is NULL");
   }
-  return guardedCall("ncclCommRegister", [&] {
+  return guarded([&] {
     ncclWindow_vidmem* window = nullptr;
     ncclResult_t r = addRegistration(comm, buff, size, "ncclCommRegister", &window);
     *handle = window;
@@ -100,8 +89,7 @@ ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, vo
 
 ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
   if (comm == nullptr) return invalidArgumentResult("ncclCommDeregister: comm is NULL");
-  return guardedCall("ncclCommDeregister",
-                     [&] { return dropRegistration(comm, handle, "ncclCommDeregister"); });
+  return guarded([&] { return dropRegistration(comm, handle, "ncclCommDeregister"); });
 }
 
 ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
@@ -114,17 +102,14 @@ ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, nc
     return invalidArgumentResult("ncclCommWindowRegister: winFlags is " + std::to_string(winFlags) +
                                  "; accepted: NCCL_WIN_DEFAULT (0), NCCL_WIN_COLL_SYMMETRIC (1)");
   }
-  return guardedCall("ncclCommWindowRegister", [&] {
-    return addRegistration(comm, buff, size, "ncclCommWindowRegister", win);
-  });
+  return guarded([&] { return addRegistration(comm, buff, size, "ncclCommWindowRegister", win); });
 }
 
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   if (comm == nullptr || win == nullptr) {
     return invalidArgumentResult("ncclCommWindowDeregister: comm or win is NULL");
   }
-  return guardedCall("ncclCommWindowDeregister",
-                     [&] { return dropRegistration(comm, win, "ncclCommWindowDeregister"); });
+  return guarded([&] { return dropRegistration(comm, win, "ncclCommWindowDeregister"); });
 }
 
 ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
