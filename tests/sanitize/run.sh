@@ -31,11 +31,15 @@ ucx=AUTO
 # at -O2, where its tests run (they take three quarters of its time).
 opt="-O1 -g1"
 [ "$mode" = thread ] && opt="-O2 -g1"
+# Unity build (COLLIE_UNITY_BUILD): the library's and the CLI's sources compile in
+# batches of 16, which halves the sanitizer build's CPU time for the library (ASan: 143 s
+# of user time against 285 s). The normal build stays one file per compile, so it still
+# catches a source that does not stand alone.
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$opt -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="$opt -DNDEBUG" \
     -DCOLLIE_SANITIZE="$mode" -DCOLLIE_BUILD_BENCH=OFF -DCOLLIE_WITH_CUDA=OFF \
-    -DCOLLIE_WITH_UCX="$ucx" >/dev/null
+    -DCOLLIE_WITH_UCX="$ucx" -DCOLLIE_UNITY_BUILD=ON >/dev/null
 else
   cmake "$build" >/dev/null  # refresh the test list before asking ctest for it
 fi
@@ -95,4 +99,4 @@ cd "$build"
 # Sanitized multiprocess runs of many ranks are slow on 2 cores: $skip drops the
 # 5..8-rank perf checks and the launcher matrix (threads tests cover those paths), and
 # under TSan the 20x kill -9 loops too (ASan runs them).
-exec ctest --output-on-failure --timeout 600 -L "$labels" -E "$skip" -R "$only" -j1
+exec ctest --output-on-failure --timeout 600 -L "$labels" -E "$skip" -R "$only" -j"${COLLIE_SANITIZE_TEST_JOBS:-1}"
