@@ -192,6 +192,13 @@ Result<std::unique_ptr<Board>> Board::connect(const TransportContext& ctx,
   board->offer_.cmaCrossoverBytes = static_cast<size_t>(crossover);
   board->offer_.cmaMaxBytes = static_cast<size_t>(crossMemoryMax);
   if (crossMemoryMax == 0) board->offer_.algorithms &= ~teamBit(Algorithm::kCma);
+  // The verdict word lives in rank 0's segment, which every rank maps read-write.
+  SegmentHeader* first = ctx.rank == 0 ? board->shared_->mine->header() : nullptr;
+  for (const auto& peer : board->shared_->peers) {
+    if (peer->rank == 0) first = peer->segment->header();
+  }
+  if (first == nullptr) return internalError("shm: the board has no segment of rank 0");
+  board->verdict_ = TeamVerdict(&first->teamVerdict, ctx.rank);
   return board;
 }
 
@@ -345,6 +352,15 @@ Status Board::waitForPeers(uint64_t sequence, uint64_t tag, size_t bytes, bool i
   return Status();
 }
 
+Status Board::waitForPeersDecided(uint64_t sequence, uint64_t tag, size_t bytes, bool inLine,
+                                  std::chrono::microseconds timeout,
+                                  const std::atomic<bool>& cancelled) {
+  Status status = waitForPeers(sequence, tag, bytes, inLine, timeout, cancelled);
+  if (status.isOk() || !verdict_.decideFailed(sequence, status)) return status;
+  // Another rank saw every part and decided a success: they are all published.
+  return waitForPeers(sequence, tag, bytes, inLine, timeout, cancelled);
+}
+
 void Board::ringPeers() {
   // One fence for every peer (ringDoorbell fences again only when someone sleeps).
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -393,7 +409,9 @@ Status Board::meet(std::atomic<uint64_t>* (*flag)(void*), uint64_t sequence, con
 
   // Everyone else's broadcast slot is empty; every other collective publishes alike.
   const size_t expected = args.kind == CollectiveKind::kBroadcast ? SIZE_MAX : mine;
-  COLLIE_RETURN_IF_ERROR(waitForPeers(sequence, tag, expected, inLine, timeout, cancelled));
+  COLLIE_RETURN_IF_ERROR(waitForPeersDecided(sequence, tag, expected, inLine, timeout, cancelled));
+  // Every part is here: decide the collective a success unless a rank failed it first.
+  COLLIE_RETURN_IF_ERROR(verdict_.decideOk(sequence));
   auto slotOf = [&](int r) -> const uint8_t* {
     return inLine ? lineSlot(boards_[r].base, parity)->data : slotData(r, parity);
   };

@@ -32,6 +32,12 @@
 // root or leaves could finish alone and lap a slow peer's slot) wait for every rank's
 // header, so ranks running different collectives fail with Mismatch.
 //
+// One outcome per collective: every rank decides each board and single-copy collective
+// on one shared word (shm_verdict.h) before it reports the outcome, so once a rank failed
+// one (timeout, abort, a peer gone), no rank reports it a success; a late rank gets an
+// error naming the rank that failed it. A rank that would fail a collective that another
+// rank already decided a success completes it instead (every part of it was published).
+//
 // Peers' boards are mapped read-only and their headers validated; a peer whose tag
 // differs fails the collective with kMismatch naming it before any output is written.
 //
@@ -47,6 +53,7 @@
 #include "transports/shm/shm_cma.h"
 #include "transports/shm/shm_connection.h"
 #include "transports/shm/shm_direct.h"
+#include "transports/shm/shm_verdict.h"
 
 namespace collie::shm {
 
@@ -121,10 +128,22 @@ class Board final : public TeamCollectives {
   // until every rank's is at least `sequence`.
   Status meet(std::atomic<uint64_t>* (*flag)(void*), uint64_t sequence, const char* what,
               std::chrono::microseconds timeout, const std::atomic<bool>& cancelled);
+  // The done meeting of a single-copy all-reduce (`what` it waits for), then the verdict.
+  Status finishDecided(uint64_t sequence, const char* what, const Call& call);
   // `inLine`: the collective travels in LineSlots (sequence, tag, data in one line).
   Status waitForPeers(uint64_t sequence, uint64_t tag, size_t bytes, bool inLine,
                       std::chrono::microseconds timeout, const std::atomic<bool>& cancelled);
   const uint8_t* slotData(int rank, int parity) const;
+  // waitForPeers() settled with the verdict: its failure stands unless another rank
+  // already decided `sequence` a success, in which case every part was published and
+  // the wait is repeated (it returns at once).
+  Status waitForPeersDecided(uint64_t sequence, uint64_t tag, size_t bytes, bool inLine,
+                             std::chrono::microseconds timeout, const std::atomic<bool>& cancelled);
+  // `status` (a failure of `sequence` at a point where it cannot be completed) made the
+  // verdict; OK when another rank decided it a success first (see shm_verdict.h).
+  Status failDecided(uint64_t sequence, Status status) {
+    return verdict_.decideFailed(sequence, status) ? Status() : status;
+  }
 
   TransportContext ctx_;
   std::shared_ptr<ShmShared> shared_;
@@ -132,6 +151,7 @@ class Board final : public TeamCollectives {
   std::string name_;
   std::vector<Mapping> boards_;  // per rank; this rank's is writable
   uint64_t sequence_ = 0;
+  TeamVerdict verdict_;
   std::chrono::microseconds spin_;
   uint64_t pidNamespace_;
   TeamOffer offer_;  // agreed at connect
