@@ -62,28 +62,31 @@ void Engine::closeConnections() {
   executor_.closeConnections();
 }
 
-Status Engine::giveUp(Status status, bool publish) {
+Status Engine::giveUp(Status status, bool publish, std::optional<uint64_t> failedTag) {
   return failures_.giveUp(std::move(status), publish, [&](const Status& sticky) {
+    if (failedTag) executor_.abandon(*failedTag, sticky);
     closeConnections();
     if (publish) writeFlightRecorder(sticky.toString().c_str());
   });
 }
 
-Status Engine::finish(uint64_t flightId, Status status) {
+Status Engine::finish(uint64_t flightId, uint64_t tag, Status status) {
   recorder_.finished(flightId, status.isOk());
   if (!status.isOk()) {
     COLLIE_LOG(WARN, COLL) << status.toString();
-    status = giveUp(std::move(status), true);
+    status = giveUp(std::move(status), true, tag);
   }
   return status;
 }
 
 Status Engine::run(Pending& pending) {
   recorder_.running(pending.flightId);
-  return finish(pending.flightId, executor_.execute(pending, &queue_));
+  return finish(pending.flightId, pending.tag, executor_.execute(pending, &queue_));
 }
 
-void Engine::closeIdle(const Status& reason, bool publish) { giveUp(reason, publish); }
+void Engine::closeIdle(const Status& reason, bool publish) {
+  giveUp(reason, publish, std::nullopt);
+}
 
 Result<Work> Engine::submitGroup(const std::vector<GroupOp>& ops) {
   std::vector<Pending::Part> parts;
@@ -146,7 +149,7 @@ Status Engine::executeInline(Pending& pending) {
       algorithmName(pending.teamDeclined ? pending.schedule->fallback : pending.schedule->algorithm)
           .data());
   recorder_.running(pending.flightId);
-  return finish(pending.flightId, executor_.execute(pending, nullptr));
+  return finish(pending.flightId, pending.tag, executor_.execute(pending, nullptr));
 }
 
 bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* output,
@@ -215,7 +218,7 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
   recorder_.recordInline(args, tag,
                          algorithmName(status.isOk() ? outcome->ran : schedule.algorithm).data(),
                          start, status.isOk());
-  if (!status.isOk()) status = giveUp(std::move(status), true);
+  if (!status.isOk()) status = giveUp(std::move(status), true, tag);
   queue_.releaseInline();
   *result = inlineResult(std::move(status));
   return true;

@@ -8,11 +8,13 @@
 // connections may hold half a message, so every pending and later collective fails
 // with the same error (prefixed by its own description).
 //
-// A failure is also spread: the failing rank leaves its reason on the FailureBoard
-// and closes every connection, so that its peers fail at once (instead of at their
-// timeout) and report the same root cause. A rank that only sends in a collective
-// (a broadcast root) can finish it before a receiver rejects its data; it learns of
-// the failure on its next collective with those peers.
+// A failure is also spread: the failing rank leaves its reason on the FailureBoard,
+// leaves each peer a record that it failed the collective (Executor::abandon) and
+// closes every connection, so that its peers fail at once (instead of at their
+// timeout) and report the same root cause, and a late peer that already holds all its
+// data does not report the failed collective a success (executor.h, "One outcome"). A rank that
+// only sends in a collective (a broadcast root) can finish it before a receiver rejects its data;
+// it learns of the failure on its next collective with those peers.
 //
 // abort() fails the running and every queued collective with Aborted, closes the
 // connections and returns once that is done (bounded: the progress thread checks for
@@ -49,6 +51,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -124,12 +127,14 @@ class Engine : private ProgressQueue::Runner {
   Status executeInline(Pending& pending);
   // The Work an inline run returns: the shared done state, or its failure.
   static Work inlineResult(Status status);
-  // Records the end of a run collective; a failure is given up on (and returned
+  // Records the end of run collective `tag`; a failure is given up on (and returned
   // explained).
-  Status finish(uint64_t flightId, Status status);
+  Status finish(uint64_t flightId, uint64_t tag, Status status);
   // After the first failure, on the thread holding the running claim: see
-  // FailurePolicy::giveUp(). Returns the error to give the failed collective.
-  Status giveUp(Status status, bool publish);
+  // FailurePolicy::giveUp(). `failedTag` (when set) is the collective that failed: the
+  // peers get a record of it before the connections close (Executor::abandon). Returns
+  // the error to give the failed collective.
+  Status giveUp(Status status, bool publish, std::optional<uint64_t> failedTag);
   void closeConnections();
   // Writes the flight recorder to config_.traceDump (nothing when it is empty).
   void writeFlightRecorder(const char* why);

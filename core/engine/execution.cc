@@ -255,6 +255,20 @@ Status Execution::advance(bool* progressed) {
   return Status();
 }
 
+Status Execution::abandonedByPeer() const {
+  for (size_t c = 0; c < channels_.size(); ++c) {
+    const Connection* last = nullptr;
+    for (const Step& step : schedule_->channels[c]) {
+      if (!receives(step.kind)) continue;
+      const Connection* connection = (*connections_)[step.recvPeer][c].get();
+      if (connection == last) continue;
+      last = connection;
+      COLLIE_RETURN_IF_ERROR(connection->abandoned(tag_));
+    }
+  }
+  return Status();
+}
+
 void Execution::activeConnections(std::vector<Connection*>* out) const {
   auto add = [out](Connection* connection) {
     for (Connection* known : *out) {

@@ -46,6 +46,9 @@ class Execution {
   Status advance(bool* progressed);
   bool finished() const;
 
+  // Once finished: the error of the first connection this collective received from whose
+  // peer left a record that it failed the collective (Connection::abandoned), else OK.
+  Status abandonedByPeer() const;
   // Connections with operations in flight, for the engine to progress and wait on.
   void activeConnections(std::vector<Connection*>* out) const;
   // "waiting for rank 3 (receive, channel 0, step 5 of 12)" for timeout messages.

@@ -41,6 +41,14 @@ std::string Executor::transportTo(int peer) const {
   return transportNames_[peer];
 }
 
+void Executor::abandon(uint64_t tag, const Status& why) {
+  for (auto& channels : transports_.connections) {
+    for (auto& connection : channels) {
+      if (connection) connection->abandon(tag, why);
+    }
+  }
+}
+
 void Executor::closeConnections() {
   // Connections first: they may still point at completions of failed executions.
   // Destroying them is what tells the peers (closed sockets, shm segment marked closed).
@@ -148,7 +156,19 @@ Status Executor::execute(Pending& pending, PointToPointSource* adopt) {
     }
     if (!status.isOk()) break;
     completeAdopted(Status());
-    if (finished) return Status();
+    if (finished) {
+      // One outcome: not a success where a peer already left a record that it failed it.
+      if (adopt == nullptr && !isPointToPoint(pending)) {
+        for (auto& execution : executions) {
+          status = execution->abandonedByPeer();
+          if (!status.isOk()) break;
+        }
+      }
+      if (status.isOk()) return Status();
+      status = status.withContext(describeOperation(pending.tag, pending.schedule->args) +
+                                  " on rank " + std::to_string(config_.rank));
+      break;
+    }
     active.clear();
     for (auto& execution : executions) execution->activeConnections(&active);
     for (Connection* connection : active) {

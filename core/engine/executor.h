@@ -22,6 +22,11 @@
 // and has one) first, bounded by the same timeout and abort flag (runTeam()); only when
 // every rank declined it do its fallback steps run.
 //
+// One outcome per collective: a collective run on the connections is reported a success
+// only when no peer it received from already left a record that it failed it
+// (Connection::abandoned; the failing rank's engine leaves them through abandon() before
+// it closes). A team keeps the same rule itself (core/transport/team.h).
+//
 // Thread safety: teamOffer(), usefulChannels() and transportTo() are fixed at
 // construction and may be read from any thread; team() (null once closeConnections()
 // ran) only by the thread holding the engine's running claim. Everything else runs on the
@@ -92,6 +97,9 @@ class Executor {
     return outcome;
   }
 
+  // Leaves every peer a record that this rank failed collective `tag` with `why`
+  // (Connection::abandon); called before closeConnections() after a failure.
+  void abandon(uint64_t tag, const Status& why);
   // Destroys the connections and transports (which tells the peers), then the failed
   // executions. The team is gone with them.
   void closeConnections();

@@ -56,7 +56,10 @@ class TeamCollectives {
   // kUnsupported saying why. Fails with kMismatch when a peer runs a collective with
   // another fingerprint, kRemoteError when a peer is gone, kTimeout naming a peer it
   // waited `timeout` for (the clock starts when a wait starts, so a fast path reads no
-  // clock), kAborted soon after `cancelled` becomes true.
+  // clock), kAborted soon after `cancelled` becomes true. One outcome per collective:
+  // once a rank failed a collective, no rank reports it a success (a late rank fails with
+  // kRemoteError naming the rank that failed it), and a rank about to fail one that
+  // another rank already completed completes it too (transports/shm/shm_verdict.h).
   virtual Result<TeamOutcome> run(const CollectiveArgs& args, TeamAlgorithms algorithms,
                                   bool fallback, uint64_t tag, const void* input, void* output,
                                   std::chrono::microseconds timeout,

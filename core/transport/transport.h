@@ -115,6 +115,22 @@ class Connection {
   // the peer, and every pending operation on it has been completed with that error.
   virtual Status progress(bool* progressed) = 0;
   virtual int peer() const = 0;
+
+  // One outcome per collective (the engine's rule, core/engine/executor.h). A rank that
+  // fails collective `tag` calls abandon() on each connection before destroying it: the
+  // transport leaves the peer a record saying so (with why.code()), best effort and
+  // without blocking, and none where a message is half written (the peer then sees a
+  // truncated message). A peer about to report `tag` a success asks abandoned(tag): an
+  // error naming this connection's peer when such a record for `tag` is already here,
+  // OK otherwise. Non-blocking and cheap (no system call): it looks only at bytes the
+  // connection has already read. The defaults do nothing: a transport without records
+  // gives no such guarantee (its peers still fail once the connection is closed, if
+  // they wait for it).
+  virtual void abandon(uint64_t tag, const Status& why) { (void)tag, (void)why; }
+  virtual Status abandoned(uint64_t tag) const {
+    (void)tag;
+    return Status();
+  }
 };
 
 // What a transport learns about the communicator when it is created.

@@ -164,6 +164,10 @@ class FaultyConnection : public Connection {
   }
 
   int peer() const override { return peer_; }
+  void abandon(uint64_t tag, const Status& why) override {
+    if (closed_.isOk()) inner_->abandon(tag, why);
+  }
+  Status abandoned(uint64_t tag) const override { return inner_->abandoned(tag); }
 
  private:
   struct Held {

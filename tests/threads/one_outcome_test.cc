@@ -42,6 +42,8 @@ bool quick() {
 std::vector<Case> cases() {
   const size_t k8B = 2, k4K = 1024, k1M = 256 * 1024;
   const std::map<std::string, std::string> bigBoard = {{"COLLIE_SHM_ONESHOT_MAX", "2M"}};
+  // Without the board (no team), a small all-reduce goes one-shot over the shm FIFOs.
+  const std::map<std::string, std::string> noBoard = {{"COLLIE_SHM_ONESHOT_MAX", "0"}};
   std::vector<Case> all = {
       {"board_4K", "shm", Algorithm::kBoard, {}, k4K},
       {"cma_1M", "shm", Algorithm::kCma, {}, k1M},
@@ -55,6 +57,7 @@ std::vector<Case> cases() {
       {"cma_4K", "shm", Algorithm::kCma, {}, k4K},
       {"ring_shm_8B", "shm", Algorithm::kRing, {}, k8B},
       {"ring_shm_1M", "shm", Algorithm::kRing, {}, k1M},
+      {"oneshot_shm_4K", "shm", Algorithm::kOneShot, noBoard, k4K},
       {"tcp_8B", "tcp", Algorithm::kAuto, {}, k8B},
       {"tcp_1M", "tcp", Algorithm::kAuto, {}, k1M},
       {"tcp_ring_4K", "tcp", Algorithm::kRing, {}, k4K},

@@ -17,6 +17,10 @@
 namespace collie::tcp {
 
 inline constexpr uint32_t kFrameMagic = 0x52464c43;  // bytes "CLFR" on the wire
+// An abandon record (Connection::abandon): a header alone, magic "CLAB", the tag of the
+// collective the sender failed, the StatusCode of its failure in `offset`, length and
+// bytes zero. A sender writes it only between frames.
+inline constexpr uint32_t kAbandonMagic = 0x42414c43;  // bytes "CLAB" on the wire
 inline constexpr size_t kFrameHeaderBytes = 40;
 inline constexpr size_t kMinStripeBytes = 256 * 1024;  // below this a message is not split
 inline constexpr int kMaxSockets = 16;

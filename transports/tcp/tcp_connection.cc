@@ -241,9 +241,48 @@ void TcpConnection::payloadArrived(int laneIndex, size_t bytes, bool* progressed
   }
 }
 
+void TcpConnection::abandon(uint64_t tag, const Status& why) {
+  FrameHeader record;
+  record.magic = kAbandonMagic;
+  record.tag = tag;
+  record.offset = static_cast<uint64_t>(why.code());
+  uint8_t bytes[kFrameHeaderBytes];
+  encodeFrame(record, bytes);
+  for (Lane& lane : lanes_) {
+    // Only between frames: a record inside a half-written frame would read as payload.
+    if (!lane.sock.valid() || (!lane.sends.empty() && lane.sends.front().sent > 0)) continue;
+    // Best effort: a full socket buffer or a broken socket leaves the peer only EOF.
+    (void)::send(lane.sock.fd(), bytes, sizeof(bytes), MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+}
+
+Status TcpConnection::abandoned(uint64_t tag) const {
+  for (size_t i = 0; i < lanes_.size(); ++i) {
+    const Lane& lane = lanes_[i];
+    // With no receive pending the read-ahead starts at a frame boundary.
+    if (!lane.recvs.empty() || lane.rxTail - lane.rxHead < kFrameHeaderBytes) continue;
+    const FrameHeader got = decodeFrame(lane.rx.get() + lane.rxHead);
+    if (got.magic == kAbandonMagic && got.tag == tag) {
+      return abandonedError(static_cast<int>(i), got);
+    }
+  }
+  return Status();
+}
+
+Status TcpConnection::abandonedError(int lane, const FrameHeader& got) const {
+  const auto code = static_cast<StatusCode>(got.offset & 0x7f);
+  return remoteError("tcp: rank " + std::to_string(peer_) + " failed this collective (tag " +
+                         hex(got.tag) + ", " + statusCodeName(code) +
+                         ") and closed its connection (channel " + std::to_string(channel_) +
+                         ", socket " + std::to_string(lane) +
+                         ") before this rank could complete it; no rank reports it a success",
+                     peer_);
+}
+
 Status TcpConnection::checkHeader(int lane, const RecvItem& item, const FrameHeader& got) {
   std::string where =
       " (channel " + std::to_string(channel_) + ", socket " + std::to_string(lane) + ")";
+  if (got.magic == kAbandonMagic && got.zero == 0) return fail(abandonedError(lane, got));
   const FrameCheck check = checkFrame(got, item.expect);
   if (check == FrameCheck::kCorrupt) {
     return fail(remoteError("tcp: rank " + std::to_string(peer_) + " sent a corrupt frame header" +

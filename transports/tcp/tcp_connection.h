@@ -9,8 +9,9 @@
 // parsed from it, and payload bytes are copied to the user's buffer only after the
 // stripe's header was validated. A large payload's remainder is read straight into
 // the user's buffer (the same call catches the next header in the read-ahead). Any failure (peer
-// closed, corrupt header, tag/length mismatch) breaks the connection: every pending operation
-// completes with that error, which names the peer, and later posts return it.
+// closed, corrupt header, tag/length mismatch, the peer's abandon record) breaks the connection:
+// every pending operation completes with that error, which names the peer, and later posts return
+// it.
 //
 // Thread safety: one thread at a time (see core/transport/transport.h).
 #pragma once
@@ -41,6 +42,11 @@ class TcpConnection final : public Connection {
   Status postRecv(void* data, size_t bytes, uint64_t tag, Completion* done) override;
   Status progress(bool* progressed) override;
   int peer() const override { return peer_; }
+  // Abandon records (frame.h): written on every socket that is between frames, found in
+  // the read-ahead of any socket (where the read that brought the collective's last
+  // bytes also brings a record that had already arrived).
+  void abandon(uint64_t tag, const Status& why) override;
+  Status abandoned(uint64_t tag) const override;
 
  private:
   struct Op {
@@ -87,6 +93,8 @@ class TcpConnection final : public Connection {
   // Accounts `bytes` just read into the front receive's payload; completes it when full.
   void payloadArrived(int lane, size_t bytes, bool* progressed);
   Status checkHeader(int lane, const RecvItem& item, const FrameHeader& got);
+  // The error for the peer's abandon record `got`, read on `lane`.
+  Status abandonedError(int lane, const FrameHeader& got) const;
   Status fail(Status status);
   Status peerClosed(int lane, int err);
   size_t pendingOps() const { return sendQ_.ops.size() + recvQ_.ops.size(); }
