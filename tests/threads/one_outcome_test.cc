@@ -5,10 +5,12 @@
 //
 // Two ranks as threads, COLLIE_TIMEOUT 1 s: rank 0 calls an all-reduce at once, times
 // out and destroys its communicator; only then does rank 1 call the same all-reduce. Per
-// path that serves the size: the board (8 B, 4 KiB, 1 MiB), cma (4 KiB, 1 MiB), the ring
-// over shm FIFOs and tcp (8 B, 4 KiB, 1 MiB). The cases run side by side (each is a
-// second of rank 0 waiting), so the test takes about two seconds. COLLIE_TEST_QUICK=1
-// (the sanitizer runs) keeps one size per path.
+// path that serves the size: the board (8 B, 4 KiB, 1 MiB), cma (4 KiB, 1 MiB, 64 MiB),
+// the ring over shm FIFOs (8 B, 4 KiB, 1 MiB, 64 MiB), one-shot over shm FIFOs (4 KiB) and
+// tcp (8 B, 4 KiB, 1 MiB, 64 MiB; ring 4 KiB). The cases run side by side (each is a
+// second of rank 0 waiting), so the test takes about two seconds (0.8 GB resident with
+// the 64 MiB cases). COLLIE_TEST_QUICK=1 (the sanitizer runs) keeps one size per path and
+// no 64 MiB case.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -40,7 +42,7 @@ bool quick() {
 }
 
 std::vector<Case> cases() {
-  const size_t k8B = 2, k4K = 1024, k1M = 256 * 1024;
+  const size_t k8B = 2, k4K = 1024, k1M = 256 * 1024, k64M = 16 * 1024 * 1024;
   const std::map<std::string, std::string> bigBoard = {{"COLLIE_SHM_ONESHOT_MAX", "2M"}};
   // Without the board (no team), a small all-reduce goes one-shot over the shm FIFOs.
   const std::map<std::string, std::string> noBoard = {{"COLLIE_SHM_ONESHOT_MAX", "0"}};
@@ -61,6 +63,9 @@ std::vector<Case> cases() {
       {"tcp_8B", "tcp", Algorithm::kAuto, {}, k8B},
       {"tcp_1M", "tcp", Algorithm::kAuto, {}, k1M},
       {"tcp_ring_4K", "tcp", Algorithm::kRing, {}, k4K},
+      {"cma_64M", "shm", Algorithm::kCma, {}, k64M},
+      {"ring_shm_64M", "shm", Algorithm::kRing, {}, k64M},
+      {"tcp_64M", "tcp", Algorithm::kAuto, {}, k64M},
   };
   all.insert(all.end(), more.begin(), more.end());
   return all;
