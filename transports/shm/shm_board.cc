@@ -152,10 +152,11 @@ Result<std::unique_ptr<Board>> Board::connect(const TransportContext& ctx,
       return remoteError("shm: rank " + std::to_string(peer) + " published a malformed board",
                          peer);
     }
-    int peerFd = shm_open(text.substr(0, space).c_str(), O_RDONLY | O_CLOEXEC, 0);
+    // Read-write: a rank giving up on a collective claims its peers' sequence words.
+    int peerFd = shm_open(text.substr(0, space).c_str(), O_RDWR | O_CLOEXEC, 0);
     if (peerFd < 0)
       return systemError("shm: opening rank " + std::to_string(peer) + "'s board", errno);
-    void* peerBase = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, peerFd, 0);
+    void* peerBase = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, peerFd, 0);
     struct stat info {};
     bool sized = fstat(peerFd, &info) == 0 && static_cast<size_t>(info.st_size) >= bytes;
     close(peerFd);
@@ -192,13 +193,6 @@ Result<std::unique_ptr<Board>> Board::connect(const TransportContext& ctx,
   board->offer_.cmaCrossoverBytes = static_cast<size_t>(crossover);
   board->offer_.cmaMaxBytes = static_cast<size_t>(crossMemoryMax);
   if (crossMemoryMax == 0) board->offer_.algorithms &= ~teamBit(Algorithm::kCma);
-  // The verdict word lives in rank 0's segment, which every rank maps read-write.
-  SegmentHeader* first = ctx.rank == 0 ? board->shared_->mine->header() : nullptr;
-  for (const auto& peer : board->shared_->peers) {
-    if (peer->rank == 0) first = peer->segment->header();
-  }
-  if (first == nullptr) return internalError("shm: the board has no segment of rank 0");
-  board->verdict_ = TeamVerdict(&first->teamVerdict, ctx.rank);
   return board;
 }
 
@@ -240,9 +234,9 @@ const uint8_t* Board::slotData(int rank, int parity) const {
   return static_cast<const uint8_t*>(boards_[rank].base) + kDataOffset + parity * slotBytes_;
 }
 
-template <typename Ready>
-Status Board::waitForAll(Ready ready, const char* what, std::chrono::microseconds timeout,
-                         const std::atomic<bool>& cancelled) {
+template <typename Ready, typename Claimed>
+Status Board::waitForAll(Ready ready, Claimed claimed, const char* what,
+                         std::chrono::microseconds timeout, const std::atomic<bool>& cancelled) {
   SegmentHeader* doorbell = shared_->mine->header();
   for (int peer = 0; peer < ctx_.nranks; ++peer) {
     if (peer == ctx_.rank) continue;
@@ -284,6 +278,9 @@ Status Board::waitForAll(Ready ready, const char* what, std::chrono::microsecond
                              peer);
         }
       }
+      if (const uint64_t marker = claimed(peer); marker != 0 && !ready(peer)) {
+        return verdict::blockedError(marker, ctx_.rank);
+      }
       if (cancelled.load(std::memory_order_relaxed)) {
         return abortedError("team collective aborted on rank " + std::to_string(ctx_.rank));
       }
@@ -300,6 +297,47 @@ Status Board::waitForAll(Ready ready, const char* what, std::chrono::microsecond
     }
   }
   return Status();
+}
+
+template <typename Words>
+Status Board::claimPeers(uint64_t sequence, Status failure, Words words) {
+  const uint64_t mark = verdict::marker(sequence, ctx_.rank, failure.code());
+  bool everyone = true;
+  for (int peer = 0; peer < ctx_.nranks; ++peer) {
+    if (peer == ctx_.rank) continue;
+    std::atomic<uint64_t>* list[2];
+    const int n = words(peer, list);
+    everyone = verdict::claim(list, n, sequence, mark) && everyone;
+  }
+  // Wake every sleeper: a peer waiting for one this rank claimed fails at once.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  for (const auto& peer : shared_->peers) ringDoorbell(peer->segment->header());
+  return everyone ? Status() : failure;
+}
+
+Status Board::waitForPublished(uint64_t sequence, std::chrono::microseconds timeout,
+                               const std::atomic<bool>& cancelled) {
+  const int parity = static_cast<int>(sequence & 1);
+  auto words = [&](int peer, std::atomic<uint64_t>** list) {
+    list[0] = &lineSlot(boards_[peer].base, parity)->sequence;
+    list[1] = &control(boards_[peer].base, parity)->sequence;
+    return 2;
+  };
+  auto published = [&](int peer) {
+    std::atomic<uint64_t>* list[2];
+    words(peer, list);
+    return list[0]->load(std::memory_order_acquire) == sequence ||
+           list[1]->load(std::memory_order_acquire) == sequence;
+  };
+  auto claimed = [&](int peer) {
+    std::atomic<uint64_t>* list[2];
+    return verdict::markerAmong(list, words(peer, list));
+  };
+  Status status = waitForAll(published, claimed, "join the board collective", timeout, cancelled);
+  if (status.isOk()) return status;
+  // This rank gives up: it completes the collective only if every part was published.
+  COLLIE_RETURN_IF_ERROR(claimPeers(sequence, std::move(status), words));
+  return waitForAll(published, claimed, "join the board collective", timeout, cancelled);
 }
 
 Status Board::waitForPeers(uint64_t sequence, uint64_t tag, size_t bytes, bool inLine,
@@ -319,7 +357,12 @@ Status Board::waitForPeers(uint64_t sequence, uint64_t tag, size_t bytes, bool i
   auto published = [&](int peer) {
     return inLine ? inLineOf(peer) || inControlOf(peer) : inControlOf(peer) || inLineOf(peer);
   };
-  COLLIE_RETURN_IF_ERROR(waitForAll(published, "join the board collective", timeout, cancelled));
+  // The fast path: every peer is there. Else the wait that settles with claims.
+  bool everyone = true;
+  for (int peer = 0; peer < ctx_.nranks && everyone; ++peer) {
+    everyone = peer == ctx_.rank || published(peer);
+  }
+  if (!everyone) COLLIE_RETURN_IF_ERROR(waitForPublished(sequence, timeout, cancelled));
   for (int peer = 0; peer < ctx_.nranks; ++peer) {
     if (peer == ctx_.rank) continue;
     const SlotControl* slot = control(boards_[peer].base, parity);
@@ -352,32 +395,36 @@ Status Board::waitForPeers(uint64_t sequence, uint64_t tag, size_t bytes, bool i
   return Status();
 }
 
-Status Board::waitForPeersDecided(uint64_t sequence, uint64_t tag, size_t bytes, bool inLine,
-                                  std::chrono::microseconds timeout,
-                                  const std::atomic<bool>& cancelled) {
-  Status status = waitForPeers(sequence, tag, bytes, inLine, timeout, cancelled);
-  if (status.isOk() || !verdict_.decideFailed(sequence, status)) return status;
-  // Another rank saw every part and decided a success: they are all published.
-  return waitForPeers(sequence, tag, bytes, inLine, timeout, cancelled);
-}
-
 void Board::ringPeers() {
-  // One fence for every peer (ringDoorbell fences again only when someone sleeps).
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // No fence of its own: the publication just before it was a sequentially consistent
+  // compare-and-swap (verdict::publish), which orders it before these seq_cst loads as the
+  // fence did (a plain mov on x86; ringDoorbell fences again only when someone sleeps).
   for (const auto& peer : shared_->peers) {
     SegmentHeader* header = peer->segment->header();
-    if (header->sleepers.load(std::memory_order_relaxed) != 0) ringDoorbell(header);
+    if (header->sleepers.load(std::memory_order_seq_cst) != 0) ringDoorbell(header);
   }
 }
 
 Status Board::meet(std::atomic<uint64_t>* (*flag)(void*), uint64_t sequence, const char* what,
                    std::chrono::microseconds timeout, const std::atomic<bool>& cancelled) {
-  flag(boards_[ctx_.rank].base)->store(sequence, std::memory_order_release);
+  COLLIE_RETURN_IF_ERROR(publish(*flag(boards_[ctx_.rank].base), sequence));
   ringPeers();
-  auto arrived = [&](int peer) {
-    return flag(boards_[peer].base)->load(std::memory_order_acquire) >= sequence;
+  auto words = [&](int peer, std::atomic<uint64_t>** list) {
+    list[0] = flag(boards_[peer].base);
+    return 1;
   };
-  return waitForAll(arrived, what, timeout, cancelled);
+  auto arrived = [&](int peer) {
+    return verdict::published(flag(boards_[peer].base)->load(std::memory_order_acquire), sequence);
+  };
+  auto claimed = [&](int peer) {
+    const uint64_t seen = flag(boards_[peer].base)->load(std::memory_order_acquire);
+    return verdict::isMarker(seen) ? seen : 0;
+  };
+  Status status = waitForAll(arrived, claimed, what, timeout, cancelled);
+  if (status.isOk()) return status;
+  // Every rank arrived after all (the claims found every flag published), or none may
+  // complete.
+  return claimPeers(sequence, std::move(status), words);
 }
 
 // Inlined into run(), its one caller: the board's path is the small-message fast path.
@@ -397,21 +444,19 @@ Status Board::meet(std::atomic<uint64_t>* (*flag)(void*), uint64_t sequence, con
     LineSlot* line = lineSlot(boards_[rank].base, parity);
     if (mine > 0) std::memcpy(line->data, input, mine);
     line->tag = tag;
-    line->sequence.store(sequence, std::memory_order_release);
+    COLLIE_RETURN_IF_ERROR(publish(line->sequence, sequence));
   } else {
     if (mine > 0) std::memcpy(const_cast<uint8_t*>(slotData(rank, parity)), input, mine);
     SlotControl* control = shm::control(boards_[rank].base, parity);
     control->tag = tag;
     control->bytes = mine;
-    control->sequence.store(sequence, std::memory_order_release);
+    COLLIE_RETURN_IF_ERROR(publish(control->sequence, sequence));
   }
   ringPeers();
 
   // Everyone else's broadcast slot is empty; every other collective publishes alike.
   const size_t expected = args.kind == CollectiveKind::kBroadcast ? SIZE_MAX : mine;
-  COLLIE_RETURN_IF_ERROR(waitForPeersDecided(sequence, tag, expected, inLine, timeout, cancelled));
-  // Every part is here: decide the collective a success unless a rank failed it first.
-  COLLIE_RETURN_IF_ERROR(verdict_.decideOk(sequence));
+  COLLIE_RETURN_IF_ERROR(waitForPeers(sequence, tag, expected, inLine, timeout, cancelled));
   auto slotOf = [&](int r) -> const uint8_t* {
     return inLine ? lineSlot(boards_[r].base, parity)->data : slotData(r, parity);
   };

@@ -32,14 +32,17 @@
 // root or leaves could finish alone and lap a slow peer's slot) wait for every rank's
 // header, so ranks running different collectives fail with Mismatch.
 //
-// One outcome per collective: every rank decides each board and single-copy collective
-// on one shared word (shm_verdict.h) before it reports the outcome, so once a rank failed
-// one (timeout, abort, a peer gone), no rank reports it a success; a late rank gets an
-// error naming the rank that failed it. A rank that would fail a collective that another
-// rank already decided a success completes it instead (every part of it was published).
+// One outcome per collective (shm_verdict.h): a rank publishes each sequence number
+// (its line or slot header, its done and probe flags) with a compare-and-swap, and a rank
+// that gives up (timeout, abort, a peer gone), or that sees a peer's word claimed, claims
+// the words of every peer that has not published yet. It completes the collective when
+// every peer had published, else it fails, and so does every other rank: a late rank
+// fails with an error naming the rank that claimed its word. The fast path costs nothing
+// more: the compare-and-swap replaces a store that a full fence followed anyway.
 //
-// Peers' boards are mapped read-only and their headers validated; a peer whose tag
-// differs fails the collective with kMismatch naming it before any output is written.
+// Peers' boards are mapped read-write (only the sequence words are ever written by a
+// peer, by claims) and their headers validated; a peer whose tag differs fails the
+// collective with kMismatch naming it before any output is written.
 //
 // Thread safety: used by one thread at a time (the engine serialises collectives).
 #pragma once
@@ -120,30 +123,34 @@ class Board final : public TeamCollectives {
   // `why` (a forced team algorithm that cannot run this collective).
   Result<TeamOutcome> declined(const Call& call, const std::string& why) const;
   // Waits until ready(peer) for every peer: spin, then yield, then the doorbell futex.
-  template <typename Ready>
-  Status waitForAll(Ready ready, const char* what, std::chrono::microseconds timeout,
-                    const std::atomic<bool>& cancelled);
+  // Fails at once (with the error naming the claimer) when claimed(peer) returns a
+  // marker (shm_verdict.h) while the peer is not ready.
+  template <typename Ready, typename Claimed>
+  Status waitForAll(Ready ready, Claimed claimed, const char* what,
+                    std::chrono::microseconds timeout, const std::atomic<bool>& cancelled);
+  // After a failed wait for `sequence` (`failure`, not a mismatch): claims the words
+  // (`words(peer, out)` fills at most 2) of every peer; OK when every peer had published
+  // (the collective completes), else `failure`.
+  template <typename Words>
+  Status claimPeers(uint64_t sequence, Status failure, Words words);
+  // Wakes the peers that sleep; right after a publish() (its compare-and-swap is the
+  // fence between the publication and the reads of their sleeper counts).
   void ringPeers();
   // Publishes `sequence` in this rank's flag (`flag` finds it in a board) and waits
   // until every rank's is at least `sequence`.
   Status meet(std::atomic<uint64_t>* (*flag)(void*), uint64_t sequence, const char* what,
               std::chrono::microseconds timeout, const std::atomic<bool>& cancelled);
-  // The done meeting of a single-copy all-reduce (`what` it waits for), then the verdict.
-  Status finishDecided(uint64_t sequence, const char* what, const Call& call);
   // `inLine`: the collective travels in LineSlots (sequence, tag, data in one line).
+  // Settled with claims (claimPeers) when the wait fails.
   Status waitForPeers(uint64_t sequence, uint64_t tag, size_t bytes, bool inLine,
                       std::chrono::microseconds timeout, const std::atomic<bool>& cancelled);
-  const uint8_t* slotData(int rank, int parity) const;
-  // waitForPeers() settled with the verdict: its failure stands unless another rank
-  // already decided `sequence` a success, in which case every part was published and
-  // the wait is repeated (it returns at once).
-  Status waitForPeersDecided(uint64_t sequence, uint64_t tag, size_t bytes, bool inLine,
-                             std::chrono::microseconds timeout, const std::atomic<bool>& cancelled);
-  // `status` (a failure of `sequence` at a point where it cannot be completed) made the
-  // verdict; OK when another rank decided it a success first (see shm_verdict.h).
-  Status failDecided(uint64_t sequence, Status status) {
-    return verdict_.decideFailed(sequence, status) ? Status() : status;
+  Status waitForPublished(uint64_t sequence, std::chrono::microseconds timeout,
+                          const std::atomic<bool>& cancelled);
+  // Publishes `sequence` in this rank's `word` unless a giving-up rank claimed it.
+  Status publish(std::atomic<uint64_t>& word, uint64_t sequence) {
+    return verdict::publish(word, sequence, ctx_.rank);
   }
+  const uint8_t* slotData(int rank, int parity) const;
 
   TransportContext ctx_;
   std::shared_ptr<ShmShared> shared_;
@@ -151,7 +158,6 @@ class Board final : public TeamCollectives {
   std::string name_;
   std::vector<Mapping> boards_;  // per rank; this rank's is writable
   uint64_t sequence_ = 0;
-  TeamVerdict verdict_;
   std::chrono::microseconds spin_;
   uint64_t pidNamespace_;
   TeamOffer offer_;  // agreed at connect

@@ -29,14 +29,6 @@ Result<TeamOutcome> Board::declined(const Call& call, const std::string& why) co
                      std::string(collectiveName(call.args.kind)) + ": " + why);
 }
 
-Status Board::finishDecided(uint64_t sequence, const char* what, const Call& call) {
-  Status met = meet(&doneSequence, sequence, what, call.timeout, call.cancelled);
-  // Every share is written once every rank is done: decide the collective a success
-  // unless a rank failed it first; a rank that failed to meet completes it instead when
-  // another rank decided it a success (then every rank was done).
-  return met.isOk() ? verdict_.decideOk(sequence) : failDecided(sequence, std::move(met));
-}
-
 Result<TeamOutcome> Board::runSingleCopy(const Call& call) {
   const CollectiveArgs& args = call.args;
   const int n = ctx_.nranks;
@@ -61,7 +53,7 @@ Result<TeamOutcome> Board::runSingleCopy(const Call& call) {
   mine->crossMemory = wantsCrossMemory(call) ? 1 : 0;
   mine->inputAddress = reinterpret_cast<uint64_t>(call.input);
   mine->outputAddress = reinterpret_cast<uint64_t>(call.output);
-  mine->sequence.store(sequence, std::memory_order_release);
+  COLLIE_RETURN_IF_ERROR(publish(mine->sequence, sequence));
   // Neither registered nor cross-memory here: every rank declines (the others once they
   // read this header), so there is nothing to wait for, and not waiting keeps a barrier
   // off every large collective; the fallback's messages carry the tag, so ranks that
@@ -94,10 +86,7 @@ Result<TeamOutcome> Board::runSingleCopy(const Call& call) {
     return declined(call, why);
   }
   ringPeers();
-  COLLIE_RETURN_IF_ERROR(
-      waitForPeersDecided(sequence, call.tag, 0, false, call.timeout, call.cancelled));
-  // A rank that already failed this collective may have left: touch none of its memory.
-  COLLIE_RETURN_IF_ERROR(verdict_.failedAlready(sequence));
+  COLLIE_RETURN_IF_ERROR(waitForPeers(sequence, call.tag, 0, false, call.timeout, call.cancelled));
 
   // Every rank reads the same headers, so every rank takes the same branch here.
   if (args.kind != CollectiveKind::kAllReduce) return TeamOutcome{};  // the check alone
@@ -149,8 +138,8 @@ Result<TeamOutcome> Board::runSingleCopy(const Call& call) {
   directAllReduceShare(inputs, outputs, args.count, args.dtype, args.op, rank, scratch_.get());
 
   // Nobody may return (and reuse its buffers) before every share is written.
-  COLLIE_RETURN_IF_ERROR(
-      finishDecided(sequence, "finish its share of the direct all-reduce", call));
+  COLLIE_RETURN_IF_ERROR(meet(&doneSequence, sequence, "finish its share of the direct all-reduce",
+                              call.timeout, call.cancelled));
   return TeamOutcome{Algorithm::kDirect};
 }
 
@@ -192,7 +181,8 @@ Result<TeamOutcome> Board::runCrossMemory(const Call& call, uint64_t sequence) {
   COLLIE_RETURN_IF_ERROR(crossMemory_.reduceShare(ranks, rank, call.input, call.output, args.count,
                                                   args.dtype, args.op));
   // Nobody may return (and reuse its buffers) before every rank wrote its share.
-  COLLIE_RETURN_IF_ERROR(finishDecided(sequence, "finish the cross-memory all-reduce", call));
+  COLLIE_RETURN_IF_ERROR(meet(&doneSequence, sequence, "finish the cross-memory all-reduce",
+                              call.timeout, call.cancelled));
   return TeamOutcome{Algorithm::kCma};
 }
 

@@ -19,7 +19,7 @@
 namespace collie::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x31454d48534c4c43ull;  // "CLLSHME1"
-inline constexpr uint32_t kLayoutVersion = 2;
+inline constexpr uint32_t kLayoutVersion = 1;
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kPage = 4096;
 inline constexpr size_t kNonceBytes = 16;
@@ -57,9 +57,6 @@ struct SegmentHeader {
   std::atomic<uint32_t> sleepers;
   // Set by the owner when it tears down its transport.
   alignas(kCacheLine) std::atomic<uint32_t> closed;
-  // Rank 0's segment only: the verdict word of the board's team collectives, which every
-  // rank swaps (shm_verdict.h); zero (nothing decided) at creation.
-  alignas(kCacheLine) std::atomic<uint64_t> teamVerdict;
 };
 
 // The control block of one FIFO. head = bytes written by the sender so far, tail =

@@ -1,31 +1,32 @@
-// TeamVerdict: the one outcome of each team collective of the shm board (shm_board.h),
-// decided by one compare-and-swap on one word that every rank of the host maps
-// read-write (SegmentHeader::teamVerdict of rank 0's segment).
+// One outcome per team collective of the shm board (shm_board.h), decided on the words
+// the ranks publish in anyway: no shared word, no extra cache line on the fast path.
 //
-// Why one word: a rank that gives up on collective s (timeout, abort, a peer gone) and a
+// The problem: a rank that gives up on collective s (timeout, abort, a peer gone) and a
 // late rank that completes s from what the failed rank had already published must not
-// report different outcomes. Two flags ("I withdrew", "I completed") cannot settle that:
-// each rank can see the other's. One word can: the word holds the verdict of the latest
-// decided sequence, and the first rank to swap it decides for everyone.
-//   - decideOk(s), before a rank reports success: only after it saw every rank's part of
-//     s. If the word says s failed, the rank fails too (having written no output), with
-//     an error naming the rank that failed s and its reason code.
-//   - decideFailed(s, error), before a rank reports failure of s: if the word already
-//     says s succeeded, every part of s was published (the deciding rank saw them), so
-//     the caller finishes s successfully instead (returns OK); else s fails for every
-//     rank and the caller reports `error`.
-// A word that already holds a later sequence means s succeeded: no rank passes s
-// without deciding it so, and no rank starts s + 1's wait before finishing s.
+// report different outcomes. Two flags ("I withdrew", "I completed") cannot settle it
+// (each rank can see the other's); a compare-and-swap on one word per publication can.
 //
-// Word layout: sequence (low 40 bits of the team's sequence number) << 24 | rank << 8 |
-// state, state 1 = succeeded, 0x80 | StatusCode = failed by `rank`. Ranks of one
-// communicator are at most one sequence apart, so 40 bits cannot alias.
+// Every rank publishes s in its own words (its line or slot header, its done flag) with
+// a compare-and-swap (publish()) instead of a store. A rank that gives up claims every
+// peer's words for s (claim()): it swaps a marker (the sequence, its rank, its error
+// code) into each word the peer has not published s in yet. Each word's compare-and-swaps
+// are totally ordered, so for each peer either its publication came first (the claimer
+// sees it, takes back the markers it placed on the peer's other words and counts the
+// peer published) or a marker did (the peer's publish() fails: it reports an error naming
+// the claimer and never publishes s). The claimer then completes s when every peer had
+// published (their parts are there; a claimer that timed out completes the collective
+// after all) and fails it otherwise. A rank that already published and waits sees a
+// marker on a peer that has not published and claims too, so it reaches the same
+// conclusion. Nobody can complete s without every rank's publication, and a claimer
+// fails s only when some rank's publication is blocked for good: every rank gets the
+// same outcome.
 //
-// Cost on the fast path: one acquire load of a line every rank touches once per
-// collective, and one compare-and-swap by whichever rank gets there first.
+// Word values: sequence numbers (below 2^63), or a marker: bit 63, the error code in bits
+// 56..62, the claiming rank in bits 40..55, the sequence's low 40 bits. Markers are
+// never taken back once the claimer concluded the collective failed: the communicator is
+// done.
 //
-// Thread safety: the word is shared between processes; a TeamVerdict is used by the one
-// thread running the team's collectives.
+// Thread safety: the words are shared between processes; the functions are lock-free.
 #pragma once
 
 #include <atomic>
@@ -34,84 +35,86 @@
 
 #include "collie/status.h"
 
-namespace collie::shm {
+namespace collie::shm::verdict {
 
-class TeamVerdict {
- public:
-  TeamVerdict() = default;
-  TeamVerdict(std::atomic<uint64_t>* word, int rank) : word_(word), rank_(rank) {}
+inline constexpr uint64_t kMarker = uint64_t{1} << 63;
 
-  // OK when s is (now) decided a success; otherwise the error for this rank (kRemoteError
-  // naming the rank that failed s).
-  Status decideOk(uint64_t sequence) {
-    if (word_ == nullptr) return Status();
-    const uint64_t ok = pack(sequence, rank_, kSucceeded);
-    uint64_t seen = word_->load(std::memory_order_acquire);
+inline uint64_t marker(uint64_t sequence, int rank, StatusCode code) {
+  return kMarker | (static_cast<uint64_t>(code) & 0x7f) << 56 |
+         (static_cast<uint64_t>(rank) & 0xffff) << 40 | (sequence & ((uint64_t{1} << 40) - 1));
+}
+inline bool isMarker(uint64_t word) { return (word & kMarker) != 0; }
+// Whether `word` shows its owner published `sequence` (a flag that only grows counts
+// later sequences too).
+inline bool published(uint64_t word, uint64_t sequence) {
+  return !isMarker(word) && word >= sequence;
+}
+
+// The error of rank `rank`, which found `word` (a marker) where it waited or published.
+inline Status blockedError(uint64_t word, int rank) {
+  const int claimer = static_cast<int>((word >> 40) & 0xffff);
+  const auto code = static_cast<StatusCode>((word >> 56) & 0x7f);
+  return remoteError("rank " + std::to_string(claimer) + " failed this team collective (" +
+                         statusCodeName(code) + ") before rank " + std::to_string(rank) +
+                         " could complete it; no rank reports it a success",
+                     claimer);
+}
+
+// Publishes `sequence` in this rank's own `word` unless a failing rank claimed it first:
+// then the error naming that rank. Sequentially consistent (also a release of what the
+// rank wrote before; a full fence on x86, as the store and fence it replaces were).
+inline Status publish(std::atomic<uint64_t>& word, uint64_t sequence, int rank) {
+  uint64_t seen = word.load(std::memory_order_relaxed);
+  while (!isMarker(seen)) {
+    if (word.compare_exchange_weak(seen, sequence, std::memory_order_seq_cst,
+                                   std::memory_order_relaxed)) {
+      return Status();
+    }
+  }
+  return blockedError(seen, rank);
+}
+
+// A giving-up rank's claim on one peer's `words` (where the peer may publish `sequence`)
+// with `mark` (marker(sequence, this rank, code)). True when the peer had published
+// (acquire: its part is visible; the markers placed here are taken back), false when it
+// can no longer publish `sequence` in any of them.
+inline bool claim(std::atomic<uint64_t>* const* words, int n, uint64_t sequence, uint64_t mark) {
+  uint64_t before[4];
+  bool placed[4] = {false, false, false, false};
+  bool wasPublished = false;
+  for (int i = 0; i < n && !wasPublished; ++i) {
+    uint64_t seen = words[i]->load(std::memory_order_acquire);
     while (true) {
-      const int verdict = verdictOf(seen, sequence);
-      if (verdict == kSucceeded) return Status();
-      if (verdict != kUndecided) return failedBy(seen);
-      if (word_->compare_exchange_weak(seen, ok, std::memory_order_acq_rel,
-                                       std::memory_order_acquire)) {
-        return Status();
+      if (published(seen, sequence)) {
+        wasPublished = true;
+        break;
+      }
+      if (isMarker(seen)) break;  // another rank claimed this word
+      if (words[i]->compare_exchange_weak(seen, mark, std::memory_order_acq_rel,
+                                          std::memory_order_acquire)) {
+        before[i] = seen;
+        placed[i] = true;
+        break;
       }
     }
   }
-
-  // True when s was decided a success before this rank could fail it (the caller then
-  // completes it); false when s is failed for every rank.
-  bool decideFailed(uint64_t sequence, const Status& error) {
-    if (word_ == nullptr) return false;
-    const int code = 0x80 | (static_cast<int>(error.code()) & 0x7f);
-    const uint64_t failed = pack(sequence, rank_, code);
-    uint64_t seen = word_->load(std::memory_order_acquire);
-    while (true) {
-      const int verdict = verdictOf(seen, sequence);
-      if (verdict == kSucceeded) return true;
-      if (verdict != kUndecided) return false;
-      if (word_->compare_exchange_weak(seen, failed, std::memory_order_acq_rel,
-                                       std::memory_order_acquire)) {
-        return false;
-      }
+  if (wasPublished) {
+    // The peer published in another word; it never writes these for `sequence`.
+    for (int i = 0; i < n; ++i) {
+      uint64_t expected = mark;
+      if (placed[i]) words[i]->compare_exchange_strong(expected, before[i]);
     }
   }
+  return wasPublished;
+}
 
-  // Whether s is already decided a failure (a cheap look before touching peers' memory).
-  Status failedAlready(uint64_t sequence) const {
-    if (word_ == nullptr) return Status();
-    const uint64_t seen = word_->load(std::memory_order_acquire);
-    const int verdict = verdictOf(seen, sequence);
-    return verdict == kSucceeded || verdict == kUndecided ? Status() : failedBy(seen);
+// The first marker among `words` (0 when none).
+inline uint64_t markerAmong(std::atomic<uint64_t>* const* words, int n) {
+  for (int i = 0; i < n; ++i) {
+    const uint64_t seen = words[i]->load(std::memory_order_acquire);
+    if (isMarker(seen)) return seen;
   }
+  return 0;
+}
 
- private:
-  static constexpr int kUndecided = 0;
-  static constexpr int kSucceeded = 1;
-  static constexpr uint64_t kSequenceMask = (uint64_t{1} << 40) - 1;
-
-  static uint64_t pack(uint64_t sequence, int rank, int state) {
-    return (sequence & kSequenceMask) << 24 | (static_cast<uint64_t>(rank) & 0xffff) << 8 |
-           static_cast<uint64_t>(state & 0xff);
-  }
-  // kUndecided, kSucceeded or the failed state of `sequence` as `word` tells it.
-  static int verdictOf(uint64_t word, uint64_t sequence) {
-    const uint64_t decided = word >> 24;
-    const uint64_t mine = sequence & kSequenceMask;
-    if (decided == mine) return static_cast<int>(word & 0xff);
-    // A later sequence decided (mod 2^40): this one succeeded.
-    return ((decided - mine) & kSequenceMask) < (kSequenceMask >> 1) ? kSucceeded : kUndecided;
-  }
-  Status failedBy(uint64_t word) const {
-    const int rank = static_cast<int>((word >> 8) & 0xffff);
-    const auto code = static_cast<StatusCode>(word & 0x7f);
-    return remoteError("rank " + std::to_string(rank) + " failed this team collective (" +
-                           statusCodeName(code) + ") before rank " + std::to_string(rank_) +
-                           " could complete it; no rank reports it a success",
-                       rank);
-  }
-
-  std::atomic<uint64_t>* word_ = nullptr;
-  int rank_ = 0;
-};
-
-}  // namespace collie::shm
+}  // namespace collie::shm::verdict
