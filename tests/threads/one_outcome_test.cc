@@ -77,6 +77,10 @@ struct Outcome {
   bool created = false;
 };
 
+// fault: a rank times out on an all-reduce and destroys its communicator, its peer calls the
+// all-reduce afterwards (board, cma, shm FIFO ring and one-shot, tcp; 8 B-64 MiB) | the late
+// rank fails naming the failed rank and its reason; none reports success (before: success on
+// the board and tcp) | one_outcome_test
 TEST(OneOutcomeTest, LateRankFailsACollectiveItsPeerFailed) {
   const std::vector<Case> all = cases();
   std::vector<Outcome> outcomes(all.size());

@@ -64,6 +64,9 @@ TEST(TeamVerdictTest, FlagsThatOnlyGrowCountLaterSequences) {
 // (some late), one may give up early and claims, the others wait until every peer
 // published or a claim shows, then claim too. Every rank must end with the same outcome,
 // and both outcomes must occur.
+// fault: rank threads race to complete and to give up on the same board collectives (2,000) |
+// every rank gets the same outcome for each; one that timed out after every peer published
+// completes it | team_verdict_test
 TEST(TeamVerdictTest, RacingRanksAgreeOnEveryCollective) {
   constexpr int kRanks = 4;
   constexpr int kTrials = 2000;

@@ -279,7 +279,7 @@ Status Board::waitForAll(Ready ready, Claimed claimed, const char* what,
         }
       }
       if (const uint64_t marker = claimed(peer); marker != 0 && !ready(peer)) {
-        return verdict::blockedError(marker, ctx_.rank);
+        return verdict::claimedError(marker, peer, ctx_.rank);
       }
       if (cancelled.load(std::memory_order_relaxed)) {
         return abortedError("team collective aborted on rank " + std::to_string(ctx_.rank));

@@ -123,8 +123,8 @@ class Board final : public TeamCollectives {
   // `why` (a forced team algorithm that cannot run this collective).
   Result<TeamOutcome> declined(const Call& call, const std::string& why) const;
   // Waits until ready(peer) for every peer: spin, then yield, then the doorbell futex.
-  // Fails at once (with the error naming the claimer) when claimed(peer) returns a
-  // marker (shm_verdict.h) while the peer is not ready.
+  // Fails at once (with the error naming the peer) when claimed(peer) returns a marker
+  // (shm_verdict.h) while the peer is not ready.
   template <typename Ready, typename Claimed>
   Status waitForAll(Ready ready, Claimed claimed, const char* what,
                     std::chrono::microseconds timeout, const std::atomic<bool>& cancelled);

@@ -60,6 +60,19 @@ inline Status blockedError(uint64_t word, int rank) {
                      claimer);
 }
 
+// The error of rank `rank`, which waited for `peer` and found `word` (a marker) in its
+// place: `peer` never published, and a rank gave up on the collective. It names `peer`
+// (the rank that did not join: dead, late or stuck), whose own error names the claimer.
+inline Status claimedError(uint64_t word, int peer, int rank) {
+  const int claimer = static_cast<int>((word >> 40) & 0xffff);
+  const auto code = static_cast<StatusCode>((word >> 56) & 0x7f);
+  return remoteError(
+      "rank " + std::to_string(peer) + " did not join this team collective before rank " +
+          std::to_string(claimer) + " gave up on it (" + statusCodeName(code) + "); rank " +
+          std::to_string(rank) + " fails it too, no rank reports it a success",
+      peer);
+}
+
 // Publishes `sequence` in this rank's own `word` unless a failing rank claimed it first:
 // then the error naming that rank. Sequentially consistent (also a release of what the
 // rank wrote before; a full fence on x86, as the store and fence it replaces were).
