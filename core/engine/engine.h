@@ -11,10 +11,11 @@
 // A failure is also spread: the failing rank leaves its reason on the FailureBoard,
 // leaves each peer a record that it failed the collective (Executor::abandon) and
 // closes every connection, so that its peers fail at once (instead of at their
-// timeout) and report the same root cause, and a late peer that already holds all its
-// data does not report the failed collective a success (executor.h, "One outcome"). A rank that
-// only sends in a collective (a broadcast root) can finish it before a receiver rejects its data;
-// it learns of the failure on its next collective with those peers.
+// timeout) and report the same root cause, and a late peer that already holds all
+// its data does not report the failed collective a success (executor.h, "One
+// outcome"). A rank that only sends in a collective (a broadcast root) can finish it
+// before a receiver rejects its data; it learns of the failure on its next
+// collective with those peers.
 //
 // abort() fails the running and every queued collective with Aborted, closes the
 // connections and returns once that is done (bounded: the progress thread checks for

@@ -158,7 +158,7 @@ Status Executor::execute(Pending& pending, PointToPointSource* adopt) {
     completeAdopted(Status());
     if (finished) {
       // One outcome: not a success where a peer already left a record that it failed it.
-      if (adopt == nullptr && !isPointToPoint(pending)) {
+      if (!isPointToPoint(pending)) {
         for (auto& execution : executions) {
           status = execution->abandonedByPeer();
           if (!status.isOk()) break;

@@ -12,7 +12,6 @@
 // the 64 MiB cases). COLLIE_TEST_QUICK=1 (the sanitizer runs) keeps one size per path and
 // no 64 MiB case.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <chrono>
 #include <map>
@@ -21,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/quick_matrix.h"
 #include "support/rank_threads.h"
 
 namespace collie {
@@ -36,11 +36,6 @@ struct Case {
   size_t floats;
 };
 
-bool quick() {
-  const char* q = std::getenv("COLLIE_TEST_QUICK");
-  return q != nullptr && std::string(q) == "1";
-}
-
 std::vector<Case> cases() {
   const size_t k8B = 2, k4K = 1024, k1M = 256 * 1024, k64M = 16 * 1024 * 1024;
   const std::map<std::string, std::string> bigBoard = {{"COLLIE_SHM_ONESHOT_MAX", "2M"}};
@@ -52,7 +47,7 @@ std::vector<Case> cases() {
       {"ring_shm_4K", "shm", Algorithm::kRing, {}, k4K},
       {"tcp_4K", "tcp", Algorithm::kAuto, {}, k4K},
   };
-  if (quick()) return all;
+  if (testing::quickMatrix()) return all;
   std::vector<Case> more = {
       {"board_8B", "shm", Algorithm::kBoard, {}, k8B},
       {"board_1M", "shm", Algorithm::kBoard, bigBoard, k1M},
