@@ -66,6 +66,14 @@ std::string_view collectiveName(CollectiveKind kind) {
       return "recv";
     case CollectiveKind::kBarrier:
       return "barrier";
+    case CollectiveKind::kAllToAll:
+      return "alltoall";
+    case CollectiveKind::kGather:
+      return "gather";
+    case CollectiveKind::kScatter:
+      return "scatter";
+    case CollectiveKind::kAllToAllV:
+      return "alltoallv";
   }
   return "invalid";
 }
@@ -88,6 +96,10 @@ std::string_view algorithmName(Algorithm algo) {
       return "direct";
     case Algorithm::kCma:
       return "cma";
+    case Algorithm::kPairwise:
+      return "pairwise";
+    case Algorithm::kLinear:
+      return "linear";
   }
   return "invalid";
 }

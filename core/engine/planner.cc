@@ -77,7 +77,11 @@ Result<std::shared_ptr<const Schedule>> Planner::plan(const CollectiveArgs& args
       static_cast<int>(args.op), args.root, args.peer, static_cast<int>(decision.algorithm),
       decision.chunkBytes, decision.nchannels,
       (decision.teamStep ? 1 << 24 : 0) | (static_cast<int>(decision.steps) << 16) | decision.team);
-  if (std::shared_ptr<const Schedule> cached = cache_.find(key)) return cached;
+  // A layout (alltoallv) is this call's own: its schedule is neither looked up nor kept.
+  const bool cacheable = args.layout == nullptr;
+  if (cacheable) {
+    if (std::shared_ptr<const Schedule> cached = cache_.find(key)) return cached;
+  }
   lock.unlock();
   PlanParams params;
   params.rank = config_.rank;
@@ -96,6 +100,7 @@ Result<std::shared_ptr<const Schedule>> Planner::plan(const CollectiveArgs& args
                          << bytes << " bytes on " << config_.nranks << " ranks -> "
                          << decisionText(decision) << " (chunk/channels of the steps), predicted "
                          << decision.predictedUs << " us for " << algorithmName(decision.algorithm);
+  if (!cacheable) return shared;
   lock.lock();
   cache_.insert(key, shared);
   return shared;

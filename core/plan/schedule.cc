@@ -1,9 +1,11 @@
 #include "core/plan/schedule.h"
 
+#include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "core/plan/chain.h"
+#include "core/plan/exchange.h"
 #include "core/plan/oneshot.h"
 #include "core/plan/point_to_point.h"
 #include "core/plan/ring.h"
@@ -18,10 +20,27 @@ size_t Schedule::stepCount() const {
   return total;
 }
 
+namespace {
+// The end of the furthest block of a layout's counts and offsets, in bytes.
+size_t layoutEnd(const std::vector<size_t>& counts, const std::vector<size_t>& offsets,
+                 DataType dtype) {
+  size_t end = 0;
+  for (size_t p = 0; p < counts.size() && p < offsets.size(); ++p) {
+    end = std::max(end, (offsets[p] + counts[p]) * dataTypeSize(dtype));
+  }
+  return end;
+}
+}  // namespace
+
 size_t inputBytes(const CollectiveArgs& args, int nranks) {
   size_t bytes = args.count * dataTypeSize(args.dtype);
   switch (args.kind) {
+    case CollectiveKind::kAllToAllV:
+      return args.layout ? layoutEnd(args.layout->sendCounts, args.layout->sendOffsets, args.dtype)
+                         : 0;
     case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll:
+    case CollectiveKind::kScatter:
       return bytes * nranks;
     case CollectiveKind::kRecv:
     case CollectiveKind::kBarrier:
@@ -34,7 +53,12 @@ size_t inputBytes(const CollectiveArgs& args, int nranks) {
 size_t outputBytes(const CollectiveArgs& args, int nranks) {
   size_t bytes = args.count * dataTypeSize(args.dtype);
   switch (args.kind) {
+    case CollectiveKind::kAllToAllV:
+      return args.layout ? layoutEnd(args.layout->recvCounts, args.layout->recvOffsets, args.dtype)
+                         : 0;
     case CollectiveKind::kAllGather:
+    case CollectiveKind::kAllToAll:
+    case CollectiveKind::kGather:
       return bytes * nranks;
     case CollectiveKind::kSend:
     case CollectiveKind::kBarrier:
@@ -145,6 +169,12 @@ Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& par
     return unsupported(std::string(algorithmName(params.algorithm)) +
                        " is a team collective: it runs in a team step, not in steps of messages");
   }
+  if (!isExchange(args.kind) &&
+      (params.algorithm == Algorithm::kPairwise || params.algorithm == Algorithm::kLinear)) {
+    return unsupported(std::string(algorithmName(params.algorithm)) + " " +
+                       std::string(collectiveName(args.kind)) +
+                       " is not implemented (exchanges only: alltoall, gather, scatter); use auto");
+  }
   const bool wantsTree = params.algorithm == Algorithm::kTree;
 
   switch (args.kind) {
@@ -217,6 +247,12 @@ Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& par
     case CollectiveKind::kBarrier:
       schedule.algorithm = Algorithm::kRing;
       planBarrier(params, &schedule);
+      break;
+    case CollectiveKind::kAllToAll:
+    case CollectiveKind::kGather:
+    case CollectiveKind::kScatter:
+    case CollectiveKind::kAllToAllV:
+      COLLIE_RETURN_IF_ERROR(planExchange(args, params, &schedule));
       break;
   }
   if (params.teamStep && params.team != 0) {

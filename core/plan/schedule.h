@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -74,21 +75,38 @@ struct Step {
   TeamAlgorithms team = 0;  // kTeam: the algorithms it tries
 };
 
+// Where an all-to-all with a count per peer (kAllToAllV) reads and writes, in elements
+// of the collective's dtype: sendCounts[p] elements at sendOffsets[p] of the input go to
+// rank p; recvCounts[p] elements from rank p land at recvOffsets[p] of the output. Every
+// vector has nranks entries (checked by Communicator::allToAllV); the counts are this
+// rank's, so they differ between ranks, and sendCounts[p] here must equal recvCounts[r]
+// on rank p (a message of another length fails with Mismatch naming both).
+struct ExchangeLayout {
+  std::vector<size_t> sendCounts, sendOffsets, recvCounts, recvOffsets;
+};
+
 // What to run: the collective as the caller described it.
 struct CollectiveArgs {
   CollectiveKind kind = CollectiveKind::kAllReduce;
   size_t count = 0;  // elements: per rank for allreduce/broadcast/reduce/send/recv;
                      // the receive count for reducescatter, the send count for allgather
+                     // and gather, the receive count for scatter, the block per peer for
+                     // alltoall
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
-  int root = 0;   // broadcast/reduce: the root rank; unused by the other kinds
+  int root = 0;   // broadcast/reduce/gather/scatter: the root rank; unused by the others
   int peer = -1;  // send/recv: the rank at the other end; unused by the other kinds
+  // kAllToAllV: this rank's counts and offsets (count is then 0: nothing about the
+  // layout is the same on every rank). Null for every other kind. A schedule with a
+  // layout is planned for its call and not cached.
+  std::shared_ptr<const ExchangeLayout> layout = nullptr;
 };
 
-// Which rank field of CollectiveArgs a kind reads: `root` (broadcast, reduce) or `peer`
-// (send, recv); the other kinds read neither.
+// Which rank field of CollectiveArgs a kind reads: `root` (broadcast, reduce, gather,
+// scatter) or `peer` (send, recv); the other kinds read neither.
 inline bool isRooted(CollectiveKind kind) {
-  return kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce;
+  return kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce ||
+         kind == CollectiveKind::kGather || kind == CollectiveKind::kScatter;
 }
 inline bool isPointToPoint(CollectiveKind kind) {
   return kind == CollectiveKind::kSend || kind == CollectiveKind::kRecv;

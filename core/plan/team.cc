@@ -22,7 +22,7 @@ std::string teamAlgorithmsText(TeamAlgorithms set) {
 bool teamSupports(Algorithm algo, CollectiveKind kind) {
   switch (algo) {
     case Algorithm::kBoard:
-      return kind != CollectiveKind::kSend && kind != CollectiveKind::kRecv;
+      return kind != CollectiveKind::kSend && kind != CollectiveKind::kRecv && !isExchange(kind);
     case Algorithm::kDirect:
     case Algorithm::kCma:
       return kind == CollectiveKind::kAllReduce;

@@ -49,7 +49,8 @@ Algorithm firstTeamAlgorithm(TeamAlgorithms set);
 std::string teamAlgorithmsText(TeamAlgorithms set);
 
 // Whether team algorithm `algo` implements `kind`: board every collective but
-// point-to-point, direct and cma all-reduce only.
+// point-to-point and the exchanges (all-to-all, gather, scatter: their team step only
+// checks the fingerprint), direct and cma all-reduce only.
 bool teamSupports(Algorithm algo, CollectiveKind kind);
 
 // The most bytes one rank publishes on the board for a collective of `bytes` (its

@@ -40,6 +40,10 @@ bool algorithmSupports(Algorithm algorithm, CollectiveKind kind) {
       return kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce;
     case Algorithm::kOneShot:
       return kind == CollectiveKind::kAllReduce;
+    case Algorithm::kPairwise:
+      return kind == CollectiveKind::kAllToAll || kind == CollectiveKind::kAllToAllV;
+    case Algorithm::kLinear:
+      return isExchange(kind);
     case Algorithm::kAuto:
       return true;
     case Algorithm::kBoard:
@@ -87,6 +91,13 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int
     }
     case CollectiveKind::kBarrier:
       return d * alpha;
+    case CollectiveKind::kAllToAll:
+    case CollectiveKind::kAllToAllV:
+      if (algorithm == Algorithm::kLinear) return c * alpha + (n - 1) * s / beta;
+      return (n - 1) * (c * alpha + s / beta);
+    case CollectiveKind::kGather:
+    case CollectiveKind::kScatter:
+      return (d + c) * alpha + (n - 1) * s / beta;
     default:
       return alpha;
   }
@@ -118,6 +129,13 @@ TuneDecision decideSchedule(CollectiveKind kind, size_t bytes, int nranks, const
     if (oneShotFits && bytes <= kOneShotMaxBytes) algorithms.push_back(Algorithm::kOneShot);
   } else if (kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce) {
     algorithms = {Algorithm::kChain, Algorithm::kTree};
+  } else if (kind == CollectiveKind::kAllToAll) {
+    algorithms = {Algorithm::kPairwise, Algorithm::kLinear};
+  } else if (kind == CollectiveKind::kAllToAllV) {
+    // Its counts differ between ranks, and every rank must decide alike: no sizes.
+    algorithms = {Algorithm::kPairwise};
+  } else if (isExchange(kind)) {
+    algorithms = {Algorithm::kLinear};
   } else {
     algorithms = {Algorithm::kRing};
   }

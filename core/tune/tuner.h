@@ -16,6 +16,10 @@
 //   oneshot all-reduce (n = 2, S <= kOneShotMaxBytes)   alpha + S / beta
 //   ring reduce-scatter / all-gather (only choice): (n - 1) R c alpha + (n - 1)/n S' / beta
 //   dissemination barrier ceil(log2 n) alpha
+//   all-to-all (S = one block) pairwise (n-1)(c alpha + S / beta); linear c alpha
+//                      + (n-1) S / beta (posted at once: one latency); with a count per
+//                      peer (alltoallv) always pairwise, since ranks know only their counts
+//   gather / scatter (S = one block) linear (d + c) alpha + (n-1) S / beta
 //   team algorithms (board, direct, cma): core/plan/team.h, with the team's own constants
 // Channels run on one progress thread, so in the model they add messages, not
 // bandwidth: unless COLLIE_NCHANNELS fixes it, the channel count is the cheapest of
@@ -23,8 +27,9 @@
 //
 // Robustness: the constants are measured on machines that may be busy, and the model
 // is rough. The bandwidth-robust algorithm (ring for all-reduce, chain for broadcast
-// and reduce) is the default; another wins only when predicted kRobustMargin faster.
-// A forced algorithm gets the same chunk and channel choice as auto would give it.
+// and reduce, pairwise for all-to-all) is the default; another wins only when predicted
+// kRobustMargin faster. A forced algorithm gets the same chunk and channel choice as auto would
+// give it.
 //
 // Team collectives (core/plan/team.h): when the communicator has a team (TuneLimits::
 // team) every collective but point-to-point gets a team step first. The board, where
@@ -90,7 +95,8 @@ struct TuneDecision {
 
 // Whether `algorithm` implements `kind` (ring: all-reduce, reduce-scatter, all-gather;
 // tree: all-reduce, broadcast, reduce; chain: broadcast, reduce; oneshot: all-reduce on
-// 2 ranks; team algorithms: teamSupports()).
+// 2 ranks; pairwise: all-to-all; linear: all-to-all, gather, scatter; team algorithms:
+// teamSupports()).
 bool algorithmSupports(Algorithm algorithm, CollectiveKind kind);
 
 // Predicted microseconds of one collective of `bytes` (the per-rank buffer size of the

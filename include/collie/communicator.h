@@ -139,6 +139,36 @@ class Communicator {
   // recv on root = op over ranks of send; recv is not touched on other ranks.
   Result<Work> reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
                       int root, void* stream = nullptr);
+  // The exchanges: blocks move between ranks, nothing is reduced. Host buffers only
+  // (device buffers: Unsupported). The algorithm (pairwise or linear for all-to-all) is
+  // the tuner's, or COLLIE_ALGO's. Ranks that disagree on count, dtype or root fail with
+  // Mismatch naming the field and the rank.
+  //
+  // recv block p (count elements) = block r of rank p's send, where r is this rank; send
+  // and recv hold size() blocks each and must not overlap (not in place).
+  Result<Work> allToAll(const void* send, void* recv, size_t count, DataType dtype,
+                        void* stream = nullptr);
+  // All-to-all with a count per peer: sendCounts[p] elements at send + sendOffsets[p]
+  // (elements) go to rank p, recvCounts[p] elements from rank p land at recv +
+  // recvOffsets[p]. Each vector has size() entries; empty offsets mean packed blocks in
+  // rank order. sendCounts[p] must equal recvCounts[r] on rank p (a rank that sends
+  // another length fails with Mismatch naming both ranks); receive blocks must not
+  // overlap each other, nor the send blocks.
+  Result<Work> allToAllV(const void* send, const std::vector<size_t>& sendCounts,
+                         const std::vector<size_t>& sendOffsets, void* recv,
+                         const std::vector<size_t>& recvCounts,
+                         const std::vector<size_t>& recvOffsets, DataType dtype);
+  // recv on root (count * size() elements) = every rank's send (count elements) in rank
+  // order; recv is not touched on other ranks. In place when send == recv + root * count
+  // on the root.
+  Result<Work> gather(const void* send, void* recv, size_t count, DataType dtype, int root,
+                      void* stream = nullptr);
+  // recv (count elements) = block r of the root's send (count * size() elements), where r
+  // is this rank; send is read only on the root. In place when recv == send + root *
+  // count on the root.
+  Result<Work> scatter(const void* send, void* recv, size_t count, DataType dtype, int root,
+                       void* stream = nullptr);
+
   Result<Work> send(const void* buf, size_t count, DataType dtype, int peer);
   Result<Work> recv(void* buf, size_t count, DataType dtype, int peer);
   Result<Work> barrier();

@@ -47,7 +47,17 @@ enum class CollectiveKind : uint8_t {
   kSend = 5,
   kRecv = 6,
   kBarrier = 7,
+  // The exchanges: blocks move between ranks, nothing is reduced.
+  kAllToAll = 8,    // block p of every rank's send goes to rank p (equal blocks)
+  kGather = 9,      // every rank's send lands in block r of the root's recv
+  kScatter = 10,    // block r of the root's send lands in rank r's recv
+  kAllToAllV = 11,  // all-to-all with a count and offset per peer (ExchangeLayout)
 };
+// Whether `kind` is one of the exchanges above.
+constexpr bool isExchange(CollectiveKind kind) {
+  return kind == CollectiveKind::kAllToAll || kind == CollectiveKind::kGather ||
+         kind == CollectiveKind::kScatter || kind == CollectiveKind::kAllToAllV;
+}
 
 enum class Algorithm : uint8_t {
   kAuto = 0,
@@ -60,10 +70,14 @@ enum class Algorithm : uint8_t {
   kBoard = 5,   // every rank publishes its part on a shared board and computes its output
   kDirect = 6,  // single copy through buffers every rank registered (all-reduce)
   kCma = 7,     // single copy through cross-memory attach, process_vm_readv (all-reduce)
+  // Exchanges (all-to-all, gather, scatter):
+  kPairwise = 8,  // n-1 rounds; in round k send to rank+k, receive from rank-k (all-to-all)
+  kLinear = 9,    // every send posted at once, then the receives in rank order
 };
 inline constexpr Algorithm kAllAlgorithms[] = {
-    Algorithm::kAuto,    Algorithm::kRing,  Algorithm::kTree,   Algorithm::kChain,
-    Algorithm::kOneShot, Algorithm::kBoard, Algorithm::kDirect, Algorithm::kCma};
+    Algorithm::kAuto,     Algorithm::kRing,  Algorithm::kTree,   Algorithm::kChain,
+    Algorithm::kOneShot,  Algorithm::kBoard, Algorithm::kDirect, Algorithm::kCma,
+    Algorithm::kPairwise, Algorithm::kLinear};
 // Whether `algo` is run by a transport's team collectives (board, direct, cma).
 constexpr bool isTeamAlgorithm(Algorithm algo) {
   return algo == Algorithm::kBoard || algo == Algorithm::kDirect || algo == Algorithm::kCma;
@@ -86,7 +100,8 @@ std::string_view dataTypeName(DataType dtype);
 std::string_view reduceOpName(ReduceOp op);            // "sum", "prod", "max", "min", "avg"
 std::string_view collectiveName(CollectiveKind kind);  // "allreduce", ...
 std::string_view algorithmName(Algorithm algo);        // "auto", "ring", "tree", "board", ...
-// "auto, ring, tree, chain, oneshot, board, direct, cma": every name parseAlgorithm() takes.
+// "auto, ring, tree, chain, oneshot, board, direct, cma, pairwise, linear": every name
+// parseAlgorithm() takes.
 std::string algorithmNames();
 
 // Accept the names above plus common aliases ("float32", "fp16", "f64", "uint8"...).
