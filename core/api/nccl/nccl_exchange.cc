@@ -1,10 +1,10 @@
 // The NCCL-compatible API, part 4: all-to-all, gather and scatter (NCCL 2.28).
 //
-// Each runs as one group of sends and receives (Communicator::sendRecv posts them all
-// before waiting for any, so no order of ranks deadlocks), inside the caller's group
-// when one is open. The block a rank keeps for itself is copied locally. Every rank
-// must pass the same count, datatype and root: a rank that differs meets a send or
-// receive of another size, which fails on both sides naming the peer.
+// Each is checked here and then runs as the engine's all-to-all, gather or scatter
+// schedule (core/plan/exchange.h) through nccl_ops.cc's submit: issued and waited for
+// outside a group, recorded in the caller's group like every collective inside one.
+// Every rank must pass the same count, datatype and root: a rank that differs fails on
+// every rank with a mismatch naming the field (the collective's fingerprint).
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -40,16 +40,6 @@ ncclResult_t checkCall(const char* what, ncclComm* comm, size_t count, ncclDataT
   return ncclSuccess;
 }
 
-// Runs `post` (which issues sends and receives) as one group and returns the first
-// failure of posting or of the group.
-template <typename Post>
-ncclResult_t asGroup(Post post) {
-  ncclGroupStart();
-  ncclResult_t posted = post();
-  ncclResult_t ended = ncclGroupEnd();
-  return posted != ncclSuccess ? posted : ended;
-}
-
 bool overlaps(const void* a, const void* b, size_t bytes) {
   auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
   return bytes > 0 && x < y + bytes && y < x + bytes;
@@ -76,17 +66,7 @@ ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
     return invalidArgumentResult(
         "ncclAlltoAll: sendbuff and recvbuff overlap; all-to-all does not run in place");
   }
-  return asGroup([&] {
-    for (int peer = 0; peer < comm->nranks; ++peer) {
-      const auto* from = static_cast<const uint8_t*>(sendbuff) + peer * block;
-      auto* to = static_cast<uint8_t*>(recvbuff) + peer * block;
-      if (ncclResult_t r = ncclSend(from, count, datatype, peer, comm, stream); r != ncclSuccess)
-        return r;
-      if (ncclResult_t r = ncclRecv(to, count, datatype, peer, comm, stream); r != ncclSuccess)
-        return r;
-    }
-    return ncclSuccess;
-  });
+  return submitExchange(Exchange::kAllToAll, comm, sendbuff, recvbuff, count, datatype, 0, stream);
 }
 
 ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
@@ -97,18 +77,7 @@ ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, nccl
       r != ncclSuccess) {
     return r;
   }
-  const size_t block = count * dataTypeSize(static_cast<DataType>(datatype));
-  return asGroup([&] {
-    if (ncclResult_t r = ncclSend(sendbuff, count, datatype, root, comm, stream); r != ncclSuccess)
-      return r;
-    if (!isRoot) return ncclSuccess;
-    for (int peer = 0; peer < comm->nranks; ++peer) {
-      auto* to = static_cast<uint8_t*>(recvbuff) + peer * block;
-      if (ncclResult_t r = ncclRecv(to, count, datatype, peer, comm, stream); r != ncclSuccess)
-        return r;
-    }
-    return ncclSuccess;
-  });
+  return submitExchange(Exchange::kGather, comm, sendbuff, recvbuff, count, datatype, root, stream);
 }
 
 ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
@@ -119,17 +88,8 @@ ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
       r != ncclSuccess) {
     return r;
   }
-  const size_t block = count * dataTypeSize(static_cast<DataType>(datatype));
-  return asGroup([&] {
-    if (isRoot) {
-      for (int peer = 0; peer < comm->nranks; ++peer) {
-        const auto* from = static_cast<const uint8_t*>(sendbuff) + peer * block;
-        if (ncclResult_t r = ncclSend(from, count, datatype, peer, comm, stream); r != ncclSuccess)
-          return r;
-      }
-    }
-    return ncclRecv(recvbuff, count, datatype, root, comm, stream);
-  });
+  return submitExchange(Exchange::kScatter, comm, sendbuff, recvbuff, count, datatype, root,
+                        stream);
 }
 
 }  // extern "C"

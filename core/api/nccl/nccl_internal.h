@@ -105,6 +105,13 @@ ncclResult_t guarded(Fn fn) {
   }
 }
 
+// The exchanges of nccl_exchange.cc, checked there: issued now (waited for on host
+// buffers), or recorded in the open group, like every collective of nccl_ops.cc; they
+// run as the engine's all-to-all, gather and scatter schedules.
+enum class Exchange { kAllToAll, kGather, kScatter };
+ncclResult_t submitExchange(Exchange which, ncclComm* comm, const void* send, void* recv,
+                            size_t count, ncclDataType_t datatype, int root, void* stream);
+
 // Group state of the calling thread.
 bool inGroup();
 // Called by ncclCommInitRank inside a group: ncclGroupEnd waits for this init.

@@ -22,7 +22,18 @@
 namespace collie::nccl {
 namespace {
 
-enum class OpKind { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kSend, kRecv };
+enum class OpKind {
+  kAllReduce,
+  kBroadcast,
+  kReduce,
+  kAllGather,
+  kReduceScatter,
+  kSend,
+  kRecv,
+  kAllToAll,
+  kGather,
+  kScatter,
+};
 
 struct Call {
   OpKind kind = OpKind::kAllReduce;
@@ -32,7 +43,7 @@ struct Call {
   size_t count = 0;
   DataType dtype = DataType::kFloat32;                     // set by prepare()
   ReduceOp op = ReduceOp::kSum;                            // set by prepare()
-  int root = 0;                                            // broadcast, reduce
+  int root = 0;                                            // broadcast, reduce, gather, scatter
   int peer = -1;                                           // send, recv
   std::shared_ptr<std::vector<uint8_t>> scaled = nullptr;  // pre-multiplied input (PreMulSum)
   void* stream = nullptr;                                  // cudaStream_t: device buffers only
@@ -48,7 +59,7 @@ thread_local GroupState group;
 
 bool isP2P(OpKind kind) { return kind == OpKind::kSend || kind == OpKind::kRecv; }
 
-// A collective's call; `root` is read by broadcast and reduce only.
+// A collective's call; `root` is read by broadcast, reduce, gather and scatter only.
 Call collectiveCall(OpKind kind, ncclComm* comm, const void* send, void* recv, size_t count,
                     void* stream, int root = 0) {
   return Call{.kind = kind,
@@ -88,6 +99,12 @@ const char* nameOf(OpKind kind) {
       return "ncclSend";
     case OpKind::kRecv:
       return "ncclRecv";
+    case OpKind::kAllToAll:
+      return "ncclAlltoAll";
+    case OpKind::kGather:
+      return "ncclGather";
+    case OpKind::kScatter:
+      return "ncclScatter";
   }
   return "nccl";
 }
@@ -170,6 +187,12 @@ Result<Work> issue(const Call& call) {
       return comm.send(call.send, call.count, call.dtype, call.peer);
     case OpKind::kRecv:
       return comm.recv(call.recv, call.count, call.dtype, call.peer);
+    case OpKind::kAllToAll:
+      return comm.allToAll(call.send, call.recv, call.count, call.dtype, call.stream);
+    case OpKind::kGather:
+      return comm.gather(call.send, call.recv, call.count, call.dtype, call.root, call.stream);
+    case OpKind::kScatter:
+      return comm.scatter(call.send, call.recv, call.count, call.dtype, call.root, call.stream);
   }
   return internalError("unknown operation");
 }
@@ -328,6 +351,12 @@ CollectiveKind kindOf(OpKind kind) {
       return CollectiveKind::kSend;
     case OpKind::kRecv:
       return CollectiveKind::kRecv;
+    case OpKind::kAllToAll:
+      return CollectiveKind::kAllToAll;
+    case OpKind::kGather:
+      return CollectiveKind::kGather;
+    case OpKind::kScatter:
+      return CollectiveKind::kScatter;
   }
   return CollectiveKind::kAllReduce;
 }
@@ -362,6 +391,15 @@ Result<double> predictGroup(const GroupState& state) {
 }
 
 }  // namespace
+
+ncclResult_t submitExchange(Exchange which, ncclComm* comm, const void* send, void* recv,
+                            size_t count, ncclDataType_t datatype, int root, void* stream) {
+  const OpKind kind = which == Exchange::kAllToAll ? OpKind::kAllToAll
+                      : which == Exchange::kGather ? OpKind::kGather
+                                                   : OpKind::kScatter;
+  return submit(collectiveCall(kind, comm, send, recv, count, stream, root), datatype, ncclSum,
+                false);
+}
 
 bool inGroup() { return group.depth > 0; }
 void deferInit(ncclComm* comm) { group.inits.push_back(comm); }
