@@ -56,8 +56,12 @@ Result<CollectiveKind> parseCollective(const std::string& name) {
   if (name == "allgather" || name == "all_gather") return CollectiveKind::kAllGather;
   if (name == "broadcast") return CollectiveKind::kBroadcast;
   if (name == "reduce") return CollectiveKind::kReduce;
+  if (name == "alltoall" || name == "all_to_all") return CollectiveKind::kAllToAll;
+  if (name == "gather") return CollectiveKind::kGather;
+  if (name == "scatter") return CollectiveKind::kScatter;
   return invalidArgument("unknown collective '" + name +
-                         "': use allreduce, reducescatter, allgather, broadcast or reduce");
+                         "': use allreduce, reducescatter, allgather, broadcast, reduce, "
+                         "alltoall, gather or scatter");
 }
 
 bool hasReduction(CollectiveKind kind) {
@@ -66,7 +70,8 @@ bool hasReduction(CollectiveKind kind) {
 }
 
 bool hasRoot(CollectiveKind kind) {
-  return kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce;
+  return kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce ||
+         kind == CollectiveKind::kGather || kind == CollectiveKind::kScatter;
 }
 
 namespace {
@@ -194,6 +199,25 @@ PerfShape perfShape(CollectiveKind kind, int64_t bytes, DataType dtype, int nran
       shape.recvElems = shape.callCount * n;
       shape.inPlaceSendOffset = shape.callCount * static_cast<size_t>(rank);
       break;
+    case CollectiveKind::kAllToAll:
+      // nccl-tests: size / nranks per peer; all-to-all does not run in place.
+      shape.callCount = count / n;
+      shape.sendElems = shape.callCount * n;
+      shape.recvElems = shape.callCount * n;
+      shape.inPlace = false;
+      break;
+    case CollectiveKind::kGather:
+      shape.callCount = count / n;
+      shape.sendElems = shape.callCount;
+      shape.recvElems = shape.callCount * n;
+      shape.inPlaceSendOffset = shape.callCount * static_cast<size_t>(rank);
+      break;
+    case CollectiveKind::kScatter:
+      shape.callCount = count / n;
+      shape.sendElems = shape.callCount * n;
+      shape.recvElems = shape.callCount;
+      shape.inPlaceRecvOffset = shape.callCount * static_cast<size_t>(rank);
+      break;
     default:
       shape.callCount = count;
       shape.sendElems = count;
@@ -212,6 +236,9 @@ double busBwFactor(CollectiveKind kind, int nranks) {
       return nranks > 0 ? 2.0 * (n - 1) / n : 0.0;
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kAllGather:
+    case CollectiveKind::kAllToAll:
+    case CollectiveKind::kGather:
+    case CollectiveKind::kScatter:
       return nranks > 0 ? (n - 1) / n : 0.0;
     default:
       return 1.0;

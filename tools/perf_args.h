@@ -4,8 +4,9 @@
 // resolvePerfArgs() turns the raw strings into validated PerfArgs (InvalidArgument or
 // Unsupported with a message naming the flag on failure). perfSizes(), perfShape() and
 // busBwFactor() follow nccl-tests' definitions (docs/PERFORMANCE.md there): `size` is
-// the larger of the send and receive buffers, and for allgather / reducescatter each
-// rank's chunk is size / elemsize / nranks elements.
+// the larger of the send and receive buffers, and for allgather / reducescatter /
+// gather / scatter each rank's chunk (for alltoall each peer's block) is size /
+// elemsize / nranks elements.
 // Pure functions; safe from any thread.
 #pragma once
 
@@ -101,12 +102,13 @@ struct PerfShape {
   // pointers are buffer + these offsets (elements).
   size_t inPlaceSendOffset = 0;
   size_t inPlaceRecvOffset = 0;
+  bool inPlace = true;  // false: the collective has no in-place form (all-to-all)
 };
 
 PerfShape perfShape(CollectiveKind kind, int64_t bytes, DataType dtype, int nranks, int rank);
 
-// busbw = algbw * busBwFactor, as nccl-tests: allreduce 2(n-1)/n, reducescatter and
-// allgather (n-1)/n, broadcast and reduce 1.
+// busbw = algbw * busBwFactor, as nccl-tests: allreduce 2(n-1)/n, reducescatter,
+// allgather, alltoall, gather and scatter (n-1)/n, broadcast and reduce 1.
 double busBwFactor(CollectiveKind kind, int nranks);
 // Algorithm bandwidth in GB/s (1e9 bytes per second) of `bytes` moved in `seconds`.
 double algBwGBs(double bytes, double seconds);

@@ -161,7 +161,10 @@ void fillSentinel(void* dst, size_t bytes) { std::memset(dst, 0xff, bytes); }
 
 uint64_t countWrong(const PerfCase& c, const void* out) {
   size_t elemSize = dataTypeSize(c.dtype);
-  if (c.kind == CollectiveKind::kReduce && c.rank != c.root) return 0;
+  if ((c.kind == CollectiveKind::kReduce || c.kind == CollectiveKind::kGather) &&
+      c.rank != c.root) {
+    return 0;
+  }
   const auto* got = static_cast<const uint8_t*>(out);
   uint8_t expected[8];
   uint64_t wrong = 0;
@@ -172,7 +175,18 @@ uint64_t countWrong(const PerfCase& c, const void* out) {
         encodeValue(c.dtype, inputValue(c, c.root, k), expected);
         break;
       case CollectiveKind::kAllGather:
+      case CollectiveKind::kGather:
         encodeValue(c.dtype, inputValue(c, static_cast<int>(k / chunk), k % chunk), expected);
+        break;
+      case CollectiveKind::kAllToAll:  // block p: block `rank` of rank p's input
+        encodeValue(c.dtype,
+                    inputValue(c, static_cast<int>(k / chunk),
+                               static_cast<size_t>(c.rank) * chunk + k % chunk),
+                    expected);
+        break;
+      case CollectiveKind::kScatter:  // block `rank` of the root's input
+        encodeValue(c.dtype, inputValue(c, c.root, static_cast<size_t>(c.rank) * chunk + k),
+                    expected);
         break;
       default: {
         // allreduce / reduce: element k; reducescatter: this rank's block.

@@ -41,7 +41,7 @@ void fillInput(const PerfCase& c, void* dst, size_t first, size_t count);
 // Fills `bytes` with the sentinel that marks "not written by the collective".
 void fillSentinel(void* dst, size_t bytes);
 
-// Number of elements of this rank's output (shape.recvElems elements; for reduce only
+// Number of elements of this rank's output (shape.recvElems elements; for reduce and gather only
 // the root has an output) that differ from the exact expected result.
 uint64_t countWrong(const PerfCase& c, const void* out);
 

@@ -158,6 +158,12 @@ Result<Work> PerfRunner::issue(const PerfShape& shape, const void* send, void* r
       return comm_.broadcast(send, recv, n, args_.dtype, args_.root);
     case CollectiveKind::kReduce:
       return comm_.reduce(send, recv, n, args_.dtype, args_.op, args_.root);
+    case CollectiveKind::kAllToAll:
+      return comm_.allToAll(send, recv, n, args_.dtype);
+    case CollectiveKind::kGather:
+      return comm_.gather(send, recv, n, args_.dtype, args_.root);
+    case CollectiveKind::kScatter:
+      return comm_.scatter(send, recv, n, args_.dtype, args_.root);
     default:
       return internalError("collie perf: unexpected collective");
   }
@@ -195,7 +201,9 @@ Result<PerfMeasurement> PerfRunner::measure(const PerfShape& shape, bool inPlace
   if (args_.check) {
     fillSentinel(host, shape.sizeBytes);
     if (inPlace) {
-      bool hasInput = args_.collective != CollectiveKind::kBroadcast || c.rank == c.root;
+      bool hasInput = (args_.collective != CollectiveKind::kBroadcast &&
+                       args_.collective != CollectiveKind::kScatter) ||
+                      c.rank == c.root;
       if (hasInput) fillInput(c, host + sendOffset, 0, shape.sendElems);
     }
     if (device_) COLLIE_RETURN_IF_ERROR(device_->copy(buf, host, shape.sizeBytes));
@@ -295,7 +303,8 @@ Status PerfRunner::run(std::vector<PerfRow>* rows) {
     row.count = shape.countColumn;
     Result<PerfMeasurement> out = measure(shape, false);
     if (!out.isOk()) return out.status();
-    Result<PerfMeasurement> in = measure(shape, true);
+    Result<PerfMeasurement> in = PerfMeasurement{.skipped = true};
+    if (shape.inPlace) in = measure(shape, true);
     if (!in.isOk()) return in.status();
     row.outOfPlace = *out;
     row.inPlace = *in;

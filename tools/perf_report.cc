@@ -103,6 +103,10 @@ std::string formatRow(const PerfArgs& args, const PerfRow& row) {
                             std::string(dataTypeName(args.dtype)).c_str(), opColumn(args).c_str(),
                             rootColumn(args));
   for (const PerfMeasurement* m : {&row.outOfPlace, &row.inPlace}) {
+    if (m->skipped) {
+      out += printf1("  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A");
+      continue;
+    }
     std::string wrong = args.check ? std::to_string(m->wrong) : "N/A";
     out += printf1("  %7s  %6.2f  %6.2f  %6s", formatTime(m->timing.avgUs).c_str(), m->algBw,
                    m->busBw, wrong.c_str());
@@ -113,8 +117,15 @@ std::string formatRow(const PerfArgs& args, const PerfRow& row) {
 double averageBusBw(const std::vector<PerfRow>& rows) {
   if (rows.empty()) return 0.0;
   double sum = 0;
-  for (const PerfRow& row : rows) sum += row.outOfPlace.busBw + row.inPlace.busBw;
-  return sum / static_cast<double>(2 * rows.size());
+  size_t measured = 0;
+  for (const PerfRow& row : rows) {
+    for (const PerfMeasurement* m : {&row.outOfPlace, &row.inPlace}) {
+      if (m->skipped) continue;
+      sum += m->busBw;
+      ++measured;
+    }
+  }
+  return measured > 0 ? sum / static_cast<double>(measured) : 0.0;
 }
 
 uint64_t totalWrong(const std::vector<PerfRow>& rows) {
@@ -135,10 +146,12 @@ nlohmann::json toJson(const PerfArgs& args, int nranks, const std::string& trans
                       const std::vector<PerfRow>& rows) {
   nlohmann::json results = nlohmann::json::array();
   for (const PerfRow& row : rows) {
-    results.push_back({{"size", row.sizeBytes},
-                       {"count", row.count},
-                       {"out_of_place", measurementJson(row.outOfPlace, args.check)},
-                       {"in_place", measurementJson(row.inPlace, args.check)}});
+    results.push_back(
+        {{"size", row.sizeBytes},
+         {"count", row.count},
+         {"out_of_place", measurementJson(row.outOfPlace, args.check)},
+         {"in_place", row.inPlace.skipped ? nlohmann::json(nullptr)
+                                          : measurementJson(row.inPlace, args.check)}});
   }
   return {{"collective", collectiveName(args.collective)},
           {"nranks", nranks},

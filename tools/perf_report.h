@@ -27,7 +27,8 @@ struct PerfMeasurement {
   PerfTiming timing;
   double algBw = 0;  // GB/s from avgUs
   double busBw = 0;
-  uint64_t wrong = 0;  // summed over ranks; 0 when not checked
+  uint64_t wrong = 0;    // summed over ranks; 0 when not checked
+  bool skipped = false;  // not run (the in-place column of a collective without one)
 };
 
 struct PerfRow {

@@ -85,9 +85,9 @@ TEST(PerfArgs, ParsesEveryFlag) {
 }
 
 TEST(PerfArgs, RejectsBadValuesWithTheFlagName) {
-  Result<PerfArgs> bad = parse({"alltoall"});
+  Result<PerfArgs> bad = parse({"alltoallw"});
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.status().message().find("alltoall"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("alltoallw"), std::string::npos);
   bad = parse({"allreduce", "-b", "2M", "-e", "1M"});
   EXPECT_NE(bad.status().message().find("-b"), std::string::npos);
   bad = parse({"allreduce", "-d", "complex"});
@@ -163,7 +163,31 @@ TEST(PerfShape, GatherAndScatterSplitTheLargeBuffer) {
   EXPECT_EQ(perfShape(CollectiveKind::kAllGather, 8, DataType::kFloat32, 3, 0).callCount, 0u);
 }
 
+TEST(PerfShape, ExchangesAsNcclTests) {
+  // 1000 bytes of float on 3 ranks: 83 elements per block, size 996.
+  PerfShape a2a = perfShape(CollectiveKind::kAllToAll, 1000, DataType::kFloat32, 3, 1);
+  EXPECT_EQ(a2a.callCount, 83u);
+  EXPECT_EQ(a2a.sendElems, 249u);
+  EXPECT_EQ(a2a.recvElems, 249u);
+  EXPECT_EQ(a2a.sizeBytes, 996u);
+  EXPECT_FALSE(a2a.inPlace);  // all-to-all has no in-place form
+  PerfShape g = perfShape(CollectiveKind::kGather, 1000, DataType::kFloat32, 3, 2);
+  EXPECT_EQ(g.callCount, 83u);
+  EXPECT_EQ(g.sendElems, 83u);
+  EXPECT_EQ(g.recvElems, 249u);
+  EXPECT_EQ(g.inPlaceSendOffset, 166u);
+  EXPECT_TRUE(g.inPlace);
+  PerfShape sc = perfShape(CollectiveKind::kScatter, 1000, DataType::kFloat32, 3, 2);
+  EXPECT_EQ(sc.sendElems, 249u);
+  EXPECT_EQ(sc.recvElems, 83u);
+  EXPECT_EQ(sc.inPlaceRecvOffset, 166u);
+  EXPECT_EQ(sc.sizeBytes, 996u);
+}
+
 TEST(PerfMath, BusBandwidthFactorsAsNcclTests) {
+  EXPECT_DOUBLE_EQ(busBwFactor(CollectiveKind::kAllToAll, 4), 0.75);
+  EXPECT_DOUBLE_EQ(busBwFactor(CollectiveKind::kGather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(busBwFactor(CollectiveKind::kScatter, 2), 0.5);
   EXPECT_DOUBLE_EQ(busBwFactor(CollectiveKind::kAllReduce, 4), 1.5);
   EXPECT_DOUBLE_EQ(busBwFactor(CollectiveKind::kAllReduce, 1), 0.0);
   EXPECT_DOUBLE_EQ(busBwFactor(CollectiveKind::kReduceScatter, 4), 0.75);
