@@ -1,8 +1,16 @@
 #!/usr/bin/env python3
-"""Compares collie's all-reduce with its peers on 2 ranks, sizes 8 B .. 256 MiB.
+"""Compares collie's all-reduce (or all-to-all, gather, scatter) with its peers, sizes 8 B .. 256 MiB.
 
-Usage: bench/compare.py [--transport shm|tcp] [--netns] [--build DIR] [--trials N]
+Usage: bench/compare.py [--collective allreduce|alltoall|gather|scatter] [--ranks N]
+                        [--transport shm|tcp] [--netns] [--build DIR] [--trials N]
                         [--max BYTES] [--out DIR]
+
+--collective alltoall|gather|scatter (root 0) compares `collie perf` of it with
+MPI_Alltoall / MPI_Gather / MPI_Scatter of Open MPI and MPICH (bench/mpi_exchange.c, built
+with each one's mpicc), out of place (all-to-all has no in-place form), sizes as
+nccl-tests count them (the larger buffer; each rank's block is size / nranks), busbw =
+size / time * (n-1)/n; Gloo, PyTorch and the ceiling are all-reduce only and left out.
+--ranks (default 2) sets the number of ranks (not with --netns).
 
   shm    2 local ranks: collie (FIFO ring / one-shot board), collie -R 1 (registered
          buffers, single copy), Open MPI (btl self,vader), MPICH (ch4:ucx, shared
@@ -144,10 +152,13 @@ class Bench:
     # --- collie ---------------------------------------------------------------------
     def collie_run(self, registered=False):
         results = {}
+        coll = self.args.collective
+        # All-to-all has no in-place form; the exchanges are compared out of place.
+        column = "in_place" if coll == "allreduce" else "out_of_place"
         for lo, hi, f, iters, warm in sweeps(self.args.max):
             with tempfile.TemporaryDirectory() as tmp:
                 js = os.path.join(tmp, "perf.json")
-                perf = [self.collie, "perf", "allreduce", "-b", str(lo), "-e", str(hi), "-f",
+                perf = [self.collie, "perf", coll, "-b", str(lo), "-e", str(hi), "-f",
                         str(f), "-n", str(iters), "-w", str(warm), "-c", "0"]
                 if registered:
                     perf += ["-R", "1"]
@@ -168,15 +179,17 @@ class Bench:
                     run([self.collie, "run", "-n", str(N), "--"] + perf + ["--json", js])
                 with open(js) as fh:
                     for row in json.load(fh)["results"]:
-                        results[row["size"]] = row["in_place"]["median_us"]
+                        results[row["size"]] = row[column]["median_us"]
         return results
 
     # --- the ceiling, measured in every trial ------------------------------------------
     def ceiling(self):
-        """shm: bench/roofline's dual-write bound (busbw of a 2-rank single-copy
+        """All-reduce only (None for the exchanges). shm: bench/roofline's dual-write bound (busbw of a 2-rank single-copy
         all-reduce with streaming stores); tcp: bench/socket_bidir's rate per direction
         between the two ends (a 2-rank ring's busbw is the per-direction rate of the same
         socket work). Returns {"gbps", "what", ...} or None when the tool is not built."""
+        if self.args.collective != "allreduce":
+            return None
         if self.args.transport == "shm":
             tool = os.path.join(self.build, "bench", "roofline")
             if not os.path.exists(tool):
@@ -199,9 +212,10 @@ class Bench:
 
     # --- MPI ------------------------------------------------------------------------
     def mpi_binary(self, flavour):
-        path = os.path.join(self.build, "bench", f"mpi_allreduce_{flavour}")
+        name = "mpi_allreduce" if self.args.collective == "allreduce" else "mpi_exchange"
+        path = os.path.join(self.build, "bench", f"{name}_{flavour}")
         if not os.path.exists(path):
-            src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mpi_allreduce.c")
+            src = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.c")
             run([f"mpicc.{flavour}", "-O2", "-o", path, src])
         return path
 
@@ -214,6 +228,8 @@ class Bench:
         for lo, hi, f, iters, warm in sweeps(self.args.max):
             bench = [binary, "-b", str(lo), "-e", str(hi), "-f", str(f), "-n", str(iters),
                      "-w", str(warm), "-t", "1"]
+            if self.args.collective != "allreduce":
+                bench += ["-c", self.args.collective]
             if flavour == "openmpi":
                 btl = "self,vader" if self.args.transport == "shm" else "self,tcp"
                 cmd = ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "-np", str(N),
@@ -233,11 +249,15 @@ class Bench:
             else:
                 cmd = ["mpirun.mpich", "-np", str(N)] + bench
                 env = {"UCX_TLS": "tcp,self"} if self.args.transport == "tcp" else {}
-            results.update(parse_size_lines(run(cmd, env), 2))  # in-place column
+            # all-reduce: the in-place column; the exchanges print one (out of place)
+            results.update(parse_size_lines(run(cmd, env),
+                                            2 if self.args.collective == "allreduce" else 1))
         return results
 
     # --- Gloo -----------------------------------------------------------------------
     def gloo_run(self):
+        if self.args.collective != "allreduce":
+            raise RuntimeError("skipped: bench/gloo_allreduce measures all-reduce only")
         binary = os.path.join(self.build, "bench", "gloo_allreduce")
         if not os.path.exists(binary):
             raise RuntimeError("skipped: build/bench/gloo_allreduce not built (apt-get install "
@@ -266,6 +286,8 @@ class Bench:
                            "with it)")
 
     def torch_run(self):
+        if self.args.collective != "allreduce":
+            raise RuntimeError("skipped: bench/torch_allreduce.py measures all-reduce only")
         python = self.torch_python()
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_allreduce.py")
         results = {}
@@ -287,8 +309,13 @@ class Bench:
         return results
 
 
+COLLECTIVE = "allreduce"
+
+
 def busbw(size, us):
-    return size / (us * 1e-6) * 2 * (N - 1) / N / 1e9 if us else 0.0
+    """nccl-tests' busbw: 2(n-1)/n for all-reduce, (n-1)/n for the exchanges."""
+    factor = 2 * (N - 1) / N if COLLECTIVE == "allreduce" else (N - 1) / N
+    return size / (us * 1e-6) * factor / 1e9 if us else 0.0
 
 
 def human(size):
@@ -382,6 +409,9 @@ def plot_svg(results, names, title, out):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--collective", choices=["allreduce", "alltoall", "gather", "scatter"],
+                   default="allreduce")
+    p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--transport", choices=["shm", "tcp"], default="shm")
     p.add_argument("--netns", action="store_true", help="tcp between two network namespaces")
     p.add_argument("--build", default="build")
@@ -394,12 +424,18 @@ def main():
     args = p.parse_args()
     if args.netns and args.transport != "tcp":
         p.error("--netns needs --transport tcp")
+    if args.ranks < 2 or (args.netns and args.ranks != 2):
+        p.error("--ranks must be at least 2 (and 2 with --netns)")
+    global N, COLLECTIVE
+    N, COLLECTIVE = args.ranks, args.collective
     scenario = "shm" if args.transport == "shm" else ("tcp-netns" if args.netns else "tcp-loopback")
+    if args.collective != "allreduce":
+        scenario = f"{args.collective}-{scenario}-n{N}"
     out = args.out or os.path.join("bench", "results", scenario)
     os.makedirs(out, exist_ok=True)
     bench = Bench(args)
     libs = [("collie", bench.collie_run)]
-    if args.transport == "shm":
+    if args.transport == "shm" and args.collective == "allreduce":
         libs.append(("collie-R1", lambda: bench.collie_run(registered=True)))
     libs += [("openmpi", lambda: bench.mpi_run("openmpi")), ("mpich", lambda: bench.mpi_run("mpich")),
              ("gloo", bench.gloo_run), ("torch-gloo", bench.torch_run)]
@@ -442,7 +478,9 @@ def main():
             ceiling_text += ("; vCPU placement per trial (cache-line round trip): " +
                              ", ".join(f"{c['placement']} ({c['pingpong_ns']:.0f} ns)"
                                        for c in ceilings))
-    md = (f"{scenario}, {N} ranks, float sum in place, median of {args.trials} runs, "
+    what = ("float sum in place" if args.collective == "allreduce" else
+            f"{args.collective} of floats out of place")
+    md = (f"{scenario}, {N} ranks, {what}, median of {args.trials} runs, "
           f"load average {' '.join(load)} at the end; {ceiling_text}\n\n" +
           table(results, names, ceiling_gbps))
     for name, why in skipped.items():
@@ -461,7 +499,7 @@ def main():
         json.dump({"scenario": scenario, "load": load, "ceilings": ceilings, "results": results,
                    "skipped": skipped},
                   fh, indent=1)
-    log("plot:", plot(results, names, f"all-reduce busbw, {scenario}, {N} ranks", out))
+    log("plot:", plot(results, names, f"{args.collective} busbw, {scenario}, {N} ranks", out))
 
 
 if __name__ == "__main__":
