@@ -19,8 +19,8 @@
 //     of k inputs gathers all ranks' inputs into each of k lists (rank-major);
 //   - all_reduce of sparse COO tensors (SUM: all-gather of indices and values, then
 //     coalesce, as gloo does for DDP's sparse gradients);
-//   - gather, scatter, all_to_all(_single) with uneven splits, built from
-//     Communicator::sendRecv (every send and receive of the call posted together);
+//   - gather, scatter, all_to_all(_single) with uneven splits: collie's gather, scatter
+//     and all-to-all (with a count per peer), the engine's exchange schedules;
 //   - send/recv; recv from any source (senders announce their messages in the c10d
 //     store, the receiver picks a rank with an unreceived announcement); batches of
 //     send/recv (batch_isend_irecv) are coalesced into one sendRecv group;
@@ -184,9 +184,11 @@ class CollieBackend : public c10d::Backend {
   // Issues `ops` as one group (Communicator::sendRecv); none for an empty list.
   std::vector<collie::Work> sendRecv(const std::vector<collie::PointToPoint>& ops,
                                      const char* what);
-  // Posts the parts of an all-to-all: sendParts[p] to rank p, recvParts[p] from it (the
-  // own part is copied here).
-  std::vector<collie::Work> exchange(const std::vector<at::Tensor>& sendParts,
+  // Issues an all-to-all of the parts: sendParts[p] (a view into the contiguous `in`) to
+  // rank p, recvParts[p] (a view into the contiguous `out`) from it, as one
+  // Communicator::allToAllV of bytes (the engine's all-to-all schedule).
+  std::vector<collie::Work> exchange(const at::Tensor& in, const std::vector<at::Tensor>& sendParts,
+                                     const at::Tensor& out,
                                      const std::vector<at::Tensor>& recvParts, const char* what);
   c10::intrusive_ptr<c10d::Work> allreduceDense(std::vector<at::Tensor>& tensors,
                                                 const c10d::AllreduceOptions& opts);

@@ -1,6 +1,6 @@
 // CollieBackend's data movement to and from every rank: broadcast (several tensors per
 // rank), all_gather (several inputs per rank), all_gather into a tensor and its
-// coalesced forms, gather and scatter (built from Communicator::sendRecv). Data moves
+// coalesced forms, gather and scatter (collie's gather and scatter). Data moves
 // as bytes, so every dtype works.
 #include "backend.h"
 #include "tensor_args.h"
@@ -171,29 +171,24 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::gather(std::vector<std::vector<at:
   } else if (!outputs.empty()) {
     invalid(what, rank_, "requires empty output on non-root");
   }
-  at::Tensor in = dense(inputs[0]);
-  std::vector<collie::PointToPoint> ops;
-  std::vector<at::Tensor> keep{in};
-  std::vector<std::function<void()>> copies;
-  if (rank_ == root) {
-    for (int p = 0; p < size_; ++p) {
-      at::Tensor& out = outputs[0][p];
-      if (p == rank_) {
-        copies.push_back([out, in]() mutable { out.copy_(in); });
-        continue;
-      }
-      at::Tensor buf = dense(out);
-      ops.push_back({false, buf.data_ptr(), buf.nbytes(), collie::DataType::kUint8, p});
-      keep.push_back(buf);
-      if (auto copy = copyBack(out, buf)) copies.push_back(std::move(copy));
-    }
-  } else {
-    ops.push_back({true, in.data_ptr(), in.nbytes(), collie::DataType::kUint8, root});
-  }
+  // Bytes, so that any dtype travels; the root gathers into one buffer, then copies
+  // each rank's block into its output tensor.
+  at::Tensor in = bytesOf(inputs[0]);
+  const int64_t block = in.numel();
+  at::Tensor all = rank_ == root ? at::empty({block * size_}, at::kByte) : at::Tensor();
   Call call(c10d::OpType::GATHER, "collie:gather", what, inputs, outputs, opts.timeout);
-  call.ops = sendRecv(ops, what);
-  call.keepAlive = keep;
-  call.onSuccess = inOrder(std::move(copies));
+  call.ops = {orFail(comm_->gather(in.data_ptr(), rank_ == root ? all.data_ptr() : nullptr,
+                                   static_cast<size_t>(block), collie::DataType::kUint8, root),
+                     what, rank_)};
+  call.keepAlive = {in};
+  if (rank_ == root) {
+    call.keepAlive.push_back(all);
+    call.onSuccess = [outs = outputs[0], all, block]() mutable {
+      for (size_t p = 0; p < outs.size(); ++p) {
+        copyBytesInto(outs[p], all.narrow(0, static_cast<int64_t>(p) * block, block));
+      }
+    };
+  }
   return submit(std::move(call));
 }
 
@@ -220,29 +215,23 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::scatter(std::vector<at::Tensor>& o
   } else if (!inputs.empty()) {
     invalid(what, rank_, "requires empty input on non-root");
   }
+  // The root's parts travel packed as bytes; every rank receives its block into bytes.
   at::Tensor& out = outputs[0];
-  at::Tensor buf = dense(out);
-  std::vector<collie::PointToPoint> ops;
-  std::vector<at::Tensor> keep{buf};
-  std::function<void()> onSuccess = copyBack(out, buf);
+  at::Tensor mine = at::empty({static_cast<int64_t>(out.nbytes())}, at::kByte);
+  at::Tensor all;
   if (rank_ == root) {
-    for (int p = 0; p < size_; ++p) {
-      at::Tensor part = dense(inputs[0][p]);
-      keep.push_back(part);
-      if (p == rank_) {
-        onSuccess = [out, part]() mutable { out.copy_(part); };
-        continue;
-      }
-      ops.push_back({true, part.data_ptr(), part.nbytes(), collie::DataType::kUint8, p});
-    }
-  } else {
-    ops.push_back({false, buf.data_ptr(), buf.nbytes(), collie::DataType::kUint8, root});
+    std::vector<at::Tensor> parts;
+    for (const at::Tensor& t : inputs[0]) parts.push_back(bytesOf(t));
+    all = at::cat(parts);
   }
   Call call(c10d::OpType::SCATTER, "collie:scatter", what,
             inputs.empty() ? std::vector<at::Tensor>{} : inputs[0], {outputs}, opts.timeout);
-  call.ops = sendRecv(ops, what);
-  call.keepAlive = keep;
-  call.onSuccess = std::move(onSuccess);
+  call.ops = {orFail(comm_->scatter(rank_ == root ? all.data_ptr() : nullptr, mine.data_ptr(),
+                                    out.nbytes(), collie::DataType::kUint8, root),
+                     what, rank_)};
+  call.keepAlive = {mine};
+  if (all.defined()) call.keepAlive.push_back(all);
+  call.onSuccess = [out, mine]() mutable { copyBytesInto(out, mine); };
   return submit(std::move(call));
 }
 

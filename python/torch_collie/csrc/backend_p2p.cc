@@ -1,6 +1,6 @@
 // CollieBackend's point-to-point calls: send, recv, recv from any source, coalesced
-// batches of them (batch_isend_irecv), and all_to_all(_single) built from one
-// Communicator::sendRecv group (uneven splits are natural there).
+// batches of them (batch_isend_irecv) as one Communicator::sendRecv group, and
+// all_to_all(_single) as one Communicator::allToAllV (the engine's all-to-all).
 #include "backend.h"
 #include "tensor_args.h"
 
@@ -80,25 +80,32 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::recvAnysource(std::vector<at::Tens
   return work;
 }
 
-std::vector<collie::Work> CollieBackend::exchange(const std::vector<at::Tensor>& sendParts,
+std::vector<collie::Work> CollieBackend::exchange(const at::Tensor& in,
+                                                  const std::vector<at::Tensor>& sendParts,
+                                                  const at::Tensor& out,
                                                   const std::vector<at::Tensor>& recvParts,
                                                   const char* what) {
   if (recvParts[rank_].nbytes() != sendParts[rank_].nbytes()) {
     invalid(what, rank_, "the part this rank keeps differs in size between input and output");
   }
-  if (sendParts[rank_].nbytes() > 0) recvParts[rank_].copy_(sendParts[rank_]);
-  // One group: every send and receive posted together, so any sizes and any order of
-  // peers complete without deadlock. Empty parts are sent too, so that each rank's
-  // n-th message to a peer always meets that peer's n-th receive from it.
-  std::vector<collie::PointToPoint> ops;
-  for (int p = 0; p < size_; ++p) {
-    if (p == rank_) continue;
-    const at::Tensor& s = sendParts[p];
-    const at::Tensor& r = recvParts[p];
-    ops.push_back({true, s.data_ptr(), s.nbytes(), collie::DataType::kUint8, p});
-    ops.push_back({false, r.data_ptr(), r.nbytes(), collie::DataType::kUint8, p});
-  }
-  return sendRecv(ops, what);
+  // Byte counts and offsets of each part in its contiguous buffer.
+  auto layout = [](const at::Tensor& base, const std::vector<at::Tensor>& parts,
+                   std::vector<size_t>* counts, std::vector<size_t>* offsets) {
+    const auto* start = static_cast<const uint8_t*>(base.data_ptr());
+    for (const at::Tensor& part : parts) {
+      counts->push_back(part.nbytes());
+      offsets->push_back(
+          part.nbytes() == 0
+              ? 0
+              : static_cast<size_t>(static_cast<const uint8_t*>(part.data_ptr()) - start));
+    }
+  };
+  std::vector<size_t> sendCounts, sendOffsets, recvCounts, recvOffsets;
+  layout(in, sendParts, &sendCounts, &sendOffsets);
+  layout(out, recvParts, &recvCounts, &recvOffsets);
+  return {orFail(comm_->allToAllV(in.data_ptr(), sendCounts, sendOffsets, out.data_ptr(),
+                                  recvCounts, recvOffsets, collie::DataType::kUint8),
+                 what, rank_)};
 }
 
 c10::intrusive_ptr<c10d::Work> CollieBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
@@ -139,9 +146,12 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::alltoall_base(at::Tensor& output, 
   };
   at::Tensor in = dense(input);
   at::Tensor out = dense(output);
+  if (in.numel() > 0 && out.numel() > 0 && in.data_ptr() == out.data_ptr()) {
+    in = in.clone();  // all-to-all does not run in place
+  }
   Call call(c10d::OpType::ALLTOALL_BASE, "collie:all_to_all", what, {input}, {{output}},
             opts.timeout);
-  call.ops = exchange(split(in, inputSplits), split(out, outputSplits), what);
+  call.ops = exchange(in, split(in, inputSplits), out, split(out, outputSplits), what);
   call.keepAlive = {in, out};
   call.onSuccess = copyBack(output, out);
   return submit(std::move(call));
@@ -154,24 +164,34 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::alltoall(std::vector<at::Tensor>& 
   if (static_cast<int>(outputs.size()) != size_ || static_cast<int>(inputs.size()) != size_) {
     invalid(what, rank_, "expects world_size input and output tensors");
   }
-  std::vector<at::Tensor> sendParts, recvParts;
-  std::vector<std::function<void()>> copies;
+  // The parts travel packed: every input's bytes in one buffer, every output's in another.
+  std::vector<at::Tensor> inBytes;
+  int64_t outTotal = 0;
   for (int p = 0; p < size_; ++p) {
     checkCpu(inputs[p], what, rank_);
     checkCpu(outputs[p], what, rank_);
     if (inputs[p].scalar_type() != outputs[p].scalar_type()) {
       invalid(what, rank_, "invalid tensor type at index " + std::to_string(p));
     }
-    sendParts.push_back(dense(inputs[p]));
-    at::Tensor r = dense(outputs[p]);
-    if (auto copy = copyBack(outputs[p], r)) copies.push_back(std::move(copy));
-    recvParts.push_back(r);
+    inBytes.push_back(bytesOf(inputs[p]));
+    outTotal += static_cast<int64_t>(outputs[p].nbytes());
+  }
+  at::Tensor in = at::cat(inBytes);
+  at::Tensor out = at::empty({outTotal}, at::kByte);
+  std::vector<at::Tensor> sendParts, recvParts;
+  int64_t inAt = 0, outAt = 0;
+  for (int p = 0; p < size_; ++p) {
+    sendParts.push_back(in.narrow(0, inAt, inBytes[p].numel()));
+    inAt += inBytes[p].numel();
+    recvParts.push_back(out.narrow(0, outAt, static_cast<int64_t>(outputs[p].nbytes())));
+    outAt += static_cast<int64_t>(outputs[p].nbytes());
   }
   Call call(c10d::OpType::ALLTOALL, "collie:all_to_all", what, inputs, {outputs}, opts.timeout);
-  call.ops = exchange(sendParts, recvParts, what);
-  call.keepAlive = sendParts;
-  call.keepAlive.insert(call.keepAlive.end(), recvParts.begin(), recvParts.end());
-  call.onSuccess = inOrder(std::move(copies));
+  call.ops = exchange(in, sendParts, out, recvParts, what);
+  call.keepAlive = {in, out};
+  call.onSuccess = [outputs, recvParts]() mutable {
+    for (size_t p = 0; p < outputs.size(); ++p) copyBytesInto(outputs[p], recvParts[p]);
+  };
   return submit(std::move(call));
 }
 
