@@ -12,42 +12,24 @@
 #include <string.h>
 #include <unistd.h>
 
-static long parseBytes(const char* text) {
-  char* end = NULL;
-  long value = strtol(text, &end, 10);
-  if (*end == 'K' || *end == 'k') value <<= 10;
-  if (*end == 'M' || *end == 'm') value <<= 20;
-  if (*end == 'G' || *end == 'g') value <<= 30;
-  return value;
-}
+#include "mpi_timing.h"
 
-static int compareDoubles(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
+struct Call {
+  const void* src;
+  float* recv;
+  int count;
+};
+
+static void allreduceOnce(void* ctx) {
+  struct Call* c = ctx;
+  MPI_Allreduce(c->src, c->recv, c->count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 }
 
 /* Median over trials of the slowest rank's average time per call, in microseconds. */
 static double timeAllreduce(float* send, float* recv, long count, int iters, int warmup, int trials,
                             int inPlace) {
-  const void* src = inPlace ? MPI_IN_PLACE : send;
-  double* samples = malloc(sizeof(double) * (size_t)trials);
-  for (int i = 0; i < warmup; ++i)
-    MPI_Allreduce(src, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  for (int t = 0; t < trials; ++t) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    double start = MPI_Wtime();
-    for (int i = 0; i < iters; ++i) {
-      MPI_Allreduce(src, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    }
-    double mine = (MPI_Wtime() - start) / iters * 1e6, slowest = 0;
-    MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    samples[t] = slowest;
-  }
-  qsort(samples, (size_t)trials, sizeof(double), compareDoubles);
-  double median =
-      trials % 2 ? samples[trials / 2] : (samples[trials / 2 - 1] + samples[trials / 2]) / 2.0;
-  free(samples);
-  return median;
+  struct Call c = {inPlace ? MPI_IN_PLACE : send, recv, (int)count};
+  return timeCalls(allreduceOnce, &c, iters, warmup, trials);
 }
 
 int main(int argc, char** argv) {

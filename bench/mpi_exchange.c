@@ -15,21 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mpi_timing.h"
+
 enum Collective { kAllToAll, kGather, kScatter };
-
-static long parseBytes(const char* text) {
-  char* end = NULL;
-  long value = strtol(text, &end, 10);
-  if (*end == 'K' || *end == 'k') value <<= 10;
-  if (*end == 'M' || *end == 'm') value <<= 20;
-  if (*end == 'G' || *end == 'g') value <<= 30;
-  return value;
-}
-
-static int compareDoubles(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
 
 static void runOnce(enum Collective c, float* send, float* recv, int block) {
   switch (c) {
@@ -45,24 +33,16 @@ static void runOnce(enum Collective c, float* send, float* recv, int block) {
   }
 }
 
-/* Median over trials of the slowest rank's average time per call, in microseconds. */
-static double timeExchange(enum Collective c, float* send, float* recv, int block, int iters,
-                           int warmup, int trials) {
-  double* samples = malloc(sizeof(double) * (size_t)trials);
-  for (int i = 0; i < warmup; ++i) runOnce(c, send, recv, block);
-  for (int t = 0; t < trials; ++t) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    double start = MPI_Wtime();
-    for (int i = 0; i < iters; ++i) runOnce(c, send, recv, block);
-    double mine = (MPI_Wtime() - start) / iters * 1e6, slowest = 0;
-    MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    samples[t] = slowest;
-  }
-  qsort(samples, (size_t)trials, sizeof(double), compareDoubles);
-  double median =
-      trials % 2 ? samples[trials / 2] : (samples[trials / 2 - 1] + samples[trials / 2]) / 2.0;
-  free(samples);
-  return median;
+struct Call {
+  enum Collective c;
+  float* send;
+  float* recv;
+  int block;
+};
+
+static void exchangeOnce(void* ctx) {
+  struct Call* call = ctx;
+  runOnce(call->c, call->send, call->recv, call->block);
 }
 
 int main(int argc, char** argv) {
@@ -126,7 +106,8 @@ int main(int argc, char** argv) {
   for (long bytes = minBytes; bytes <= maxBytes; bytes *= factor) {
     long block = bytes / (long)sizeof(float) / nranks;
     if (block == 0) continue; /* fewer elements than ranks: nothing to move (as collie perf) */
-    double us = timeExchange(c, send, recv, (int)block, iters, warmup, trials);
+    struct Call call = {c, send, recv, (int)block};
+    double us = timeCalls(exchangeOnce, &call, iters, warmup, trials);
     if (rank == 0) printf("%ld %.3f\n", block * nranks * (long)sizeof(float), us);
     fflush(stdout);
   }
