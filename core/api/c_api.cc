@@ -166,6 +166,45 @@ collieResult_t collieBroadcast(const void* send, void* recv, size_t count, colli
       [&] { return finish(comm->comm->broadcast(send, recv, count, dtypeOf(dtype), root)); });
 }
 
+collieResult_t collieAllToAll(const void* send, void* recv, size_t count, collieDataType_t dtype,
+                              collieComm_t comm) {
+  if (comm == nullptr) return badComm();
+  return guarded([&] { return finish(comm->comm->allToAll(send, recv, count, dtypeOf(dtype))); });
+}
+
+collieResult_t collieAllToAllV(const void* send, const size_t* sendCounts,
+                               const size_t* sendOffsets, void* recv, const size_t* recvCounts,
+                               const size_t* recvOffsets, collieDataType_t dtype,
+                               collieComm_t comm) {
+  if (comm == nullptr) return badComm();
+  return guarded([&] {
+    if (sendCounts == nullptr || recvCounts == nullptr) {
+      return finish(
+          collie::invalidArgument("collieAllToAllV: sendCounts and recvCounts must not be NULL"));
+    }
+    const size_t n = static_cast<size_t>(comm->comm->size());
+    auto vec = [n](const size_t* values) {
+      return values == nullptr ? std::vector<size_t>() : std::vector<size_t>(values, values + n);
+    };
+    return finish(comm->comm->allToAllV(send, vec(sendCounts), vec(sendOffsets), recv,
+                                        vec(recvCounts), vec(recvOffsets), dtypeOf(dtype)));
+  });
+}
+
+collieResult_t collieGather(const void* send, void* recv, size_t count, collieDataType_t dtype,
+                            int root, collieComm_t comm) {
+  if (comm == nullptr) return badComm();
+  return guarded(
+      [&] { return finish(comm->comm->gather(send, recv, count, dtypeOf(dtype), root)); });
+}
+
+collieResult_t collieScatter(const void* send, void* recv, size_t count, collieDataType_t dtype,
+                             int root, collieComm_t comm) {
+  if (comm == nullptr) return badComm();
+  return guarded(
+      [&] { return finish(comm->comm->scatter(send, recv, count, dtypeOf(dtype), root)); });
+}
+
 collieResult_t collieReduce(const void* send, void* recv, size_t count, collieDataType_t dtype,
                             collieRedOp_t op, int root, collieComm_t comm) {
   if (comm == nullptr) return badComm();

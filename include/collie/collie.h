@@ -80,6 +80,21 @@ collieResult_t collieBroadcast(const void* send, void* recv, size_t count, colli
                                int root, collieComm_t comm);
 collieResult_t collieReduce(const void* send, void* recv, size_t count, collieDataType_t dtype,
                             collieRedOp_t op, int root, collieComm_t comm);
+/* The exchanges (Communicator::allToAll, allToAllV, gather, scatter; host buffers):
+ * all-to-all of `count` elements per peer (send and recv hold nranks blocks, not
+ * overlapping); with a count per peer, the arrays have nranks entries each, counts and
+ * offsets in elements (NULL offsets: packed blocks); gather into the root's recv of
+ * count * nranks elements; scatter from the root's send of count * nranks elements. */
+collieResult_t collieAllToAll(const void* send, void* recv, size_t count, collieDataType_t dtype,
+                              collieComm_t comm);
+collieResult_t collieAllToAllV(const void* send, const size_t* sendCounts,
+                               const size_t* sendOffsets, void* recv, const size_t* recvCounts,
+                               const size_t* recvOffsets, collieDataType_t dtype,
+                               collieComm_t comm);
+collieResult_t collieGather(const void* send, void* recv, size_t count, collieDataType_t dtype,
+                            int root, collieComm_t comm);
+collieResult_t collieScatter(const void* send, void* recv, size_t count, collieDataType_t dtype,
+                             int root, collieComm_t comm);
 collieResult_t collieSend(const void* buf, size_t count, collieDataType_t dtype, int peer,
                           collieComm_t comm);
 collieResult_t collieRecv(void* buf, size_t count, collieDataType_t dtype, int peer,
