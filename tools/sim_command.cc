@@ -86,6 +86,15 @@ std::string checkData(CollectiveArgs args, PlanParams params, size_t dataCount,
         case CollectiveKind::kReduce:
           want = r == args.root ? sum[i] : 0;
           break;
+        case CollectiveKind::kAllToAll:  // block p: block r of rank p's input
+          want = inputs[i / dataCount][r * dataCount + i % dataCount];
+          break;
+        case CollectiveKind::kGather:
+          want = r == args.root ? inputs[i / dataCount][i % dataCount] : 0;
+          break;
+        case CollectiveKind::kScatter:
+          want = inputs[args.root][r * dataCount + i];
+          break;
         default:
           break;
       }
@@ -103,13 +112,15 @@ std::string checkData(CollectiveArgs args, PlanParams params, size_t dataCount,
 CLI::App* addSimCommand(CLI::App& app, SimCliOptions* options) {
   CLI::App* cmd = app.add_subcommand(
       "sim", "Simulate one collective's schedules on N virtual ranks: check and predict");
-  cmd->add_option("--coll", options->collective,
-                  "allreduce, reducescatter, allgather, broadcast or reduce")
+  cmd->add_option(
+         "--coll", options->collective,
+         "allreduce, reducescatter, allgather, broadcast, reduce, alltoall, gather or scatter")
       ->capture_default_str();
   cmd->add_option("--algo", options->algo, algorithmNames())->capture_default_str();
   cmd->add_option("--nranks", options->nranks, "virtual ranks")->capture_default_str();
   cmd->add_option("--bytes", options->bytes,
-                  "bytes per rank buffer (all-gather/reduce-scatter: the full vector); K/M/G")
+                  "bytes per rank buffer (all-gather/reduce-scatter/alltoall/gather/scatter: the "
+                  "full vector, size / nranks per block); K/M/G")
       ->capture_default_str();
   cmd->add_option("--dtype", options->dtype, "element type of the planned collective")
       ->capture_default_str();
@@ -117,7 +128,8 @@ CLI::App* addSimCommand(CLI::App& app, SimCliOptions* options) {
   cmd->add_option("--bw", options->bwGBps, "model: GB/s per link");
   cmd->add_option("--nchannels", options->nchannels, "channels (default: the tuner, up to 2)");
   cmd->add_option("--chunk", options->chunk, "chunk bytes (default: the tuner); K/M suffix");
-  cmd->add_option("--root", options->root, "root of broadcast/reduce")->capture_default_str();
+  cmd->add_option("--root", options->root, "root of broadcast/reduce/gather/scatter")
+      ->capture_default_str();
   cmd->add_option("--transport", options->transport,
                   "model every rank on one host served by this transport, with its team "
                   "collectives (shm: board, direct, cma)");
@@ -162,8 +174,8 @@ int runSim(const SimCliOptions& o) {
   args.op = ReduceOp::kSum;
   args.root = o.root;
   args.count = static_cast<size_t>(*bytes) / es;
-  const bool blocked =
-      *kind == CollectiveKind::kAllGather || *kind == CollectiveKind::kReduceScatter;
+  const bool blocked = *kind == CollectiveKind::kAllGather ||
+                       *kind == CollectiveKind::kReduceScatter || isExchange(*kind);
   if (blocked) args.count /= n;
   const size_t planBytes = args.count * es;
 

@@ -80,6 +80,42 @@ void expectTreeOnlyWhenClearlyCheaper(CollectiveKind kind, Algorithm robust) {
   }
 }
 
+// All-to-all: linear for small blocks on 3+ ranks (one latency instead of n-1), pairwise
+// (the robust default) for large blocks and on 2 ranks (both cost the same there); the
+// crossover where the model puts it at the default constants (S < 5/3 alpha beta for one
+// channel on 4 ranks: 66,666 bytes). alltoallv is pairwise at every size (ranks know only
+// their own counts); gather and scatter linear; forcing works, an unsupported force does
+// not leak (pairwise gather, linear all-reduce).
+TEST(Tuner, AllToAllLinearOnlyForSmallBlocks) {
+  const TuneConstants constants{20.0, 2.0, "default"};
+  TuneLimits limits;
+  limits.maxChannels = 1;
+  EXPECT_EQ(decide(CollectiveKind::kAllToAll, 1024, 4, limits, constants).algorithm,
+            Algorithm::kLinear);
+  EXPECT_EQ(decide(CollectiveKind::kAllToAll, 60000, 4, limits, constants).algorithm,
+            Algorithm::kLinear);
+  EXPECT_EQ(decide(CollectiveKind::kAllToAll, 70000, 4, limits, constants).algorithm,
+            Algorithm::kPairwise);
+  EXPECT_EQ(decide(CollectiveKind::kAllToAll, 1024, 2, limits, constants).algorithm,
+            Algorithm::kPairwise);
+  EXPECT_EQ(decide(CollectiveKind::kAllToAll, 1 << 20, 16, limits, constants).algorithm,
+            Algorithm::kPairwise);
+  EXPECT_EQ(decide(CollectiveKind::kAllToAllV, 0, 16, limits, constants).algorithm,
+            Algorithm::kPairwise);
+  EXPECT_EQ(decide(CollectiveKind::kGather, 1024, 4, limits, constants).algorithm,
+            Algorithm::kLinear);
+  EXPECT_EQ(decide(CollectiveKind::kScatter, 1 << 20, 4, limits, constants).algorithm,
+            Algorithm::kLinear);
+  EXPECT_EQ(forced(CollectiveKind::kAllToAll, Algorithm::kLinear, 1 << 20, 4, constants).algorithm,
+            Algorithm::kLinear);
+  EXPECT_EQ(forced(CollectiveKind::kAllToAllV, Algorithm::kLinear, 0, 4, constants).algorithm,
+            Algorithm::kLinear);
+  EXPECT_EQ(forced(CollectiveKind::kGather, Algorithm::kPairwise, 64, 4, constants).algorithm,
+            Algorithm::kLinear);
+  EXPECT_NE(forced(CollectiveKind::kAllReduce, Algorithm::kLinear, 64, 4, constants).algorithm,
+            Algorithm::kLinear);
+}
+
 TEST(Tuner, AllReducePicksTreeOnlyWhenClearlyCheaper) {
   expectTreeOnlyWhenClearlyCheaper(CollectiveKind::kAllReduce, Algorithm::kRing);
 }
