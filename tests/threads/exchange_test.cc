@@ -48,6 +48,8 @@ std::vector<size_t> counts() {
 
 class ExchangeTest : public ::testing::TestWithParam<ExchangeCase> {
  protected:
+  // The mismatch cases do not depend on the rank count: they run at 3 ranks only (CI time).
+  bool mismatchCase() const { return GetParam().nranks == 3; }
   std::vector<std::unique_ptr<Communicator>> make() {
     Options options;
     options.transport = GetParam().transport;
@@ -167,6 +169,7 @@ TEST_P(ExchangeTest, GatherAndScatterEveryRoot) {
 // the rank that sees it naming the count | exchange_test
 TEST_P(ExchangeTest, DifferentCountsFailWithMismatch) {
   const int n = GetParam().nranks;
+  if (!mismatchCase()) GTEST_SKIP() << "mismatch cases run at 3 ranks";
   auto comms = make();
   ASSERT_EQ(comms.size(), static_cast<size_t>(n));
   std::vector<Status> results(n);
@@ -192,6 +195,7 @@ TEST_P(ExchangeTest, DifferentCountsFailWithMismatch) {
 // exchange_test
 TEST_P(ExchangeTest, DifferentRootsFailWithMismatch) {
   const int n = GetParam().nranks;
+  if (!mismatchCase()) GTEST_SKIP() << "mismatch cases run at 3 ranks";
   if (GetParam().algorithm == Algorithm::kPairwise) GTEST_SKIP() << "gather has no pairwise";
   auto comms = make();
   ASSERT_EQ(comms.size(), static_cast<size_t>(n));
@@ -215,6 +219,7 @@ TEST_P(ExchangeTest, DifferentRootsFailWithMismatch) {
 // collective | exchange_test
 TEST_P(ExchangeTest, DisagreeingSplitsFailWithMismatch) {
   const int n = GetParam().nranks;
+  if (!mismatchCase()) GTEST_SKIP() << "mismatch cases run at 3 ranks";
   auto comms = make();
   ASSERT_EQ(comms.size(), static_cast<size_t>(n));
   std::vector<Status> results(n);
@@ -248,7 +253,8 @@ std::vector<ExchangeCase> exchangeCases() {
   for (const char* transport : {"shm", "tcp"}) {
     for (int n : rankCounts) {
       for (Algorithm algorithm : {Algorithm::kAuto, Algorithm::kPairwise, Algorithm::kLinear}) {
-        if (quickMatrix() && algorithm == Algorithm::kAuto) continue;
+        // auto is pairwise or linear by size: one rank count shows it choosing.
+        if (algorithm == Algorithm::kAuto && (quickMatrix() || n != 4)) continue;
         cases.push_back({transport, n, algorithm});
       }
     }
