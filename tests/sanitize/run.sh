@@ -96,7 +96,10 @@ export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:report_signal_unsaf
 # Under TSan everything runs ~5-10x slower: give the deadlines room.
 export COLLIE_TIMEOUT=${COLLIE_TIMEOUT:-120s}
 cd "$build"
+# Two tests at a time (COLLIE_SANITIZE_TEST_JOBS): most of them wait on their peers more
+# than they compute. The ASan run's 122 tests took 266 s at -j2 where their times add up
+# to 530 s, all passing at a load average of 10-20.
 # Sanitized multiprocess runs of many ranks are slow on 2 cores: $skip drops the
 # 5..8-rank perf checks and the launcher matrix (threads tests cover those paths), and
 # under TSan the 20x kill -9 loops too (ASan runs them).
-exec ctest --output-on-failure --timeout 600 -L "$labels" -E "$skip" -R "$only" -j"${COLLIE_SANITIZE_TEST_JOBS:-1}"
+exec ctest --output-on-failure --timeout 600 -L "$labels" -E "$skip" -R "$only" -j"${COLLIE_SANITIZE_TEST_JOBS:-2}"
