@@ -57,7 +57,11 @@ struct SimCliOptions {
   int nchannels = 0;  // 0: tuned
   std::string chunk;  // "": tuned
   int root = 0;
-  std::string transport;  // "": no team collectives; else model that transport's team
+  std::string transport;               // "": no team collectives; else model that transport's team
+  int hosts = 1;                       // ranks spread over this many hosts, as many on each
+  std::string distribution = "block";  // rank numbering over the hosts: block or cyclic
+  double netAlphaUs = 0;               // model between hosts; 0: as within
+  double netBwGBps = 0;
 };
 
 CLI::App* addSimCommand(CLI::App& app, SimCliOptions* options);

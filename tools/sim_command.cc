@@ -130,6 +130,16 @@ CLI::App* addSimCommand(CLI::App& app, SimCliOptions* options) {
   cmd->add_option("--chunk", options->chunk, "chunk bytes (default: the tuner); K/M suffix");
   cmd->add_option("--root", options->root, "root of broadcast/reduce/gather/scatter")
       ->capture_default_str();
+  cmd->add_option("--hosts", options->hosts,
+                  "spread the ranks over this many hosts, as many on each (rings and trees in "
+                  "host order; hier: two levels)")
+      ->capture_default_str();
+  cmd->add_option("--distribution", options->distribution,
+                  "rank numbering over the hosts: block (host after host) or cyclic")
+      ->capture_default_str();
+  cmd->add_option("--net-alpha", options->netAlphaUs,
+                  "model: microseconds per message between hosts");
+  cmd->add_option("--net-bw", options->netBwGBps, "model: GB/s of one host's link");
   cmd->add_option("--transport", options->transport,
                   "model every rank on one host served by this transport, with its team "
                   "collectives (shm: board, direct, cma)");
@@ -166,8 +176,30 @@ int runSim(const SimCliOptions& o) {
     return fail("--alpha and --bw must be non-negative numbers");
   }
 
+  if (o.hosts < 1 || o.nranks % o.hosts != 0) {
+    return fail("--hosts must divide --nranks (" + std::to_string(o.nranks) + ")");
+  }
+  if (o.distribution != "block" && o.distribution != "cyclic") {
+    return fail("--distribution must be block or cyclic, not '" + o.distribution + "'");
+  }
+  if (!std::isfinite(o.netAlphaUs) || o.netAlphaUs < 0 || !std::isfinite(o.netBwGBps) ||
+      o.netBwGBps < 0) {
+    return fail("--net-alpha and --net-bw must be non-negative numbers");
+  }
+  if (o.hosts > 1 && !o.transport.empty()) {
+    return fail("--transport models one host; leave it out with --hosts");
+  }
+
   const int n = o.nranks;
   const size_t es = dataTypeSize(*dtype);
+  HostLayoutPtr hosts;
+  if (o.hosts > 1) {
+    std::vector<int> hostOfRank(n);
+    for (int r = 0; r < n; ++r) {
+      hostOfRank[r] = o.distribution == "cyclic" ? r % o.hosts : r / (n / o.hosts);
+    }
+    hosts = std::make_shared<const HostLayout>(HostLayout::make(hostOfRank));
+  }
   CollectiveArgs args;
   args.kind = *kind;
   args.dtype = *dtype;
@@ -183,11 +215,19 @@ int runSim(const SimCliOptions& o) {
   if (o.alphaUs > 0) constants.alphaUs = o.alphaUs;
   if (o.bwGBps > 0) constants.bwGBps = o.bwGBps;
   constants.source = o.alphaUs > 0 || o.bwGBps > 0 ? "command line" : "default";
+  if (o.netBwGBps > 0) {
+    constants.netBwGBps = o.netBwGBps;
+    constants.netAlphaUs = o.netAlphaUs > 0 ? o.netAlphaUs : constants.alphaUs;
+  }
   TuneLimits limits;
   limits.maxChannels = o.nchannels > 0 ? o.nchannels : 2;
   limits.channelsFixed = o.nchannels > 0;
   limits.chunkBytes = chunk;
   limits.forced = *algo;
+  if (hosts) {
+    limits.nhosts = hosts->nhosts;
+    limits.localSize = hosts->localSize;
+  }
   if (*algo != Algorithm::kAuto && !algorithmSupports(*algo, *kind)) {
     return fail(std::string(algorithmName(*algo)) + " does not implement " + o.collective);
   }
@@ -209,6 +249,7 @@ int runSim(const SimCliOptions& o) {
   params.teamStep = decision.teamStep;
   params.team = decision.team;
   params.teamFallback = decision.steps != Algorithm::kAuto;
+  params.hosts = hosts;
 
   std::printf("collie sim: %s of %zu bytes (%zu x %s) on %d ranks: %s", o.collective.c_str(),
               static_cast<size_t>(*bytes), args.count, std::string(dataTypeName(*dtype)).c_str(), n,
@@ -262,11 +303,28 @@ int runSim(const SimCliOptions& o) {
     std::printf("busiest link: rank %d -> rank %d, %llu bytes\n", stats.busiestSender,
                 stats.busiestReceiver, static_cast<unsigned long long>(stats.maxBytesOnOneLink));
   }
-  std::printf("model: alpha %.2f us, %.3f GB/s per link [%s]\n", constants.alphaUs,
-              constants.bwGBps, constants.source.c_str());
+  if (hosts) {
+    std::printf(
+        "hosts: %d of %d ranks (%s); bytes between hosts %llu, most out of one host %llu "
+        "(host %d) = %.4f x the buffer; a flat ring's 2(N-1)/N = %.4f, two levels' "
+        "2(M-1)/M = %.4f\n",
+        hosts->nhosts, n / hosts->nhosts, o.distribution.c_str(),
+        static_cast<unsigned long long>(stats.bytesBetweenHosts),
+        static_cast<unsigned long long>(stats.maxBytesOutOfOneHost), stats.busiestHost,
+        planBytes ? static_cast<double>(stats.maxBytesOutOfOneHost) / planBytes : 0.0,
+        2.0 * (n - 1) / n, 2.0 * (hosts->nhosts - 1) / hosts->nhosts);
+  }
+  std::printf("model: alpha %.2f us, %.3f GB/s per link [%s]", constants.alphaUs, constants.bwGBps,
+              constants.source.c_str());
+  if (hosts && constants.netBwGBps > 0) {
+    std::printf("; between hosts alpha %.2f us, %.3f GB/s per host's link", constants.netAlphaUs,
+                constants.netBwGBps);
+  }
+  std::printf("\n");
   for (Algorithm candidate : kAllAlgorithms) {
     if (candidate == Algorithm::kAuto || !algorithmSupports(candidate, *kind)) continue;
     if (candidate == Algorithm::kOneShot && n != 2) continue;
+    if (candidate == Algorithm::kHier && !(hosts && hosts->twoLevel())) continue;
     TuneLimits only = limits;
     only.forced = candidate;
     if (isTeamAlgorithm(candidate) && !forcedTeamUnavailable(*kind, planBytes, n, only).empty()) {

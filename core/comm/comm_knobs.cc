@@ -18,11 +18,12 @@ void registerCommunicatorKnobs(KnobRegistry& registry) {
                "force one transport for every pair of ranks (one of the transports `collie "
                "info` lists); empty picks per pair, the first in that list that can connect it"),
           choice("COLLIE_ALGO", "auto",
-                 "auto,ring,tree,chain,oneshot,board,direct,cma,pairwise,linear",
+                 "auto,ring,tree,chain,oneshot,board,direct,cma,pairwise,linear,hier",
                  "collective algorithm: auto (the tuner), ring, tree, chain, oneshot, or a team "
                  "collective of shm with every rank on one host: board, direct (registered "
                  "buffers), cma (cross-memory attach); for all-to-all pairwise or linear (and "
-                 "linear for gather, scatter); collectives that lack the forced one take auto's",
+                 "linear for gather, scatter); hier (all-reduce in two levels over several "
+                 "hosts of as many ranks); collectives that lack the forced one take auto's",
                  "NCCL_ALGO"),
           integer("COLLIE_NCHANNELS", "2", 1, 16,
                   "parallel channels (connections and pipelines) per peer; unset, a transport "

@@ -100,6 +100,8 @@ std::string_view algorithmName(Algorithm algo) {
       return "pairwise";
     case Algorithm::kLinear:
       return "linear";
+    case Algorithm::kHier:
+      return "hier";
   }
   return "invalid";
 }

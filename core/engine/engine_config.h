@@ -9,6 +9,7 @@
 
 #include "collie/types.h"
 #include "core/config/config.h"
+#include "core/plan/layout.h"
 
 namespace collie {
 
@@ -26,6 +27,9 @@ struct EngineConfig {
   size_t traceDepth = 64;       // COLLIE_TRACE_DEPTH: collectives kept by the flight recorder
   std::string traceDump;        // COLLIE_TRACE_DUMP: "", "stderr" or a path (%r = rank)
   size_t scheduleCacheBytes = 4 << 20;  // schedules kept for reuse (core/engine/schedule_cache.h)
+  // The ranks' hosts (core/plan/layout.h) when they span several, from the topology at
+  // creation; null on one host. Schedules are planned host after host on it.
+  HostLayoutPtr hosts;
   // The communicator's whole snapshot, for what the engine's users read beyond the
   // fields above (the tuner's probe, core/tune/tune_probe.h).
   Config config;

@@ -45,6 +45,10 @@ TuneLimits Planner::limitsLocked() const {
   limits.forced = config_.algorithm;
   limits.maxChannels = config_.channelsFixed ? config_.nchannels : planChannels_;
   limits.team = team_;
+  if (config_.hosts) {
+    limits.nhosts = config_.hosts->nhosts;
+    limits.localSize = config_.hosts->localSize;
+  }
   return limits;
 }
 
@@ -93,6 +97,7 @@ Result<std::shared_ptr<const Schedule>> Planner::plan(const CollectiveArgs& args
   params.teamStep = decision.teamStep;
   params.team = decision.team;
   params.teamFallback = decision.steps != Algorithm::kAuto;
+  params.hosts = config_.hosts;
   Result<Schedule> schedule = buildSchedule(args, params);
   if (!schedule.isOk()) return schedule.status();
   auto shared = std::make_shared<const Schedule>(std::move(schedule).value());

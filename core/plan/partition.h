@@ -29,6 +29,11 @@ inline size_t ceilDiv(size_t a, size_t b) { return (a + b - 1) / b; }
 // a mod n in [0, n), also for negative a (ring positions).
 inline int mod(int a, int n) { return ((a % n) + n) % n; }
 
+// The rank at ring position `position` (core/plan/layout.h): itself without a layout.
+inline int rankAt(const PlanParams& params, int position) {
+  return params.hosts ? params.hosts->order[position] : position;
+}
+
 inline Step makeStep(StepKind kind, int sendPeer, int recvPeer, Slice src, Slice dst,
                      uint64_t bytes) {
   Step step;

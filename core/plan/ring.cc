@@ -7,6 +7,9 @@
 // it holds the final value of segment r + 1, which then travels around the ring once
 // more (all-gather). Every final value is computed by exactly one rank and copied
 // everywhere else, so all ranks end with identical bytes.
+//
+// `r` and the peers are ring positions (core/plan/layout.h); reduce-scatter's and
+// all-gather's blocks are where the rank at that position has them (rankAt()).
 #include "core/plan/ring.h"
 
 #include "core/plan/partition.h"
@@ -84,7 +87,8 @@ Generator<Step> ringReduceScatterSteps(CollectiveArgs args, PlanParams params, s
     const size_t chunk = std::min(chunkElems, channel.count - done);
     const size_t inBlock = channel.begin + done;  // offset within each rank's block
     auto inputOf = [&](int owner) {
-      return at(BufferId::kInput, static_cast<size_t>(mod(owner, n)) * block + inBlock, es);
+      return at(BufferId::kInput,
+                static_cast<size_t>(rankAt(params, mod(owner, n))) * block + inBlock, es);
     };
     // At step s rank r handles block r - 1 - s; the last step (s = n - 1) is block r.
     co_yield (makeStep(StepKind::kSend, next, -1, inputOf(r - 1), Slice{}, chunk * es));
@@ -112,13 +116,16 @@ Generator<Step> ringAllGatherSteps(CollectiveArgs args, PlanParams params, size_
   Range channel = splitEven(0, block, params.nchannels, c);
   if (channel.count == 0) co_return;
   // Own block into place (a no-op when in place), then around the ring.
-  co_yield (makeStep(StepKind::kCopy, -1, -1, at(BufferId::kInput, channel.begin, es),
-                     at(BufferId::kOutput, r * block + channel.begin, es), channel.count * es));
+  co_yield (makeStep(
+      StepKind::kCopy, -1, -1, at(BufferId::kInput, channel.begin, es),
+      at(BufferId::kOutput, static_cast<size_t>(rankAt(params, r)) * block + channel.begin, es),
+      channel.count * es));
   for (size_t done = 0; done < channel.count; done += chunkElems) {
     const size_t chunk = std::min(chunkElems, channel.count - done);
     const size_t inBlock = channel.begin + done;
     auto outputOf = [&](int owner) {
-      return at(BufferId::kOutput, static_cast<size_t>(mod(owner, n)) * block + inBlock, es);
+      return at(BufferId::kOutput,
+                static_cast<size_t>(rankAt(params, mod(owner, n))) * block + inBlock, es);
     };
     co_yield (makeStep(StepKind::kSend, next, -1, at(BufferId::kInput, inBlock, es), Slice{},
                        chunk * es));

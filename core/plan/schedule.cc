@@ -6,6 +6,7 @@
 
 #include "core/plan/chain.h"
 #include "core/plan/exchange.h"
+#include "core/plan/hier.h"
 #include "core/plan/oneshot.h"
 #include "core/plan/point_to_point.h"
 #include "core/plan/ring.h"
@@ -114,6 +115,33 @@ Status checkTeam(const CollectiveArgs& args, const PlanParams& params) {
 Generator<Step> yieldSteps(std::shared_ptr<const Schedule> schedule, int channel) {
   for (const Step& step : schedule->channels[channel]) co_yield step;
 }
+
+// Whether the collective is planned in ring positions (core/plan/layout.h): every
+// collective of a communicator over several hosts but point-to-point (the caller names
+// the peer) and a team step alone (one host). A root out of range plans in rank order,
+// which refuses it.
+bool inPositions(const CollectiveArgs& args, const PlanParams& params) {
+  if (!params.hosts || isPointToPoint(args.kind)) return false;
+  if (static_cast<int>(params.hosts->order.size()) != params.nranks) return false;
+  if (params.rank < 0 || params.rank >= params.nranks) return false;
+  return !isRooted(args.kind) || (args.root >= 0 && args.root < params.nranks);
+}
+
+void toRanks(const HostLayout& hosts, Step* step) {
+  if (step->kind == StepKind::kTeam) return;
+  if (step->sendPeer >= 0) step->sendPeer = hosts.order[step->sendPeer];
+  if (step->recvPeer >= 0) step->recvPeer = hosts.order[step->recvPeer];
+}
+
+Generator<Step> stepsToRanks(Generator<Step> steps, HostLayoutPtr hosts) {
+  Step step;
+  while (steps.next(&step)) {
+    toRanks(*hosts, &step);
+    co_yield step;
+  }
+}
+
+Result<Schedule> buildInRankOrder(const CollectiveArgs& args, const PlanParams& params);
 }  // namespace
 
 Result<std::vector<Generator<Step>>> streamSchedule(const CollectiveArgs& args,
@@ -125,14 +153,22 @@ Result<std::vector<Generator<Step>>> streamSchedule(const CollectiveArgs& args,
   const bool ring = !params.teamStep &&
                     (params.algorithm == Algorithm::kRing || params.algorithm == Algorithm::kAuto);
   const size_t chunkElems = std::max<size_t>(1, params.chunkBytes / dataTypeSize(args.dtype));
-  if (ring && params.nranks > 1 &&
+  const bool hier = params.algorithm == Algorithm::kHier &&
+                    args.kind == CollectiveKind::kAllReduce && params.hosts &&
+                    params.hosts->twoLevel();
+  if ((ring || hier) && params.nranks > 1 &&
       (args.kind == CollectiveKind::kAllReduce || args.kind == CollectiveKind::kReduceScatter ||
        args.kind == CollectiveKind::kAllGather)) {
-    auto generate = args.kind == CollectiveKind::kAllReduce       ? ringAllReduceSteps
+    auto generate = hier                                          ? hierAllReduceSteps
+                    : args.kind == CollectiveKind::kAllReduce     ? ringAllReduceSteps
                     : args.kind == CollectiveKind::kReduceScatter ? ringReduceScatterSteps
                                                                   : ringAllGatherSteps;
+    PlanParams positions = params;
+    if (inPositions(args, params)) positions.rank = params.hosts->position[params.rank];
     for (int c = 0; c < params.nchannels; ++c) {
-      channels.push_back(generate(args, params, chunkElems, c));
+      Generator<Step> steps = generate(args, positions, chunkElems, c);
+      channels.push_back(inPositions(args, params) ? stepsToRanks(std::move(steps), params.hosts)
+                                                   : std::move(steps));
     }
     *scratchBytesPerChannel = args.kind == CollectiveKind::kReduceScatter
                                   ? ringReduceScatterScratch(args, chunkElems)
@@ -148,6 +184,26 @@ Result<std::vector<Generator<Step>>> streamSchedule(const CollectiveArgs& args,
 }
 
 Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& params) {
+  if (!inPositions(args, params)) return buildInRankOrder(args, params);
+  // Plan as the rank at this rank's position, then name the peers by rank.
+  const HostLayout& hosts = *params.hosts;
+  CollectiveArgs positionArgs = args;
+  PlanParams positionParams = params;
+  positionParams.rank = hosts.position[params.rank];
+  if (isRooted(args.kind)) positionArgs.root = hosts.position[args.root];
+  Result<Schedule> built = buildInRankOrder(positionArgs, positionParams);
+  if (!built.isOk()) return built.status();
+  Schedule schedule = std::move(built).value();
+  schedule.args = args;
+  schedule.rank = params.rank;
+  for (std::vector<Step>& steps : schedule.channels) {
+    for (Step& step : steps) toRanks(hosts, &step);
+  }
+  return schedule;
+}
+
+namespace {
+Result<Schedule> buildInRankOrder(const CollectiveArgs& args, const PlanParams& params) {
   COLLIE_RETURN_IF_ERROR(checkCommon(args, params));
   const size_t es = dataTypeSize(args.dtype);
   const size_t chunkElems = std::max<size_t>(1, params.chunkBytes / es);
@@ -189,6 +245,23 @@ Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& par
                            " ranks is not implemented (all-reduce on 2 ranks only); use ring, "
                            "tree or auto");
       }
+      const bool hier = params.algorithm == Algorithm::kHier;
+      if (hier && args.kind != CollectiveKind::kAllReduce) {
+        return unsupported("hier " + std::string(collectiveName(args.kind)) +
+                           " is not implemented (all-reduce only); use ring or auto");
+      }
+      if (hier && params.nranks > 1 && !(params.hosts && params.hosts->twoLevel())) {
+        return unsupported(
+            "hier all-reduce needs ranks on several hosts with as many, more than one, on "
+            "each; this communicator has " +
+            (params.hosts
+                 ? std::to_string(params.hosts->nhosts) + " hosts" +
+                       (params.hosts->localSize == 0
+                            ? " with uneven rank counts"
+                            : " of " + std::to_string(params.hosts->localSize) + " rank(s)")
+                 : std::string("1 host")) +
+            "; use ring or auto");
+      }
       if ((wantsTree && !treeAllReduce) || params.algorithm == Algorithm::kChain) {
         return unsupported(std::string(algorithmName(params.algorithm)) + " " +
                            std::string(collectiveName(args.kind)) +
@@ -196,6 +269,7 @@ Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& par
       }
       schedule.algorithm = oneShot         ? Algorithm::kOneShot
                            : treeAllReduce ? Algorithm::kTree
+                           : hier          ? Algorithm::kHier
                                            : Algorithm::kRing;
       if (params.nranks == 1) {
         Step copy;
@@ -207,6 +281,8 @@ Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& par
         if (copy.bytes > 0) schedule.channels[0].push_back(copy);
       } else if (oneShot) {
         planOneShotAllReduce(args, params, &schedule);
+      } else if (hier) {
+        planHierAllReduce(args, params, chunkElems, &schedule);
       } else if (treeAllReduce) {
         planTreeAllReduce(args, params, chunkElems, &schedule);
       } else if (args.kind == CollectiveKind::kAllReduce) {
@@ -261,6 +337,7 @@ Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& par
   }
   return schedule;
 }
+}  // namespace
 
 std::string stepKindName(StepKind kind) {
   switch (kind) {

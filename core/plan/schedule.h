@@ -39,6 +39,7 @@
 #include "collie/status.h"
 #include "collie/types.h"
 #include "core/plan/generator.h"
+#include "core/plan/layout.h"
 
 namespace collie {
 
@@ -134,6 +135,10 @@ struct PlanParams {
   bool teamStep = false;
   TeamAlgorithms team = 0;
   bool teamFallback = true;
+  // The hosts of the ranks (core/plan/layout.h), null on one host: schedules are planned
+  // in ring positions, host after host, and their peers mapped back to ranks; the
+  // hierarchical algorithm needs it.
+  HostLayoutPtr hosts;
 };
 
 struct Schedule {

@@ -55,6 +55,8 @@ class Runner {
   }
 
   Status run(SimulationStats* stats);
+  // Count the bytes that leave each host (SimulationStats::maxBytesOutOfOneHost).
+  void setHosts(HostLayoutPtr hosts) { hosts_ = std::move(hosts); }
 
  private:
   uint8_t* pointer(int rank, int channel, const Slice& slice);
@@ -81,6 +83,7 @@ class Runner {
   std::deque<Link> links_;
   std::deque<int> work_;
   SimulationStats local_;
+  HostLayoutPtr hosts_;
 };
 
 uint8_t* Runner::pointer(int rank, int channel, const Slice& slice) {
@@ -276,6 +279,20 @@ Status Runner::run(SimulationStats* stats) {
       local_.busiestReceiver = static_cast<int>(pair % n_);
     }
   }
+  if (hosts_) {
+    std::vector<uint64_t> outOf(hosts_->nhosts, 0);
+    for (const auto& [pair, bytes] : pairBytes) {
+      const int from = hosts_->hostOf[pair / n_];
+      if (from != hosts_->hostOf[pair % n_]) outOf[from] += bytes;
+    }
+    for (int h = 0; h < hosts_->nhosts; ++h) {
+      local_.bytesBetweenHosts += outOf[h];
+      if (outOf[h] > local_.maxBytesOutOfOneHost || local_.busiestHost < 0) {
+        local_.maxBytesOutOfOneHost = outOf[h];
+        local_.busiestHost = h;
+      }
+    }
+  }
   for (uint64_t steps : stepsPerRank_) {
     local_.maxStepsOnOneRank = std::max(local_.maxStepsOnOneRank, steps);
   }
@@ -446,6 +463,9 @@ Status simulateCollective(const CollectiveArgs& args, const PlanParams& params,
     return simulateSchedules(schedules, ranks, inPlace, stats, team);
   }
   Runner runner(params.nranks, params.nchannels, args, ranks, inPlace);
+  if (params.hosts && static_cast<int>(params.hosts->hostOf.size()) == params.nranks) {
+    runner.setHosts(params.hosts);
+  }
   for (int r = 0; r < params.nranks; ++r) {
     PlanParams mine = params;
     mine.rank = r;

@@ -46,6 +46,11 @@ struct SimulationStats {
   uint64_t maxBytesOnOneLink = 0;  // busiest directed (sender, receiver) pair
   int busiestSender = -1;
   int busiestReceiver = -1;
+  // With PlanParams::hosts (simulateCollective): bytes sent between hosts, and the most
+  // that leave one host (its link's egress).
+  uint64_t bytesBetweenHosts = 0;
+  uint64_t maxBytesOutOfOneHost = 0;
+  int busiestHost = -1;
 };
 
 // `schedules[r]` must be the schedule of rank r. `ranks` holds each rank's buffers.

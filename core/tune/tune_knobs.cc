@@ -13,6 +13,12 @@ void registerTuneKnobs(KnobRegistry& registry) {
                          "tuner: microseconds per message (with COLLIE_TUNE_BW_GBPS: no probe)"),
           knobs::decimal("COLLIE_TUNE_BW_GBPS", 0, 1000000,
                          "tuner: GB/s per link (with COLLIE_TUNE_ALPHA_US: no probe)"),
+          knobs::decimal("COLLIE_TUNE_NET_ALPHA_US", 0, 1000000,
+                         "tuner: microseconds per message between hosts (with "
+                         "COLLIE_TUNE_NET_BW_GBPS: no probe between hosts)"),
+          knobs::decimal("COLLIE_TUNE_NET_BW_GBPS", 0, 1000000,
+                         "tuner: GB/s of one host's link to the others (with "
+                         "COLLIE_TUNE_NET_ALPHA_US: no probe between hosts)"),
           knobs::text("COLLIE_TUNE_CACHE", "",
                       "directory of the tuner's probe cache (default $XDG_CACHE_HOME/collie or "
                       "~/.cache/collie; off: always probe)"),

@@ -46,7 +46,8 @@ bool fromConfig(const Config& config, TuneConstants* out) {
 // returns the lower quartile of the one-way microseconds (a round trip halved): load
 // from other processes only ever adds time, so up to three quarters of the trips may
 // lose the CPU without moving the result, yet one lucky trip cannot set it either.
-Result<double> pingPong(Engine& engine, size_t bytes, int warmup, int samples, Deadline deadline) {
+Result<double> pingPong(Engine& engine, int peer, size_t bytes, int warmup, int samples,
+                        Deadline deadline) {
   const int rank = engine.config().rank;
   std::vector<uint8_t> buffer(bytes, 0x5A);
   CollectiveArgs send, recv;
@@ -54,7 +55,7 @@ Result<double> pingPong(Engine& engine, size_t bytes, int warmup, int samples, D
   recv.kind = CollectiveKind::kRecv;
   send.dtype = recv.dtype = DataType::kUint8;
   send.count = recv.count = bytes;
-  send.peer = recv.peer = 1 - rank;
+  send.peer = recv.peer = peer;
   auto waitFor = [&](const CollectiveArgs& args) -> Status {
     Result<Work> work = engine.submit(args, buffer.data(), buffer.data());
     if (!work.isOk()) return work.status();
@@ -78,11 +79,12 @@ Result<double> pingPong(Engine& engine, size_t bytes, int warmup, int samples, D
 
 // Alpha: the 8-byte one-way time. Beta: 1 MiB over the 1 MiB one-way time less alpha.
 // About 45 round trips, a few milliseconds on shm.
-Result<TuneConstants> probe(Engine& engine, Deadline deadline) {
+// `peer`: the other end (rank 0 probes with it, it with rank 0).
+Result<TuneConstants> probe(Engine& engine, int peer, Deadline deadline) {
   constexpr size_t kLarge = size_t{1} << 20;
-  Result<double> small = pingPong(engine, 8, 5, 21, deadline);
+  Result<double> small = pingPong(engine, peer, 8, 5, 21, deadline);
   if (!small.isOk()) return small.status();
-  Result<double> large = pingPong(engine, kLarge, 2, 11, deadline);
+  Result<double> large = pingPong(engine, peer, kLarge, 2, 11, deadline);
   if (!large.isOk()) return large.status();
   TuneConstants c;
   c.source = "probe";
@@ -142,6 +144,89 @@ std::string buildId() {
       &search);
   if (!search.id.empty()) return search.id;
   return std::string(COLLIE_TUNE_BUILD_ID) + " " + __DATE__ + " " + __TIME__;
+}
+
+// Rank 0's probe partners: within its host (rank 1 when it has no other rank there, as
+// on one host) and, over several hosts, the lowest rank of another host (-1: none).
+int intraPeer(const EngineConfig& config) {
+  if (!config.hosts) return 1;
+  for (int r = 1; r < config.nranks; ++r) {
+    if (config.hosts->hostOf[r] == config.hosts->hostOf[0]) return r;
+  }
+  return 1;
+}
+int netPeer(const EngineConfig& config) {
+  if (!config.hosts) return -1;
+  for (int r = 1; r < config.nranks; ++r) {
+    if (config.hosts->hostOf[r] != config.hosts->hostOf[0]) return r;
+  }
+  return -1;
+}
+
+bool netFromConfig(const Config& config, TuneConstants* out) {
+  std::string alpha = config.text("COLLIE_TUNE_NET_ALPHA_US");
+  std::string bw = config.text("COLLIE_TUNE_NET_BW_GBPS");
+  if (alpha.empty() || bw.empty()) return false;
+  TuneConstants net;
+  if (!decodeTuneConstants(alpha + " " + bw + " config", &net)) return false;
+  out->netAlphaUs = net.alphaUs;
+  out->netBwGBps = net.bwGBps;
+  return true;
+}
+
+// The inter-host constants, agreed like the others: rank 0 takes them from config or
+// probes its net peer (never cached: hosts in namespaces share a host name, and the
+// link's rate is the job's, not the build's), then publishes them ("none" on one host).
+Status agreeOnNetConstants(Engine& engine, Store& store, const std::string& jobKey,
+                           Deadline deadline, TuneConstants* constants) {
+  const EngineConfig& config = engine.config();
+  const int peer = netPeer(config);
+  if (peer < 0) return Status();
+  const std::string planKey = jobKey + "/tune/net-plan";
+  const std::string valueKey = jobKey + "/tune/net";
+  if (config.rank == 0) {
+    TuneConstants net = *constants;
+    const bool known = netFromConfig(config.config, &net);
+    COLLIE_RETURN_IF_ERROR(store.set(planKey, toBytes(known ? "known" : "probe")));
+    if (!known && peer == intraPeer(config)) {
+      net.netAlphaUs = constants->alphaUs;  // the first probe crossed between hosts
+      net.netBwGBps = constants->bwGBps;
+    } else if (!known) {
+      Result<TuneConstants> probed = probe(engine, peer, deadline);
+      if (!probed.isOk()) {
+        return probed.status().withContext("tuning probe with rank " + std::to_string(peer));
+      }
+      net.netAlphaUs = probed->alphaUs;
+      net.netBwGBps = probed->bwGBps;
+      COLLIE_LOG(INFO, TUNE) << "tuning probe between hosts: alpha " << net.netAlphaUs << " us, "
+                             << net.netBwGBps << " GB/s with rank " << peer << " over "
+                             << engine.transportTo(peer);
+    }
+    TuneConstants exact;
+    const std::string text =
+        encodeTuneConstants(TuneConstants{net.netAlphaUs, net.netBwGBps, "net"});
+    decodeTuneConstants(text, &exact);
+    constants->netAlphaUs = exact.alphaUs;
+    constants->netBwGBps = exact.bwGBps;
+    return store.set(valueKey, toBytes(text));
+  }
+  if (config.rank == peer && peer != intraPeer(config)) {
+    Result<Bytes> plan = store.get(planKey, deadline);
+    if (!plan.isOk()) return plan.status().withContext("waiting for rank 0's network probe plan");
+    if (std::string(plan->begin(), plan->end()) == "probe") {
+      Result<TuneConstants> probed = probe(engine, 0, deadline);
+      if (!probed.isOk()) return probed.status().withContext("tuning probe with rank 0");
+    }
+  }
+  Result<Bytes> value = store.get(valueKey, deadline);
+  if (!value.isOk()) return value.status().withContext("waiting for rank 0's network constants");
+  TuneConstants net;
+  if (!decodeTuneConstants(std::string(value->begin(), value->end()), &net)) {
+    return remoteError("rank 0 published malformed network constants", 0);
+  }
+  constants->netAlphaUs = net.alphaUs;
+  constants->netBwGBps = net.bwGBps;
+  return Status();
 }
 
 // What, besides the constants, decides a plan: every rank must have the same.
@@ -218,15 +303,18 @@ Result<TuneConstants> agreeOnTuneConstants(Engine& engine, Store& store, const s
   const std::string valueKey = jobKey + "/tune/constants";
   const std::string limitsKey = jobKey + "/tune/limits";
   const std::string limits = limitsText(engine.config());
+  const int partner = intraPeer(engine.config());
   if (rank == 0) {
     const Config& config = engine.config().config;
-    const std::string path = tuneCachePath(config, engine.transportTo(1));
-    bool known = storedTuneConstants(config, engine.transportTo(1), &constants);
+    const std::string path = tuneCachePath(config, engine.transportTo(partner));
+    bool known = storedTuneConstants(config, engine.transportTo(partner), &constants);
     if (known && constants.source != "config") constants.source = "cache";
     COLLIE_RETURN_IF_ERROR(store.set(planKey, toBytes(known ? "known" : "probe")));
     if (!known) {
-      Result<TuneConstants> probed = probe(engine, deadline);
-      if (!probed.isOk()) return probed.status().withContext("tuning probe with rank 1");
+      Result<TuneConstants> probed = probe(engine, partner, deadline);
+      if (!probed.isOk()) {
+        return probed.status().withContext("tuning probe with rank " + std::to_string(partner));
+      }
       constants = *probed;
       if (!path.empty()) {
         std::string dir = path.substr(0, path.rfind('/'));
@@ -238,20 +326,25 @@ Result<TuneConstants> agreeOnTuneConstants(Engine& engine, Store& store, const s
         if (std::rename(tmp.c_str(), path.c_str()) != 0) std::remove(tmp.c_str());
       }
       COLLIE_LOG(INFO, TUNE) << "tuning probe: alpha " << constants.alphaUs << " us, "
-                             << constants.bwGBps << " GB/s over " << engine.transportTo(1);
+                             << constants.bwGBps << " GB/s with rank " << partner << " over "
+                             << engine.transportTo(partner);
     }
     // Rank 0 uses what the others decode, to the bit.
     const std::string text = encodeTuneConstants(constants);
     decodeTuneConstants(text, &constants);
     COLLIE_RETURN_IF_ERROR(store.set(limitsKey, toBytes(limits)));
     COLLIE_RETURN_IF_ERROR(store.set(valueKey, toBytes(text)));
+    COLLIE_RETURN_IF_ERROR(agreeOnNetConstants(engine, store, jobKey, deadline, &constants));
     return constants;
   }
-  if (rank == 1) {
+  if (rank == partner) {
     Result<Bytes> plan = store.get(planKey, deadline);
-    if (!plan.isOk()) return plan.status().withContext("rank 1 waiting for rank 0's tuning plan");
+    if (!plan.isOk()) {
+      return plan.status().withContext("rank " + std::to_string(rank) +
+                                       " waiting for rank 0's tuning plan");
+    }
     if (std::string(plan->begin(), plan->end()) == "probe") {
-      Result<TuneConstants> probed = probe(engine, deadline);
+      Result<TuneConstants> probed = probe(engine, 0, deadline);
       if (!probed.isOk()) return probed.status().withContext("tuning probe with rank 0");
     }
   }
@@ -272,6 +365,7 @@ Result<TuneConstants> agreeOnTuneConstants(Engine& engine, Store& store, const s
                              "COLLIE_NCHANNELS (or Options)",
                          0);
   }
+  COLLIE_RETURN_IF_ERROR(agreeOnNetConstants(engine, store, jobKey, deadline, &constants));
   return constants;
 }
 

@@ -12,6 +12,12 @@
 // constants, and a rank whose limits differ fails creation with kMismatch, so no two
 // ranks can plan the same collective differently.
 //
+// Over several hosts (EngineConfig::hosts) rank 0 probes with the next rank of its own
+// host (rank 1 when it has none), and then, for the inter-host constants
+// (TuneConstants::netAlphaUs, netBwGBps), with the lowest rank of another host, unless
+// COLLIE_TUNE_NET_ALPHA_US and COLLIE_TUNE_NET_BW_GBPS give them; those are never
+// cached, and published under a key of their own.
+//
 // Thread safety: called once per communicator during creation.
 #pragma once
 

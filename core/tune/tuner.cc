@@ -39,6 +39,7 @@ bool algorithmSupports(Algorithm algorithm, CollectiveKind kind) {
     case Algorithm::kChain:
       return kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce;
     case Algorithm::kOneShot:
+    case Algorithm::kHier:
       return kind == CollectiveKind::kAllReduce;
     case Algorithm::kPairwise:
       return kind == CollectiveKind::kAllToAll || kind == CollectiveKind::kAllToAllV;
@@ -103,6 +104,30 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int
   }
 }
 
+double predictHostsMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int nranks,
+                          int nhosts, int localSize, int nchannels, size_t chunkBytes,
+                          const TuneConstants& constants) {
+  TuneConstants net = constants;
+  if (constants.netBwGBps > 0) {
+    net.alphaUs = constants.netAlphaUs;
+    net.bwGBps = constants.netBwGBps;
+  }
+  if (algorithm != Algorithm::kHier || kind != CollectiveKind::kAllReduce) {
+    return predictMicros(kind, algorithm, bytes, nranks, nchannels, chunkBytes,
+                         nhosts > 1 ? net : constants);
+  }
+  const double s = static_cast<double>(bytes);
+  const double c = nchannels;
+  const double local = std::max(localSize, 1);
+  const double hosts = std::max(nhosts, 1);
+  const double rounds =
+      ceilDivD(s, c * static_cast<double>(std::max<size_t>(chunkBytes, 1)) * nranks);
+  const double beta = std::max(constants.bwGBps, 1e-6) * 1000.0;
+  const double netBeta = std::max(net.bwGBps, 1e-6) * 1000.0;
+  return 2 * (local - 1) * rounds * c * constants.alphaUs + 2 * (local - 1) / local * s / beta +
+         2 * (hosts - 1) * rounds * c * net.alphaUs + 2 * (hosts - 1) / hosts * s / netBeta;
+}
+
 TuneConstants clampConstants(TuneConstants constants) {
   // NaN compares false everywhere: it becomes the lower bound.
   auto clamp = [](double v, double lo, double hi) { return v >= lo ? std::min(v, hi) : lo; };
@@ -120,6 +145,7 @@ TuneDecision decideSchedule(CollectiveKind kind, size_t bytes, int nranks, const
   // The first algorithm is the robust default.
   std::vector<Algorithm> algorithms;
   const bool oneShotFits = kind == CollectiveKind::kAllReduce && nranks == 2;
+  const bool twoLevel = limits.nhosts > 1 && limits.localSize > 1;
   if (limits.forced != Algorithm::kAuto && !isTeamAlgorithm(limits.forced) &&
       algorithmSupports(limits.forced, kind) &&
       (limits.forced != Algorithm::kOneShot || oneShotFits)) {
@@ -127,6 +153,7 @@ TuneDecision decideSchedule(CollectiveKind kind, size_t bytes, int nranks, const
   } else if (kind == CollectiveKind::kAllReduce) {
     algorithms = {Algorithm::kRing, Algorithm::kTree};
     if (oneShotFits && bytes <= kOneShotMaxBytes) algorithms.push_back(Algorithm::kOneShot);
+    if (twoLevel) algorithms.push_back(Algorithm::kHier);
   } else if (kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce) {
     algorithms = {Algorithm::kChain, Algorithm::kTree};
   } else if (kind == CollectiveKind::kAllToAll) {
@@ -158,14 +185,19 @@ TuneDecision decideSchedule(CollectiveKind kind, size_t bytes, int nranks, const
       int fewest = limits.channelsFixed ? most : 1;
       if (algorithm == Algorithm::kOneShot) start = fewest = 1;  // one message each way
       for (int channels = start; channels >= fewest; --channels) {
-        const double t = predictMicros(kind, algorithm, bytes, nranks, channels, chunk, constants);
+        const double t =
+            limits.nhosts > 1
+                ? predictHostsMicros(kind, algorithm, bytes, nranks, limits.nhosts,
+                                     limits.localSize, channels, chunk, constants)
+                : predictMicros(kind, algorithm, bytes, nranks, channels, chunk, constants);
         if (first || t < mine.predictedUs) {
           mine = TuneDecision{algorithm, chunk, channels, t};
           first = false;
         }
       }
     }
-    if (a == 0 || mine.predictedUs < (1.0 - kRobustMargin) * best.predictedUs) best = mine;
+    const double margin = algorithm == Algorithm::kHier ? kHierMargin : kRobustMargin;
+    if (a == 0 || mine.predictedUs < (1.0 - margin) * best.predictedUs) best = mine;
   }
   best.steps = best.algorithm;
   return best;

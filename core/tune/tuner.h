@@ -20,6 +20,7 @@
 //                      + (n-1) S / beta (posted at once: one latency); with a count per
 //                      peer (alltoallv) always pairwise, since ranks know only their counts
 //   gather / scatter (S = one block) linear (d + c) alpha + (n-1) S / beta
+//   several hosts: predictHostsMicros() (hier all-reduce, the others paced by the network)
 //   team algorithms (board, direct, cma): core/plan/team.h, with the team's own constants
 // Channels run on one progress thread, so in the model they add messages, not
 // bandwidth: unless COLLIE_NCHANNELS fixes it, the channel count is the cheapest of
@@ -61,6 +62,10 @@ struct TuneConstants {
   double alphaUs = 20.0;           // per message
   double bwGBps = 2.0;             // per link, 1 GB/s = 1000 bytes/us
   std::string source = "default";  // default, config, cache, probe
+  // Between hosts (a communicator over several): per message, and per host's link,
+  // which its ranks share. 0: not known; the model then uses the constants above.
+  double netAlphaUs = 0;
+  double netBwGBps = 0;
 };
 
 // Constants outside these bounds are measurement errors (a probe descheduled mid-way),
@@ -69,6 +74,9 @@ inline constexpr double kMinAlphaUs = 0.2, kMaxAlphaUs = 1000.0;
 inline constexpr double kMinBwGBps = 0.05, kMaxBwGBps = 400.0;
 // How much faster than the robust default another algorithm must be predicted.
 inline constexpr double kRobustMargin = 0.25;
+// The same for the hierarchical all-reduce against the ring over several hosts: both
+// are paced by the measured inter-host link, whose bytes the model counts exactly.
+inline constexpr double kHierMargin = 0.1;
 
 TuneConstants clampConstants(TuneConstants constants);
 
@@ -78,6 +86,8 @@ struct TuneLimits {
   bool channelsFixed = false;           // COLLIE_NCHANNELS was set: use maxChannels
   Algorithm forced = Algorithm::kAuto;  // COLLIE_ALGO / Options::algorithm
   TeamOffer team;                       // the communicator's team (empty: none)
+  int nhosts = 1;                       // hosts the ranks are on (core/plan/layout.h)
+  int localSize = 0;                    // ranks on each host when all have as many, else 0
 };
 
 struct TuneDecision {
@@ -103,6 +113,17 @@ bool algorithmSupports(Algorithm algorithm, CollectiveKind kind);
 // collective's count) on `nranks` ranks with a schedule algorithm.
 double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int nranks,
                      int nchannels, size_t chunkBytes, const TuneConstants& constants);
+
+// The same on `nhosts` hosts of `localSize` ranks each (schedules in host order, the
+// inter-host constants from `constants` where known). A ring or tree is paced by its
+// slowest link, an inter-host one: the model above with the inter-host constants.
+// Hierarchical all-reduce (L = localSize, M = nhosts, R = ceil(S / (c k n)) rounds):
+//   2 (L-1) R c alpha + 2 (L-1)/L S / beta                 (within hosts, twice)
+//   + 2 (M-1) R c netAlpha + 2 (M-1)/M S / netBeta        (between hosts: a host's L
+//                                                           rings share its link)
+double predictHostsMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int nranks,
+                          int nhosts, int localSize, int nchannels, size_t chunkBytes,
+                          const TuneConstants& constants);
 
 // Why a forced team algorithm (limits.forced) cannot run this collective on this
 // communicator (no team, not offered, too large for the board), as the error every

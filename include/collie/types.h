@@ -73,11 +73,14 @@ enum class Algorithm : uint8_t {
   // Exchanges (all-to-all, gather, scatter):
   kPairwise = 8,  // n-1 rounds; in round k send to rank+k, receive from rank-k (all-to-all)
   kLinear = 9,    // every send posted at once, then the receives in rank order
+  // Two levels (several hosts, as many ranks on each): within each host, then between
+  // the hosts' ranks of equal local rank, then within each host again.
+  kHier = 10,
 };
 inline constexpr Algorithm kAllAlgorithms[] = {
     Algorithm::kAuto,     Algorithm::kRing,  Algorithm::kTree,   Algorithm::kChain,
     Algorithm::kOneShot,  Algorithm::kBoard, Algorithm::kDirect, Algorithm::kCma,
-    Algorithm::kPairwise, Algorithm::kLinear};
+    Algorithm::kPairwise, Algorithm::kLinear, Algorithm::kHier};
 // Whether `algo` is run by a transport's team collectives (board, direct, cma).
 constexpr bool isTeamAlgorithm(Algorithm algo) {
   return algo == Algorithm::kBoard || algo == Algorithm::kDirect || algo == Algorithm::kCma;

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <set>
 #include <tuple>
 
 #include "core/plan/simulator.h"
@@ -53,8 +54,9 @@ struct Case {
 };
 
 // Builds every rank's schedule, simulates it and checks every rank's bytes.
+// With `hosts`, the ranks are on several hosts (core/plan/layout.h).
 void checkEveryRank(int nranks, CollectiveKind kind, size_t count, int nchannels, bool inPlace,
-                    Algorithm algorithm) {
+                    Algorithm algorithm, HostLayoutPtr hosts = nullptr) {
   for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
     const int root = nranks > 2 ? 2 : 0;
     CollectiveArgs args;
@@ -71,6 +73,7 @@ void checkEveryRank(int nranks, CollectiveKind kind, size_t count, int nchannels
       params.nchannels = nchannels;
       params.chunkBytes = 48;  // 6 elements: many rounds even for small counts
       params.algorithm = algorithm;
+      params.hosts = hosts;
       Result<Schedule> schedule = buildSchedule(args, params);
       ASSERT_TRUE(schedule.isOk()) << schedule.status().toString();
       schedules.push_back(std::move(schedule).value());
@@ -238,6 +241,151 @@ TEST(ScheduleTest, RingAllReduceTakesTwoNMinusTwoStepsPerRound) {
   // One Send, n - 1 receive-reduce steps, n - 1 all-gather receives.
   EXPECT_EQ(schedule.stepCount(), 1u + 4u + 4u);
   EXPECT_NE(scheduleToJson(schedule).find("RecvReduceSend"), std::string::npos);
+}
+
+// Ranks on several hosts (core/plan/layout.h): `nhosts` hosts of `perHost` ranks,
+// numbered host after host (block) or round robin (cyclic); perHost 0: uneven (rank r
+// on host r % nhosts of r * r % 3 + ...), for the orders that need no uniform hosts.
+HostLayoutPtr hostsOf(int nhosts, int perHost, bool cyclic) {
+  std::vector<int> hostOfRank;
+  const int n = nhosts * perHost;
+  for (int r = 0; r < n; ++r) hostOfRank.push_back(cyclic ? r % nhosts : r / perHost);
+  return std::make_shared<const HostLayout>(HostLayout::make(hostOfRank));
+}
+
+// Bytes each host sends to other hosts, and the directed rank pairs that carry them.
+struct CrossHost {
+  std::vector<uint64_t> bytesOfHost;
+  std::set<std::pair<int, int>> links;
+};
+
+CrossHost crossHost(const std::vector<Schedule>& schedules, const HostLayout& hosts) {
+  CrossHost out;
+  out.bytesOfHost.assign(hosts.nhosts, 0);
+  for (const Schedule& schedule : schedules) {
+    for (const auto& steps : schedule.channels) {
+      for (const Step& step : steps) {
+        if (step.sendPeer < 0 || hosts.hostOf[step.sendPeer] == hosts.hostOf[schedule.rank]) {
+          continue;
+        }
+        out.bytesOfHost[hosts.hostOf[schedule.rank]] += step.bytes;
+        out.links.emplace(schedule.rank, step.sendPeer);
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<Schedule> schedulesOf(const CollectiveArgs& args, int nranks, Algorithm algorithm,
+                                  HostLayoutPtr hosts) {
+  std::vector<Schedule> schedules;
+  for (int r = 0; r < nranks; ++r) {
+    PlanParams params;
+    params.rank = r;
+    params.nranks = nranks;
+    params.chunkBytes = 48;
+    params.algorithm = algorithm;
+    params.hosts = hosts;
+    schedules.push_back(*buildSchedule(args, params));
+  }
+  return schedules;
+}
+
+class HostOrderTest
+    : public ::testing::TestWithParam<std::tuple<std::pair<int, int>, bool, CollectiveKind>> {};
+
+// Every collective, in rank order and host order (block and cyclic numbering) and, for
+// all-reduce, hierarchical: exact results on every rank.
+TEST_P(HostOrderTest, EveryRankGetsTheExactResult) {
+  auto [shape, cyclic, kind] = GetParam();
+  auto [nhosts, perHost] = shape;
+  const HostLayoutPtr hosts = hostsOf(nhosts, perHost, cyclic);
+  std::vector<Algorithm> algorithms = {Algorithm::kAuto};
+  if (kind != CollectiveKind::kReduceScatter && kind != CollectiveKind::kAllGather) {
+    algorithms.push_back(Algorithm::kTree);
+  }
+  if (kind == CollectiveKind::kAllReduce && perHost > 1) algorithms.push_back(Algorithm::kHier);
+  for (Algorithm algorithm : algorithms) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{100}}) {
+      for (bool inPlace : {false, true}) {
+        SCOPED_TRACE(std::string(algorithmName(algorithm)) + " count " + std::to_string(count) +
+                     (inPlace ? " in place" : ""));
+        checkEveryRank(nhosts * perHost, kind, count, 3, inPlace, algorithm, hosts);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Hosts, HostOrderTest,
+    ::testing::Combine(::testing::Values(std::make_pair(2, 2), std::make_pair(3, 2),
+                                         std::make_pair(2, 3), std::make_pair(4, 2),
+                                         std::make_pair(3, 1)),
+                       ::testing::Bool(),
+                       ::testing::Values(CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter,
+                                         CollectiveKind::kAllGather, CollectiveKind::kBroadcast,
+                                         CollectiveKind::kReduce)));
+
+// In cyclic numbering a ring in rank order crosses between hosts at every edge; in host
+// order only once per host, as in block numbering.
+TEST(HostOrderTest, RingCrossesBetweenHostsOncePerHost) {
+  CollectiveArgs args;
+  args.count = 6 * 8 * 4;
+  args.dtype = DataType::kInt64;
+  const HostLayoutPtr cyclic = hostsOf(4, 2, true);
+  EXPECT_EQ(crossHost(schedulesOf(args, 8, Algorithm::kRing, nullptr), *cyclic).links.size(), 8u);
+  const CrossHost ordered = crossHost(schedulesOf(args, 8, Algorithm::kRing, cyclic), *cyclic);
+  EXPECT_EQ(ordered.links.size(), 4u);
+  for (const auto& [from, to] : ordered.links) {
+    EXPECT_EQ(cyclic->hostOf[to], (cyclic->hostOf[from] + 1) % 4) << from << "->" << to;
+  }
+}
+
+// Hierarchical all-reduce: each host sends 2 (M - 1) / M of the data to other hosts (a
+// flat ring sends 2 (N - 1) / N), and only between ranks of equal local rank.
+TEST(HostOrderTest, HierSendsTwoMMinusOneOverMBetweenHosts) {
+  for (bool cyclic : {false, true}) {
+    for (auto [nhosts, perHost] :
+         {std::make_pair(2, 2), std::make_pair(4, 2), std::make_pair(3, 3)}) {
+      const int n = nhosts * perHost;
+      CollectiveArgs args;
+      args.count = 6 * n * 5;  // five whole rounds of 6-element pieces
+      args.dtype = DataType::kInt64;
+      const HostLayoutPtr hosts = hostsOf(nhosts, perHost, cyclic);
+      const CrossHost hier = crossHost(schedulesOf(args, n, Algorithm::kHier, hosts), *hosts);
+      const uint64_t bytes = args.count * 8;
+      for (int h = 0; h < nhosts; ++h) {
+        EXPECT_EQ(hier.bytesOfHost[h], 2 * (nhosts - 1) * bytes / nhosts) << "host " << h;
+      }
+      for (const auto& [from, to] : hier.links) {
+        const auto local = [&](int r) { return hosts->position[r] % perHost; };
+        EXPECT_EQ(local(from), local(to)) << from << "->" << to;
+      }
+      const CrossHost ring = crossHost(schedulesOf(args, n, Algorithm::kRing, hosts), *hosts);
+      EXPECT_EQ(ring.bytesOfHost[0], 2 * (n - 1) * bytes / n);
+    }
+  }
+}
+
+TEST(HostOrderTest, HierNeedsHostsOfEqualSize) {
+  CollectiveArgs args;
+  args.count = 10;
+  PlanParams params;
+  params.nranks = 5;
+  params.algorithm = Algorithm::kHier;
+  params.hosts = std::make_shared<const HostLayout>(HostLayout::make({0, 0, 0, 1, 1}));
+  Status status = buildSchedule(args, params).status();
+  EXPECT_EQ(status.code(), StatusCode::kUnsupported);
+  EXPECT_NE(status.message().find("uneven"), std::string::npos) << status.message();
+  params.hosts = nullptr;
+  status = buildSchedule(args, params).status();
+  EXPECT_NE(status.message().find("1 host"), std::string::npos) << status.message();
+  args.kind = CollectiveKind::kAllGather;
+  params.hosts = hostsOf(2, 2, false);
+  params.nranks = 4;
+  status = buildSchedule(args, params).status();
+  EXPECT_NE(status.message().find("hier allgather is not implemented"), std::string::npos)
+      << status.message();
 }
 
 }  // namespace
