@@ -2,21 +2,26 @@
 """All-reduce across network-bound namespace hosts, against the link's bound.
 
     sudo bench/multihost.py [--build build] [--hosts 2 4] [--ranks 2] [--rate 1gbit]
-                            [--order block cyclic] [--size 64M] [--iters 3] [--algo auto]
+                            [--order block cyclic] [--size 64M] [--iters 3]
+                            [--algo ring hier auto] [--repeat 3]
 
-For each host count M and rank order, tools/netns_harness.sh makes M hosts joined by
-a bridge (two: one veth pair), each host's egress limited to --rate by tc's token
-bucket, and `collie run --nnodes M -n L --distribution ORDER` runs `collie perf
-allreduce` of --size over all M x L ranks. Each host reads its eth0 transmit counter
-before and after, so the table shows, per host and per all-reduce:
+For each host count M, rank order and algorithm, tools/netns_harness.sh makes M hosts
+joined by a bridge (two: one veth pair), each host's egress limited to --rate by tc's
+token bucket, and `collie run --nnodes M -n L --distribution ORDER` runs `collie perf
+allreduce --algo ALGO` of --size over all M x L ranks, --repeat times. Each host reads
+its eth0 transmit counter before and after, so the table shows, per all-reduce:
 
-  time        collie's out-of-place time (nccl-tests' figure, max over ranks)
+  algo        what ran (the tuner's log line of rank 0: auto names its choice)
+  time        median over the repeats of collie's out-of-place time (nccl-tests'
+              figure: mean of --iters, max over ranks), with the range
   bound       2(M-1)/M x S / rate: the least any all-reduce can send per host (each
               host's share of the result must leave it once and the rest arrive once)
-  flat ring   what one ring over all ranks in this order sends per host:
-              block: 2(N-1)/N x S (one ring edge leaves each host);
-              cyclic: L x 2(N-1)/N x S (every edge crosses hosts)
-  tx bytes    measured on eth0, against the flat ring's prediction
+  ring ms     a flat ring's time at the rate: 2(N-1)/N x S per host (rings are built
+              host after host in either numbering, so one edge leaves each host)
+  tx bytes    measured on eth0 (median run), less the tuner's probe between hosts
+              (13 x 1 MiB from hosts 0 and 1), per all-reduce, against what the
+              algorithm that ran sends per host: ring 2(N-1)/N x S, hier 2(M-1)/M x S
+  load        the 1-minute load average before the case (the machine is shared)
 
 Needs root (namespaces, tc). Addresses come from the project's test range 10.213.0.0/16
 only. The CPU should idle most of the time at the chosen rate: pick one well below
@@ -47,7 +52,7 @@ def parse_rate(text):
     return float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
 
 
-def run_case(args, hosts, order, subnet):
+def run_case(args, hosts, order, algo, subnet):
     collie = os.path.join(os.path.abspath(args.build), "bin", "collie")
     harness = os.path.join(ROOT, "tools", "netns_harness.sh")
     tx = "cat /sys/class/net/eth0/statistics/tx_bytes"
@@ -56,11 +61,12 @@ def run_case(args, hosts, order, subnet):
         f"{collie} run --nnodes {hosts} --node-rank $COLLIE_NETNS_INDEX "
         f"--master $COLLIE_NETNS_MASTER:29600 -n {args.ranks} --distribution {order} -- "
         f"{collie} perf allreduce -b {args.size} -e {args.size} -n {args.iters} -w 1 -c 1 "
-        f"--algo {args.algo} || exit 1; "
+        f"--algo {algo} || exit 1; "
         f'echo "tx_after $({tx})"'
     )
     env = dict(os.environ, COLLIE_JOB_SECRET=secrets.token_hex(16))
     env.setdefault("COLLIE_TIMEOUT", "300s")
+    env.update(COLLIE_DEBUG="INFO", COLLIE_DEBUG_SUBSYS="TUNE")  # the plan of each size
     out = subprocess.run(
         [harness, "-k", str(hosts), "--subnet", str(subnet), "--rate", args.rate, "--timeout",
          "900", "--", cmd],
@@ -68,8 +74,12 @@ def run_case(args, hosts, order, subnet):
     if out.returncode != 0:
         sys.exit(f"multihost: {hosts} hosts, {order}: harness exit {out.returncode}\n"
                  f"{out.stdout[-3000:]}{out.stderr[-2000:]}")
-    time_us, wrong, tx = None, None, {}
-    for line in out.stdout.splitlines():
+    time_us, wrong, tx, ran = None, None, {}, "?"
+    for line in out.stdout.splitlines() + out.stderr.splitlines():
+        m = re.search(rf"rank 0: allreduce of {args.size} bytes on \d+ ranks -> (\S+)", line)
+        if m:
+            ran = m.group(1)
+            continue
         m = re.match(r"\[host (\d+)\] tx_(before|after) (\d+)", line)
         if m:
             tx.setdefault(int(m.group(1)), {})[m.group(2)] = int(m.group(3))
@@ -81,8 +91,11 @@ def run_case(args, hosts, order, subnet):
         sys.exit(f"multihost: no result row in\n{out.stdout[-3000:]}")
     # Each size runs out of place then in place: one checked run, -w warmups, -n timed.
     runs = 2 * (1 + 1 + args.iters)
-    per_host = [(tx[h]["after"] - tx[h]["before"]) / runs for h in sorted(tx)]
-    return time_us, wrong, per_host
+    # Less the tuner's probe between hosts (rank 0 with the lowest rank of another host,
+    # host 1 in either numbering): 13 messages of 1 MiB each way, never cached.
+    probe = {0: 13 << 20, 1: 13 << 20}
+    per_host = [(tx[h]["after"] - tx[h]["before"] - probe.get(h, 0)) / runs for h in sorted(tx)]
+    return time_us, wrong, per_host, ran
 
 
 def main():
@@ -95,30 +108,41 @@ def main():
                         choices=["block", "cyclic"])
     parser.add_argument("--size", default="64M")
     parser.add_argument("--iters", type=int, default=3)
-    parser.add_argument("--algo", default="auto")
+    parser.add_argument("--algo", nargs="+", default=["ring", "hier", "auto"])
+    parser.add_argument("--repeat", type=int, default=3, help="runs per case (median)")
     args = parser.parse_args()
     size = parse_size(args.size)
     args.size = size
     rate = parse_rate(args.rate)
 
     print(f"all-reduce of {size} bytes, {args.ranks} ranks per host, egress {args.rate} "
-          f"per host, --algo {args.algo} (`bench/multihost.py`)\n")
-    print("| hosts | ranks | order | time ms | bound ms | time / bound | flat ring ms "
-          "| tx MB/host (min-max) | predicted MB | #wrong |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          f"per host, median of {args.repeat} runs (`bench/multihost.py`)\n")
+    print("| hosts | ranks | order | algo | time ms (range) | bound ms | time / bound "
+          "| ring ms | tx MB/host (min-max) | predicted MB | load | #wrong |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     subnet = 60
     for hosts in args.hosts:
         for order in args.order:
-            n = hosts * args.ranks
-            time_us, wrong, per_host = run_case(args, hosts, order, subnet)
-            subnet += 1
-            bound_s = 2 * (hosts - 1) / hosts * size * 8 / rate
-            edges = 1 if order == "block" else args.ranks
-            flat_bytes = edges * 2 * (n - 1) / n * size if hosts > 1 else 0
-            print(f"| {hosts} | {n} | {order} | {time_us / 1e3:.0f} | {bound_s * 1e3:.0f} "
-                  f"| {time_us / 1e6 / bound_s:.2f} | {flat_bytes * 8 / rate * 1e3:.0f} "
-                  f"| {min(per_host) / 1e6:.1f}-{max(per_host) / 1e6:.1f} "
-                  f"| {flat_bytes / 1e6:.1f} | {wrong} |", flush=True)
+            for algo in args.algo:
+                n = hosts * args.ranks
+                runs, loads = [], []
+                for _ in range(args.repeat):
+                    loads.append(os.getloadavg()[0])
+                    runs.append(run_case(args, hosts, order, algo, subnet))
+                    subnet = subnet % 200 + 1
+                runs.sort(key=lambda r: r[0])
+                time_us, _, per_host, ran = runs[len(runs) // 2]
+                wrong = sum(r[1] for r in runs)
+                bound_s = 2 * (hosts - 1) / hosts * size * 8 / rate
+                ring_bytes = 2 * (n - 1) / n * size
+                sent = 2 * (hosts - 1) / hosts * size if ran.startswith("hier") else ring_bytes
+                print(f"| {hosts} | {n} | {order} | {ran} "
+                      f"| {time_us / 1e3:.0f} ({runs[0][0] / 1e3:.0f}-{runs[-1][0] / 1e3:.0f}) "
+                      f"| {bound_s * 1e3:.0f} | {time_us / 1e6 / bound_s:.2f} "
+                      f"| {ring_bytes * 8 / rate * 1e3:.0f} "
+                      f"| {min(per_host) / 1e6:.1f}-{max(per_host) / 1e6:.1f} "
+                      f"| {sent / 1e6:.1f} | {min(loads):.1f}-{max(loads):.1f} | {wrong} |",
+                      flush=True)
 
 
 if __name__ == "__main__":

@@ -225,5 +225,45 @@ TEST(Tuner, PublishedConstantsRoundTripExactly) {
   EXPECT_EQ(out.source, "untouched");
 }
 
+// Several hosts: hier is a candidate only on hosts of equal size, more than one rank
+// each; it wins when the inter-host link is slow enough for its 2(M-1)/M against the
+// ring's 2(N-1)/N to save kHierMargin, and never when the link is as fast as a host's
+// memory (then its intra-host levels only add time).
+TEST(Tuner, HierOnlyOverSeveralHostsAndASlowLink) {
+  TuneConstants slow{2.0, 10.0, "test"};
+  slow.netAlphaUs = 50;
+  slow.netBwGBps = 0.125;  // 1 Gbit/s
+  TuneLimits limits;
+  limits.nhosts = 2;
+  limits.localSize = 2;
+  const size_t big = size_t{64} << 20;
+  TuneDecision d = decide(CollectiveKind::kAllReduce, big, 4, limits, slow);
+  EXPECT_EQ(d.algorithm, Algorithm::kHier);
+  // 2(M-1)/M S at 1 Gbit/s is the floor of the prediction: 537 ms for 64 MiB, 2 hosts.
+  EXPECT_GT(d.predictedUs, 1.0 * big / 125.0);
+  EXPECT_LT(d.predictedUs, 1.15 * big / 125.0);
+  const double ring = predictHostsMicros(CollectiveKind::kAllReduce, Algorithm::kRing, big, 4, 2, 2,
+                                         d.nchannels, d.chunkBytes, slow);
+  EXPECT_NEAR(ring / d.predictedUs, 1.5, 0.1);
+  // Other kinds have no two-level schedule.
+  EXPECT_NE(decide(CollectiveKind::kAllGather, big, 4, limits, slow).algorithm, Algorithm::kHier);
+  // As fast between hosts as within: no gain.
+  TuneConstants even = slow;
+  even.netAlphaUs = slow.alphaUs;
+  even.netBwGBps = slow.bwGBps;
+  EXPECT_NE(decide(CollectiveKind::kAllReduce, big, 4, limits, even).algorithm, Algorithm::kHier);
+  // Unknown inter-host constants: the model has no reason to prefer it.
+  TuneConstants unknown{2.0, 10.0, "test"};
+  EXPECT_NE(decide(CollectiveKind::kAllReduce, big, 4, limits, unknown).algorithm,
+            Algorithm::kHier);
+  // Uneven hosts, one rank per host, one host: never.
+  for (auto [nhosts, local] : {std::make_pair(2, 0), std::make_pair(4, 1), std::make_pair(1, 4)}) {
+    limits.nhosts = nhosts;
+    limits.localSize = local;
+    EXPECT_NE(decide(CollectiveKind::kAllReduce, big, 4, limits, slow).algorithm, Algorithm::kHier)
+        << nhosts << " hosts of " << local;
+  }
+}
+
 }  // namespace
 }  // namespace collie
