@@ -148,7 +148,8 @@ TuneDecision decideSchedule(CollectiveKind kind, size_t bytes, int nranks, const
   const bool twoLevel = limits.nhosts > 1 && limits.localSize > 1;
   if (limits.forced != Algorithm::kAuto && !isTeamAlgorithm(limits.forced) &&
       algorithmSupports(limits.forced, kind) &&
-      (limits.forced != Algorithm::kOneShot || oneShotFits)) {
+      (limits.forced != Algorithm::kOneShot || oneShotFits) &&
+      (limits.forced != Algorithm::kHier || twoLevel)) {
     algorithms = {limits.forced};
   } else if (kind == CollectiveKind::kAllReduce) {
     algorithms = {Algorithm::kRing, Algorithm::kTree};

@@ -133,7 +133,10 @@ std::string forcedTeamUnavailable(CollectiveKind kind, size_t bytes, int nranks,
 
 // The plan for one collective: per algorithm the cheapest chunk and channel count,
 // then the robust default unless another is kRobustMargin cheaper. A forced algorithm
-// that does not implement `kind` (tree for all-gather) is ignored for that collective.
+// that does not implement `kind` (tree for all-gather) is ignored for that collective,
+// and so is one that cannot run on this communicator's shape (oneshot beyond 2 ranks,
+// hier unless limits give several hosts of as many ranks, more than one: a job forcing
+// hier still runs its one-host sub-communicators).
 // Deterministic: equal arguments give equal decisions on every rank.
 TuneDecision decide(CollectiveKind kind, size_t bytes, int nranks, const TuneLimits& limits,
                     const TuneConstants& constants);

@@ -41,6 +41,17 @@ void Demo::printBanner() const {
   }
   std::printf("# ring all-reduce volume per rank per step: 2*Psi*(N-1)/N = %.0f bytes\n",
               2.0 * psiBytes * (n - 1) / n);
+  const int hosts = comm_->hostCount();
+  if (hosts > 1) {
+    // What leaves each host per step: a ring in host order crosses once per host; the
+    // two-level all-reduce sends each host's share once (its L ranks a 1/L part each).
+    std::printf(
+        "# %d hosts of %d rank(s): per host's link per step: ring 2*Psi*(N-1)/N = %.0f bytes, "
+        "hier 2*Psi*(M-1)/M = %.0f bytes (%.0f per rank over the network)\n",
+        hosts, comm_->localSize(), 2.0 * psiBytes * (n - 1) / n,
+        2.0 * psiBytes * (hosts - 1) / hosts,
+        2.0 * psiBytes * (hosts - 1) / hosts / std::max(comm_->localSize(), 1));
+  }
   std::printf("%5s %9s %10s %10s %10s %10s %10s %7s %12s\n", "step", "loss", "compute_ms",
               "comm_a_ms", "step_a_ms", "compute_b", "step_b_ms", "hidden", "sent_bytes");
 }

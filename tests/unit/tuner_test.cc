@@ -256,6 +256,16 @@ TEST(Tuner, HierOnlyOverSeveralHostsAndASlowLink) {
   TuneConstants unknown{2.0, 10.0, "test"};
   EXPECT_NE(decide(CollectiveKind::kAllReduce, big, 4, limits, unknown).algorithm,
             Algorithm::kHier);
+  // Forced: it runs where it can; elsewhere (one host, uneven hosts) auto decides, so a
+  // job that forces hier still runs its one-host sub-communicators.
+  TuneLimits forcedHier = limits;
+  forcedHier.forced = Algorithm::kHier;
+  EXPECT_EQ(decide(CollectiveKind::kAllReduce, 64, 4, forcedHier, even).algorithm,
+            Algorithm::kHier);
+  forcedHier.nhosts = 1;
+  forcedHier.localSize = 4;
+  EXPECT_NE(decide(CollectiveKind::kAllReduce, big, 4, forcedHier, slow).algorithm,
+            Algorithm::kHier);
   // Uneven hosts, one rank per host, one host: never.
   for (auto [nhosts, local] : {std::make_pair(2, 0), std::make_pair(4, 1), std::make_pair(1, 4)}) {
     limits.nhosts = nhosts;
