@@ -358,11 +358,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Impl::create(const UniqueId&
   Topology topology = makeTopology(rank, *hosts, connected->set);
   COLLIE_LOG(INFO, INIT) << "topology: "
                          << (rank == 0 ? topology.describe() : topology.describe(false));
-  if (topology.nhosts() > 1) {
-    std::vector<int> hostOfRank(nranks);
-    for (int r = 0; r < nranks; ++r) hostOfRank[r] = topology.hostOf(r);
-    config->hosts = std::make_shared<const HostLayout>(HostLayout::make(hostOfRank));
-  }
+  if (topology.nhosts() > 1) config->hosts = std::make_shared<const HostLayout>(topology.layout());
   Result<std::unique_ptr<DeviceWindows>> windows =
       openDeviceWindows(context, connected->windowProvider, deadline);
   if (!windows.isOk()) return windows.status();

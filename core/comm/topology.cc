@@ -48,13 +48,7 @@ bool Topology::uniform() const {
   return true;
 }
 
-std::vector<int> Topology::hostContiguousOrder() const {
-  std::vector<int> order;
-  order.reserve(hostOfRank_.size());
-  for (const std::vector<int>& ranks : ranksOfHost_)
-    order.insert(order.end(), ranks.begin(), ranks.end());
-  return order;
-}
+std::vector<int> Topology::hostContiguousOrder() const { return layout().order; }
 
 std::string Topology::describe(bool withHosts) const {
   std::ostringstream out;

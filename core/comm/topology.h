@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "core/plan/layout.h"
+
 namespace collie {
 
 class Topology {
@@ -37,6 +39,8 @@ class Topology {
   bool uniform() const;
   // Every rank, host after host (hosts by lowest rank, ranks ascending in a host).
   std::vector<int> hostContiguousOrder() const;
+  // The hosts as the schedules see them (core/plan/layout.h): that order and its inverse.
+  HostLayout layout() const { return HostLayout::make(hostOfRank_); }
   // Text, one line each: the hosts with their ranks (when `withHosts`), then this
   // rank's host, local rank and the transports serving its peers.
   std::string describe(bool withHosts = true) const;
