@@ -34,39 +34,22 @@ static double timeAllreduce(float* send, float* recv, long count, int iters, int
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  long minBytes = 8, maxBytes = 64L << 20, factor = 2;
-  int iters = 20, warmup = 5, trials = 5, opt;
-  while ((opt = getopt(argc, argv, "b:e:f:n:w:t:")) != -1) {
-    switch (opt) {
-      case 'b':
-        minBytes = parseBytes(optarg);
-        break;
-      case 'e':
-        maxBytes = parseBytes(optarg);
-        break;
-      case 'f':
-        factor = atol(optarg);
-        break;
-      case 'n':
-        iters = atoi(optarg);
-        break;
-      case 'w':
-        warmup = atoi(optarg);
-        break;
-      case 't':
-        trials = atoi(optarg);
-        break;
-      default:
-        fprintf(stderr,
-                "usage: %s [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-t trials]\n",
-                argv[0]);
-        MPI_Abort(MPI_COMM_WORLD, 2);
+  struct SweepArgs args = sweepDefaults();
+  int opt;
+  while ((opt = getopt(argc, argv, SWEEP_OPTIONS)) != -1) {
+    if (!takeSweepOption(&args, opt, optarg)) {
+      fprintf(stderr,
+              "usage: %s [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-t trials]\n",
+              argv[0]);
+      MPI_Abort(MPI_COMM_WORLD, 2);
     }
   }
-  if (minBytes < 4 || maxBytes < minBytes || factor < 2 || iters < 1 || trials < 1) {
+  if (!sweepValid(&args)) {
     fprintf(stderr, "mpi_allreduce: need 4 <= min <= max, factor >= 2, iters and trials >= 1\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
+  const long minBytes = args.minBytes, maxBytes = args.maxBytes, factor = args.factor;
+  const int iters = args.iters, warmup = args.warmup, trials = args.trials;
   int rank;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   long maxCount = maxBytes / (long)sizeof(float);

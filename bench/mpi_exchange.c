@@ -47,53 +47,34 @@ static void exchangeOnce(void* ctx) {
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  long minBytes = 8, maxBytes = 64L << 20, factor = 2;
-  int iters = 20, warmup = 5, trials = 5, opt, known = 0;
+  struct SweepArgs args = sweepDefaults();
+  int opt, known = 0;
   enum Collective c = kAllToAll;
-  while ((opt = getopt(argc, argv, "c:b:e:f:n:w:t:")) != -1) {
-    switch (opt) {
-      case 'c':
-        known = 1;
-        if (strcmp(optarg, "alltoall") == 0) {
-          c = kAllToAll;
-        } else if (strcmp(optarg, "gather") == 0) {
-          c = kGather;
-        } else if (strcmp(optarg, "scatter") == 0) {
-          c = kScatter;
-        } else {
-          known = 0;
-        }
-        break;
-      case 'b':
-        minBytes = parseBytes(optarg);
-        break;
-      case 'e':
-        maxBytes = parseBytes(optarg);
-        break;
-      case 'f':
-        factor = atol(optarg);
-        break;
-      case 'n':
-        iters = atoi(optarg);
-        break;
-      case 'w':
-        warmup = atoi(optarg);
-        break;
-      case 't':
-        trials = atoi(optarg);
-        break;
-      default:
+  while ((opt = getopt(argc, argv, "c:" SWEEP_OPTIONS)) != -1) {
+    if (opt == 'c') {
+      known = 1;
+      if (strcmp(optarg, "alltoall") == 0) {
+        c = kAllToAll;
+      } else if (strcmp(optarg, "gather") == 0) {
+        c = kGather;
+      } else if (strcmp(optarg, "scatter") == 0) {
+        c = kScatter;
+      } else {
         known = 0;
-        break;
+      }
+    } else if (!takeSweepOption(&args, opt, optarg)) {
+      known = 0;
     }
   }
-  if (!known || minBytes < 4 || maxBytes < minBytes || factor < 2 || iters < 1 || trials < 1) {
+  if (!known || !sweepValid(&args)) {
     fprintf(stderr,
             "usage: %s -c alltoall|gather|scatter [-b min] [-e max] [-f factor >= 2] "
             "[-n iters] [-w warmup] [-t trials]\n",
             argv[0]);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
+  const long minBytes = args.minBytes, maxBytes = args.maxBytes, factor = args.factor;
+  const int iters = args.iters, warmup = args.warmup, trials = args.trials;
   int rank, nranks;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);

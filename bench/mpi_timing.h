@@ -17,6 +17,51 @@ static inline long parseBytes(const char* text) {
   return value;
 }
 
+/* The size sweep and the timing every reference takes: -b min, -e max, -f factor,
+ * -n iters, -w warmup, -t trials. */
+struct SweepArgs {
+  long minBytes, maxBytes, factor;
+  int iters, warmup, trials;
+};
+#define SWEEP_OPTIONS "b:e:f:n:w:t:"
+
+static inline struct SweepArgs sweepDefaults(void) {
+  struct SweepArgs a = {8, 64L << 20, 2, 20, 5, 5};
+  return a;
+}
+
+/* Applies getopt's `opt` (with `arg`) if it is a sweep option; 0 when it is not one. */
+static inline int takeSweepOption(struct SweepArgs* a, int opt, const char* arg) {
+  switch (opt) {
+    case 'b':
+      a->minBytes = parseBytes(arg);
+      return 1;
+    case 'e':
+      a->maxBytes = parseBytes(arg);
+      return 1;
+    case 'f':
+      a->factor = atol(arg);
+      return 1;
+    case 'n':
+      a->iters = atoi(arg);
+      return 1;
+    case 'w':
+      a->warmup = atoi(arg);
+      return 1;
+    case 't':
+      a->trials = atoi(arg);
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+/* 4 <= min <= max, factor >= 2, iters and trials >= 1. */
+static inline int sweepValid(const struct SweepArgs* a) {
+  return a->minBytes >= 4 && a->maxBytes >= a->minBytes && a->factor >= 2 && a->iters >= 1 &&
+         a->trials >= 1;
+}
+
 static inline int compareDoubles(const void* a, const void* b) {
   double x = *(const double*)a, y = *(const double*)b;
   return (x > y) - (x < y);
