@@ -5,11 +5,6 @@
 #include "core/plan/partition.h"
 
 namespace collie {
-namespace {
-
-Slice at(BufferId buffer, size_t elem, size_t elemSize) { return Slice{buffer, elem * elemSize}; }
-
-}  // namespace
 
 Generator<Step> hierAllReduceSteps(CollectiveArgs args, PlanParams params, size_t chunkElems,
                                    int c) {
@@ -32,10 +27,10 @@ Generator<Step> hierAllReduceSteps(CollectiveArgs args, PlanParams params, size_
     auto segment = [&](int index) {
       return splitEven(channel.begin + done, roundCount, localSize, mod(index, localSize));
     };
-    auto output = [&](const Range& range) { return at(BufferId::kOutput, range.begin, es); };
+    auto output = [&](const Range& range) { return sliceAt(BufferId::kOutput, range.begin, es); };
     // 1. Reduce-scatter within the host: segment local + 1 ends here.
     if (Range first = segment(local); first.count > 0) {
-      co_yield (makeStep(StepKind::kSend, localNext, -1, at(BufferId::kInput, first.begin, es),
+      co_yield (makeStep(StepKind::kSend, localNext, -1, sliceAt(BufferId::kInput, first.begin, es),
                          Slice{}, first.count * es));
     }
     for (int s = 1; s < localSize; ++s) {
@@ -43,7 +38,7 @@ Generator<Step> hierAllReduceSteps(CollectiveArgs args, PlanParams params, size_
       if (seg.count == 0) continue;
       const bool last = s == localSize - 1;
       co_yield (makeStep(last ? StepKind::kRecvReduceCopy : StepKind::kRecvReduceSend,
-                         last ? -1 : localNext, localPrev, at(BufferId::kInput, seg.begin, es),
+                         last ? -1 : localNext, localPrev, sliceAt(BufferId::kInput, seg.begin, es),
                          output(seg), seg.count * es));
     }
     // 2. All-reduce of that segment between hosts, in place (a ring of M pieces).

@@ -26,6 +26,11 @@ inline Range splitEven(size_t begin, size_t count, size_t parts, size_t index) {
 
 inline size_t ceilDiv(size_t a, size_t b) { return (a + b - 1) / b; }
 
+// Element `elem` of `buffer`, for elements of `elemSize` bytes.
+inline Slice sliceAt(BufferId buffer, size_t elem, size_t elemSize) {
+  return Slice{buffer, elem * elemSize};
+}
+
 // a mod n in [0, n), also for negative a (ring positions).
 inline int mod(int a, int n) { return ((a % n) + n) % n; }
 

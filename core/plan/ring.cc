@@ -17,8 +17,6 @@
 namespace collie {
 namespace {
 
-Slice at(BufferId buffer, size_t elem, size_t elemSize) { return Slice{buffer, elem * elemSize}; }
-
 template <typename Steps>
 void collectSteps(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
                   Steps steps, Schedule* schedule) {
@@ -49,15 +47,15 @@ Generator<Step> ringAllReduceSteps(CollectiveArgs args, PlanParams params, size_
     // Reduce-scatter.
     Range first = segment(r);
     if (first.count > 0) {
-      co_yield (makeStep(StepKind::kSend, next, -1, at(BufferId::kInput, first.begin, es), Slice{},
-                         first.count * es));
+      co_yield (makeStep(StepKind::kSend, next, -1, sliceAt(BufferId::kInput, first.begin, es),
+                         Slice{}, first.count * es));
     }
     for (int s = 1; s < n; ++s) {
       Range seg = segment(r - s);
       if (seg.count == 0) continue;
       Step step =
-          makeStep(StepKind::kRecvReduceSend, next, prev, at(BufferId::kInput, seg.begin, es),
-                   at(BufferId::kOutput, seg.begin, es), seg.count * es);
+          makeStep(StepKind::kRecvReduceSend, next, prev, sliceAt(BufferId::kInput, seg.begin, es),
+                   sliceAt(BufferId::kOutput, seg.begin, es), seg.count * es);
       if (s == n - 1) step.divisor = divisor;  // final value of segment r + 1
       co_yield (step);
     }
@@ -67,7 +65,7 @@ Generator<Step> ringAllReduceSteps(CollectiveArgs args, PlanParams params, size_
       if (seg.count == 0) continue;
       StepKind kind = s == n - 1 ? StepKind::kRecv : StepKind::kRecvCopySend;
       co_yield (makeStep(kind, kind == StepKind::kRecv ? -1 : next, prev, Slice{},
-                         at(BufferId::kOutput, seg.begin, es), seg.count * es));
+                         sliceAt(BufferId::kOutput, seg.begin, es), seg.count * es));
     }
   }
 }
@@ -87,8 +85,8 @@ Generator<Step> ringReduceScatterSteps(CollectiveArgs args, PlanParams params, s
     const size_t chunk = std::min(chunkElems, channel.count - done);
     const size_t inBlock = channel.begin + done;  // offset within each rank's block
     auto inputOf = [&](int owner) {
-      return at(BufferId::kInput,
-                static_cast<size_t>(rankAt(params, mod(owner, n))) * block + inBlock, es);
+      return sliceAt(BufferId::kInput,
+                     static_cast<size_t>(rankAt(params, mod(owner, n))) * block + inBlock, es);
     };
     // At step s rank r handles block r - 1 - s; the last step (s = n - 1) is block r.
     co_yield (makeStep(StepKind::kSend, next, -1, inputOf(r - 1), Slice{}, chunk * es));
@@ -99,7 +97,7 @@ Generator<Step> ringReduceScatterSteps(CollectiveArgs args, PlanParams params, s
           makeStep(StepKind::kRecvReduceSend, next, prev, inputOf(r - 1 - s), scratch, chunk * es));
     }
     Step last = makeStep(StepKind::kRecvReduceCopy, -1, prev, inputOf(r),
-                         at(BufferId::kOutput, inBlock, es), chunk * es);
+                         sliceAt(BufferId::kOutput, inBlock, es), chunk * es);
     last.divisor = divisor;
     co_yield (last);
   }
@@ -116,18 +114,18 @@ Generator<Step> ringAllGatherSteps(CollectiveArgs args, PlanParams params, size_
   Range channel = splitEven(0, block, params.nchannels, c);
   if (channel.count == 0) co_return;
   // Own block into place (a no-op when in place), then around the ring.
-  co_yield (makeStep(
-      StepKind::kCopy, -1, -1, at(BufferId::kInput, channel.begin, es),
-      at(BufferId::kOutput, static_cast<size_t>(rankAt(params, r)) * block + channel.begin, es),
-      channel.count * es));
+  co_yield (makeStep(StepKind::kCopy, -1, -1, sliceAt(BufferId::kInput, channel.begin, es),
+                     sliceAt(BufferId::kOutput,
+                             static_cast<size_t>(rankAt(params, r)) * block + channel.begin, es),
+                     channel.count * es));
   for (size_t done = 0; done < channel.count; done += chunkElems) {
     const size_t chunk = std::min(chunkElems, channel.count - done);
     const size_t inBlock = channel.begin + done;
     auto outputOf = [&](int owner) {
-      return at(BufferId::kOutput,
-                static_cast<size_t>(rankAt(params, mod(owner, n))) * block + inBlock, es);
+      return sliceAt(BufferId::kOutput,
+                     static_cast<size_t>(rankAt(params, mod(owner, n))) * block + inBlock, es);
     };
-    co_yield (makeStep(StepKind::kSend, next, -1, at(BufferId::kInput, inBlock, es), Slice{},
+    co_yield (makeStep(StepKind::kSend, next, -1, sliceAt(BufferId::kInput, inBlock, es), Slice{},
                        chunk * es));
     for (int s = 1; s < n; ++s) {
       StepKind kind = s == n - 1 ? StepKind::kRecv : StepKind::kRecvCopySend;

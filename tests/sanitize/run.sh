@@ -88,7 +88,12 @@ done
 # Plus every helper program of the multiprocess tests (a CI run once ran the device
 # tests without their helper built; building the folder's phony "all" is cheap).
 targets="collie collie_cli tests/multiprocess/all $names"
-ninja -C "$build" -j"$jobs" $targets >/dev/null
+# The build's output only when it fails (its last 60 lines: the compiler's errors).
+if ! ninja -C "$build" -j"$jobs" $targets >"$build/sanitize-build.log" 2>&1; then
+  tail -n 60 "$build/sanitize-build.log"
+  echo "run.sh: the $mode build failed (whole log: $build/sanitize-build.log)" >&2
+  exit 1
+fi
 export COLLIE_TEST_QUICK=1
 export ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=1:detect_stack_use_after_return=0"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
