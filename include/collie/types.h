@@ -78,8 +78,8 @@ enum class Algorithm : uint8_t {
   kHier = 10,
 };
 inline constexpr Algorithm kAllAlgorithms[] = {
-    Algorithm::kAuto,     Algorithm::kRing,  Algorithm::kTree,   Algorithm::kChain,
-    Algorithm::kOneShot,  Algorithm::kBoard, Algorithm::kDirect, Algorithm::kCma,
+    Algorithm::kAuto,     Algorithm::kRing,   Algorithm::kTree,   Algorithm::kChain,
+    Algorithm::kOneShot,  Algorithm::kBoard,  Algorithm::kDirect, Algorithm::kCma,
     Algorithm::kPairwise, Algorithm::kLinear, Algorithm::kHier};
 // Whether `algo` is run by a transport's team collectives (board, direct, cma).
 constexpr bool isTeamAlgorithm(Algorithm algo) {
