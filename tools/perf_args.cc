@@ -188,12 +188,14 @@ PerfShape perfShape(CollectiveKind kind, int64_t bytes, DataType dtype, int nran
   size_t n = static_cast<size_t>(nranks);
   switch (kind) {
     case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kScatter:  // the root's send is laid out as reduce-scatter's
       shape.callCount = count / n;
       shape.sendElems = shape.callCount * n;
       shape.recvElems = shape.callCount;
       shape.inPlaceRecvOffset = shape.callCount * static_cast<size_t>(rank);
       break;
     case CollectiveKind::kAllGather:
+    case CollectiveKind::kGather:  // the root's receive is laid out as all-gather's
       shape.callCount = count / n;
       shape.sendElems = shape.callCount;
       shape.recvElems = shape.callCount * n;
@@ -205,18 +207,6 @@ PerfShape perfShape(CollectiveKind kind, int64_t bytes, DataType dtype, int nran
       shape.sendElems = shape.callCount * n;
       shape.recvElems = shape.callCount * n;
       shape.inPlace = false;
-      break;
-    case CollectiveKind::kGather:
-      shape.callCount = count / n;
-      shape.sendElems = shape.callCount;
-      shape.recvElems = shape.callCount * n;
-      shape.inPlaceSendOffset = shape.callCount * static_cast<size_t>(rank);
-      break;
-    case CollectiveKind::kScatter:
-      shape.callCount = count / n;
-      shape.sendElems = shape.callCount * n;
-      shape.recvElems = shape.callCount;
-      shape.inPlaceRecvOffset = shape.callCount * static_cast<size_t>(rank);
       break;
     default:
       shape.callCount = count;
