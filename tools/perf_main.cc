@@ -303,7 +303,9 @@ Status PerfRunner::run(std::vector<PerfRow>* rows) {
     row.count = shape.countColumn;
     Result<PerfMeasurement> out = measure(shape, false);
     if (!out.isOk()) return out.status();
-    Result<PerfMeasurement> in = PerfMeasurement{.skipped = true};
+    PerfMeasurement notRun;
+    notRun.skipped = true;
+    Result<PerfMeasurement> in = notRun;
     if (shape.inPlace) in = measure(shape, true);
     if (!in.isOk()) return in.status();
     row.outOfPlace = *out;

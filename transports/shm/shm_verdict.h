@@ -92,7 +92,7 @@ inline Status publish(std::atomic<uint64_t>& word, uint64_t sequence, int rank) 
 // (acquire: its part is visible; the markers placed here are taken back), false when it
 // can no longer publish `sequence` in any of them.
 inline bool claim(std::atomic<uint64_t>* const* words, int n, uint64_t sequence, uint64_t mark) {
-  uint64_t before[4];
+  uint64_t before[4] = {0, 0, 0, 0};
   bool placed[4] = {false, false, false, false};
   bool wasPublished = false;
   for (int i = 0; i < n && !wasPublished; ++i) {
