@@ -6,11 +6,11 @@
 // Two ranks as threads, COLLIE_TIMEOUT 1 s: rank 0 calls an all-reduce at once, times
 // out and destroys its communicator; only then does rank 1 call the same all-reduce. Per
 // path that serves the size: the board (8 B, 4 KiB, 1 MiB), cma (4 KiB, 1 MiB, 64 MiB),
-// the ring over shm FIFOs (8 B, 4 KiB, 1 MiB, 64 MiB), one-shot over shm FIFOs (4 KiB) and
-// tcp (8 B, 4 KiB, 1 MiB, 64 MiB; ring 4 KiB). The cases run side by side (each is a
-// second of rank 0 waiting), so the test takes about two seconds (0.8 GB resident with
-// the 64 MiB cases). COLLIE_TEST_QUICK=1 (the sanitizer runs) keeps one size per path and
-// no 64 MiB case.
+// the ring over shm FIFOs (8 B, 4 KiB, 1 MiB, 64 MiB), one-shot over shm FIFOs (4 KiB),
+// tcp (8 B, 4 KiB, 1 MiB, 64 MiB; ring 4 KiB) and ucx (8 B, 4 KiB, 1 MiB). The cases run
+// side by side (each is a second of rank 0 waiting), so the test takes about two seconds
+// (0.8 GB resident with the 64 MiB cases). COLLIE_TEST_QUICK=1 (the sanitizer runs) keeps
+// one size per path and no 64 MiB case.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -58,6 +58,9 @@ std::vector<Case> cases() {
       {"tcp_8B", "tcp", Algorithm::kAuto, {}, k8B},
       {"tcp_1M", "tcp", Algorithm::kAuto, {}, k1M},
       {"tcp_ring_4K", "tcp", Algorithm::kRing, {}, k4K},
+      {"ucx_8B", "ucx", Algorithm::kAuto, {}, k8B},
+      {"ucx_4K", "ucx", Algorithm::kAuto, {}, k4K},
+      {"ucx_1M", "ucx", Algorithm::kAuto, {}, k1M},
       {"cma_64M", "shm", Algorithm::kCma, {}, k64M},
       {"ring_shm_64M", "shm", Algorithm::kRing, {}, k64M},
       {"tcp_64M", "tcp", Algorithm::kAuto, {}, k64M},
@@ -73,9 +76,9 @@ struct Outcome {
 };
 
 // fault: a rank times out on an all-reduce and destroys its communicator, its peer calls the
-// all-reduce afterwards (board, cma, shm FIFO ring and one-shot, tcp; 8 B-64 MiB) | the late
+// all-reduce afterwards (board, cma, shm FIFO ring and one-shot, tcp, ucx; 8 B-64 MiB) | the late
 // rank fails naming the failed rank and its reason; none reports success (before: success on
-// the board and tcp) | one_outcome_test
+// the board, tcp and ucx) | one_outcome_test
 TEST(OneOutcomeTest, LateRankFailsACollectiveItsPeerFailed) {
   const std::vector<Case> all = cases();
   std::vector<Outcome> outcomes(all.size());

@@ -1,5 +1,6 @@
 #include "transports/ucx/ucx_connection.h"
 
+#include <array>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -52,6 +53,21 @@ bool recvFinished(void*& request, ucp_tag_recv_info_t* info, ucs_status_t* statu
   ucp_request_free(request);
   request = nullptr;
   return true;
+}
+
+// The sequence field of an abandon record's UCP tag: the collective tag folded to 32 bits.
+uint32_t abandonSeq(uint64_t tag) { return static_cast<uint32_t>(tag ^ (tag >> 32)); }
+
+// Progresses `worker` until `request` is no longer in flight or `until`; frees it.
+// False when it was still in flight (UCX releases it when it completes).
+bool settle(UcxWorker& worker, void* request, Clock::time_point until) {
+  if (!UCS_PTR_IS_PTR(request)) return !UCS_PTR_IS_ERR(request);
+  while (ucp_request_check_status(request) == UCS_INPROGRESS && Clock::now() < until) {
+    worker.progress();
+  }
+  const bool done = ucp_request_check_status(request) != UCS_INPROGRESS;
+  ucp_request_free(request);
+  return done;
 }
 
 }  // namespace
@@ -360,6 +376,67 @@ Status UcxConnection::progress(bool* progressed) {
     worker_->progress();
   }
   return Status();
+}
+
+void UcxConnection::abandon(uint64_t tag, const Status& why) {
+  if (!broken_.isOk() || !worker_->peerStatus(peer_).isOk()) return;  // nobody to tell
+  // Best effort and bounded: the record is sent, then the endpoint flushed (force-closing
+  // it later drops what has not left), for at most kAbandonFlush in all. The buffer lives
+  // with the worker in case UCX still holds it then.
+  auto record = std::make_shared<std::array<uint8_t, kAbandonBytes>>();
+  putLe(record->data(), tag, 8);
+  putLe(record->data() + 8, static_cast<uint64_t>(why.code()), 8);
+  const auto until = Clock::now() + kAbandonFlush;
+  ucp_ep_h ep = worker_->endpoint(peer_, channel_);
+  ucp_request_param_t param{};
+  void* send = ucp_tag_send_nbx(
+      ep, record->data(), record->size(),
+      makeTag(TagKind::kAbandon, channel_, worker_->rank(), abandonSeq(tag)), &param);
+  if (!settle(*worker_, send, until)) {
+    worker_->keepUntilDestroyed(std::move(record));
+    return;
+  }
+  settle(*worker_, ucp_ep_flush_nbx(ep, &param), until);
+}
+
+Status UcxConnection::abandoned(uint64_t tag) const {
+  if (peerAbandoned_) {
+    return peerAbandoned_->tag == tag ? abandonedError(*peerAbandoned_) : Status();
+  }
+  const ucp_tag_t want = makeTag(TagKind::kAbandon, channel_, peer_, abandonSeq(tag));
+  ucp_tag_recv_info_t info{};
+  ucp_tag_message_h message = ucp_tag_probe_nb(worker_->worker(), want, kFullMask, 1, &info);
+  if (message == nullptr) {
+    // A record that reached the socket after the collective's last message may not be
+    // in the unexpected queue yet.
+    worker_->progress();
+    message = ucp_tag_probe_nb(worker_->worker(), want, kFullMask, 1, &info);
+  }
+  if (message == nullptr) return Status();
+  // Received into a buffer that outlives this call in case UCX has not copied it yet.
+  auto bytes = std::make_shared<std::array<uint8_t, kAbandonBytes>>();
+  ucp_request_param_t param{};
+  void* request =
+      ucp_tag_msg_recv_nbx(worker_->worker(), bytes->data(), bytes->size(), message, &param);
+  AbandonRecord record{tag, static_cast<uint64_t>(StatusCode::kRemoteError)};
+  if (!settle(*worker_, request, Clock::now() + kAbandonFlush)) {
+    worker_->keepUntilDestroyed(std::move(bytes));
+  } else if (info.length == kAbandonBytes && getLe(bytes->data(), 8) == tag) {
+    record.code = getLe(bytes->data() + 8, 8);
+  }
+  peerAbandoned_ = record;
+  return abandonedError(record);
+}
+
+Status UcxConnection::abandonedError(const AbandonRecord& record) const {
+  const auto code = static_cast<StatusCode>(record.code & 0x7f);
+  char tag[19];
+  std::snprintf(tag, sizeof(tag), "0x%" PRIx64, record.tag);
+  return remoteError("ucx: rank " + std::to_string(peer_) + " failed this collective (tag " + tag +
+                         ", " + statusCodeName(code) + ") and closed its connection (channel " +
+                         std::to_string(channel_) +
+                         ") before this rank could complete it; no rank reports it a success",
+                     peer_);
 }
 
 }  // namespace collie::ucx

@@ -17,6 +17,13 @@
 //
 // Sequence numbers make every UCP tag unique per (sender, channel), so FIFO matching
 // per connection holds regardless of how UCX orders arrivals across lanes.
+// A rank that fails a collective leaves each peer an abandon record (Connection::abandon):
+// a 16-byte message {collective tag, status code} with an abandon tag, sent and flushed
+// for at most kAbandonFlush. abandoned() probes the worker's unexpected queue for the
+// peer's record of that collective (one worker progress round first, no system call
+// beyond what progress does) and keeps what it found, so asking again gives the same
+// answer.
+//
 // Operations complete in post order per direction. Any failure (peer gone, mismatch,
 // bad header) breaks the connection: pending UCP requests are cancelled, every
 // pending operation completes with the error, and later posts return it.
@@ -24,6 +31,7 @@
 // Thread safety: one thread at a time (see core/transport/transport.h).
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -38,6 +46,8 @@ namespace collie::ucx {
 inline constexpr size_t kHeaderBytes = 24;
 inline constexpr size_t kInlineBytes = 8192;
 inline constexpr uint32_t kHeaderMagic = 0x58435543;  // "CUCX"
+inline constexpr size_t kAbandonBytes = 16;           // {collective tag, status code}
+inline constexpr std::chrono::milliseconds kAbandonFlush{50};
 
 class UcxConnection final : public Connection {
  public:
@@ -53,6 +63,8 @@ class UcxConnection final : public Connection {
                         Completion* done) override;
   Status progress(bool* progressed) override;
   int peer() const override { return peer_; }
+  void abandon(uint64_t tag, const Status& why) override;
+  Status abandoned(uint64_t tag) const override;
 
  private:
   enum class Stage { kHeader, kData, kDone };
@@ -98,7 +110,15 @@ class UcxConnection final : public Connection {
   std::unique_ptr<Op> acquireOp();
   void recycle(std::unique_ptr<Op> op);
 
+  // The peer's abandon record, once abandoned() took it off the worker's queue.
+  struct AbandonRecord {
+    uint64_t tag = 0;
+    uint64_t code = 0;
+  };
+  Status abandonedError(const AbandonRecord& record) const;
+
   std::shared_ptr<UcxWorker> worker_;
+  mutable std::optional<AbandonRecord> peerAbandoned_;
   int peer_;
   int channel_;
   std::optional<ucp_datatype_t> reducingDatatype_;  // empty: reducesOnReceive() is false

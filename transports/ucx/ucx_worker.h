@@ -6,7 +6,9 @@
 // UCP tag layout (64 bits), unique per message so that matching never depends on
 // arrival order: [kind:2][channel:6][sender rank:24][sequence:32]. `kind` is a
 // header (collective tag, length and small payloads), the data of a large message,
-// or the connection handshake. Every tag is received with the full mask.
+// the connection handshake, or an abandon record (Connection::abandon; its sequence
+// field is the collective tag folded to 32 bits). Every tag is received with the full
+// mask.
 //
 // An endpoint's error handler (peer died, connection reset) marks the peer failed;
 // connections check the mark on every progress() and fail with RemoteError naming it.
@@ -28,7 +30,7 @@
 
 namespace collie::ucx {
 
-enum class TagKind : uint64_t { kHeader = 0, kData = 1, kHandshake = 2 };
+enum class TagKind : uint64_t { kHeader = 0, kData = 1, kHandshake = 2, kAbandon = 3 };
 
 inline constexpr int kMaxChannels = 64;
 inline constexpr int kMaxRanks = 1 << 24;
