@@ -63,6 +63,7 @@ import torch.distributed as dist  # noqa: E402
 from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
 
 import torch_collie  # noqa: E402,F401  (registers "collie")
+from suite_report import Result, skip_reason_key  # noqa: E402
 
 # What collie implements, declared the way a plugin backend does. Not "gpu"/"cuda"
 # (CPU tensors only).
@@ -112,53 +113,6 @@ class TestDistBackendWithSpawnCOLLIE(TestDistBackend, DistributedTest._DistTestB
             os.environ.clear()
             os.environ.update(environ)
         super()._run(rank, test_name, file_name, pipe, **kwargs)
-
-
-class Result(unittest.TextTestResult):
-    """Records every outcome with its time and skip reason."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.outcomes = []  # (name, outcome, seconds, detail)
-        self._start = 0.0
-
-    def startTest(self, test):
-        self._start = time.monotonic()
-        super().startTest(test)
-
-    def _record(self, test, outcome, detail=""):
-        self.outcomes.append((test.id().split(".")[-1], outcome, time.monotonic() - self._start,
-                              detail))
-
-    def addSuccess(self, test):
-        super().addSuccess(test)
-        self._record(test, "passed")
-
-    def addFailure(self, test, err):
-        super().addFailure(test, err)
-        self._record(test, "failed")
-
-    def addError(self, test, err):
-        super().addError(test, err)
-        self._record(test, "failed")
-
-    def addSkip(self, test, reason):
-        super().addSkip(test, reason)
-        self._record(test, "skipped", reason)
-
-    def addExpectedFailure(self, test, err):
-        super().addExpectedFailure(test, err)
-        self._record(test, "passed")
-
-    def addUnexpectedSuccess(self, test):
-        super().addUnexpectedSuccess(test)
-        self._record(test, "failed")
-
-
-def skip_reason_key(reason):
-    # "Test requires backend collie to be one of {'gloo'}" and the like: group by the
-    # reason's text with numbers and set contents kept (they say which backend).
-    return re.sub(r"\s+", " ", reason.strip())[:110]
 
 
 def main():
