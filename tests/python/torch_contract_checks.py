@@ -19,6 +19,7 @@ import math
 import os
 import re
 import tempfile
+import time
 from datetime import timedelta
 
 import torch
@@ -42,6 +43,10 @@ class Checker:
                 return
             for i, (g, w) in enumerate(zip(got, want)):
                 self.equal(f"{name}[{i}]", g, w)
+            return
+        if not isinstance(want, torch.Tensor):
+            if got != want:
+                self.failures.append(f"{name}: got {got!r}, want {want!r}")
             return
         if got.dtype != want.dtype or got.shape != want.shape or not torch.equal(got, want):
             self.failures.append(f"{name}: got {got.dtype} {tuple(got.shape)} "
@@ -181,6 +186,11 @@ def check_argument_errors(c, pg, be):
     c.raises("reduce two tensors", "requires a single-element tensor list",
              lambda: reduce([t1, t1], rank))
     c.raises("send to self", "invalid peer rank", lambda: be.send([t1], rank, 0))
+    # all_to_all_single takes contiguous tensors only, as gloo and NCCL (a ValueError).
+    square = torch.ones(world, 2)
+    c.raises("all_to_all_single transposed", "Tensors must be contiguous",
+             lambda: dist.all_to_all_single(torch.zeros(2, world), square.t(), group=pg),
+             error=ValueError)
 
 
 def _allreduce_opts(op):
@@ -540,6 +550,25 @@ def check_barriers(c):
             c.raises(f"monitored_barrier wait_all_ranks={wait_all}", pattern,
                      lambda g=missing, w=wait_all: dist.monitored_barrier(
                          g, timeout=timedelta(milliseconds=300), wait_all_ranks=w))
+    # _set_default_timeout (as on gloo's backend): reported by the options, and the
+    # deadline of later calls without their own.
+    slow = dist.new_group(backend="collie", timeout=timedelta(seconds=50))
+    be = slow._get_backend(torch.device("cpu"))
+    c.equal("options timeout", be.options._timeout, timedelta(seconds=50))
+    be._set_default_timeout(timedelta(milliseconds=300))
+    c.equal("options timeout set", be.options._timeout, timedelta(milliseconds=300))
+    t = torch.ones(2)
+    dist.all_reduce(t, group=slow)
+    c.equal("all_reduce after _set_default_timeout", t, torch.full((2,), float(world)))
+    if rank == 0:  # rank 1 stays away: the call fails after 300 ms, not COLLIE_TIMEOUT
+        # (4 MB: small collectives run inline, bounded by the communicator's deadline only)
+        start = time.monotonic()
+        c.raises("all_reduce past the default timeout", r"all.?reduce on rank 0: timed out after 300",
+                 lambda: dist.all_reduce(torch.ones(1 << 20), group=slow),
+                 error=dist.DistBackendError)
+        c.equal("seconds until the default timeout failed the call (< 5)",
+                round(time.monotonic() - start) < 5, True)
+    dist.barrier()
     lonely = dist.new_group(backend="collie")
     if rank == 0:
         opts = dist.BarrierOptions()

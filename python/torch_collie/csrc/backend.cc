@@ -110,7 +110,21 @@ void CollieBackend::shutdown() {
   server_.reset();
 }
 
+void CollieBackend::setTimeout(std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0) {
+    invalid("setTimeout", rank_,
+            "timeout must be positive, got " + std::to_string(timeout.count()) + " ms");
+  }
+  options_->timeout = timeout;
+  defaultCallTimeoutMs_.store(timeout.count());
+}
+
 c10::intrusive_ptr<c10d::Work> CollieBackend::submit(Call call) {
+  if (call.timeout.count() <= 0) {
+    if (const int64_t ms = defaultCallTimeoutMs_.load(); ms > 0) {
+      call.timeout = std::chrono::milliseconds(ms);
+    }
+  }
   uint64_t sequence = call.collective ? sequence_.fetch_add(1) + 1 : sequence_.load();
   auto work = c10::make_intrusive<CollieWork>(rank_, call.type, call.title, call.inputs,
                                               std::move(call.outputs), sequence);

@@ -81,6 +81,11 @@ class CollieBackend : public c10d::Backend {
 
   const std::string getBackendName() const override { return "collie"; }
   c10::intrusive_ptr<Options> getBackendOptions() override { return options_; }
+  // The group's default timeout from now on (what gloo's does): reported by
+  // getBackendOptions, and the deadline of every later call that has none of its own
+  // (it fails when it passes and the communicator is aborted, as an opts.timeout
+  // does). Not for calls already issued; call it between calls, as with gloo.
+  void setTimeout(std::chrono::milliseconds timeout) override;
   bool supportsCoalescing() const override { return true; }
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
@@ -210,6 +215,7 @@ class CollieBackend : public c10d::Backend {
   std::mutex registeredMutex_;
   std::unordered_set<uint64_t> registeredBlocks_;  // pool block ids
   std::atomic<uint64_t> sequence_{0};              // collectives issued on this group
+  std::atomic<int64_t> defaultCallTimeoutMs_{0};   // set by setTimeout; 0: none
   uint64_t monitoredRounds_ = 0;                   // monitored barriers entered
   std::atomic<uint64_t> timedBarriers_{0};         // barriers with a timeout issued
   bool coalescing_ = false;

@@ -118,6 +118,12 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::alltoall_base(at::Tensor& output, 
   if (output.scalar_type() != input.scalar_type()) {
     invalid(what, rank_, "input and output dtypes differ");
   }
+  // As gloo and NCCL (and pytorch's tests of them): contiguous tensors only, a ValueError.
+  for (const at::Tensor* t : {&input, &output}) {
+    if (!t->is_contiguous(t->suggest_memory_format())) {
+      C10_THROW_ERROR(ValueError, prefix(what, rank_) + "Tensors must be contiguous");
+    }
+  }
   // Rows of dim 0 per rank: equal shares without splits (pytorch's wording on errors).
   auto split = [&](const at::Tensor& t, const std::vector<int64_t>& sizes) {
     std::vector<at::Tensor> parts;

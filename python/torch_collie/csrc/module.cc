@@ -16,6 +16,17 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   py::module_::import("torch.distributed");
   py::class_<torch_collie::CollieProcessGroup, c10d::ProcessGroup,
              torch_collie::NoGilHolder<torch_collie::CollieProcessGroup>>(m, "ProcessGroup");
+  // collie's Backend as its own Python type (what create_backend returns), for what
+  // torch binds only on its backends' own types: _set_default_timeout, as gloo's.
+  py::class_<torch_collie::CollieBackend, c10d::Backend,
+             torch_collie::NoGilHolder<torch_collie::CollieBackend>>(m, "Backend")
+      .def(
+          "_set_default_timeout",
+          [](torch_collie::CollieBackend& self, std::chrono::milliseconds timeout) {
+            self.setTimeout(timeout);
+          },
+          py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
+          "The group's default timeout for later calls (and getBackendOptions' timeout).");
   m.def(
       "make_process_group",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
