@@ -125,36 +125,12 @@ if BACKEND:
     import test_c10d_gloo as upstream  # noqa: E402
     from torch.testing._internal.common_distributed import MultiProcessTestCase  # noqa: E402
 
-    class _EnvironProcess:
-        """A rank gets the parent's environment of now (setUp makes a fresh file per
-        test; a forkserver's children would otherwise see the server's)."""
-
-        def __init__(self, ctx):
-            self.ctx = ctx
-
-        def __call__(self, target, name, args, kwargs):
-            kwargs = dict(kwargs, environ=dict(os.environ))
-            return self.ctx.Process(target=target, name=name, args=args, kwargs=kwargs)
-
-    class _ForkserverRanks:
-        """Ranks forked from a server that imported torch and the upstream file once
-        (~0.2 s a rank instead of seconds of imports); each is still its own process."""
-
-        def _spawn_processes(self):
-            ctx = torch.multiprocessing.get_context("forkserver")
-            self._start_processes(_EnvironProcess(ctx))
-
-        @classmethod
-        def _run(cls, rank, test_name, file_name, pipe, environ=None, **kwargs):
-            if environ is not None:
-                os.environ.clear()
-                os.environ.update(environ)
-            super()._run(rank, test_name, file_name, pipe, **kwargs)
+    from suite_support import ForkserverRanks  # noqa: E402
 
     # Same names as upstream, defined here so that ranks find them by name.
     for _name in CLASSES:
         _cls = getattr(upstream, _name)
-        _bases = (_ForkserverRanks, _cls) if issubclass(_cls, MultiProcessTestCase) else (_cls,)
+        _bases = (ForkserverRanks, _cls) if issubclass(_cls, MultiProcessTestCase) else (_cls,)
         globals()[_name] = type(_name, _bases, {})
 
 
@@ -171,7 +147,7 @@ def selected_tests(patterns):
 
 
 def run(args):
-    from suite_report import Result
+    from suite_support import Result, preload
 
     class QualifiedResult(Result):
         qualified = True
@@ -180,11 +156,7 @@ def run(args):
     if args.list:
         print("\n".join(q for _, _, q in tests))
         return 0
-    here = os.path.dirname(os.path.abspath(__file__))
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (here, os.environ.get("PYTHONPATH")) if p)
-    torch.multiprocessing.set_forkserver_preload(
-        [os.path.splitext(os.path.basename(__file__))[0]])
+    preload(__file__)  # the patches and the classes come first in the ranks too
     suite = unittest.TestSuite(cls(test) for cls, test, _ in tests)
     start = time.monotonic()
     runner = unittest.TextTestRunner(resultclass=QualifiedResult, verbosity=2,

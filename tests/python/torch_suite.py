@@ -63,7 +63,7 @@ import torch.distributed as dist  # noqa: E402
 from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
 
 import torch_collie  # noqa: E402,F401  (registers "collie")
-from suite_report import Result, skip_reason_key  # noqa: E402
+from suite_support import ForkserverRanks, Result, preload, skip_reason_key  # noqa: E402
 
 # What collie implements, declared the way a plugin backend does. Not "gpu"/"cuda"
 # (CPU tensors only).
@@ -82,37 +82,12 @@ for allowlist in (suite.PROFILING_SUPPORTED_BACKENDS, suite.SEND_RECV_PROFILING_
         allowlist.append("collie")
 
 
-class _EnvironProcess:
-    """Process factory for MultiProcessTestCase._start_processes: the rank gets the
-    parent's environment of now (setUp points TEMP_DIR and INIT_METHOD at a fresh
-    directory per test; a forkserver's children would otherwise see the server's)."""
-
-    def __init__(self, ctx):
-        self.ctx = ctx
-
-    def __call__(self, target, name, args, kwargs):
-        kwargs = dict(kwargs, environ=dict(os.environ))
-        return self.ctx.Process(target=target, name=name, args=args, kwargs=kwargs)
-
-
-class TestDistBackendWithSpawnCOLLIE(TestDistBackend, DistributedTest._DistTestBase):
+class TestDistBackendWithSpawnCOLLIE(ForkserverRanks, TestDistBackend,
+                                     DistributedTest._DistTestBase):
+    # As the suite's spawn, but the ranks fork from a server (suite_support.py).
     def setUp(self):
         super().setUp()
         self._spawn_processes()
-
-    def _spawn_processes(self):
-        # As the suite's spawn, but forked from a server that imported torch and the
-        # suite once: a rank starts in ~0.1 s instead of re-importing torch (seconds).
-        # Each rank is still a fresh process of its own (no state from the parent).
-        ctx = torch.multiprocessing.get_context("forkserver")
-        self._start_processes(_EnvironProcess(ctx))
-
-    @classmethod
-    def _run(cls, rank, test_name, file_name, pipe, environ=None, **kwargs):
-        if environ is not None:
-            os.environ.clear()
-            os.environ.update(environ)
-        super()._run(rank, test_name, file_name, pipe, **kwargs)
 
 
 def main():
@@ -125,14 +100,8 @@ def main():
     if args.list:
         print("\n".join(names))
         return 0
-    # The forkserver imports this file once under its module name, so the environment,
-    # the feature sets and the suite come first there too. Python 3.11's forkserver
-    # ignores both a "__main__" preload and the parent's sys.path: PYTHONPATH finds it.
-    here = os.path.dirname(os.path.abspath(__file__))
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (here, os.environ.get("PYTHONPATH")) if p)
-    torch.multiprocessing.set_forkserver_preload(
-        [os.path.splitext(os.path.basename(__file__))[0]])
+    # The environment, the feature sets and the suite come first in the ranks too.
+    preload(__file__)
     suite = unittest.TestSuite(TestDistBackendWithSpawnCOLLIE(n) for n in names)
     start = time.monotonic()
     runner = unittest.TextTestRunner(resultclass=Result, verbosity=2, stream=sys.stdout)
