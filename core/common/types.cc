@@ -74,6 +74,10 @@ std::string_view collectiveName(CollectiveKind kind) {
       return "scatter";
     case CollectiveKind::kAllToAllV:
       return "alltoallv";
+    case CollectiveKind::kAllGatherV:
+      return "allgatherv";
+    case CollectiveKind::kReduceScatterV:
+      return "reducescatterv";
   }
   return "invalid";
 }

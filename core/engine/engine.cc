@@ -157,8 +157,9 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
   // Point-to-point never: a send blocking its caller until the peer receives could
   // deadlock a program that posts the matching receive later on the same thread.
   if (args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv) return false;
-  // A layout (alltoallv) is planned for its call: nothing to keep for the next one.
-  if (args.layout != nullptr) return false;
+  // A layout (alltoallv) or block counts (the v kinds) are planned for their call: nothing
+  // to keep for the next one.
+  if (args.layout != nullptr || args.blocks != nullptr) return false;
   const bool team = executor_.teamOffer().any();
   if (!team && args.count * dataTypeSize(args.dtype) > kScheduleInlineMaxBytes) return false;
   // The board's path takes no lock and makes no allocation, clock read or syscall unless

@@ -11,6 +11,13 @@ uint64_t hashCount(uint64_t count) {
   return x & 0xFFFFF;
 }
 
+// The v kinds: every rank's count, in rank order, folded into one word.
+uint64_t hashCounts(const std::vector<size_t>& counts) {
+  uint64_t h = 0xCBF29CE484222325ull ^ counts.size();
+  for (size_t count : counts) h = (h ^ count) * 0x100000001B3ull + (h >> 31);
+  return h;
+}
+
 // A fingerprint carries send and recv as one kind (the two halves of one operation), so
 // it cannot say which half a rank posted: name both.
 std::string kindName(CollectiveKind kind) {
@@ -29,13 +36,13 @@ uint64_t makeFingerprint(uint64_t sequence, const CollectiveArgs& args) {
   // Send and recv are two halves of one operation; give them one kind.
   CollectiveKind kind = args.kind == CollectiveKind::kRecv ? CollectiveKind::kSend : args.kind;
   bool reduces = kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter ||
-                 kind == CollectiveKind::kReduce;
+                 kind == CollectiveKind::kReduce || kind == CollectiveKind::kReduceScatterV;
   uint64_t tag = (sequence & 0xFFFFF) << 44;
   tag |= (static_cast<uint64_t>(kind) & 0xF) << 40;
   tag |= (static_cast<uint64_t>(args.dtype) & 0xF) << 36;
   tag |= (reduces ? static_cast<uint64_t>(args.op) & 0xF : 0) << 32;
   tag |= (isRooted(kind) ? static_cast<uint64_t>(args.root) & 0xFFF : 0) << 20;
-  tag |= hashCount(args.count);
+  tag |= hashCount(args.blocks ? hashCounts(args.blocks->counts) : args.count);
   return tag;
 }
 

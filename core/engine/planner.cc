@@ -81,8 +81,9 @@ Result<std::shared_ptr<const Schedule>> Planner::plan(const CollectiveArgs& args
       static_cast<int>(args.op), args.root, args.peer, static_cast<int>(decision.algorithm),
       decision.chunkBytes, decision.nchannels,
       (decision.teamStep ? 1 << 24 : 0) | (static_cast<int>(decision.steps) << 16) | decision.team);
-  // A layout (alltoallv) is this call's own: its schedule is neither looked up nor kept.
-  const bool cacheable = args.layout == nullptr;
+  // A layout (alltoallv) or block counts (the v kinds) are this call's own: its schedule
+  // is neither looked up nor kept.
+  const bool cacheable = args.layout == nullptr && args.blocks == nullptr;
   if (cacheable) {
     if (std::shared_ptr<const Schedule> cached = cache_.find(key)) return cached;
   }

@@ -12,10 +12,56 @@
 // all-gather's blocks are where the rank at that position has them (rankAt()).
 #include "core/plan/ring.h"
 
+#include <algorithm>
+
 #include "core/plan/partition.h"
 
 namespace collie {
 namespace {
+
+// The blocks of ring reduce-scatter and all-gather on one channel: equal blocks of
+// args.count elements, or one per rank from args.blocks (the v kinds). Each block is
+// split over the channels, and its channel part into chunk-sized pieces, one per round;
+// a block with fewer pieces than the largest has empty ones, which every rank skips
+// alike. The v kinds keep round 0's empty pieces on channel 0 as 0-byte messages, so
+// that every rank exchanges messages (and fingerprints) with both ring neighbours even
+// when counts are zero: ranks that disagree on the counts fail with Mismatch.
+class RingBlocks {
+ public:
+  RingBlocks(const CollectiveArgs& args, const PlanParams& params, int channel)
+      : args_(args), params_(params), channel_(channel) {}
+
+  // Where the block at ring position `position` starts (elements of the gathered buffer).
+  size_t offset(int position) const {
+    const int rank = rankAt(params_, position);
+    return args_.blocks ? args_.blocks->offsets[rank] : static_cast<size_t>(rank) * args_.count;
+  }
+  // This channel's part of that block (elements within the block).
+  Range part(int position) const {
+    const size_t count =
+        args_.blocks ? args_.blocks->counts[rankAt(params_, position)] : args_.count;
+    return splitEven(0, count, params_.nchannels, channel_);
+  }
+  size_t rounds(size_t chunkElems) const {
+    const size_t largest = args_.blocks ? args_.blocks->largest : args_.count;
+    const size_t rounds =
+        ceilDiv(splitEven(0, largest, params_.nchannels, channel_).count, chunkElems);
+    return args_.blocks && channel_ == 0 ? std::max<size_t>(rounds, 1) : rounds;
+  }
+  Range piece(int position, size_t round, size_t chunkElems) const {
+    const Range whole = part(position);
+    const size_t at = std::min(whole.count, round * chunkElems);
+    return Range{whole.begin + at, std::min(chunkElems, whole.count - at)};
+  }
+  bool emits(Range piece, size_t round) const {
+    return piece.count > 0 || (args_.blocks && channel_ == 0 && round == 0);
+  }
+
+ private:
+  const CollectiveArgs& args_;
+  const PlanParams& params_;
+  const int channel_;
+};
 
 template <typename Steps>
 void collectSteps(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
@@ -78,26 +124,32 @@ Generator<Step> ringReduceScatterSteps(CollectiveArgs args, PlanParams params, s
   const int next = mod(r + 1, n);
   const int prev = mod(r - 1, n);
   const int divisor = args.op == ReduceOp::kAvg ? n : 0;
-  const size_t block = args.count;  // elements each rank ends with
-  Range channel = splitEven(0, block, params.nchannels, c);
+  const RingBlocks blocks(args, params, c);
   int slot = 0;
-  for (size_t done = 0; done < channel.count; done += chunkElems) {
-    const size_t chunk = std::min(chunkElems, channel.count - done);
-    const size_t inBlock = channel.begin + done;  // offset within each rank's block
-    auto inputOf = [&](int owner) {
-      return sliceAt(BufferId::kInput,
-                     static_cast<size_t>(rankAt(params, mod(owner, n))) * block + inBlock, es);
+  for (size_t round = 0; round < blocks.rounds(chunkElems); ++round) {
+    // Round `round`'s piece of the block at ring position `owner` (elements within it).
+    auto piece = [&](int owner) { return blocks.piece(mod(owner, n), round, chunkElems); };
+    auto inputOf = [&](int owner, Range at) {
+      return sliceAt(BufferId::kInput, blocks.offset(mod(owner, n)) + at.begin, es);
     };
     // At step s rank r handles block r - 1 - s; the last step (s = n - 1) is block r.
-    co_yield (makeStep(StepKind::kSend, next, -1, inputOf(r - 1), Slice{}, chunk * es));
+    const Range first = piece(r - 1);
+    if (blocks.emits(first, round)) {
+      co_yield (
+          makeStep(StepKind::kSend, next, -1, inputOf(r - 1, first), Slice{}, first.count * es));
+    }
     for (int s = 1; s < n - 1; ++s) {
+      const Range part = piece(r - 1 - s);
+      if (!blocks.emits(part, round)) continue;
       Slice scratch{BufferId::kScratch, static_cast<uint64_t>(slot) * chunkElems * es};
       slot ^= 1;
-      co_yield (
-          makeStep(StepKind::kRecvReduceSend, next, prev, inputOf(r - 1 - s), scratch, chunk * es));
+      co_yield (makeStep(StepKind::kRecvReduceSend, next, prev, inputOf(r - 1 - s, part), scratch,
+                         part.count * es));
     }
-    Step last = makeStep(StepKind::kRecvReduceCopy, -1, prev, inputOf(r),
-                         sliceAt(BufferId::kOutput, inBlock, es), chunk * es);
+    const Range mine = piece(r);
+    if (!blocks.emits(mine, round)) continue;
+    Step last = makeStep(StepKind::kRecvReduceCopy, -1, prev, inputOf(r, mine),
+                         sliceAt(BufferId::kOutput, mine.begin, es), mine.count * es);
     last.divisor = divisor;
     co_yield (last);
   }
@@ -110,27 +162,28 @@ Generator<Step> ringAllGatherSteps(CollectiveArgs args, PlanParams params, size_
   const size_t es = dataTypeSize(args.dtype);
   const int next = mod(r + 1, n);
   const int prev = mod(r - 1, n);
-  const size_t block = args.count;
-  Range channel = splitEven(0, block, params.nchannels, c);
-  if (channel.count == 0) co_return;
+  const RingBlocks blocks(args, params, c);
   // Own block into place (a no-op when in place), then around the ring.
-  co_yield (makeStep(StepKind::kCopy, -1, -1, sliceAt(BufferId::kInput, channel.begin, es),
-                     sliceAt(BufferId::kOutput,
-                             static_cast<size_t>(rankAt(params, r)) * block + channel.begin, es),
-                     channel.count * es));
-  for (size_t done = 0; done < channel.count; done += chunkElems) {
-    const size_t chunk = std::min(chunkElems, channel.count - done);
-    const size_t inBlock = channel.begin + done;
-    auto outputOf = [&](int owner) {
-      return sliceAt(BufferId::kOutput,
-                     static_cast<size_t>(rankAt(params, mod(owner, n))) * block + inBlock, es);
-    };
-    co_yield (makeStep(StepKind::kSend, next, -1, sliceAt(BufferId::kInput, inBlock, es), Slice{},
-                       chunk * es));
+  const Range own = blocks.part(r);
+  if (own.count > 0) {
+    co_yield (makeStep(StepKind::kCopy, -1, -1, sliceAt(BufferId::kInput, own.begin, es),
+                       sliceAt(BufferId::kOutput, blocks.offset(r) + own.begin, es),
+                       own.count * es));
+  }
+  for (size_t round = 0; round < blocks.rounds(chunkElems); ++round) {
+    const Range mine = blocks.piece(r, round, chunkElems);
+    if (blocks.emits(mine, round)) {
+      co_yield (makeStep(StepKind::kSend, next, -1, sliceAt(BufferId::kInput, mine.begin, es),
+                         Slice{}, mine.count * es));
+    }
     for (int s = 1; s < n; ++s) {
+      const int owner = mod(r - s, n);
+      const Range part = blocks.piece(owner, round, chunkElems);
+      if (!blocks.emits(part, round)) continue;
       StepKind kind = s == n - 1 ? StepKind::kRecv : StepKind::kRecvCopySend;
-      co_yield (makeStep(kind, kind == StepKind::kRecv ? -1 : next, prev, Slice{}, outputOf(r - s),
-                         chunk * es));
+      co_yield (makeStep(kind, kind == StepKind::kRecv ? -1 : next, prev, Slice{},
+                         sliceAt(BufferId::kOutput, blocks.offset(owner) + part.begin, es),
+                         part.count * es));
     }
   }
 }

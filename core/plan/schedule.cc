@@ -33,6 +33,18 @@ size_t layoutEnd(const std::vector<size_t>& counts, const std::vector<size_t>& o
 }
 }  // namespace
 
+std::shared_ptr<const BlockCounts> BlockCounts::packed(const std::vector<size_t>& counts) {
+  auto blocks = std::make_shared<BlockCounts>();
+  blocks->counts = counts;
+  blocks->offsets.resize(counts.size());
+  for (size_t p = 0; p < counts.size(); ++p) {
+    blocks->offsets[p] = blocks->total;
+    blocks->total += counts[p];
+    blocks->largest = std::max(blocks->largest, counts[p]);
+  }
+  return blocks;
+}
+
 size_t inputBytes(const CollectiveArgs& args, int nranks) {
   size_t bytes = args.count * dataTypeSize(args.dtype);
   switch (args.kind) {
@@ -43,6 +55,8 @@ size_t inputBytes(const CollectiveArgs& args, int nranks) {
     case CollectiveKind::kAllToAll:
     case CollectiveKind::kScatter:
       return bytes * nranks;
+    case CollectiveKind::kAllGatherV:
+      return args.blocks ? args.blocks->largest * dataTypeSize(args.dtype) : 0;
     case CollectiveKind::kRecv:
     case CollectiveKind::kBarrier:
       return 0;
@@ -61,6 +75,8 @@ size_t outputBytes(const CollectiveArgs& args, int nranks) {
     case CollectiveKind::kAllToAll:
     case CollectiveKind::kGather:
       return bytes * nranks;
+    case CollectiveKind::kReduceScatterV:
+      return args.blocks ? args.blocks->largest * dataTypeSize(args.dtype) : 0;
     case CollectiveKind::kSend:
     case CollectiveKind::kBarrier:
       return 0;
@@ -78,6 +94,26 @@ Status checkCommon(const CollectiveArgs& args, const PlanParams& params) {
   if (params.nchannels < 1) return invalidArgument("nchannels must be at least 1");
   if (!isValid(args.dtype)) return invalidArgument("unknown dtype");
   if (!isValid(args.op)) return invalidArgument("unknown reduction op");
+  return Status();
+}
+
+// The v kinds need a count per rank, the other kinds none.
+Status checkBlocks(const CollectiveArgs& args, const PlanParams& params) {
+  if (!hasBlockCounts(args.kind)) {
+    if (args.blocks != nullptr) {
+      return invalidArgument(std::string(collectiveName(args.kind)) + " takes no block counts");
+    }
+    return Status();
+  }
+  if (args.blocks == nullptr || args.blocks->counts.size() != static_cast<size_t>(params.nranks) ||
+      args.blocks->offsets.size() != args.blocks->counts.size()) {
+    return invalidArgument(std::string(collectiveName(args.kind)) + " needs " +
+                           std::to_string(params.nranks) + " block counts, one per rank");
+  }
+  if (args.count != args.blocks->total) {
+    return invalidArgument(std::string(collectiveName(args.kind)) +
+                           ": count must be the sum of the block counts");
+  }
   return Status();
 }
 
@@ -156,13 +192,15 @@ Result<std::vector<Generator<Step>>> streamSchedule(const CollectiveArgs& args,
   const bool hier = params.algorithm == Algorithm::kHier &&
                     args.kind == CollectiveKind::kAllReduce && params.hosts &&
                     params.hosts->twoLevel();
-  if ((ring || hier) && params.nranks > 1 &&
-      (args.kind == CollectiveKind::kAllReduce || args.kind == CollectiveKind::kReduceScatter ||
-       args.kind == CollectiveKind::kAllGather)) {
-    auto generate = hier                                          ? hierAllReduceSteps
-                    : args.kind == CollectiveKind::kAllReduce     ? ringAllReduceSteps
-                    : args.kind == CollectiveKind::kReduceScatter ? ringReduceScatterSteps
-                                                                  : ringAllGatherSteps;
+  const bool reduceScatter =
+      args.kind == CollectiveKind::kReduceScatter || args.kind == CollectiveKind::kReduceScatterV;
+  if ((ring || hier) && params.nranks > 1 && checkBlocks(args, params).isOk() &&
+      (args.kind == CollectiveKind::kAllReduce || reduceScatter ||
+       args.kind == CollectiveKind::kAllGather || args.kind == CollectiveKind::kAllGatherV)) {
+    auto generate = hier                                      ? hierAllReduceSteps
+                    : args.kind == CollectiveKind::kAllReduce ? ringAllReduceSteps
+                    : reduceScatter                           ? ringReduceScatterSteps
+                                                              : ringAllGatherSteps;
     PlanParams positions = params;
     if (inPositions(args, params)) positions.rank = params.hosts->position[params.rank];
     for (int c = 0; c < params.nchannels; ++c) {
@@ -170,9 +208,7 @@ Result<std::vector<Generator<Step>>> streamSchedule(const CollectiveArgs& args,
       channels.push_back(inPositions(args, params) ? stepsToRanks(std::move(steps), params.hosts)
                                                    : std::move(steps));
     }
-    *scratchBytesPerChannel = args.kind == CollectiveKind::kReduceScatter
-                                  ? ringReduceScatterScratch(args, chunkElems)
-                                  : 0;
+    *scratchBytesPerChannel = reduceScatter ? ringReduceScatterScratch(args, chunkElems) : 0;
     return channels;
   }
   Result<Schedule> built = buildSchedule(args, params);
@@ -205,6 +241,7 @@ Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& par
 namespace {
 Result<Schedule> buildInRankOrder(const CollectiveArgs& args, const PlanParams& params) {
   COLLIE_RETURN_IF_ERROR(checkCommon(args, params));
+  COLLIE_RETURN_IF_ERROR(checkBlocks(args, params));
   const size_t es = dataTypeSize(args.dtype);
   const size_t chunkElems = std::max<size_t>(1, params.chunkBytes / es);
 
@@ -236,7 +273,9 @@ Result<Schedule> buildInRankOrder(const CollectiveArgs& args, const PlanParams& 
   switch (args.kind) {
     case CollectiveKind::kAllReduce:
     case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllGather: {
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatterV:
+    case CollectiveKind::kAllGatherV: {
       const bool treeAllReduce = wantsTree && args.kind == CollectiveKind::kAllReduce;
       const bool oneShot = params.algorithm == Algorithm::kOneShot;
       if (oneShot && (args.kind != CollectiveKind::kAllReduce || params.nranks > 2)) {
@@ -277,7 +316,10 @@ Result<Schedule> buildInRankOrder(const CollectiveArgs& args, const PlanParams& 
         copy.src = Slice{BufferId::kInput, 0};
         copy.dst = Slice{BufferId::kOutput, 0};
         copy.bytes = args.count * es;
-        copy.divisor = args.op == ReduceOp::kAvg && args.kind != CollectiveKind::kAllGather ? 1 : 0;
+        copy.divisor = args.op == ReduceOp::kAvg && args.kind != CollectiveKind::kAllGather &&
+                               args.kind != CollectiveKind::kAllGatherV
+                           ? 1
+                           : 0;
         if (copy.bytes > 0) schedule.channels[0].push_back(copy);
       } else if (oneShot) {
         planOneShotAllReduce(args, params, &schedule);
@@ -287,7 +329,8 @@ Result<Schedule> buildInRankOrder(const CollectiveArgs& args, const PlanParams& 
         planTreeAllReduce(args, params, chunkElems, &schedule);
       } else if (args.kind == CollectiveKind::kAllReduce) {
         planRingAllReduce(args, params, chunkElems, &schedule);
-      } else if (args.kind == CollectiveKind::kReduceScatter) {
+      } else if (args.kind == CollectiveKind::kReduceScatter ||
+                 args.kind == CollectiveKind::kReduceScatterV) {
         planRingReduceScatter(args, params, chunkElems, &schedule);
       } else {
         planRingAllGather(args, params, chunkElems, &schedule);

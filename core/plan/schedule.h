@@ -86,13 +86,25 @@ struct ExchangeLayout {
   std::vector<size_t> sendCounts, sendOffsets, recvCounts, recvOffsets;
 };
 
+// The blocks of an all-gather or reduce-scatter with a count per rank (kAllGatherV,
+// kReduceScatterV): rank p's block has counts[p] elements and starts at offsets[p] (the
+// prefix sum: blocks packed in rank order) of the gathered (all-gather's output,
+// reduce-scatter's input) buffer. The same on every rank; its hash is part of the
+// fingerprint, so ranks that pass other counts fail with Mismatch.
+struct BlockCounts {
+  std::vector<size_t> counts, offsets;
+  size_t total = 0;
+  size_t largest = 0;
+  static std::shared_ptr<const BlockCounts> packed(const std::vector<size_t>& counts);
+};
+
 // What to run: the collective as the caller described it.
 struct CollectiveArgs {
   CollectiveKind kind = CollectiveKind::kAllReduce;
   size_t count = 0;  // elements: per rank for allreduce/broadcast/reduce/send/recv;
                      // the receive count for reducescatter, the send count for allgather
                      // and gather, the receive count for scatter, the block per peer for
-                     // alltoall
+                     // alltoall; the sum of the counts (blocks->total) for the v kinds
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   int root = 0;   // broadcast/reduce/gather/scatter: the root rank; unused by the others
@@ -101,6 +113,9 @@ struct CollectiveArgs {
   // layout is the same on every rank). Null for every other kind. A schedule with a
   // layout is planned for its call and not cached.
   std::shared_ptr<const ExchangeLayout> layout = nullptr;
+  // kAllGatherV, kReduceScatterV: the count of every rank's block. Null for every other
+  // kind. Such a schedule is planned for its call and not cached.
+  std::shared_ptr<const BlockCounts> blocks = nullptr;
 };
 
 // Which rank field of CollectiveArgs a kind reads: `root` (broadcast, reduce, gather,
@@ -156,7 +171,8 @@ struct Schedule {
   size_t stepCount() const;
 };
 
-// Bytes of the input and output buffers a collective reads and writes on one rank.
+// Bytes of the input and output buffers a collective reads and writes on one rank (for
+// the v kinds: on the rank with the largest block).
 size_t inputBytes(const CollectiveArgs& args, int nranks);
 size_t outputBytes(const CollectiveArgs& args, int nranks);
 

@@ -22,7 +22,8 @@ std::string teamAlgorithmsText(TeamAlgorithms set) {
 bool teamSupports(Algorithm algo, CollectiveKind kind) {
   switch (algo) {
     case Algorithm::kBoard:
-      return kind != CollectiveKind::kSend && kind != CollectiveKind::kRecv && !isExchange(kind);
+      return kind != CollectiveKind::kSend && kind != CollectiveKind::kRecv && !isExchange(kind) &&
+             !hasBlockCounts(kind);
     case Algorithm::kDirect:
     case Algorithm::kCma:
       return kind == CollectiveKind::kAllReduce;

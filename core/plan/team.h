@@ -49,8 +49,8 @@ Algorithm firstTeamAlgorithm(TeamAlgorithms set);
 std::string teamAlgorithmsText(TeamAlgorithms set);
 
 // Whether team algorithm `algo` implements `kind`: board every collective but
-// point-to-point and the exchanges (all-to-all, gather, scatter: their team step only
-// checks the fingerprint), direct and cma all-reduce only.
+// point-to-point, the exchanges (all-to-all, gather, scatter) and the v kinds (their team
+// step only checks the fingerprint), direct and cma all-reduce only.
 bool teamSupports(Algorithm algo, CollectiveKind kind);
 
 // The most bytes one rank publishes on the board for a collective of `bytes` (its

@@ -32,7 +32,7 @@ bool algorithmSupports(Algorithm algorithm, CollectiveKind kind) {
   switch (algorithm) {
     case Algorithm::kRing:
       return kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter ||
-             kind == CollectiveKind::kAllGather;
+             kind == CollectiveKind::kAllGather || hasBlockCounts(kind);
     case Algorithm::kTree:
       return kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kBroadcast ||
              kind == CollectiveKind::kReduce;
@@ -89,6 +89,11 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int
       const double total = s * n;  // the full vector
       const double rounds = ceilDivD(s, c * k);
       return (n - 1) * rounds * c * alpha + (n - 1) / n * total / beta;
+    }
+    case CollectiveKind::kReduceScatterV:
+    case CollectiveKind::kAllGatherV: {  // S = the sum of the blocks, costed as equal ones
+      const double rounds = ceilDivD(s / n, c * k);
+      return (n - 1) * rounds * c * alpha + (n - 1) / n * s / beta;
     }
     case CollectiveKind::kBarrier:
       return d * alpha;

@@ -52,11 +52,19 @@ enum class CollectiveKind : uint8_t {
   kGather = 9,      // every rank's send lands in block r of the root's recv
   kScatter = 10,    // block r of the root's send lands in rank r's recv
   kAllToAllV = 11,  // all-to-all with a count and offset per peer (ExchangeLayout)
+  // Reduce-scatter and all-gather with a count per rank (BlockCounts, the same on every
+  // rank; blocks packed in rank order).
+  kAllGatherV = 12,      // every rank's send (counts[r] elements) lands in block r of recv
+  kReduceScatterV = 13,  // recv (counts[r] elements) = op over ranks of block r of send
 };
 // Whether `kind` is one of the exchanges above.
 constexpr bool isExchange(CollectiveKind kind) {
   return kind == CollectiveKind::kAllToAll || kind == CollectiveKind::kGather ||
          kind == CollectiveKind::kScatter || kind == CollectiveKind::kAllToAllV;
+}
+// Whether `kind` takes a count per rank (CollectiveArgs::blockCounts).
+constexpr bool hasBlockCounts(CollectiveKind kind) {
+  return kind == CollectiveKind::kAllGatherV || kind == CollectiveKind::kReduceScatterV;
 }
 
 enum class Algorithm : uint8_t {
