@@ -115,10 +115,12 @@ Result<Work> Communicator::Impl::submit(const CollectiveArgs& args, const void* 
                                         void* stream) {
   if (args.count > 0 && (device != nullptr || staging != nullptr) &&
       (isDeviceBuffer(send) || isDeviceBuffer(recv))) {
-    if (isPointToPoint(args.kind) || isExchange(args.kind)) {
+    if (isPointToPoint(args.kind) || isExchange(args.kind) || hasBlockCounts(args.kind)) {
       return unsupported(std::string(collectiveName(args.kind)) + " on rank " +
                          std::to_string(rank) + ": " +
-                         (isExchange(args.kind) ? "exchanges" : "point-to-point") +
+                         (isExchange(args.kind)       ? "exchanges"
+                          : hasBlockCounts(args.kind) ? "counts per rank"
+                                                      : "point-to-point") +
                          " on device buffers are not implemented (docs/cuda.md); pass host "
                          "buffers");
     }
@@ -234,7 +236,8 @@ Result<Work> Communicator::sendRecv(const std::vector<PointToPoint>& ops) {
 
 Result<double> Communicator::predictMicros(CollectiveKind kind, size_t count,
                                            DataType dtype) const {
-  if (!isValid(dtype) || static_cast<int>(kind) > static_cast<int>(CollectiveKind::kAllToAllV)) {
+  if (!isValid(dtype) ||
+      static_cast<int>(kind) > static_cast<int>(CollectiveKind::kReduceScatterV)) {
     return invalidArgument("predictMicros on rank " + std::to_string(impl_->rank) +
                            ": unknown dtype " + std::to_string(static_cast<int>(dtype)) +
                            " or kind " + std::to_string(static_cast<int>(kind)));

@@ -133,6 +133,22 @@ class Communicator {
   // order. In place when send == recv + rank * sendCount.
   Result<Work> allGather(const void* send, void* recv, size_t sendCount, DataType dtype,
                          void* stream = nullptr);
+  // The same with a count per rank (MPI's Allgatherv and Reduce_scatter): counts has
+  // size() entries, equal on every rank (ranks that pass other counts fail with
+  // Mismatch), and the blocks are packed in rank order (block p starts at the sum of
+  // counts[0..p)). Empty blocks are fine. Host buffers only (device buffers:
+  // Unsupported).
+  //
+  // recv (counts[r] elements, r = this rank) = block r of op over ranks of send (the sum
+  // of counts elements), reduced in ring order, the same order as reduceScatter's: rank
+  // r + 1's block first, then r + 2, ..., r last (ranks in host order over several
+  // hosts). In place when recv == send + offset of block r.
+  Result<Work> reduceScatterV(const void* send, void* recv, const std::vector<size_t>& counts,
+                              DataType dtype, ReduceOp op);
+  // recv (the sum of counts elements) = every rank's send (counts[p] elements from rank
+  // p) in rank order. In place when send == recv + offset of block r.
+  Result<Work> allGatherV(const void* send, void* recv, const std::vector<size_t>& counts,
+                          DataType dtype);
   // recv = root's send on every rank (send is read only on the root).
   Result<Work> broadcast(const void* send, void* recv, size_t count, DataType dtype, int root,
                          void* stream = nullptr);

@@ -1,0 +1,106 @@
+// Communicator: all-gather and reduce-scatter with a count per rank (reduceScatterV,
+// allGatherV): their argument checks, then the engine's ring schedules over uneven
+// blocks (core/plan/ring.h, CollectiveArgs::blocks).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "collie/communicator.h"
+#include "core/comm/communicator_impl.h"
+
+namespace collie {
+namespace {
+
+Status refused(const char* what, int rank, const std::string& why) {
+  return invalidArgument(std::string(what) + " on rank " + std::to_string(rank) + ": " + why);
+}
+
+// The counts as BlockCounts, or InvalidArgument naming what is wrong with them.
+Result<std::shared_ptr<const BlockCounts>> blocksOf(const char* what, int rank, int nranks,
+                                                    const std::vector<size_t>& counts) {
+  if (counts.size() != static_cast<size_t>(nranks)) {
+    return refused(what, rank,
+                   "counts needs " + std::to_string(nranks) + " entries (one per rank), got " +
+                       std::to_string(counts.size()));
+  }
+  // Far below SIZE_MAX, so that the sum and the byte sizes cannot overflow.
+  constexpr size_t kMax = SIZE_MAX / 64;
+  size_t total = 0;
+  for (size_t p = 0; p < counts.size(); ++p) {
+    if (counts[p] > kMax - total) {
+      return refused(what, rank,
+                     "the counts (rank " + std::to_string(p) + "'s block) are too large");
+    }
+    total += counts[p];
+  }
+  return BlockCounts::packed(counts);
+}
+
+// Whether [a, a + aBytes) and [b, b + bBytes) share a byte.
+bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
+  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return aBytes > 0 && bBytes > 0 && x < y + bBytes && y < x + aBytes;
+}
+
+// Checks the buffers of a v kind: `block` points at this rank's block (`mine` elements)
+// and `whole` at the gathered buffer (`total` elements); they may only overlap in place,
+// i.e. when block == whole + offset of this rank's block.
+Status checkBuffers(const char* what, int rank, const void* block, size_t mine, const void* whole,
+                    size_t total, size_t offset, size_t es) {
+  if (mine > 0 && block == nullptr) {
+    return refused(what, rank, "its block buffer is null but its count is " + std::to_string(mine));
+  }
+  if (total > 0 && whole == nullptr) {
+    return refused(what, rank,
+                   "the gathered buffer is null but the counts sum to " + std::to_string(total));
+  }
+  const bool inPlace = whole != nullptr && block == static_cast<const char*>(whole) + offset * es;
+  if (!inPlace && overlaps(block, mine * es, whole, total * es)) {
+    return refused(what, rank,
+                   "send and recv overlap other than in place (this rank's block at element " +
+                       std::to_string(offset) + " of the gathered buffer)");
+  }
+  return Status();
+}
+
+}  // namespace
+
+Result<Work> Communicator::reduceScatterV(const void* send, void* recv,
+                                          const std::vector<size_t>& counts, DataType dtype,
+                                          ReduceOp op) {
+  const int rank = impl_->rank;
+  Result<std::shared_ptr<const BlockCounts>> blocks =
+      blocksOf("reduceScatterV", rank, impl_->nranks, counts);
+  if (!blocks.isOk()) return blocks.status();
+  const BlockCounts& b = *blocks.value();
+  COLLIE_RETURN_IF_ERROR(impl_->check("reduceScatterV", send, recv, b.total, dtype, &op, nullptr));
+  COLLIE_RETURN_IF_ERROR(checkBuffers("reduceScatterV", rank, recv, b.counts[rank], send, b.total,
+                                      b.offsets[rank], dataTypeSize(dtype)));
+  CollectiveArgs args;
+  args.kind = CollectiveKind::kReduceScatterV;
+  args.count = b.total;
+  args.dtype = dtype;
+  args.op = op;
+  args.blocks = std::move(blocks).value();
+  return impl_->submit(args, send, recv);
+}
+
+Result<Work> Communicator::allGatherV(const void* send, void* recv,
+                                      const std::vector<size_t>& counts, DataType dtype) {
+  const int rank = impl_->rank;
+  Result<std::shared_ptr<const BlockCounts>> blocks =
+      blocksOf("allGatherV", rank, impl_->nranks, counts);
+  if (!blocks.isOk()) return blocks.status();
+  const BlockCounts& b = *blocks.value();
+  COLLIE_RETURN_IF_ERROR(impl_->check("allGatherV", send, recv, b.total, dtype, nullptr, nullptr));
+  COLLIE_RETURN_IF_ERROR(checkBuffers("allGatherV", rank, send, b.counts[rank], recv, b.total,
+                                      b.offsets[rank], dataTypeSize(dtype)));
+  CollectiveArgs args;
+  args.kind = CollectiveKind::kAllGatherV;
+  args.count = b.total;
+  args.dtype = dtype;
+  args.blocks = std::move(blocks).value();
+  return impl_->submit(args, send, recv);
+}
+
+}  // namespace collie
