@@ -159,6 +159,35 @@ collieResult_t collieAllGather(const void* send, void* recv, size_t sendCount,
       [&] { return finish(comm->comm->allGather(send, recv, sendCount, dtypeOf(dtype))); });
 }
 
+namespace {
+// The nranks counts of a v collective, or InvalidArgument for NULL.
+collie::Result<std::vector<size_t>> countsOf(const char* what, const size_t* counts,
+                                             collieComm_t comm) {
+  if (counts == nullptr) return collie::invalidArgument(std::string(what) + ": counts is NULL");
+  return std::vector<size_t>(counts, counts + comm->comm->size());
+}
+}  // namespace
+
+collieResult_t collieReduceScatterV(const void* send, void* recv, const size_t* counts,
+                                    collieDataType_t dtype, collieRedOp_t op, collieComm_t comm) {
+  if (comm == nullptr) return badComm();
+  return guarded([&] {
+    auto all = countsOf("collieReduceScatterV", counts, comm);
+    if (!all.isOk()) return finish(all.status());
+    return finish(comm->comm->reduceScatterV(send, recv, all.value(), dtypeOf(dtype), opOf(op)));
+  });
+}
+
+collieResult_t collieAllGatherV(const void* send, void* recv, const size_t* counts,
+                                collieDataType_t dtype, collieComm_t comm) {
+  if (comm == nullptr) return badComm();
+  return guarded([&] {
+    auto all = countsOf("collieAllGatherV", counts, comm);
+    if (!all.isOk()) return finish(all.status());
+    return finish(comm->comm->allGatherV(send, recv, all.value(), dtypeOf(dtype)));
+  });
+}
+
 collieResult_t collieBroadcast(const void* send, void* recv, size_t count, collieDataType_t dtype,
                                int root, collieComm_t comm) {
   if (comm == nullptr) return badComm();

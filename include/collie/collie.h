@@ -76,6 +76,14 @@ collieResult_t collieReduceScatter(const void* send, void* recv, size_t recvCoun
                                    collieDataType_t dtype, collieRedOp_t op, collieComm_t comm);
 collieResult_t collieAllGather(const void* send, void* recv, size_t sendCount,
                                collieDataType_t dtype, collieComm_t comm);
+/* With a count per rank (Communicator::reduceScatterV, allGatherV; host buffers): `counts`
+ * has nranks entries, the same on every rank; blocks are packed in rank order. recv of
+ * reduce-scatter-v holds counts[rank] elements, send of all-gather-v counts[rank]; the
+ * other buffer holds the sum of counts. */
+collieResult_t collieReduceScatterV(const void* send, void* recv, const size_t* counts,
+                                    collieDataType_t dtype, collieRedOp_t op, collieComm_t comm);
+collieResult_t collieAllGatherV(const void* send, void* recv, const size_t* counts,
+                                collieDataType_t dtype, collieComm_t comm);
 collieResult_t collieBroadcast(const void* send, void* recv, size_t count, collieDataType_t dtype,
                                int root, collieComm_t comm);
 collieResult_t collieReduce(const void* send, void* recv, size_t count, collieDataType_t dtype,

@@ -126,6 +126,29 @@ TEST(CApiTest, Exchanges) {
                         collieInt32, comm) != collieInvalidArgument) {
       fail("alltoallv with NULL counts was not refused");
     }
+    // Counts per rank: rank p has p + 1 elements (sendCounts above), packed in rank order.
+    std::vector<int32_t> gathered(n * (n + 1) / 2, -1), block(rank + 1, -1), own(rank + 1);
+    for (int i = 0; i <= rank; ++i) own[i] = value(rank, 0, i);
+    if (collieAllGatherV(own.data(), gathered.data(), sendCounts.data(), collieInt32, comm) !=
+        collieSuccess) {
+      fail(std::string("allgatherv: ") + collieGetLastError());
+    }
+    for (int p = 0, at = 0; p < n; at += ++p) {
+      for (int i = 0; i <= p; ++i) {
+        if (gathered[at + i] != value(p, 0, i)) fail("allgatherv: wrong element");
+      }
+    }
+    if (collieReduceScatterV(gathered.data(), block.data(), sendCounts.data(), collieInt32,
+                             collieSum, comm) != collieSuccess) {
+      fail(std::string("reducescatterv: ") + collieGetLastError());
+    }
+    for (int i = 0, at = rank * (rank + 1) / 2; i <= rank; ++i) {
+      if (block[i] != n * gathered[at + i]) fail("reducescatterv: wrong element");
+    }
+    if (collieAllGatherV(own.data(), gathered.data(), nullptr, collieInt32, comm) !=
+        collieInvalidArgument) {
+      fail("allgatherv with NULL counts was not refused");
+    }
     collieCommDestroy(comm);
   });
   for (int rank = 0; rank < n; ++rank) {
