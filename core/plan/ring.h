@@ -1,10 +1,10 @@
 // Ring schedules (ring.cc): all-reduce (reduce-scatter then all-gather), reduce-scatter
 // and all-gather (also with a count per rank: kReduceScatterV, kAllGatherV, whose
-// blocks come from CollectiveArgs::blocks), chunked into rounds and split over channels. Each plan*
-// function appends rank params.rank's steps to schedule->channels (already sized to
-// params.nchannels); the *Steps generators produce one channel's same steps lazily, so
-// that the simulator can run thousands of virtual ranks. Arguments are already
-// validated.
+// blocks come from CollectiveArgs::blocks), chunked into rounds and split over
+// channels. Each plan* function appends rank params.rank's steps to schedule->channels
+// (already sized to params.nchannels); the *Steps generators produce one channel's
+// same steps lazily, so that the simulator can run thousands of virtual ranks.
+// Arguments are already validated.
 //
 // Thread safety: pure functions.
 #pragma once
