@@ -19,6 +19,7 @@
 //     of k inputs gathers all ranks' inputs into each of k lists (rank-major);
 //   - all_reduce of sparse COO tensors (SUM: all-gather of indices and values, then
 //     coalesce, as gloo does for DDP's sparse gradients);
+//   - reduce_scatter with parts of different sizes: collie's reduceScatterV;
 //   - gather, scatter, all_to_all(_single) with uneven splits: collie's gather, scatter
 //     and all-to-all (with a count per peer), the engine's exchange schedules;
 //   - send/recv; recv from any source (senders announce their messages in the c10d

@@ -284,12 +284,14 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::reduce_scatter(
           orFail(comm_->reduceScatter(in.data_ptr(), res.data_ptr(), res.numel(), r.dtype, r.op),
                  what, rank_));
     } else {
-      // Parts of different sizes: all-reduce the whole and keep this rank's part.
-      int64_t offset = 0;
-      for (int p = 0; p < rank_; ++p) offset += flat[p].numel();
-      call.ops.push_back(orFail(
-          comm_->allReduce(in.data_ptr(), in.data_ptr(), in.numel(), r.dtype, r.op), what, rank_));
-      res = in.narrow(0, offset, out.numel());
+      // Parts of different sizes: collie's reduce-scatter with a count per rank (the
+      // sizes are the same on every rank, as torch's contract has them).
+      std::vector<size_t> counts;
+      for (const at::Tensor& part : flat) counts.push_back(static_cast<size_t>(part.numel()));
+      res = dense(out);
+      call.ops.push_back(
+          orFail(comm_->reduceScatterV(in.data_ptr(), res.data_ptr(), counts, r.dtype, r.op), what,
+                 rank_));
     }
     call.keepAlive.push_back(in);
     call.keepAlive.push_back(res);
