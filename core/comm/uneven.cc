@@ -63,44 +63,48 @@ Status checkBuffers(const char* what, int rank, const void* block, size_t mine, 
   return Status();
 }
 
+// The arguments of a v kind once its counts and buffers pass: `block` is this rank's
+// block (reduce-scatter-v's recv, all-gather-v's send), `whole` the gathered buffer.
+Result<CollectiveArgs> argsOf(const char* what, CollectiveKind kind, int rank, int nranks,
+                              const void* block, const void* whole,
+                              const std::vector<size_t>& counts, DataType dtype, ReduceOp op) {
+  Result<std::shared_ptr<const BlockCounts>> blocks = blocksOf(what, rank, nranks, counts);
+  if (!blocks.isOk()) return blocks.status();
+  const BlockCounts& b = *blocks.value();
+  if (isValid(dtype)) {
+    COLLIE_RETURN_IF_ERROR(checkBuffers(what, rank, block, b.counts[rank], whole, b.total,
+                                        b.offsets[rank], dataTypeSize(dtype)));
+  }
+  CollectiveArgs args;
+  args.kind = kind;
+  args.count = b.total;
+  args.dtype = dtype;
+  args.op = op;
+  args.blocks = std::move(blocks).value();
+  return args;
+}
+
 }  // namespace
 
 Result<Work> Communicator::reduceScatterV(const void* send, void* recv,
                                           const std::vector<size_t>& counts, DataType dtype,
                                           ReduceOp op) {
-  const int rank = impl_->rank;
-  Result<std::shared_ptr<const BlockCounts>> blocks =
-      blocksOf("reduceScatterV", rank, impl_->nranks, counts);
-  if (!blocks.isOk()) return blocks.status();
-  const BlockCounts& b = *blocks.value();
-  COLLIE_RETURN_IF_ERROR(impl_->check("reduceScatterV", send, recv, b.total, dtype, &op, nullptr));
-  COLLIE_RETURN_IF_ERROR(checkBuffers("reduceScatterV", rank, recv, b.counts[rank], send, b.total,
-                                      b.offsets[rank], dataTypeSize(dtype)));
-  CollectiveArgs args;
-  args.kind = CollectiveKind::kReduceScatterV;
-  args.count = b.total;
-  args.dtype = dtype;
-  args.op = op;
-  args.blocks = std::move(blocks).value();
-  return impl_->submit(args, send, recv);
+  Result<CollectiveArgs> args = argsOf("reduceScatterV", CollectiveKind::kReduceScatterV,
+                                       impl_->rank, impl_->nranks, recv, send, counts, dtype, op);
+  if (!args.isOk()) return args.status();
+  COLLIE_RETURN_IF_ERROR(
+      impl_->check("reduceScatterV", send, recv, args->count, dtype, &op, nullptr));
+  return impl_->submit(args.value(), send, recv);
 }
 
 Result<Work> Communicator::allGatherV(const void* send, void* recv,
                                       const std::vector<size_t>& counts, DataType dtype) {
-  const int rank = impl_->rank;
-  Result<std::shared_ptr<const BlockCounts>> blocks =
-      blocksOf("allGatherV", rank, impl_->nranks, counts);
-  if (!blocks.isOk()) return blocks.status();
-  const BlockCounts& b = *blocks.value();
-  COLLIE_RETURN_IF_ERROR(impl_->check("allGatherV", send, recv, b.total, dtype, nullptr, nullptr));
-  COLLIE_RETURN_IF_ERROR(checkBuffers("allGatherV", rank, send, b.counts[rank], recv, b.total,
-                                      b.offsets[rank], dataTypeSize(dtype)));
-  CollectiveArgs args;
-  args.kind = CollectiveKind::kAllGatherV;
-  args.count = b.total;
-  args.dtype = dtype;
-  args.blocks = std::move(blocks).value();
-  return impl_->submit(args, send, recv);
+  Result<CollectiveArgs> args = argsOf("allGatherV", CollectiveKind::kAllGatherV, impl_->rank,
+                                       impl_->nranks, send, recv, counts, dtype, ReduceOp::kSum);
+  if (!args.isOk()) return args.status();
+  COLLIE_RETURN_IF_ERROR(
+      impl_->check("allGatherV", send, recv, args->count, dtype, nullptr, nullptr));
+  return impl_->submit(args.value(), send, recv);
 }
 
 }  // namespace collie
