@@ -33,6 +33,15 @@ CollectiveArgs argsOf(CollectiveKind kind, const std::vector<size_t>& counts) {
   return args;
 }
 
+PlanParams paramsOf(int rank, int n, int channels = 1, size_t chunkBytes = 512 << 10) {
+  PlanParams params;
+  params.rank = rank;
+  params.nranks = n;
+  params.nchannels = channels;
+  params.chunkBytes = chunkBytes;
+  return params;
+}
+
 // Runs every rank's schedule; inputs[r] and the output sizes are in int64 elements.
 std::vector<std::vector<int64_t>> simulate(const CollectiveArgs& args, int n, int channels,
                                            size_t chunkBytes,
@@ -42,7 +51,7 @@ std::vector<std::vector<int64_t>> simulate(const CollectiveArgs& args, int n, in
   std::vector<Schedule> schedules;
   std::vector<SimulatedRank> ranks(n);
   for (int r = 0; r < n; ++r) {
-    PlanParams params{.rank = r, .nranks = n, .nchannels = channels, .chunkBytes = chunkBytes};
+    PlanParams params = paramsOf(r, n, channels, chunkBytes);
     params.hosts = hosts;
     Result<Schedule> schedule = buildSchedule(args, params);
     EXPECT_TRUE(schedule.isOk()) << schedule.status().toString();
@@ -163,7 +172,7 @@ TEST(UnevenSchedule, ZeroCountsStillMeetTheNeighbours) {
   for (CollectiveKind kind : {CollectiveKind::kAllGatherV, CollectiveKind::kReduceScatterV}) {
     const CollectiveArgs args = argsOf(kind, {0, 0, 0});
     for (int r = 0; r < 3; ++r) {
-      Result<Schedule> schedule = buildSchedule(args, {.rank = r, .nranks = 3, .nchannels = 2});
+      Result<Schedule> schedule = buildSchedule(args, paramsOf(r, 3, 2));
       ASSERT_TRUE(schedule.isOk()) << schedule.status().toString();
       bool sends = false, receives = false;
       for (const Step& step : schedule.value().channels[0]) {
@@ -183,7 +192,7 @@ TEST(UnevenSchedule, StreamedRingsMatchUp) {
     for (const Shape& s : shapes()) {
       std::vector<size_t> counts = patterns(s.n)[0];
       SCOPED_TRACE(std::string(collectiveName(kind)) + " " + describe(s, counts));
-      PlanParams params{.nranks = s.n, .nchannels = s.channels, .chunkBytes = s.chunkBytes};
+      PlanParams params = paramsOf(0, s.n, s.channels, s.chunkBytes);
       params.hosts = hostsOf(s);
       SimulationStats stats;
       Status status = simulateCollective(argsOf(kind, counts), params, nullptr, false, &stats);
@@ -194,15 +203,15 @@ TEST(UnevenSchedule, StreamedRingsMatchUp) {
 
 TEST(UnevenSchedule, RefusesBadBlockCounts) {
   CollectiveArgs args = argsOf(CollectiveKind::kAllGatherV, {1, 2});
-  Result<Schedule> wrongSize = buildSchedule(args, {.rank = 0, .nranks = 3});
+  Result<Schedule> wrongSize = buildSchedule(args, paramsOf(0, 3));
   ASSERT_FALSE(wrongSize.isOk());
   EXPECT_NE(wrongSize.status().message().find("needs 3 block counts"), std::string::npos)
       << wrongSize.status().toString();
   args.blocks = nullptr;
-  EXPECT_FALSE(buildSchedule(args, {.rank = 0, .nranks = 2}).isOk());
+  EXPECT_FALSE(buildSchedule(args, paramsOf(0, 2)).isOk());
   CollectiveArgs plain{.kind = CollectiveKind::kAllGather, .count = 3};
   plain.blocks = BlockCounts::packed({1, 2});
-  Result<Schedule> extra = buildSchedule(plain, {.rank = 0, .nranks = 2});
+  Result<Schedule> extra = buildSchedule(plain, paramsOf(0, 2));
   ASSERT_FALSE(extra.isOk());
   EXPECT_NE(extra.status().message().find("takes no block counts"), std::string::npos);
 }
