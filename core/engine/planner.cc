@@ -49,6 +49,10 @@ TuneLimits Planner::limitsLocked() const {
     limits.nhosts = config_.hosts->nhosts;
     limits.localSize = config_.hosts->localSize;
   }
+  const std::string stage = config_.config.text("COLLIE_HIER_HOSTS");
+  limits.hostStage = stage == "ring"   ? HostStage::kRing
+                     : stage == "tree" ? HostStage::kTree
+                                       : HostStage::kAuto;
   return limits;
 }
 
@@ -76,11 +80,12 @@ Result<std::shared_ptr<const Schedule>> Planner::plan(const CollectiveArgs& args
                        " bytes: " + unavailable);
   }
   const TuneDecision decision = decide(args.kind, bytes, config_.nranks, limits, tune_);
-  const ScheduleKey key = std::make_tuple(
-      static_cast<int>(args.kind), args.count, static_cast<int>(args.dtype),
-      static_cast<int>(args.op), args.root, args.peer, static_cast<int>(decision.algorithm),
-      decision.chunkBytes, decision.nchannels,
-      (decision.teamStep ? 1 << 24 : 0) | (static_cast<int>(decision.steps) << 16) | decision.team);
+  const ScheduleKey key =
+      std::make_tuple(static_cast<int>(args.kind), args.count, static_cast<int>(args.dtype),
+                      static_cast<int>(args.op), args.root, args.peer,
+                      static_cast<int>(decision.algorithm), decision.chunkBytes, decision.nchannels,
+                      (decision.hostTree ? 1 << 25 : 0) | (decision.teamStep ? 1 << 24 : 0) |
+                          (static_cast<int>(decision.steps) << 16) | decision.team);
   // A layout (alltoallv) or block counts (the v kinds) are this call's own: its schedule
   // is neither looked up nor kept.
   const bool cacheable = args.layout == nullptr && args.blocks == nullptr;
@@ -99,6 +104,7 @@ Result<std::shared_ptr<const Schedule>> Planner::plan(const CollectiveArgs& args
   params.team = decision.team;
   params.teamFallback = decision.steps != Algorithm::kAuto;
   params.hosts = config_.hosts;
+  params.hostTree = decision.hostTree;
   Result<Schedule> schedule = buildSchedule(args, params);
   if (!schedule.isOk()) return schedule.status();
   auto shared = std::make_shared<const Schedule>(std::move(schedule).value());

@@ -1,25 +1,79 @@
 #include "core/plan/hier.h"
 
 #include <algorithm>
+#include <vector>
 
+#include "core/plan/chain.h"
 #include "core/plan/partition.h"
+#include "core/plan/ring.h"
+#include "core/plan/tree.h"
 
 namespace collie {
+namespace {
+
+using FlatPlan = void (*)(const CollectiveArgs&, const PlanParams&, size_t, Schedule*);
+
+// Where a position sits: local rank `local` of host `host` (L ranks on each of M hosts).
+struct Seat {
+  explicit Seat(const PlanParams& params)
+      : localSize(params.hosts->localSize),
+        nhosts(params.hosts->nhosts),
+        host(params.rank / localSize),
+        local(params.rank % localSize) {}
+  int hostPeer(int h) const { return h * localSize + local; }  // same local rank, host h
+  int localPeer(int l) const { return host * localSize + l; }  // local rank l, same host
+  int localSize, nhosts, host, local;
+};
+
+// Member `index`'s steps of a flat schedule over `size` members, on one channel.
+std::vector<Step> memberSteps(FlatPlan plan, const CollectiveArgs& args, int size, int index,
+                              size_t chunkElems) {
+  PlanParams params;
+  params.rank = index;
+  params.nranks = size;
+  Schedule schedule;
+  schedule.channels.resize(1);
+  plan(args, params, chunkElems, &schedule);
+  return std::move(schedule.channels[0]);
+}
+
+// Appends a group's steps rewritten for the communicator: member m is position peer(m),
+// each slice goes where place() puts it, and a divisor (avg's final values) becomes
+// `divisor` (0 in a stage whose values are not final).
+template <typename Peer, typename Place>
+void embed(std::vector<Step> steps, Peer peer, Place place, int divisor, std::vector<Step>* out) {
+  for (Step& step : steps) {
+    if (step.sendPeer >= 0) step.sendPeer = peer(step.sendPeer);
+    if (step.recvPeer >= 0) step.recvPeer = peer(step.recvPeer);
+    step.src = place(step.src);
+    step.dst = place(step.dst);
+    if (step.divisor > 0) step.divisor = divisor;
+    out->push_back(step);
+  }
+}
+
+int avgDivisor(const CollectiveArgs& args, const PlanParams& params) {
+  return args.op == ReduceOp::kAvg ? params.nranks : 0;
+}
+
+// Per-block chunk of all-gather and reduce-scatter: a round moves one chunk of every
+// host's block, about chunkElems in all (and reduce-scatter's scratch stays near it).
+size_t blockChunk(size_t chunkElems, int nhosts) {
+  return std::max<size_t>(1, ceilDiv(chunkElems, static_cast<size_t>(nhosts)));
+}
+
+}  // namespace
 
 Generator<Step> hierAllReduceSteps(CollectiveArgs args, PlanParams params, size_t chunkElems,
                                    int c) {
-  const HostLayout& hosts = *params.hosts;
+  const Seat seat(params);
   const int n = params.nranks;
-  const int localSize = hosts.localSize;
-  const int nhosts = hosts.nhosts;
-  const int host = params.rank / localSize;
-  const int local = params.rank % localSize;
+  const int localSize = seat.localSize;
+  const int local = seat.local;
   const size_t es = dataTypeSize(args.dtype);
-  const int localNext = host * localSize + mod(local + 1, localSize);
-  const int localPrev = host * localSize + mod(local - 1, localSize);
-  const int hostNext = mod(host + 1, nhosts) * localSize + local;
-  const int hostPrev = mod(host - 1, nhosts) * localSize + local;
-  const int divisor = args.op == ReduceOp::kAvg ? n : 0;
+  const int localNext = seat.localPeer(mod(local + 1, localSize));
+  const int localPrev = seat.localPeer(mod(local - 1, localSize));
+  const int divisor = avgDivisor(args, params);
   const Range channel = splitEven(0, args.count, params.nchannels, c);
   const size_t roundElems = chunkElems * static_cast<size_t>(n);
   for (size_t done = 0; done < channel.count; done += roundElems) {
@@ -41,28 +95,23 @@ Generator<Step> hierAllReduceSteps(CollectiveArgs args, PlanParams params, size_
                          last ? -1 : localNext, localPrev, sliceAt(BufferId::kInput, seg.begin, es),
                          output(seg), seg.count * es));
     }
-    // 2. All-reduce of that segment between hosts, in place (a ring of M pieces).
+    // 2. All-reduce of that segment between hosts, in place: a ring of M pieces (one
+    // round) or the double binary tree in chunks.
     const Range own = segment(local + 1);
-    auto piece = [&](int index) {
-      return splitEven(own.begin, own.count, nhosts, mod(index, nhosts));
-    };
-    if (Range first = piece(host); first.count > 0) {
-      co_yield (makeStep(StepKind::kSend, hostNext, -1, output(first), Slice{}, first.count * es));
-    }
-    for (int s = 1; s < nhosts; ++s) {
-      const Range p = piece(host - s);
-      if (p.count == 0) continue;
-      Step step = makeStep(StepKind::kRecvReduceSend, hostNext, hostPrev, output(p), output(p),
-                           p.count * es);
-      if (s == nhosts - 1) step.divisor = divisor;  // final value of piece host + 1
-      co_yield (step);
-    }
-    for (int s = 1; s < nhosts; ++s) {
-      const Range p = piece(host + 1 - s);
-      if (p.count == 0) continue;
-      const bool last = s == nhosts - 1;
-      co_yield (makeStep(last ? StepKind::kRecv : StepKind::kRecvCopySend, last ? -1 : hostNext,
-                         hostPrev, Slice{}, output(p), p.count * es));
+    if (own.count > 0) {
+      CollectiveArgs sub = args;
+      sub.count = own.count;
+      std::vector<Step> steps;
+      embed(
+          params.hostTree ? memberSteps(planTreeAllReduce, sub, seat.nhosts, seat.host, chunkElems)
+                          : memberSteps(planRingAllReduce, sub, seat.nhosts, seat.host,
+                                        ceilDiv(own.count, static_cast<size_t>(seat.nhosts))),
+          [&](int h) { return seat.hostPeer(h); },
+          [&](Slice s) {
+            return Slice{BufferId::kOutput, own.begin * es + s.offset};
+          },
+          divisor, &steps);
+      for (const Step& step : steps) co_yield step;
     }
     // 3. All-gather within the host.
     if (own.count > 0) {
@@ -85,6 +134,200 @@ void planHierAllReduce(const CollectiveArgs& args, const PlanParams& params, siz
     Step step;
     while (generator.next(&step)) schedule->channels[c].push_back(step);
   }
+}
+
+void planHierAllGather(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
+                       Schedule* schedule) {
+  const Seat seat(params);
+  const size_t es = dataTypeSize(args.dtype);
+  const size_t chunk = blockChunk(chunkElems, seat.nhosts);
+  // Element offset of the output block of the rank at `position`.
+  auto blockAt = [&](int position) {
+    return static_cast<size_t>(rankAt(params, position)) * args.count;
+  };
+  for (int c = 0; c < params.nchannels; ++c) {
+    const Range channel = splitEven(0, args.count, params.nchannels, c);
+    for (size_t done = 0; done < channel.count; done += chunk) {
+      const Range r{channel.begin + done, std::min(chunk, channel.count - done)};
+      const uint64_t piece = r.count * es;  // one member's block in the flat schedules
+      CollectiveArgs sub = args;
+      sub.count = r.count;
+      // 1. Between hosts: host peers gather this chunk of their blocks.
+      auto between = [&](Slice s) {
+        if (s.buffer == BufferId::kInput) return Slice{BufferId::kInput, r.begin * es + s.offset};
+        const int from = seat.hostPeer(static_cast<int>(s.offset / piece));
+        return Slice{BufferId::kOutput, (blockAt(from) + r.begin) * es + s.offset % piece};
+      };
+      embed(
+          memberSteps(planRingAllGather, sub, seat.nhosts, seat.host, r.count),
+          [&](int h) { return seat.hostPeer(h); }, between, 0, &schedule->channels[c]);
+      // 2. Within the host, host after host: local peers gather host h's chunks.
+      for (int h = 0; h < seat.nhosts; ++h) {
+        auto within = [&](Slice s) {
+          const int from = s.buffer == BufferId::kInput
+                               ? h * seat.localSize + seat.local
+                               : h * seat.localSize + static_cast<int>(s.offset / piece);
+          const uint64_t at = s.buffer == BufferId::kInput ? s.offset : s.offset % piece;
+          return Slice{BufferId::kOutput, (blockAt(from) + r.begin) * es + at};
+        };
+        embed(
+            memberSteps(planRingAllGather, sub, seat.localSize, seat.local, r.count),
+            [&](int l) { return seat.localPeer(l); }, within, 0, &schedule->channels[c]);
+      }
+    }
+  }
+}
+
+void planHierReduceScatter(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
+                           Schedule* schedule) {
+  const Seat seat(params);
+  const size_t es = dataTypeSize(args.dtype);
+  const size_t chunk = std::min(blockChunk(chunkElems, seat.nhosts),
+                                std::max<size_t>(1, ceilDiv(args.count, params.nchannels)));
+  // Scratch: the host's sums of this round's chunk of host h's blocks at h * chunk, then
+  // the flat reduce-scatters' slots.
+  const uint64_t slots = static_cast<uint64_t>(seat.nhosts) * chunk * es;
+  auto blockAt = [&](int position) {
+    return static_cast<size_t>(rankAt(params, position)) * args.count;
+  };
+  for (int c = 0; c < params.nchannels; ++c) {
+    const Range channel = splitEven(0, args.count, params.nchannels, c);
+    for (size_t done = 0; done < channel.count; done += chunk) {
+      const Range r{channel.begin + done, std::min(chunk, channel.count - done)};
+      const uint64_t piece = r.count * es;
+      CollectiveArgs sub = args;
+      sub.count = r.count;
+      // 1. Within the host, host after host: local rank l keeps its host's sum of the
+      // chunk of host h's local rank l's block.
+      for (int h = 0; h < seat.nhosts; ++h) {
+        auto within = [&](Slice s) {
+          switch (s.buffer) {
+            case BufferId::kInput: {
+              const int owner = h * seat.localSize + static_cast<int>(s.offset / piece);
+              return Slice{BufferId::kInput, (blockAt(owner) + r.begin) * es + s.offset % piece};
+            }
+            case BufferId::kOutput:
+              return Slice{BufferId::kScratch, h * chunk * es + s.offset};
+            case BufferId::kScratch:
+              break;
+          }
+          return Slice{BufferId::kScratch, slots + s.offset};
+        };
+        embed(
+            memberSteps(planRingReduceScatter, sub, seat.localSize, seat.local, r.count),
+            [&](int l) { return seat.localPeer(l); }, within, 0, &schedule->channels[c]);
+      }
+      // 2. Between hosts: host peers reduce-scatter those sums.
+      auto between = [&](Slice s) {
+        switch (s.buffer) {
+          case BufferId::kInput:
+            return Slice{BufferId::kScratch, (s.offset / piece) * chunk * es + s.offset % piece};
+          case BufferId::kOutput:
+            return Slice{BufferId::kOutput, r.begin * es + s.offset};
+          case BufferId::kScratch:
+            break;
+        }
+        return Slice{BufferId::kScratch, slots + s.offset};
+      };
+      embed(
+          memberSteps(planRingReduceScatter, sub, seat.nhosts, seat.host, r.count),
+          [&](int h) { return seat.hostPeer(h); }, between, avgDivisor(args, params),
+          &schedule->channels[c]);
+    }
+  }
+  schedule->scratchBytesPerChannel = slots + ringReduceScatterScratch(args, chunk);
+}
+
+void planHierBroadcast(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
+                       Schedule* schedule) {
+  const Seat seat(params);
+  const size_t es = dataTypeSize(args.dtype);
+  const int rootHost = args.root / seat.localSize;
+  const int rootLocal = args.root % seat.localSize;
+  for (int c = 0; c < params.nchannels; ++c) {
+    const Range channel = splitEven(0, args.count, params.nchannels, c);
+    for (size_t done = 0; done < channel.count; done += chunkElems) {
+      const Range r{channel.begin + done, std::min(chunkElems, channel.count - done)};
+      CollectiveArgs sub = args;
+      sub.count = r.count;
+      // 1. Between hosts: the root's host peers (input read at the root only).
+      if (seat.local == rootLocal) {
+        sub.root = rootHost;
+        embed(
+            memberSteps(params.hostTree ? planTreeBroadcast : planChainBroadcast, sub, seat.nhosts,
+                        seat.host, r.count),
+            [&](int h) { return seat.hostPeer(h); },
+            [&](Slice s) {
+              return Slice{s.buffer, r.begin * es + s.offset};
+            },
+            0, &schedule->channels[c]);
+      }
+      // 2. Within each host, from its peer of the root, whose output has the chunk now.
+      sub.root = rootLocal;
+      embed(
+          memberSteps(planChainBroadcast, sub, seat.localSize, seat.local, r.count),
+          [&](int l) { return seat.localPeer(l); },
+          [&](Slice s) {
+            return Slice{BufferId::kOutput, r.begin * es + s.offset};
+          },
+          0, &schedule->channels[c]);
+    }
+  }
+}
+
+void planHierReduce(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
+                    Schedule* schedule) {
+  const Seat seat(params);
+  const size_t es = dataTypeSize(args.dtype);
+  const int rootHost = args.root / seat.localSize;
+  const int rootLocal = args.root % seat.localSize;
+  // Scratch: the host's sum of the chunk, then the flat reduces' slots (at most 3).
+  const uint64_t slots =
+      std::min(chunkElems, std::max<size_t>(1, ceilDiv(args.count, params.nchannels))) * es;
+  for (int c = 0; c < params.nchannels; ++c) {
+    const Range channel = splitEven(0, args.count, params.nchannels, c);
+    for (size_t done = 0; done < channel.count; done += chunkElems) {
+      const Range r{channel.begin + done, std::min(chunkElems, channel.count - done)};
+      CollectiveArgs sub = args;
+      sub.count = r.count;
+      // 1. Within each host, to its peer of the root (the host's sum in scratch).
+      sub.root = rootLocal;
+      auto within = [&](Slice s) {
+        switch (s.buffer) {
+          case BufferId::kInput:
+            return Slice{BufferId::kInput, r.begin * es + s.offset};
+          case BufferId::kOutput:
+            return Slice{BufferId::kScratch, s.offset};
+          case BufferId::kScratch:
+            break;
+        }
+        return Slice{BufferId::kScratch, slots + s.offset};
+      };
+      embed(
+          memberSteps(planChainReduce, sub, seat.localSize, seat.local, r.count),
+          [&](int l) { return seat.localPeer(l); }, within, 0, &schedule->channels[c]);
+      // 2. Between hosts: the root's host peers reduce the hosts' sums to the root.
+      if (seat.local != rootLocal) continue;
+      sub.root = rootHost;
+      auto between = [&](Slice s) {
+        switch (s.buffer) {
+          case BufferId::kInput:
+            return Slice{BufferId::kScratch, s.offset};
+          case BufferId::kOutput:
+            return Slice{BufferId::kOutput, r.begin * es + s.offset};
+          case BufferId::kScratch:
+            break;
+        }
+        return Slice{BufferId::kScratch, slots + s.offset};
+      };
+      embed(
+          memberSteps(params.hostTree ? planTreeReduce : planChainReduce, sub, seat.nhosts,
+                      seat.host, r.count),
+          [&](int h) { return seat.hostPeer(h); }, between, avgDivisor(args, params),
+          &schedule->channels[c]);
+    }
+  }
+  schedule->scratchBytesPerChannel = 4 * slots;
 }
 
 }  // namespace collie

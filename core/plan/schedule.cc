@@ -239,6 +239,21 @@ Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& par
 }
 
 namespace {
+// Hierarchical schedules need ranks on several hosts, as many, more than one, on each.
+Status checkHier(const CollectiveArgs& args, const PlanParams& params) {
+  if (params.nranks <= 1 || (params.hosts && params.hosts->twoLevel())) return Status();
+  return unsupported(
+      "hier " + std::string(collectiveName(args.kind)) +
+      " needs ranks on several hosts with as many, more than one, on each; this communicator "
+      "has " +
+      (params.hosts ? std::to_string(params.hosts->nhosts) + " hosts" +
+                          (params.hosts->localSize == 0
+                               ? " with uneven rank counts"
+                               : " of " + std::to_string(params.hosts->localSize) + " rank(s)")
+                    : std::string("1 host")) +
+      "; use ring, tree, chain or auto");
+}
+
 Result<Schedule> buildInRankOrder(const CollectiveArgs& args, const PlanParams& params) {
   COLLIE_RETURN_IF_ERROR(checkCommon(args, params));
   COLLIE_RETURN_IF_ERROR(checkBlocks(args, params));
@@ -285,22 +300,7 @@ Result<Schedule> buildInRankOrder(const CollectiveArgs& args, const PlanParams& 
                            "tree or auto");
       }
       const bool hier = params.algorithm == Algorithm::kHier;
-      if (hier && args.kind != CollectiveKind::kAllReduce) {
-        return unsupported("hier " + std::string(collectiveName(args.kind)) +
-                           " is not implemented (all-reduce only); use ring or auto");
-      }
-      if (hier && params.nranks > 1 && !(params.hosts && params.hosts->twoLevel())) {
-        return unsupported(
-            "hier all-reduce needs ranks on several hosts with as many, more than one, on "
-            "each; this communicator has " +
-            (params.hosts
-                 ? std::to_string(params.hosts->nhosts) + " hosts" +
-                       (params.hosts->localSize == 0
-                            ? " with uneven rank counts"
-                            : " of " + std::to_string(params.hosts->localSize) + " rank(s)")
-                 : std::string("1 host")) +
-            "; use ring or auto");
-      }
+      if (hier) COLLIE_RETURN_IF_ERROR(checkHier(args, params));
       if ((wantsTree && !treeAllReduce) || params.algorithm == Algorithm::kChain) {
         return unsupported(std::string(algorithmName(params.algorithm)) + " " +
                            std::string(collectiveName(args.kind)) +
@@ -324,7 +324,10 @@ Result<Schedule> buildInRankOrder(const CollectiveArgs& args, const PlanParams& 
       } else if (oneShot) {
         planOneShotAllReduce(args, params, &schedule);
       } else if (hier) {
-        planHierAllReduce(args, params, chunkElems, &schedule);
+        (args.kind == CollectiveKind::kAllReduce ? planHierAllReduce
+         : args.kind == CollectiveKind::kReduceScatter
+             ? planHierReduceScatter
+             : planHierAllGather)(args, params, chunkElems, &schedule);
       } else if (treeAllReduce) {
         planTreeAllReduce(args, params, chunkElems, &schedule);
       } else if (args.kind == CollectiveKind::kAllReduce) {
@@ -338,11 +341,18 @@ Result<Schedule> buildInRankOrder(const CollectiveArgs& args, const PlanParams& 
       break;
     }
     case CollectiveKind::kBroadcast:
-    case CollectiveKind::kReduce:
+    case CollectiveKind::kReduce: {
       COLLIE_RETURN_IF_ERROR(checkRoot(args, params));
-      schedule.algorithm = wantsTree ? Algorithm::kTree : Algorithm::kChain;
+      // Hier on one rank is the chain's copy.
+      const bool hier = params.algorithm == Algorithm::kHier && params.nranks > 1;
+      if (hier) COLLIE_RETURN_IF_ERROR(checkHier(args, params));
+      schedule.algorithm = hier        ? Algorithm::kHier
+                           : wantsTree ? Algorithm::kTree
+                                       : Algorithm::kChain;
       if (args.kind == CollectiveKind::kBroadcast) {
-        (wantsTree ? planTreeBroadcast : planChainBroadcast)(args, params, chunkElems, &schedule);
+        (hier        ? planHierBroadcast
+         : wantsTree ? planTreeBroadcast
+                     : planChainBroadcast)(args, params, chunkElems, &schedule);
         // After the data: a broadcast's data always flows (its root only sends), and a
         // rank that believes in another root sent data that this rank's receives reject.
         if (params.agreeOnRoot && params.nranks > 1) planBarrier(params, &schedule);
@@ -350,9 +360,12 @@ Result<Schedule> buildInRankOrder(const CollectiveArgs& args, const PlanParams& 
         // Before the data: two ranks that both believe they are a reduce's root only
         // receive, so without it nothing would ever reach them.
         if (params.agreeOnRoot && params.nranks > 1) planBarrier(params, &schedule);
-        (wantsTree ? planTreeReduce : planChainReduce)(args, params, chunkElems, &schedule);
+        (hier        ? planHierReduce
+         : wantsTree ? planTreeReduce
+                     : planChainReduce)(args, params, chunkElems, &schedule);
       }
       break;
+    }
     case CollectiveKind::kSend:
     case CollectiveKind::kRecv:
       if (args.peer < 0 || args.peer >= params.nranks || args.peer == params.rank) {

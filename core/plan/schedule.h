@@ -154,6 +154,10 @@ struct PlanParams {
   // in ring positions, host after host, and their peers mapped back to ranks; the
   // hierarchical algorithm needs it.
   HostLayoutPtr hosts;
+  // Hierarchical schedules (core/plan/hier.h): the inter-host stage of all-reduce runs as
+  // a double binary tree instead of a ring, that of broadcast and reduce as a binary
+  // tree instead of a chain (the tuner's choice: predictHostsMicros()).
+  bool hostTree = false;
 };
 
 struct Schedule {

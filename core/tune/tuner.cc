@@ -39,8 +39,11 @@ bool algorithmSupports(Algorithm algorithm, CollectiveKind kind) {
     case Algorithm::kChain:
       return kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce;
     case Algorithm::kOneShot:
-    case Algorithm::kHier:
       return kind == CollectiveKind::kAllReduce;
+    case Algorithm::kHier:
+      return kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter ||
+             kind == CollectiveKind::kAllGather || kind == CollectiveKind::kBroadcast ||
+             kind == CollectiveKind::kReduce;
     case Algorithm::kPairwise:
       return kind == CollectiveKind::kAllToAll || kind == CollectiveKind::kAllToAllV;
     case Algorithm::kLinear:
@@ -109,28 +112,82 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int
   }
 }
 
+namespace {
+
+// The hierarchical schedules (core/plan/hier.h) as tuner.h describes them.
+double predictHierMicros(CollectiveKind kind, size_t bytes, int nranks, int nhosts, int localSize,
+                         int nchannels, size_t chunkBytes, const TuneConstants& constants,
+                         const TuneConstants& net, HostStage stage, bool* hostTree) {
+  const double s = static_cast<double>(bytes);
+  const double c = nchannels;
+  const double k = static_cast<double>(std::max<size_t>(chunkBytes, 1));
+  const double n = nranks;
+  const double local = std::max(localSize, 1);
+  const double hosts = std::max(nhosts, 1);
+  const double alpha = constants.alphaUs;
+  const double netAlpha = net.alphaUs;
+  const double beta = std::max(constants.bwGBps, 1e-6) * 1000.0;
+  const double netBeta = std::max(net.bwGBps, 1e-6) * 1000.0;
+  const double d = depthOf(nhosts);
+  *hostTree = false;
+  switch (kind) {
+    case CollectiveKind::kAllReduce: {
+      const double rounds = ceilDivD(s, c * k * n);
+      const double within =
+          2 * (local - 1) * rounds * c * alpha + 2 * (local - 1) / local * s / beta;
+      const double ring =
+          2 * (hosts - 1) * rounds * c * netAlpha + 2 * (hosts - 1) / hosts * s / netBeta;
+      const double segment = std::min(s, c * k * n) / (c * local);  // one tree's bytes a round
+      const double chunks = ceilDivD(segment, 2 * k);
+      const double tree = rounds * c * (2 * d + 1 + 8 * (chunks - 1)) * netAlpha + 2 * s / netBeta;
+      *hostTree = stage == HostStage::kAuto ? tree < ring : stage == HostStage::kTree;
+      return within + (*hostTree ? tree : ring);
+    }
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter: {
+      const double total = s * n;  // the full vector
+      const double rounds = ceilDivD(s, c * ceilDivD(k, hosts));
+      return rounds * c * ((hosts - 1) * netAlpha + hosts * (local - 1) * alpha) +
+             (hosts - 1) / hosts * total / netBeta + (local - 1) / local * total / beta;
+    }
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kReduce: {
+      const double chunks = ceilDivD(s, c * k);
+      const double piece = std::min(k, s);
+      const double within = (local - 1) * (alpha + piece / beta);
+      const double chain = (hosts - 1) * (netAlpha + piece / netBeta) +
+                           2 * (chunks * c - 1) * netAlpha + s / netBeta;
+      const double tree =
+          d * (netAlpha + piece / netBeta) + 3 * (chunks * c - 1) * netAlpha + 2 * s / netBeta;
+      *hostTree = stage == HostStage::kAuto ? tree < chain : stage == HostStage::kTree;
+      return within + (*hostTree ? tree : chain);
+    }
+    default:
+      return predictMicros(kind, Algorithm::kRing, bytes, nranks, nchannels, chunkBytes, net);
+  }
+}
+
+}  // namespace
+
 double predictHostsMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int nranks,
                           int nhosts, int localSize, int nchannels, size_t chunkBytes,
-                          const TuneConstants& constants) {
+                          const TuneConstants& constants, bool* hostTree, HostStage stage) {
   TuneConstants net = constants;
   if (constants.netBwGBps > 0) {
     net.alphaUs = constants.netAlphaUs;
     net.bwGBps = constants.netBwGBps;
   }
-  if (algorithm != Algorithm::kHier || kind != CollectiveKind::kAllReduce) {
-    return predictMicros(kind, algorithm, bytes, nranks, nchannels, chunkBytes,
-                         nhosts > 1 ? net : constants);
+  bool tree = false;
+  double micros;
+  if (algorithm == Algorithm::kHier && algorithmSupports(algorithm, kind)) {
+    micros = predictHierMicros(kind, bytes, nranks, nhosts, localSize, nchannels, chunkBytes,
+                               constants, net, stage, &tree);
+  } else {
+    micros = predictMicros(kind, algorithm, bytes, nranks, nchannels, chunkBytes,
+                           nhosts > 1 ? net : constants);
   }
-  const double s = static_cast<double>(bytes);
-  const double c = nchannels;
-  const double local = std::max(localSize, 1);
-  const double hosts = std::max(nhosts, 1);
-  const double rounds =
-      ceilDivD(s, c * static_cast<double>(std::max<size_t>(chunkBytes, 1)) * nranks);
-  const double beta = std::max(constants.bwGBps, 1e-6) * 1000.0;
-  const double netBeta = std::max(net.bwGBps, 1e-6) * 1000.0;
-  return 2 * (local - 1) * rounds * c * constants.alphaUs + 2 * (local - 1) / local * s / beta +
-         2 * (hosts - 1) * rounds * c * net.alphaUs + 2 * (hosts - 1) / hosts * s / netBeta;
+  if (hostTree != nullptr) *hostTree = tree;
+  return micros;
 }
 
 TuneConstants clampConstants(TuneConstants constants) {
@@ -162,6 +219,10 @@ TuneDecision decideSchedule(CollectiveKind kind, size_t bytes, int nranks, const
     if (twoLevel) algorithms.push_back(Algorithm::kHier);
   } else if (kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce) {
     algorithms = {Algorithm::kChain, Algorithm::kTree};
+    if (twoLevel) algorithms.push_back(Algorithm::kHier);
+  } else if (kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllGather) {
+    algorithms = {Algorithm::kRing};
+    if (twoLevel) algorithms.push_back(Algorithm::kHier);
   } else if (kind == CollectiveKind::kAllToAll) {
     algorithms = {Algorithm::kPairwise, Algorithm::kLinear};
   } else if (kind == CollectiveKind::kAllToAllV) {
@@ -191,13 +252,16 @@ TuneDecision decideSchedule(CollectiveKind kind, size_t bytes, int nranks, const
       int fewest = limits.channelsFixed ? most : 1;
       if (algorithm == Algorithm::kOneShot) start = fewest = 1;  // one message each way
       for (int channels = start; channels >= fewest; --channels) {
+        bool hostTree = false;
         const double t =
             limits.nhosts > 1
                 ? predictHostsMicros(kind, algorithm, bytes, nranks, limits.nhosts,
-                                     limits.localSize, channels, chunk, constants)
+                                     limits.localSize, channels, chunk, constants, &hostTree,
+                                     limits.hostStage)
                 : predictMicros(kind, algorithm, bytes, nranks, channels, chunk, constants);
         if (first || t < mine.predictedUs) {
           mine = TuneDecision{algorithm, chunk, channels, t};
+          mine.hostTree = hostTree;
           first = false;
         }
       }
@@ -285,7 +349,8 @@ std::string decisionText(const TuneDecision& d) {
   if (d.teamStep) text = teamAlgorithmsText(d.team);
   if (d.steps == Algorithm::kAuto) return text;
   if (!text.empty()) text += ">";
-  return text + std::string(algorithmName(d.steps)) + "/" + sizeText(d.chunkBytes) + "/" +
+  const std::string stage = d.steps == Algorithm::kHier && d.hostTree ? "+tree" : "";
+  return text + std::string(algorithmName(d.steps)) + stage + "/" + sizeText(d.chunkBytes) + "/" +
          std::to_string(d.nchannels);
 }
 

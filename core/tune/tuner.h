@@ -20,7 +20,7 @@
 //                      + (n-1) S / beta (posted at once: one latency); with a count per
 //                      peer (alltoallv) always pairwise, since ranks know only their counts
 //   gather / scatter (S = one block) linear (d + c) alpha + (n-1) S / beta
-//   several hosts: predictHostsMicros() (hier all-reduce, the others paced by the network)
+//   several hosts: predictHostsMicros() (hier, two levels; the others paced by the network)
 //   team algorithms (board, direct, cma): core/plan/team.h, with the team's own constants
 // Channels run on one progress thread, so in the model they add messages, not
 // bandwidth: unless COLLIE_NCHANNELS fixes it, the channel count is the cheapest of
@@ -46,6 +46,7 @@
 // Thread safety: pure functions.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "collie/types.h"
@@ -74,11 +75,14 @@ inline constexpr double kMinAlphaUs = 0.2, kMaxAlphaUs = 1000.0;
 inline constexpr double kMinBwGBps = 0.05, kMaxBwGBps = 400.0;
 // How much faster than the robust default another algorithm must be predicted.
 inline constexpr double kRobustMargin = 0.25;
-// The same for the hierarchical all-reduce against the ring over several hosts: both
+// The same for the hierarchical schedules against the flat ones over several hosts: both
 // are paced by the measured inter-host link, whose bytes the model counts exactly.
 inline constexpr double kHierMargin = 0.1;
 
 TuneConstants clampConstants(TuneConstants constants);
+
+// Hier's inter-host stage (COLLIE_HIER_HOSTS): the cost model's choice, or forced.
+enum class HostStage : uint8_t { kAuto, kRing, kTree };
 
 struct TuneLimits {
   int maxChannels = 2;                  // connections per peer
@@ -88,6 +92,7 @@ struct TuneLimits {
   TeamOffer team;                       // the communicator's team (empty: none)
   int nhosts = 1;                       // hosts the ranks are on (core/plan/layout.h)
   int localSize = 0;                    // ranks on each host when all have as many, else 0
+  HostStage hostStage = HostStage::kAuto;
 };
 
 struct TuneDecision {
@@ -101,6 +106,8 @@ struct TuneDecision {
   // The algorithm of the steps (after the team step: its fallback); kAuto when the team
   // step is all (the board, or a forced team algorithm).
   Algorithm steps = Algorithm::kRing;
+  // Hier: its inter-host stage runs as a tree (PlanParams::hostTree).
+  bool hostTree = false;
 };
 
 // Whether `algorithm` implements `kind` (ring: all-reduce, reduce-scatter, all-gather;
@@ -117,13 +124,24 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int
 // The same on `nhosts` hosts of `localSize` ranks each (schedules in host order, the
 // inter-host constants from `constants` where known). A ring or tree is paced by its
 // slowest link, an inter-host one: the model above with the inter-host constants.
-// Hierarchical all-reduce (L = localSize, M = nhosts, R = ceil(S / (c k n)) rounds):
-//   2 (L-1) R c alpha + 2 (L-1)/L S / beta                 (within hosts, twice)
-//   + 2 (M-1) R c netAlpha + 2 (M-1)/M S / netBeta        (between hosts: a host's L
-//                                                           rings share its link)
+// Hierarchical schedules (core/plan/hier.h; L = localSize, M = nhosts, d = ceil(log2 M)):
+//   all-reduce, R = ceil(S / (c k n)) rounds:
+//     2 (L-1) R c alpha + 2 (L-1)/L S / beta                (within hosts, twice)
+//     + the cheaper between hosts (a host's L rings or trees share its link):
+//       ring  2 (M-1) R c netAlpha + 2 (M-1)/M S / netBeta
+//       tree  R c (2d + 1 + 8 (K-1)) netAlpha + 2 S / netBeta, K = ceil(min(S, c k n)
+//             / (c L) / 2k) chunks per tree and round (*hostTree: the tree is cheaper,
+//             or `stage` forces it)
+//   all-gather / reduce-scatter (S one block, S' = n S), R = ceil(S / (c ceil(k / M))):
+//     R c ((M-1) netAlpha + M (L-1) alpha) + (M-1)/M S' / netBeta + (L-1)/L S' / beta
+//   broadcast / reduce, K = ceil(S / (c k)), p = min(k, S):
+//     (L-1)(alpha + p / beta) + the cheaper between hosts:
+//       chain (M-1)(netAlpha + p / netBeta) + 2 (K c - 1) netAlpha + S / netBeta
+//       tree  d (netAlpha + p / netBeta) + 3 (K c - 1) netAlpha + 2 S / netBeta
 double predictHostsMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int nranks,
                           int nhosts, int localSize, int nchannels, size_t chunkBytes,
-                          const TuneConstants& constants);
+                          const TuneConstants& constants, bool* hostTree = nullptr,
+                          HostStage stage = HostStage::kAuto);
 
 // Why a forced team algorithm (limits.forced) cannot run this collective on this
 // communicator (no team, not offered, too large for the board), as the error every

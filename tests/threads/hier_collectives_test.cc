@@ -1,10 +1,11 @@
 // Collectives over several "hosts" in one process (issue 24): ranks as threads whose
 // host ids (Options::hostId) put them on M hosts of L ranks, numbered block (host after
 // host) or cyclic (round robin); shm joins a host's ranks, tcp the hosts. With the
-// hierarchical algorithm forced, all-reduce runs in two levels and the other
-// collectives in host order (hier is all-reduce only); with auto and slow inter-host
-// constants the tuner picks hier itself. Results are exact against the float64/int64
-// reference (tests/support/reference.h) and bitwise identical on every rank.
+// hierarchical algorithm forced, every collective that has two levels runs in them
+// (all-reduce, reduce-scatter, all-gather, broadcast, reduce), the inter-host stage a
+// ring (chain) and a tree (COLLIE_HIER_HOSTS); with auto and slow inter-host constants
+// the tuner picks hier itself. Results are exact against the float64/int64 reference
+// (tests/support/reference.h) and bitwise identical on every rank.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -82,12 +83,22 @@ void runAndCheck(Communicator& comm, CollectiveKind kind, DataType dtype, Reduce
   if (output != expected) failures->add(what + ": wrong bytes");
 }
 
+void checkEveryCollective(const Shape& shape, const Options& options);
+
 class HierCollectivesTest : public ::testing::TestWithParam<std::tuple<int, int, bool>> {};
 
 TEST_P(HierCollectivesTest, EveryCollectiveIsExact) {
   const Shape shape{std::get<0>(GetParam()), std::get<1>(GetParam()), std::get<2>(GetParam())};
-  Options options;
-  options.algorithm = Algorithm::kHier;
+  for (const char* stage : {"ring", "tree"}) {
+    SCOPED_TRACE(std::string("between hosts: ") + stage);
+    Options options;
+    options.algorithm = Algorithm::kHier;
+    options.config = {{"COLLIE_HIER_HOSTS", stage}};
+    checkEveryCollective(shape, options);
+  }
+}
+
+void checkEveryCollective(const Shape& shape, const Options& options) {
   auto comms = onHosts(shape, options);
   const int n = shape.nhosts * shape.perHost;
   ASSERT_EQ(comms.size(), static_cast<size_t>(n));
@@ -114,6 +125,17 @@ TEST_P(HierCollectivesTest, EveryCollectiveIsExact) {
     }
   });
   for (const std::string& message : failures.messages) ADD_FAILURE() << message;
+  // Every one of them ran in two levels (the flight recorder keeps the latest).
+  for (int r = 0; r < n; ++r) {
+    auto doc = nlohmann::json::parse(comms[r]->dumpFlightRecorder());
+    int seen = 0;
+    for (const auto& item : doc["collectives"]) {
+      if (item["kind"] == "barrier") continue;
+      EXPECT_EQ(item["algorithm"], "hier") << "rank " << r << " " << item["kind"];
+      ++seen;
+    }
+    EXPECT_GT(seen, 0) << "rank " << r;
+  }
 }
 
 // Random floats: every rank ends with the same bytes (each final value is computed once

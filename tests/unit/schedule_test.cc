@@ -56,7 +56,7 @@ struct Case {
 // Builds every rank's schedule, simulates it and checks every rank's bytes.
 // With `hosts`, the ranks are on several hosts (core/plan/layout.h).
 void checkEveryRank(int nranks, CollectiveKind kind, size_t count, int nchannels, bool inPlace,
-                    Algorithm algorithm, HostLayoutPtr hosts = nullptr) {
+                    Algorithm algorithm, HostLayoutPtr hosts = nullptr, bool hostTree = false) {
   for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
     const int root = nranks > 2 ? 2 : 0;
     CollectiveArgs args;
@@ -74,6 +74,7 @@ void checkEveryRank(int nranks, CollectiveKind kind, size_t count, int nchannels
       params.chunkBytes = 48;  // 6 elements: many rounds even for small counts
       params.algorithm = algorithm;
       params.hosts = hosts;
+      params.hostTree = hostTree;
       Result<Schedule> schedule = buildSchedule(args, params);
       ASSERT_TRUE(schedule.isOk()) << schedule.status().toString();
       schedules.push_back(std::move(schedule).value());
@@ -294,23 +295,27 @@ std::vector<Schedule> schedulesOf(const CollectiveArgs& args, int nranks, Algori
 class HostOrderTest
     : public ::testing::TestWithParam<std::tuple<std::pair<int, int>, bool, CollectiveKind>> {};
 
-// Every collective, in rank order and host order (block and cyclic numbering) and, for
-// all-reduce, hierarchical: exact results on every rank.
+// Every collective, in rank order and host order (block and cyclic numbering) and
+// hierarchical, its inter-host stage a ring or chain and a tree: exact results on every
+// rank.
 TEST_P(HostOrderTest, EveryRankGetsTheExactResult) {
   auto [shape, cyclic, kind] = GetParam();
   auto [nhosts, perHost] = shape;
   const HostLayoutPtr hosts = hostsOf(nhosts, perHost, cyclic);
-  std::vector<Algorithm> algorithms = {Algorithm::kAuto};
+  std::vector<std::pair<Algorithm, bool>> algorithms = {{Algorithm::kAuto, false}};
   if (kind != CollectiveKind::kReduceScatter && kind != CollectiveKind::kAllGather) {
-    algorithms.push_back(Algorithm::kTree);
+    algorithms.push_back({Algorithm::kTree, false});
   }
-  if (kind == CollectiveKind::kAllReduce && perHost > 1) algorithms.push_back(Algorithm::kHier);
-  for (Algorithm algorithm : algorithms) {
+  if (perHost > 1) {
+    algorithms.push_back({Algorithm::kHier, false});
+    algorithms.push_back({Algorithm::kHier, true});
+  }
+  for (auto [algorithm, hostTree] : algorithms) {
     for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{100}}) {
       for (bool inPlace : {false, true}) {
-        SCOPED_TRACE(std::string(algorithmName(algorithm)) + " count " + std::to_string(count) +
-                     (inPlace ? " in place" : ""));
-        checkEveryRank(nhosts * perHost, kind, count, 3, inPlace, algorithm, hosts);
+        SCOPED_TRACE(std::string(algorithmName(algorithm)) + (hostTree ? "+tree" : "") + " count " +
+                     std::to_string(count) + (inPlace ? " in place" : ""));
+        checkEveryRank(nhosts * perHost, kind, count, 3, inPlace, algorithm, hosts, hostTree);
       }
     }
   }
@@ -320,7 +325,7 @@ INSTANTIATE_TEST_SUITE_P(
     Hosts, HostOrderTest,
     ::testing::Combine(::testing::Values(std::make_pair(2, 2), std::make_pair(3, 2),
                                          std::make_pair(2, 3), std::make_pair(4, 2),
-                                         std::make_pair(3, 1)),
+                                         std::make_pair(5, 3), std::make_pair(3, 1)),
                        ::testing::Bool(),
                        ::testing::Values(CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter,
                                          CollectiveKind::kAllGather, CollectiveKind::kBroadcast,
@@ -380,12 +385,61 @@ TEST(HostOrderTest, HierNeedsHostsOfEqualSize) {
   params.hosts = nullptr;
   status = buildSchedule(args, params).status();
   EXPECT_NE(status.message().find("1 host"), std::string::npos) << status.message();
-  args.kind = CollectiveKind::kAllGather;
+  args.kind = CollectiveKind::kBroadcast;
+  status = buildSchedule(args, params).status();
+  EXPECT_EQ(status.code(), StatusCode::kUnsupported);
+  EXPECT_NE(status.message().find("hier broadcast needs ranks on several hosts"), std::string::npos)
+      << status.message();
   params.hosts = hostsOf(2, 2, false);
   params.nranks = 4;
-  status = buildSchedule(args, params).status();
-  EXPECT_NE(status.message().find("hier allgather is not implemented"), std::string::npos)
-      << status.message();
+  for (CollectiveKind kind : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
+                              CollectiveKind::kBroadcast, CollectiveKind::kReduce}) {
+    args.kind = kind;
+    Result<Schedule> schedule = buildSchedule(args, params);
+    ASSERT_TRUE(schedule.isOk()) << schedule.status().toString();
+    EXPECT_EQ(schedule->algorithm, Algorithm::kHier);
+  }
+}
+
+// The other hierarchical collectives carry the least a host's link can: all-gather and
+// reduce-scatter (M - 1) / M of the full vector out of every host, only between ranks of
+// equal local rank; broadcast and reduce with a chain between hosts the buffer once
+// (into each host but the root's, out of each but the last), with a tree at most twice.
+TEST(HostOrderTest, HierCollectivesCarryTheLeastBetweenHosts) {
+  for (bool cyclic : {false, true}) {
+    for (auto [nhosts, perHost] :
+         {std::make_pair(2, 2), std::make_pair(4, 2), std::make_pair(3, 3)}) {
+      const int n = nhosts * perHost;
+      const HostLayoutPtr hosts = hostsOf(nhosts, perHost, cyclic);
+      CollectiveArgs args;
+      args.count = 6 * 7;  // several rounds of 6-element chunks
+      args.dtype = DataType::kInt64;
+      args.root = n - 1;
+      const uint64_t bytes = args.count * 8;
+      for (CollectiveKind kind : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter}) {
+        args.kind = kind;
+        const CrossHost hier = crossHost(schedulesOf(args, n, Algorithm::kHier, hosts), *hosts);
+        for (int h = 0; h < nhosts; ++h) {
+          EXPECT_EQ(hier.bytesOfHost[h], (nhosts - 1) * bytes * n / nhosts)
+              << collectiveName(kind) << " host " << h;
+        }
+        for (const auto& [from, to] : hier.links) {
+          EXPECT_EQ(hosts->position[from] % perHost, hosts->position[to] % perHost);
+        }
+      }
+      for (CollectiveKind kind : {CollectiveKind::kBroadcast, CollectiveKind::kReduce}) {
+        args.kind = kind;
+        const CrossHost hier = crossHost(schedulesOf(args, n, Algorithm::kHier, hosts), *hosts);
+        uint64_t total = 0;
+        for (int h = 0; h < nhosts; ++h) {
+          EXPECT_LE(hier.bytesOfHost[h], bytes) << collectiveName(kind) << " host " << h;
+          total += hier.bytesOfHost[h];
+        }
+        // Barrier messages aside (a root agreement: 0-byte steps), M - 1 buffers cross.
+        EXPECT_EQ(total, (nhosts - 1) * bytes) << collectiveName(kind);
+      }
+    }
+  }
 }
 
 }  // namespace

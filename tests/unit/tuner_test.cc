@@ -229,6 +229,32 @@ TEST(Tuner, PublishedConstantsRoundTripExactly) {
 // each; it wins when the inter-host link is slow enough for its 2(M-1)/M against the
 // ring's 2(N-1)/N to save kHierMargin, and never when the link is as fast as a host's
 // memory (then its intra-host levels only add time).
+// Hier's inter-host stage: a ring on few hosts, a tree where the ring's 2 (M-1) messages
+// per round dominate (1,024 hosts of 8 ranks, a 400 Gbit/s NIC, NCCL's DGX H100 class).
+TEST(Tuner, HierBetweenHostsRingOnFewHostsTreeOnMany) {
+  TuneConstants fabric{0.5, 900.0, "test"};
+  fabric.netAlphaUs = 5;
+  fabric.netBwGBps = 50;  // 400 Gbit/s
+  TuneLimits limits;
+  limits.forced = Algorithm::kHier;
+  limits.nhosts = 2;
+  limits.localSize = 2;
+  EXPECT_FALSE(decide(CollectiveKind::kAllReduce, size_t{64} << 20, 4, limits, fabric).hostTree);
+  limits.nhosts = 1024;
+  limits.localSize = 8;
+  for (size_t bytes : {size_t{1} << 20, size_t{64} << 20, size_t{1} << 30}) {
+    const TuneDecision d = decide(CollectiveKind::kAllReduce, bytes, 8192, limits, fabric);
+    EXPECT_EQ(d.algorithm, Algorithm::kHier);
+    EXPECT_TRUE(d.hostTree) << bytes;
+    bool tree = false;
+    const double predicted =
+        predictHostsMicros(CollectiveKind::kAllReduce, Algorithm::kHier, bytes, 8192, 1024, 8,
+                           d.nchannels, d.chunkBytes, fabric, &tree);
+    EXPECT_TRUE(tree);
+    EXPECT_DOUBLE_EQ(predicted, d.predictedUs);
+  }
+}
+
 TEST(Tuner, HierOnlyOverSeveralHostsAndASlowLink) {
   TuneConstants slow{2.0, 10.0, "test"};
   slow.netAlphaUs = 50;
@@ -245,8 +271,15 @@ TEST(Tuner, HierOnlyOverSeveralHostsAndASlowLink) {
   const double ring = predictHostsMicros(CollectiveKind::kAllReduce, Algorithm::kRing, big, 4, 2, 2,
                                          d.nchannels, d.chunkBytes, slow);
   EXPECT_NEAR(ring / d.predictedUs, 1.5, 0.1);
-  // Other kinds have no two-level schedule.
-  EXPECT_NE(decide(CollectiveKind::kAllGather, big, 4, limits, slow).algorithm, Algorithm::kHier);
+  // All-gather and reduce-scatter: a host's link carries (M-1)/M of the full vector, not
+  // the host-ordered ring's (N-1)/N... per edge out of the host, 3/4 against 1/2 here.
+  for (CollectiveKind kind : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter}) {
+    const TuneDecision two = decide(kind, big / 4, 4, limits, slow);
+    EXPECT_EQ(two.algorithm, Algorithm::kHier) << collectiveName(kind);
+    const double flat = predictHostsMicros(kind, Algorithm::kRing, big / 4, 4, 2, 2, two.nchannels,
+                                           two.chunkBytes, slow);
+    EXPECT_NEAR(flat / two.predictedUs, 1.5, 0.1) << collectiveName(kind);
+  }
   // As fast between hosts as within: no gain.
   TuneConstants even = slow;
   even.netAlphaUs = slow.alphaUs;
