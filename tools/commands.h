@@ -62,6 +62,7 @@ struct SimCliOptions {
   std::string distribution = "block";  // rank numbering over the hosts: block or cyclic
   double netAlphaUs = 0;               // model between hosts; 0: as within
   double netBwGBps = 0;
+  std::string hierHosts = "auto";  // hier's inter-host stage: auto (the model), ring, tree
 };
 
 CLI::App* addSimCommand(CLI::App& app, SimCliOptions* options);

@@ -140,6 +140,10 @@ CLI::App* addSimCommand(CLI::App& app, SimCliOptions* options) {
   cmd->add_option("--net-alpha", options->netAlphaUs,
                   "model: microseconds per message between hosts");
   cmd->add_option("--net-bw", options->netBwGBps, "model: GB/s of one host's link");
+  cmd->add_option("--hier-hosts", options->hierHosts,
+                  "hier's inter-host stage: auto (the cost model), ring (chain for broadcast "
+                  "and reduce) or tree")
+      ->capture_default_str();
   cmd->add_option("--transport", options->transport,
                   "model every rank on one host served by this transport, with its team "
                   "collectives (shm: board, direct, cma)");
@@ -186,6 +190,9 @@ int runSim(const SimCliOptions& o) {
       o.netBwGBps < 0) {
     return fail("--net-alpha and --net-bw must be non-negative numbers");
   }
+  if (o.hierHosts != "auto" && o.hierHosts != "ring" && o.hierHosts != "tree") {
+    return fail("--hier-hosts must be auto, ring or tree, not '" + o.hierHosts + "'");
+  }
   if (o.hosts > 1 && !o.transport.empty()) {
     return fail("--transport models one host; leave it out with --hosts");
   }
@@ -228,6 +235,9 @@ int runSim(const SimCliOptions& o) {
     limits.nhosts = hosts->nhosts;
     limits.localSize = hosts->localSize;
   }
+  limits.hostStage = o.hierHosts == "ring"   ? HostStage::kRing
+                     : o.hierHosts == "tree" ? HostStage::kTree
+                                             : HostStage::kAuto;
   if (*algo != Algorithm::kAuto && !algorithmSupports(*algo, *kind)) {
     return fail(std::string(algorithmName(*algo)) + " does not implement " + o.collective);
   }
@@ -250,10 +260,14 @@ int runSim(const SimCliOptions& o) {
   params.team = decision.team;
   params.teamFallback = decision.steps != Algorithm::kAuto;
   params.hosts = hosts;
+  params.hostTree = decision.hostTree;
 
-  std::printf("collie sim: %s of %zu bytes (%zu x %s) on %d ranks: %s", o.collective.c_str(),
+  std::printf("collie sim: %s of %zu bytes (%zu x %s) on %d ranks: %s%s", o.collective.c_str(),
               static_cast<size_t>(*bytes), args.count, std::string(dataTypeName(*dtype)).c_str(), n,
-              std::string(algorithmName(decision.algorithm)).c_str());
+              std::string(algorithmName(decision.algorithm)).c_str(),
+              decision.steps != Algorithm::kHier ? ""
+              : decision.hostTree                ? " (tree between hosts)"
+                                                 : " (ring/chain between hosts)");
   if (decision.steps != Algorithm::kAuto) {
     std::printf(", chunk %zu, %d channel(s)", decision.chunkBytes, decision.nchannels);
   }
@@ -330,12 +344,30 @@ int runSim(const SimCliOptions& o) {
     if (isTeamAlgorithm(candidate) && !forcedTeamUnavailable(*kind, planBytes, n, only).empty()) {
       continue;
     }
-    TuneDecision d = decide(*kind, planBytes, n, only, constants);
     const bool chosen = candidate == decision.algorithm ||
                         (decision.teamStep && teamHas(decision.team, candidate)) ||
                         candidate == decision.steps;
-    std::printf("predicted time %-7s: %12.1f us%s\n", std::string(algorithmName(candidate)).c_str(),
-                d.predictedUs, chosen ? "  <- simulated" : "");
+    if (candidate != Algorithm::kHier) {
+      TuneDecision d = decide(*kind, planBytes, n, only, constants);
+      std::printf("predicted time %-7s: %12.1f us%s\n",
+                  std::string(algorithmName(candidate)).c_str(), d.predictedUs,
+                  chosen ? "  <- simulated" : "");
+      continue;
+    }
+    // Hier with each inter-host stage (all-gather and reduce-scatter have a ring only).
+    const bool both =
+        *kind != CollectiveKind::kAllGather && *kind != CollectiveKind::kReduceScatter;
+    for (HostStage stage : {HostStage::kRing, HostStage::kTree}) {
+      if (stage == HostStage::kTree && !both) continue;
+      only.hostStage = stage;
+      TuneDecision d = decide(*kind, planBytes, n, only, constants);
+      const bool tree = stage == HostStage::kTree;
+      const char* name = !both  ? "hier"
+                         : tree ? "hier, tree between hosts"
+                                : "hier, ring/chain between hosts";
+      std::printf("predicted time %-7s: %12.1f us%s\n", name, d.predictedUs,
+                  chosen && decision.hostTree == tree ? "  <- simulated" : "");
+    }
   }
   std::printf("schedules (full size, no data) checked in %.2f s\n", scheduleSeconds);
 
