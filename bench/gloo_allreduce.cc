@@ -126,5 +126,7 @@ int main(int argc, char** argv) {
     if (rank == 0) std::printf("%ld %.3f\n", static_cast<long>(count) * 4, median);
     std::fflush(stdout);
   }
+  // No rank closes its connections while another still reads from them.
+  barrier.run();
   return 0;
 }

@@ -22,6 +22,12 @@ struct Seat {
         local(params.rank % localSize) {}
   int hostPeer(int h) const { return h * localSize + local; }  // same local rank, host h
   int localPeer(int l) const { return host * localSize + l; }  // local rank l, same host
+  auto hostPeers() const {
+    return [this](int h) { return hostPeer(h); };
+  }
+  auto localPeers() const {
+    return [this](int l) { return localPeer(l); };
+  }
   int localSize, nhosts, host, local;
 };
 
@@ -52,6 +58,19 @@ void embed(std::vector<Step> steps, Peer peer, Place place, int divisor, std::ve
   }
 }
 
+// A place() for embed(): the flat schedule's input and output offsets go where `input`
+// and `output` put them; its scratch slots follow `slots` bytes into the scratch area.
+template <typename Input, typename Output>
+auto placing(Input input, Output output, uint64_t slots = 0) {
+  return [=](Slice s) {
+    if (s.buffer == BufferId::kInput) return input(s.offset);
+    if (s.buffer == BufferId::kOutput) return output(s.offset);
+    return Slice{BufferId::kScratch, slots + s.offset};
+  };
+}
+
+Slice at(BufferId buffer, uint64_t offset) { return Slice{buffer, offset}; }
+
 int avgDivisor(const CollectiveArgs& args, const PlanParams& params) {
   return args.op == ReduceOp::kAvg ? params.nranks : 0;
 }
@@ -60,6 +79,33 @@ int avgDivisor(const CollectiveArgs& args, const PlanParams& params) {
 // host's block, about chunkElems in all (and reduce-scatter's scratch stays near it).
 size_t blockChunk(size_t chunkElems, int nhosts) {
   return std::max<size_t>(1, ceilDiv(chunkElems, static_cast<size_t>(nhosts)));
+}
+
+// Element offset of the block of the rank at `position` (all-gather's output,
+// reduce-scatter's input).
+size_t blockAt(const PlanParams& params, const CollectiveArgs& args, int position) {
+  return static_cast<size_t>(rankAt(params, position)) * args.count;
+}
+
+// The elements of the largest channel (at least 1): a bound for chunks and scratch.
+size_t perChannel(const CollectiveArgs& args, const PlanParams& params) {
+  return std::max<size_t>(1, ceilDiv(args.count, static_cast<size_t>(params.nchannels)));
+}
+
+// Calls stage(steps, r, sub) for each round of `chunk` elements of each channel of
+// [0, args.count): `steps` the channel's, `sub` the arguments with count r.count.
+template <typename Stage>
+void eachRound(const CollectiveArgs& args, const PlanParams& params, size_t chunk,
+               Schedule* schedule, Stage stage) {
+  for (int c = 0; c < params.nchannels; ++c) {
+    const Range channel = splitEven(0, args.count, params.nchannels, c);
+    for (size_t done = 0; done < channel.count; done += chunk) {
+      const Range r{channel.begin + done, std::min(chunk, channel.count - done)};
+      CollectiveArgs sub = args;
+      sub.count = r.count;
+      stage(&schedule->channels[c], r, sub);
+    }
+  }
 }
 
 }  // namespace
@@ -106,7 +152,7 @@ Generator<Step> hierAllReduceSteps(CollectiveArgs args, PlanParams params, size_
           params.hostTree ? memberSteps(planTreeAllReduce, sub, seat.nhosts, seat.host, chunkElems)
                           : memberSteps(planRingAllReduce, sub, seat.nhosts, seat.host,
                                         ceilDiv(own.count, static_cast<size_t>(seat.nhosts))),
-          [&](int h) { return seat.hostPeer(h); },
+          seat.hostPeers(),
           [&](Slice s) {
             return Slice{BufferId::kOutput, own.begin * es + s.offset};
           },
@@ -140,101 +186,66 @@ void planHierAllGather(const CollectiveArgs& args, const PlanParams& params, siz
                        Schedule* schedule) {
   const Seat seat(params);
   const size_t es = dataTypeSize(args.dtype);
-  const size_t chunk = blockChunk(chunkElems, seat.nhosts);
-  // Element offset of the output block of the rank at `position`.
-  auto blockAt = [&](int position) {
-    return static_cast<size_t>(rankAt(params, position)) * args.count;
-  };
-  for (int c = 0; c < params.nchannels; ++c) {
-    const Range channel = splitEven(0, args.count, params.nchannels, c);
-    for (size_t done = 0; done < channel.count; done += chunk) {
-      const Range r{channel.begin + done, std::min(chunk, channel.count - done)};
-      const uint64_t piece = r.count * es;  // one member's block in the flat schedules
-      CollectiveArgs sub = args;
-      sub.count = r.count;
-      // 1. Between hosts: host peers gather this chunk of their blocks.
-      auto between = [&](Slice s) {
-        if (s.buffer == BufferId::kInput) return Slice{BufferId::kInput, r.begin * es + s.offset};
-        const int from = seat.hostPeer(static_cast<int>(s.offset / piece));
-        return Slice{BufferId::kOutput, (blockAt(from) + r.begin) * es + s.offset % piece};
-      };
-      embed(
-          memberSteps(planRingAllGather, sub, seat.nhosts, seat.host, r.count),
-          [&](int h) { return seat.hostPeer(h); }, between, 0, &schedule->channels[c]);
-      // 2. Within the host, host after host: local peers gather host h's chunks.
-      for (int h = 0; h < seat.nhosts; ++h) {
-        auto within = [&](Slice s) {
-          const int from = s.buffer == BufferId::kInput
-                               ? h * seat.localSize + seat.local
-                               : h * seat.localSize + static_cast<int>(s.offset / piece);
-          const uint64_t at = s.buffer == BufferId::kInput ? s.offset : s.offset % piece;
-          return Slice{BufferId::kOutput, (blockAt(from) + r.begin) * es + at};
-        };
-        embed(
-            memberSteps(planRingAllGather, sub, seat.localSize, seat.local, r.count),
-            [&](int l) { return seat.localPeer(l); }, within, 0, &schedule->channels[c]);
-      }
-    }
-  }
+  eachRound(args, params, blockChunk(chunkElems, seat.nhosts), schedule,
+            [&](std::vector<Step>* steps, Range r, const CollectiveArgs& sub) {
+              const uint64_t piece = r.count * es;  // one member's block in the flat schedules
+              auto blockOf = [&](int position, uint64_t offset) {
+                return at(BufferId::kOutput,
+                          (blockAt(params, args, position) + r.begin) * es + offset);
+              };
+              // 1. Between hosts: host peers gather this chunk of their blocks.
+              embed(memberSteps(planRingAllGather, sub, seat.nhosts, seat.host, r.count),
+                    seat.hostPeers(),
+                    placing([&](uint64_t o) { return at(BufferId::kInput, r.begin * es + o); },
+                            [&](uint64_t o) {
+                              return blockOf(seat.hostPeer(static_cast<int>(o / piece)), o % piece);
+                            }),
+                    0, steps);
+              // 2. Within the host, host after host: local peers gather host h's chunks.
+              for (int h = 0; h < seat.nhosts; ++h) {
+                const int first = h * seat.localSize;
+                embed(memberSteps(planRingAllGather, sub, seat.localSize, seat.local, r.count),
+                      seat.localPeers(),
+                      placing([&](uint64_t o) { return blockOf(first + seat.local, o); },
+                              [&](uint64_t o) {
+                                return blockOf(first + static_cast<int>(o / piece), o % piece);
+                              }),
+                      0, steps);
+              }
+            });
 }
 
 void planHierReduceScatter(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
                            Schedule* schedule) {
   const Seat seat(params);
   const size_t es = dataTypeSize(args.dtype);
-  const size_t chunk = std::min(blockChunk(chunkElems, seat.nhosts),
-                                std::max<size_t>(1, ceilDiv(args.count, params.nchannels)));
+  const size_t chunk = std::min(blockChunk(chunkElems, seat.nhosts), perChannel(args, params));
   // Scratch: the host's sums of this round's chunk of host h's blocks at h * chunk, then
   // the flat reduce-scatters' slots.
   const uint64_t slots = static_cast<uint64_t>(seat.nhosts) * chunk * es;
-  auto blockAt = [&](int position) {
-    return static_cast<size_t>(rankAt(params, position)) * args.count;
-  };
-  for (int c = 0; c < params.nchannels; ++c) {
-    const Range channel = splitEven(0, args.count, params.nchannels, c);
-    for (size_t done = 0; done < channel.count; done += chunk) {
-      const Range r{channel.begin + done, std::min(chunk, channel.count - done)};
-      const uint64_t piece = r.count * es;
-      CollectiveArgs sub = args;
-      sub.count = r.count;
-      // 1. Within the host, host after host: local rank l keeps its host's sum of the
-      // chunk of host h's local rank l's block.
-      for (int h = 0; h < seat.nhosts; ++h) {
-        auto within = [&](Slice s) {
-          switch (s.buffer) {
-            case BufferId::kInput: {
-              const int owner = h * seat.localSize + static_cast<int>(s.offset / piece);
-              return Slice{BufferId::kInput, (blockAt(owner) + r.begin) * es + s.offset % piece};
-            }
-            case BufferId::kOutput:
-              return Slice{BufferId::kScratch, h * chunk * es + s.offset};
-            case BufferId::kScratch:
-              break;
-          }
-          return Slice{BufferId::kScratch, slots + s.offset};
-        };
-        embed(
-            memberSteps(planRingReduceScatter, sub, seat.localSize, seat.local, r.count),
-            [&](int l) { return seat.localPeer(l); }, within, 0, &schedule->channels[c]);
-      }
-      // 2. Between hosts: host peers reduce-scatter those sums.
-      auto between = [&](Slice s) {
-        switch (s.buffer) {
-          case BufferId::kInput:
-            return Slice{BufferId::kScratch, (s.offset / piece) * chunk * es + s.offset % piece};
-          case BufferId::kOutput:
-            return Slice{BufferId::kOutput, r.begin * es + s.offset};
-          case BufferId::kScratch:
-            break;
+  eachRound(
+      args, params, chunk, schedule,
+      [&](std::vector<Step>* steps, Range r, const CollectiveArgs& sub) {
+        const uint64_t piece = r.count * es;
+        // 1. Within the host, host after host: local rank l keeps its host's sum of
+        // the chunk of host h's local rank l's block.
+        for (int h = 0; h < seat.nhosts; ++h) {
+          auto input = [&](uint64_t o) {
+            const int owner = h * seat.localSize + static_cast<int>(o / piece);
+            return at(BufferId::kInput, (blockAt(params, args, owner) + r.begin) * es + o % piece);
+          };
+          auto sum = [&](uint64_t o) { return at(BufferId::kScratch, h * chunk * es + o); };
+          embed(memberSteps(planRingReduceScatter, sub, seat.localSize, seat.local, r.count),
+                seat.localPeers(), placing(input, sum, slots), 0, steps);
         }
-        return Slice{BufferId::kScratch, slots + s.offset};
-      };
-      embed(
-          memberSteps(planRingReduceScatter, sub, seat.nhosts, seat.host, r.count),
-          [&](int h) { return seat.hostPeer(h); }, between, avgDivisor(args, params),
-          &schedule->channels[c]);
-    }
-  }
+        // 2. Between hosts: host peers reduce-scatter those sums.
+        auto sums = [&](uint64_t o) {
+          return at(BufferId::kScratch, (o / piece) * chunk * es + o % piece);
+        };
+        auto output = [&](uint64_t o) { return at(BufferId::kOutput, r.begin * es + o); };
+        embed(memberSteps(planRingReduceScatter, sub, seat.nhosts, seat.host, r.count),
+              seat.hostPeers(), placing(sums, output, slots), avgDivisor(args, params), steps);
+      });
   schedule->scratchBytesPerChannel = slots + ringReduceScatterScratch(args, chunk);
 }
 
@@ -244,35 +255,22 @@ void planHierBroadcast(const CollectiveArgs& args, const PlanParams& params, siz
   const size_t es = dataTypeSize(args.dtype);
   const int rootHost = args.root / seat.localSize;
   const int rootLocal = args.root % seat.localSize;
-  for (int c = 0; c < params.nchannels; ++c) {
-    const Range channel = splitEven(0, args.count, params.nchannels, c);
-    for (size_t done = 0; done < channel.count; done += chunkElems) {
-      const Range r{channel.begin + done, std::min(chunkElems, channel.count - done)};
-      CollectiveArgs sub = args;
-      sub.count = r.count;
-      // 1. Between hosts: the root's host peers (input read at the root only).
-      if (seat.local == rootLocal) {
-        sub.root = rootHost;
-        embed(
-            memberSteps(params.hostTree ? planTreeBroadcast : planChainBroadcast, sub, seat.nhosts,
-                        seat.host, r.count),
-            [&](int h) { return seat.hostPeer(h); },
-            [&](Slice s) {
-              return Slice{s.buffer, r.begin * es + s.offset};
-            },
-            0, &schedule->channels[c]);
-      }
-      // 2. Within each host, from its peer of the root, whose output has the chunk now.
-      sub.root = rootLocal;
-      embed(
-          memberSteps(planChainBroadcast, sub, seat.localSize, seat.local, r.count),
-          [&](int l) { return seat.localPeer(l); },
-          [&](Slice s) {
-            return Slice{BufferId::kOutput, r.begin * es + s.offset};
-          },
-          0, &schedule->channels[c]);
-    }
-  }
+  eachRound(args, params, chunkElems, schedule,
+            [&](std::vector<Step>* steps, Range r, CollectiveArgs sub) {
+              auto input = [&](uint64_t o) { return at(BufferId::kInput, r.begin * es + o); };
+              auto output = [&](uint64_t o) { return at(BufferId::kOutput, r.begin * es + o); };
+              // 1. Between hosts: the root's host peers (input read at the root only).
+              if (seat.local == rootLocal) {
+                sub.root = rootHost;
+                embed(memberSteps(params.hostTree ? planTreeBroadcast : planChainBroadcast, sub,
+                                  seat.nhosts, seat.host, r.count),
+                      seat.hostPeers(), placing(input, output), 0, steps);
+              }
+              // 2. Within each host, from its peer of the root, whose output has it now.
+              sub.root = rootLocal;
+              embed(memberSteps(planChainBroadcast, sub, seat.localSize, seat.local, r.count),
+                    seat.localPeers(), placing(output, output), 0, steps);
+            });
 }
 
 void planHierReduce(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
@@ -282,51 +280,23 @@ void planHierReduce(const CollectiveArgs& args, const PlanParams& params, size_t
   const int rootHost = args.root / seat.localSize;
   const int rootLocal = args.root % seat.localSize;
   // Scratch: the host's sum of the chunk, then the flat reduces' slots (at most 3).
-  const uint64_t slots =
-      std::min(chunkElems, std::max<size_t>(1, ceilDiv(args.count, params.nchannels))) * es;
-  for (int c = 0; c < params.nchannels; ++c) {
-    const Range channel = splitEven(0, args.count, params.nchannels, c);
-    for (size_t done = 0; done < channel.count; done += chunkElems) {
-      const Range r{channel.begin + done, std::min(chunkElems, channel.count - done)};
-      CollectiveArgs sub = args;
-      sub.count = r.count;
-      // 1. Within each host, to its peer of the root (the host's sum in scratch).
-      sub.root = rootLocal;
-      auto within = [&](Slice s) {
-        switch (s.buffer) {
-          case BufferId::kInput:
-            return Slice{BufferId::kInput, r.begin * es + s.offset};
-          case BufferId::kOutput:
-            return Slice{BufferId::kScratch, s.offset};
-          case BufferId::kScratch:
-            break;
-        }
-        return Slice{BufferId::kScratch, slots + s.offset};
-      };
-      embed(
-          memberSteps(planChainReduce, sub, seat.localSize, seat.local, r.count),
-          [&](int l) { return seat.localPeer(l); }, within, 0, &schedule->channels[c]);
-      // 2. Between hosts: the root's host peers reduce the hosts' sums to the root.
-      if (seat.local != rootLocal) continue;
-      sub.root = rootHost;
-      auto between = [&](Slice s) {
-        switch (s.buffer) {
-          case BufferId::kInput:
-            return Slice{BufferId::kScratch, s.offset};
-          case BufferId::kOutput:
-            return Slice{BufferId::kOutput, r.begin * es + s.offset};
-          case BufferId::kScratch:
-            break;
-        }
-        return Slice{BufferId::kScratch, slots + s.offset};
-      };
-      embed(
-          memberSteps(params.hostTree ? planTreeReduce : planChainReduce, sub, seat.nhosts,
-                      seat.host, r.count),
-          [&](int h) { return seat.hostPeer(h); }, between, avgDivisor(args, params),
-          &schedule->channels[c]);
-    }
-  }
+  const uint64_t slots = std::min(chunkElems, perChannel(args, params)) * es;
+  eachRound(args, params, chunkElems, schedule,
+            [&](std::vector<Step>* steps, Range r, CollectiveArgs sub) {
+              auto input = [&](uint64_t o) { return at(BufferId::kInput, r.begin * es + o); };
+              auto output = [&](uint64_t o) { return at(BufferId::kOutput, r.begin * es + o); };
+              auto sum = [&](uint64_t o) { return at(BufferId::kScratch, o); };
+              // 1. Within each host, to its peer of the root (the host's sum in scratch).
+              sub.root = rootLocal;
+              embed(memberSteps(planChainReduce, sub, seat.localSize, seat.local, r.count),
+                    seat.localPeers(), placing(input, sum, slots), 0, steps);
+              // 2. Between hosts: the root's host peers reduce the hosts' sums to the root.
+              if (seat.local != rootLocal) return;
+              sub.root = rootHost;
+              embed(memberSteps(params.hostTree ? planTreeReduce : planChainReduce, sub,
+                                seat.nhosts, seat.host, r.count),
+                    seat.hostPeers(), placing(sum, output, slots), avgDivisor(args, params), steps);
+            });
   schedule->scratchBytesPerChannel = 4 * slots;
 }
 
