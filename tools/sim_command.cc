@@ -318,15 +318,30 @@ int runSim(const SimCliOptions& o) {
                 stats.busiestReceiver, static_cast<unsigned long long>(stats.maxBytesOnOneLink));
   }
   if (hosts) {
+    // What leaves the busiest host, in buffers (all-gather, reduce-scatter: blocks), for
+    // a flat ring or chain in host order and for two levels (core/plan/hier.h).
+    const double m = hosts->nhosts;
+    double flat = 2.0 * (n - 1) / n, two = 2.0 * (m - 1) / m;
+    const char* flatText = "a flat ring's 2(N-1)/N";
+    const char* twoText = "two levels' 2(M-1)/M";
+    if (blocked) {
+      flat = n - 1;
+      two = (m - 1) / m * n;
+      flatText = "a flat ring's N-1";
+      twoText = "two levels' (M-1)/M N";
+    } else if (*kind == CollectiveKind::kBroadcast || *kind == CollectiveKind::kReduce) {
+      flat = two = 1;
+      flatText = "a chain's 1";
+      twoText = "two levels' (chain between hosts) 1";
+    }
     std::printf(
         "hosts: %d of %d ranks (%s); bytes between hosts %llu, most out of one host %llu "
-        "(host %d) = %.4f x the buffer; a flat ring's 2(N-1)/N = %.4f, two levels' "
-        "2(M-1)/M = %.4f\n",
+        "(host %d) = %.4f x the %s; %s = %.4f, %s = %.4f\n",
         hosts->nhosts, n / hosts->nhosts, o.distribution.c_str(),
         static_cast<unsigned long long>(stats.bytesBetweenHosts),
         static_cast<unsigned long long>(stats.maxBytesOutOfOneHost), stats.busiestHost,
         planBytes ? static_cast<double>(stats.maxBytesOutOfOneHost) / planBytes : 0.0,
-        2.0 * (n - 1) / n, 2.0 * (hosts->nhosts - 1) / hosts->nhosts);
+        blocked ? "block" : "buffer", flatText, flat, twoText, two);
   }
   std::printf("model: alpha %.2f us, %.3f GB/s per link [%s]", constants.alphaUs, constants.bwGBps,
               constants.source.c_str());

@@ -26,10 +26,11 @@ void registerCommunicatorKnobs(KnobRegistry& registry) {
                  "many ranks: all-reduce, reduce-scatter, all-gather, broadcast, reduce); "
                  "collectives that lack the forced one take auto's",
                  "NCCL_ALGO"),
-          choice("COLLIE_HIER_HOSTS", "auto", "auto,ring,tree",
-                 "the inter-host stage of hier (core/plan/hier.h): auto (the tuner's cost "
-                 "model), ring (a ring for all-reduce, a chain for broadcast and reduce) or tree "
-                 "(double binary tree, binary tree); all-gather and reduce-scatter use a ring"),
+          everyRankAlike(choice(
+              "COLLIE_HIER_HOSTS", "auto", "auto,ring,tree",
+              "the inter-host stage of hier (core/plan/hier.h): auto (the tuner's cost "
+              "model), ring (a ring for all-reduce, a chain for broadcast and reduce) or tree "
+              "(double binary tree, binary tree); all-gather and reduce-scatter use a ring")),
           integer("COLLIE_NCHANNELS", "2", 1, 16,
                   "parallel channels (connections and pipelines) per peer; unset, a transport "
                   "may cap the planned count (ucx without an RDMA wire: 1)",

@@ -97,6 +97,27 @@ TEST(TuneAgreement, RankWithOtherLimitsFailsEveryRank) {
   EXPECT_NE(failed.message().find(" auto"), std::string::npos) << failed.message();
 }
 
+// Hier's inter-host stage changes the schedule's peers: ranks must agree on it too.
+TEST(TuneAgreement, RankWithOtherHierStageFailsEveryRank) {
+  constexpr int kRanks = 3;
+  testing::CreatedRanks created = testing::createCommunicators(kRanks, [](int r) {
+    Options options;
+    options.transport = "shm";
+    options.timeout = 20s;
+    options.config["COLLIE_TUNE_CACHE"] = "off";
+    if (r == 1) options.config["COLLIE_HIER_HOSTS"] = "tree";
+    return options;
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_FALSE(created.errors[r].isOk()) << "rank " << r << " was created";
+    EXPECT_NE(created.errors[r].message().find("COLLIE_HIER_HOSTS"), std::string::npos)
+        << created.errors[r].toString();
+  }
+  EXPECT_NE(created.errors[1].message().find("COLLIE_HIER_HOSTS"),
+            std::string::npos)
+      << created.errors[1].message();
+}
+
 // A transport that serves no peer and only reports how many channels pay on its wire.
 class ChannelCapTransport final : public Transport {
  public:
