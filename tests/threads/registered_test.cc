@@ -136,6 +136,55 @@ TEST_P(RegisteredTest, MixedRegistrationFallsBackOnEveryRank) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, RegisteredTest, ::testing::Values(1, 2, 3, 4));
 
+// Out of place from kDirectStreamingMinBytes the tiles go out with streaming stores:
+// outputs that start off a 16-byte boundary (the plain head) and end mid-line (the
+// plain tail), 2 and 3 ranks, a 4-byte and a 1-byte dtype; every rank's output equals
+// the reference and the inputs are untouched.
+TEST(RegisteredStreaming, LargeOutOfPlaceMatchesTheReference) {
+  for (int nranks : {2, 3}) {
+    for (DataType dtype : {DataType::kFloat32, DataType::kInt8}) {
+      const size_t es = dataTypeSize(dtype);
+      const size_t count = shm::kDirectStreamingMinBytes / es + 4099;
+      const size_t bytes = count * es;
+      Options options;
+      options.transport = "shm";
+      options.timeout = std::chrono::seconds(60);
+      auto comms = testing::makeCommunicators(nranks, options);
+      ASSERT_EQ(comms.size(), static_cast<size_t>(nranks));
+      const std::vector<uint8_t> expected =
+          testing::expectedReduction(dtype, ReduceOp::kSum, nranks, 0, count);
+      const uint64_t before = shm::directShareCount();
+      Failures failures;
+      testing::onEveryRank(nranks, [&](int r) {
+        Communicator& comm = *comms[r];
+        Buffers buffers(comm, Buffers::kSharedRegistered, bytes + 64);
+        uint8_t* recv = buffers.recv + 4;  // off a 16-byte boundary
+        const std::vector<uint8_t> input = testing::makeInput(dtype, ReduceOp::kSum, r, count);
+        std::memcpy(buffers.send, input.data(), bytes);
+        std::memset(buffers.recv, 0xEE, bytes + 64);
+        Result<Work> work = comm.allReduce(buffers.send, recv, count, dtype, ReduceOp::kSum);
+        Status status = work.isOk() ? work->wait() : work.status();
+        const std::string what = std::string(dataTypeName(dtype)) + " on " +
+                                 std::to_string(nranks) + " ranks, rank " + std::to_string(r);
+        if (!status.isOk()) {
+          failures.add(what + ": " + status.toString());
+          return;
+        }
+        if (std::memcmp(recv, expected.data(), bytes) != 0) failures.add(what + ": wrong result");
+        if (buffers.recv[0] != 0xEE || recv[bytes] != 0xEE) {
+          failures.add(what + ": wrote outside its output");
+        }
+        if (std::memcmp(buffers.send, input.data(), bytes) != 0) {
+          failures.add(what + ": changed its input");
+        }
+      });
+      for (const std::string& message : failures.messages) ADD_FAILURE() << message;
+      EXPECT_EQ(shm::directShareCount() - before, static_cast<uint64_t>(nranks))
+          << "the direct path did not run";
+    }
+  }
+}
+
 // Heap buffers above the slot: an all-reduce declines without waiting for the other
 // ranks, a broadcast waits (its root could finish alone and reuse a board slot a slow
 // peer has yet to read). Small one-shots in between; ranks outnumber cores here, so

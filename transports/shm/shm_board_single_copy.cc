@@ -135,7 +135,12 @@ Result<TeamOutcome> Board::runSingleCopy(const Call& call) {
     inputs[r] = *in;
     outputs[r] = *out;
   }
-  directAllReduceShare(inputs, outputs, args.count, args.dtype, args.op, rank, scratch_.get());
+  // Out of place the outputs are not in cache: streaming stores skip reading each line
+  // before writing it (docs/decisions/roofline-shm.md). In place they would evict the
+  // lines just read, and small outputs are read again soon: plain stores there.
+  const bool stream = call.input != call.output && bytes >= kDirectStreamingMinBytes;
+  directAllReduceShare(inputs, outputs, args.count, args.dtype, args.op, rank, scratch_.get(),
+                       stream);
 
   // Nobody may return (and reuse its buffers) before every share is written.
   COLLIE_RETURN_IF_ERROR(meet(&doneSequence, sequence, "finish its share of the direct all-reduce",

@@ -12,9 +12,42 @@
 
 #include "core/kernel/reduce_backend.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace collie::shm {
 namespace {
 std::atomic<uint64_t> gDirectShares{0};
+
+void streamingCopy(uint8_t* dst, const uint8_t* src, size_t bytes) {
+#if defined(__x86_64__)
+  // Plain bytes up to the first 16-byte boundary of dst, streaming stores after it (src
+  // is the 64-byte aligned scratch, so only dst's alignment matters for the stores).
+  const size_t head = std::min(bytes, (16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16);
+  std::memcpy(dst, src, head);
+  size_t i = head;
+  for (; i + 64 <= bytes; i += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
+    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
+  }
+  std::memcpy(dst + i, src + i, bytes - i);
+#else
+  std::memcpy(dst, src, bytes);
+#endif
+}
+
+void streamingFence() {
+#if defined(__x86_64__)
+  _mm_sfence();
+#endif
+}
 }  // namespace
 
 uint64_t directShareCount() { return gDirectShares.load(std::memory_order_relaxed); }
@@ -83,14 +116,15 @@ void reduceInOrder(uint8_t* dst, const std::vector<const uint8_t*>& sources, siz
 
 void directAllReduceShare(const std::vector<const uint8_t*>& inputs,
                           const std::vector<uint8_t*>& outputs, size_t count, DataType dtype,
-                          ReduceOp op, int rank, uint8_t* scratch) {
+                          ReduceOp op, int rank, uint8_t* scratch, bool stream) {
   const int n = static_cast<int>(inputs.size());
   const size_t es = dataTypeSize(dtype);
   const ShareRange share = shareRange(count, es, n, rank);
   const size_t tile = kDirectTileBytes / es;
   gDirectShares.fetch_add(1, std::memory_order_relaxed);
-  // The reduced tile is written with plain stores: streaming stores lost on the test
-  // VM at every size measured, 1 MiB to 256 MiB (docs/performance.md).
+  // Plain stores read each output line before writing it; streaming ones do not, but
+  // they evict: they win out of place from 4 MiB and lose at 1 MiB and in place
+  // (docs/decisions/roofline-shm.md).
   std::vector<const uint8_t*> sources(n);
   for (size_t first = share.begin; first < share.end; first += tile) {
     const size_t elems = std::min(tile, share.end - first);
@@ -98,9 +132,14 @@ void directAllReduceShare(const std::vector<const uint8_t*>& inputs,
     for (int r = 0; r < n; ++r) sources[r] = inputs[r] + offset;
     reduceInOrder(scratch, sources, elems, dtype, op, scratch);
     for (int r = 0; r < n; ++r) {
-      std::memcpy(outputs[r] + offset, scratch, elems * es);
+      if (stream) {
+        streamingCopy(outputs[r] + offset, scratch, elems * es);
+      } else {
+        std::memcpy(outputs[r] + offset, scratch, elems * es);
+      }
     }
   }
+  if (stream) streamingFence();  // before the meeting that lets the peers read them
 }
 
 }  // namespace collie::shm

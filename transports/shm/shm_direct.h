@@ -4,10 +4,10 @@
 // and receive buffers, rank r owns share r of the elements (64-byte aligned cuts). It
 // loads that share from every rank's input in rank order, reduces tile by tile in a
 // cache-resident scratch (no copy-then-reduce), and writes each finished tile into
-// every rank's output (plain stores; non-temporal ones only when the working set is
-// far beyond the last-level cache, see shm_direct.cc). Every element is computed once, by one
-// rank, in rank order, so all outputs hold the same bits; in-place buffers are safe
-// because only rank r touches share r of any buffer.
+// every rank's output (plain stores; streaming ones out of place from
+// kDirectStreamingMinBytes). Every element is computed once, by one rank, in rank order, so all
+// outputs hold the same bits; in-place buffers are safe because only rank r touches share r of any
+// buffer.
 //
 // PeerWindows maps other processes' registered regions (/proc/<pid>/fd/<fd>, checked
 // by inode) and caches the mappings; ranks that are threads of this process are used
@@ -64,11 +64,14 @@ void reduceInOrder(uint8_t* dst, const std::vector<const uint8_t*>& sources, siz
                    DataType dtype, ReduceOp op, uint8_t* scratch);
 
 // Reduces share `rank` of `count` elements over `inputs` (rank order) into every one of
-// `outputs`. `scratch` holds kDirectTileBytes bytes, 64-byte aligned.
+// `outputs`. `scratch` holds kDirectTileBytes bytes, 64-byte aligned. With `stream` the
+// tiles are written with streaming (non-temporal) stores and fenced before returning:
+// for outputs that are not in cache (out of place, at least kDirectStreamingMinBytes).
 constexpr size_t kDirectTileBytes = 16 * 1024;
+constexpr size_t kDirectStreamingMinBytes = 4 << 20;
 void directAllReduceShare(const std::vector<const uint8_t*>& inputs,
                           const std::vector<uint8_t*>& outputs, size_t count, DataType dtype,
-                          ReduceOp op, int rank, uint8_t* scratch);
+                          ReduceOp op, int rank, uint8_t* scratch, bool stream);
 
 // How many shares directAllReduceShare() reduced in this process (for tests and
 // diagnostics: it shows that the direct path ran).
