@@ -172,10 +172,11 @@ bool findSharedWindow(const void* ptr, size_t bytes, SharedWindow* window) {
   Table& t = table();
   std::lock_guard<std::mutex> lock(t.mutex);
   const auto* p = static_cast<const uint8_t*>(ptr);
-  for (const Registration& reg : t.registrations) {
-    if (p < reg.begin || p > reg.end || bytes > static_cast<size_t>(reg.end - p)) continue;
-    const Region* region = regionOf(t, ptr, bytes);
-    if (region == nullptr) return false;
+  // Every live allocShared region is shareable, registered or not: the table is the
+  // registration cache, and freeShared() is its invalidation (the region leaves it).
+  // Peers tell a region reallocated at the same address by its new random id.
+  const Region* region = regionOf(t, ptr, bytes);
+  if (region != nullptr) {
     window->regionId = region->id;
     window->pid = static_cast<int32_t>(getpid());
     window->fd = region->fd;

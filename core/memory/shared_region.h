@@ -1,4 +1,5 @@
 // The process-wide table of allocShared() regions and of the ranges registered on them.
+// Every live region is shareable; registrations are kept for registerBuffer's checks.
 //
 // A SharedWindow describes one registered range so that another process of the same
 // host (same user, same pid namespace) can map it: it opens /proc/<pid>/fd/<fd>,
@@ -34,7 +35,8 @@ Status registerSharedRange(const void* owner, const void* ptr, size_t bytes);
 Status deregisterSharedRange(const void* owner, const void* ptr);
 // Drops every registration of `owner`.
 void dropSharedRanges(const void* owner);
-// True, with *window set, when [ptr, ptr + bytes) lies inside a registered range.
+// True, with *window set, when [ptr, ptr + bytes) lies inside one live allocShared()
+// region, registered or not (a freed region is gone from the table at once).
 bool findSharedWindow(const void* ptr, size_t bytes, SharedWindow* window);
 // Maps the whole region of a window published by another process (opens
 // /proc/<pid>/fd/<fd>, checks inode and size, maps it shared). Returns the region's

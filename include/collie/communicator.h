@@ -218,12 +218,14 @@ class Communicator {
 
   // Registers [ptr, ptr + bytes), which must lie in memory from collie::allocShared(),
   // for single-copy collectives: when every rank of a one-host communicator passes
-  // registered send and receive buffers to an all-reduce the tuner gives to the direct
+  // allocShared send and receive buffers to an all-reduce the tuner gives to the direct
   // team algorithm (shm: above the board/cma crossover, COLLIE_SHM_CMA_MIN), each rank
-  // reduces its share straight from all inputs into all outputs.
-  // Local: ranks may register differently; a collective whose buffers are not
-  // registered on every rank takes the usual path (every rank decides alike from what
-  // all ranks publish). InvalidArgument when the range is not allocShared memory.
+  // reduces its share straight from all inputs into all outputs. allocShared memory
+  // takes that path registered or not (collie keeps a table of its allocations and
+  // drops a region from it when it is freed); registering checks the range early.
+  // Local: ranks may differ; a collective whose buffers are not allocShared memory on
+  // every rank takes the usual path (every rank decides alike from what all ranks
+  // publish). InvalidArgument when the range is not allocShared memory.
   Status registerBuffer(const void* ptr, size_t bytes);
   // Drops a registration made on this communicator (NotFound when there is none).
   // Destroying the communicator drops its registrations.

@@ -2,11 +2,13 @@
 //
 // allocShared(bytes) returns page-aligned, zero-filled memory backed by a memfd (huge
 // pages when the size warrants it and the system has them reserved, populated up
-// front). A Communicator can then registerBuffer() ranges of it; when every local
-// rank's send and receive buffers of an all-reduce are registered, the shm transport
-// loads the peers' inputs and stores into their outputs directly (one pass, no FIFO
-// copies). freeShared() releases it; peers that mapped it keep their mapping until
-// their communicator is destroyed, so freeing while a collective runs is a user error.
+// front). When every local rank's send and receive buffers of an all-reduce are
+// allocShared memory, the shm transport loads the peers' inputs and stores into their
+// outputs directly (one pass, no FIFO copies); registering them
+// (Communicator::registerBuffer) is optional: collie knows its own allocations.
+// freeShared() releases it; a peer that mapped it unmaps its mapping when it next maps
+// a region of this process at an overlapping address, or with its communicator.
+// Freeing while a collective runs on it is a user error.
 //
 // Thread safety: both functions may be called from any thread.
 #pragma once

@@ -70,7 +70,16 @@ Result<uint8_t*> PeerWindows::resolve(int peer, const SharedWindow& window, size
       return static_cast<uint8_t*>(e.base) + window.offset;
     }
   }
-  if (entries_.size() >= 256) {  // a program that keeps reallocating: start over
+  // A region of this peer that overlaps the new one in the peer's address space was
+  // freed (two live regions cannot overlap): a buffer reallocated at the same address.
+  // Unmap it now instead of keeping the freed memory alive until the cap below.
+  std::erase_if(entries_, [&](const Entry& e) {
+    const bool stale = e.peer == peer && e.peerBase < window.base + window.regionBytes &&
+                       window.base < e.peerBase + e.bytes;
+    if (stale) munmap(e.base, e.bytes);
+    return stale;
+  });
+  if (entries_.size() >= 256) {  // a program that keeps allocating: start over
     for (const Entry& e : entries_) munmap(e.base, e.bytes);
     entries_.clear();
   }
@@ -79,7 +88,7 @@ Result<uint8_t*> PeerWindows::resolve(int peer, const SharedWindow& window, size
     return mapped.status().withContext("shm (deregister the buffers to use the copy path)");
   }
   void* base = *mapped;
-  entries_.push_back(Entry{peer, window.regionId, base, window.regionBytes});
+  entries_.push_back(Entry{peer, window.regionId, window.base, base, window.regionBytes});
   return static_cast<uint8_t*>(base) + window.offset;
 }
 

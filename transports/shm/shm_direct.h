@@ -9,9 +9,11 @@
 // outputs hold the same bits; in-place buffers are safe because only rank r touches share r of any
 // buffer.
 //
-// PeerWindows maps other processes' registered regions (/proc/<pid>/fd/<fd>, checked
-// by inode) and caches the mappings; ranks that are threads of this process are used
-// through their addresses.
+// PeerWindows maps other processes' allocShared regions (/proc/<pid>/fd/<fd>, checked
+// by inode) and caches the mappings by the region's random id; a new region of a peer
+// that overlaps a cached one in the peer's address space evicts it (the old one was
+// freed: a buffer reallocated at the same address). Ranks that are threads of this
+// process are used through their addresses.
 //
 // Thread safety: a PeerWindows is used by one thread at a time; the functions are
 // reentrant.
@@ -42,7 +44,8 @@ class PeerWindows {
   struct Entry {
     int peer;
     uint64_t regionId;
-    void* base;
+    uint64_t peerBase;  // the region's address in the peer's process
+    void* base;         // where it is mapped here
     size_t bytes;
   };
   std::vector<Entry> entries_;
