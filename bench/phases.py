@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where one large all-reduce's time goes, per path, with the machine's ceiling in the same run.
 
-Usage: bench/phases.py [--build build] [--bytes 64M] [--iters 30] [--rounds 1]
+Usage: bench/phases.py [--build build] [--bytes 64M] [--iters 30]
 
 For each path (heap buffers out of place and in place: cross-memory attach; registered
 allocShared buffers out of place and in place: direct) it runs bench/allreduce_loop on
@@ -10,12 +10,13 @@ counters) and sorts the samples of both ranks into phases by symbol: page pinnin
 unpinning (get_user_pages and friends, inside process_vm_readv/writev), the kernel's
 copies out of the peer (pull) and into it (push), the reduction kernel, user-space
 copies (memcpy), first-touch page faults (the buffers' fill, outside the calls), waits
-(scheduler, futex, the board's meetings) and the rest. Each phase's share of the CPU
-samples times the per-call CPU time (2 ranks' task-clock / calls) gives microseconds
-per call per rank. bench/roofline runs before each round (dual-write bound, streaming
-copy, cache-line ping-pong: the vCPU placement).
+(scheduler, futex, the board's meetings) and the rest, as shares of all CPU samples
+of both ranks. The time per call is the loop's own (slowest rank's median).
+bench/roofline runs first (dual-write bound, streaming copy, cache-line ping-pong: the
+vCPU placement) and each path's busbw is given as a fraction of its dual-write figure.
 """
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -59,9 +60,7 @@ def profile(build, bytes_, iters, extra):
     loop = os.path.join(build, "bench", "allreduce_loop")
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "perf.data")
-        stat = os.path.join(tmp, "stat.txt")
-        cmd = ["perf", "stat", "-x,", "-e", "task-clock", "-o", stat, "--",
-               "perf", "record", "-q", "-e", "cpu-clock", "-F", "2000", "-o", data, "--",
+        cmd = ["perf", "record", "-q", "-e", "cpu-clock", "-F", "2000", "-o", data, "--",
                collie, "run", "-n", "2", "--", loop, "--bytes", str(bytes_), "--iters",
                str(iters)] + extra
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
@@ -87,7 +86,6 @@ def main():
     roof = subprocess.run([os.path.join(args.build, "bench", "roofline"), "--json", "--bytes",
                            str(args.bytes), "--iters", "7", "--warmup", "2"],
                           capture_output=True, text=True)
-    import json
     r = json.loads(roof.stdout)
     load = open("/proc/loadavg").read().split()[:3]
     print(f"# {args.bytes} bytes, 2 ranks, float sum; roofline: dual-write "
