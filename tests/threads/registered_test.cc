@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "collie/shared_memory.h"
+#include "support/quick_matrix.h"
 #include "support/rank_threads.h"
 #include "support/reference.h"
 #include "transports/shm/shm_direct.h"
@@ -141,8 +142,12 @@ INSTANTIATE_TEST_SUITE_P(Ranks, RegisteredTest, ::testing::Values(1, 2, 3, 4));
 // plain tail), 2 and 3 ranks, a 4-byte and a 1-byte dtype; every rank's output equals
 // the reference and the inputs are untouched.
 TEST(RegisteredStreaming, LargeOutOfPlaceMatchesTheReference) {
+  // The sanitizer runs' quick matrix: 2 ranks of int8 (the odd tail); the head and the
+  // tail paths are the same for every rank count and dtype.
+  const bool quick = testing::quickMatrix();
   for (int nranks : {2, 3}) {
     for (DataType dtype : {DataType::kFloat32, DataType::kInt8}) {
+      if (quick && (nranks != 2 || dtype != DataType::kInt8)) continue;
       const size_t es = dataTypeSize(dtype);
       const size_t count = shm::kDirectStreamingMinBytes / es + 4099;
       const size_t bytes = count * es;
