@@ -30,7 +30,7 @@ PHASES = [
     ("kernel copy: pull (readv)", ["_copy_to_iter", "copy_page_to_iter"]),
     ("kernel copy: push (writev)", ["_copy_from_iter", "copy_page_from_iter"]),
     ("reduce", ["reduce<", "Isa::reduce"]),
-    ("user memcpy/memmove", ["memcpy", "memmove"]),
+    ("copy into outputs (memcpy, streamingCopy)", ["memcpy", "memmove", "streamingCopy", "directAllReduceShare"]),
     ("first touch (fill, page faults)", ["clear_page", "page_fault", "do_anonymous", "handle_mm",
                                          "memcg", "charge", "memset", "alloc_pages", "fill"]),
     ("waits (scheduler, futex, meetings)", ["task_switch", "schedule", "futex", "softirq",

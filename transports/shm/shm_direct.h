@@ -71,6 +71,7 @@ void reduceInOrder(uint8_t* dst, const std::vector<const uint8_t*>& sources, siz
 // tiles are written with streaming (non-temporal) stores and fenced before returning:
 // for outputs that are not in cache (out of place, at least kDirectStreamingMinBytes).
 constexpr size_t kDirectTileBytes = 16 * 1024;
+constexpr size_t kDirectStreamingTileBytes = 2 * 1024;
 constexpr size_t kDirectStreamingMinBytes = 4 << 20;
 void directAllReduceShare(const std::vector<const uint8_t*>& inputs,
                           const std::vector<uint8_t*>& outputs, size_t count, DataType dtype,
