@@ -4,9 +4,9 @@
 // kind, count, dtype, op or root) put different tags on their messages, so the
 // receiver detects the disagreement before writing a byte and both sides are named.
 // Layout (high to low): sequence number (20 bits), kind (4), dtype (4), op (4), root
-// (12), hash of the element count (20; of every rank's count for the v kinds). Send and recv carry one kind (the two halves of
-// one operation) and no peer: the two halves name different peers (each the other), and
-// a connection only carries the messages of its own pair of ranks, so a send and a
+// (12), hash of the element count (20; of every rank's count for the v kinds). Send and recv carry
+// one kind (the two halves of one operation) and no peer: the two halves name different peers (each
+// the other), and a connection only carries the messages of its own pair of ranks, so a send and a
 // receive that meet always agree on it; their sequence number counts per peer.
 #pragma once
 

@@ -113,8 +113,7 @@ TEST(TuneAgreement, RankWithOtherHierStageFailsEveryRank) {
     EXPECT_NE(created.errors[r].message().find("COLLIE_HIER_HOSTS"), std::string::npos)
         << created.errors[r].toString();
   }
-  EXPECT_NE(created.errors[1].message().find("COLLIE_HIER_HOSTS"),
-            std::string::npos)
+  EXPECT_NE(created.errors[1].message().find("COLLIE_HIER_HOSTS"), std::string::npos)
       << created.errors[1].message();
 }
 
