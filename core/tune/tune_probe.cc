@@ -17,6 +17,7 @@
 
 #include "core/config/config.h"
 #include "core/log/log.h"
+#include "core/tune/tune_cache.h"
 
 namespace collie {
 namespace {
@@ -316,15 +317,7 @@ Result<TuneConstants> agreeOnTuneConstants(Engine& engine, Store& store, const s
         return probed.status().withContext("tuning probe with rank " + std::to_string(partner));
       }
       constants = *probed;
-      if (!path.empty()) {
-        std::string dir = path.substr(0, path.rfind('/'));
-        std::string parent = dir.substr(0, dir.rfind('/'));
-        ::mkdir(parent.c_str(), 0755);
-        ::mkdir(dir.c_str(), 0755);
-        std::string tmp = path + ".tmp" + std::to_string(::getpid());
-        std::ofstream(tmp) << encodeTuneConstants(constants) << "\n";
-        if (std::rename(tmp.c_str(), path.c_str()) != 0) std::remove(tmp.c_str());
-      }
+      if (!path.empty()) writeTuneCache(path, encodeTuneConstants(constants));
       COLLIE_LOG(INFO, TUNE) << "tuning probe: alpha " << constants.alphaUs << " us, "
                              << constants.bwGBps << " GB/s with rank " << partner << " over "
                              << engine.transportTo(partner);
