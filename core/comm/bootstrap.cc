@@ -303,10 +303,14 @@ Result<std::unique_ptr<Engine>> startEngine(const EngineConfig& config, Transpor
 }  // namespace
 
 // Kernels over the device windows when there are any, else staging through host
-// memory when there is a device runtime, else nothing.
+// memory when there is a device runtime, else nothing. With a device runtime the
+// staging is there in either case: the exchanges and the kinds with a count per rank
+// have no kernels and always take it.
 Status Communicator::Impl::openDevicePath(const EngineConfig& config,
                                           std::unique_ptr<DeviceWindows> windows) {
   if (deviceRuntime == nullptr) return Status();
+  staging =
+      std::make_unique<DeviceStaging>(deviceRuntime, engine.get(), rank, nranks, config.timeout);
   if (windows != nullptr) {
     DeviceCommConfig settings;
     settings.rank = rank;
@@ -317,10 +321,7 @@ Status Communicator::Impl::openDevicePath(const EngineConfig& config,
         DeviceComm::create(deviceRuntime, settings, std::move(windows));
     if (!created.isOk()) return created.status();
     device = std::move(*created);
-    return Status();
   }
-  staging =
-      std::make_unique<DeviceStaging>(deviceRuntime, engine.get(), rank, nranks, config.timeout);
   return Status();
 }
 

@@ -113,18 +113,20 @@ bool Communicator::isDeviceBuffer(const void* ptr) const { return impl_->isDevic
 
 Result<Work> Communicator::Impl::submit(const CollectiveArgs& args, const void* send, void* recv,
                                         void* stream) {
-  if (args.count > 0 && (device != nullptr || staging != nullptr) &&
+  // (An all-to-all with a count per peer has its counts in the layout, not in count.)
+  const bool moves = args.count > 0 || args.layout != nullptr;
+  if (moves && (device != nullptr || staging != nullptr) &&
       (isDeviceBuffer(send) || isDeviceBuffer(recv))) {
-    if (isPointToPoint(args.kind) || isExchange(args.kind) || hasBlockCounts(args.kind)) {
+    if (isPointToPoint(args.kind)) {
       return unsupported(std::string(collectiveName(args.kind)) + " on rank " +
-                         std::to_string(rank) + ": " +
-                         (isExchange(args.kind)       ? "exchanges"
-                          : hasBlockCounts(args.kind) ? "counts per rank"
-                                                      : "point-to-point") +
-                         " on device buffers are not implemented (docs/cuda.md); pass host "
-                         "buffers");
+                         std::to_string(rank) +
+                         ": point-to-point on device buffers is not implemented (docs/cuda.md); "
+                         "pass host buffers");
     }
-    if (device != nullptr) return device->submit(args, send, recv, stream);
+    // The exchanges and the kinds with a count per rank have no device kernels: they are
+    // staged through host memory, also where the device path runs the others.
+    const bool staged = isExchange(args.kind) || hasBlockCounts(args.kind);
+    if (device != nullptr && !staged) return device->submit(args, send, recv, stream);
     return staging->submit(args, send, recv, stream);
   }
   return engine->submit(args, send, recv);

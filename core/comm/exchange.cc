@@ -130,11 +130,6 @@ Result<Work> Communicator::allToAllV(const void* send, const std::vector<size_t>
     return refused("allToAllV", rank,
                    "send and recv overlap; all-to-all does not run in place (use two buffers)");
   }
-  if (impl_->isDeviceBuffer(send) || impl_->isDeviceBuffer(recv)) {
-    return unsupported("alltoallv on rank " + std::to_string(rank) +
-                       ": exchanges on device buffers are not implemented (docs/cuda.md); pass "
-                       "host buffers");
-  }
   CollectiveArgs args;
   args.kind = CollectiveKind::kAllToAllV;
   args.dtype = dtype;

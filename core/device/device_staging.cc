@@ -1,5 +1,6 @@
 #include "core/device/device_staging.h"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -26,6 +27,37 @@ std::shared_ptr<void> eventHolder(DeviceRuntime* runtime, DeviceEvent event) {
   return std::shared_ptr<void>(event, [runtime](void* e) { runtime->destroyEvent(e); });
 }
 
+// This rank's bytes of the input and the output (0: the rank has no such buffer, as a
+// scatter's non-roots have no input and a gather's or a reduce's no output). Exact per
+// rank, unlike inputBytes()/outputBytes(), which bound every rank's extent: the copies
+// touch the caller's device buffers and must stay within them.
+struct Extents {
+  size_t in = 0;
+  size_t out = 0;
+};
+
+Extents extentsOf(const CollectiveArgs& args, int rank, int nranks) {
+  const size_t es = dataTypeSize(args.dtype);
+  const size_t block = args.count * es;
+  const bool root = args.root == rank;
+  switch (args.kind) {
+    case CollectiveKind::kAllToAll:
+      return {block * nranks, block * nranks};
+    case CollectiveKind::kGather:
+      return {block, root ? block * nranks : 0};
+    case CollectiveKind::kScatter:
+      return {root ? block * nranks : 0, block};
+    case CollectiveKind::kReduce:
+      return {block, root ? block : 0};
+    case CollectiveKind::kAllGatherV:
+      return {args.blocks->counts[rank] * es, args.blocks->total * es};
+    case CollectiveKind::kReduceScatterV:
+      return {args.blocks->total * es, args.blocks->counts[rank] * es};
+    default:  // alltoallv's layout is this rank's own: the bounds are exact
+      return {inputBytes(args, nranks), outputBytes(args, nranks)};
+  }
+}
+
 }  // namespace
 
 DeviceStaging::DeviceStaging(DeviceRuntime* runtime, Engine* engine, int rank, int nranks,
@@ -49,16 +81,21 @@ Result<Work> DeviceStaging::submit(const CollectiveArgs& args, const void* input
     }
     stream = ownStream_;
   }
-  const size_t inBytes = inputBytes(args, nranks_);
-  const size_t outBytes = outputBytes(args, nranks_);
+  if (hasBlockCounts(args.kind) && args.blocks == nullptr) {
+    return invalidArgument(what + ": no counts per rank");
+  }
+  const Extents extents = extentsOf(args, rank_, nranks_);
+  // Only a buffer the rank has is copied; a null one stays null for the host engine.
+  const bool sends = input != nullptr && extents.in > 0;
+  const bool receives = output != nullptr && extents.out > 0;
   Status status;
-  std::shared_ptr<uint8_t> hostIn = pinned(runtime_, inBytes, &status);
-  std::shared_ptr<uint8_t> hostOut = pinned(runtime_, outBytes, &status);
+  std::shared_ptr<uint8_t> hostIn = pinned(runtime_, std::max<size_t>(extents.in, 1), &status);
+  std::shared_ptr<uint8_t> hostOut = pinned(runtime_, std::max<size_t>(extents.out, 1), &status);
   if (!status.isOk()) return status.withContext(what);
 
   // Device -> host, in stream order, then the host collective.
-  if (input != nullptr) {
-    COLLIE_RETURN_IF_ERROR(runtime_->memcpyAsync(hostIn.get(), input, inBytes, stream));
+  if (sends) {
+    COLLIE_RETURN_IF_ERROR(runtime_->memcpyAsync(hostIn.get(), input, extents.in, stream));
   }
   Result<DeviceEvent> copied = runtime_->recordEvent(stream);
   if (!copied.isOk()) return copied.status().withContext(what);
@@ -70,17 +107,14 @@ Result<Work> DeviceStaging::submit(const CollectiveArgs& args, const void* input
     }
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
-  // On a reduce, only the root receives; elsewhere output may be null.
-  const bool receives =
-      output != nullptr && (args.kind != CollectiveKind::kReduce || args.root == rank_);
-  Result<Work> host = engine_->submit(args, input != nullptr ? hostIn.get() : nullptr,
-                                      receives ? hostOut.get() : nullptr);
+  Result<Work> host =
+      engine_->submit(args, sends ? hostIn.get() : nullptr, receives ? hostOut.get() : nullptr);
   if (!host.isOk()) return host.status().withContext(what);
   COLLIE_RETURN_IF_ERROR(host->wait());
 
   // Host -> device on the stream; the Work completes when the stream passed it.
   if (receives) {
-    COLLIE_RETURN_IF_ERROR(runtime_->memcpyAsync(output, hostOut.get(), outBytes, stream));
+    COLLIE_RETURN_IF_ERROR(runtime_->memcpyAsync(output, hostOut.get(), extents.out, stream));
   }
   Result<DeviceEvent> done = runtime_->recordEvent(stream);
   if (!done.isOk()) return done.status().withContext(what);

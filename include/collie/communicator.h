@@ -119,8 +119,10 @@ class Communicator {
   // `stream` (a cudaStream_t; null: the communicator's own stream), in order with the
   // work already on it; the Work completes with the stream, so either wait on it or
   // synchronise the stream. Across hosts the data is staged through host memory and
-  // the call returns after the host part (docs/cuda.md). Host buffers ignore `stream`.
-  // Mixing a host and a device buffer is InvalidArgument.
+  // the call returns after the host part (docs/cuda.md). The exchanges (all-to-all,
+  // gather, scatter) and the kinds with a count per rank are staged so on every
+  // communicator: they have no device kernels. Host buffers ignore `stream`. Mixing a
+  // host and a device buffer is InvalidArgument; send/recv take host buffers only.
 
   // recv[i] = op over ranks of send[i], i < count. In place when send == recv.
   Result<Work> allReduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
@@ -136,8 +138,7 @@ class Communicator {
   // The same with a count per rank (MPI's Allgatherv and Reduce_scatter): counts has
   // size() entries, equal on every rank (ranks that pass other counts fail with
   // Mismatch), and the blocks are packed in rank order (block p starts at the sum of
-  // counts[0..p)). Empty blocks are fine. Host buffers only (device buffers:
-  // Unsupported).
+  // counts[0..p)). Empty blocks are fine. Device buffers are staged through host memory.
   //
   // recv (counts[r] elements, r = this rank) = block r of op over ranks of send (the sum
   // of counts elements), reduced in ring order, the same order as reduceScatter's: rank
@@ -155,8 +156,8 @@ class Communicator {
   // recv on root = op over ranks of send; recv is not touched on other ranks.
   Result<Work> reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
                       int root, void* stream = nullptr);
-  // The exchanges: blocks move between ranks, nothing is reduced. Host buffers only
-  // (device buffers: Unsupported). The algorithm (pairwise or linear for all-to-all) is
+  // The exchanges: blocks move between ranks, nothing is reduced. Device buffers are
+  // staged through host memory (see above). The algorithm (pairwise or linear for all-to-all) is
   // the tuner's, or COLLIE_ALGO's. Ranks that disagree on count, dtype or root fail with
   // Mismatch naming the field and the rank.
   //

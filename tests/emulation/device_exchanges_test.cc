@@ -1,0 +1,215 @@
+// The exchanges (all-to-all, all-to-all with a count per peer, gather, scatter) and the
+// kinds with a count per rank (all-gather v, reduce-scatter v) on device buffers of the
+// emulated device runtime (COLLIE_DEVICE_EMULATION=1), ranks as threads. They have no
+// device kernels: the communicator stages them through host memory, on one host (where
+// the device path runs the other collectives as kernels) and across hosts (tcp). Checks
+// exact bytes on every rank, that nothing outside a rank's own extent is written (a
+// guard byte after every buffer), and that the copies to and from the device happened.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "core/device/device_runtime.h"
+#include "kernels/cuda/emulation/emulated_runtime.h"
+#include "support/emulated_device.h"
+#include "support/rank_threads.h"
+
+namespace collie {
+namespace {
+
+using testing::Failures;
+
+DeviceRuntime& runtime() { return testing::emulatedDevice(); }
+
+constexpr uint8_t kGuard = 0xA5;
+
+// A device buffer of `count` int32 elements and a guard byte after them.
+class DeviceInts {
+ public:
+  explicit DeviceInts(size_t count) : count_(count) {
+    Result<void*> p = runtime().allocate(count * sizeof(int32_t) + 1);
+    EXPECT_TRUE(p.isOk()) << p.status().toString();
+    ptr_ = static_cast<int32_t*>(p.isOk() ? *p : nullptr);
+    std::memset(ptr_, 0xEE, count * sizeof(int32_t));
+    reinterpret_cast<uint8_t*>(ptr_)[count * sizeof(int32_t)] = kGuard;
+  }
+  ~DeviceInts() { runtime().free(ptr_); }
+  DeviceInts(const DeviceInts&) = delete;
+  DeviceInts& operator=(const DeviceInts&) = delete;
+  int32_t* get() const { return ptr_; }
+  // Emulated device memory is host memory: readable once the work completed.
+  std::vector<int32_t> read() const { return std::vector<int32_t>(ptr_, ptr_ + count_); }
+  bool guardIntact() const {
+    return reinterpret_cast<const uint8_t*>(ptr_)[count_ * sizeof(int32_t)] == kGuard;
+  }
+
+ private:
+  size_t count_;
+  int32_t* ptr_ = nullptr;
+};
+
+// The value rank `from` puts at element i of what it sends.
+int32_t valueOf(int from, size_t i) { return from * 100000 + static_cast<int32_t>(i); }
+
+std::vector<std::unique_ptr<Communicator>> comms(int nranks, bool hostPerRank) {
+  Options options;
+  options.config["COLLIE_DEVICE_EMULATION"] = "1";
+  options.timeout = std::chrono::seconds(30);
+  if (!hostPerRank) return testing::makeCommunicators(nranks, options);
+  options.transport = "tcp";
+  return testing::makeCommunicators(nranks, options, [](int r, Options* mine) {
+    mine->hostId = "emulated-host-" + std::to_string(r);
+  });
+}
+
+void expectEqual(Failures* failures, const std::string& what, const std::vector<int32_t>& got,
+                 const std::vector<int32_t>& want) {
+  if (got.size() != want.size()) return failures->add(what + ": wrong size");
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != want[i]) {
+      return failures->add(what + ": element " + std::to_string(i) + " is " +
+                           std::to_string(got[i]) + ", expected " + std::to_string(want[i]));
+    }
+  }
+}
+
+void finish(Failures* failures, const std::string& what, Result<Work> work) {
+  if (!work.isOk()) return failures->add(what + ": " + work.status().toString());
+  Status status = work->wait(std::chrono::seconds(60));
+  if (!status.isOk()) failures->add(what + ": " + status.toString());
+}
+
+// Every exchange and v kind once on `count` elements per block, on every rank.
+void runExchanges(Communicator& comm, size_t count, Failures* failures) {
+  const int n = comm.size();
+  const int r = comm.rank();
+  const int root = n - 1;
+  const std::string at = " (count " + std::to_string(count) + ", rank " + std::to_string(r) + ")";
+
+  {  // all-to-all: block p of my send goes to rank p
+    DeviceInts send(count * n), recv(count * n);
+    for (size_t i = 0; i < count * n; ++i) send.get()[i] = valueOf(r, i);
+    finish(failures, "alltoall" + at,
+           comm.allToAll(send.get(), recv.get(), count, DataType::kInt32));
+    std::vector<int32_t> want(count * n);
+    for (int p = 0; p < n; ++p) {
+      for (size_t i = 0; i < count; ++i) want[p * count + i] = valueOf(p, r * count + i);
+    }
+    expectEqual(failures, "alltoall" + at, recv.read(), want);
+    if (!recv.guardIntact()) failures->add("alltoall" + at + ": wrote past recv");
+  }
+  {  // gather to the last rank; the others pass no recv buffer
+    DeviceInts send(count), recv(count * n);
+    for (size_t i = 0; i < count; ++i) send.get()[i] = valueOf(r, i);
+    finish(
+        failures, "gather" + at,
+        comm.gather(send.get(), r == root ? recv.get() : nullptr, count, DataType::kInt32, root));
+    if (r == root) {
+      std::vector<int32_t> want(count * n);
+      for (int p = 0; p < n; ++p) {
+        for (size_t i = 0; i < count; ++i) want[p * count + i] = valueOf(p, i);
+      }
+      expectEqual(failures, "gather" + at, recv.read(), want);
+    }
+    if (!recv.guardIntact()) failures->add("gather" + at + ": wrote past recv");
+  }
+  {  // scatter from the last rank; the others pass no send buffer
+    DeviceInts send(count * n), recv(count);
+    for (size_t i = 0; i < count * n; ++i) send.get()[i] = valueOf(r, i);
+    finish(
+        failures, "scatter" + at,
+        comm.scatter(r == root ? send.get() : nullptr, recv.get(), count, DataType::kInt32, root));
+    std::vector<int32_t> want(count);
+    for (size_t i = 0; i < count; ++i) want[i] = valueOf(root, r * count + i);
+    expectEqual(failures, "scatter" + at, recv.read(), want);
+    if (!recv.guardIntact()) failures->add("scatter" + at + ": wrote past recv");
+  }
+  // Counts per rank: rank p's block holds (p * count + 1) / 2 elements: rank 0's block
+  // is empty, the others differ.
+  std::vector<size_t> counts(n);
+  for (int p = 0; p < n; ++p) counts[p] = (p * count + 1) / 2;
+  std::vector<size_t> offsets(n, 0);
+  for (int p = 1; p < n; ++p) offsets[p] = offsets[p - 1] + counts[p - 1];
+  const size_t total = offsets[n - 1] + counts[n - 1];
+  {  // all-gather v: my block is exactly counts[r] long (the guard checks the read side)
+    DeviceInts send(counts[r]), recv(total);
+    for (size_t i = 0; i < counts[r]; ++i) send.get()[i] = valueOf(r, i);
+    finish(failures, "allgatherv" + at,
+           comm.allGatherV(send.get(), recv.get(), counts, DataType::kInt32));
+    std::vector<int32_t> want(total);
+    for (int p = 0; p < n; ++p) {
+      for (size_t i = 0; i < counts[p]; ++i) want[offsets[p] + i] = valueOf(p, i);
+    }
+    expectEqual(failures, "allgatherv" + at, recv.read(), want);
+    if (!recv.guardIntact()) failures->add("allgatherv" + at + ": wrote past recv");
+  }
+  {  // reduce-scatter v, int32 sum: exact in any order
+    DeviceInts send(total), recv(counts[r]);
+    for (size_t i = 0; i < total; ++i) send.get()[i] = valueOf(r, i);
+    finish(failures, "reducescatterv" + at,
+           comm.reduceScatterV(send.get(), recv.get(), counts, DataType::kInt32, ReduceOp::kSum));
+    std::vector<int32_t> want(counts[r], 0);
+    for (size_t i = 0; i < counts[r]; ++i) {
+      for (int p = 0; p < n; ++p) want[i] += valueOf(p, offsets[r] + i);
+    }
+    expectEqual(failures, "reducescatterv" + at, recv.read(), want);
+    if (!recv.guardIntact()) failures->add("reducescatterv" + at + ": wrote past recv");
+  }
+  {  // all-to-all v: I send (r + p) % 3 * count elements to rank p
+    std::vector<size_t> sendCounts(n), recvCounts(n);
+    for (int p = 0; p < n; ++p) {
+      sendCounts[p] = static_cast<size_t>((r + p) % 3) * count;
+      recvCounts[p] = static_cast<size_t>((p + r) % 3) * count;
+    }
+    const size_t sendTotal = std::accumulate(sendCounts.begin(), sendCounts.end(), size_t{0});
+    const size_t recvTotal = std::accumulate(recvCounts.begin(), recvCounts.end(), size_t{0});
+    DeviceInts send(sendTotal), recv(recvTotal);
+    for (size_t i = 0; i < sendTotal; ++i) send.get()[i] = valueOf(r, i);
+    finish(
+        failures, "alltoallv" + at,
+        comm.allToAllV(send.get(), sendCounts, {}, recv.get(), recvCounts, {}, DataType::kInt32));
+    std::vector<int32_t> want;
+    for (int p = 0; p < n; ++p) {
+      // Rank p's packed send puts my block after its blocks for ranks 0..r-1.
+      size_t from = 0;
+      for (int q = 0; q < r; ++q) from += static_cast<size_t>((p + q) % 3) * count;
+      for (size_t i = 0; i < recvCounts[p]; ++i) want.push_back(valueOf(p, from + i));
+    }
+    expectEqual(failures, "alltoallv" + at, recv.read(), want);
+    if (!recv.guardIntact()) failures->add("alltoallv" + at + ": wrote past recv");
+  }
+}
+
+void runMatrix(int nranks, bool hostPerRank) {
+  auto comm = comms(nranks, hostPerRank);
+  ASSERT_EQ(comm.size(), static_cast<size_t>(nranks));
+  const uint64_t copiesBefore = emulatedCopies();
+  Failures failures;
+  const std::vector<size_t> counts = {1, 1021, 20'000};
+  testing::onEveryRank(nranks, [&](int r) {
+    for (size_t count : counts) runExchanges(*comm[r], count, &failures);
+  });
+  for (const std::string& m : failures.messages) ADD_FAILURE() << m;
+  // Staged: at least a copy in or out per call and rank (6 calls per count).
+  EXPECT_GE(emulatedCopies() - copiesBefore, counts.size() * 6 * nranks);
+}
+
+TEST(DeviceExchangesTest, OneHostTwoRanks) { runMatrix(2, false); }
+TEST(DeviceExchangesTest, OneHostThreeRanks) { runMatrix(3, false); }
+TEST(DeviceExchangesTest, HostPerRankThreeRanks) { runMatrix(3, true); }
+
+TEST(DeviceExchangesTest, PointToPointOnDeviceBuffersIsRefusedNamingTheRank) {
+  auto comm = comms(2, false);
+  ASSERT_EQ(comm.size(), 2u);
+  DeviceInts buffer(4);
+  Result<Work> sent = comm[0]->send(buffer.get(), 4, DataType::kInt32, 1);
+  ASSERT_FALSE(sent.isOk());
+  EXPECT_EQ(sent.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(sent.status().message().find("rank 0"), std::string::npos) << sent.status().toString();
+}
+
+}  // namespace
+}  // namespace collie
