@@ -12,12 +12,19 @@ import torch
 import torch.distributed as dist
 
 from . import _C
+from .devices import Device, create_device, device_knobs
+
+# gloo code calls create_device on the group's backend object.
+_C.Backend.create_device = staticmethod(create_device)
 
 __version__ = _C.collie_version()
 
 __all__ = [
+    "Device",
     "SharedBuckets",
     "create_backend",
+    "create_device",
+    "device_knobs",
     "empty_shared",
     "init_method_from_env",
     "shared_allocator_stats",

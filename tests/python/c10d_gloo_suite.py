@@ -6,9 +6,11 @@ test_c10d_common.py, which it imports). Adapted as a user would, without changin
 test body: with ``--backend collie``, before the file is imported,
 
 - ``torch.distributed.ProcessGroupGloo(store, rank, size, opts)`` makes a collie
-  backend (``torch_collie._C.create_backend``, with the options' timeout), and its
-  ``_Options()`` is a ``Backend.Options("collie")`` that also holds gloo's
-  ``_devices``/``_threads`` attributes (unused);
+  backend (``torch_collie._C.create_backend``, with the options' timeout and the
+  interfaces of its ``_devices`` as COLLIE_SOCKET_IFNAME), its ``_Options()`` is a
+  ``Backend.Options("collie")`` that also holds gloo's ``_devices``/``_threads``
+  attributes (``_threads`` unused), and its ``create_device`` is
+  ``torch_collie.create_device``;
 - ``init_process_group`` and ``new_group`` given the backend "gloo" get "collie".
 
 With ``--backend gloo`` nothing is patched and torch_collie is not imported.
@@ -50,12 +52,6 @@ if __name__ == "__main__":
 # Tests whose subject is gloo itself, not the process-group contract: collie does not
 # take them on. Key: Class.test; value: why.
 NOT_APPLICABLE = {
-    "DistributedDataParallelTest.test_gloo_backend_cpu_module":
-        "calls create_device() on the group's backend: gloo's transport device API",
-    "DistributedDataParallelTest.test_gloo_backend_cpu_module_grad_is_view":
-        "calls create_device() on the group's backend: gloo's transport device API",
-    "CommTest.test_broadcast_coalesced_gloo_cpu":
-        "calls create_device() on the group's backend: gloo's transport device API",
     "GlooProcessGroupWithDispatchedCollectivesTests.test_init_process_group_for_all_backends":
         "checks torch's backend registry by name (a plugin must be named 'custom'; with "
         "'gloo' mapped to collie the gloo case cannot hold)",
@@ -86,15 +82,17 @@ def _adapt_to_collie():
             super().__init__("collie")
 
     class ProcessGroupCollie:
-        """Stands in for ProcessGroupGloo: returns a collie Backend. create_device stays
-        gloo's (the tests build gloo devices into opts._devices, which collie ignores)."""
+        """Stands in for ProcessGroupGloo: returns a collie Backend whose sockets use the
+        interfaces of the options' devices (torch_collie.create_device's)."""
 
         _Options = CollieOptions
-        create_device = staticmethod(dist.ProcessGroupGloo.create_device)
+        create_device = staticmethod(torch_collie.create_device)
 
         def __new__(cls, store, rank, size, opts=None):
             timeout = opts._timeout if opts is not None else dist.default_pg_timeout
-            return torch_collie._C.create_backend(store, rank, size, timeout)
+            devices = getattr(opts, "_devices", None) if opts is not None else None
+            return torch_collie._C.create_backend(store, rank, size, timeout,
+                                                  torch_collie.device_knobs(devices))
 
     def swap(name):
         return "collie" if isinstance(name, str) and name.lower() == "gloo" else name

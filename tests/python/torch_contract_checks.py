@@ -535,6 +535,32 @@ def check_group_features(c, pg, reference):
     c.equal("new_subgroups(1) all_reduce", t, torch.tensor([rank + 1.0]))
 
 
+def check_devices(c, be):
+    """gloo's create_device, as collie's: an interface, checked, that a group's sockets
+    then use (COLLIE_SOCKET_IFNAME); also on the backend object, where gloo code calls it."""
+    dev = be.create_device(interface="lo")
+    c.equal("create_device(interface=lo) knobs", dev.knobs(), {"COLLIE_SOCKET_IFNAME": "=lo"})
+    c.equal("create_device(hostname=localhost)",
+            torch_collie.create_device(hostname="localhost").interface, "lo")
+    c.raises("create_device of a missing interface", "no network interface named 'nonexistent9'",
+             lambda: torch_collie.create_device(interface="nonexistent9"))
+    c.raises("create_device of an unresolvable host", "cannot resolve hostname",
+             lambda: torch_collie.create_device(hostname="no-such-host.invalid"))
+    c.equal("device_knobs of two devices",
+            torch_collie.device_knobs([dev, torch_collie.create_device(interface="lo")]),
+            {"COLLIE_SOCKET_IFNAME": "=lo"})
+    c.raises("device_knobs of a string", "must come from torch_collie.create_device",
+             lambda: torch_collie.device_knobs(["lo"]), error=TypeError)
+    # A group over the device's interface works (tcp, so the sockets are used).
+    group = dist.new_group(backend="collie",
+                           pg_options={**dev.knobs(), "COLLIE_TRANSPORT": "tcp"})
+    t = torch.full((3,), float(c.rank + 1))
+    dist.all_reduce(t, group=group)
+    c.equal("all_reduce on create_device's interface", t,
+            torch.full((3,), float(c.world * (c.world + 1) // 2)))
+    dist.destroy_process_group(group)
+
+
 def check_barriers(c):
     """monitored_barrier names the rank that did not arrive; a barrier with a timeout
     fails when it passes. Each on a group of its own (they leave it unusable)."""
@@ -652,6 +678,7 @@ def check_contract(rank, world, reference, failures):
                   check_in_flight, check_point_to_point):
         check(c, pg, be)
     check_group_features(c, pg, reference)
+    check_devices(c, be)
     check_ddp(c, pg)
     check_debug_detail(c, reference)
     check_barriers(c)
