@@ -372,6 +372,23 @@ void runTeamReference(const CollectiveArgs& args, std::vector<SimulatedRank>* ra
         std::memcpy(at[r].output, inputs[args.root].data(), bytes);
       }
       break;
+    case CollectiveKind::kAllToAll:  // block r of rank `from`'s input to block `from` of r's
+      for (int r = 0; r < n && bytes; ++r) {
+        for (int from = 0; from < n; ++from) {
+          std::memcpy(at[r].output + from * bytes, inputs[from].data() + r * bytes, bytes);
+        }
+      }
+      break;
+    case CollectiveKind::kGather:
+      for (int from = 0; from < n && bytes; ++from) {
+        std::memcpy(at[args.root].output + from * bytes, inputs[from].data(), bytes);
+      }
+      break;
+    case CollectiveKind::kScatter:
+      for (int r = 0; r < n && bytes; ++r) {
+        std::memcpy(at[r].output, inputs[args.root].data() + r * bytes, bytes);
+      }
+      break;
     default:
       break;
   }

@@ -22,11 +22,12 @@ std::string teamAlgorithmsText(TeamAlgorithms set) {
 bool teamSupports(Algorithm algo, CollectiveKind kind) {
   switch (algo) {
     case Algorithm::kBoard:
-      return kind != CollectiveKind::kSend && kind != CollectiveKind::kRecv && !isExchange(kind) &&
-             !hasBlockCounts(kind);
+      return kind != CollectiveKind::kSend && kind != CollectiveKind::kRecv &&
+             kind != CollectiveKind::kAllToAllV && !hasBlockCounts(kind);
     case Algorithm::kDirect:
-    case Algorithm::kCma:
       return kind == CollectiveKind::kAllReduce;
+    case Algorithm::kCma:
+      return kind == CollectiveKind::kAllReduce || isEqualExchange(kind);
     default:
       return false;
   }
@@ -35,6 +36,8 @@ bool teamSupports(Algorithm algo, CollectiveKind kind) {
 size_t boardBytesOf(CollectiveKind kind, size_t bytes, int nranks) {
   switch (kind) {
     case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll:
+    case CollectiveKind::kScatter:  // the root publishes every block
       return bytes * static_cast<size_t>(nranks);
     case CollectiveKind::kBarrier:
       return 0;
@@ -52,7 +55,12 @@ double boardTraffic(CollectiveKind kind, double s, double n) {
     case CollectiveKind::kReduceScatter:
       return n * s + n * s + s;  // copy in the whole input, read a block of each, write one
     case CollectiveKind::kAllGather:
+    case CollectiveKind::kGather:  // the root's: every block read and written
       return s + n * s + n * s;
+    case CollectiveKind::kAllToAll:  // copy in n blocks, read one of each rank, write n
+      return 3 * n * s;
+    case CollectiveKind::kScatter:  // the root copies in n blocks, every rank copies one out
+      return n * s + 2 * s;
     case CollectiveKind::kBroadcast:
       return s + s;  // the root copies in, every rank copies out
     case CollectiveKind::kBarrier:
@@ -92,6 +100,12 @@ double predictTeamMicros(Algorithm algo, CollectiveKind kind, size_t bytes, int 
       return boardMicros(kind, s, n, c);
     case Algorithm::kDirect:
     case Algorithm::kCma:
+      if (isEqualExchange(kind)) {
+        // One pull per block a rank receives (the root's n - 1 for a gather, one for a
+        // scatter's leaves), straight from the sender's buffer into the output.
+        const double pulled = kind == CollectiveKind::kScatter ? s : (n - 1) * s;
+        return singleCopyMicros(algo, n, offer) + pulled / c.cmaBytesPerUs;
+      }
       return singleCopyMicros(algo, n, offer) + perByte(algo, n, c) * s;
     default:
       return 0;

@@ -48,14 +48,21 @@ Algorithm firstTeamAlgorithm(TeamAlgorithms set);
 // "direct>cma>board" (kTeamOrder), "check" for an empty set.
 std::string teamAlgorithmsText(TeamAlgorithms set);
 
+// The exchanges with one block size on every rank (all-to-all, gather, scatter): not
+// alltoallv, whose counts differ per rank.
+constexpr bool isEqualExchange(CollectiveKind kind) {
+  return isExchange(kind) && kind != CollectiveKind::kAllToAllV;
+}
+
 // Whether team algorithm `algo` implements `kind`: board every collective but
-// point-to-point, the exchanges (all-to-all, gather, scatter) and the v kinds (their team
-// step only checks the fingerprint), direct and cma all-reduce only.
+// point-to-point, alltoallv and the v kinds (their team step only checks the
+// fingerprint), direct all-reduce only, cma all-reduce and the equal exchanges (each
+// rank pulls its blocks from the senders' buffers).
 bool teamSupports(Algorithm algo, CollectiveKind kind);
 
 // The most bytes one rank publishes on the board for a collective of `bytes` (its
-// count's bytes) on `nranks` ranks: a reduce-scatter's whole input, a broadcast root's
-// buffer, nothing for a barrier.
+// count's bytes) on `nranks` ranks: a reduce-scatter's, all-to-all's or scatter root's
+// whole input, a broadcast root's buffer, nothing for a barrier.
 size_t boardBytesOf(CollectiveKind kind, size_t bytes, int nranks);
 
 // The cost model of the team algorithms (S bytes per rank, n ranks, microseconds):
@@ -64,7 +71,9 @@ size_t boardBytesOf(CollectiveKind kind, size_t bytes, int nranks);
 //   direct F_direct(n) + 2 S / directBytesPerUs                 (read a share of
 //          every input, write it to every output)
 //   cma    F_cma(n) + 2 (n-1)/n S / cmaBytesPerUs               (pull and push through
-//          process_vm_readv/writev, which pin every page)
+//          process_vm_readv/writev, which pin every page); an exchange of blocks of S
+//          bytes: F_cma(n) + P / cmaBytesPerUs, P the bytes a rank pulls ((n-1) S for
+//          all-to-all and a gather's root, S for a scatter's leaves)
 // F, the fixed cost of a single-copy all-reduce (two meetings, resolving the peers'
 // buffers or probing), is calibrated so that it costs what the board costs at
 // cmaCrossoverBytes, the measured crossover (COLLIE_SHM_CMA_MIN); where a host's ranks

@@ -115,6 +115,35 @@ TEST(TeamTuner, EveryCollectiveButPointToPointMeetsOnTheTeam) {
   }
 }
 
+// The equal exchanges: the board while their blocks fit it (an all-to-all and a
+// scatter's root publish n blocks), then cma ahead of the schedule as its fallback;
+// alltoallv (counts differ per rank) only meets for the fingerprint check.
+TEST(TeamTuner, ExchangesTakeTheBoardThenCma) {
+  const TuneLimits limits = limitsWith(shmOffer());
+  for (int n : {2, 4}) {
+    SCOPED_TRACE(n);
+    for (CollectiveKind kind :
+         {CollectiveKind::kAllToAll, CollectiveKind::kGather, CollectiveKind::kScatter}) {
+      SCOPED_TRACE(static_cast<int>(kind));
+      const TuneDecision small = decide(kind, 1024, n, limits, kShm);
+      EXPECT_EQ(small.team, teamBit(Algorithm::kBoard));
+      EXPECT_EQ(small.steps, Algorithm::kAuto);
+      const TuneDecision large = decide(kind, 4 << 20, n, limits, kShm);
+      EXPECT_EQ(large.team, teamBit(Algorithm::kCma));
+      EXPECT_EQ(large.algorithm, Algorithm::kCma);
+      EXPECT_EQ(large.steps, decide(kind, 4 << 20, n, TuneLimits{}, kShm).steps);
+    }
+    const TuneDecision v = decide(CollectiveKind::kAllToAllV, 0, n, limits, kShm);
+    EXPECT_TRUE(v.teamStep);
+    EXPECT_EQ(v.team, 0);
+  }
+  // 128 KiB blocks on 4 ranks: 512 KiB published, beyond the board.
+  EXPECT_FALSE(teamHas(decide(CollectiveKind::kAllToAll, 128 << 10, 4, limits, kShm).team,
+                       Algorithm::kBoard));
+  EXPECT_FALSE(teamSupports(Algorithm::kDirect, CollectiveKind::kAllToAll));
+  EXPECT_FALSE(teamSupports(Algorithm::kCma, CollectiveKind::kAllToAllV));
+}
+
 TEST(TeamTuner, AScheduleMustBeClearlyCheaperThanTheBoard) {
   // Even at the fastest constants the clamp allows the ring does not beat the board by
   // the margin at 8 B; at 256 KiB on 2 ranks it does, and then the board is not tried.

@@ -217,7 +217,7 @@ Result<TeamOutcome> Board::run(const CollectiveArgs& args, TeamAlgorithms algori
   // Where the board can run it, single copy goes first only while cma may run (the tuner
   // tried it first because it is cheaper there); direct alone does not pay a meeting
   // before the board.
-  if (!board || (args.kind == CollectiveKind::kAllReduce && teamHas(algorithms, Algorithm::kCma) &&
+  if (!board || (teamSupports(Algorithm::kCma, args.kind) && teamHas(algorithms, Algorithm::kCma) &&
                  crossMemoryState_ != CrossMemoryState::kDenied)) {
     // The board after it counts as its fallback.
     const Call call{args,  algorithms, fallback || board, board,    tag,
@@ -454,8 +454,11 @@ Status Board::meet(std::atomic<uint64_t>* (*flag)(void*), uint64_t sequence, con
   }
   ringPeers();
 
-  // Everyone else's broadcast slot is empty; every other collective publishes alike.
-  const size_t expected = args.kind == CollectiveKind::kBroadcast ? SIZE_MAX : mine;
+  // Everyone else's broadcast or scatter slot is empty; every other collective publishes
+  // alike.
+  const bool rootOnly =
+      args.kind == CollectiveKind::kBroadcast || args.kind == CollectiveKind::kScatter;
+  const size_t expected = rootOnly ? SIZE_MAX : mine;
   COLLIE_RETURN_IF_ERROR(waitForPeers(sequence, tag, expected, inLine, timeout, cancelled));
   auto slotOf = [&](int r) -> const uint8_t* {
     return inLine ? lineSlot(boards_[r].base, parity)->data : slotData(r, parity);
@@ -497,6 +500,18 @@ Status Board::meet(std::atomic<uint64_t>* (*flag)(void*), uint64_t sequence, con
       break;
     case CollectiveKind::kBroadcast:
       if (bytes) std::memcpy(out, slotOf(args.root), bytes);
+      break;
+    case CollectiveKind::kAllToAll:  // block `rank` of every rank's input
+      for (int r = 0; r < n && bytes; ++r)
+        std::memcpy(out + r * bytes, slotOf(r) + rank * bytes, bytes);
+      break;
+    case CollectiveKind::kGather:
+      for (int r = 0; r < n && bytes && rank == args.root; ++r) {
+        std::memcpy(out + r * bytes, slotOf(r), bytes);
+      }
+      break;
+    case CollectiveKind::kScatter:
+      if (bytes) std::memcpy(out, slotOf(args.root) + rank * bytes, bytes);
       break;
     default:
       break;

@@ -110,9 +110,12 @@ static_assert(3 * sizeof(SlotControl) + 2 * kCacheLine + sizeof(DoneFlag) +
 inline size_t publishedBytes(const CollectiveArgs& args, size_t bytes, int nranks, int rank) {
   switch (args.kind) {
     case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll:
       return bytes * nranks;
     case CollectiveKind::kBroadcast:
       return rank == args.root ? bytes : 0;
+    case CollectiveKind::kScatter:
+      return rank == args.root ? bytes * nranks : 0;
     case CollectiveKind::kBarrier:
       return 0;
     default:
@@ -120,8 +123,8 @@ inline size_t publishedBytes(const CollectiveArgs& args, size_t bytes, int nrank
   }
 }
 
-// Too large for the slots on some rank: only a single-copy all-reduce or the fingerprint
-// check can run it.
+// Too large for the slots on some rank: only single copy (an all-reduce, an equal
+// exchange) or the fingerprint check can run it.
 inline bool isLarge(const CollectiveArgs& args, size_t bytes, int nranks, size_t slotBytes) {
   return publishedBytes(args, bytes, nranks, args.root) > slotBytes ||
          publishedBytes(args, bytes, nranks, (args.root + 1) % nranks) > slotBytes;

@@ -7,6 +7,7 @@
 #include "core/log/log.h"
 #include "transports/shm/shm_board.h"
 #include "transports/shm/shm_board_layout.h"
+#include "transports/shm/shm_cma_exchange.h"
 
 namespace collie::shm {
 
@@ -14,12 +15,15 @@ bool Board::wantsCrossMemory(const Call& call) const {
   // In place it won at every size measured (16-256 MiB, 2 ranks: 1.4-1.8x the ring's
   // busbw); out of place from 128 MiB on the ring's copies through its cache-resident
   // FIFO cost less than pinning twice as many pages (docs/decisions/single-copy-shm.md).
-  // A forced cma (no fallback) goes at every size.
-  return call.args.kind == CollectiveKind::kAllReduce &&
-         teamHas(call.algorithms, Algorithm::kCma) &&
-         crossMemoryState_ != CrossMemoryState::kDenied &&
-         (call.input == call.output || !call.fallback ||
-          call.args.count * dataTypeSize(call.args.dtype) <= offer_.cmaMaxBytes);
+  // A forced cma (no fallback) goes at every size. An exchange pulls each block once,
+  // straight into the output (no copy through a FIFO to save): at every size.
+  if (!teamSupports(Algorithm::kCma, call.args.kind) ||
+      !teamHas(call.algorithms, Algorithm::kCma) ||
+      crossMemoryState_ == CrossMemoryState::kDenied) {
+    return false;
+  }
+  return call.args.kind != CollectiveKind::kAllReduce || call.input == call.output ||
+         !call.fallback || call.args.count * dataTypeSize(call.args.dtype) <= offer_.cmaMaxBytes;
 }
 
 Result<TeamOutcome> Board::declined(const Call& call, const std::string& why) const {
@@ -63,9 +67,9 @@ Result<TeamOutcome> Board::runSingleCopy(const Call& call) {
   // broadcast root or a reduce leaf could complete alone and lap a slow peer: they wait.
   // Not before the board either: its next publication reuses the slot parity of the
   // collective before this one, which a slow peer may still be reading.
-  const bool needsEveryRank = args.kind == CollectiveKind::kAllReduce ||
-                              args.kind == CollectiveKind::kReduceScatter ||
-                              args.kind == CollectiveKind::kAllGather;
+  const bool needsEveryRank =
+      args.kind == CollectiveKind::kAllReduce || args.kind == CollectiveKind::kReduceScatter ||
+      args.kind == CollectiveKind::kAllGather || args.kind == CollectiveKind::kAllToAll;
   if (!registered && mine->crossMemory == 0 && needsEveryRank && !call.boardNext) {
     // Only a peer that could go single copy waits for this header: wake just those, not
     // every sleeping progress thread (on a busy host each needless wake costs a context
@@ -89,7 +93,8 @@ Result<TeamOutcome> Board::runSingleCopy(const Call& call) {
   COLLIE_RETURN_IF_ERROR(waitForPeers(sequence, call.tag, 0, false, call.timeout, call.cancelled));
 
   // Every rank reads the same headers, so every rank takes the same branch here.
-  if (args.kind != CollectiveKind::kAllReduce) return TeamOutcome{};  // the check alone
+  const bool exchange = isEqualExchange(args.kind) && teamHas(call.algorithms, Algorithm::kCma);
+  if (args.kind != CollectiveKind::kAllReduce && !exchange) return TeamOutcome{};  // the check
   std::vector<SlotControl> slots(n);
   for (int r = 0; r < n; ++r) {
     const SlotControl* c = control(boards_[r].base, parity);
@@ -163,8 +168,12 @@ Result<TeamOutcome> Board::runCrossMemory(const Call& call, uint64_t sequence) {
   if (crossMemoryState_ == CrossMemoryState::kUntested) {
     // Before anyone writes an output: can every rank read every peer?
     std::string why;
+    // An exchange only reads the peers' inputs (its leaves' outputs may be null).
+    const size_t bytes = args.count * dataTypeSize(args.dtype);
     Result<CrossMemoryAllReduce::Probe> probe =
-        CrossMemoryAllReduce::probe(ranks, rank, args.count * dataTypeSize(args.dtype), &why);
+        args.kind == CollectiveKind::kAllReduce
+            ? CrossMemoryAllReduce::probe(ranks, rank, bytes, &why)
+            : probeReads(ranks, rank, exchangeSources(args.kind, args.root, rank, n), bytes, &why);
     if (!probe.isOk()) return probe.status();
     flags->allowed = *probe == CrossMemoryAllReduce::Probe::kAllowed ? 1 : 0;
     COLLIE_RETURN_IF_ERROR(
@@ -183,10 +192,16 @@ Result<TeamOutcome> Board::runCrossMemory(const Call& call, uint64_t sequence) {
       }
     }
   }
-  COLLIE_RETURN_IF_ERROR(crossMemory_.reduceShare(ranks, rank, call.input, call.output, args.count,
-                                                  args.dtype, args.op));
-  // Nobody may return (and reuse its buffers) before every rank wrote its share.
-  COLLIE_RETURN_IF_ERROR(meet(&doneSequence, sequence, "finish the cross-memory all-reduce",
+  if (args.kind == CollectiveKind::kAllReduce) {
+    COLLIE_RETURN_IF_ERROR(crossMemory_.reduceShare(ranks, rank, call.input, call.output,
+                                                    args.count, args.dtype, args.op));
+  } else {
+    COLLIE_RETURN_IF_ERROR(pullBlocks(ranks, rank, args.kind, args.root, call.input, call.output,
+                                      args.count * dataTypeSize(args.dtype)));
+  }
+  // Nobody may return (and reuse its buffers) before every rank wrote its share or
+  // pulled its blocks.
+  COLLIE_RETURN_IF_ERROR(meet(&doneSequence, sequence, "finish the cross-memory collective",
                               call.timeout, call.cancelled));
   return TeamOutcome{Algorithm::kCma};
 }
