@@ -26,11 +26,16 @@
 // every rank; if any rank is denied, every rank says so in the log and cma declines from
 // then on.
 //
+// The equal exchanges (all-to-all, gather, scatter) run on the board (each rank copies
+// its blocks out of the slots) or through cma the same way (shm_cma_exchange.h: each rank
+// pulls the blocks it receives from the senders' inputs, then the done flag).
+//
 // A team step with no algorithm (the fingerprint check) publishes the header too: the
 // ranks whose collective cannot complete before every rank started it (all-reduce,
-// reduce-scatter, all-gather) decline at once; the others (broadcast, reduce, whose
-// root or leaves could finish alone and lap a slow peer's slot) wait for every rank's
-// header, so ranks running different collectives fail with Mismatch.
+// reduce-scatter, all-gather, all-to-all) decline at once; the others (broadcast, reduce,
+// gather, scatter, whose root or leaves could finish alone and lap a slow peer's slot)
+// wait for every rank's header, so ranks running different collectives fail with
+// Mismatch.
 //
 // One outcome per collective (shm_verdict.h): a rank publishes each sequence number
 // (its line or slot header, its done and probe flags) with a compare-and-swap, and a rank
