@@ -330,9 +330,13 @@ TuneDecision decide(CollectiveKind kind, size_t bytes, int nranks, const TuneLim
       otherwise = board;
     }
   }
-  // Strictly cheaper (beyond rounding): at the calibrated crossover the board stays.
+  // Strictly cheaper (beyond rounding): at the calibrated crossover the board stays. An
+  // exchange the board carries stays on it: cma ran on the progress thread behind a
+  // hand-off and lost at every size the board takes (2 ranks, 4-256 KiB, loaded VM:
+  // 24-114 against 9-75 us).
+  const bool boardKeeps = isEqualExchange(kind) && teamHas(best.team, Algorithm::kBoard);
   for (Algorithm single : {Algorithm::kDirect, Algorithm::kCma}) {
-    if (teamHas(team.algorithms, single) && teamSupports(single, kind) &&
+    if (!boardKeeps && teamHas(team.algorithms, single) && teamSupports(single, kind) &&
         predictTeamMicros(single, kind, bytes, nranks, team) < otherwise * (1 - 1e-9)) {
       best.team |= teamBit(single);
     }

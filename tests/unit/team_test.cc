@@ -125,9 +125,12 @@ TEST(TeamTuner, ExchangesTakeTheBoardThenCma) {
     for (CollectiveKind kind :
          {CollectiveKind::kAllToAll, CollectiveKind::kGather, CollectiveKind::kScatter}) {
       SCOPED_TRACE(static_cast<int>(kind));
-      const TuneDecision small = decide(kind, 1024, n, limits, kShm);
-      EXPECT_EQ(small.team, teamBit(Algorithm::kBoard));
-      EXPECT_EQ(small.steps, Algorithm::kAuto);
+      // Wherever the board carries it, the board alone (cma lost there, measured).
+      for (size_t block = 1024; block * n <= kBoardBytes; block *= 4) {
+        const TuneDecision small = decide(kind, block, n, limits, kShm);
+        EXPECT_EQ(small.team, teamBit(Algorithm::kBoard)) << block;
+        EXPECT_EQ(small.steps, Algorithm::kAuto);
+      }
       const TuneDecision large = decide(kind, 4 << 20, n, limits, kShm);
       EXPECT_EQ(large.team, teamBit(Algorithm::kCma));
       EXPECT_EQ(large.algorithm, Algorithm::kCma);
