@@ -218,7 +218,7 @@ Result<TeamOutcome> Board::run(const CollectiveArgs& args, TeamAlgorithms algori
   // tried it first because it is cheaper there); direct alone does not pay a meeting
   // before the board.
   if (!board || (teamSupports(Algorithm::kCma, args.kind) && teamHas(algorithms, Algorithm::kCma) &&
-                 crossMemoryState_ != CrossMemoryState::kDenied)) {
+                 crossMemoryStateFor(args.kind) != CrossMemoryState::kDenied)) {
     // The board after it counts as its fallback.
     const Call call{args,  algorithms, fallback || board, board,    tag,
                     input, output,     timeout,           cancelled};

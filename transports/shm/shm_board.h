@@ -172,9 +172,17 @@ class Board final : public TeamCollectives {
   std::unique_ptr<uint8_t, FreeScratch> scratch_;  // kDirectTileBytes, 64-byte aligned
   PeerWindows windows_;
   // Cross-memory attach: untested until the first cma all-reduce, then the same on
-  // every rank (decided from what every rank published).
+  // every rank (decided from what every rank published). The exchanges only read, and
+  // only from the ranks they receive from: they probe once for themselves.
   enum class CrossMemoryState { kUntested, kAllowed, kDenied };
   CrossMemoryState crossMemoryState_ = CrossMemoryState::kUntested;
+  CrossMemoryState pullState_ = CrossMemoryState::kUntested;
+  CrossMemoryState& crossMemoryStateFor(CollectiveKind kind) {
+    return kind == CollectiveKind::kAllReduce ? crossMemoryState_ : pullState_;
+  }
+  const CrossMemoryState& crossMemoryStateFor(CollectiveKind kind) const {
+    return kind == CollectiveKind::kAllReduce ? crossMemoryState_ : pullState_;
+  }
   CrossMemoryAllReduce crossMemory_;
 };
 

@@ -19,7 +19,7 @@ bool Board::wantsCrossMemory(const Call& call) const {
   // straight into the output (no copy through a FIFO to save): at every size.
   if (!teamSupports(Algorithm::kCma, call.args.kind) ||
       !teamHas(call.algorithms, Algorithm::kCma) ||
-      crossMemoryState_ == CrossMemoryState::kDenied) {
+      crossMemoryStateFor(call.args.kind) == CrossMemoryState::kDenied) {
     return false;
   }
   return call.args.kind != CollectiveKind::kAllReduce || call.input == call.output ||
@@ -165,7 +165,8 @@ Result<TeamOutcome> Board::runCrossMemory(const Call& call, uint64_t sequence) {
   }
   for (const auto& peer : shared_->peers) ranks[peer->rank].pid = peer->pid;
   CrossMemoryFlags* flags = crossMemoryFlags(boards_[rank].base);
-  if (crossMemoryState_ == CrossMemoryState::kUntested) {
+  CrossMemoryState& state = crossMemoryStateFor(args.kind);
+  if (state == CrossMemoryState::kUntested) {
     // Before anyone writes an output: can every rank read every peer?
     std::string why;
     // An exchange only reads the peers' inputs (its leaves' outputs may be null).
@@ -178,15 +179,18 @@ Result<TeamOutcome> Board::runCrossMemory(const Call& call, uint64_t sequence) {
     flags->allowed = *probe == CrossMemoryAllReduce::Probe::kAllowed ? 1 : 0;
     COLLIE_RETURN_IF_ERROR(
         meet(&probedSequence, sequence, "probe cross-memory attach", call.timeout, call.cancelled));
-    crossMemoryState_ = CrossMemoryState::kAllowed;
+    state = CrossMemoryState::kAllowed;
     for (int r = 0; r < n; ++r) {
       if (crossMemoryFlags(boards_[r].base)->allowed != 1) {
-        crossMemoryState_ = CrossMemoryState::kDenied;
+        state = CrossMemoryState::kDenied;
         COLLIE_LOG(WARN, SHM) << "rank " << rank << ": rank " << r
                               << " cannot use cross-memory attach"
                               << (r == rank ? " (" + why + ")" : std::string())
-                              << "; all-reduces that would go cma use the board or the "
-                                 "FIFO ring (two copies)";
+                              << (args.kind == CollectiveKind::kAllReduce
+                                      ? "; all-reduces that would go cma use the board or the "
+                                        "FIFO ring (two copies)"
+                                      : "; exchanges that would go cma use the board or the "
+                                        "FIFO schedules (two copies)");
         return declined(
             call, "rank " + std::to_string(r) + " cannot use cross-memory attach (probed: denied)");
       }
