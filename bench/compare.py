@@ -66,8 +66,12 @@ def run(cmd, env=None, timeout=1800):
 
 
 def sweeps(max_bytes):
+    # Every size holds at least one float per rank (collie perf refuses a sweep with
+    # none: 8 B on 4 ranks failed the whole collie run).
     for lo, hi, f, iters, warm in SWEEPS:
-        if lo <= max_bytes:
+        while lo < 4 * N and lo <= hi:
+            lo *= f
+        if lo <= max_bytes and lo <= hi:
             yield lo, min(hi, max_bytes), f, iters, warm
 
 
