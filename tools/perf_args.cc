@@ -134,6 +134,11 @@ Result<PerfArgs> resolvePerfArgs(const PerfCliOptions& raw) {
   if (!op)
     return invalidArgument("unknown reduction op '" + raw.op +
                            "' (-o): use sum, prod, min, max, avg, band, bor or bxor");
+  if (*op == ReduceOp::kPreMulSum) {
+    return invalidArgument(
+        "-o premulsum needs a scalar per rank, which collie perf does not pass; use sum (the "
+        "multiply is one pass over the input, docs/decisions/premul-sum.md)");
+  }
   if (!isValidFor(*op, args.dtype)) {
     return invalidArgument("-o " + raw.op + " needs an integer datatype (-d), not " + raw.dtype);
   }

@@ -123,9 +123,11 @@ Result<Work> Communicator::Impl::submit(const CollectiveArgs& args, const void* 
                          ": point-to-point on device buffers is not implemented (docs/cuda.md); "
                          "pass host buffers");
     }
-    // The exchanges and the kinds with a count per rank have no device kernels: they are
-    // staged through host memory, also where the device path runs the others.
-    const bool staged = isExchange(args.kind) || hasBlockCounts(args.kind);
+    // The exchanges and the kinds with a count per rank have no device kernels, nor has
+    // premulsum's multiply (docs/decisions/premul-sum.md): they are staged through host
+    // memory, also where the device path runs the others.
+    const bool staged =
+        isExchange(args.kind) || hasBlockCounts(args.kind) || args.op == ReduceOp::kPreMulSum;
     if (device != nullptr && !staged) return device->submit(args, send, recv, stream);
     return staging->submit(args, send, recv, stream);
   }
@@ -139,26 +141,64 @@ Status nullBuffer(const char* what, int rank, const char* which, size_t count) {
 }
 }  // namespace
 
+Status checkScalar(const char* what, int rank, ReduceOp op, const ReduceScalar& scalar) {
+  if (op == ReduceOp::kPreMulSum && !scalar.present) {
+    return invalidArgument(std::string(what) + " on rank " + std::to_string(rank) +
+                           ": reduction op premulsum needs this rank's scalar factor (pass a "
+                           "ReduceScalar: scalarOf or scalarFromBytes)");
+  }
+  if (op != ReduceOp::kPreMulSum && scalar.present) {
+    return invalidArgument(std::string(what) + " on rank " + std::to_string(rank) +
+                           ": a scalar factor was passed with reduction op " +
+                           std::string(reduceOpName(op)) + "; only premulsum takes one");
+  }
+  return Status();
+}
+
 Result<Work> Communicator::allReduce(const void* send, void* recv, size_t count, DataType dtype,
                                      ReduceOp op, void* stream) {
-  COLLIE_RETURN_IF_ERROR(impl_->check("allReduce", send, recv, count, dtype, &op, nullptr));
-  if (count > 0 && send == nullptr) return nullBuffer("allReduce", impl_->rank, "send", count);
-  if (count > 0 && recv == nullptr) return nullBuffer("allReduce", impl_->rank, "recv", count);
-  return impl_->submit(
-      {.kind = CollectiveKind::kAllReduce, .count = count, .dtype = dtype, .op = op}, send, recv,
-      stream);
+  return allReduce(send, recv, count, dtype, op, ReduceScalar(), stream);
 }
 
 Result<Work> Communicator::reduceScatter(const void* send, void* recv, size_t recvCount,
                                          DataType dtype, ReduceOp op, void* stream) {
+  return reduceScatter(send, recv, recvCount, dtype, op, ReduceScalar(), stream);
+}
+
+Result<Work> Communicator::reduce(const void* send, void* recv, size_t count, DataType dtype,
+                                  ReduceOp op, int root, void* stream) {
+  return reduce(send, recv, count, dtype, op, root, ReduceScalar(), stream);
+}
+
+Result<Work> Communicator::allReduce(const void* send, void* recv, size_t count, DataType dtype,
+                                     ReduceOp op, const ReduceScalar& scalar, void* stream) {
+  COLLIE_RETURN_IF_ERROR(impl_->check("allReduce", send, recv, count, dtype, &op, nullptr));
+  COLLIE_RETURN_IF_ERROR(checkScalar("allReduce", impl_->rank, op, scalar));
+  if (count > 0 && send == nullptr) return nullBuffer("allReduce", impl_->rank, "send", count);
+  if (count > 0 && recv == nullptr) return nullBuffer("allReduce", impl_->rank, "recv", count);
+  return impl_->submit({.kind = CollectiveKind::kAllReduce,
+                        .count = count,
+                        .dtype = dtype,
+                        .op = op,
+                        .scalar = scalar},
+                       send, recv, stream);
+}
+
+Result<Work> Communicator::reduceScatter(const void* send, void* recv, size_t recvCount,
+                                         DataType dtype, ReduceOp op, const ReduceScalar& scalar,
+                                         void* stream) {
   COLLIE_RETURN_IF_ERROR(impl_->check("reduceScatter", send, recv, recvCount, dtype, &op, nullptr));
+  COLLIE_RETURN_IF_ERROR(checkScalar("reduceScatter", impl_->rank, op, scalar));
   if (recvCount > 0 && send == nullptr)
     return nullBuffer("reduceScatter", impl_->rank, "send", recvCount);
   if (recvCount > 0 && recv == nullptr)
     return nullBuffer("reduceScatter", impl_->rank, "recv", recvCount);
-  return impl_->submit(
-      {.kind = CollectiveKind::kReduceScatter, .count = recvCount, .dtype = dtype, .op = op}, send,
-      recv, stream);
+  return impl_->submit({.kind = CollectiveKind::kReduceScatter,
+                        .count = recvCount,
+                        .dtype = dtype,
+                        .op = op,
+                        .scalar = scalar},
+                       send, recv, stream);
 }
 
 Result<Work> Communicator::allGather(const void* send, void* recv, size_t sendCount, DataType dtype,
@@ -185,15 +225,20 @@ Result<Work> Communicator::broadcast(const void* send, void* recv, size_t count,
 }
 
 Result<Work> Communicator::reduce(const void* send, void* recv, size_t count, DataType dtype,
-                                  ReduceOp op, int root, void* stream) {
+                                  ReduceOp op, int root, const ReduceScalar& scalar, void* stream) {
   COLLIE_RETURN_IF_ERROR(impl_->check("reduce", send, recv, count, dtype, &op, &root));
+  COLLIE_RETURN_IF_ERROR(checkScalar("reduce", impl_->rank, op, scalar));
   if (count > 0 && send == nullptr) return nullBuffer("reduce", impl_->rank, "send", count);
   if (count > 0 && impl_->rank == root && recv == nullptr) {
     return nullBuffer("reduce", impl_->rank, "recv (root)", count);
   }
-  return impl_->submit(
-      {.kind = CollectiveKind::kReduce, .count = count, .dtype = dtype, .op = op, .root = root},
-      send, recv, stream);
+  return impl_->submit({.kind = CollectiveKind::kReduce,
+                        .count = count,
+                        .dtype = dtype,
+                        .op = op,
+                        .root = root,
+                        .scalar = scalar},
+                       send, recv, stream);
 }
 
 Result<Work> Communicator::send(const void* buf, size_t count, DataType dtype, int peer) {

@@ -74,4 +74,8 @@ struct Communicator::Impl {
                       void* stream = nullptr);
 };
 
+// kPreMulSum needs a scalar and no other op takes one: InvalidArgument naming `what`
+// and `rank` otherwise.
+Status checkScalar(const char* what, int rank, ReduceOp op, const ReduceScalar& scalar);
+
 }  // namespace collie

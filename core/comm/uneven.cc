@@ -89,11 +89,19 @@ Result<CollectiveArgs> argsOf(const char* what, CollectiveKind kind, int rank, i
 Result<Work> Communicator::reduceScatterV(const void* send, void* recv,
                                           const std::vector<size_t>& counts, DataType dtype,
                                           ReduceOp op) {
+  return reduceScatterV(send, recv, counts, dtype, op, ReduceScalar());
+}
+
+Result<Work> Communicator::reduceScatterV(const void* send, void* recv,
+                                          const std::vector<size_t>& counts, DataType dtype,
+                                          ReduceOp op, const ReduceScalar& scalar) {
+  COLLIE_RETURN_IF_ERROR(checkScalar("reduceScatterV", impl_->rank, op, scalar));
   Result<CollectiveArgs> args = argsOf("reduceScatterV", CollectiveKind::kReduceScatterV,
                                        impl_->rank, impl_->nranks, recv, send, counts, dtype, op);
   if (!args.isOk()) return args.status();
   COLLIE_RETURN_IF_ERROR(
       impl_->check("reduceScatterV", send, recv, args->count, dtype, &op, nullptr));
+  args->scalar = scalar;
   return impl_->submit(args.value(), send, recv);
 }
 

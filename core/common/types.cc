@@ -20,8 +20,8 @@ constexpr DataTypeInfo kDataTypes[kNumDataTypes] = {
     {DataType::kFloat64, 8, true, "double"}, {DataType::kBFloat16, 2, true, "bfloat16"},
 };
 
-constexpr std::string_view kOpNames[kNumReduceOps] = {"sum", "prod", "max", "min",
-                                                      "avg", "band", "bor", "bxor"};
+constexpr std::string_view kOpNames[kNumReduceOps] = {"sum",  "prod", "max",  "min",      "avg",
+                                                      "band", "bor",  "bxor", "premulsum"};
 
 }  // namespace
 

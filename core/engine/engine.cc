@@ -118,8 +118,9 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
   Result<std::shared_ptr<const Schedule>> schedule = planner_.plan(args);
   if (!schedule.isOk()) return schedule.status();
   auto work = std::make_shared<WorkState>();
-  queue_.push(makePending(*schedule, input, output, 0, work),
-              algorithmName((*schedule)->algorithm).data());
+  Pending pending = makePending(*schedule, input, output, 0, work);
+  pending.scalar = args.scalar;
+  queue_.push(std::move(pending), algorithmName((*schedule)->algorithm).data());
   return Work(work);
 }
 
@@ -183,10 +184,17 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
       return false;
     }
     Pending pending = makePending(kept, input, output, queue_.tagInline(args), nullptr);
+    pending.scalar = args.scalar;
     Status status = executeInline(pending);
     queue_.releaseInline();
     *result = inlineResult(std::move(status));
     return true;
+  }
+  // A pre-multiplied sum's input is scaled first (Executor::execute): never inline to the
+  // team, which would read the unscaled input.
+  if (args.op == ReduceOp::kPreMulSum) {
+    queue_.releaseInline();
+    return false;
   }
   // With the claim held nobody closes the team meanwhile.
   TeamCollectives* teamNow = executor_.team();

@@ -1,9 +1,12 @@
 #include "core/engine/executor.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <new>
 #include <thread>
 
 #include "core/engine/fingerprint.h"
+#include "core/kernel/reduce_backend.h"
 
 namespace collie {
 
@@ -104,7 +107,58 @@ void Executor::appendExecutions(const Pending& pending,
   }
 }
 
+Status Executor::preMultiply(Pending& pending) {
+  const CollectiveArgs& args = pending.schedule->args;
+  auto failed = [&](const std::string& why) {
+    return invalidArgument(describeOperation(pending.tag, args) + " on rank " +
+                           std::to_string(config_.rank) + ": " + why);
+  };
+  if (!pending.scalar.present) return failed("premulsum needs this rank's scalar factor");
+  size_t count = 0;
+  void* dst = nullptr;
+  switch (args.kind) {
+    case CollectiveKind::kAllReduce:
+      count = args.count;
+      dst = pending.output;
+      break;
+    case CollectiveKind::kReduce:
+      count = args.count;
+      if (config_.rank == args.root) dst = pending.output;
+      break;
+    case CollectiveKind::kReduceScatter:
+      count = args.count * static_cast<size_t>(config_.nranks);
+      break;
+    case CollectiveKind::kReduceScatterV:
+      count = args.count;  // the sum of the blocks
+      break;
+    default:
+      return failed("premulsum is an op of all-reduce, reduce and reduce-scatter only");
+  }
+  if (count == 0) return Status();
+  const size_t bytes = count * dataTypeSize(args.dtype);
+  if (dst == nullptr) {
+    if (premulScratchBytes_ < bytes) {
+      premulScratch_.reset();
+      premulScratch_.reset(new (std::nothrow) uint8_t[bytes]);
+      premulScratchBytes_ = premulScratch_ != nullptr ? bytes : 0;
+      if (premulScratch_ == nullptr) {
+        return systemError(describeOperation(pending.tag, args) + " on rank " +
+                               std::to_string(config_.rank) + ": the " + std::to_string(bytes) +
+                               "-byte premulsum copy",
+                           ENOMEM);
+      }
+    }
+    dst = premulScratch_.get();
+  }
+  hostReduceBackend().scale(dst, pending.input, pending.scalar.bytes, count, args.dtype);
+  pending.input = dst;
+  return Status();
+}
+
 Status Executor::execute(Pending& pending, PointToPointSource* adopt) {
+  if (pending.schedule->args.op == ReduceOp::kPreMulSum) {
+    COLLIE_RETURN_IF_ERROR(preMultiply(pending));
+  }
   if (!pending.teamDeclined && hasTeamStep(*pending.schedule)) {
     Result<TeamOutcome> outcome =
         runTeam(*pending.schedule, pending.tag, pending.input, pending.output);

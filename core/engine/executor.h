@@ -22,6 +22,12 @@
 // and has one) first, bounded by the same timeout and abort flag (runTeam()); only when
 // every rank declined it do its fallback steps run.
 //
+// A pre-multiplied sum (ReduceOp::kPreMulSum) first multiplies this rank's input by its
+// factor (Pending::scalar) with the kernel backend's scale(), once, into the output
+// (all-reduce; reduce on its root) or into scratch the executor keeps (reduce-scatter,
+// reduce on other ranks), and then runs its schedule, which reduces like kSum, on that
+// copy (docs/decisions/premul-sum.md).
+//
 // One outcome per collective: a collective run on the connections is reported a success
 // only when no peer it received from already left a record that it failed it
 // (Connection::abandoned; the failing rank's engine leaves them through abandon() before
@@ -115,6 +121,9 @@ class Executor {
   void appendExecutions(const Pending& pending,
                         std::vector<std::unique_ptr<Execution>>* executions);
   void waitForActivity(const std::vector<Connection*>& active);
+  // kPreMulSum: pending.input scaled by pending.scalar into the output or scratch;
+  // pending.input then points at the scaled copy.
+  Status preMultiply(Pending& pending);
   // A team step's failure (`status`; OK: there is no team) with the collective, the
   // step and this rank.
   Status teamFailed(const Status& status, uint64_t tag, TeamAlgorithms algorithms) const;
@@ -132,6 +141,9 @@ class Executor {
   const std::atomic<bool>& aborted_;
   FlightRecorder* const recorder_;
   std::vector<ChannelMemory> channelMemory_;
+  // preMultiply()'s copy where the output cannot hold it; grows, never shrinks.
+  std::unique_ptr<uint8_t[]> premulScratch_;
+  size_t premulScratchBytes_ = 0;
   // Executions that failed keep their completions alive until the connections that
   // may point at them are gone.
   std::vector<std::unique_ptr<Execution>> failedExecutions_;

@@ -25,6 +25,9 @@ struct Pending {
   // Its team step already ran and every rank declined it: the fallback steps are left.
   bool teamDeclined = false;
   uint64_t flightId = 0;  // entry in the flight recorder
+  // kPreMulSum: this call's factor (the schedule's args leave it out). The executor
+  // multiplies the input by it once, before the first step (Executor::preMultiply).
+  ReduceScalar scalar;
   // Further operations of a group (submitGroup), run alongside the first.
   struct Part {
     std::shared_ptr<const Schedule> schedule;

@@ -105,7 +105,9 @@ Result<std::shared_ptr<const Schedule>> Planner::plan(const CollectiveArgs& args
   params.teamFallback = decision.steps != Algorithm::kAuto;
   params.hosts = config_.hosts;
   params.hostTree = decision.hostTree;
-  Result<Schedule> schedule = buildSchedule(args, params);
+  CollectiveArgs planned = args;
+  planned.scalar = ReduceScalar();  // the call's own (Pending::scalar), never the plan's
+  Result<Schedule> schedule = buildSchedule(planned, params);
   if (!schedule.isOk()) return schedule.status();
   auto shared = std::make_shared<const Schedule>(std::move(schedule).value());
   COLLIE_LOG(INFO, TUNE) << "rank " << config_.rank << ": " << collectiveName(args.kind) << " of "

@@ -16,6 +16,12 @@
 //   divide(dst, src, n, dtype, divisor): dst[i] = src[i] / divisor, same rules;
 //     dst may alias src exactly; both may lie at any byte address. Used for kAvg where
 //     no reduction happens (1 rank).
+//     kPreMulSum reduces exactly like kSum: its factor is applied before, by scale().
+//   scale(dst, src, scalar, n, dtype): dst[i] = src[i] * scalar for i < n, where scalar
+//     points at one element of dtype (any byte address): kPreMulSum's multiply, with
+//     kProd's rounding (integers wrap; float16/bfloat16 multiply in float and round once
+//     to nearest-even; float/double one IEEE multiply). dst may alias src exactly; both
+//     may lie at any byte address.
 // Thread safety: the functions are pure and reentrant.
 #pragma once
 
@@ -30,6 +36,8 @@ struct ReduceBackend {
   void (*reduce)(void* dst, const void* a, const void* b, size_t count, DataType dtype, ReduceOp op,
                  int divisor) = nullptr;
   void (*divide)(void* dst, const void* src, size_t count, DataType dtype, int divisor) = nullptr;
+  void (*scale)(void* dst, const void* src, const void* scalar, size_t count,
+                DataType dtype) = nullptr;
 };
 
 // The host backend chosen by the build. Never null in a working build.

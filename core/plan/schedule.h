@@ -116,6 +116,10 @@ struct CollectiveArgs {
   // kAllGatherV, kReduceScatterV: the count of every rank's block. Null for every other
   // kind. Such a schedule is planned for its call and not cached.
   std::shared_ptr<const BlockCounts> blocks = nullptr;
+  // kPreMulSum: this rank's factor, for this call only. It is not part of the plan (the
+  // planner clears it in the schedules it builds and caches, and the fingerprint leaves
+  // it out: each rank has its own); the engine keeps it with the call (Pending::scalar).
+  ReduceScalar scalar = ReduceScalar();
 };
 
 // Which rank field of CollectiveArgs a kind reads: `root` (broadcast, reduce, gather,

@@ -127,6 +127,20 @@ class Communicator {
   // recv[i] = op over ranks of send[i], i < count. In place when send == recv.
   Result<Work> allReduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
                          void* stream = nullptr);
+  // ReduceOp::kPreMulSum takes this rank's factor through the overloads with a
+  // ReduceScalar (scalarOf(double, dtype) or scalarFromBytes): the result is the sum
+  // over ranks r of scalar_r * send_r, each send multiplied once, then reduced like kSum
+  // (docs/decisions/premul-sum.md). Every dtype. The scalar is each rank's own (not
+  // compared); a scalar with another op, or kPreMulSum without one, is InvalidArgument.
+  // Device buffers: through the staging path only (docs/cuda.md).
+  Result<Work> allReduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
+                         const ReduceScalar& scalar, void* stream = nullptr);
+  Result<Work> reduceScatter(const void* send, void* recv, size_t recvCount, DataType dtype,
+                             ReduceOp op, const ReduceScalar& scalar, void* stream = nullptr);
+  Result<Work> reduceScatterV(const void* send, void* recv, const std::vector<size_t>& counts,
+                              DataType dtype, ReduceOp op, const ReduceScalar& scalar);
+  Result<Work> reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
+                      int root, const ReduceScalar& scalar, void* stream = nullptr);
   // recv (recvCount elements) = this rank's block of op over ranks of send
   // (recvCount * size() elements). In place when recv == send + rank * recvCount.
   Result<Work> reduceScatter(const void* send, void* recv, size_t recvCount, DataType dtype,

@@ -35,8 +35,12 @@ enum class ReduceOp : uint8_t {
   kBand = 5,  // bitwise and, or, exclusive or: integer dtypes only
   kBor = 6,
   kBxor = 7,
+  // Pre-multiplied sum (NCCL's ncclRedOpCreatePreMulSum, torch's PREMUL_SUM): the sum
+  // over ranks r of scalar_r * input_r, each rank's own factor (a ReduceScalar passed
+  // with the collective) applied exactly once to its own contribution. Every dtype.
+  kPreMulSum = 8,
 };
-inline constexpr int kNumReduceOps = 8;
+inline constexpr int kNumReduceOps = 9;
 
 enum class CollectiveKind : uint8_t {
   kAllReduce = 0,
@@ -96,6 +100,20 @@ constexpr bool isTeamAlgorithm(Algorithm algo) {
 
 bool isValid(DataType dtype);
 bool isValid(ReduceOp op);
+
+// The factor of ReduceOp::kPreMulSum: one element of the collective's dtype, held as
+// its bytes in host order. Each rank passes its own; ranks are not compared on it.
+struct ReduceScalar {
+  alignas(8) uint8_t bytes[8] = {};
+  bool present = false;
+};
+// `value` converted once to `dtype`: floating types round to nearest even (float16 and
+// bfloat16 through float, as torch's Half(double) does); integer types truncate toward
+// zero and saturate at the type's range (NaN gives 0). An invalid dtype gives an
+// absent scalar.
+ReduceScalar scalarOf(double value, DataType dtype);
+// The dataTypeSize(dtype) bytes at `value` (a typed scalar, as NCCL takes it).
+ReduceScalar scalarFromBytes(const void* value, DataType dtype);
 // Bytes per element; 0 for an invalid value.
 size_t dataTypeSize(DataType dtype);
 bool isFloating(DataType dtype);
@@ -108,7 +126,7 @@ bool isValidFor(ReduceOp op, DataType dtype);
 
 // Lower-case names as nccl-tests prints them: "float", "half", "bfloat16", "int8", ...
 std::string_view dataTypeName(DataType dtype);
-std::string_view reduceOpName(ReduceOp op);            // "sum", "prod", "max", "min", "avg"
+std::string_view reduceOpName(ReduceOp op);  // "sum", "prod", "max", "min", "avg", ..., "premulsum"
 std::string_view collectiveName(CollectiveKind kind);  // "allreduce", ...
 std::string_view algorithmName(Algorithm algo);        // "auto", "ring", "tree", "board", ...
 // "auto, ring, tree, chain, oneshot, board, direct, cma, pairwise, linear": every name

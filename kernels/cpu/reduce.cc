@@ -279,6 +279,27 @@ COLLIE_FORCE_INLINE void blockwiseDivide(T* dst, const T* src, size_t n, int div
 
 // ---- Typed kernels ------------------------------------------------------------------
 
+// dst = src * s (kPreMulSum's multiply). Each block of src is read before that block of
+// dst is written, so exact aliasing is safe.
+template <typename Cvt, typename Load, typename T>
+COLLIE_FORCE_INLINE void scaleTyped(void* dstv, const void* srcv, T s, size_t n) {
+  T* dst = static_cast<T*>(dstv);
+  const T* src = static_cast<const T*>(srcv);
+  if constexpr (kIsHalfLike<T>) {
+    alignas(64) float f[kBlock];
+    const float fs = toFloat(s);
+    for (size_t i = 0; i < n; i += kBlock) {
+      const size_t m = n - i < kBlock ? n - i : kBlock;
+      Cvt::template widen<Load>(src + i, f, m);
+      for (size_t j = 0; j < m; ++j) f[j] = f[j] * fs;
+      Cvt::narrow(f, dst + i, m);
+    }
+  } else {
+    const ProdOp<T> op;
+    for (size_t i = 0; i < n; ++i) dst[i] = op(Load::at(src, i), s);
+  }
+}
+
 template <typename Cvt, typename Load, typename T, ReduceOp kOp>
 COLLIE_FORCE_INLINE void reduceTyped(void* dstv, const void* av, const void* bv, size_t n,
                                      int divisor) {
@@ -324,6 +345,15 @@ struct BaselineIsa {
   template <typename T>
   static void divide(void* dst, const void* src, size_t n, int divisor) {
     divideTyped<ScalarConvert, T>(dst, src, n, divisor);
+  }
+  template <typename T>
+  static void scale(void* dst, const void* src, const void* scalar, size_t n) {
+    const T s = AnyAddressLoad::at(static_cast<const T*>(scalar), 0);
+    if (inputsAligned<T>(src, src)) {
+      scaleTyped<ScalarConvert, AlignedLoad, T>(dst, src, s, n);
+    } else {
+      scaleTyped<ScalarConvert, AnyAddressLoad, T>(dst, src, s, n);
+    }
   }
 };
 
@@ -389,6 +419,16 @@ struct Avx2Isa {
                                                           int divisor) {
     divideTyped<F16cConvert, T>(dst, src, n, divisor);
   }
+  template <typename T>
+  __attribute__((target("avx2,f16c"))) static void scale(void* dst, const void* src,
+                                                         const void* scalar, size_t n) {
+    const T s = AnyAddressLoad::at(static_cast<const T*>(scalar), 0);
+    if (inputsAligned<T>(src, src)) {
+      scaleTyped<F16cConvert, AlignedLoad, T>(dst, src, s, n);
+    } else {
+      scaleTyped<F16cConvert, AnyAddressLoad, T>(dst, src, s, n);
+    }
+  }
 };
 #endif  // COLLIE_X86
 
@@ -396,10 +436,12 @@ struct Avx2Isa {
 
 using ReduceFn = void (*)(void*, const void*, const void*, size_t, int);
 using DivideFn = void (*)(void*, const void*, size_t, int);
+using ScaleFn = void (*)(void*, const void*, const void*, size_t);
 
 struct Table {
   std::array<std::array<ReduceFn, kNumReduceOps>, kNumDataTypes> reduce{};
   std::array<DivideFn, kNumDataTypes> divide{};
+  std::array<ScaleFn, kNumDataTypes> scale{};
 };
 
 // The kernel of one (dtype, op), or nullptr where the op is not defined on the dtype
@@ -426,6 +468,7 @@ constexpr Table makeTable(std::index_sequence<kI...>) {
 template <typename Isa, size_t... kI>
 constexpr Table withDivide(Table t, std::index_sequence<kI...>) {
   ((t.divide[kI] = &Isa::template divide<typename TypeOf<static_cast<DataType>(kI)>::type>), ...);
+  ((t.scale[kI] = &Isa::template scale<typename TypeOf<static_cast<DataType>(kI)>::type>), ...);
   return t;
 }
 
@@ -510,10 +553,24 @@ void divideEntry(void* dst, const void* src, size_t count, DataType dtype, int d
   });
 }
 
+template <typename Isa>
+void scaleEntry(void* dst, const void* src, const void* scalar, size_t count, DataType dtype) {
+  const unsigned d = static_cast<unsigned>(dtype);
+  if (d >= kNumDataTypes) invalidCall("an invalid dtype", d, 0);
+  if (count == 0) return;
+  const ScaleFn scale = kTable<Isa>.scale[d];
+  const size_t size = kElementSize[d];
+  if (alignedFor(dst, size)) return scale(dst, src, scalar, count);
+  throughAlignedBlocks(dst, count, size, [&](uint8_t* block, size_t at, size_t n) {
+    scale(block, static_cast<const uint8_t*>(src) + at, scalar, n);
+  });
+}
+
 constexpr ReduceBackend kBaselineBackend{"cpu-baseline", &reduceEntry<BaselineIsa>,
-                                         &divideEntry<BaselineIsa>};
+                                         &divideEntry<BaselineIsa>, &scaleEntry<BaselineIsa>};
 #if COLLIE_X86
-constexpr ReduceBackend kAvx2Backend{"cpu-avx2", &reduceEntry<Avx2Isa>, &divideEntry<Avx2Isa>};
+constexpr ReduceBackend kAvx2Backend{"cpu-avx2", &reduceEntry<Avx2Isa>, &divideEntry<Avx2Isa>,
+                                     &scaleEntry<Avx2Isa>};
 
 bool cpuHasAvx2F16c() {
   // avx2 through the compiler (it also checks that the OS saves ymm state); f16c

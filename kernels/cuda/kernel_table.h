@@ -4,7 +4,8 @@
 // build does it in cuda_kernels.cu, the emulation tests in their own translation unit.
 //
 // Contract: kernelFor<K>(dtype, op) returns the kernel of family K for that pair, or
-// null for an invalid dtype/op or a bitwise op on a floating dtype. kAvg selects the SumOp kernel
+// null for an invalid dtype/op or a bitwise op on a floating dtype. kAvg and kPreMulSum
+// (whose factor the host applied before) select the SumOp kernel
 // (the caller passes divisor = nranks on the final step). launchGrid() picks a 1-D grid for a step.
 // Thread safety: pure functions.
 #pragma once
@@ -96,6 +97,7 @@ typename Family::Fn kernelFor(DataType dtype, ReduceOp op) {
         switch (op) {
           case ReduceOp::kSum:
           case ReduceOp::kAvg:
+          case ReduceOp::kPreMulSum:  // its factor is applied before the steps (host path)
             return Family::template get<T, SumOp<T>>();
           case ReduceOp::kProd:
             return Family::template get<T, ProdOp<T>>();

@@ -42,6 +42,8 @@ inline constexpr bool kThreadSanitized = false;
 inline bool sampledOp(int dtype, int op) {
   const auto type = static_cast<DataType>(dtype);
   if (!isValidFor(static_cast<ReduceOp>(op), type)) return false;
+  // premulsum needs a scalar per rank: tests/threads/premul_test.cc covers it.
+  if (static_cast<ReduceOp>(op) == ReduceOp::kPreMulSum) return false;
   if (!kThreadSanitized && quickMatrix() && isBitwise(static_cast<ReduceOp>(op)) &&
       type != DataType::kInt32) {
     return false;

@@ -27,6 +27,7 @@ inline int64_t reduceValues(ReduceOp op, int nranks, size_t index) {
     switch (op) {
       case ReduceOp::kSum:
       case ReduceOp::kAvg:
+      case ReduceOp::kPreMulSum:  // the kernels reduce it as sum (factor applied before)
         value += v;
         break;
       case ReduceOp::kProd:

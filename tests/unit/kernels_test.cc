@@ -165,10 +165,11 @@ struct OpCase {
   ReduceOp op;
   int divisor;
 };
-constexpr OpCase kOpCases[] = {{ReduceOp::kSum, 0},  {ReduceOp::kProd, 0}, {ReduceOp::kMin, 0},
-                               {ReduceOp::kMax, 0},  {ReduceOp::kAvg, 0},  {ReduceOp::kAvg, 3},
-                               {ReduceOp::kAvg, 4},  {ReduceOp::kSum, 3},  // divisor ignored
-                               {ReduceOp::kBand, 0}, {ReduceOp::kBor, 0},  {ReduceOp::kBxor, 0}};
+constexpr OpCase kOpCases[] = {{ReduceOp::kSum, 0},      {ReduceOp::kProd, 0}, {ReduceOp::kMin, 0},
+                               {ReduceOp::kMax, 0},      {ReduceOp::kAvg, 0},  {ReduceOp::kAvg, 3},
+                               {ReduceOp::kAvg, 4},      {ReduceOp::kSum, 3},  // divisor ignored
+                               {ReduceOp::kBand, 0},     {ReduceOp::kBor, 0},  {ReduceOp::kBxor, 0},
+                               {ReduceOp::kPreMulSum, 0}};  // reduces like sum
 
 // Where the buffers lie: shifted by dst, a and b bytes from a 16-byte boundary. Shifts
 // of 1..7 misalign every multi-byte T: UCX hands over fragments like that, and users may
@@ -254,6 +255,53 @@ void checkDivide(const ReduceBackend& backend, DataType dtype, uint64_t seed, Sh
   }
 }
 
+// kPreMulSum's multiply: x * s with the product computed exactly (float64 holds the
+// product of two float32, float16 or bfloat16 values exactly) and rounded once to T;
+// float64 itself is one IEEE multiply; integers wrap.
+template <typename T>
+T referenceScale(T x, T s) {
+  if constexpr (std::is_integral_v<T>) {
+    return static_cast<T>(static_cast<uint64_t>(x) * static_cast<uint64_t>(s));
+  } else if constexpr (kHalfLike<T>) {
+    return narrow<T>(static_cast<float>(static_cast<double>(widen(x)) * widen(s)));
+  } else {
+    return static_cast<T>(static_cast<double>(x) * static_cast<double>(s));
+  }
+}
+
+template <typename T>
+void checkScale(const ReduceBackend& backend, DataType dtype, uint64_t seed, Shifts shift = {}) {
+  std::mt19937_64 rng(seed);
+  for (size_t n : kSizes) {
+    for (bool inPlace : {false, true}) {
+      SCOPED_TRACE(std::string(backend.name) + " " + std::string(dataTypeName(dtype)) +
+                   " scale n=" + std::to_string(n) + (inPlace ? " in-place" : " out-of-place") +
+                   shiftsName(shift));
+      std::vector<T> src = randomValues<T>(n, rng);
+      const T s = randomValues<T>(1, rng)[0];
+      std::vector<T> want(n);
+      for (size_t i = 0; i < n; ++i) want[i] = referenceScale(src[i], s);
+      const size_t bytes = n * sizeof(T);
+      // The scalar lies at the b shift: it may be misaligned too.
+      std::vector<unsigned char> srcBytes(bytes + 8), dstBytes(bytes + 8), scalarBytes(16);
+      std::memcpy(scalarBytes.data() + shift.b, &s, sizeof(T));
+      unsigned char* psrc = srcBytes.data() + (inPlace ? shift.dst : shift.a);
+      unsigned char* dst = inPlace ? psrc : dstBytes.data() + shift.dst;
+      if (bytes > 0) {
+        std::memcpy(psrc, src.data(), bytes);
+        if (!inPlace) {
+          const std::vector<T> garbage = randomValues<T>(n, rng);
+          std::memcpy(dst, garbage.data(), bytes);
+        }
+      }
+      backend.scale(dst, psrc, scalarBytes.data() + shift.b, n, dtype);
+      std::vector<T> got(n);
+      if (bytes > 0) std::memcpy(got.data(), dst, bytes);
+      ASSERT_TRUE(sameBits(got, want));
+    }
+  }
+}
+
 // Buffer placements for the any-address tests: misaligned inputs (as UCX's fragments),
 // misaligned outputs, and both. The a shift stands for src in divide.
 constexpr Shifts kMisalignedShifts[] = {{0, 1, 2}, {0, 0, 1}, {0, 3, 0}, {0, 7, 5},
@@ -296,6 +344,7 @@ TEST(KernelsTest, BuffersMayLieAtAnyByteAddress) {
       for (Shifts shift : kMisalignedShifts) {
         checkReduce<T>(*backend, dtype, seed++, shift);
         checkDivide<T>(*backend, dtype, seed++, shift);
+        checkScale<T>(*backend, dtype, seed++, shift);
       }
     });
   }
@@ -330,6 +379,13 @@ TEST(KernelsTest, LargeOutputsMatchReference) {
   checkLargeOutput<float>(best, DataType::kFloat32, {ReduceOp::kSum, 0});
   checkLargeOutput<Half>(best, DataType::kFloat16, {ReduceOp::kAvg, 3});
   checkLargeOutput<int8_t>(best, DataType::kInt8, {ReduceOp::kMax, 0});
+}
+
+TEST(KernelsTest, ScaleMatchesReferenceRoundedOnce) {
+  for (const ReduceBackend* backend : cpuReduceBackendVariants()) {
+    uint64_t seed = 700;
+    forEachType([&]<typename T>(DataType dtype) { checkScale<T>(*backend, dtype, seed++); });
+  }
 }
 
 TEST(KernelsTest, DivideMatchesReference) {

@@ -23,6 +23,7 @@ int64_t combine(ReduceOp op, int64_t a, int64_t b) {
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAvg:
+    case ReduceOp::kPreMulSum:  // the kernels reduce it as sum (factor applied before)
       return a + b;
     case ReduceOp::kProd:
       return a * b;
