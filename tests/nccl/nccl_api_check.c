@@ -186,6 +186,27 @@ static void checkGatherScatter(ncclComm_t comm) {
     if (in[i] != want) FAIL("allreduce premulsum: [%zu] = %g, want %g", i, in[i], want);
   }
   NCCLCHECK(ncclRedOpDestroy(premul, comm));
+  /* PreMulSum with each rank's own scalar (rank + 1) on an integer type, reduced to the
+   * last rank: sum over ranks of (rank + 1) * k. */
+  {
+    int32_t factor = rank + 1;
+    int32_t* iin = xmalloc(recvcount * sizeof(int32_t));
+    int32_t* iout = xmalloc(recvcount * sizeof(int32_t));
+    for (size_t i = 0; i < recvcount; ++i) {
+      iin[i] = (int32_t)(i % 7);
+      iout[i] = -1;
+    }
+    NCCLCHECK(ncclRedOpCreatePreMulSum(&premul, &factor, ncclInt32, ncclScalarHostImmediate, comm));
+    NCCLCHECK(ncclReduce(iin, iout, recvcount, ncclInt32, premul, nranks - 1, comm, NULL));
+    for (size_t i = 0; i < recvcount; ++i) {
+      int32_t want = rank == nranks - 1 ? (int32_t)(nranks * (nranks + 1) / 2 * (int)(i % 7)) : -1;
+      if (iout[i] != want) FAIL("reduce premulsum int32: [%zu] = %d, want %d", i, iout[i], want);
+      if (iin[i] != (int32_t)(i % 7)) FAIL("reduce premulsum int32 changed its input at %zu", i);
+    }
+    NCCLCHECK(ncclRedOpDestroy(premul, comm));
+    free(iin);
+    free(iout);
+  }
   free(send);
   free(all);
   free(in);

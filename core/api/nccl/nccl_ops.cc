@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "core/api/nccl/nccl_internal.h"
-#include "core/kernel/reduce_backend.h"
 #include "core/log/log.h"
 
 namespace collie::nccl {
@@ -41,12 +40,12 @@ struct Call {
   const void* send = nullptr;
   void* recv = nullptr;
   size_t count = 0;
-  DataType dtype = DataType::kFloat32;                     // set by prepare()
-  ReduceOp op = ReduceOp::kSum;                            // set by prepare()
-  int root = 0;                                            // broadcast, reduce, gather, scatter
-  int peer = -1;                                           // send, recv
-  std::shared_ptr<std::vector<uint8_t>> scaled = nullptr;  // pre-multiplied input (PreMulSum)
-  void* stream = nullptr;                                  // cudaStream_t: device buffers only
+  DataType dtype = DataType::kFloat32;  // set by prepare()
+  ReduceOp op = ReduceOp::kSum;         // set by prepare()
+  int root = 0;                         // broadcast, reduce, gather, scatter
+  int peer = -1;                        // send, recv
+  ReduceScalar scalar;                  // PreMulSum ops: this rank's factor
+  void* stream = nullptr;               // cudaStream_t: device buffers only
 };
 
 struct GroupState {
@@ -109,21 +108,6 @@ const char* nameOf(OpKind kind) {
   return "nccl";
 }
 
-// dst[i] = scalar * src[i], with collie's own product kernel (same rounding as kProd).
-void preMultiply(void* dst, const void* src, size_t count, const PreMulSum& premul) {
-  const size_t es = dataTypeSize(premul.dtype);
-  constexpr size_t kBlock = 4096;
-  std::vector<uint8_t> scalars(kBlock * es);
-  for (size_t i = 0; i < kBlock; ++i) std::memcpy(&scalars[i * es], premul.scalar.data(), es);
-  const ReduceBackend& kernels = hostReduceBackend();
-  for (size_t done = 0; done < count; done += kBlock) {
-    size_t n = std::min(kBlock, count - done);
-    kernels.reduce(static_cast<uint8_t*>(dst) + done * es,
-                   static_cast<const uint8_t*>(src) + done * es, scalars.data(), n, premul.dtype,
-                   ReduceOp::kProd, 0);
-  }
-}
-
 // Checks what NCCL checks before enqueueing and resolves PreMulSum operators.
 ncclResult_t prepare(Call* call, ncclDataType_t datatype, ncclRedOp_t op, bool hasOp) {
   if (call->comm == nullptr)
@@ -142,10 +126,6 @@ ncclResult_t prepare(Call* call, ncclDataType_t datatype, ncclRedOp_t op, bool h
     call->op = static_cast<ReduceOp>(op);
     return ncclSuccess;
   }
-  if (call->comm->comm->isDeviceBuffer(call->send)) {
-    return invalidUsage(std::string(nameOf(call->kind)) +
-                        ": PreMulSum ops are not supported on device buffers by collie");
-  }
   auto found = call->comm->preMulSums.find(static_cast<int>(op));
   if (found == call->comm->preMulSums.end()) {
     return invalidArgumentResult(std::string(nameOf(call->kind)) + ": op " +
@@ -157,15 +137,9 @@ ncclResult_t prepare(Call* call, ncclDataType_t datatype, ncclRedOp_t op, bool h
     return invalidArgumentResult(std::string(nameOf(call->kind)) +
                                  ": PreMulSum op was created for another datatype");
   }
-  size_t elements = call->kind == OpKind::kReduceScatter
-                        ? call->count * static_cast<size_t>(call->comm->nranks)
-                        : call->count;
-  if (elements > 0 && call->send == nullptr) {
-    return invalidArgumentResult(std::string(nameOf(call->kind)) + ": sendbuff is NULL");
-  }
-  call->scaled = std::make_shared<std::vector<uint8_t>>(elements * dataTypeSize(call->dtype));
-  preMultiply(call->scaled->data(), call->send, elements, found->second);
-  call->send = call->scaled->data();
+  // The engine multiplies the input by it once, then sums (ReduceOp::kPreMulSum).
+  call->op = ReduceOp::kPreMulSum;
+  call->scalar = scalarFromBytes(found->second.scalar.data(), call->dtype);
   return ncclSuccess;
 }
 
@@ -173,16 +147,18 @@ Result<Work> issue(const Call& call) {
   Communicator& comm = *call.comm->comm;
   switch (call.kind) {
     case OpKind::kAllReduce:
-      return comm.allReduce(call.send, call.recv, call.count, call.dtype, call.op, call.stream);
+      return comm.allReduce(call.send, call.recv, call.count, call.dtype, call.op, call.scalar,
+                            call.stream);
     case OpKind::kBroadcast:
       return comm.broadcast(call.send, call.recv, call.count, call.dtype, call.root, call.stream);
     case OpKind::kReduce:
       return comm.reduce(call.send, call.recv, call.count, call.dtype, call.op, call.root,
-                         call.stream);
+                         call.scalar, call.stream);
     case OpKind::kAllGather:
       return comm.allGather(call.send, call.recv, call.count, call.dtype, call.stream);
     case OpKind::kReduceScatter:
-      return comm.reduceScatter(call.send, call.recv, call.count, call.dtype, call.op, call.stream);
+      return comm.reduceScatter(call.send, call.recv, call.count, call.dtype, call.op, call.scalar,
+                                call.stream);
     case OpKind::kSend:
       return comm.send(call.send, call.count, call.dtype, call.peer);
     case OpKind::kRecv:

@@ -84,6 +84,10 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::allreduceDense(std::vector<at::Ten
     // Several tensors per rank (gloo's multi-input all-reduce): combined here, reduced
     // across ranks, the result written to every tensor. AVG averages all of them.
     buf = combineLocal(views, opts.reduceOp, r);
+    if (r.op == collie::ReduceOp::kPreMulSum) {  // combineLocal applied the factor
+      r.op = collie::ReduceOp::kSum;
+      r.scalar = collie::ReduceScalar();
+    }
     auto copies = copyToAll(views, buf);
     if (opts.reduceOp.op_ == c10d::ReduceOp::AVG) {
       const int64_t k = static_cast<int64_t>(views.size());
@@ -95,7 +99,8 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::allreduceDense(std::vector<at::Ten
       call.onSuccess = copies;
     }
   }
-  auto issued = comm_->allReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), r.dtype, r.op);
+  auto issued =
+      comm_->allReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), r.dtype, r.op, r.scalar);
   if (!issued.isOk() && call.cleanup) call.cleanup();
   call.ops = {orFail(std::move(issued), what, rank_)};
   call.keepAlive = {buf};
@@ -209,8 +214,9 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::allreduce_coalesced(
   at::Tensor buf = prepared(at::cat(flat), r);
   Call call(c10d::OpType::ALLREDUCE_COALESCED, "collie:all_reduce_coalesced", what, tensors,
             {tensors}, opts.timeout);
-  call.ops = {orFail(comm_->allReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), r.dtype, r.op),
-                     what, rank_)};
+  call.ops = {
+      orFail(comm_->allReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), r.dtype, r.op, r.scalar),
+             what, rank_)};
   call.keepAlive = {buf};
   call.onSuccess = [outs = tensors, buf, reduceOp = opts.reduceOp, what, rank = rank_]() mutable {
     int64_t offset = 0;
@@ -234,9 +240,9 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::reduce(std::vector<at::Tensor>& te
   at::Tensor buf = prepared(t, r);
   const int root = static_cast<int>(opts.rootRank);
   Call call(c10d::OpType::REDUCE, "collie:reduce", what, tensors, {tensors}, opts.timeout);
-  call.ops = {
-      orFail(comm_->reduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), r.dtype, r.op, root), what,
-             rank_)};
+  call.ops = {orFail(
+      comm_->reduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), r.dtype, r.op, root, r.scalar),
+      what, rank_)};
   call.keepAlive = {buf};
   if (rank_ == root) call.onSuccess = copyBack(t, buf);
   return submit(std::move(call));
@@ -280,18 +286,18 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::reduce_scatter(
     at::Tensor res;
     if (even) {
       res = dense(out);
-      call.ops.push_back(
-          orFail(comm_->reduceScatter(in.data_ptr(), res.data_ptr(), res.numel(), r.dtype, r.op),
-                 what, rank_));
+      call.ops.push_back(orFail(
+          comm_->reduceScatter(in.data_ptr(), res.data_ptr(), res.numel(), r.dtype, r.op, r.scalar),
+          what, rank_));
     } else {
       // Parts of different sizes: collie's reduce-scatter with a count per rank (the
       // sizes are the same on every rank, as torch's contract has them).
       std::vector<size_t> counts;
       for (const at::Tensor& part : flat) counts.push_back(static_cast<size_t>(part.numel()));
       res = dense(out);
-      call.ops.push_back(
-          orFail(comm_->reduceScatterV(in.data_ptr(), res.data_ptr(), counts, r.dtype, r.op), what,
-                 rank_));
+      call.ops.push_back(orFail(
+          comm_->reduceScatterV(in.data_ptr(), res.data_ptr(), counts, r.dtype, r.op, r.scalar),
+          what, rank_));
     }
     call.keepAlive.push_back(in);
     call.keepAlive.push_back(res);
@@ -324,9 +330,9 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::reduce_scatter_tensor_coalesced(
     Reduction r = reduction(out, opts.reduceOp, what, rank_);
     at::Tensor in = prepared(asReal(inputs[j], opts.reduceOp, what, rank_), r);
     at::Tensor res = dense(out);
-    call.ops.push_back(
-        orFail(comm_->reduceScatter(in.data_ptr(), res.data_ptr(), res.numel(), r.dtype, r.op),
-               what, rank_));
+    call.ops.push_back(orFail(
+        comm_->reduceScatter(in.data_ptr(), res.data_ptr(), res.numel(), r.dtype, r.op, r.scalar),
+        what, rank_));
     call.keepAlive.push_back(in);
     call.keepAlive.push_back(res);
     if (auto copy = copyBack(out, res)) copies.push_back(std::move(copy));

@@ -199,10 +199,18 @@ Reduction reduction(const at::Tensor& t, const c10d::ReduceOp& op, const char* w
       }
       if (factor->tensor_factor.defined()) {
         r.premulTensor = factor->tensor_factor.to(at::kCPU);
+        const at::Tensor typed = r.premulTensor.reshape({-1}).to(t.scalar_type()).contiguous();
+        if (typed.numel() != 1) {
+          invalid(what, rank,
+                  "ReduceOp.PREMUL_SUM's tensor factor must have one element, got " +
+                      std::to_string(typed.numel()));
+        }
+        r.scalar = collie::scalarFromBytes(typed.data_ptr(), *dtype);
       } else {
         r.premul = factor->double_factor;
+        r.scalar = collie::scalarOf(factor->double_factor, *dtype);
       }
-      r.op = collie::ReduceOp::kSum;
+      r.op = collie::ReduceOp::kPreMulSum;
       break;
     }
     default:
@@ -224,19 +232,22 @@ at::Tensor asReal(const at::Tensor& t, const c10d::ReduceOp& op, const char* wha
   return at::view_as_real(t);
 }
 
-at::Tensor prepared(const at::Tensor& t, const Reduction& r) {
-  if (r.premulTensor.defined()) return at::mul(t, r.premulTensor).to(t.scalar_type()).contiguous();
-  if (r.premul) return at::mul(t, *r.premul).to(t.scalar_type()).contiguous();
-  return dense(t);
-}
+at::Tensor prepared(const at::Tensor& t, const Reduction&) { return dense(t); }
 
 at::Tensor combineLocal(const std::vector<at::Tensor>& tensors, const c10d::ReduceOp& op,
                         const Reduction& r) {
-  at::Tensor acc = prepared(tensors[0], r);
+  // Local tensors of one rank are multiplied here, before they are summed together.
+  auto scaled = [&r](const at::Tensor& t) {
+    if (r.premulTensor.defined())
+      return at::mul(t, r.premulTensor).to(t.scalar_type()).contiguous();
+    if (r.premul) return at::mul(t, *r.premul).to(t.scalar_type()).contiguous();
+    return dense(t);
+  };
+  at::Tensor acc = scaled(tensors[0]);
   if (acc.is_same(tensors[0])) acc = acc.clone(at::MemoryFormat::Contiguous);
   const bool isBool = acc.scalar_type() == at::kBool;
   for (size_t i = 1; i < tensors.size(); ++i) {
-    at::Tensor x = prepared(tensors[i], r);
+    at::Tensor x = scaled(tensors[i]);
     switch (op.op_) {
       case c10d::ReduceOp::PRODUCT:
         isBool ? acc.logical_and_(x) : acc.mul_(x);

@@ -52,17 +52,21 @@ struct Reduction {
   collie::ReduceOp op;
   std::optional<double> premul;  // PREMUL_SUM's double factor
   at::Tensor premulTensor;       // or its one-element tensor factor
+  // PREMUL_SUM (op kPreMulSum): the factor converted once to dtype, which collie's
+  // engine applies to this rank's input (absent for every other op).
+  collie::ReduceScalar scalar;
 };
 // Maps (dtype, op) for a reduction; raises for what collie cannot reduce. `t` is
 // the tensor as handed to collie (complex already viewed as real: see asReal).
 Reduction reduction(const at::Tensor& t, const c10d::ReduceOp& op, const char* what, int rank);
 // Complex tensors as their real view (SUM, AVG, PREMUL_SUM only); others unchanged.
 at::Tensor asReal(const at::Tensor& t, const c10d::ReduceOp& op, const char* what, int rank);
-// A contiguous tensor holding t's values (t itself when it already is contiguous), times
-// the PREMUL_SUM factor when there is one (always a copy then).
+// A contiguous tensor holding t's values (t itself when it already is contiguous). The
+// PREMUL_SUM factor is collie's to apply (Reduction::scalar), not this copy's.
 at::Tensor prepared(const at::Tensor& t, const Reduction& r);
 // Combines several local tensors of one rank elementwise with `op` (sum for AVG and
-// PREMUL_SUM, after the factor), into a fresh contiguous tensor.
+// PREMUL_SUM, each tensor times the factor first: reduce the result with SUM), into a
+// fresh contiguous tensor.
 at::Tensor combineLocal(const std::vector<at::Tensor>& tensors, const c10d::ReduceOp& op,
                         const Reduction& r);
 
