@@ -76,6 +76,20 @@ void reduceBench(benchmark::State& state, const ReduceBackend* backend, DataType
                           static_cast<int64_t>(bytes));
 }
 
+// kPreMulSum's pre-pass: dst = src * scalar (read src, write dst).
+void scaleBench(benchmark::State& state, DataType dtype, size_t bytes) {
+  Buffer src = makeBuffer(bytes), dst = makeBuffer(bytes);
+  const size_t count = bytes / dataTypeSize(dtype);
+  const ReduceScalar scalar = scalarOf(0.5, dtype);
+  for (auto _ : state) {
+    cpuReduceBackend().scale(dst.get(), src.get(), scalar.bytes, count, dtype);
+    benchmark::DoNotOptimize(dst.get());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 2 *
+                          static_cast<int64_t>(bytes));
+}
+
 void memcpyBench(benchmark::State& state, size_t bytes) {
   Buffer src = makeBuffer(bytes), dst = makeBuffer(bytes);
   for (auto _ : state) {
@@ -202,6 +216,12 @@ void registerAll() {
   for (size_t bytes : kSizes) {
     benchmark::RegisterBenchmark(("memcpy/" + sizeName(bytes)).c_str(), memcpyBench, bytes)
         ->UseRealTime();
+    for (DataType dtype : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
+      benchmark::RegisterBenchmark(
+          ("scale/" + std::string(dataTypeName(dtype)) + "/" + sizeName(bytes)).c_str(), scaleBench,
+          dtype, bytes)
+          ->UseRealTime();
+    }
     for (int d = 0; d < kNumDataTypes; ++d) {
       const auto dtype = static_cast<DataType>(d);
       for (int o = 0; o < kNumReduceOps; ++o) {
