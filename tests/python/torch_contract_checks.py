@@ -385,6 +385,13 @@ def check_dtypes(c, pg, be):
         f = float(factor)
         c.equal(f"allreduce PREMUL_SUM {f}", x,
                 sum((torch.arange(4, dtype=torch.float64) + r) * f for r in range(world)))
+    # Each rank its own factor (collie's engine multiplies each input once, then sums).
+    y = torch.arange(2 * world, dtype=torch.float32) + rank
+    out = torch.empty(2, dtype=torch.float32)
+    dist.reduce_scatter_tensor(out, y, op=dist._make_nccl_premul_sum(0.5 * (rank + 1)), group=pg)
+    whole = sum((torch.arange(2 * world, dtype=torch.float32) + r) * (0.5 * (r + 1))
+                for r in range(world))
+    c.equal("reduce_scatter_tensor PREMUL_SUM per-rank factor", out, whole[2 * rank:2 * rank + 2])
 
 
 def check_sparse(c, pg, be):
