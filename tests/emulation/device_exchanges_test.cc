@@ -1,10 +1,11 @@
 // The exchanges (all-to-all, all-to-all with a count per peer, gather, scatter) and the
-// kinds with a count per rank (all-gather v, reduce-scatter v) on device buffers of the
-// emulated device runtime (COLLIE_DEVICE_EMULATION=1), ranks as threads. They have no
-// device kernels: the communicator stages them through host memory, on one host (where
-// the device path runs the other collectives as kernels) and across hosts (tcp). Checks
-// exact bytes on every rank, that nothing outside a rank's own extent is written (a
-// guard byte after every buffer), and that the copies to and from the device happened.
+// kinds with a count per rank (all-gather v, reduce-scatter v), and premulsum (all-reduce
+// and reduce-scatter, each rank its own factor) on device buffers of the emulated device
+// runtime (COLLIE_DEVICE_EMULATION=1), ranks as threads. They have no device kernels: the
+// communicator stages them through host memory, on one host (where the device path runs the other
+// collectives as kernels) and across hosts (tcp). Checks exact bytes on every rank, that nothing
+// outside a rank's own extent is written (a guard byte after every buffer), and that the copies to
+// and from the device happened.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -158,6 +159,27 @@ void runExchanges(Communicator& comm, size_t count, Failures* failures) {
     expectEqual(failures, "reducescatterv" + at, recv.read(), want);
     if (!recv.guardIntact()) failures->add("reducescatterv" + at + ": wrote past recv");
   }
+  {  // premulsum: all-reduce and reduce-scatter, rank p's factor p + 2 (int32: exact)
+    const ReduceScalar factor = scalarOf(r + 2, DataType::kInt32);
+    DeviceInts send(count * n), all(count * n), block(count);
+    for (size_t i = 0; i < count * n; ++i) send.get()[i] = valueOf(r, i);
+    finish(failures, "allreduce premulsum" + at,
+           comm.allReduce(send.get(), all.get(), count * n, DataType::kInt32, ReduceOp::kPreMulSum,
+                          factor));
+    finish(failures, "reducescatter premulsum" + at,
+           comm.reduceScatter(send.get(), block.get(), count, DataType::kInt32,
+                              ReduceOp::kPreMulSum, factor));
+    std::vector<int32_t> wantAll(count * n, 0), wantBlock(count, 0);
+    for (size_t i = 0; i < count * n; ++i) {
+      for (int p = 0; p < n; ++p) wantAll[i] += (p + 2) * valueOf(p, i);
+    }
+    for (size_t i = 0; i < count; ++i) wantBlock[i] = wantAll[r * count + i];
+    expectEqual(failures, "allreduce premulsum" + at, all.read(), wantAll);
+    expectEqual(failures, "reducescatter premulsum" + at, block.read(), wantBlock);
+    if (!all.guardIntact() || !block.guardIntact()) {
+      failures->add("premulsum" + at + ": wrote past recv");
+    }
+  }
   {  // all-to-all v: I send (r + p) % 3 * count elements to rank p
     std::vector<size_t> sendCounts(n), recvCounts(n);
     for (int p = 0; p < n; ++p) {
@@ -193,8 +215,8 @@ void runMatrix(int nranks, bool hostPerRank) {
     for (size_t count : counts) runExchanges(*comm[r], count, &failures);
   });
   for (const std::string& m : failures.messages) ADD_FAILURE() << m;
-  // Staged: at least a copy in or out per call and rank (6 calls per count).
-  EXPECT_GE(emulatedCopies() - copiesBefore, counts.size() * 6 * nranks);
+  // Staged: at least a copy in or out per call and rank (8 calls per count).
+  EXPECT_GE(emulatedCopies() - copiesBefore, counts.size() * 8 * nranks);
 }
 
 TEST(DeviceExchangesTest, OneHostTwoRanks) { runMatrix(2, false); }
