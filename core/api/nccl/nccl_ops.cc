@@ -67,6 +67,7 @@ Call collectiveCall(OpKind kind, ncclComm* comm, const void* send, void* recv, s
               .recv = recv,
               .count = count,
               .root = root,
+              .scalar = {},
               .stream = stream};
 }
 
@@ -79,6 +80,7 @@ Call pointToPointCall(OpKind kind, ncclComm* comm, const void* send, void* recv,
               .recv = recv,
               .count = count,
               .peer = peer,
+              .scalar = {},
               .stream = stream};
 }
 
