@@ -72,7 +72,10 @@ void reduceInOrder(uint8_t* dst, const std::vector<const uint8_t*>& sources, siz
 // for outputs that are not in cache (out of place, at least kDirectStreamingMinBytes).
 constexpr size_t kDirectTileBytes = 16 * 1024;
 constexpr size_t kDirectStreamingTileBytes = 2 * 1024;
-constexpr size_t kDirectStreamingMinBytes = 4 << 20;
+// 16 MiB: at 4 MiB (2 ranks, 16 MiB of inputs and outputs, inside the 32 MiB L3) plain
+// stores won on a quiet machine (178 against 322 us, docs/decisions/roofline-shm.md);
+// from 16 MiB the streaming stores do (1444 against 2078 us).
+constexpr size_t kDirectStreamingMinBytes = 16 << 20;
 void directAllReduceShare(const std::vector<const uint8_t*>& inputs,
                           const std::vector<uint8_t*>& outputs, size_t count, DataType dtype,
                           ReduceOp op, int rank, uint8_t* scratch, bool stream);
