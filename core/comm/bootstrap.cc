@@ -18,6 +18,7 @@
 #include "core/comm/join_agreement.h"
 #include "core/comm/options_config.h"
 #include "core/config/config.h"
+#include "core/engine/wait_policy.h"
 #include "core/log/log.h"
 #include "core/transport/device_windows.h"
 #include "core/transport/transport.h"
@@ -84,7 +85,8 @@ Result<EngineConfig> resolveConfig(int rank, int nranks, const Config& settings)
   config.rank = rank;
   config.nranks = nranks;
   config.timeout = settings.duration("COLLIE_TIMEOUT");
-  config.busyPoll = settings.duration("COLLIE_BUSY_POLL");
+  // On one host until the topology says otherwise (Impl::create adapts it).
+  config.wait = waitPolicyFor(settings.duration("COLLIE_BUSY_POLL"), 1, cpusAvailable(settings));
   config.reduceOnReceive = settings.integer("COLLIE_RECV_REDUCE") != 0;
   config.rootAgreement = settings.integer("COLLIE_ROOT_AGREEMENT") != 0;
   config.traceDepth =
@@ -360,6 +362,13 @@ Result<std::unique_ptr<Communicator>> Communicator::Impl::create(const UniqueId&
   COLLIE_LOG(INFO, INIT) << "topology: "
                          << (rank == 0 ? topology.describe() : topology.describe(false));
   if (topology.nhosts() > 1) config->hosts = std::make_shared<const HostLayout>(topology.layout());
+  config->wait = waitPolicyFor(settings.duration("COLLIE_BUSY_POLL"), topology.localSize(),
+                               cpusAvailable(settings));
+  if (config->wait.oversubscribed) {
+    COLLIE_LOG(INFO, INIT) << "rank " << rank << ": " << topology.localSize()
+                           << " ranks on this host for " << cpusAvailable(settings)
+                           << " CPU(s): waits yield from the start (no pure spin)";
+  }
   Result<std::unique_ptr<DeviceWindows>> windows =
       openDeviceWindows(context, connected->windowProvider, deadline);
   if (!windows.isOk()) return windows.status();

@@ -9,6 +9,7 @@
 
 #include "collie/types.h"
 #include "core/config/config.h"
+#include "core/engine/wait_policy.h"
 #include "core/plan/layout.h"
 
 namespace collie {
@@ -21,7 +22,9 @@ struct EngineConfig {
   size_t chunkBytes = 512 * 1024;          // 0: the tuner picks per collective
   Algorithm algorithm = Algorithm::kAuto;  // kAuto: the tuner picks
   std::chrono::microseconds timeout{300'000'000};
-  std::chrono::microseconds busyPoll{50};
+  // How the engine waits between turns without progress: COLLIE_BUSY_POLL adapted to the
+  // host's ranks and CPUs at creation (core/engine/wait_policy.h).
+  WaitPolicy wait;
   bool reduceOnReceive = true;  // COLLIE_RECV_REDUCE: use Connection::postRecvReduce()
   bool rootAgreement = true;    // COLLIE_ROOT_AGREEMENT: PlanParams::agreeOnRoot
   size_t traceDepth = 64;       // COLLIE_TRACE_DEPTH: collectives kept by the flight recorder

@@ -10,7 +10,13 @@ void registerEngineKnobs(KnobRegistry& registry) {
       "the progress engine: polling, reduction on receive, root agreement, flight recorder",
       {
           duration("COLLIE_BUSY_POLL", "50us", 0, kKnobSecond,
-                   "how long the engine spins for progress before blocking"),
+                   "how long the engine spins for progress before blocking (yielding from "
+                   "the start where a host's ranks outnumber its CPUs)"),
+          integer("COLLIE_CPUS", "0", 0, 1 << 20,
+                  "CPUs this rank's host gives its ranks (0: those of the process's affinity "
+                  "mask; set it where a CPU quota limits a container): with more ranks on the "
+                  "host than these, waits yield from the start and shm's board takes every "
+                  "size it carries"),
           everyRankAlike(
               choice("COLLIE_ROOT_AGREEMENT", "1", "0,1",
                      "1: broadcast (after its data) and reduce (before it) run a barrier whose "

@@ -251,9 +251,9 @@ Status Executor::execute(Pending& pending, PointToPointSource* adopt) {
       status = timedOut(pending, executions);
       break;
     }
-    if (now - idleSince > config_.busyPoll) {
+    if (now - idleSince >= config_.wait.busyPoll) {
       waitForActivity(active);
-    } else if (now - idleSince > kPureSpin) {
+    } else if (now - idleSince >= config_.wait.pureSpin) {
       // On a busy host the peer we wait for may be queued behind us on this core:
       // spinning without yielding made every step cost a whole busy-poll period
       // (8 B over tcp at load 9 on 2 cores: 115 us median, 19 us with no spin).

@@ -6,7 +6,8 @@
 // batch also takes in the point-to-point operations queued behind it while it runs
 // (torch's batch_isend_irecv posts every irecv before its isend, one call at a time)
 // and completes each as it finishes. Between turns without progress it spins for
-// EngineConfig::busyPoll (yielding after kPureSpin), then blocks in the transports'
+// EngineConfig::wait.busyPoll (yielding after wait.pureSpin; both adapted to ranks
+// outnumbering cores, core/engine/wait_policy.h), then blocks in the transports'
 // waitForActivity().
 //
 // Deadlines and their messages: an operation that sees no progress for
@@ -63,9 +64,6 @@ struct TransportSet {
 
 class Executor {
  public:
-  // Busy polling yields the core after this long without progress.
-  static constexpr std::chrono::microseconds kPureSpin{5};
-
   // `aborted` and `recorder` must outlive the executor.
   Executor(const EngineConfig& config, TransportSet transports, const std::atomic<bool>& aborted,
            FlightRecorder* recorder);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -171,6 +172,59 @@ TEST(TuneAgreement, EveryRankPlansWithRankZerosUsefulChannels) {
   EXPECT_EQ(agreedChannels({{8}, {8}}, false), (std::vector<int>{4, 4}));
   // COLLIE_NCHANNELS (channelsFixed) wins over every transport.
   EXPECT_EQ(agreedChannels({{1}, {1}}, true), (std::vector<int>{4, 4}));
+}
+
+// Ranks that count different CPUs (one pinned to a single CPU, or a COLLIE_CPUS quota)
+// hold different wait policies, but must still plan alike: whether the host's ranks
+// outnumber its cores moves shm's board-versus-single-copy crossover, which the board
+// agrees on when it connects (the largest crossover wins). A mixed communicator plans
+// on every rank what a communicator whose ranks all count one CPU plans.
+std::vector<std::string> plansWithCpus(const std::function<const char*(int)>& cpusOf) {
+  constexpr int kRanks = 2;
+  auto comms = testing::makeCommunicators(kRanks, Options{}, [&](int r, Options* options) {
+    options->transport = "shm";
+    options->timeout = 30s;
+    options->config = {{"COLLIE_TUNE_CACHE", "off"}, {"COLLIE_CPUS", cpusOf(r)}};
+  });
+  if (comms.size() != static_cast<size_t>(kRanks)) return {"creation failed"};
+  // 128 KiB per rank: between COLLIE_SHM_CMA_MIN (64 KiB) and the board's 256 KiB slot.
+  const std::vector<size_t> counts = {2, 4096, 32768};
+  std::vector<std::string> failures(kRanks);
+  testing::onEveryRank(kRanks, [&](int r) {
+    for (size_t count : counts) {
+      std::vector<uint8_t> in = testing::makeInput(DataType::kInt32, ReduceOp::kSum, r, count);
+      std::vector<uint8_t> out(in.size());
+      Result<Work> work =
+          comms[r]->allReduce(in.data(), out.data(), count, DataType::kInt32, ReduceOp::kSum);
+      Status status = work.isOk() ? work->wait(30s) : work.status();
+      if (!status.isOk()) failures[r] = status.toString();
+      if (out != testing::expectedReduction(DataType::kInt32, ReduceOp::kSum, kRanks, 0, count)) {
+        failures[r] += " wrong result at count " + std::to_string(count);
+      }
+    }
+  });
+  std::vector<std::string> out;
+  for (int r = 0; r < kRanks; ++r) {
+    if (!failures[r].empty()) out.push_back("rank " + std::to_string(r) + ": " + failures[r]);
+  }
+  if (!out.empty()) return out;
+  const std::vector<std::string> reference = plans(*comms[0]);
+  for (int r = 1; r < kRanks; ++r) {
+    if (plans(*comms[r]) != reference) return {"rank " + std::to_string(r) + " planned otherwise"};
+  }
+  return reference;
+}
+
+TEST(TuneAgreement, RanksCountingOtherCpusPlanAlike) {
+  const std::vector<std::string> oversubscribed = plansWithCpus([](int) { return "1"; });
+  const std::vector<std::string> cores = plansWithCpus([](int) { return "64"; });
+  ASSERT_EQ(oversubscribed.size(), 3u) << ::testing::PrintToString(oversubscribed);
+  ASSERT_EQ(cores.size(), 3u) << ::testing::PrintToString(cores);
+  // The crossover moves: at 128 KiB the board where ranks outnumber cores, a single-copy
+  // all-reduce first with a core per rank.
+  EXPECT_NE(oversubscribed[2], cores[2]);
+  EXPECT_EQ(plansWithCpus([](int r) { return r == 0 ? "1" : "64"; }), oversubscribed);
+  EXPECT_EQ(plansWithCpus([](int r) { return r == 0 ? "64" : "1"; }), oversubscribed);
 }
 
 }  // namespace

@@ -42,7 +42,6 @@ void prefetchForWrite(const void* p) {
 #endif
 }
 
-constexpr auto kPureSpin = std::chrono::microseconds(5);
 // Spins before a wait first reads the clock: a peer on another core usually answers
 // within them, and then the collective reads no clock at all.
 constexpr uint32_t kSpinsBeforeClock = 32;
@@ -69,12 +68,12 @@ TeamOffer boardTeamOffer(const Config& config, int nranks, bool ranksOutnumberCo
 }
 
 Board::Board(const TransportContext& ctx, std::shared_ptr<ShmShared> shared, size_t slotBytes,
-             std::chrono::microseconds spin)
+             const WaitPolicy& wait)
     : ctx_(ctx),
       shared_(std::move(shared)),
       slotBytes_(slotBytes),
       boards_(ctx.nranks),
-      spin_(spin),
+      wait_(wait),
       pidNamespace_(currentPidNamespace()),
       scratch_(static_cast<uint8_t*>(std::aligned_alloc(64, kDirectTileBytes))) {}
 
@@ -87,11 +86,10 @@ Board::~Board() {
 
 Result<std::unique_ptr<Board>> Board::connect(const TransportContext& ctx,
                                               std::shared_ptr<ShmShared> shared,
-                                              std::chrono::microseconds spin,
-                                              bool ranksOutnumberCores) {
-  const TeamOffer mine = boardTeamOffer(ctx.config, ctx.nranks, ranksOutnumberCores);
+                                              const WaitPolicy& wait) {
+  const TeamOffer mine = boardTeamOffer(ctx.config, ctx.nranks, wait.oversubscribed);
   const size_t slotBytes = mine.boardBytes;
-  std::unique_ptr<Board> board(new Board(ctx, std::move(shared), slotBytes, spin));
+  std::unique_ptr<Board> board(new Board(ctx, std::move(shared), slotBytes, wait));
   const size_t bytes = boardBytes(slotBytes);
 
   Result<std::string> name = newShmName(jobScopeTag(ctx.secret, ctx.config), kBoardKind);
@@ -246,11 +244,11 @@ Status Board::waitForAll(Ready ready, Claimed claimed, const char* what,
     if (ready(peer)) continue;
     // Pure spinning first (a peer on another core answers within a microsecond or
     // two), then spinning with sched_yield (lets a peer that shares this core run),
-    // then sleeping on the doorbell futex. spin_ is 0 when ranks outnumber cores.
+    // then sleeping on the doorbell futex. No pure spin when ranks outnumber cores.
     const auto start = Clock::now();
     const Deadline deadline = start + timeout;
-    const auto pureUntil = start + std::min(spin_, kPureSpin);
-    const auto spinUntil = start + spin_;
+    const auto pureUntil = start + std::min(wait_.busyPoll, wait_.pureSpin);
+    const auto spinUntil = start + wait_.busyPoll;
     uint32_t turns = 0;
     while (!ready(peer)) {
       if (++turns % 16 != 0) {

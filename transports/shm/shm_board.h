@@ -56,6 +56,7 @@
 #include <string>
 #include <vector>
 
+#include "core/engine/wait_policy.h"
 #include "core/transport/team.h"
 #include "core/transport/transport.h"
 #include "transports/shm/shm_cma.h"
@@ -79,8 +80,7 @@ class Board final : public TeamCollectives {
   // once all ranks mapped them. `shared` provides peer liveness and doorbells.
   static Result<std::unique_ptr<Board>> connect(const TransportContext& ctx,
                                                 std::shared_ptr<ShmShared> shared,
-                                                std::chrono::microseconds spin,
-                                                bool ranksOutnumberCores);
+                                                const WaitPolicy& wait);
   ~Board() override;
 
   TeamOffer offer() const override { return offer_; }
@@ -111,7 +111,7 @@ class Board final : public TeamCollectives {
     const std::atomic<bool>& cancelled;
   };
   Board(const TransportContext& ctx, std::shared_ptr<ShmShared> shared, size_t slotBytes,
-        std::chrono::microseconds spin);
+        const WaitPolicy& wait);
 
   // The board itself (the collective fits the slots; `bytes`: its count's bytes).
   Result<TeamOutcome> runBoard(const CollectiveArgs& args, size_t bytes, uint64_t tag,
@@ -163,7 +163,7 @@ class Board final : public TeamCollectives {
   std::string name_;
   std::vector<Mapping> boards_;  // per rank; this rank's is writable
   uint64_t sequence_ = 0;
-  std::chrono::microseconds spin_;
+  WaitPolicy wait_;  // COLLIE_SHM_SPIN; oversubscribed: yield from the start
   uint64_t pidNamespace_;
   TeamOffer offer_;  // agreed at connect
   struct FreeScratch {

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/config/config.h"
+#include "core/engine/wait_policy.h"
 #include "core/log/log.h"
 #include "transports/shm/shm_board.h"
 #include "transports/shm/shm_connection.h"
@@ -57,12 +58,6 @@ uint64_t chooseFifoBytes(const Config& config, size_t fifos) {
   return bytes;
 }
 
-int cpuCount() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
 int openPidfd(int pid) {
 #ifdef SYS_pidfd_open
   long fd = syscall(SYS_pidfd_open, pid, 0);
@@ -103,7 +98,7 @@ class ShmTransport final : public Transport {
   TransportContext ctx_;
   bool connected_ = false;
   std::shared_ptr<ShmShared> shared_;
-  std::chrono::microseconds spin_{0};
+  WaitPolicy wait_;                    // COLLIE_SHM_SPIN, adapted to ranks outnumbering CPUs
   std::unique_ptr<shm::Board> board_;  // when every rank of the job is local
 };
 
@@ -224,19 +219,22 @@ Result<std::vector<std::unique_ptr<Connection>>> ShmTransport::connect(
       connections.push_back(std::make_unique<ShmConnection>(shared_, peer, ch, send, recv));
     }
   }
-  spin_ = ctx_.config.duration("COLLIE_SHM_SPIN");
-  const bool oversubscribed = static_cast<int>(peers.size()) + 1 > cpuCount();
-  if (oversubscribed) spin_ = std::chrono::microseconds(0);
+  // Ranks outnumbering the CPUs (core/engine/wait_policy.h): waits yield from the start,
+  // and the board's crossover moves, which every rank's board then agrees on (the
+  // largest wins).
+  wait_ = waitPolicyFor(ctx_.config.duration("COLLIE_SHM_SPIN"), static_cast<int>(peers.size()) + 1,
+                        cpusAvailable(ctx_.config));
+  const bool oversubscribed = wait_.oversubscribed;
   if (static_cast<int>(peers.size()) == ctx_.nranks - 1 &&
       ctx_.config.integer("COLLIE_SHM_ONESHOT_MAX") > 0) {
-    Result<std::unique_ptr<shm::Board>> board =
-        shm::Board::connect(ctx_, shared_, spin_, oversubscribed);
+    Result<std::unique_ptr<shm::Board>> board = shm::Board::connect(ctx_, shared_, wait_);
     if (!board.isOk()) return board.status();
     board_ = std::move(*board);
   }
   COLLIE_LOG(INFO, SHM) << "rank " << ctx_.rank << ": shm connected to " << peers.size()
                         << " peer(s) x " << ctx_.nchannels << " channel(s), FIFO " << fifoBytes
-                        << " bytes, spin " << spin_.count() << " us";
+                        << " bytes, spin " << wait_.busyPoll.count() << " us"
+                        << (oversubscribed ? " (yielding: more ranks than CPUs)" : "");
   return connections;
 }
 
@@ -256,8 +254,8 @@ void ShmTransport::waitForActivity(std::chrono::microseconds maxWait) {
   shared_->checkLiveness(false);
   if (anyReady()) return;
   const auto start = Clock::now();
-  const auto spinEnd = start + std::min(spin_, maxWait);
-  const auto pureEnd = start + std::chrono::microseconds(5);
+  const auto spinEnd = start + std::min(wait_.busyPoll, maxWait);
+  const auto pureEnd = start + wait_.pureSpin;
   while (true) {
     const auto now = Clock::now();
     if (now >= spinEnd) break;
@@ -286,7 +284,7 @@ Result<std::unique_ptr<Transport>> createShm(const TransportContext& ctx) {
 }
 
 TeamOffer shmTeamOffer(const Config& config, int nranks) {
-  return shm::boardTeamOffer(config, nranks, nranks > cpuCount());
+  return shm::boardTeamOffer(config, nranks, nranks > cpusAvailable(config));
 }
 
 }  // namespace
