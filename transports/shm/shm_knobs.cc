@@ -26,8 +26,10 @@ void registerShmKnobs(KnobRegistry& registry) {
                   "(cma, direct) cost what the board costs, the measured crossover: above it "
                   "they go first (not where a host's ranks outnumber its cores; every rank "
                   "uses the largest value any rank set)"),
-          duration("COLLIE_SHM_SPIN", "50us", 0, kKnobSecond,
-                   "how long shm waits spin before blocking on a futex"),
+          duration(
+              "COLLIE_SHM_SPIN", "50us", 0, kKnobSecond,
+              "how long shm waits spin before blocking on a futex (yielding from the start where "
+              "a host's ranks outnumber its CPUs)"),
       }});
 }
 
