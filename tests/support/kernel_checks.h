@@ -36,9 +36,9 @@ inline constexpr DataType kKernelTypes[] = {
     DataType::kFloat64, DataType::kBFloat16};
 // Every op; the matrices skip the bitwise ones on floating types (isValidFor).
 // kPreMulSum reduces as sum in every kernel (its factor is applied before the steps).
-inline constexpr ReduceOp kKernelOps[] = {ReduceOp::kSum,  ReduceOp::kProd, ReduceOp::kMin,
-                                          ReduceOp::kMax,  ReduceOp::kAvg,  ReduceOp::kBand,
-                                          ReduceOp::kBor,  ReduceOp::kBxor, ReduceOp::kPreMulSum};
+inline constexpr ReduceOp kKernelOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin,
+                                          ReduceOp::kMax, ReduceOp::kAvg,  ReduceOp::kBand,
+                                          ReduceOp::kBor, ReduceOp::kBxor, ReduceOp::kPreMulSum};
 // Empty, one element, around one 16-byte vector, and an odd count past many vectors.
 inline constexpr size_t kKernelSizes[] = {0, 1, 15, 16, 17, 4099};
 
