@@ -7,19 +7,11 @@
 #include <vector>
 
 #include "collie/communicator.h"
+#include "core/comm/argument_checks.h"
 #include "core/comm/communicator_impl.h"
 
 namespace collie {
 namespace {
-
-Status refused(const char* what, int rank, const std::string& why) {
-  return invalidArgument(std::string(what) + " on rank " + std::to_string(rank) + ": " + why);
-}
-
-bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
-  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return aBytes > 0 && bBytes > 0 && x < y + bBytes && y < x + aBytes;
-}
 
 // Packed offsets (prefix sums of `counts`) where `offsets` is empty.
 std::vector<size_t> offsetsOf(const std::vector<size_t>& counts,
@@ -40,18 +32,20 @@ Status checkSide(const char* side, int rank, int nranks, const std::vector<size_
                  const std::vector<size_t>& offsets, bool disjoint, size_t* end) {
   const size_t n = static_cast<size_t>(nranks);
   if (counts.size() != n || offsets.size() != n) {
-    return refused("allToAllV", rank,
-                   std::string(side) + " counts and offsets need " + std::to_string(nranks) +
-                       " entries each, got " + std::to_string(counts.size()) + " and " +
-                       std::to_string(offsets.size()));
+    return refusedArgument("allToAllV", rank,
+                           std::string(side) + " counts and offsets need " +
+                               std::to_string(nranks) + " entries each, got " +
+                               std::to_string(counts.size()) + " and " +
+                               std::to_string(offsets.size()));
   }
   constexpr size_t kMax = SIZE_MAX / 16;
   std::vector<std::pair<size_t, size_t>> blocks;
   *end = 0;
   for (size_t p = 0; p < n; ++p) {
     if (counts[p] > kMax || offsets[p] > kMax) {
-      return refused("allToAllV", rank,
-                     std::string(side) + " block for rank " + std::to_string(p) + " is too large");
+      return refusedArgument(
+          "allToAllV", rank,
+          std::string(side) + " block for rank " + std::to_string(p) + " is too large");
     }
     *end = std::max(*end, offsets[p] + counts[p]);
     if (counts[p] > 0) blocks.emplace_back(offsets[p], offsets[p] + counts[p]);
@@ -60,10 +54,10 @@ Status checkSide(const char* side, int rank, int nranks, const std::vector<size_
   std::sort(blocks.begin(), blocks.end());
   for (size_t i = 1; i < blocks.size(); ++i) {
     if (blocks[i].first < blocks[i - 1].second) {
-      return refused("allToAllV", rank,
-                     std::string(side) + " blocks overlap at element " +
-                         std::to_string(blocks[i].first) +
-                         "; two peers' blocks would land on the same bytes");
+      return refusedArgument("allToAllV", rank,
+                             std::string(side) + " blocks overlap at element " +
+                                 std::to_string(blocks[i].first) +
+                                 "; two peers' blocks would land on the same bytes");
     }
   }
   return Status();
@@ -76,14 +70,15 @@ Result<Work> Communicator::allToAll(const void* send, void* recv, size_t count, 
   COLLIE_RETURN_IF_ERROR(impl_->check("allToAll", send, recv, count, dtype, nullptr, nullptr));
   const int rank = impl_->rank;
   if (count > 0 && (send == nullptr || recv == nullptr)) {
-    return refused("allToAll", rank,
-                   std::string(send == nullptr ? "send" : "recv") +
-                       " buffer is null but count is " + std::to_string(count));
+    return refusedArgument("allToAll", rank,
+                           std::string(send == nullptr ? "send" : "recv") +
+                               " buffer is null but count is " + std::to_string(count));
   }
   const size_t bytes = count * dataTypeSize(dtype) * static_cast<size_t>(impl_->nranks);
-  if (overlaps(send, bytes, recv, bytes)) {
-    return refused("allToAll", rank,
-                   "send and recv overlap; all-to-all does not run in place (use two buffers)");
+  if (rangesOverlap(send, bytes, recv, bytes)) {
+    return refusedArgument(
+        "allToAll", rank,
+        "send and recv overlap; all-to-all does not run in place (use two buffers)");
   }
   return impl_->submit({.kind = CollectiveKind::kAllToAll, .count = count, .dtype = dtype}, send,
                        recv, stream);
@@ -112,23 +107,26 @@ Result<Work> Communicator::allToAllV(const void* send, const std::vector<size_t>
   COLLIE_RETURN_IF_ERROR(impl_->check("allToAllV", send, recv, std::max(sendTotal, recvTotal),
                                       dtype, nullptr, nullptr));
   if (sendTotal > 0 && send == nullptr) {
-    return refused("allToAllV", rank,
-                   "send buffer is null but it sends " + std::to_string(sendTotal) + " elements");
+    return refusedArgument(
+        "allToAllV", rank,
+        "send buffer is null but it sends " + std::to_string(sendTotal) + " elements");
   }
   if (recvTotal > 0 && recv == nullptr) {
-    return refused(
+    return refusedArgument(
         "allToAllV", rank,
         "recv buffer is null but it receives " + std::to_string(recvTotal) + " elements");
   }
   if (sendCounts[rank] != recvCounts[rank]) {
-    return refused("allToAllV", rank,
-                   "it sends " + std::to_string(sendCounts[rank]) +
-                       " elements to itself but receives " + std::to_string(recvCounts[rank]));
+    return refusedArgument("allToAllV", rank,
+                           "it sends " + std::to_string(sendCounts[rank]) +
+                               " elements to itself but receives " +
+                               std::to_string(recvCounts[rank]));
   }
   const size_t es = dataTypeSize(dtype);
-  if (overlaps(send, sendEnd * es, recv, recvEnd * es)) {
-    return refused("allToAllV", rank,
-                   "send and recv overlap; all-to-all does not run in place (use two buffers)");
+  if (rangesOverlap(send, sendEnd * es, recv, recvEnd * es)) {
+    return refusedArgument(
+        "allToAllV", rank,
+        "send and recv overlap; all-to-all does not run in place (use two buffers)");
   }
   CollectiveArgs args;
   args.kind = CollectiveKind::kAllToAllV;
@@ -142,11 +140,12 @@ Result<Work> Communicator::gather(const void* send, void* recv, size_t count, Da
   COLLIE_RETURN_IF_ERROR(impl_->check("gather", send, recv, count, dtype, nullptr, &root));
   const int rank = impl_->rank;
   if (count > 0 && send == nullptr) {
-    return refused("gather", rank, "send buffer is null but count is " + std::to_string(count));
+    return refusedArgument("gather", rank,
+                           "send buffer is null but count is " + std::to_string(count));
   }
   if (count > 0 && rank == root && recv == nullptr) {
-    return refused("gather", rank,
-                   "recv buffer (root) is null but count is " + std::to_string(count));
+    return refusedArgument("gather", rank,
+                           "recv buffer (root) is null but count is " + std::to_string(count));
   }
   return impl_->submit(
       {.kind = CollectiveKind::kGather, .count = count, .dtype = dtype, .root = root}, send, recv,
@@ -158,11 +157,12 @@ Result<Work> Communicator::scatter(const void* send, void* recv, size_t count, D
   COLLIE_RETURN_IF_ERROR(impl_->check("scatter", send, recv, count, dtype, nullptr, &root));
   const int rank = impl_->rank;
   if (count > 0 && rank == root && send == nullptr) {
-    return refused("scatter", rank,
-                   "send buffer (root) is null but count is " + std::to_string(count));
+    return refusedArgument("scatter", rank,
+                           "send buffer (root) is null but count is " + std::to_string(count));
   }
   if (count > 0 && recv == nullptr) {
-    return refused("scatter", rank, "recv buffer is null but count is " + std::to_string(count));
+    return refusedArgument("scatter", rank,
+                           "recv buffer is null but count is " + std::to_string(count));
   }
   return impl_->submit(
       {.kind = CollectiveKind::kScatter, .count = count, .dtype = dtype, .root = root}, send, recv,

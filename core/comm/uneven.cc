@@ -6,40 +6,31 @@
 #include <vector>
 
 #include "collie/communicator.h"
+#include "core/comm/argument_checks.h"
 #include "core/comm/communicator_impl.h"
 
 namespace collie {
 namespace {
 
-Status refused(const char* what, int rank, const std::string& why) {
-  return invalidArgument(std::string(what) + " on rank " + std::to_string(rank) + ": " + why);
-}
-
 // The counts as BlockCounts, or InvalidArgument naming what is wrong with them.
 Result<std::shared_ptr<const BlockCounts>> blocksOf(const char* what, int rank, int nranks,
                                                     const std::vector<size_t>& counts) {
   if (counts.size() != static_cast<size_t>(nranks)) {
-    return refused(what, rank,
-                   "counts needs " + std::to_string(nranks) + " entries (one per rank), got " +
-                       std::to_string(counts.size()));
+    return refusedArgument(what, rank,
+                           "counts needs " + std::to_string(nranks) +
+                               " entries (one per rank), got " + std::to_string(counts.size()));
   }
   // Far below SIZE_MAX, so that the sum and the byte sizes cannot overflow.
   constexpr size_t kMax = SIZE_MAX / 64;
   size_t total = 0;
   for (size_t p = 0; p < counts.size(); ++p) {
     if (counts[p] > kMax - total) {
-      return refused(what, rank,
-                     "the counts (rank " + std::to_string(p) + "'s block) are too large");
+      return refusedArgument(what, rank,
+                             "the counts (rank " + std::to_string(p) + "'s block) are too large");
     }
     total += counts[p];
   }
   return BlockCounts::packed(counts);
-}
-
-// Whether [a, a + aBytes) and [b, b + bBytes) share a byte.
-bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
-  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return aBytes > 0 && bBytes > 0 && x < y + bBytes && y < x + aBytes;
 }
 
 // Checks the buffers of a v kind: `block` points at this rank's block (`mine` elements)
@@ -48,17 +39,19 @@ bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
 Status checkBuffers(const char* what, int rank, const void* block, size_t mine, const void* whole,
                     size_t total, size_t offset, size_t es) {
   if (mine > 0 && block == nullptr) {
-    return refused(what, rank, "its block buffer is null but its count is " + std::to_string(mine));
+    return refusedArgument(what, rank,
+                           "its block buffer is null but its count is " + std::to_string(mine));
   }
   if (total > 0 && whole == nullptr) {
-    return refused(what, rank,
-                   "the gathered buffer is null but the counts sum to " + std::to_string(total));
+    return refusedArgument(
+        what, rank, "the gathered buffer is null but the counts sum to " + std::to_string(total));
   }
   const bool inPlace = whole != nullptr && block == static_cast<const char*>(whole) + offset * es;
-  if (!inPlace && overlaps(block, mine * es, whole, total * es)) {
-    return refused(what, rank,
-                   "send and recv overlap other than in place (this rank's block at element " +
-                       std::to_string(offset) + " of the gathered buffer)");
+  if (!inPlace && rangesOverlap(block, mine * es, whole, total * es)) {
+    return refusedArgument(
+        what, rank,
+        "send and recv overlap other than in place (this rank's block at element " +
+            std::to_string(offset) + " of the gathered buffer)");
   }
   return Status();
 }
