@@ -174,7 +174,8 @@ Result<TeamOutcome> Board::runCrossMemory(const Call& call, uint64_t sequence) {
     Result<CrossMemoryAllReduce::Probe> probe =
         args.kind == CollectiveKind::kAllReduce
             ? CrossMemoryAllReduce::probe(ranks, rank, bytes, &why)
-            : probeReads(ranks, rank, exchangeSources(args.kind, args.root, rank, n), bytes, &why);
+            : CrossMemoryAllReduce::probeReads(
+                  ranks, exchangeSources(args.kind, args.root, rank, n), bytes, &why);
     if (!probe.isOk()) return probe.status();
     flags->allowed = *probe == CrossMemoryAllReduce::Probe::kAllowed ? 1 : 0;
     COLLIE_RETURN_IF_ERROR(

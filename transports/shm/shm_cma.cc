@@ -95,6 +95,29 @@ Result<CrossMemoryAllReduce::Probe> CrossMemoryAllReduce::probe(
   return Probe::kAllowed;
 }
 
+Result<CrossMemoryAllReduce::Probe> CrossMemoryAllReduce::probeReads(
+    const std::vector<CrossMemoryRank>& ranks, const std::vector<int>& sources, size_t bytes,
+    std::string* why) {
+  uint8_t sample[64];
+  const size_t n = std::min(bytes, sizeof(sample));
+  for (int peer : sources) {
+    if (n == 0) break;
+    iovec mine{sample, n};
+    iovec theirs{reinterpret_cast<void*>(ranks[peer].input), n};
+    const ssize_t done = process_vm_readv(ranks[peer].pid, &mine, 1, &theirs, 1, 0);
+    if (done == static_cast<ssize_t>(n)) continue;
+    const int err = done < 0 ? errno : EFAULT;
+    if (deniedErrno(err)) {
+      *why = "process_vm_readv from " + rankName(peer, ranks[peer].pid) +
+             " failed: " + std::strerror(err);
+      return Probe::kDenied;
+    }
+    // Not a denial: name the peer (gone, bad address).
+    COLLIE_RETURN_IF_ERROR(transfer(false, peer, ranks[peer].pid, ranks[peer].input, sample, n));
+  }
+  return Probe::kAllowed;
+}
+
 Status CrossMemoryAllReduce::reduceShare(const std::vector<CrossMemoryRank>& ranks, int rank,
                                          const void* input, void* output, size_t count,
                                          DataType dtype, ReduceOp op) {

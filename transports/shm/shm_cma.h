@@ -52,6 +52,10 @@ class CrossMemoryAllReduce {
   // refuses the calls (EPERM, EACCES, ENOSYS); an error for a gone peer or a bad address.
   static Result<Probe> probe(const std::vector<CrossMemoryRank>& ranks, int rank, size_t bytes,
                              std::string* why);
+  // The same for a caller that only reads (the exchanges): reads the first bytes of each
+  // `sources` rank's input and writes nothing.
+  static Result<Probe> probeReads(const std::vector<CrossMemoryRank>& ranks,
+                                  const std::vector<int>& sources, size_t bytes, std::string* why);
 
   // Share `rank` of `count` elements: for each tile, pulls every peer's part of the
   // input, reduces them with `input`'s in rank order into `output` and pushes the result

@@ -1,10 +1,7 @@
 #include "transports/shm/shm_cma_exchange.h"
 
-#include <sys/uio.h>
-
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstring>
 
 namespace collie::shm {
@@ -29,30 +26,6 @@ std::vector<int> exchangeSources(CollectiveKind kind, int root, int rank, int nr
   for (int k = 1; k < nranks && all; ++k) sources.push_back((rank + k) % nranks);
   if (kind == CollectiveKind::kScatter && rank != root) sources.push_back(root);
   return sources;
-}
-
-Result<CrossMemoryAllReduce::Probe> probeReads(const std::vector<CrossMemoryRank>& ranks, int rank,
-                                               const std::vector<int>& sources, size_t bytes,
-                                               std::string* why) {
-  (void)rank;
-  uint8_t sample[64];
-  const size_t n = std::min(bytes, sizeof(sample));
-  for (int peer : sources) {
-    if (n == 0) break;
-    iovec mine{sample, n};
-    iovec theirs{reinterpret_cast<void*>(ranks[peer].input), n};
-    const ssize_t done = process_vm_readv(ranks[peer].pid, &mine, 1, &theirs, 1, 0);
-    if (done == static_cast<ssize_t>(n)) continue;
-    const int err = done < 0 ? errno : EFAULT;
-    if (err == EPERM || err == EACCES || err == ENOSYS) {
-      *why = "process_vm_readv from rank " + std::to_string(peer) + " (pid " +
-             std::to_string(ranks[peer].pid) + ") failed: " + std::strerror(err);
-      return CrossMemoryAllReduce::Probe::kDenied;
-    }
-    // Not a denial: name the peer (gone, bad address).
-    COLLIE_RETURN_IF_ERROR(pullFromPeer(peer, ranks[peer].pid, ranks[peer].input, sample, n));
-  }
-  return CrossMemoryAllReduce::Probe::kAllowed;
 }
 
 Status pullBlocks(const std::vector<CrossMemoryRank>& ranks, int rank, CollectiveKind kind,

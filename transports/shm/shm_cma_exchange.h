@@ -6,7 +6,7 @@
 // rank pulled before anyone returns (a sender's input must stay valid until then).
 //
 // Failures name the peer, as shm_cma.h's: a gone process is a RemoteError, a denied call
-// is reported by probeReads() so that every rank can fall back alike.
+// is reported by CrossMemoryAllReduce::probeReads() so that every rank can fall back alike.
 //
 // Thread safety: pure functions of their arguments (the buffers excepted).
 #pragma once
@@ -25,13 +25,6 @@ namespace collie::shm {
 // other rank for an all-to-all and a gather's root, the root for a scatter's leaves,
 // none otherwise.
 std::vector<int> exchangeSources(CollectiveKind kind, int root, int rank, int nranks);
-
-// Reads the first bytes (at most 64, of `bytes`) of each `sources` rank's input:
-// kDenied (with *why set) when the kernel refuses the call, an error naming the peer for
-// a gone peer or a bad address. Nothing is written.
-Result<CrossMemoryAllReduce::Probe> probeReads(const std::vector<CrossMemoryRank>& ranks, int rank,
-                                               const std::vector<int>& sources, size_t bytes,
-                                               std::string* why);
 
 // This rank's part of exchange `kind` of blocks of `bytes` bytes: an all-to-all pulls
 // block `rank` of every peer's input into block p of `output` (p the peer) and copies its
