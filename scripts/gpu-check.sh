@@ -2,18 +2,20 @@
 # Runs collie's GPU checks on a machine with a CUDA device and writes a report:
 # OUTDIR/gpu-report.md and OUTDIR/gpu-report.json (date, GPU, driver, CUDA version,
 # each check pass/fail/skipped/refused with its figures, the goals), one log per step
-# under OUTDIR/logs, and those logs again as OUTDIR/logs.tar.gz. The binaries come from the carry folder scripts/gpu-build.sh
-# made (default build-gpu/carry next to this script's repository; --carry DIR or
-# COLLIE_GPU_CARRY to change), never from ctest files, which name the build machine's
-# paths. Needs bash, coreutils' timeout and python3 (the report); torch and
+# under OUTDIR/logs, and those logs again as OUTDIR/logs.tar.gz. The binaries come
+# from the carry folder scripts/gpu-build.sh made (default build-gpu/carry next to this
+# script's repository; --carry DIR or COLLIE_GPU_CARRY to change), never from ctest
+# files, which name the build machine's paths. Needs bash, coreutils' timeout and python3 (the report); torch and
 # compute-sanitizer are used when present.
 #
-# Usage: scripts/gpu-check.sh [--carry DIR] [--budget SECONDS] [--dry-run] OUTDIR
+# Usage: scripts/gpu-check.sh [--carry DIR] [--budget SECONDS] [--only REGEX] [--dry-run] OUTDIR
 #   - no CUDA device: prints "skipped: no CUDA device" and exits 0, writing nothing;
 #   - every step runs under its own timeout, and all of them within --budget seconds
 #     (default 330): a step that would start past the budget is recorded as skipped;
 #   - a failed step is recorded and the next one runs; the exit status is 1 when any
 #     check (step or goal) failed, 0 otherwise;
+#   - --only runs just the steps whose whole name matches the extended regex (a
+#     second try of some steps within what is left of the device time);
 #   - --dry-run needs no device and no carry folder: it runs the same step runner and
 #     report writer over stub steps (pass, fail, skip, timeout, canned benchmark
 #     figures), so that this machinery is tested where there is no GPU
@@ -24,19 +26,21 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 carry=${COLLIE_GPU_CARRY:-$root/build-gpu/carry}
 budget=330
 dry_run=0
+only=""
 out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --carry) carry=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    --only) only=$2; shift 2 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     -*) echo "gpu-check: unknown option $1" >&2; exit 2 ;;
     *) out=$1; shift ;;
   esac
 done
 if [ -z "$out" ]; then
-  echo "usage: scripts/gpu-check.sh [--carry DIR] [--budget SECONDS] [--dry-run] OUTDIR" >&2
+  echo "usage: scripts/gpu-check.sh [--carry DIR] [--budget SECONDS] [--only REGEX] [--dry-run] OUTDIR" >&2
   exit 2
 fi
 
@@ -61,6 +65,9 @@ start_time=$(date +%s)
 step() {
   local name=$1 kind=$2 limit=$3
   shift 3
+  if [ -n "$only" ] && ! echo "$name" | grep -Eq "^($only)\$"; then
+    return
+  fi
   local log="$out/logs/$name.log"
   local left=$((budget - ($(date +%s) - start_time)))
   if [ "$left" -lt 5 ]; then
@@ -116,7 +123,7 @@ else
   fi
   export LD_LIBRARY_PATH="$carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export COLLIE_TIMEOUT=60s
-  unset COLLIE_DEVICE_EMULATION
+  unset COLLIE_DEVICE_EMULATION CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
   gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -1)
   driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2> /dev/null | head -1)
   cuda_driver=$(nvidia-smi 2> /dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -1)
@@ -126,20 +133,21 @@ else
 
   # Correctness first: kernels against the host backend, then the device path with
   # ranks as processes sharing the one GPU (cuda_ipc windows between processes).
+  # Without MPS the GPU time-slices between processes, and every step of a collective
+  # waits for its peers' next time slice (milliseconds, tens of them at 4 ranks): the
+  # plain runs stay small, the large ones run under MPS below when the machine has it.
   step gpu_kernels_test correctness 180 "$bin/gpu_collectives_test"
-  step device_basic_n2 correctness 30 $run -n 2 -- "$rank"
-  step device_matrix_ring_n2 correctness 60 $run -n 2 -- "$rank" matrix 67108864 ring
-  step device_matrix_ring_n4 correctness 90 $run -n 4 -- "$rank" matrix 268435456 ring
-  step device_matrix_tree_n4 correctness 60 $run -n 4 -- "$rank" matrix 67108864 tree
+  step device_basic_n2 correctness 30 env COLLIE_DEBUG=INFO $run -n 2 -- "$rank"
+  step device_matrix_ring_n2 correctness 90 $run -n 2 -- "$rank" matrix 16777216 ring
   step device_stream_order_n2 correctness 30 $run -n 2 -- "$rank" stream 16777216
   # 5 s: the deadline also bounds communicator creation, which includes CUDA's start.
   step device_timeout_n4 correctness 45 $run -n 4 -- "$rank" timeout 5000
   step device_mismatch_n4 correctness 30 $run -n 4 -- "$rank" mismatch
-  # Bandwidth.
+  # Bandwidth of the kernels, one process.
   step bench_reduce_copy bench 60 "$bin/gpu_reduce_copy_bench"
   step bench_torch_add bench 60 python3 "$root/bench/gpu_torch_add.py"
-  step perf_allreduce_device_n2 bench 90 $run -n 2 -- "$bin/collie" perf allreduce \
-    -b 1K -e 1G -f 4 -n 20 -w 2 -c 1 --device 1
+  step perf_allreduce_device_n2 bench 45 $run -n 2 -- "$bin/collie" perf allreduce \
+    -b 1K -e 4M -f 4 -n 5 -w 1 -c 1 --device 1
   # compute-sanitizer over one small device collective (ranks as threads, one process);
   # from PATH, else from the CUDA toolkit's usual places.
   sanitizer=$(command -v compute-sanitizer ||
@@ -150,13 +158,51 @@ else
       step "sanitizer_$tool" sanitizer 90 "$sanitizer" --tool "$tool" --error-exitcode 1 \
         "$bin/gpu_collectives_test" --gtest_filter=Gpu.AllReduceOnDeviceBuffers
     done
-    # And memcheck over ranks as processes (cuda_ipc windows), every child followed.
-    step sanitizer_memcheck_n2 sanitizer 90 "$sanitizer" --tool memcheck --error-exitcode 1 \
-      --target-processes all $run -n 2 -- "$rank"
   else
-    for tool in memcheck racecheck memcheck_n2; do
+    for tool in memcheck racecheck; do
       step "sanitizer_$tool" sanitizer 5 sh -c 'echo "skipped: no compute-sanitizer found"; exit 77'
     done
+  fi
+  # Four ranks and the large sizes: under MPS (the processes' kernels then run at once),
+  # when its control daemon is there and a first collective passes under it; else the
+  # same checks at small sizes, time-sliced.
+  mps=$(command -v nvidia-cuda-mps-control ||
+    ls /usr/local/nvidia/bin/nvidia-cuda-mps-control /usr/bin/nvidia-cuda-mps-control \
+      2> /dev/null | head -1)
+  mps_on=0
+  if [ -n "$mps" ]; then
+    export CUDA_MPS_PIPE_DIRECTORY="$out/mps/pipe" CUDA_MPS_LOG_DIRECTORY="$out/mps/log"
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    step mps_start setup 20 sh -c '"$0" -d || exit 77' "$mps"
+    step device_basic_n4_mps correctness 30 $run -n 4 -- "$rank"
+    if tail -1 "$steps" | grep -q "	pass	"; then
+      mps_on=1
+    else
+      echo quit | "$mps" > /dev/null 2>&1
+      sleep 1
+      unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    fi
+  else
+    step mps_start setup 5 sh -c 'echo "skipped: no nvidia-cuda-mps-control"; exit 77'
+  fi
+  if [ "$mps_on" = 1 ]; then
+    step device_matrix_ring_n4_mps correctness 90 $run -n 4 -- "$rank" matrix 67108864 ring
+    step device_matrix_tree_n4_mps correctness 60 $run -n 4 -- "$rank" matrix 16777216 tree
+    step perf_allreduce_device_n2_mps bench 60 $run -n 2 -- "$bin/collie" perf allreduce \
+      -b 1K -e 256M -f 4 -n 10 -w 2 -c 1 --device 1
+    step perf_allreduce_device_n4_mps bench 45 $run -n 4 -- "$bin/collie" perf allreduce \
+      -b 1K -e 64M -f 8 -n 5 -w 1 -c 1 --device 1
+    echo quit | "$mps" > /dev/null 2>&1
+    sleep 1
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  else
+    step device_matrix_ring_n4 correctness 60 $run -n 4 -- "$rank" matrix 65536 ring
+    step device_matrix_tree_n4 correctness 60 $run -n 4 -- "$rank" matrix 65536 tree
+  fi
+  # And memcheck over ranks as processes (cuda_ipc windows), every child followed.
+  if [ -n "$sanitizer" ]; then
+    step sanitizer_memcheck_n2 sanitizer 90 "$sanitizer" --tool memcheck --error-exitcode 1 \
+      --target-processes all $run -n 2 -- "$rank"
   fi
 fi
 
@@ -168,5 +214,6 @@ python3 "$root/scripts/gpu_report.py" "$out" \
   --manifest "$carry/MANIFEST" --seconds "$(($(date +%s) - start_time))"
 status=$?
 # The logs also travel as one file: the device tool brings back at most 8 files.
-tar -C "$out" -czf "$out/logs.tar.gz" logs steps.tsv 2> /dev/null
+tar -C "$out" -czf "$out/logs.tar.gz" logs steps.tsv $([ -d "$out/mps/log" ] && echo mps/log) \
+  2> /dev/null
 exit $status

@@ -173,10 +173,12 @@ def markdown(report):
         text = text.replace("|", "\\|")
         lines.append(f"| {c['name']} | {c['kind']} | {c['status']} | {c.get('seconds', '')} "
                      f"| {text} |")
-    for name, cols in (("bench_reduce_copy",
-                        ("memcpy_GBps", "float32_GBps", "bfloat16_GBps", "float32_us")),
-                       ("bench_torch_add", ("float32_GBps", "bfloat16_GBps", "float32_us")),
-                       ("perf_allreduce_device_n2", ("time_us", "busbw_GBps", "wrong"))):
+    tables = [("bench_reduce_copy",
+               ("memcpy_GBps", "float32_GBps", "bfloat16_GBps", "float32_us")),
+              ("bench_torch_add", ("float32_GBps", "bfloat16_GBps", "float32_us"))]
+    tables += [(c["name"], ("time_us", "busbw_GBps", "wrong")) for c in report["checks"]
+               if c["name"].startswith("perf_")]
+    for name, cols in tables:
         check = next((c for c in report["checks"] if c["name"] == name), None)
         rows = check.get("figures", {}).get("rows") if check else None
         if not rows:

@@ -10,13 +10,17 @@
 //
 // Contract:
 //   - Pointers returned by allocate() are device memory of this runtime:
-//     isDevicePointer() is true for every byte of them until free().
+//     isDevicePointer() is true for every byte of them until free(). They are zero
+//     when allocate() returns (no zeroing is left in flight on any stream).
 //   - allocateMapped() returns memory both the host and the device read and write
 //     (pinned, mapped host memory on CUDA): the engine keeps error words there.
 //   - Work on a stream runs in enqueue order. memcpyAsync, launches and recordEvent
 //     enqueue and return at once; queryEvent() is true once the stream reached the
 //     event (and everything before it finished). streamWaitEvent() makes later work
-//     on `stream` wait for `event`. A null DeviceStream is not valid.
+//     on `stream` wait for `event`. A null DeviceStream is not valid. createStream()
+//     makes a stream that also orders with the runtime's default stream (CUDA: a
+//     blocking stream, so work a program queued on stream 0 comes first, as for
+//     NCCL's collectives on stream 0).
 //   - exportHandle(p) describes an allocate() block so that another rank on the same
 //     host can openHandle() it (CUDA IPC; the emulation: same process only) and get a
 //     pointer to the same memory that its kernels may read and write.

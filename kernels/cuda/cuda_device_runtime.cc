@@ -2,8 +2,8 @@
 // memory, streams, events and IPC handles, and the launch API of cuda_kernels.h for
 // the step kernels. hardwareDeviceRuntime() returns it only when a device is present.
 //
-// NOT RUN ON A GPU: this file is compiled (and its logic mirrors the emulated runtime,
-// which the tests run), but no machine of the project has executed it yet.
+// Ran on an H200 (scripts/gpu-check.sh, docs/gpu/); the tests here run the emulated
+// runtime, whose logic this file mirrors.
 #include <cuda_runtime.h>
 #include <unistd.h>
 
@@ -37,10 +37,16 @@ class CudaRuntime final : public DeviceRuntime {
   std::string name() const override { return "cuda"; }
   bool isDevicePointer(const void* ptr) const override { return cuda::isDevicePointer(ptr); }
 
+  // Zero-filled before it returns: cudaMemset alone is asynchronous on the legacy
+  // default stream, which a non-blocking stream does not wait for, so a copy queued
+  // on such a stream right after could land first and then be zeroed (seen on an H200
+  // with ranks of several processes time-sliced on one GPU).
   Result<void*> allocate(size_t bytes) override {
     void* ptr = nullptr;
-    COLLIE_RETURN_IF_ERROR(cudaCall(cudaMalloc(&ptr, std::max<size_t>(bytes, 1)), "cudaMalloc"));
-    Status zeroed = cudaCall(cudaMemset(ptr, 0, std::max<size_t>(bytes, 1)), "cudaMemset");
+    const size_t n = std::max<size_t>(bytes, 1);
+    COLLIE_RETURN_IF_ERROR(cudaCall(cudaMalloc(&ptr, n), "cudaMalloc"));
+    Status zeroed = cudaCall(cudaMemset(ptr, 0, n), "cudaMemset");
+    if (zeroed.isOk()) zeroed = cudaCall(cudaStreamSynchronize(cudaStreamLegacy), "cudaMemset");
     if (!zeroed.isOk()) {
       cudaFree(ptr);
       return zeroed;
@@ -59,10 +65,13 @@ class CudaRuntime final : public DeviceRuntime {
   }
   void freeMapped(void* ptr) override { (void)cudaFreeHost(ptr); }
 
+  // A blocking stream: it orders with the legacy default stream (stream 0) as NCCL's
+  // collectives on stream 0 do, so a program's cudaMemcpy/cudaMemset before a
+  // collective without a stream is complete before its kernels read the buffers.
   Result<DeviceStream> createStream() override {
     cudaStream_t stream = nullptr;
     COLLIE_RETURN_IF_ERROR(
-        cudaCall(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"));
+        cudaCall(cudaStreamCreateWithFlags(&stream, cudaStreamDefault), "cudaStreamCreate"));
     return static_cast<DeviceStream>(stream);
   }
   void destroyStream(DeviceStream stream) override {

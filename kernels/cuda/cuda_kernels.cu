@@ -2,6 +2,7 @@
 // instantiations of every (type, op) are made here, through kernel_table.h.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "kernels/cuda/cuda_kernels.h"
@@ -29,13 +30,28 @@ Status checkConfig(const LaunchConfig& config) {
   return Status();
 }
 
+// Blocks of `block` threads that fill every SM of the current device at once (the
+// bare reduce-copy's ceiling: it streams whole buffers, unlike a step's one slot).
+unsigned residentBlocks(unsigned block) {
+  int device = 0, sms = 0, threads = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, device) !=
+          cudaSuccess) {
+    (void)cudaGetLastError();
+    return kDefaultMaxBlocks;
+  }
+  return std::max(kDefaultMaxBlocks, static_cast<unsigned>(sms) *
+                                         std::max(1u, static_cast<unsigned>(threads) / block));
+}
+
 template <typename Handle>
 Status launch(void (*kernel)(Handle), const Handle& handle, uint64_t bytes,
-              const LaunchConfig& config, const char* what) {
+              const LaunchConfig& config, const char* what,
+              unsigned maxBlocks = kDefaultMaxBlocks) {
   if (kernel == nullptr) return invalidArgument(std::string("cuda: ") + what + ": bad dtype or op");
   COLLIE_RETURN_IF_ERROR(checkConfig(config));
-  const unsigned grid =
-      config.grid != 0 ? config.grid : launchGrid(bytes, config.block, kDefaultMaxBlocks);
+  const unsigned grid = config.grid != 0 ? config.grid : launchGrid(bytes, config.block, maxBlocks);
   void* args[] = {const_cast<Handle*>(&handle)};
   return cudaStatus(
       cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(grid), dim3(config.block), args,
@@ -61,7 +77,7 @@ Status launchReduceCopy(const ReduceCopyArgs& args, DataType dtype, ReduceOp op,
     }
   }
   return launch(kernelFor<ReduceCopyFamily>(dtype, op), args, args.count * dataTypeSize(dtype),
-                config, "reduce-copy launch");
+                config, "reduce-copy launch", residentBlocks(config.block));
 }
 
 Status launchRingReduceScatterStep(const RingReduceStep& step, DataType dtype, ReduceOp op,

@@ -22,7 +22,7 @@
 namespace collie::cuda {
 
 struct LaunchConfig {
-  unsigned grid = 0;     // 0: chosen from the step's size
+  unsigned grid = 0;     // 0: from the size (a step: up to 32 blocks; reduce-copy: every SM)
   unsigned block = 256;  // threads per block, a multiple of 32, at most 1024
   void* stream = nullptr;
 };

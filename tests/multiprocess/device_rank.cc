@@ -69,6 +69,10 @@ class Device {
     allocations_.push_back(*p);
     return *p;
   }
+  void release(void* p) {
+    std::erase(allocations_, p);
+    runtime_.free(p);
+  }
   Status upload(void* device, const std::vector<uint8_t>& host) {
     Status s = runtime_.memcpyAsync(device, host.data(), host.size(), stream_);
     return s.isOk() ? sync() : s;
@@ -125,12 +129,27 @@ uint64_t hashBytes(const std::vector<uint8_t>& bytes) {
   return h;
 }
 
-// Elements of `actual` that differ from `expected`.
+std::string hexBytes(const uint8_t* p, size_t n) {
+  std::string out;
+  char digits[3];
+  for (size_t i = 0; i < n; ++i) {
+    std::snprintf(digits, sizeof(digits), "%02x", p[i]);
+    out += digits;
+  }
+  return out;
+}
+
+// Elements of `actual` that differ from `expected`; the first one is described in
+// *first (index, bytes found, bytes expected) for the report of a GPU run.
 size_t countWrong(const std::vector<uint8_t>& actual, const std::vector<uint8_t>& expected,
-                  size_t es) {
+                  size_t es, std::string* first) {
   size_t wrong = 0;
   for (size_t i = 0; i < expected.size(); i += es) {
-    wrong += std::memcmp(actual.data() + i, expected.data() + i, es) != 0;
+    if (std::memcmp(actual.data() + i, expected.data() + i, es) == 0) continue;
+    if (wrong++ == 0) {
+      *first = "first at element " + std::to_string(i / es) + ": " +
+               hexBytes(actual.data() + i, es) + ", want " + hexBytes(expected.data() + i, es);
+    }
   }
   return wrong;
 }
@@ -152,18 +171,28 @@ int basic(Communicator& comm, Device& device, bool staged) {
     if (s.isOk()) s = waitFor(comm.allReduce(in, in, count, DataType::kFloat32, ReduceOp::kSum));
     if (!s.isOk()) return failed(r, "allReduce: " + s.toString());
     auto result = device.download(in, bytes);
-    if (!result.isOk() || *result != collie::testing::expectedReduction(
-                                         DataType::kFloat32, ReduceOp::kSum, n, 0, count)) {
-      return failed(r, "allReduce count " + std::to_string(count) + ": wrong bytes");
+    if (!result.isOk()) return failed(r, "download: " + result.status().toString());
+    std::string first;
+    const size_t wrong = countWrong(
+        *result,
+        collie::testing::expectedReduction(DataType::kFloat32, ReduceOp::kSum, n, 0, count),
+        sizeof(float), &first);
+    if (wrong != 0) {
+      return failed(r, "allReduce count " + std::to_string(count) + ": #wrong " +
+                           std::to_string(wrong) + " (" + first + ")");
     }
     s = device.upload(
         in, collie::testing::makeInput(DataType::kFloat32, ReduceOp::kSum, 0, count, r * count));
     if (s.isOk()) s = waitFor(comm.allGather(in, out, count, DataType::kFloat32));
     if (!s.isOk()) return failed(r, "allGather: " + s.toString());
     result = device.download(out, bytes * n);
-    if (!result.isOk() ||
-        *result != collie::testing::makeInput(DataType::kFloat32, ReduceOp::kSum, 0, count * n)) {
-      return failed(r, "allGather count " + std::to_string(count) + ": wrong bytes");
+    if (!result.isOk()) return failed(r, "download: " + result.status().toString());
+    const size_t gatherWrong = countWrong(
+        *result, collie::testing::makeInput(DataType::kFloat32, ReduceOp::kSum, 0, count * n),
+        sizeof(float), &first);
+    if (gatherWrong != 0) {
+      return failed(r, "allGather count " + std::to_string(count) + ": #wrong " +
+                           std::to_string(gatherWrong) + " (" + first + ")");
     }
   }
   if (device.runtime().name() == "emulated") {
@@ -195,7 +224,7 @@ std::string describe(const MatrixCase& c) {
 
 // Runs one case; returns its output (empty where this rank has none) or an error.
 Result<std::vector<uint8_t>> runCase(Communicator& comm, Device& device, const MatrixCase& c,
-                                     size_t* wrong) {
+                                     size_t* wrong, std::string* firstWrong) {
   namespace t = collie::testing;
   const int r = comm.rank();
   const int n = comm.size();
@@ -253,9 +282,9 @@ Result<std::vector<uint8_t>> runCase(Communicator& comm, Device& device, const M
   if (!s.isOk()) return s;
   Result<std::vector<uint8_t>> result = device.download(out, outCount * es);
   if (!result.isOk()) return result.status();
-  *wrong = countWrong(*result, expected, es);
-  device.runtime().free(out);
-  if (!c.inPlace) device.runtime().free(in);
+  *wrong = countWrong(*result, expected, es, firstWrong);
+  device.release(out);
+  if (!c.inPlace) device.release(in);
   return result;
 }
 
@@ -287,7 +316,8 @@ int matrix(Communicator& comm, Device& device, size_t maxBytes, const char* algo
   size_t totalWrong = 0;
   for (const MatrixCase& c : cases) {
     size_t wrong = 0;
-    Result<std::vector<uint8_t>> out = runCase(comm, device, c, &wrong);
+    std::string firstWrong;
+    Result<std::vector<uint8_t>> out = runCase(comm, device, c, &wrong, &firstWrong);
     if (!out.isOk()) return failed(r, describe(c) + ": " + out.status().toString());
     // Every rank's result, by hash: all-reduce, all-gather and broadcast must agree.
     std::vector<uint64_t> hashes(n);
@@ -302,7 +332,8 @@ int matrix(Communicator& comm, Device& device, size_t maxBytes, const char* algo
       }
     }
     if (wrong != 0) {
-      std::fprintf(stderr, "device_rank %d: %s: #wrong %zu\n", r, describe(c).c_str(), wrong);
+      std::fprintf(stderr, "device_rank %d: %s: #wrong %zu (%s)\n", r, describe(c).c_str(), wrong,
+                   firstWrong.c_str());
     }
     totalWrong += wrong;
   }
