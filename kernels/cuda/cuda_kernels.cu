@@ -3,7 +3,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/kernel_table.h"
@@ -30,19 +33,32 @@ Status checkConfig(const LaunchConfig& config) {
   return Status();
 }
 
-// Blocks of `block` threads that fill every SM of the current device at once (the
-// bare reduce-copy's ceiling: it streams whole buffers, unlike a step's one slot).
-unsigned residentBlocks(unsigned block) {
-  int device = 0, sms = 0, threads = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, device) !=
+// Blocks of `block` threads of `kernel` that are resident on every SM of the current
+// device at once (the bare reduce-copy's grid: it streams whole buffers, unlike a
+// step's one slot, and a second wave of blocks would leave SMs idle at its end).
+// Cached per kernel and device.
+unsigned residentBlocks(const void* kernel, unsigned block) {
+  static std::mutex mutex;
+  static std::map<std::tuple<const void*, int, unsigned>, unsigned> known;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return kDefaultMaxBlocks;
+  }
+  const auto key = std::make_tuple(kernel, device, block);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = known.find(key); it != known.end()) return it->second;
+  int sms = 0, perSm = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, static_cast<int>(block), 0) !=
           cudaSuccess) {
     (void)cudaGetLastError();
     return kDefaultMaxBlocks;
   }
-  return std::max(kDefaultMaxBlocks, static_cast<unsigned>(sms) *
-                                         std::max(1u, static_cast<unsigned>(threads) / block));
+  const unsigned blocks =
+      std::max(kDefaultMaxBlocks, static_cast<unsigned>(sms) * static_cast<unsigned>(perSm));
+  known.emplace(key, blocks);
+  return blocks;
 }
 
 template <typename Handle>
@@ -76,8 +92,11 @@ Status launchReduceCopy(const ReduceCopyArgs& args, DataType dtype, ReduceOp op,
       return invalidArgument("cuda: null destination");
     }
   }
-  return launch(kernelFor<ReduceCopyFamily>(dtype, op), args, args.count * dataTypeSize(dtype),
-                config, "reduce-copy launch", residentBlocks(config.block));
+  auto* kernel = kernelFor<ReduceCopyFamily>(dtype, op);
+  const unsigned maxBlocks =
+      kernel != nullptr ? residentBlocks(reinterpret_cast<const void*>(kernel), config.block) : 1;
+  return launch(kernel, args, args.count * dataTypeSize(dtype), config, "reduce-copy launch",
+                maxBlocks);
 }
 
 Status launchRingReduceScatterStep(const RingReduceStep& step, DataType dtype, ReduceOp op,

@@ -84,31 +84,12 @@ __device__ __forceinline__ void reduceCopyElement(const ReduceCopyArgs& args, ui
   }
 }
 
-// Pack p (16 bytes starting `base` bytes into every buffer).
-template <typename T, typename Op>
-__device__ __forceinline__ void reduceCopyPack(const ReduceCopyArgs& args, size_t base) {
-  constexpr int kPerPack = static_cast<int>(kPackBytes / sizeof(T));
-  Pack<T> acc;
-  acc.vector =
-      *reinterpret_cast<const uint4*>(static_cast<const unsigned char*>(args.srcs[0]) + base);
-  for (int s = 1; s < args.nsrcs; ++s) {
-    Pack<T> in;
-    in.vector =
-        *reinterpret_cast<const uint4*>(static_cast<const unsigned char*>(args.srcs[s]) + base);
-    for (int e = 0; e < kPerPack; ++e) acc.elements[e] = Op()(acc.elements[e], in.elements[e]);
-  }
-  if (args.divisor > 0) {
-    for (int e = 0; e < kPerPack; ++e) acc.elements[e] = divideBy(acc.elements[e], args.divisor);
-  }
-  for (int d = 0; d < args.ndsts; ++d) {
-    *reinterpret_cast<uint4*>(static_cast<unsigned char*>(args.dsts[d]) + base) = acc.vector;
-  }
-}
-
 // Packs [0, packs) of the body, kUnroll of them per thread per round: every load of a
-// round is issued before the first use, so each thread keeps kUnroll x nsrcs 16-byte
-// loads in flight (one pack at a time left HBM idle: 15% of a device copy on an H200).
-// The packs of one round are nthreads apart, so a warp's accesses stay coalesced.
+// round is issued before the first use, so each thread keeps up to kUnroll x nsrcs
+// 16-byte loads in flight (one pack at a time left HBM idle: 15% of a device copy on
+// an H200). The packs of one round are nthreads apart, so a warp's accesses stay
+// coalesced; the last round is predicated pack by pack rather than run one pack at a
+// time, which would leave most threads waiting out several memory latencies in a row.
 template <typename T, typename Op, int kUnroll>
 __device__ __forceinline__ void reduceCopyBody(const ReduceCopyArgs& args, size_t bodyOffset,
                                                uint64_t packs, uint64_t thread, uint64_t nthreads) {
@@ -117,18 +98,24 @@ __device__ __forceinline__ void reduceCopyBody(const ReduceCopyArgs& args, size_
     return static_cast<const unsigned char*>(base) + bodyOffset +
            static_cast<size_t>(pack) * kPackBytes;
   };
-  uint64_t p = thread;
-  for (; p + (kUnroll - 1) * nthreads < packs; p += kUnroll * nthreads) {
-    Pack<T> acc[kUnroll];
+  for (uint64_t p = thread; p < packs; p += kUnroll * nthreads) {
+    bool live[kUnroll];
+    for (int u = 0; u < kUnroll; ++u) live[u] = p + u * nthreads < packs;
+    Pack<T> acc[kUnroll] = {};
     for (int u = 0; u < kUnroll; ++u) {
-      acc[u].vector = *reinterpret_cast<const uint4*>(at(args.srcs[0], p + u * nthreads));
+      if (live[u]) {
+        acc[u].vector = *reinterpret_cast<const uint4*>(at(args.srcs[0], p + u * nthreads));
+      }
     }
     for (int s = 1; s < args.nsrcs; ++s) {
-      Pack<T> in[kUnroll];
+      Pack<T> in[kUnroll] = {};
       for (int u = 0; u < kUnroll; ++u) {
-        in[u].vector = *reinterpret_cast<const uint4*>(at(args.srcs[s], p + u * nthreads));
+        if (live[u]) {
+          in[u].vector = *reinterpret_cast<const uint4*>(at(args.srcs[s], p + u * nthreads));
+        }
       }
       for (int u = 0; u < kUnroll; ++u) {
+        if (!live[u]) continue;
         for (int e = 0; e < kPerPack; ++e) {
           acc[u].elements[e] = Op()(acc[u].elements[e], in[u].elements[e]);
         }
@@ -136,6 +123,7 @@ __device__ __forceinline__ void reduceCopyBody(const ReduceCopyArgs& args, size_
     }
     if (args.divisor > 0) {
       for (int u = 0; u < kUnroll; ++u) {
+        if (!live[u]) continue;
         for (int e = 0; e < kPerPack; ++e) {
           acc[u].elements[e] = divideBy(acc[u].elements[e], args.divisor);
         }
@@ -143,13 +131,12 @@ __device__ __forceinline__ void reduceCopyBody(const ReduceCopyArgs& args, size_
     }
     for (int d = 0; d < args.ndsts; ++d) {
       for (int u = 0; u < kUnroll; ++u) {
-        *reinterpret_cast<uint4*>(const_cast<unsigned char*>(at(args.dsts[d], p + u * nthreads))) =
-            acc[u].vector;
+        if (live[u]) {
+          *reinterpret_cast<uint4*>(
+              const_cast<unsigned char*>(at(args.dsts[d], p + u * nthreads))) = acc[u].vector;
+        }
       }
     }
-  }
-  for (; p < packs; p += nthreads) {
-    reduceCopyPack<T, Op>(args, bodyOffset + static_cast<size_t>(p) * kPackBytes);
   }
 }
 
