@@ -5,8 +5,8 @@
 # under OUTDIR/logs, and those logs again as OUTDIR/logs.tar.gz. The binaries come
 # from the carry folder scripts/gpu-build.sh made (default build-gpu/carry next to this
 # script's repository; --carry DIR or COLLIE_GPU_CARRY to change), never from ctest
-# files, which name the build machine's paths. Needs bash, coreutils' timeout and python3 (the report); torch and
-# compute-sanitizer are used when present.
+# files, which name the build machine's paths. Needs bash, coreutils' timeout and
+# python3 (the report); torch and compute-sanitizer are used when present.
 #
 # Usage: scripts/gpu-check.sh [--carry DIR] [--budget SECONDS] [--only REGEX] [--dry-run] OUTDIR
 #   - no CUDA device: prints "skipped: no CUDA device" and exits 0, writing nothing;
@@ -192,6 +192,9 @@ else
       -b 1K -e 256M -f 4 -n 10 -w 2 -c 1 --device 1
     step perf_allreduce_device_n4_mps bench 45 $run -n 4 -- "$bin/collie" perf allreduce \
       -b 1K -e 64M -f 8 -n 5 -w 1 -c 1 --device 1
+    # Larger slots: fewer kernel hand-offs per byte (COLLIE_DEVICE_SLOT_BYTES).
+    step perf_allreduce_device_n2_mps_slot8m bench 45 env COLLIE_DEVICE_SLOT_BYTES=8M \
+      $run -n 2 -- "$bin/collie" perf allreduce -b 1M -e 256M -f 4 -n 10 -w 2 -c 1 --device 1
     echo quit | "$mps" > /dev/null 2>&1
     sleep 1
     unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY

@@ -277,12 +277,12 @@ Topology makeTopology(int rank, const std::vector<std::string>& hosts, const Tra
 // published). Null: device buffers are staged through host memory (or unsupported).
 Result<std::unique_ptr<DeviceWindows>> openDeviceWindows(const TransportContext& context,
                                                          DeviceWindowProvider* provider,
-                                                         Deadline deadline) {
+                                                         size_t slotBytes, Deadline deadline) {
   if (context.deviceRuntime == nullptr || provider == nullptr) {
     return std::unique_ptr<DeviceWindows>();
   }
-  return provider->open(DeviceComm::windowBytes(context.nranks), DeviceComm::kWindowLayout,
-                        deadline);
+  return provider->open(DeviceComm::windowBytes(context.nranks, slotBytes),
+                        DeviceComm::kWindowLayout, deadline);
 }
 
 // Starts the engine over the connected transports, then agrees with every rank on the
@@ -308,7 +308,7 @@ Result<std::unique_ptr<Engine>> startEngine(const EngineConfig& config, Transpor
 // memory when there is a device runtime, else nothing. With a device runtime the
 // staging is there in either case: the exchanges and the kinds with a count per rank
 // have no kernels and always take it.
-Status Communicator::Impl::openDevicePath(const EngineConfig& config,
+Status Communicator::Impl::openDevicePath(const EngineConfig& config, size_t slotBytes,
                                           std::unique_ptr<DeviceWindows> windows) {
   if (deviceRuntime == nullptr) return Status();
   staging =
@@ -319,6 +319,7 @@ Status Communicator::Impl::openDevicePath(const EngineConfig& config,
     settings.nranks = nranks;
     settings.timeout = config.timeout;
     settings.algorithm = config.algorithm;
+    settings.slotBytes = slotBytes;
     Result<std::unique_ptr<DeviceComm>> created =
         DeviceComm::create(deviceRuntime, settings, std::move(windows));
     if (!created.isOk()) return created.status();
@@ -369,8 +370,9 @@ Result<std::unique_ptr<Communicator>> Communicator::Impl::create(const UniqueId&
                            << " ranks on this host for " << cpusAvailable(settings)
                            << " CPU(s): waits yield from the start (no pure spin)";
   }
+  const size_t slotBytes = static_cast<size_t>(settings.integer("COLLIE_DEVICE_SLOT_BYTES"));
   Result<std::unique_ptr<DeviceWindows>> windows =
-      openDeviceWindows(context, connected->windowProvider, deadline);
+      openDeviceWindows(context, connected->windowProvider, slotBytes, deadline);
   if (!windows.isOk()) return windows.status();
   connected->windowTransport.reset();  // the windows do not need it
   Result<std::unique_ptr<Engine>> engine =
@@ -383,7 +385,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Impl::create(const UniqueId&
   impl->engine = std::move(*engine);
   impl->topology = std::move(topology);
   impl->deviceRuntime = context.deviceRuntime;
-  COLLIE_RETURN_IF_ERROR(impl->openDevicePath(*config, std::move(*windows)));
+  COLLIE_RETURN_IF_ERROR(impl->openDevicePath(*config, slotBytes, std::move(*windows)));
   impl->id = id;
   impl->store = *store;
   impl->config = settings;

@@ -46,11 +46,11 @@ struct DeviceComm::Region {
     return sent(2 * nranks + 1 + static_cast<int>(sequence % 2));
   }
   static size_t counter(int nranks) { return sent(2 * nranks + 3); }
-  static size_t inbox(int nranks, int from, uint64_t slot) {
+  static size_t inbox(int nranks, size_t slotBytes, int from, uint64_t slot) {
     return alignUp(counter(nranks) + sizeof(uint32_t), 256) +
-           (static_cast<size_t>(from) * kSlots + slot) * kSlotBytes;
+           (static_cast<size_t>(from) * kSlots + slot) * slotBytes;
   }
-  static size_t bytes(int nranks) { return inbox(nranks, nranks, 0); }
+  static size_t bytes(int nranks, size_t slotBytes) { return inbox(nranks, slotBytes, nranks, 0); }
 };
 
 DeviceComm::DeviceComm(DeviceRuntime* runtime, const DeviceCommConfig& config)
@@ -68,7 +68,9 @@ DeviceComm::Outcome::~Outcome() {
   if (mapped != nullptr) runtime->freeMapped(mapped);
 }
 
-size_t DeviceComm::windowBytes(int nranks) { return Region::bytes(nranks); }
+size_t DeviceComm::windowBytes(int nranks, size_t slotBytes) {
+  return Region::bytes(nranks, slotBytes);
+}
 
 Status DeviceComm::Outcome::sticky() {
   std::lock_guard<std::mutex> lock(mutex);
@@ -86,10 +88,15 @@ Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceRuntime* runtime,
                                                        std::unique_ptr<DeviceWindows> windows) {
   const std::string where =
       "rank " + std::to_string(config.rank) + " device path (" + runtime->name() + " runtime)";
-  if (windows == nullptr || windows->bytes() < Region::bytes(config.nranks)) {
+  if (config.slotBytes < kMinSlotBytes || config.slotBytes % kMinSlotBytes != 0) {
+    return invalidArgument(where + ": slots of " + std::to_string(config.slotBytes) +
+                           " bytes; they must be a multiple of " + std::to_string(kMinSlotBytes));
+  }
+  const size_t regionBytes = Region::bytes(config.nranks, config.slotBytes);
+  if (windows == nullptr || windows->bytes() < regionBytes) {
     return invalidArgument(where + ": device windows of " +
                            std::to_string(windows ? windows->bytes() : 0) + " bytes, need " +
-                           std::to_string(Region::bytes(config.nranks)));
+                           std::to_string(regionBytes));
   }
   std::unique_ptr<DeviceComm> comm(new DeviceComm(runtime, config));
   for (int r = 0; r < config.nranks; ++r) comm->peerRegions_[r] = windows->window(r);
@@ -105,8 +112,9 @@ Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceRuntime* runtime,
   Result<DeviceStream> stream = runtime->createStream();
   if (!stream.isOk()) return stream.status().withContext(where);
   comm->ownStream_ = *stream;
-  COLLIE_LOG(INFO, INIT) << where << ": " << config.nranks << " ranks, "
-                         << Region::bytes(config.nranks) << " bytes of flags and inboxes per rank";
+  COLLIE_LOG(INFO, INIT) << where << ": " << config.nranks << " ranks, " << regionBytes
+                         << " bytes of flags and inboxes per rank (slots of " << config.slotBytes
+                         << " bytes)";
   return comm;
 }
 
@@ -159,7 +167,8 @@ class DeviceComm::Launcher {
                             kPeerTimeoutBase + peer};
     }
     sync->posts[index] = {flag(c_.config_.rank, Region::sent(peer)), m + 1};
-    return c_.peerRegions_[peer] + Region::inbox(n, c_.config_.rank, m % kSlots);
+    return c_.peerRegions_[peer] +
+           Region::inbox(n, c_.config_.slotBytes, c_.config_.rank, m % kSlots);
   }
 
   // The next message from `peer`: waits until it was sent, posts "consumed". Returns
@@ -170,7 +179,7 @@ class DeviceComm::Launcher {
     sync->waits[index] = {flag(peer, Region::sent(c_.config_.rank)), m + 1,
                           kPeerTimeoutBase + peer};
     sync->posts[index] = {flag(c_.config_.rank, Region::consumed(n, peer)), m + 1};
-    return c_.region_ + Region::inbox(n, peer, m % kSlots);
+    return c_.region_ + Region::inbox(n, c_.config_.slotBytes, peer, m % kSlots);
   }
 
  private:
@@ -236,9 +245,9 @@ Status DeviceComm::launchSchedule(const Schedule& schedule, const void* input, v
   for (const std::vector<Step>& channel : schedule.channels) {
     for (const Step& step : channel) {
       const bool moves = step.sendPeer >= 0 || step.recvPeer >= 0;
-      if (moves && step.bytes > kSlotBytes) {
+      if (moves && step.bytes > config_.slotBytes) {
         return internalError("device path: a step of " + std::to_string(step.bytes) +
-                             " bytes does not fit a " + std::to_string(kSlotBytes) +
+                             " bytes does not fit a " + std::to_string(config_.slotBytes) +
                              "-byte slot (the planner did not chunk it)");
       }
       Status launched;
@@ -338,7 +347,7 @@ Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, v
   params.rank = config_.rank;
   params.nranks = config_.nranks;
   params.nchannels = 1;
-  params.chunkBytes = kSlotBytes;
+  params.chunkBytes = config_.slotBytes;
   params.algorithm = config_.algorithm;
   params.agreeOnRoot = false;  // launchCheck() compares every rank's fingerprint first
   if (isTeamAlgorithm(params.algorithm)) {

@@ -9,7 +9,7 @@
 // lays it out:
 //   - region of rank r: sent[p] (messages r wrote into p's inbox), consumed[q]
 //     (messages from q that r has read), the fingerprint check (posted count and two
-//     fingerprint slots), a block counter, and inbox[q][kSlots] of kSlotBytes each,
+//     fingerprint slots), a block counter, and inbox[q][kSlots] of slotBytes each,
 //     which rank q writes directly.
 //   - message m from q to r (counted per pair over the communicator's life, so flags
 //     only grow and never need resetting) goes to r's inbox[q][m % kSlots]. The
@@ -17,8 +17,10 @@
 //     free: in-place and back-to-back collectives cannot overwrite unread data), then
 //     writes and posts sent[r] = m + 1; the receiver's kernel waits for q.sent[r] >=
 //     m + 1, reads (reduces) the slot and posts consumed[q] = m + 1.
-//   - the schedule is planned with one channel and chunks of kSlotBytes, so every
-//     step fits one slot.
+//   - the schedule is planned with one channel and chunks of slotBytes
+//     (COLLIE_DEVICE_SLOT_BYTES), so every step fits one slot. Each step is one kernel
+//     whose start waits for the peer's previous one: larger slots mean fewer such
+//     hand-offs per byte (on an H200 under MPS a hand-off costs tens of microseconds).
 // Mismatch: collective number s (counted on the device path) opens with a check
 // kernel that writes this rank's fingerprint (core/engine/fingerprint.h) into its
 // slot s % 2, posts `posted = s + 1`, waits for every peer's post and compares. A
@@ -56,17 +58,18 @@ struct DeviceCommConfig {
   int nranks = 1;
   std::chrono::microseconds timeout{300'000'000};
   Algorithm algorithm = Algorithm::kAuto;
+  size_t slotBytes = size_t{1} << 20;  // COLLIE_DEVICE_SLOT_BYTES; a multiple of 4 KiB
 };
 
 class DeviceComm {
  public:
-  static constexpr size_t kSlotBytes = 64 * 1024;
+  static constexpr size_t kMinSlotBytes = 4096;
   static constexpr uint64_t kSlots = 2;
 
   // The layout of the regions (published with the windows: every rank must agree).
-  static constexpr uint32_t kWindowLayout = 2;
+  static constexpr uint32_t kWindowLayout = 3;
   // The bytes of one rank's region (its device window) for `nranks` ranks.
-  static size_t windowBytes(int nranks);
+  static size_t windowBytes(int nranks, size_t slotBytes);
 
   // Takes the ranks' device windows (DeviceWindowProvider::open with windowBytes() and
   // kWindowLayout; zero-filled) and keeps them for its life. Local: no peer traffic.
