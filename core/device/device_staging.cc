@@ -68,6 +68,18 @@ DeviceStaging::~DeviceStaging() {
   if (ownStream_ != nullptr) runtime_->destroyStream(ownStream_);
 }
 
+std::shared_ptr<uint8_t> DeviceStaging::bounce(std::shared_ptr<uint8_t>* cached,
+                                               size_t* cachedBytes, size_t bytes, bool reusable,
+                                               Status* status) {
+  if (reusable && *cached != nullptr && *cachedBytes >= bytes) return *cached;
+  std::shared_ptr<uint8_t> fresh = pinned(runtime_, bytes, status);
+  if (fresh != nullptr && (reusable || *cached == nullptr)) {
+    *cached = fresh;
+    *cachedBytes = bytes;
+  }
+  return fresh;
+}
+
 Result<Work> DeviceStaging::submit(const CollectiveArgs& args, const void* input, void* output,
                                    DeviceStream stream) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -88,9 +100,14 @@ Result<Work> DeviceStaging::submit(const CollectiveArgs& args, const void* input
   // Only a buffer the rank has is copied; a null one stays null for the host engine.
   const bool sends = input != nullptr && extents.in > 0;
   const bool receives = output != nullptr && extents.out > 0;
+  // The cached buffers serve this call when the previous one's copy back is done (its
+  // Work may still hold them, but no copy reads them any more); else fresh ones.
+  const bool reusable = lastDone_ == nullptr || runtime_->queryEvent(lastDone_.get());
   Status status;
-  std::shared_ptr<uint8_t> hostIn = pinned(runtime_, std::max<size_t>(extents.in, 1), &status);
-  std::shared_ptr<uint8_t> hostOut = pinned(runtime_, std::max<size_t>(extents.out, 1), &status);
+  std::shared_ptr<uint8_t> hostIn =
+      bounce(&hostIn_, &hostInBytes_, std::max<size_t>(extents.in, 1), reusable, &status);
+  std::shared_ptr<uint8_t> hostOut =
+      bounce(&hostOut_, &hostOutBytes_, std::max<size_t>(extents.out, 1), reusable, &status);
   if (!status.isOk()) return status.withContext(what);
 
   // Device -> host, in stream order, then the host collective.
@@ -103,6 +120,7 @@ Result<Work> DeviceStaging::submit(const CollectiveArgs& args, const void* input
   const Clock::time_point deadline = Clock::now() + timeout_;
   while (!runtime_->queryEvent(copiedHolder.get())) {
     if (Clock::now() > deadline) {
+      lastDone_ = copiedHolder;  // the copy into hostIn may still come: no reuse before it
       return timeoutError(what + ": the stream did not reach the input copy within the timeout");
     }
     std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -119,6 +137,7 @@ Result<Work> DeviceStaging::submit(const CollectiveArgs& args, const void* input
   Result<DeviceEvent> done = runtime_->recordEvent(stream);
   if (!done.isOk()) return done.status().withContext(what);
   std::shared_ptr<void> doneHolder = eventHolder(runtime_, *done);
+  lastDone_ = doneHolder;
   auto poller = [runtime = runtime_, doneHolder, hostIn, hostOut]() -> std::optional<Status> {
     if (runtime->queryEvent(doneHolder.get())) return Status();
     return std::nullopt;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <mutex>
 
 #include "collie/communicator.h"
@@ -39,8 +40,16 @@ class DeviceStaging {
   const int rank_;
   const int nranks_;
   const std::chrono::microseconds timeout_;
+  // A pinned bounce buffer of at least `bytes` (pinning is slow: milliseconds per
+  // call on a GPU machine), reused once the previous call's copy back finished.
+  std::shared_ptr<uint8_t> bounce(std::shared_ptr<uint8_t>* cached, size_t* cachedBytes,
+                                  size_t bytes, bool reusable, Status* status);
+
   std::mutex mutex_;
   DeviceStream ownStream_ = nullptr;  // created on first use
+  std::shared_ptr<uint8_t> hostIn_, hostOut_;
+  size_t hostInBytes_ = 0, hostOutBytes_ = 0;
+  std::shared_ptr<void> lastDone_;  // the previous call's copy-back event
 };
 
 }  // namespace collie
