@@ -148,15 +148,18 @@ else
   step bench_torch_add bench 60 python3 "$root/bench/gpu_torch_add.py"
   step perf_allreduce_device_n2 bench 45 $run -n 2 -- "$bin/collie" perf allreduce \
     -b 1K -e 4M -f 4 -n 5 -w 1 -c 1 --device 1
-  # compute-sanitizer over one small device collective (ranks as threads, one process);
-  # from PATH, else from the CUDA toolkit's usual places.
+  # compute-sanitizer: memcheck and racecheck over the kernels' byte-offset and
+  # small-grid cases (one process, no kernel waits for another: the sanitizer may
+  # serialise kernels, and ranks as threads of one process would then wait for each
+  # other until their deadline); memcheck over ranks as processes comes last.
   sanitizer=$(command -v compute-sanitizer ||
     ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda*/bin/compute-sanitizer \
       /opt/nvidia/*/compute-sanitizer/compute-sanitizer 2> /dev/null | head -1)
+  kernels_filter='GpuKernels.ReduceCopyEveryByteOffset:GpuKernels.SmallGridsWrap:GpuKernels.Scale*'
   if [ -n "$sanitizer" ]; then
     for tool in memcheck racecheck; do
       step "sanitizer_$tool" sanitizer 90 "$sanitizer" --tool "$tool" --error-exitcode 1 \
-        "$bin/gpu_collectives_test" --gtest_filter=Gpu.AllReduceOnDeviceBuffers
+        "$bin/gpu_collectives_test" --gtest_filter="$kernels_filter"
     done
   else
     for tool in memcheck racecheck; do
@@ -192,6 +195,12 @@ else
       -b 1K -e 256M -f 4 -n 10 -w 2 -c 1 --device 1
     step perf_allreduce_device_n4_mps bench 45 $run -n 4 -- "$bin/collie" perf allreduce \
       -b 1K -e 64M -f 8 -n 5 -w 1 -c 1 --device 1
+    # Where a collective's time goes: how long the step kernels wait for their peers'
+    # flags (COLLIE_DEVICE_PROFILE), at one slot and at 64 slots per rank.
+    for size in 1M 64M; do
+      step "perf_profile_n2_mps_$size" bench 30 env COLLIE_DEVICE_PROFILE=1 COLLIE_DEBUG=INFO \
+        $run -n 2 -- "$bin/collie" perf allreduce -b $size -e $size -n 20 -w 2 -c 1 --device 1
+    done
     # Larger slots: fewer kernel hand-offs per byte (COLLIE_DEVICE_SLOT_BYTES).
     step perf_allreduce_device_n2_mps_slot8m bench 45 env COLLIE_DEVICE_SLOT_BYTES=8M \
       $run -n 2 -- "$bin/collie" perf allreduce -b 1M -e 256M -f 4 -n 10 -w 2 -c 1 --device 1
@@ -202,7 +211,8 @@ else
     step device_matrix_ring_n4 correctness 60 $run -n 4 -- "$rank" matrix 65536 ring
     step device_matrix_tree_n4 correctness 60 $run -n 4 -- "$rank" matrix 65536 tree
   fi
-  # And memcheck over ranks as processes (cuda_ipc windows), every child followed.
+  # And memcheck over ranks as processes (cuda_ipc windows, the step kernels waiting
+  # for each other), every child followed.
   if [ -n "$sanitizer" ]; then
     step sanitizer_memcheck_n2 sanitizer 90 "$sanitizer" --tool memcheck --error-exitcode 1 \
       --target-processes all $run -n 2 -- "$rank"

@@ -65,6 +65,12 @@ def figures_of(check, text):
     m = re.findall(r"Mismatch after ([0-9.]+) s", text)
     if m:
         fig["mismatch_seconds_max"] = max(float(s) for s in m)
+    m = re.findall(r"device profile: (\d+) step kernels waited ([0-9.e+]+) us", text)
+    if m:
+        # COLLIE_DEVICE_PROFILE: per rank, the step kernels and the time block 0 of each
+        # waited for the peers' flags.
+        fig["profile_kernels"] = [int(k) for k, _ in m]
+        fig["profile_wait_us_per_kernel"] = [round(float(w) / max(1, int(k)), 2) for k, w in m]
     m = re.search(r"ERROR SUMMARY: (\d+) error", text)
     if m:
         fig["sanitizer_errors"] = int(m.group(1))

@@ -309,7 +309,7 @@ Result<std::unique_ptr<Engine>> startEngine(const EngineConfig& config, Transpor
 // staging is there in either case: the exchanges and the kinds with a count per rank
 // have no kernels and always take it.
 Status Communicator::Impl::openDevicePath(const EngineConfig& config, size_t slotBytes,
-                                          std::unique_ptr<DeviceWindows> windows) {
+                                          bool profile, std::unique_ptr<DeviceWindows> windows) {
   if (deviceRuntime == nullptr) return Status();
   staging =
       std::make_unique<DeviceStaging>(deviceRuntime, engine.get(), rank, nranks, config.timeout);
@@ -320,6 +320,7 @@ Status Communicator::Impl::openDevicePath(const EngineConfig& config, size_t slo
     settings.timeout = config.timeout;
     settings.algorithm = config.algorithm;
     settings.slotBytes = slotBytes;
+    settings.profile = profile;
     Result<std::unique_ptr<DeviceComm>> created =
         DeviceComm::create(deviceRuntime, settings, std::move(windows));
     if (!created.isOk()) return created.status();
@@ -385,7 +386,8 @@ Result<std::unique_ptr<Communicator>> Communicator::Impl::create(const UniqueId&
   impl->engine = std::move(*engine);
   impl->topology = std::move(topology);
   impl->deviceRuntime = context.deviceRuntime;
-  COLLIE_RETURN_IF_ERROR(impl->openDevicePath(*config, slotBytes, std::move(*windows)));
+  COLLIE_RETURN_IF_ERROR(impl->openDevicePath(
+      *config, slotBytes, settings.integer("COLLIE_DEVICE_PROFILE") != 0, std::move(*windows)));
   impl->id = id;
   impl->store = *store;
   impl->config = settings;

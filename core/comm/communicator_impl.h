@@ -67,7 +67,7 @@ struct Communicator::Impl {
   bool isDeviceBuffer(const void* ptr) const;
   // Sets up device or staging from deviceRuntime, engine and the windows (null: none
   // opened); nothing without a device runtime. Part of create (bootstrap.cc).
-  Status openDevicePath(const EngineConfig& config, size_t slotBytes,
+  Status openDevicePath(const EngineConfig& config, size_t slotBytes, bool profile,
                         std::unique_ptr<DeviceWindows> windows);
   // Queues a checked collective on the engine, or on the device path when its buffers
   // are device memory.

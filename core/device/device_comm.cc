@@ -112,6 +112,11 @@ Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceRuntime* runtime,
   Result<DeviceStream> stream = runtime->createStream();
   if (!stream.isOk()) return stream.status().withContext(where);
   comm->ownStream_ = *stream;
+  if (config.profile) {
+    Result<void*> profile = runtime->allocate(2 * sizeof(uint64_t));
+    if (!profile.isOk()) return profile.status().withContext(where + ": profile counters");
+    comm->profile_ = static_cast<uint64_t*>(*profile);
+  }
   COLLIE_LOG(INFO, INIT) << where << ": " << config.nranks << " ranks, " << regionBytes
                          << " bytes of flags and inboxes per rank (slots of " << config.slotBytes
                          << " bytes)";
@@ -127,10 +132,33 @@ DeviceComm::~DeviceComm() {
                            << ": device work still running at communicator destruction";
   }
   lastEvent_.reset();
+  if (profile_ != nullptr) logProfile();
   if (ownStream_ != nullptr) runtime_->destroyStream(ownStream_);
+  if (profile_ != nullptr) runtime_->free(profile_);
   for (uint8_t* old : retiredScratch_) runtime_->free(old);
   if (scratch_ != nullptr) runtime_->free(scratch_);
   windows_.reset();  // this rank's window and the mappings of the peers'
+}
+
+// COLLIE_DEVICE_PROFILE's line: the step kernels' waits for their peers' flags (block 0's
+// view), against the kernels' count; the rest of a collective's time is launching,
+// scheduling and moving the data.
+void DeviceComm::logProfile() {
+  uint64_t counters[2] = {0, 0};
+  Status copied = runtime_->memcpyAsync(counters, profile_, sizeof(counters), ownStream_);
+  Result<DeviceEvent> event =
+      copied.isOk() ? runtime_->recordEvent(ownStream_) : Result<DeviceEvent>(copied);
+  if (!event.isOk() || !waitEvent(*runtime_, *event, Clock::now() + std::chrono::seconds(10))) {
+    COLLIE_LOG(WARN, INIT) << "rank " << config_.rank << ": device profile not read back";
+    if (event.isOk()) runtime_->destroyEvent(*event);
+    return;
+  }
+  runtime_->destroyEvent(*event);
+  const double waitedUs = static_cast<double>(counters[0]) / 1000.0;
+  COLLIE_LOG(INFO, INIT) << "rank " << config_.rank << " device profile: " << counters[1]
+                         << " step kernels waited " << waitedUs << " us for peers' flags ("
+                         << (counters[1] > 0 ? waitedUs / static_cast<double>(counters[1]) : 0)
+                         << " us per kernel)";
 }
 
 Status DeviceComm::ensureScratch(size_t bytes) {
@@ -154,6 +182,7 @@ class DeviceComm::Launcher {
         reinterpret_cast<uint32_t*>(c_.region_ + Region::counter(c_.config_.nranks));
     sync.error = c_.outcome_->error;
     sync.timeoutNs = static_cast<uint64_t>(c_.config_.timeout.count()) * 1000;
+    sync.profile = c_.profile_;
     return sync;
   }
 

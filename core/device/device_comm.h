@@ -59,6 +59,9 @@ struct DeviceCommConfig {
   std::chrono::microseconds timeout{300'000'000};
   Algorithm algorithm = Algorithm::kAuto;
   size_t slotBytes = size_t{1} << 20;  // COLLIE_DEVICE_SLOT_BYTES; a multiple of 4 KiB
+  // COLLIE_DEVICE_PROFILE: step kernels add up how long they waited for peers' flags;
+  // the sum is logged (INFO) when the communicator is destroyed.
+  bool profile = false;
 };
 
 class DeviceComm {
@@ -90,6 +93,7 @@ class DeviceComm {
  private:
   struct Region;  // offsets into one rank's region
   class Launcher;
+  void logProfile();
   // The error word and the sticky failure, shared with the Work pollers so that a
   // Work outlives its communicator safely.
   struct Outcome {
@@ -124,6 +128,7 @@ class DeviceComm {
   uint64_t sequence_ = 0;              // collectives submitted on the device path
   std::shared_ptr<Outcome> outcome_;
   DeviceStream ownStream_ = nullptr;
+  uint64_t* profile_ = nullptr;  // device memory, COLLIE_DEVICE_PROFILE only
   uint8_t* scratch_ = nullptr;
   size_t scratchBytes_ = 0;
   std::vector<uint8_t*> retiredScratch_;  // freed at destruction (kernels may use them)

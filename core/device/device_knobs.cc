@@ -18,6 +18,10 @@ void registerDeviceKnobs(KnobRegistry& registry) {
               "(a multiple of 4 KiB): the chunk of one step kernel of the device path. "
               "Larger slots mean fewer kernel hand-offs per byte; the window takes "
               "nranks x 2 x this much device memory on every rank")),
+          knobs::choice("COLLIE_DEVICE_PROFILE", "0", "0,1",
+                        "1: the device path's step kernels add up how long they wait for their "
+                        "peers' flags; each rank logs the sum (INFO) when its communicator "
+                        "is destroyed"),
       }});
 }
 

@@ -69,6 +69,7 @@ struct DeviceStepSync {
   uint32_t* blockCounter = nullptr;  // zeroed device memory, one per stream
   int32_t* error = nullptr;          // mapped memory
   uint64_t timeoutNs = 0;
+  uint64_t* profile = nullptr;  // optional, device memory: [0] += ns waited, [1] += 1 kernel
 };
 
 // out / peerOut = op(local, incoming) (count elements of dtype); either may be null.

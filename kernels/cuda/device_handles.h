@@ -51,6 +51,9 @@ struct StepSync {
   uint32_t* blockCounter = nullptr;  // required when a post flag is set
   int32_t* error = nullptr;          // required when a wait flag is set
   uint64_t timeoutNs = 0;
+  // Optional, device memory: [0] += nanoseconds block 0 waited for the flags,
+  // [1] += 1 per kernel (COLLIE_DEVICE_PROFILE).
+  unsigned long long* profile = nullptr;
 };
 
 // The primitive: dsts[d][i] = op(srcs[0][i], srcs[1][i], ...) (left fold in source

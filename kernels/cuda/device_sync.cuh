@@ -89,9 +89,9 @@ __device__ __forceinline__ void storeErrorWord(int32_t* error, int32_t code) {
 __device__ __forceinline__ bool stepWait(const StepSync& sync) {
   int ok = 1;
   if (isFirstThreadOfBlock()) {
+    const uint64_t start = globalTimerNs();
     if (sync.error != nullptr && loadErrorWord(sync.error) != 0) ok = 0;
     const uint64_t timeout = sync.timeoutNs != 0 ? sync.timeoutNs : kDefaultStepTimeoutNs;
-    const uint64_t start = globalTimerNs();
     for (int i = 0; i < kMaxStepWaits && ok; ++i) {
       if (sync.waitFlags[i] == nullptr) continue;
       while (loadAcquireSys(sync.waitFlags[i]) < sync.waitValues[i]) {
@@ -103,6 +103,10 @@ __device__ __forceinline__ bool stepWait(const StepSync& sync) {
         }
         spinPause();
       }
+    }
+    if (sync.profile != nullptr && blockIdx.x == 0) {
+      atomicAdd(&sync.profile[0], static_cast<unsigned long long>(globalTimerNs() - start));
+      atomicAdd(&sync.profile[1], 1ull);
     }
   }
   return __syncthreads_and(ok) != 0;

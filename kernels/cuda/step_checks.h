@@ -69,6 +69,7 @@ inline StepSync toStepSync(const DeviceStepSync& in) {
   out.blockCounter = in.blockCounter;
   out.error = in.error;
   out.timeoutNs = in.timeoutNs;
+  out.profile = reinterpret_cast<unsigned long long*>(in.profile);
   return out;
 }
 
