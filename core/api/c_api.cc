@@ -1,5 +1,6 @@
 // The C API: thin maps onto the C++ Communicator. No exception crosses it.
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -10,8 +11,17 @@
 #include "collie/communicator.h"
 #include "collie/shared_memory.h"
 
+// A PREMUL_SUM op made by collieRedOpCreatePreMulSum: its dtype and this rank's factor.
+struct CPreMulSum {
+  collie::DataType dtype;
+  collie::ReduceScalar scalar;
+};
+
 struct collieComm {
   std::unique_ptr<collie::Communicator> comm;
+  std::mutex opsMutex;
+  std::map<int, CPreMulSum> preMulSums;  // by op value
+  int nextOp = 1000;
 };
 
 namespace {
@@ -49,7 +59,33 @@ collieResult_t guarded(Fn fn) {
 }
 
 collie::DataType dtypeOf(collieDataType_t dtype) { return static_cast<collie::DataType>(dtype); }
-collie::ReduceOp opOf(collieRedOp_t op) { return static_cast<collie::ReduceOp>(op); }
+// A built-in op, or one made by collieRedOpCreatePreMulSum for this dtype (with its
+// factor); else InvalidArgument naming the call.
+struct ResolvedOp {
+  collie::ReduceOp op = collie::ReduceOp::kSum;
+  collie::ReduceScalar scalar;
+};
+collie::Result<ResolvedOp> opOf(const char* what, collieRedOp_t op, collieDataType_t dtype,
+                                collieComm_t comm) {
+  const int value = static_cast<int>(op);
+  if (value >= 0 && value <= static_cast<int>(collie::ReduceOp::kBxor)) {
+    return ResolvedOp{static_cast<collie::ReduceOp>(value), {}};
+  }
+  std::lock_guard<std::mutex> lock(comm->opsMutex);
+  auto found = comm->preMulSums.find(value);
+  if (found == comm->preMulSums.end()) {
+    return collie::invalidArgument(std::string(what) + ": op " + std::to_string(value) +
+                                   " is neither built in nor made by "
+                                   "collieRedOpCreatePreMulSum on this communicator");
+  }
+  if (found->second.dtype != static_cast<collie::DataType>(dtype)) {
+    return collie::invalidArgument(
+        std::string(what) + ": op " + std::to_string(value) + " was made for " +
+        std::string(collie::dataTypeName(found->second.dtype)) + ", the call is " +
+        std::string(collie::dataTypeName(dtypeOf(dtype))));
+  }
+  return ResolvedOp{collie::ReduceOp::kPreMulSum, found->second.scalar};
+}
 
 collieResult_t badComm() {
   lastError = "communicator is null";
@@ -140,15 +176,22 @@ collieResult_t collieCommSize(collieComm_t comm, int* size) {
 collieResult_t collieAllReduce(const void* send, void* recv, size_t count, collieDataType_t dtype,
                                collieRedOp_t op, collieComm_t comm) {
   if (comm == nullptr) return badComm();
-  return guarded(
-      [&] { return finish(comm->comm->allReduce(send, recv, count, dtypeOf(dtype), opOf(op))); });
+  return guarded([&] {
+    auto resolved = opOf("collieAllReduce", op, dtype, comm);
+    if (!resolved.isOk()) return finish(resolved.status());
+    return finish(
+        comm->comm->allReduce(send, recv, count, dtypeOf(dtype), resolved->op, resolved->scalar));
+  });
 }
 
 collieResult_t collieReduceScatter(const void* send, void* recv, size_t recvCount,
                                    collieDataType_t dtype, collieRedOp_t op, collieComm_t comm) {
   if (comm == nullptr) return badComm();
   return guarded([&] {
-    return finish(comm->comm->reduceScatter(send, recv, recvCount, dtypeOf(dtype), opOf(op)));
+    auto resolved = opOf("collieReduceScatter", op, dtype, comm);
+    if (!resolved.isOk()) return finish(resolved.status());
+    return finish(comm->comm->reduceScatter(send, recv, recvCount, dtypeOf(dtype), resolved->op,
+                                            resolved->scalar));
   });
 }
 
@@ -174,7 +217,10 @@ collieResult_t collieReduceScatterV(const void* send, void* recv, const size_t* 
   return guarded([&] {
     auto all = countsOf("collieReduceScatterV", counts, comm);
     if (!all.isOk()) return finish(all.status());
-    return finish(comm->comm->reduceScatterV(send, recv, all.value(), dtypeOf(dtype), opOf(op)));
+    auto resolved = opOf("collieReduceScatterV", op, dtype, comm);
+    if (!resolved.isOk()) return finish(resolved.status());
+    return finish(comm->comm->reduceScatterV(send, recv, all.value(), dtypeOf(dtype), resolved->op,
+                                             resolved->scalar));
   });
 }
 
@@ -238,7 +284,10 @@ collieResult_t collieReduce(const void* send, void* recv, size_t count, collieDa
                             collieRedOp_t op, int root, collieComm_t comm) {
   if (comm == nullptr) return badComm();
   return guarded([&] {
-    return finish(comm->comm->reduce(send, recv, count, dtypeOf(dtype), opOf(op), root));
+    auto resolved = opOf("collieReduce", op, dtype, comm);
+    if (!resolved.isOk()) return finish(resolved.status());
+    return finish(comm->comm->reduce(send, recv, count, dtypeOf(dtype), resolved->op, root,
+                                     resolved->scalar));
   });
 }
 
@@ -257,6 +306,38 @@ collieResult_t collieRecv(void* buf, size_t count, collieDataType_t dtype, int p
 collieResult_t collieBarrier(collieComm_t comm) {
   if (comm == nullptr) return badComm();
   return guarded([&] { return finish(comm->comm->barrier()); });
+}
+
+collieResult_t collieRedOpCreatePreMulSum(collieRedOp_t* op, const void* scalar,
+                                          collieDataType_t dtype, collieComm_t comm) {
+  if (comm == nullptr) return badComm();
+  if (op == nullptr || scalar == nullptr) {
+    return fail(collie::invalidArgument("collieRedOpCreatePreMulSum: op or scalar is null"));
+  }
+  const int value = static_cast<int>(dtype);
+  if (value < 0 || value > static_cast<int>(collieBfloat16)) {
+    return fail(collie::invalidArgument("collieRedOpCreatePreMulSum: datatype " +
+                                        std::to_string(value) + " is not a collieDataType_t"));
+  }
+  return guarded([&] {
+    std::lock_guard<std::mutex> lock(comm->opsMutex);
+    const int made = comm->nextOp++;
+    comm->preMulSums[made] = {dtypeOf(dtype), collie::scalarFromBytes(scalar, dtypeOf(dtype))};
+    *op = static_cast<collieRedOp_t>(made);
+    return collieSuccess;
+  });
+}
+
+collieResult_t collieRedOpDestroy(collieRedOp_t op, collieComm_t comm) {
+  if (comm == nullptr) return badComm();
+  std::lock_guard<std::mutex> lock(comm->opsMutex);
+  if (comm->preMulSums.erase(static_cast<int>(op)) == 0) {
+    return fail(collie::invalidArgument("collieRedOpDestroy: op " +
+                                        std::to_string(static_cast<int>(op)) +
+                                        " was not made by collieRedOpCreatePreMulSum on this "
+                                        "communicator (or was destroyed already)"));
+  }
+  return collieSuccess;
 }
 
 collieResult_t collieAllocShared(void** ptr, size_t bytes) {

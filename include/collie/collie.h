@@ -50,6 +50,7 @@ typedef enum {
   collieBand = 5, /* bitwise and, or, xor: integer dtypes only */
   collieBor = 6,
   collieBxor = 7
+  /* Values from 1000 up: ops made by collieRedOpCreatePreMulSum. */
 } collieRedOp_t;
 
 #define COLLIE_UNIQUE_ID_BYTES 128
@@ -108,6 +109,14 @@ collieResult_t collieSend(const void* buf, size_t count, collieDataType_t dtype,
 collieResult_t collieRecv(void* buf, size_t count, collieDataType_t dtype, int peer,
                           collieComm_t comm);
 collieResult_t collieBarrier(collieComm_t comm);
+/* PREMUL_SUM, as NCCL's ncclRedOpCreatePreMulSum with a host scalar: an op whose
+ * collectives sum every rank's input multiplied once by that rank's own factor
+ * (`scalar`: one element of `dtype`, copied now; ranks may pass different ones).
+ * Valid for collieAllReduce, collieReduce, collieReduceScatter and
+ * collieReduceScatterV of that dtype on this communicator, until collieRedOpDestroy. */
+collieResult_t collieRedOpCreatePreMulSum(collieRedOp_t* op, const void* scalar,
+                                          collieDataType_t dtype, collieComm_t comm);
+collieResult_t collieRedOpDestroy(collieRedOp_t op, collieComm_t comm);
 
 /* Memory that the ranks of one host can map (collie::allocShared): page-aligned and
  * zero-filled; *ptr is set on success. Free it with collieFreeShared once no

@@ -1,7 +1,7 @@
 // The C API (collie.h) with ranks as threads: shared memory from collieAllocShared,
 // registered on every rank, carries a single-copy all-reduce whose bytes equal a float64
-// reference on every rank; the exchanges deliver every block; misuse returns
-// collieInvalidArgument with a message.
+// reference on every rank; the exchanges deliver every block; PREMUL_SUM ops sum each
+// rank's input times its own factor; misuse returns collieInvalidArgument with a message.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -149,6 +149,72 @@ TEST(CApiTest, Exchanges) {
         collieInvalidArgument) {
       fail("allgatherv with NULL counts was not refused");
     }
+    collieCommDestroy(comm);
+  });
+  for (int rank = 0; rank < n; ++rank) {
+    EXPECT_TRUE(errors[rank].empty()) << "rank " << rank << ": " << errors[rank];
+  }
+}
+
+// PREMUL_SUM through the C API: each rank's factor is rank + 1 (3 ranks: sum 6), on
+// values whose products and sums are exact in float32; an op of another dtype, a
+// destroyed op and a second destroy are refused with a message.
+TEST(CApiTest, PreMulSum) {
+  constexpr int n = 3;
+  constexpr size_t kBlock = 5;
+  constexpr size_t kCount = kBlock * n;
+  collieUniqueId id;
+  ASSERT_EQ(collieGetUniqueId(&id), collieSuccess) << collieGetLastError();
+  std::vector<std::string> errors(n);
+  testing::onEveryRank(n, [&](int rank) {
+    auto fail = [&](const std::string& what) {
+      if (errors[rank].empty()) errors[rank] = what + ": " + collieGetLastError();
+    };
+    collieComm_t comm = nullptr;
+    if (collieCommInitRank(&comm, n, id, rank) != collieSuccess) return fail("init");
+    const float factor = static_cast<float>(rank + 1);
+    collieRedOp_t premul;
+    if (collieRedOpCreatePreMulSum(&premul, &factor, collieFloat32, comm) != collieSuccess) {
+      return fail("create");
+    }
+    auto x = [](size_t i) { return static_cast<float>(i) * 0.5f; };
+    std::vector<float> in(kCount), out(kCount, -1.0f);
+    for (size_t i = 0; i < kCount; ++i) in[i] = x(i);
+    if (collieAllReduce(in.data(), out.data(), kCount, collieFloat32, premul, comm) !=
+        collieSuccess) {
+      fail("allreduce");
+    }
+    for (size_t i = 0; i < kCount; ++i) {
+      if (out[i] != 6.0f * x(i)) fail("allreduce: element " + std::to_string(i));
+    }
+    std::vector<float> block(kBlock, -1.0f);
+    if (collieReduceScatter(in.data(), block.data(), kBlock, collieFloat32, premul, comm) !=
+        collieSuccess) {
+      fail("reducescatter");
+    }
+    for (size_t i = 0; i < kBlock; ++i) {
+      if (block[i] != 6.0f * x(rank * kBlock + i)) fail("reducescatter: element");
+    }
+    std::vector<float> reduced(kCount, -1.0f);
+    if (collieReduce(in.data(), reduced.data(), kCount, collieFloat32, premul, 1, comm) !=
+        collieSuccess) {
+      fail("reduce");
+    }
+    for (size_t i = 0; rank == 1 && i < kCount; ++i) {
+      if (reduced[i] != 6.0f * x(i)) fail("reduce: element");
+    }
+    std::vector<int32_t> ints(kCount, 1);
+    if (collieAllReduce(ints.data(), ints.data(), kCount, collieInt32, premul, comm) !=
+            collieInvalidArgument ||
+        std::string(collieGetLastError()).find("was made for float, the call is int32") == std::string::npos) {
+      fail("an op of another dtype was not refused");
+    }
+    if (collieRedOpDestroy(premul, comm) != collieSuccess) fail("destroy");
+    if (collieAllReduce(in.data(), out.data(), kCount, collieFloat32, premul, comm) !=
+        collieInvalidArgument) {
+      fail("a destroyed op was not refused");
+    }
+    if (collieRedOpDestroy(premul, comm) != collieInvalidArgument) fail("destroyed twice");
     collieCommDestroy(comm);
   });
   for (int rank = 0; rank < n; ++rank) {
