@@ -123,11 +123,10 @@ Result<Work> Communicator::Impl::submit(const CollectiveArgs& args, const void* 
                          ": point-to-point on device buffers is not implemented (docs/cuda.md); "
                          "pass host buffers");
     }
-    // The exchanges and the kinds with a count per rank have no device kernels, nor has
-    // premulsum's multiply (docs/decisions/premul-sum.md): they are staged through host
-    // memory, also where the device path runs the others.
-    const bool staged =
-        isExchange(args.kind) || hasBlockCounts(args.kind) || args.op == ReduceOp::kPreMulSum;
+    // The exchanges and the kinds with a count per rank have no device kernels: they are
+    // staged through host memory, also where the device path runs the others.
+    // Premulsum's multiply is a kernel of the device path (DeviceComm).
+    const bool staged = isExchange(args.kind) || hasBlockCounts(args.kind);
     if (device != nullptr && !staged) return device->submit(args, send, recv, stream);
     return staging->submit(args, send, recv, stream);
   }

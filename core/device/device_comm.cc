@@ -1,6 +1,7 @@
 #include "core/device/device_comm.h"
 
 #include <atomic>
+#include <cstring>
 #include <optional>
 #include <thread>
 
@@ -136,7 +137,8 @@ DeviceComm::~DeviceComm() {
   if (ownStream_ != nullptr) runtime_->destroyStream(ownStream_);
   if (profile_ != nullptr) runtime_->free(profile_);
   for (uint8_t* old : retiredScratch_) runtime_->free(old);
-  if (scratch_ != nullptr) runtime_->free(scratch_);
+  if (scratch_.data != nullptr) runtime_->free(scratch_.data);
+  if (premulScratch_.data != nullptr) runtime_->free(premulScratch_.data);
   windows_.reset();  // this rank's window and the mappings of the peers'
 }
 
@@ -161,14 +163,43 @@ void DeviceComm::logProfile() {
                          << " us per kernel)";
 }
 
-Status DeviceComm::ensureScratch(size_t bytes) {
-  if (bytes <= scratchBytes_) return Status();
+Status DeviceComm::ensureScratch(Scratch* scratch, size_t bytes) {
+  if (bytes <= scratch->bytes) return Status();
   Result<void*> fresh = runtime_->allocate(bytes);
   if (!fresh.isOk()) return fresh.status().withContext("device scratch");
-  if (scratch_ != nullptr) retiredScratch_.push_back(scratch_);
-  scratch_ = static_cast<uint8_t*>(*fresh);
-  scratchBytes_ = bytes;
+  if (scratch->data != nullptr) retiredScratch_.push_back(scratch->data);
+  scratch->data = static_cast<uint8_t*>(*fresh);
+  scratch->bytes = bytes;
   return Status();
+}
+
+// PREMUL_SUM's elements of this rank's input (the whole input of all-reduce, reduce and
+// reduce-scatter), or InvalidArgument.
+Result<size_t> DeviceComm::preMultiplyCount(const CollectiveArgs& args) const {
+  if (!args.scalar.present) return invalidArgument("premulsum needs this rank's scalar factor");
+  if (args.kind == CollectiveKind::kReduceScatter) {
+    return args.count * static_cast<size_t>(config_.nranks);
+  }
+  if (args.kind != CollectiveKind::kAllReduce && args.kind != CollectiveKind::kReduce) {
+    return invalidArgument("premulsum is an op of all-reduce, reduce and reduce-scatter only");
+  }
+  return args.count;
+}
+
+// PREMUL_SUM: this rank's input times its factor, into scratch of its own (never the
+// output: the fingerprint check launched before it may still fail, and a Mismatch must
+// leave the output untouched), on the collective's stream; the SUM schedule then reads
+// the scaled copy. premulScratch_ holds `count` elements already. Returns the copy.
+Result<const void*> DeviceComm::launchPreMultiply(const CollectiveArgs& args, size_t count,
+                                                  const void* input, DeviceStream stream) {
+  DeviceScaleStep scale;
+  scale.src = input;
+  scale.dst = premulScratch_.data;
+  scale.count = count;
+  scale.dtype = args.dtype;
+  std::memcpy(&scale.factor, args.scalar.bytes, sizeof(scale.factor));
+  COLLIE_RETURN_IF_ERROR(runtime_->launchScale(scale, stream));
+  return static_cast<const void*>(premulScratch_.data);
 }
 
 // Builds the flag waits and posts of one step from the per-pair message counts.
@@ -266,7 +297,7 @@ Status DeviceComm::launchSchedule(const Schedule& schedule, const void* input, v
       case BufferId::kOutput:
         return static_cast<uint8_t*>(output) + slice.offset;
       case BufferId::kScratch:
-        return scratch_ + slice.offset;
+        return scratch_.data + slice.offset;
     }
     return nullptr;
   };
@@ -387,14 +418,29 @@ Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, v
   }
   Result<Schedule> schedule = buildSchedule(args, params);
   if (!schedule.isOk()) return schedule.status().withContext(what);
-  COLLIE_RETURN_IF_ERROR(ensureScratch(schedule->scratchBytesPerChannel));
+  COLLIE_RETURN_IF_ERROR(ensureScratch(&scratch_, schedule->scratchBytesPerChannel));
+  // Allocated before any launch: allocation waits for the default stream, which a
+  // blocking stream's queued collective would hold up.
+  size_t premulCount = 0;
+  if (args.op == ReduceOp::kPreMulSum && args.count > 0) {
+    Result<size_t> count = preMultiplyCount(args);
+    if (!count.isOk()) return count.status().withContext(what);
+    premulCount = *count;
+    COLLIE_RETURN_IF_ERROR(ensureScratch(&premulScratch_, premulCount * dataTypeSize(args.dtype)));
+  }
   if (stream == nullptr) stream = ownStream_;
   if (lastEvent_ && stream != lastStream_) {
     COLLIE_RETURN_IF_ERROR(runtime_->streamWaitEvent(stream, lastEvent_.get()));
   }
   const uint64_t fingerprint = makeFingerprint(sequence_, args);
   Status launched = launchCheck(fingerprint, stream);
-  if (launched.isOk()) launched = launchSchedule(*schedule, input, output, stream);
+  const void* source = input;
+  if (launched.isOk() && premulCount > 0) {
+    Result<const void*> scaled = launchPreMultiply(args, premulCount, input, stream);
+    if (scaled.isOk()) source = *scaled;
+    launched = scaled.status();
+  }
+  if (launched.isOk()) launched = launchSchedule(*schedule, source, output, stream);
   Result<DeviceEvent> event =
       launched.isOk() ? runtime_->recordEvent(stream) : Result<DeviceEvent>(launched);
   if (!event.isOk()) {

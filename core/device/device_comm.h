@@ -114,7 +114,14 @@ class DeviceComm {
   };
 
   DeviceComm(DeviceRuntime* runtime, const DeviceCommConfig& config);
-  Status ensureScratch(size_t bytes);
+  struct Scratch {
+    uint8_t* data = nullptr;  // device memory, grown never shrunk
+    size_t bytes = 0;
+  };
+  Status ensureScratch(Scratch* scratch, size_t bytes);
+  Result<size_t> preMultiplyCount(const CollectiveArgs& args) const;
+  Result<const void*> launchPreMultiply(const CollectiveArgs& args, size_t count, const void* input,
+                                        DeviceStream stream);
   Status launchCheck(uint64_t fingerprint, DeviceStream stream);
   Status launchSchedule(const Schedule& schedule, const void* input, void* output,
                         DeviceStream stream);
@@ -128,9 +135,9 @@ class DeviceComm {
   uint64_t sequence_ = 0;              // collectives submitted on the device path
   std::shared_ptr<Outcome> outcome_;
   DeviceStream ownStream_ = nullptr;
-  uint64_t* profile_ = nullptr;  // device memory, COLLIE_DEVICE_PROFILE only
-  uint8_t* scratch_ = nullptr;
-  size_t scratchBytes_ = 0;
+  uint64_t* profile_ = nullptr;           // device memory, COLLIE_DEVICE_PROFILE only
+  Scratch scratch_;                       // the schedules' scratch slices
+  Scratch premulScratch_;                 // PREMUL_SUM's scaled input
   std::vector<uint8_t*> retiredScratch_;  // freed at destruction (kernels may use them)
   std::vector<uint64_t> sentCount_;       // [peer] messages sent over the life of the comm
   std::vector<uint64_t> recvCount_;       // [peer] messages received

@@ -26,6 +26,8 @@
 //     pointer to the same memory that its kernels may read and write.
 //   - launchFingerprintCheck enqueues the check kernel that opens a collective
 //     (DeviceFingerprintCheck); bad arguments return InvalidArgument.
+//   - launchScale enqueues PREMUL_SUM's multiply (DeviceScaleStep); bad arguments
+//     return InvalidArgument and enqueue nothing.
 //   - launchReduce/launchCopy enqueue one step kernel (kernels/cuda/collective_kernels
 //     .cuh): wait for the step's flags, reduce or copy, post the flags; see
 //     DeviceStepSync. Bad arguments return InvalidArgument and enqueue nothing.
@@ -94,6 +96,16 @@ struct DeviceCopyStep {
   DeviceStepSync sync;
 };
 
+// PREMUL_SUM's multiply: dst = src x factor, count elements of dtype (the host backend's
+// `scale` rounding); factor holds one element of dtype in its low bytes (little-endian).
+struct DeviceScaleStep {
+  const void* src = nullptr;
+  void* dst = nullptr;
+  uint64_t count = 0;
+  DataType dtype = DataType::kFloat32;
+  uint64_t factor = 0;
+};
+
 // The fingerprint check that opens a device collective (FingerprintCheck of
 // kernels/cuda/device_handles.h, field for field): publish this rank's fingerprint,
 // wait for each listed peer's, compare; on a difference store the peer's value into
@@ -141,6 +153,7 @@ class DeviceRuntime {
 
   virtual Status launchReduce(const DeviceReduceStep& step, DeviceStream stream) = 0;
   virtual Status launchCopy(const DeviceCopyStep& step, DeviceStream stream) = 0;
+  virtual Status launchScale(const DeviceScaleStep& step, DeviceStream stream) = 0;
   virtual Status launchFingerprintCheck(const DeviceFingerprintCheck& check,
                                         DeviceStream stream) = 0;
 };

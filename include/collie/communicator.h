@@ -132,7 +132,7 @@ class Communicator {
   // over ranks r of scalar_r * send_r, each send multiplied once, then reduced like kSum
   // (docs/decisions/premul-sum.md). Every dtype. The scalar is each rank's own (not
   // compared); a scalar with another op, or kPreMulSum without one, is InvalidArgument.
-  // Device buffers: staged through host memory (docs/cuda.md).
+  // Device buffers: the multiply is a kernel of the device path (docs/cuda.md).
   Result<Work> allReduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
                          const ReduceScalar& scalar, void* stream = nullptr);
   Result<Work> reduceScatter(const void* send, void* recv, size_t recvCount, DataType dtype,

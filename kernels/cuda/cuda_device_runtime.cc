@@ -161,6 +161,11 @@ class CudaRuntime final : public DeviceRuntime {
     config.stream = stream;
     return cuda::launchRingAllGatherStep(cuda::toRingCopyStep(step), config);
   }
+  Status launchScale(const DeviceScaleStep& step, DeviceStream stream) override {
+    cuda::LaunchConfig config;
+    config.stream = stream;
+    return cuda::launchScale(cuda::toScaleArgs(step), step.dtype, config);
+  }
   Status launchFingerprintCheck(const DeviceFingerprintCheck& check, DeviceStream stream) override {
     cuda::LaunchConfig config;
     config.stream = stream;

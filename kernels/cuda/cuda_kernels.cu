@@ -99,6 +99,17 @@ Status launchReduceCopy(const ReduceCopyArgs& args, DataType dtype, ReduceOp op,
                 maxBlocks);
 }
 
+Status launchScale(const ScaleArgs& args, DataType dtype, const LaunchConfig& config) {
+  if (nonEmptyHasNull(args.count, {args.src, args.dst})) {
+    return invalidArgument("cuda: scale has a null buffer");
+  }
+  if (args.count == 0) return Status();
+  const ScaleFn kernel = scaleKernelFor(dtype);
+  const unsigned maxBlocks =
+      kernel != nullptr ? residentBlocks(reinterpret_cast<const void*>(kernel), config.block) : 1;
+  return launch(kernel, args, args.count * dataTypeSize(dtype), config, "scale launch", maxBlocks);
+}
+
 Status launchRingReduceScatterStep(const RingReduceStep& step, DataType dtype, ReduceOp op,
                                    const LaunchConfig& config) {
   COLLIE_RETURN_IF_ERROR(checkRingReduceStep(step));

@@ -29,6 +29,9 @@ struct LaunchConfig {
 
 Status launchReduceCopy(const ReduceCopyArgs& args, DataType dtype, ReduceOp op,
                         const LaunchConfig& config);
+// PREMUL_SUM's multiply (ScaleArgs); a null pointer with a non-zero count or a bad dtype
+// is InvalidArgument.
+Status launchScale(const ScaleArgs& args, DataType dtype, const LaunchConfig& config);
 Status launchRingReduceScatterStep(const RingReduceStep& step, DataType dtype, ReduceOp op,
                                    const LaunchConfig& config);
 Status launchRingAllGatherStep(const RingCopyStep& step, const LaunchConfig& config);

@@ -56,6 +56,16 @@ struct StepSync {
   unsigned long long* profile = nullptr;
 };
 
+// PREMUL_SUM's multiply: dst[i] = ProdOp(src[i], factor) for i < count (half types in
+// float with one rounding, integers wrapping: the host backend's `scale`). `factor`
+// holds one element of the type in its low bytes (little-endian). dst may be src.
+struct ScaleArgs {
+  const void* src = nullptr;
+  void* dst = nullptr;
+  uint64_t count = 0;
+  uint64_t factor = 0;
+};
+
 // The primitive: dsts[d][i] = op(srcs[0][i], srcs[1][i], ...) (left fold in source
 // order), divided by divisor when divisor > 0, for i < count.
 struct ReduceCopyArgs {

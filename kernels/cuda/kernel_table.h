@@ -18,6 +18,7 @@
 #include "kernels/common/half.h"
 #include "kernels/common/ops.h"
 #include "kernels/cuda/collective_kernels.cuh"
+#include "kernels/cuda/scale_kernel.cuh"
 
 namespace collie::cuda {
 
@@ -115,6 +116,14 @@ typename Family::Fn kernelFor(DataType dtype, ReduceOp op) {
         return nullptr;
       },
       Fn{nullptr});
+}
+
+// PREMUL_SUM's multiply for dtype (scale_kernel.cuh), or null for an invalid dtype.
+using ScaleFn = void (*)(ScaleArgs);
+inline ScaleFn scaleKernelFor(DataType dtype) {
+  return visitDataType(
+      dtype, [](auto tag) -> ScaleFn { return &scaleKernel<typename decltype(tag)::type>; },
+      ScaleFn{nullptr});
 }
 
 inline constexpr unsigned kDefaultBlockThreads = 256;

@@ -85,6 +85,15 @@ inline RingReduceStep toRingReduceStep(const DeviceReduceStep& in) {
   return out;
 }
 
+inline ScaleArgs toScaleArgs(const DeviceScaleStep& in) {
+  ScaleArgs out;
+  out.src = in.src;
+  out.dst = in.dst;
+  out.count = in.count;
+  out.factor = in.factor;
+  return out;
+}
+
 inline RingCopyStep toRingCopyStep(const DeviceCopyStep& in) {
   RingCopyStep out;
   out.src = in.src;

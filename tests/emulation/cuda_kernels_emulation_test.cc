@@ -43,11 +43,22 @@ class EmulationLauncher : public testing::KernelLauncher {
   void treeBroadcast(testing::KernelArena&, const TreeBroadcastStep& step) override {
     emulatedLaunch(&treeBroadcastKernel<>, dim3(gridFor(step.bytes)), dim3(kBlock), step);
   }
+  void scale(testing::KernelArena&, const ScaleArgs& args, DataType dtype) override {
+    auto kernel = scaleKernelFor(dtype);
+    ASSERT_NE(kernel, nullptr);
+    emulatedLaunch(kernel, dim3(gridFor(args.count * dataTypeSize(dtype))), dim3(kBlock), args);
+  }
 };
 
 TEST(CudaEmulation, ReduceCopyEveryTypeOpSizeAndAlignment) {
   EmulationLauncher launcher;
   testing::reduceCopyMatrix(launcher, testing::kKernelSizes);
+}
+
+// PREMUL_SUM's multiply, every dtype and size, aligned, misaligned and in place.
+TEST(CudaEmulation, ScaleEveryTypeSizeAndAlignment) {
+  EmulationLauncher launcher;
+  testing::scaleMatrix(launcher, testing::kKernelSizes);
 }
 
 TEST(CudaEmulation, ReduceCopyEveryByteOffset) {

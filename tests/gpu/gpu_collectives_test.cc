@@ -77,6 +77,13 @@ class GpuLauncher : public testing::KernelLauncher {
     for (void*& p : moved.childOut) p = relocate(arena, p);
     finish(arena, cuda::launchTreeBroadcast(moved, config_));
   }
+  void scale(testing::KernelArena& arena, const cuda::ScaleArgs& args, DataType dtype) override {
+    cuda::ScaleArgs moved = args;
+    if (!toDevice(arena)) return;
+    moved.src = relocate(arena, args.src);
+    moved.dst = relocate(arena, args.dst);
+    finish(arena, cuda::launchScale(moved, dtype, config_));
+  }
 
  private:
   bool toDevice(testing::KernelArena& arena) {
@@ -126,6 +133,13 @@ std::vector<size_t> gpuSizes() {
 TEST(GpuKernels, ReduceCopyEveryTypeOpSizeAndAlignment) {
   GpuLauncher launcher;
   testing::reduceCopyMatrix(launcher, gpuSizes());
+}
+
+// PREMUL_SUM's multiply on the device, every dtype, the sizes and the large count.
+TEST(GpuKernels, ScaleEveryTypeSizeAndAlignment) {
+  GpuLauncher launcher;
+  const std::vector<size_t> sizes = gpuSizes();
+  testing::scaleMatrix(launcher, sizes);
 }
 
 TEST(GpuKernels, ReduceCopyEveryByteOffset) {

@@ -91,6 +91,7 @@ class KernelLauncher {
   virtual void treeReduce(KernelArena& arena, const cuda::TreeReduceStep& step, DataType dtype,
                           ReduceOp op) = 0;
   virtual void treeBroadcast(KernelArena& arena, const cuda::TreeBroadcastStep& step) = 0;
+  virtual void scale(KernelArena& arena, const cuda::ScaleArgs& args, DataType dtype) = 0;
 };
 
 inline std::string kernelLabel(DataType dtype, ReduceOp op, size_t count) {
@@ -181,6 +182,48 @@ inline void checkReduceCopy(KernelLauncher& launcher, std::mt19937_64& rng, Data
     ASSERT_EQ(0, std::memcmp(out, expected.data(), bytes)) << "destination " << d;
     ASSERT_EQ(out[-1], kGuardByte) << "wrote before destination " << d;
     ASSERT_EQ(out[bytes], kGuardByte) << "wrote past destination " << d;
+  }
+}
+
+// PREMUL_SUM's multiply: dst = src x factor, against the host backend's scale, with the
+// source and destination at their own offsets (in place when they are the same).
+inline void checkScale(KernelLauncher& launcher, std::mt19937_64& rng, DataType dtype, size_t count,
+                       size_t srcOffset, size_t dstOffset, bool inPlace) {
+  SCOPED_TRACE(std::string(dataTypeName(dtype)) + "/scale/n=" + std::to_string(count) +
+               " offsets " + std::to_string(srcOffset) + "," + std::to_string(dstOffset) +
+               (inPlace ? " in place" : ""));
+  const size_t es = dataTypeSize(dtype);
+  const size_t bytes = count * es;
+  KernelArena arena(2, bytes);
+  unsigned char* src = arena.take(bytes, srcOffset);
+  unsigned char* dst = inPlace ? src : arena.take(bytes, dstOffset);
+  fillRandom(rng, dtype, src, count);
+  unsigned char factor[8] = {};
+  fillRandom(rng, dtype, factor, 1);
+  std::vector<unsigned char> expected(bytes);
+  hostReduceBackend().scale(expected.data(), src, factor, count, dtype);
+  cuda::ScaleArgs args;
+  args.src = src;
+  args.dst = dst;
+  args.count = count;
+  std::memcpy(&args.factor, factor, sizeof(args.factor));
+  launcher.scale(arena, args, dtype);
+  ASSERT_EQ(0, std::memcmp(dst, expected.data(), bytes));
+  ASSERT_EQ(dst[-1], kGuardByte) << "wrote before the destination";
+  ASSERT_EQ(dst[bytes], kGuardByte) << "wrote past the destination";
+}
+
+// Every dtype x size, congruent, misaligned by an element, byte-misaligned, in place.
+inline void scaleMatrix(KernelLauncher& launcher, std::span<const size_t> sizes) {
+  std::mt19937_64 rng(29);
+  for (DataType dtype : kKernelTypes) {
+    const size_t es = dataTypeSize(dtype);
+    for (size_t count : sizes) {
+      checkScale(launcher, rng, dtype, count, 0, 0, false);
+      checkScale(launcher, rng, dtype, count, es, 3 * es, false);
+      checkScale(launcher, rng, dtype, count, 1, 6, false);
+      checkScale(launcher, rng, dtype, count, es, es, true);
+    }
   }
 }
 

@@ -190,6 +190,17 @@ class EmulatedRuntime final : public DeviceRuntime {
     return enqueueLaunch(&cuda::ringAllGatherStepKernel<>, step, step.bytes, stream);
   }
 
+  Status launchScale(const DeviceScaleStep& in, DeviceStream stream) override {
+    const cuda::ScaleArgs args = cuda::toScaleArgs(in);
+    if (cuda::nonEmptyHasNull(args.count, {args.src, args.dst})) {
+      return invalidArgument("emulated device: scale has a null buffer");
+    }
+    auto kernel = cuda::scaleKernelFor(in.dtype);
+    if (kernel == nullptr) return invalidArgument("emulated device: bad dtype");
+    if (args.count == 0) return Status();
+    return enqueueLaunch(kernel, args, args.count * dataTypeSize(in.dtype), stream);
+  }
+
   Status launchFingerprintCheck(const DeviceFingerprintCheck& in, DeviceStream stream) override {
     const cuda::FingerprintCheck check = cuda::toFingerprintCheck(in);
     COLLIE_RETURN_IF_ERROR(cuda::checkFingerprintCheck(check));
