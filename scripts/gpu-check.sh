@@ -143,6 +143,7 @@ else
   # 5 s: the deadline also bounds communicator creation, which includes CUDA's start.
   step device_timeout_n4 correctness 45 $run -n 4 -- "$rank" timeout 5000
   step device_mismatch_n4 correctness 30 $run -n 4 -- "$rank" mismatch
+  step device_premul_n2 correctness 30 $run -n 2 -- "$rank" premul 1000000
   # Bandwidth of the kernels, one process.
   step bench_reduce_copy bench 60 "$bin/gpu_reduce_copy_bench"
   step bench_torch_add bench 60 python3 "$root/bench/gpu_torch_add.py"
@@ -191,6 +192,7 @@ else
   if [ "$mps_on" = 1 ]; then
     step device_matrix_ring_n4_mps correctness 90 $run -n 4 -- "$rank" matrix 67108864 ring
     step device_matrix_tree_n4_mps correctness 60 $run -n 4 -- "$rank" matrix 16777216 tree
+    step device_premul_n4_mps correctness 30 $run -n 4 -- "$rank" premul 16777216
     step perf_allreduce_device_n2_mps bench 60 $run -n 2 -- "$bin/collie" perf allreduce \
       -b 1K -e 256M -f 4 -n 10 -w 2 -c 1 --device 1
     step perf_allreduce_device_n4_mps bench 45 $run -n 4 -- "$bin/collie" perf allreduce \

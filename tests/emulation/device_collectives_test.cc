@@ -427,6 +427,13 @@ TEST_F(DeviceCollectivesTest, MismatchFailsEveryRankBeforeWriting) {
        {CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kMax, 1024, false},
        0,
        "op"},
+      // Rank 1's premulsum scales its input (into scratch) before the check fails: the
+      // output must still be untouched.
+      {"premulsum op",
+       sum,
+       {CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kPreMulSum, 1024, false},
+       0,
+       "op"},
       {"root", bcast, bcast, 2, "root"},
       {"kind", sum, bcast, 0, "kind"},
   };
@@ -451,6 +458,9 @@ TEST_F(DeviceCollectivesTest, MismatchFailsEveryRankBeforeWriting) {
       Result<Work> work =
           c.kind == CollectiveKind::kBroadcast
               ? comm[r]->broadcast(input[r]->get(), output[r]->get(), c.count, c.dtype, root)
+          : c.op == ReduceOp::kPreMulSum
+              ? comm[r]->allReduce(input[r]->get(), output[r]->get(), c.count, c.dtype, c.op,
+                                   scalarOf(2.0, c.dtype))
               : comm[r]->allReduce(input[r]->get(), output[r]->get(), c.count, c.dtype, c.op);
       status[r] = work.isOk() ? work->wait(std::chrono::seconds(30)) : work.status();
     });

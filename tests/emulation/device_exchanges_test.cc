@@ -1,11 +1,12 @@
 // The exchanges (all-to-all, all-to-all with a count per peer, gather, scatter) and the
 // kinds with a count per rank (all-gather v, reduce-scatter v), and premulsum (all-reduce
 // and reduce-scatter, each rank its own factor) on device buffers of the emulated device
-// runtime (COLLIE_DEVICE_EMULATION=1), ranks as threads. They have no device kernels: the
-// communicator stages them through host memory, on one host (where the device path runs the other
-// collectives as kernels) and across hosts (tcp). Checks exact bytes on every rank, that nothing
-// outside a rank's own extent is written (a guard byte after every buffer), and that the copies to
-// and from the device happened.
+// runtime (COLLIE_DEVICE_EMULATION=1), ranks as threads, on one host and across hosts
+// (tcp). The exchanges and the v kinds have no device kernels: the communicator stages
+// them through host memory on both. Premulsum runs on the device path on one host (its
+// multiply is a kernel) and is staged across hosts. Checks exact bytes on every rank,
+// that nothing outside a rank's own extent is written (a guard byte after every buffer),
+// and that the copies to and from the device happened.
 #include <gtest/gtest.h>
 
 #include <cstring>

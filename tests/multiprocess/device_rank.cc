@@ -24,6 +24,9 @@
 //                          fails with Timeout naming it, within MS + 10 s
 //   mismatch               rank 1 all-reduces another count: every rank fails with
 //                          Mismatch and no output byte is written
+//   premul COUNT           PREMUL_SUM with rank r's factor r + 2 on int32 (exact, wraps):
+//                          all-reduce out of place and in place, reduce-scatter, reduce
+//                          to the last rank, COUNT elements (the larger buffer)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -389,6 +392,91 @@ int streamOrder(Communicator& comm, Device& device, size_t count) {
   return 0;
 }
 
+// Sum over ranks q of (q + 2) x rank q's input, element by element, wrapping like int32.
+std::vector<uint8_t> premulExpected(int n, size_t first, size_t count) {
+  std::vector<uint8_t> out(count * sizeof(int32_t), 0);
+  for (int q = 0; q < n; ++q) {
+    std::vector<uint8_t> in =
+        collie::testing::makeInput(DataType::kInt32, ReduceOp::kSum, q, first + count);
+    for (size_t i = 0; i < count; ++i) {
+      uint32_t acc, value;
+      std::memcpy(&acc, out.data() + i * 4, 4);
+      std::memcpy(&value, in.data() + (first + i) * 4, 4);
+      acc += value * static_cast<uint32_t>(q + 2);
+      std::memcpy(out.data() + i * 4, &acc, 4);
+    }
+  }
+  return out;
+}
+
+int premul(Communicator& comm, Device& device, size_t count) {
+  const int r = comm.rank();
+  const int n = comm.size();
+  const int root = n - 1;
+  count = count / n * n;  // reduce-scatter blocks
+  const size_t share = count / n;
+  const collie::ReduceScalar factor = collie::scalarOf(r + 2, DataType::kInt32);
+  const std::vector<uint8_t> input =
+      collie::testing::makeInput(DataType::kInt32, ReduceOp::kSum, r, count);
+  struct Case {
+    const char* name;
+    CollectiveKind kind;
+    bool inPlace;
+  };
+  const Case cases[] = {{"allreduce", CollectiveKind::kAllReduce, false},
+                        {"allreduce in place", CollectiveKind::kAllReduce, true},
+                        {"reducescatter", CollectiveKind::kReduceScatter, false},
+                        {"reduce", CollectiveKind::kReduce, false}};
+  for (const Case& c : cases) {
+    const size_t outCount = c.kind == CollectiveKind::kReduceScatter ? share : count;
+    const std::vector<uint8_t> sentinel(outCount * 4, 0xEE);
+    void* out = device.allocate(outCount * 4);
+    void* in = c.inPlace ? out : device.allocate(count * 4);
+    Status s = device.upload(out, sentinel);
+    if (s.isOk()) s = device.upload(in, input);
+    if (s.isOk()) {
+      switch (c.kind) {
+        case CollectiveKind::kAllReduce:
+          s = waitFor(
+              comm.allReduce(in, out, count, DataType::kInt32, ReduceOp::kPreMulSum, factor));
+          break;
+        case CollectiveKind::kReduceScatter:
+          s = waitFor(
+              comm.reduceScatter(in, out, share, DataType::kInt32, ReduceOp::kPreMulSum, factor));
+          break;
+        default:
+          s = waitFor(
+              comm.reduce(in, out, count, DataType::kInt32, ReduceOp::kPreMulSum, root, factor));
+          break;
+      }
+    }
+    if (!s.isOk()) return failed(r, std::string("premul ") + c.name + ": " + s.toString());
+    auto result = device.download(out, outCount * 4);
+    if (!result.isOk()) return failed(r, "download: " + result.status().toString());
+    std::vector<uint8_t> want;
+    if (c.kind == CollectiveKind::kReduceScatter) {
+      want = premulExpected(n, r * share, share);
+    } else if (c.kind == CollectiveKind::kReduce && r != root) {
+      want = sentinel;  // a non-root's output is not written
+    } else {
+      want = premulExpected(n, 0, count);
+    }
+    std::string first;
+    const size_t wrong = countWrong(*result, want, 4, &first);
+    if (wrong != 0) {
+      std::fprintf(stderr, "device_rank %d: premul %s count %zu: #wrong %zu (%s)\n", r, c.name,
+                   count, wrong, first.c_str());
+      return failed(r, "#wrong " + std::to_string(wrong));
+    }
+    device.release(out);
+    if (!c.inPlace) device.release(in);
+  }
+  if (!devicePathRan(device)) return failed(r, "no kernel launched: the device path did not run");
+  std::printf("device_rank %d: ok premul, count %zu, #wrong 0 (%s runtime)\n", r, count,
+              device.runtime().name().c_str());
+  return 0;
+}
+
 int neverArrives(Communicator& comm, Device& device, int timeoutMs) {
   const int r = comm.rank();
   const int absent = comm.size() - 1;
@@ -479,5 +567,6 @@ int main(int argc, char** argv) {
     return streamOrder(comm, device, arg ? std::strtoull(arg, nullptr, 10) : 40'000);
   if (mode == "timeout") return neverArrives(comm, device, arg ? std::atoi(arg) : 2000);
   if (mode == "mismatch") return mismatch(comm, device);
+  if (mode == "premul") return premul(comm, device, arg ? std::strtoull(arg, nullptr, 10) : 40'000);
   return failed(comm.rank(), "unknown mode " + mode);
 }
