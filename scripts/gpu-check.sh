@@ -159,8 +159,9 @@ else
   kernels_filter='GpuKernels.ReduceCopyEveryByteOffset:GpuKernels.SmallGridsWrap:GpuKernels.Scale*'
   if [ -n "$sanitizer" ]; then
     for tool in memcheck racecheck; do
-      step "sanitizer_$tool" sanitizer 90 "$sanitizer" --tool "$tool" --error-exitcode 1 \
-        "$bin/gpu_collectives_test" --gtest_filter="$kernels_filter"
+      step "sanitizer_$tool" sanitizer 60 env COLLIE_GPU_KERNEL_LARGE=0 "$sanitizer" \
+        --tool "$tool" --error-exitcode 1 "$bin/gpu_collectives_test" \
+        --gtest_filter="$kernels_filter"
     done
   else
     for tool in memcheck racecheck; do
