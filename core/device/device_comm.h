@@ -58,7 +58,7 @@ struct DeviceCommConfig {
   int nranks = 1;
   std::chrono::microseconds timeout{300'000'000};
   Algorithm algorithm = Algorithm::kAuto;
-  size_t slotBytes = size_t{1} << 20;  // COLLIE_DEVICE_SLOT_BYTES; a multiple of 4 KiB
+  size_t slotBytes = size_t{8} << 20;  // COLLIE_DEVICE_SLOT_BYTES; a multiple of 4 KiB
   // COLLIE_DEVICE_PROFILE: step kernels add up how long they waited for peers' flags;
   // the sum is logged (INFO) when the communicator is destroyed.
   bool profile = false;

@@ -13,7 +13,7 @@ void registerDeviceKnobs(KnobRegistry& registry) {
               "1: without a GPU, run the device path on the host emulation of the CUDA "
               "kernels (memory from the emulated runtime counts as device memory; for tests)")),
           knobs::everyRankAlike(knobs::integer(
-              "COLLIE_DEVICE_SLOT_BYTES", "1M", 4 * kKnobKiB, 64 * 1024 * kKnobKiB,
+              "COLLIE_DEVICE_SLOT_BYTES", "8M", 4 * kKnobKiB, 64 * 1024 * kKnobKiB,
               "bytes of each of the two message slots per peer in a rank's device window "
               "(a multiple of 4 KiB): the chunk of one step kernel of the device path. "
               "Larger slots mean fewer kernel hand-offs per byte; the window takes "

@@ -62,7 +62,7 @@ class DeviceCollectivesTest : public ::testing::Test {
   static Options emulated() {
     Options options;
     options.config["COLLIE_DEVICE_EMULATION"] = "1";
-    // 64 KiB slots (the default is 1 MiB): the cases of a few hundred KB then take
+    // 64 KiB slots (the default is 8 MiB): the cases of a few hundred KB then take
     // several chunks per peer and reuse slots, which is what the flow control tests need.
     options.config["COLLIE_DEVICE_SLOT_BYTES"] = "64K";
     return options;
