@@ -59,6 +59,31 @@ __device__ __forceinline__ void storeBytes(void* p, T value) {
   for (size_t i = 0; i < sizeof(T); ++i) dst[i] = u.bytes[i];
 }
 
+// `count` elements whose first one sits `phase` bytes past a 16-byte boundary: `head`
+// elements up to the boundary, `packs` 16-byte packs, then the tail from `tailBegin`.
+// The head and tail together are `loose` elements; loose element j is element index(j).
+struct PackSplit {
+  uint64_t head = 0;
+  uint64_t packs = 0;
+  uint64_t tailBegin = 0;
+  uint64_t loose = 0;
+  __device__ __forceinline__ uint64_t index(uint64_t j) const {
+    return j < head ? j : tailBegin + (j - head);
+  }
+};
+
+template <typename T>
+__device__ __forceinline__ PackSplit splitIntoPacks(uint64_t count, uintptr_t phase) {
+  constexpr uint64_t kPerPack = kPackBytes / sizeof(T);
+  PackSplit split;
+  split.head = ((kPackBytes - phase) % kPackBytes) / sizeof(T);
+  if (split.head > count) split.head = count;
+  split.packs = (count - split.head) / kPerPack;
+  split.tailBegin = split.head + split.packs * kPerPack;
+  split.loose = split.head + (count - split.tailBegin);
+  return split;
+}
+
 // Element i of every source folded, divided, and stored to every destination.
 template <typename T, typename Op, bool kByteWise>
 __device__ __forceinline__ void reduceCopyElement(const ReduceCopyArgs& args, uint64_t i) {
@@ -170,18 +195,13 @@ __device__ __forceinline__ void reduceCopy(const ReduceCopyArgs& args, uint64_t 
     for (uint64_t i = thread; i < count; i += nthreads) reduceCopyElement<T, Op, false>(args, i);
     return;
   }
-  constexpr uint64_t kPerPack = kPackBytes / sizeof(T);
-  uint64_t head = ((kPackBytes - phase) % kPackBytes) / sizeof(T);
-  if (head > count) head = count;
-  const uint64_t packs = (count - head) / kPerPack;
-  const uint64_t tailBegin = head + packs * kPerPack;
-  const uint64_t loose = head + (count - tailBegin);
+  const PackSplit split = splitIntoPacks<T>(count, phase);
   // Head and tail elements: a handful, spread over the first threads.
-  for (uint64_t j = thread; j < loose; j += nthreads) {
-    const uint64_t i = j < head ? j : tailBegin + (j - head);
-    reduceCopyElement<T, Op, false>(args, i);
+  for (uint64_t j = thread; j < split.loose; j += nthreads) {
+    reduceCopyElement<T, Op, false>(args, split.index(j));
   }
-  reduceCopyBody<T, Op, 4>(args, static_cast<size_t>(head) * sizeof(T), packs, thread, nthreads);
+  reduceCopyBody<T, Op, 4>(args, static_cast<size_t>(split.head) * sizeof(T), split.packs, thread,
+                           nthreads);
 }
 
 __device__ __forceinline__ uint64_t gridThreadIndex() {

@@ -46,18 +46,14 @@ __global__ void scaleKernel(const ScaleArgs args) {
     return;
   }
   constexpr uint64_t kPerPack = kPackBytes / sizeof(T);
-  uint64_t head = ((kPackBytes - src % kPackBytes) % kPackBytes) / sizeof(T);
-  if (head > count) head = count;
-  const uint64_t packs = (count - head) / kPerPack;
-  const uint64_t tailBegin = head + packs * kPerPack;
-  const uint64_t loose = head + (count - tailBegin);
-  for (uint64_t j = thread; j < loose; j += nthreads) {
-    const uint64_t i = j < head ? j : tailBegin + (j - head);
+  const PackSplit split = splitIntoPacks<T>(count, src % kPackBytes);
+  for (uint64_t j = thread; j < split.loose; j += nthreads) {
+    const uint64_t i = split.index(j);
     to[i] = ProdOp<T>()(from[i], factor);
   }
-  const uint4* packedIn = reinterpret_cast<const uint4*>(from + head);
-  uint4* packedOut = reinterpret_cast<uint4*>(to + head);
-  for (uint64_t p = thread; p < packs; p += nthreads) {
+  const uint4* packedIn = reinterpret_cast<const uint4*>(from + split.head);
+  uint4* packedOut = reinterpret_cast<uint4*>(to + split.head);
+  for (uint64_t p = thread; p < split.packs; p += nthreads) {
     Pack<T> pack;
     pack.vector = packedIn[p];
     for (uint64_t e = 0; e < kPerPack; ++e)

@@ -206,7 +206,8 @@ TEST(CApiTest, PreMulSum) {
     std::vector<int32_t> ints(kCount, 1);
     if (collieAllReduce(ints.data(), ints.data(), kCount, collieInt32, premul, comm) !=
             collieInvalidArgument ||
-        std::string(collieGetLastError()).find("was made for float, the call is int32") == std::string::npos) {
+        std::string(collieGetLastError()).find("was made for float, the call is int32") ==
+            std::string::npos) {
       fail("an op of another dtype was not refused");
     }
     if (collieRedOpDestroy(premul, comm) != collieSuccess) fail("destroy");
