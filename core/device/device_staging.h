@@ -40,8 +40,8 @@ class DeviceStaging {
   const int rank_;
   const int nranks_;
   const std::chrono::microseconds timeout_;
-  // A pinned bounce buffer of at least `bytes` (pinning is slow: milliseconds per
-  // call on a GPU machine), reused once the previous call's copy back finished.
+  // A pinned bounce buffer of at least `bytes` (pinning page-locks and maps every page,
+  // so it is kept), reused once the previous call's copy back finished.
   std::shared_ptr<uint8_t> bounce(std::shared_ptr<uint8_t>* cached, size_t* cachedBytes,
                                   size_t bytes, bool reusable, Status* status);
 
