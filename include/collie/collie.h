@@ -49,8 +49,10 @@ typedef enum {
   collieAvg = 4,
   collieBand = 5, /* bitwise and, or, xor: integer dtypes only */
   collieBor = 6,
-  collieBxor = 7
-  /* Values from 1000 up: ops made by collieRedOpCreatePreMulSum. */
+  collieBxor = 7,
+  /* Values from 1000 up: ops made by collieRedOpCreatePreMulSum. This last
+   * enumerator gives the type the range those values need (as NCCL's ncclMaxRedOp). */
+  collieMaxRedOp = 0x7fffffff
 } collieRedOp_t;
 
 #define COLLIE_UNIQUE_ID_BYTES 128
