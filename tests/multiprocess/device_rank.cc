@@ -210,6 +210,27 @@ int basic(Communicator& comm, Device& device, bool staged) {
   return 0;
 }
 
+constexpr uint8_t kUnwritten = 0xEE;  // an output's bytes before the collective
+
+// Fresh device buffers: an output of outBytes filled with kUnwritten and an input holding
+// `input` (the output itself when inPlace); runs collective(in, out), then returns the
+// output's bytes and frees both.
+template <typename Collective>
+Result<std::vector<uint8_t>> runOnDevice(Device& device, const std::vector<uint8_t>& input,
+                                         size_t outBytes, bool inPlace, Collective collective) {
+  void* out = device.allocate(outBytes);
+  void* in = inPlace ? out : device.allocate(input.size());
+  if (out == nullptr || in == nullptr) return collie::internalError("device allocation failed");
+  Status s = device.upload(out, std::vector<uint8_t>(outBytes, kUnwritten));
+  if (s.isOk()) s = device.upload(in, input);
+  if (s.isOk()) s = collective(in, out);
+  Result<std::vector<uint8_t>> result =
+      s.isOk() ? device.download(out, outBytes) : Result<std::vector<uint8_t>>(s);
+  device.release(out);
+  if (!inPlace) device.release(in);
+  return result;
+}
+
 struct MatrixCase {
   CollectiveKind kind;
   DataType dtype;
@@ -257,37 +278,23 @@ Result<std::vector<uint8_t>> runCase(Communicator& comm, Device& device, const M
       break;
   }
   const bool hasOutput = c.kind != CollectiveKind::kReduce || r == root;
-  const std::vector<uint8_t> sentinel(outCount * es, 0xEE);
-  if (!hasOutput) expected = sentinel;
-  void* out = device.allocate(outCount * es);
-  void* in = c.inPlace ? out : device.allocate(input.size());
-  if (out == nullptr || in == nullptr) return collie::internalError("device allocation failed");
-  Status s = device.upload(out, sentinel);
-  if (s.isOk()) s = device.upload(in, input);
-  if (!s.isOk()) return s;
-  switch (c.kind) {
-    case CollectiveKind::kAllReduce:
-      s = waitFor(comm.allReduce(in, out, c.count, c.dtype, c.op));
-      break;
-    case CollectiveKind::kReduceScatter:
-      s = waitFor(comm.reduceScatter(in, out, share, c.dtype, c.op));
-      break;
-    case CollectiveKind::kAllGather:
-      s = waitFor(comm.allGather(in, out, share, c.dtype));
-      break;
-    case CollectiveKind::kBroadcast:
-      s = waitFor(comm.broadcast(in, out, c.count, c.dtype, root));
-      break;
-    default:
-      s = waitFor(comm.reduce(in, out, c.count, c.dtype, c.op, root));
-      break;
-  }
-  if (!s.isOk()) return s;
-  Result<std::vector<uint8_t>> result = device.download(out, outCount * es);
-  if (!result.isOk()) return result.status();
-  *wrong = countWrong(*result, expected, es, firstWrong);
-  device.release(out);
-  if (!c.inPlace) device.release(in);
+  if (!hasOutput) expected.assign(outCount * es, kUnwritten);
+  Result<std::vector<uint8_t>> result =
+      runOnDevice(device, input, outCount * es, c.inPlace, [&](void* in, void* out) {
+        switch (c.kind) {
+          case CollectiveKind::kAllReduce:
+            return waitFor(comm.allReduce(in, out, c.count, c.dtype, c.op));
+          case CollectiveKind::kReduceScatter:
+            return waitFor(comm.reduceScatter(in, out, share, c.dtype, c.op));
+          case CollectiveKind::kAllGather:
+            return waitFor(comm.allGather(in, out, share, c.dtype));
+          case CollectiveKind::kBroadcast:
+            return waitFor(comm.broadcast(in, out, c.count, c.dtype, root));
+          default:
+            return waitFor(comm.reduce(in, out, c.count, c.dtype, c.op, root));
+        }
+      });
+  if (result.isOk()) *wrong = countWrong(*result, expected, es, firstWrong);
   return result;
 }
 
@@ -429,35 +436,27 @@ int premul(Communicator& comm, Device& device, size_t count) {
                         {"reduce", CollectiveKind::kReduce, false}};
   for (const Case& c : cases) {
     const size_t outCount = c.kind == CollectiveKind::kReduceScatter ? share : count;
-    const std::vector<uint8_t> sentinel(outCount * 4, 0xEE);
-    void* out = device.allocate(outCount * 4);
-    void* in = c.inPlace ? out : device.allocate(count * 4);
-    Status s = device.upload(out, sentinel);
-    if (s.isOk()) s = device.upload(in, input);
-    if (s.isOk()) {
-      switch (c.kind) {
-        case CollectiveKind::kAllReduce:
-          s = waitFor(
-              comm.allReduce(in, out, count, DataType::kInt32, ReduceOp::kPreMulSum, factor));
-          break;
-        case CollectiveKind::kReduceScatter:
-          s = waitFor(
-              comm.reduceScatter(in, out, share, DataType::kInt32, ReduceOp::kPreMulSum, factor));
-          break;
-        default:
-          s = waitFor(
-              comm.reduce(in, out, count, DataType::kInt32, ReduceOp::kPreMulSum, root, factor));
-          break;
-      }
+    Result<std::vector<uint8_t>> result =
+        runOnDevice(device, input, outCount * 4, c.inPlace, [&](void* in, void* out) {
+          const DataType i32 = DataType::kInt32;
+          const ReduceOp op = ReduceOp::kPreMulSum;
+          switch (c.kind) {
+            case CollectiveKind::kAllReduce:
+              return waitFor(comm.allReduce(in, out, count, i32, op, factor));
+            case CollectiveKind::kReduceScatter:
+              return waitFor(comm.reduceScatter(in, out, share, i32, op, factor));
+            default:
+              return waitFor(comm.reduce(in, out, count, i32, op, root, factor));
+          }
+        });
+    if (!result.isOk()) {
+      return failed(r, std::string("premul ") + c.name + ": " + result.status().toString());
     }
-    if (!s.isOk()) return failed(r, std::string("premul ") + c.name + ": " + s.toString());
-    auto result = device.download(out, outCount * 4);
-    if (!result.isOk()) return failed(r, "download: " + result.status().toString());
     std::vector<uint8_t> want;
     if (c.kind == CollectiveKind::kReduceScatter) {
       want = premulExpected(n, r * share, share);
     } else if (c.kind == CollectiveKind::kReduce && r != root) {
-      want = sentinel;  // a non-root's output is not written
+      want.assign(outCount * 4, kUnwritten);  // a non-root's output is not written
     } else {
       want = premulExpected(n, 0, count);
     }
@@ -468,8 +467,6 @@ int premul(Communicator& comm, Device& device, size_t count) {
                    count, wrong, first.c_str());
       return failed(r, "#wrong " + std::to_string(wrong));
     }
-    device.release(out);
-    if (!c.inPlace) device.release(in);
   }
   if (!devicePathRan(device)) return failed(r, "no kernel launched: the device path did not run");
   std::printf("device_rank %d: ok premul, count %zu, #wrong 0 (%s runtime)\n", r, count,
@@ -513,7 +510,7 @@ int mismatch(Communicator& comm, Device& device) {
   const size_t bytes = count * sizeof(float);
   void* in = device.allocate(bytes);
   void* out = device.allocate(bytes);
-  const std::vector<uint8_t> sentinel(bytes, 0xEE);
+  const std::vector<uint8_t> sentinel(bytes, kUnwritten);
   Status s = device.upload(out, sentinel);
   if (!s.isOk()) return failed(r, s.toString());
   const auto start = std::chrono::steady_clock::now();
