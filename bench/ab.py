@@ -4,6 +4,10 @@
 Usage: bench/ab.py --a BUILD_DIR_A --b BUILD_DIR_B [--ranks 2] [--rounds 5]
                    [--max 64M] [--min 8] [--transport shm|tcp] [--perf-args "-R 1"]
                    [--collective allreduce] [--json FILE]
+                   [--a-env "K=V ..."] [--b-env "K=V ..."]
+
+--a-env/--b-env set knobs for one side only, so that one build can be its own baseline
+(e.g. --a build --b build --a-env COLLIE_SHM_THP_MIN=0).
 
 A round runs bench's `roofline` once (streaming copy, 2-process dual-write all-reduce,
 cache-line ping-pong: the VM's vCPU placement), then the whole size sweep of `collie
@@ -40,6 +44,17 @@ def parse_bytes(text):
     return int(text)
 
 
+def parse_env(text):
+    """'K=V K2=V2' -> {K: V, K2: V2}."""
+    env = {}
+    for item in text.split():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            sys.exit(f"ab.py: '{item}' is not K=V")
+        env[key] = value
+    return env
+
+
 def human(size):
     for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if size >= 1 << shift and size % (1 << shift) == 0:
@@ -54,7 +69,7 @@ def collie_binary(build):
     return path
 
 
-def sweep(collie, ranks, lo, hi, iters, warmup, transport, extra):
+def sweep(collie, ranks, lo, hi, iters, warmup, transport, extra, env):
     """One `collie perf` sweep; returns {size: {"in_place": us, "out_of_place": us}}."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         cmd = [collie, "run", "-n", str(ranks), "--", collie, "perf", COLLECTIVE[0],
@@ -62,7 +77,8 @@ def sweep(collie, ranks, lo, hi, iters, warmup, transport, extra):
                "-c", "1", "--json", out.name] + extra
         if transport:
             cmd += ["--transport", transport]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200,
+                              env=dict(os.environ, **env))
         if proc.returncode != 0:
             sys.exit(f"ab.py: {' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-1500:]}")
         doc = json.load(open(out.name))
@@ -72,15 +88,15 @@ def sweep(collie, ranks, lo, hi, iters, warmup, transport, extra):
             for r in doc["results"]}
 
 
-def run_build(collie, args):
+def run_build(collie, args, env):
     cells = {}
     lo, hi = args.min, args.max
     if lo <= SMALL_MAX:
         cells.update(sweep(collie, args.ranks, lo, min(hi, SMALL_MAX), 500, 50,
-                           args.transport, args.perf_args))
+                           args.transport, args.perf_args, env))
         lo = SMALL_MAX * 4
     if lo <= hi:
-        cells.update(sweep(collie, args.ranks, lo, hi, 10, 3, args.transport, args.perf_args))
+        cells.update(sweep(collie, args.ranks, lo, hi, 10, 3, args.transport, args.perf_args, env))
     return cells
 
 
@@ -107,16 +123,19 @@ def main():
     parser.add_argument("--perf-args", default="", help="extra collie perf arguments")
     parser.add_argument("--noise", type=float, default=0.10)
     parser.add_argument("--json", help="write every cell here")
+    parser.add_argument("--a-env", default="", help="K=V ... set for build A's runs only")
+    parser.add_argument("--b-env", default="", help="K=V ... set for build B's runs only")
     args = parser.parse_args()
     args.perf_args = args.perf_args.split()
     COLLECTIVE[0] = args.collective
     builds = {"A": collie_binary(args.a), "B": collie_binary(args.b)}
+    envs = {"A": parse_env(args.a_env), "B": parse_env(args.b_env)}
 
     rounds = []
     for r in range(args.rounds):
         ceiling = roofline(args.b)
         order = ["A", "B"] if r % 2 == 0 else ["B", "A"]
-        cells = {name: run_build(builds[name], args) for name in order}
+        cells = {name: run_build(builds[name], args, envs[name]) for name in order}
         rounds.append({"roofline": ceiling, "A": cells["A"], "B": cells["B"]})
         placement = ceiling["placement"] if ceiling else "?"
         print(f"# round {r + 1}/{args.rounds} done ({placement} placement)", file=sys.stderr)
@@ -126,7 +145,8 @@ def main():
     ceilings = [x["roofline"] for x in rounds if x["roofline"]]
     print(f"collie {args.collective}, {args.ranks} ranks, float sum{', ' + args.transport if args.transport else ''}"
           f"{' ' + ' '.join(args.perf_args) if args.perf_args else ''}; "
-          f"A = {args.a}, B = {args.b}; median of {args.rounds} interleaved rounds")
+          f"A = {args.a}{' ' + args.a_env if args.a_env else ''}, "
+          f"B = {args.b}{' ' + args.b_env if args.b_env else ''}; median of {args.rounds} interleaved rounds")
     if ceilings:
         print(f"ceiling per round (median): dual-write "
               f"{statistics.median(c['dualwrite_busbw_gbps'] for c in ceilings):.2f} GB/s busbw, "

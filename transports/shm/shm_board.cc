@@ -75,7 +75,10 @@ Board::Board(const TransportContext& ctx, std::shared_ptr<ShmShared> shared, siz
       boards_(ctx.nranks),
       wait_(wait),
       pidNamespace_(currentPidNamespace()),
-      scratch_(static_cast<uint8_t*>(std::aligned_alloc(64, kDirectTileBytes))) {}
+      scratch_(static_cast<uint8_t*>(std::aligned_alloc(64, kDirectTileBytes))),
+      hugePages_(
+          static_cast<size_t>(std::max<int64_t>(0, ctx.config.integer("COLLIE_SHM_THP_MIN"))),
+          kHugePageBudgetBytes) {}
 
 Board::~Board() {
   for (Mapping& board : boards_) {

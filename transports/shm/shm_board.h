@@ -62,6 +62,7 @@
 #include "transports/shm/shm_cma.h"
 #include "transports/shm/shm_connection.h"
 #include "transports/shm/shm_direct.h"
+#include "transports/shm/shm_huge_pages.h"
 #include "transports/shm/shm_verdict.h"
 
 namespace collie::shm {
@@ -122,8 +123,13 @@ class Board final : public TeamCollectives {
   Result<TeamOutcome> runSingleCopy(const Call& call);
   // The cma all-reduce, once every rank chose it.
   Result<TeamOutcome> runCrossMemory(const Call& call, uint64_t sequence);
-  // Whether this rank would take cma for `call` (an all-reduce whose step tries it).
-  bool wantsCrossMemory(const Call& call) const;
+  // Whether this rank would take cma for `call` (published; cma runs when every rank
+  // would). `hugePages`: its plain buffers are in huge pages (adviseHugePages).
+  bool wantsCrossMemory(const Call& call, bool hugePages) const;
+  bool crossMemoryPossible(const Call& call) const;
+  // Asks for huge pages behind an all-reduce's plain buffers (shm_huge_pages.h); true
+  // when both are in them.
+  bool adviseHugePages(const Call& call, size_t bytes);
   // Declined on every rank alike: the outcome, or without a fallback an error saying
   // `why` (a forced team algorithm that cannot run this collective).
   Result<TeamOutcome> declined(const Call& call, const std::string& why) const;
@@ -184,6 +190,7 @@ class Board final : public TeamCollectives {
     return kind == CollectiveKind::kAllReduce ? crossMemoryState_ : pullState_;
   }
   CrossMemoryAllReduce crossMemory_;
+  HugePageAdvisor hugePages_;  // the plain buffers cma all-reduces publish
 };
 
 }  // namespace collie::shm

@@ -11,19 +11,30 @@
 
 namespace collie::shm {
 
-bool Board::wantsCrossMemory(const Call& call) const {
+bool Board::wantsCrossMemory(const Call& call, bool hugePages) const {
   // In place it won at every size measured (16-256 MiB, 2 ranks: 1.4-1.8x the ring's
   // busbw); out of place from 128 MiB on the ring's copies through its cache-resident
-  // FIFO cost less than pinning twice as many pages (docs/decisions/single-copy-shm.md).
+  // FIFO cost less than pinning twice as many small pages (docs/decisions/
+  // single-copy-shm.md), but not buffers in huge pages (docs/decisions/huge-pages-cma.md).
   // A forced cma (no fallback) goes at every size. An exchange pulls each block once,
   // straight into the output (no copy through a FIFO to save): at every size.
-  if (!teamSupports(Algorithm::kCma, call.args.kind) ||
-      !teamHas(call.algorithms, Algorithm::kCma) ||
-      crossMemoryStateFor(call.args.kind) == CrossMemoryState::kDenied) {
-    return false;
-  }
+  if (!crossMemoryPossible(call)) return false;
   return call.args.kind != CollectiveKind::kAllReduce || call.input == call.output ||
-         !call.fallback || call.args.count * dataTypeSize(call.args.dtype) <= offer_.cmaMaxBytes;
+         !call.fallback || hugePages ||
+         call.args.count * dataTypeSize(call.args.dtype) <= offer_.cmaMaxBytes;
+}
+
+bool Board::crossMemoryPossible(const Call& call) const {
+  return teamSupports(Algorithm::kCma, call.args.kind) &&
+         teamHas(call.algorithms, Algorithm::kCma) &&
+         crossMemoryStateFor(call.args.kind) != CrossMemoryState::kDenied;
+}
+
+bool Board::adviseHugePages(const Call& call, size_t bytes) {
+  // Before the peers can pin these pages (they read the addresses once published).
+  const bool input = hugePages_.advise(call.input, bytes);
+  const bool output = call.output == call.input || hugePages_.advise(call.output, bytes);
+  return input && output;
 }
 
 Result<TeamOutcome> Board::declined(const Call& call, const std::string& why) const {
@@ -54,7 +65,9 @@ Result<TeamOutcome> Board::runSingleCopy(const Call& call) {
   mine->pidNamespace = pidNamespace_;
   mine->send = send;
   mine->recv = recv;
-  mine->crossMemory = wantsCrossMemory(call) ? 1 : 0;
+  const bool hugePages = args.kind == CollectiveKind::kAllReduce && !registered &&
+                         crossMemoryPossible(call) && adviseHugePages(call, bytes);
+  mine->crossMemory = wantsCrossMemory(call, hugePages) ? 1 : 0;
   mine->inputAddress = reinterpret_cast<uint64_t>(call.input);
   mine->outputAddress = reinterpret_cast<uint64_t>(call.output);
   COLLIE_RETURN_IF_ERROR(publish(mine->sequence, sequence));

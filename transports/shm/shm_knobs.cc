@@ -26,6 +26,11 @@ void registerShmKnobs(KnobRegistry& registry) {
                   "(cma, direct) cost what the board costs, the measured crossover: above it "
                   "they go first (not where a host's ranks outnumber its cores; every rank "
                   "uses the largest value any rank set)"),
+          integer("COLLIE_SHM_THP_MIN", "4M", 0, kKnobTiB,
+                  "smallest plain buffer (bytes) whose 2 MiB-aligned interior a rank asks the "
+                  "kernel to back with transparent huge pages (madvise MADV_COLLAPSE) from the "
+                  "second cma all-reduce on it, so that cross-memory attach pins a page per "
+                  "2 MiB instead of per 4 KiB (0: never)"),
           duration(
               "COLLIE_SHM_SPIN", "50us", 0, kKnobSecond,
               "how long shm waits spin before blocking on a futex (yielding from the start where "

@@ -1,0 +1,67 @@
+#include "transports/shm/shm_huge_pages.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "core/log/log.h"
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25  // Linux 6.1; older headers lack it, older kernels say EINVAL
+#endif
+
+namespace collie::shm {
+
+HugePageAdvisor::HugePageAdvisor(size_t minBytes, size_t budgetBytes)
+    : minBytes_(minBytes), budgetBytes_(std::max(budgetBytes, kHugePageBytes)) {}
+
+HugePageAdvisor::Range& HugePageAdvisor::find(uintptr_t begin, uintptr_t end) {
+  for (Range& range : ranges_) {
+    if (range.begin == begin && range.end == end) return range;
+  }
+  // A range overlapping a new one is gone (freed, or a different view of the memory):
+  // forget it, so that its entry cannot stand for memory mapped there later.
+  std::erase_if(ranges_,
+                [&](const Range& range) { return range.begin < end && begin < range.end; });
+  if (ranges_.size() >= kMaxRanges) {
+    ranges_.erase(
+        std::min_element(ranges_.begin(), ranges_.end(),
+                         [](const Range& a, const Range& b) { return a.lastUse < b.lastUse; }));
+  }
+  ranges_.push_back(Range{begin, end, begin, 0, false, false, 0});
+  return ranges_.back();
+}
+
+bool HugePageAdvisor::advise(const void* buffer, size_t bytes) {
+  if (minBytes_ == 0 || buffer == nullptr || bytes < minBytes_) return false;
+  const uintptr_t first = reinterpret_cast<uintptr_t>(buffer);
+  const uintptr_t begin = (first + kHugePageBytes - 1) & ~(kHugePageBytes - 1);
+  const uintptr_t end = (first + bytes) & ~(kHugePageBytes - 1);
+  if (end <= begin) return false;
+  Range& range = find(begin, end);
+  range.lastUse = ++clock_;
+  if (range.finished) return !range.refused;
+  if (++range.sightings < 2) return false;
+  const uintptr_t stop = std::min(range.end, range.next + budgetBytes_);
+  while (range.next < stop) {
+    const size_t piece = std::min<size_t>(stop - range.next, kHugePageBytes * 8);
+    if (madvise(reinterpret_cast<void*>(range.next), piece, MADV_COLLAPSE) == 0) {
+      collapsed_ += piece;
+    } else if (errno == EINVAL || errno == EPERM || errno == ENOMEM) {
+      // Not collapsible (old kernel, NOHUGEPAGE, a file mapping, a hole): leave the
+      // range as it is. EAGAIN (pages busy, no huge page free now) skips the piece.
+      COLLIE_LOG(INFO, SHM) << "huge pages refused for a buffer of " << bytes
+                            << " bytes (madvise MADV_COLLAPSE: errno " << errno
+                            << "); it stays in small pages";
+      range.finished = true;
+      range.refused = true;
+      return false;
+    }
+    range.next += piece;
+  }
+  range.finished = range.next >= range.end;
+  return range.finished;
+}
+
+}  // namespace collie::shm
