@@ -22,6 +22,13 @@
 //     kProd's rounding (integers wrap; float16/bfloat16 multiply in float and round once
 //     to nearest-even; float/double one IEEE multiply). dst may alias src exactly; both
 //     may lie at any byte address.
+//   reduceFanOut(dsts, ndst, a, b, n, dtype, op, divisor): dsts[k][i] = op(a[i], b[i])
+//     for every k < ndst, the same bits as reduce(). The outputs are written once and not
+//     read soon (a single-copy all-reduce's outputs out of place, each read later by
+//     another core): where the CPU has them, non-temporal stores that skip reading each
+//     line first, ordered (store fence) before the call returns. No output may overlap
+//     a, b or another output; any byte address (the fast path wants inputs aligned for
+//     dtype and outputs equally aligned modulo 32).
 // Thread safety: the functions are pure and reentrant.
 #pragma once
 
@@ -38,6 +45,8 @@ struct ReduceBackend {
   void (*divide)(void* dst, const void* src, size_t count, DataType dtype, int divisor) = nullptr;
   void (*scale)(void* dst, const void* src, const void* scalar, size_t count,
                 DataType dtype) = nullptr;
+  void (*reduceFanOut)(void* const* dsts, int ndst, const void* a, const void* b, size_t count,
+                       DataType dtype, ReduceOp op, int divisor) = nullptr;
 };
 
 // The host backend chosen by the build. Never null in a working build.

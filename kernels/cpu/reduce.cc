@@ -334,6 +334,9 @@ COLLIE_FORCE_INLINE void divideTyped(void* dstv, const void* srcv, size_t n, int
 // The two ISA levels. Everything above is force-inlined into these entry points, so
 // each gets its own vectorised copy of the loops.
 struct BaselineIsa {
+  // No streaming stores: the fan-out entry reduces into one output and copies it.
+  template <typename T, ReduceOp kOp>
+  static constexpr auto fanOut = nullptr;
   template <typename T, ReduceOp kOp>
   static void reduce(void* dst, const void* a, const void* b, size_t n, int divisor) {
     if (inputsAligned<T>(a, b)) {
@@ -402,7 +405,47 @@ __attribute__((target("avx2,f16c"))) void reduceStreaming(void* dstv, const void
   reduceTyped<F16cConvert, AlignedLoad, T, kOp>(dst + at, a + at, b + at, n - done, divisor);
 }
 
+// One reduction into several outputs (the fan-out entry): a line at a time into a
+// 64-byte stack line that the compiler keeps in registers, streamed into every output.
+// Inputs aligned for T, outputs aligned for T and equal modulo 32 (the entry checks).
+template <typename T, ReduceOp kOp>
+__attribute__((target("avx2,f16c"))) void fanOutStreaming(uint8_t* const* dsts, int ndst,
+                                                          const uint8_t* a, const uint8_t* b,
+                                                          size_t n, int divisor) {
+  constexpr size_t kPerLine = 64 / sizeof(T);
+  // Plain stores into dsts[0], copied to the others: the head before the first 32-byte
+  // boundary and the tail after the last whole line.
+  auto plain = [&](size_t first, size_t count) {
+    const size_t at = first * sizeof(T);
+    reduceTyped<F16cConvert, AlignedLoad, T, kOp>(dsts[0] + at, a + at, b + at, count, divisor);
+    for (int k = 1; k < ndst; ++k) std::memcpy(dsts[k] + at, dsts[0] + at, count * sizeof(T));
+  };
+  const size_t headBytes = (32 - (reinterpret_cast<uintptr_t>(dsts[0]) & 31)) & 31;
+  size_t done = std::min(n, headBytes / sizeof(T));
+  plain(0, done);
+  alignas(64) uint8_t line[64];
+  for (; done + kPerLine <= n; done += kPerLine) {
+    const size_t at = done * sizeof(T);
+    reduceTyped<F16cConvert, AlignedLoad, T, kOp>(line, a + at, b + at, kPerLine, divisor);
+    const __m256i low = _mm256_load_si256(reinterpret_cast<const __m256i*>(line));
+    const __m256i high = _mm256_load_si256(reinterpret_cast<const __m256i*>(line + 32));
+    for (int k = 0; k < ndst; ++k) {
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(dsts[k] + at), low);
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(dsts[k] + at + 32), high);
+    }
+  }
+  _mm_sfence();
+  plain(done, n - done);
+}
+
 struct Avx2Isa {
+  template <typename T, ReduceOp kOp>
+  __attribute__((target("avx2,f16c"))) static void fanOut(uint8_t* const* dsts, int ndst,
+                                                          const void* a, const void* b, size_t n,
+                                                          int divisor) {
+    fanOutStreaming<T, kOp>(dsts, ndst, static_cast<const uint8_t*>(a),
+                            static_cast<const uint8_t*>(b), n, divisor);
+  }
   template <typename T, ReduceOp kOp>
   __attribute__((target("avx2,f16c"))) static void reduce(void* dst, const void* a, const void* b,
                                                           size_t n, int divisor) {
@@ -437,9 +480,11 @@ struct Avx2Isa {
 using ReduceFn = void (*)(void*, const void*, const void*, size_t, int);
 using DivideFn = void (*)(void*, const void*, size_t, int);
 using ScaleFn = void (*)(void*, const void*, const void*, size_t);
+using FanOutFn = void (*)(uint8_t* const*, int, const void*, const void*, size_t, int);
 
 struct Table {
   std::array<std::array<ReduceFn, kNumReduceOps>, kNumDataTypes> reduce{};
+  std::array<std::array<FanOutFn, kNumReduceOps>, kNumDataTypes> fanOut{};
   std::array<DivideFn, kNumDataTypes> divide{};
   std::array<ScaleFn, kNumDataTypes> scale{};
 };
@@ -457,11 +502,24 @@ constexpr ReduceFn entryFor() {
   }
 }
 
+// The streaming fan-out of one (dtype, op), or nullptr (not defined, or the ISA has none).
+template <typename Isa, size_t kI>
+constexpr FanOutFn fanOutFor() {
+  using T = typename TypeOf<static_cast<DataType>(kI / kNumReduceOps)>::type;
+  constexpr auto kOp = static_cast<ReduceOp>(kI % kNumReduceOps);
+  if constexpr (isBitwise(kOp) && !std::is_integral_v<T>) {
+    return nullptr;
+  } else {
+    return Isa::template fanOut<T, kOp>;
+  }
+}
+
 template <typename Isa, size_t... kI>
 constexpr Table makeTable(std::index_sequence<kI...>) {
   // Entry kI is dtype kI / kNumReduceOps, op kI % kNumReduceOps (both enums count from 0).
   Table t;
   ((t.reduce[kI / kNumReduceOps][kI % kNumReduceOps] = entryFor<Isa, kI>()), ...);
+  ((t.fanOut[kI / kNumReduceOps][kI % kNumReduceOps] = fanOutFor<Isa, kI>()), ...);
   return t;
 }
 
@@ -566,11 +624,32 @@ void scaleEntry(void* dst, const void* src, const void* scalar, size_t count, Da
   });
 }
 
+template <typename Isa>
+void reduceFanOutEntry(void* const* dsts, int ndst, const void* a, const void* b, size_t count,
+                       DataType dtype, ReduceOp op, int divisor) {
+  const unsigned d = static_cast<unsigned>(dtype);
+  const unsigned o = static_cast<unsigned>(op);
+  if (d >= kNumDataTypes || o >= kNumReduceOps) invalidCall("an invalid dtype or op", d, o);
+  if (count == 0 || ndst <= 0) return;
+  const size_t size = kElementSize[d];
+  const FanOutFn fanOut = kTable<Isa>.fanOut[d][o];
+  const uintptr_t lane = reinterpret_cast<uintptr_t>(dsts[0]) & 31;
+  bool streams =
+      fanOut != nullptr && alignedFor(a, size) && alignedFor(b, size) && alignedFor(dsts[0], size);
+  for (int k = 1; k < ndst && streams; ++k) {
+    streams = (reinterpret_cast<uintptr_t>(dsts[k]) & 31) == lane;
+  }
+  if (streams) return fanOut(reinterpret_cast<uint8_t* const*>(dsts), ndst, a, b, count, divisor);
+  reduceEntry<Isa>(dsts[0], a, b, count, dtype, op, divisor);
+  for (int k = 1; k < ndst; ++k) std::memcpy(dsts[k], dsts[0], count * size);
+}
+
 constexpr ReduceBackend kBaselineBackend{"cpu-baseline", &reduceEntry<BaselineIsa>,
-                                         &divideEntry<BaselineIsa>, &scaleEntry<BaselineIsa>};
+                                         &divideEntry<BaselineIsa>, &scaleEntry<BaselineIsa>,
+                                         &reduceFanOutEntry<BaselineIsa>};
 #if COLLIE_X86
 constexpr ReduceBackend kAvx2Backend{"cpu-avx2", &reduceEntry<Avx2Isa>, &divideEntry<Avx2Isa>,
-                                     &scaleEntry<Avx2Isa>};
+                                     &scaleEntry<Avx2Isa>, &reduceFanOutEntry<Avx2Isa>};
 
 bool cpuHasAvx2F16c() {
   // avx2 through the compiler (it also checks that the OS saves ymm state); f16c

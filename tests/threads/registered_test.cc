@@ -143,14 +143,17 @@ INSTANTIATE_TEST_SUITE_P(Ranks, RegisteredTest, ::testing::Values(1, 2, 3, 4));
 
 // Out of place from kDirectStreamingMinBytes the tiles go out with streaming stores:
 // outputs that start off a 16-byte boundary (the plain head) and end mid-line (the
-// plain tail), 2 and 3 ranks, a 4-byte and a 1-byte dtype; every rank's output equals
-// the reference and the inputs are untouched.
+// plain tail), 2 ranks (one fan-out pass per share: reduceFanOut) and 3 (tiles), float32
+// sum and avg and int8 sum; every rank's output equals the reference and the inputs are
+// untouched.
 TEST(RegisteredStreaming, LargeOutOfPlaceMatchesTheReference) {
   // The sanitizer runs' quick matrix: 2 ranks of int8 (the odd tail); the head and the
   // tail paths are the same for every rank count and dtype.
   const bool quick = testing::quickMatrix();
   for (int nranks : {2, 3}) {
-    for (DataType dtype : {DataType::kFloat32, DataType::kInt8}) {
+    for (auto [dtype, op] : {std::pair{DataType::kFloat32, ReduceOp::kSum},
+                             std::pair{DataType::kFloat32, ReduceOp::kAvg},
+                             std::pair{DataType::kInt8, ReduceOp::kSum}}) {
       if (quick && (nranks != 2 || dtype != DataType::kInt8)) continue;
       const size_t es = dataTypeSize(dtype);
       const size_t count = shm::kDirectStreamingMinBytes / es + 4099;
@@ -160,21 +163,21 @@ TEST(RegisteredStreaming, LargeOutOfPlaceMatchesTheReference) {
       options.timeout = std::chrono::seconds(60);
       auto comms = testing::makeCommunicators(nranks, options);
       ASSERT_EQ(comms.size(), static_cast<size_t>(nranks));
-      const std::vector<uint8_t> expected =
-          testing::expectedReduction(dtype, ReduceOp::kSum, nranks, 0, count);
+      const std::vector<uint8_t> expected = testing::expectedReduction(dtype, op, nranks, 0, count);
       const uint64_t before = shm::directShareCount();
       Failures failures;
       testing::onEveryRank(nranks, [&](int r) {
         Communicator& comm = *comms[r];
         Buffers buffers(comm, Buffers::kSharedRegistered, bytes + 64);
         uint8_t* recv = buffers.recv + 4;  // off a 16-byte boundary
-        const std::vector<uint8_t> input = testing::makeInput(dtype, ReduceOp::kSum, r, count);
+        const std::vector<uint8_t> input = testing::makeInput(dtype, op, r, count);
         std::memcpy(buffers.send, input.data(), bytes);
         std::memset(buffers.recv, 0xEE, bytes + 64);
-        Result<Work> work = comm.allReduce(buffers.send, recv, count, dtype, ReduceOp::kSum);
+        Result<Work> work = comm.allReduce(buffers.send, recv, count, dtype, op);
         Status status = work.isOk() ? work->wait() : work.status();
-        const std::string what = std::string(dataTypeName(dtype)) + " on " +
-                                 std::to_string(nranks) + " ranks, rank " + std::to_string(r);
+        const std::string what = std::string(dataTypeName(dtype)) + " " +
+                                 std::string(reduceOpName(op)) + " on " + std::to_string(nranks) +
+                                 " ranks, rank " + std::to_string(r);
         if (!status.isOk()) {
           failures.add(what + ": " + status.toString());
           return;

@@ -381,6 +381,57 @@ TEST(KernelsTest, LargeOutputsMatchReference) {
   checkLargeOutput<int8_t>(best, DataType::kInt8, {ReduceOp::kMax, 0});
 }
 
+// reduceFanOut: every output gets reduce()'s bits, for every type and op, with 1-3
+// outputs at equal and at different alignments (the streaming path and the copy
+// fallback), and sizes from empty to past several lines, heads and tails included.
+template <typename T>
+void checkFanOut(const ReduceBackend& backend, DataType dtype, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (const OpCase& oc : kOpCases) {
+    if (!isValidFor(oc.op, dtype)) continue;
+    for (size_t n : {size_t{0}, size_t{1}, size_t{31}, size_t{64}, size_t{1000}, size_t{4099}}) {
+      for (int ndst : {1, 2, 3}) {
+        for (size_t shift : {size_t{0}, size_t{32}, sizeof(T), size_t{3}}) {
+          for (size_t lead : {size_t{0}, sizeof(T)}) {
+            SCOPED_TRACE(std::string(backend.name) + " " + std::string(dataTypeName(dtype)) + " " +
+                         std::string(reduceOpName(oc.op)) + "/" + std::to_string(oc.divisor) +
+                         " n=" + std::to_string(n) + " outputs " + std::to_string(ndst) +
+                         " outputs at " + std::to_string(lead) + " + k x " + std::to_string(shift));
+            const std::vector<T> a = randomValues<T>(n, rng), b = randomValues<T>(n, rng);
+            std::vector<T> want(n);
+            for (size_t i = 0; i < n; ++i) want[i] = reference(a[i], b[i], oc.op, oc.divisor);
+            const size_t bytes = n * sizeof(T);
+            // Output k lies lead + k * shift bytes past a 64-byte boundary (garbage before).
+            std::vector<std::vector<unsigned char>> storage(ndst);
+            void* dsts[3] = {};
+            for (int k = 0; k < ndst; ++k) {
+              storage[k].resize(bytes + 64 * 3);
+              const uintptr_t base = reinterpret_cast<uintptr_t>(storage[k].data());
+              const uintptr_t aligned = (base + 63) & ~uintptr_t{63};
+              dsts[k] = reinterpret_cast<void*>(aligned + lead + k * shift);
+              const std::vector<T> garbage = randomValues<T>(n, rng);
+              if (bytes > 0) std::memcpy(dsts[k], garbage.data(), bytes);
+            }
+            backend.reduceFanOut(dsts, ndst, a.data(), b.data(), n, dtype, oc.op, oc.divisor);
+            for (int k = 0; k < ndst; ++k) {
+              std::vector<T> got(n);
+              if (bytes > 0) std::memcpy(got.data(), dsts[k], bytes);
+              ASSERT_TRUE(sameBits(got, want)) << "output " << k;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(KernelsTest, FanOutWritesReduceBitsIntoEveryOutput) {
+  for (const ReduceBackend* backend : cpuReduceBackendVariants()) {
+    uint64_t seed = 900;
+    forEachType([&]<typename T>(DataType dtype) { checkFanOut<T>(*backend, dtype, seed++); });
+  }
+}
+
 TEST(KernelsTest, ScaleMatchesReferenceRoundedOnce) {
   for (const ReduceBackend* backend : cpuReduceBackendVariants()) {
     uint64_t seed = 700;

@@ -136,6 +136,16 @@ void directAllReduceShare(const std::vector<const uint8_t*>& inputs,
   // Plain stores read each output line before writing it; streaming ones do not, but
   // they evict: they win out of place from 4 MiB and lose at 1 MiB and in place
   // (docs/decisions/roofline-shm.md).
+  if (stream && n == 2) {
+    // The whole share in one pass: reduced in registers and streamed into both outputs,
+    // as the dual-write bound does (docs/decisions/roofline-shm.md).
+    const size_t offset = share.begin * es;
+    void* const dsts[2] = {outputs[0] + offset, outputs[1] + offset};
+    hostReduceBackend().reduceFanOut(dsts, 2, inputs[0] + offset, inputs[1] + offset,
+                                     share.end - share.begin, dtype, op,
+                                     op == ReduceOp::kAvg ? 2 : 0);
+    return;
+  }
   std::vector<const uint8_t*> sources(n);
   for (size_t first = share.begin; first < share.end; first += tile) {
     const size_t elems = std::min(tile, share.end - first);
