@@ -124,7 +124,11 @@ Status CrossMemoryAllReduce::reduceShare(const std::vector<CrossMemoryRank>& ran
   const int n = static_cast<int>(ranks.size());
   const size_t es = dataTypeSize(dtype);
   const size_t peers = static_cast<size_t>(std::max(1, n - 1));
-  const size_t tileBytes = std::max<size_t>(4096, kCrossMemoryTileBytes / peers / 64 * 64);
+  const ShareRange share = shareRange(count, es, n, rank);
+  const size_t budget = (share.end - share.begin) * es >= kCrossMemoryLargeShareBytes
+                            ? kCrossMemoryLargeTileBytes
+                            : kCrossMemoryTileBytes;
+  const size_t tileBytes = std::max<size_t>(4096, budget / peers / 64 * 64);
   const size_t need = (peers + 1) * tileBytes;  // a pulled tile per peer + scratch
   if (bufferBytes_ < need) {
     buffer_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, need)));
@@ -132,7 +136,6 @@ Status CrossMemoryAllReduce::reduceShare(const std::vector<CrossMemoryRank>& ran
     bufferBytes_ = need;
   }
   gShares.fetch_add(1, std::memory_order_relaxed);
-  const ShareRange share = shareRange(count, es, n, rank);
   const size_t tile = tileBytes / es;
   uint8_t* scratch = buffer_.get() + peers * tileBytes;
   std::vector<const uint8_t*> sources(n);

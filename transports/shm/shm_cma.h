@@ -4,7 +4,7 @@
 // Every rank of a one-host communicator publishes its pid and the addresses of its
 // input and output (shm_board_single_copy.cc does, in its board slot). Rank r owns share r of the
 // elements (shareRange(), as the registered direct path). For each tile of its share
-// (1 MiB over all peers, so that it stays in the last-level cache) it pulls every peer's part of
+// (kCrossMemoryTileBytes over all peers, so that it stays in cache) it pulls every peer's part of
 // the input with process_vm_readv, reduces those and its own input in rank order straight into its
 // own output (fused: no separate copy pass), and pushes that tile, still in cache, into every
 // peer's output with process_vm_writev. So each input byte is read once and each output byte
@@ -40,10 +40,13 @@ struct CrossMemoryRank {
 };
 
 // Tile budget: the pulled parts of all peers together stay within this many bytes (in
-// the last-level cache next to the output tile being written). 1 MiB beat 256 KiB by
-// 13-20% at 4-256 MiB on 2 ranks (fewer system calls, and with huge pages each pins few
-// folios; docs/decisions/huge-pages-cma.md); 4 MiB was no better.
-constexpr size_t kCrossMemoryTileBytes = 1024 * 1024;
+// cache next to the output tile being written): 256 KiB, and 1 MiB where this rank's
+// share is 4 MiB or more. Paired on 2 ranks (docs/decisions/huge-pages-cma.md): 1 MiB
+// tiles were 13-20% faster at 4-256 MiB (fewer system calls, each pinning few folios in
+// huge pages); below, where one or two tiles cover a share, 256 KiB stays as it was.
+constexpr size_t kCrossMemoryTileBytes = 256 * 1024;
+constexpr size_t kCrossMemoryLargeTileBytes = 1024 * 1024;
+constexpr size_t kCrossMemoryLargeShareBytes = 4 << 20;
 
 class CrossMemoryAllReduce {
  public:
