@@ -409,16 +409,17 @@ __attribute__((target("avx2,f16c"))) void reduceStreaming(void* dstv, const void
 // 64-byte stack line that the compiler keeps in registers, streamed into every output.
 // Inputs aligned for T, outputs aligned for T and equal modulo 32 (the entry checks).
 template <typename T, ReduceOp kOp>
-__attribute__((target("avx2,f16c"))) void fanOutStreaming(uint8_t* const* dsts, int ndst,
+__attribute__((target("avx2,f16c"))) void fanOutStreaming(void* const* dsts, int ndst,
                                                           const uint8_t* a, const uint8_t* b,
                                                           size_t n, int divisor) {
   constexpr size_t kPerLine = 64 / sizeof(T);
   // Plain stores into dsts[0], copied to the others: the head before the first 32-byte
   // boundary and the tail after the last whole line.
+  auto out = [&](int k) { return static_cast<uint8_t*>(dsts[k]); };
   auto plain = [&](size_t first, size_t count) {
     const size_t at = first * sizeof(T);
-    reduceTyped<F16cConvert, AlignedLoad, T, kOp>(dsts[0] + at, a + at, b + at, count, divisor);
-    for (int k = 1; k < ndst; ++k) std::memcpy(dsts[k] + at, dsts[0] + at, count * sizeof(T));
+    reduceTyped<F16cConvert, AlignedLoad, T, kOp>(out(0) + at, a + at, b + at, count, divisor);
+    for (int k = 1; k < ndst; ++k) std::memcpy(out(k) + at, out(0) + at, count * sizeof(T));
   };
   const size_t headBytes = (32 - (reinterpret_cast<uintptr_t>(dsts[0]) & 31)) & 31;
   size_t done = std::min(n, headBytes / sizeof(T));
@@ -430,8 +431,8 @@ __attribute__((target("avx2,f16c"))) void fanOutStreaming(uint8_t* const* dsts, 
     const __m256i low = _mm256_load_si256(reinterpret_cast<const __m256i*>(line));
     const __m256i high = _mm256_load_si256(reinterpret_cast<const __m256i*>(line + 32));
     for (int k = 0; k < ndst; ++k) {
-      _mm256_stream_si256(reinterpret_cast<__m256i*>(dsts[k] + at), low);
-      _mm256_stream_si256(reinterpret_cast<__m256i*>(dsts[k] + at + 32), high);
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(out(k) + at), low);
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(out(k) + at + 32), high);
     }
   }
   _mm_sfence();
@@ -440,7 +441,7 @@ __attribute__((target("avx2,f16c"))) void fanOutStreaming(uint8_t* const* dsts, 
 
 struct Avx2Isa {
   template <typename T, ReduceOp kOp>
-  __attribute__((target("avx2,f16c"))) static void fanOut(uint8_t* const* dsts, int ndst,
+  __attribute__((target("avx2,f16c"))) static void fanOut(void* const* dsts, int ndst,
                                                           const void* a, const void* b, size_t n,
                                                           int divisor) {
     fanOutStreaming<T, kOp>(dsts, ndst, static_cast<const uint8_t*>(a),
@@ -480,7 +481,7 @@ struct Avx2Isa {
 using ReduceFn = void (*)(void*, const void*, const void*, size_t, int);
 using DivideFn = void (*)(void*, const void*, size_t, int);
 using ScaleFn = void (*)(void*, const void*, const void*, size_t);
-using FanOutFn = void (*)(uint8_t* const*, int, const void*, const void*, size_t, int);
+using FanOutFn = void (*)(void* const*, int, const void*, const void*, size_t, int);
 
 struct Table {
   std::array<std::array<ReduceFn, kNumReduceOps>, kNumDataTypes> reduce{};
@@ -639,7 +640,7 @@ void reduceFanOutEntry(void* const* dsts, int ndst, const void* a, const void* b
   for (int k = 1; k < ndst && streams; ++k) {
     streams = (reinterpret_cast<uintptr_t>(dsts[k]) & 31) == lane;
   }
-  if (streams) return fanOut(reinterpret_cast<uint8_t* const*>(dsts), ndst, a, b, count, divisor);
+  if (streams) return fanOut(dsts, ndst, a, b, count, divisor);
   reduceEntry<Isa>(dsts[0], a, b, count, dtype, op, divisor);
   for (int k = 1; k < ndst; ++k) std::memcpy(dsts[k], dsts[0], count * size);
 }
