@@ -490,29 +490,29 @@ struct Table {
   std::array<ScaleFn, kNumDataTypes> scale{};
 };
 
-// The kernel of one (dtype, op), or nullptr where the op is not defined on the dtype
-// (bitwise ops on floating types).
+// Table entry kI: dtype kI / kNumReduceOps, op kI % kNumReduceOps (both enums count
+// from 0), and whether the op is defined on the dtype (not bitwise ops on floating types).
+template <size_t kI>
+struct EntryOf {
+  using T = typename TypeOf<static_cast<DataType>(kI / kNumReduceOps)>::type;
+  static constexpr auto kOp = static_cast<ReduceOp>(kI % kNumReduceOps);
+  static constexpr bool kDefined = !(isBitwise(kOp) && !std::is_integral_v<T>);
+};
+
+// The kernel of one (dtype, op), or nullptr where the op is not defined.
 template <typename Isa, size_t kI>
 constexpr ReduceFn entryFor() {
-  using T = typename TypeOf<static_cast<DataType>(kI / kNumReduceOps)>::type;
-  constexpr auto kOp = static_cast<ReduceOp>(kI % kNumReduceOps);
-  if constexpr (isBitwise(kOp) && !std::is_integral_v<T>) {
-    return nullptr;
-  } else {
-    return &Isa::template reduce<T, kOp>;
-  }
+  using E = EntryOf<kI>;
+  if constexpr (E::kDefined) return &Isa::template reduce<typename E::T, E::kOp>;
+  return nullptr;
 }
 
 // The streaming fan-out of one (dtype, op), or nullptr (not defined, or the ISA has none).
 template <typename Isa, size_t kI>
 constexpr FanOutFn fanOutFor() {
-  using T = typename TypeOf<static_cast<DataType>(kI / kNumReduceOps)>::type;
-  constexpr auto kOp = static_cast<ReduceOp>(kI % kNumReduceOps);
-  if constexpr (isBitwise(kOp) && !std::is_integral_v<T>) {
-    return nullptr;
-  } else {
-    return Isa::template fanOut<T, kOp>;
-  }
+  using E = EntryOf<kI>;
+  if constexpr (E::kDefined) return Isa::template fanOut<typename E::T, E::kOp>;
+  return nullptr;
 }
 
 template <typename Isa, size_t... kI>
