@@ -29,7 +29,7 @@ HugePageAdvisor::Range& HugePageAdvisor::find(uintptr_t begin, uintptr_t end) {
         std::min_element(ranges_.begin(), ranges_.end(),
                          [](const Range& a, const Range& b) { return a.lastUse < b.lastUse; }));
   }
-  ranges_.push_back(Range{begin, end, begin, 0, false, false, 0});
+  ranges_.push_back(Range{begin, end, begin, 0, false, false, false, 0});
   return ranges_.back();
 }
 
@@ -41,27 +41,33 @@ bool HugePageAdvisor::advise(const void* buffer, size_t bytes) {
   if (end <= begin) return false;
   Range& range = find(begin, end);
   range.lastUse = ++clock_;
-  if (range.finished) return !range.refused;
+  if (range.finished) return !range.refused && !range.skipped;
   if (++range.sightings < 2) return false;
   const uintptr_t stop = std::min(range.end, range.next + budgetBytes_);
   while (range.next < stop) {
     const size_t piece = std::min<size_t>(stop - range.next, kHugePageBytes * 8);
-    if (madvise(reinterpret_cast<void*>(range.next), piece, MADV_COLLAPSE) == 0) {
+    const int err =
+        madvise(reinterpret_cast<void*>(range.next), piece, MADV_COLLAPSE) == 0 ? 0 : errno;
+    if (err == 0) {
       collapsed_ += piece;
-    } else if (errno == EINVAL || errno == EPERM || errno == ENOMEM) {
+    } else if (err == EINVAL || err == EPERM || err == ENOMEM) {
       // Not collapsible (old kernel, NOHUGEPAGE, a file mapping, a hole): leave the
-      // range as it is. EAGAIN (pages busy, no huge page free now) skips the piece.
+      // range as it is.
       COLLIE_LOG(INFO, SHM) << "huge pages refused for a buffer of " << bytes
-                            << " bytes (madvise MADV_COLLAPSE: errno " << errno
+                            << " bytes (madvise MADV_COLLAPSE: errno " << err
                             << "); it stays in small pages";
       range.finished = true;
       range.refused = true;
       return false;
+    } else {
+      // EAGAIN (pages busy, no huge page free now): the piece stays small, and the
+      // range does not count as in huge pages.
+      range.skipped = true;
     }
     range.next += piece;
   }
   range.finished = range.next >= range.end;
-  return range.finished;
+  return range.finished && !range.skipped;
 }
 
 }  // namespace collie::shm

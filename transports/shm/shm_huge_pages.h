@@ -15,9 +15,10 @@
 // Only a hint: the contents, the addresses and the mapping's kind are unchanged (private
 // memory stays private, so fork() still copies on write). The kernel refuses memory the
 // program marked MADV_NOHUGEPAGE, file mappings, and everything before Linux 6.1; a
-// refused range is not asked again. The partial 2 MiB at either end stay small pages
-// (they may hold other objects; collapsing never changes them, but it would copy them
-// for no gain).
+// refused range is not asked again. A piece the kernel finds busy (EAGAIN) stays small,
+// and its buffer does not count as in huge pages. The partial 2 MiB at either end stay
+// small pages (they may hold other objects; collapsing never changes them, but it would
+// copy them for no gain).
 //
 // Thread safety: one thread at a time (the board's).
 #pragma once
@@ -40,7 +41,7 @@ class HugePageAdvisor {
 
   // Called with each buffer a cma collective is about to publish (input and output).
   // True when the buffer's interior is now in huge pages as far as this advisor knows
-  // (collapsed to the end, nothing refused).
+  // (collapsed to the end, nothing refused or skipped).
   bool advise(const void* buffer, size_t bytes);
 
   // Bytes this advisor has collapsed into huge pages so far (tests, logs).
@@ -56,6 +57,7 @@ class HugePageAdvisor {
     uint32_t sightings = 0;
     bool finished = false;  // collapsed to the end, or refused
     bool refused = false;
+    bool skipped = false;  // some piece was busy (EAGAIN) and stayed in small pages
     uint64_t lastUse = 0;
   };
   Range& find(uintptr_t begin, uintptr_t end);
