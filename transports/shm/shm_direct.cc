@@ -136,7 +136,12 @@ void directAllReduceShare(const std::vector<const uint8_t*>& inputs,
   // Plain stores read each output line before writing it; streaming ones do not, but
   // they evict: they win out of place from 4 MiB and lose at 1 MiB and in place
   // (docs/decisions/roofline-shm.md).
-  if (stream && n == 2) {
+  // Outputs not equally aligned modulo 32 would make the fan-out copy with plain stores;
+  // the tiles below stream each output with its own head.
+  const bool sameLane =
+      n == 2 &&
+      (reinterpret_cast<uintptr_t>(outputs[0]) - reinterpret_cast<uintptr_t>(outputs[1])) % 32 == 0;
+  if (stream && sameLane) {
     // The whole share in one pass: reduced in registers and streamed into both outputs,
     // as the dual-write bound does (docs/decisions/roofline-shm.md).
     const size_t offset = share.begin * es;
