@@ -88,6 +88,7 @@ Result<EngineConfig> resolveConfig(int rank, int nranks, const Config& settings)
   // On one host until the topology says otherwise (Impl::create adapts it).
   config.wait = waitPolicyFor(settings.duration("COLLIE_BUSY_POLL"), 1, cpusAvailable(settings));
   config.reduceOnReceive = settings.integer("COLLIE_RECV_REDUCE") != 0;
+  config.adaptMaxBytes = static_cast<size_t>(settings.integer("COLLIE_TUNE_ADAPT_MAX"));
   config.rootAgreement = settings.integer("COLLIE_ROOT_AGREEMENT") != 0;
   config.traceDepth =
       static_cast<size_t>(std::max<int64_t>(0, settings.integer("COLLIE_TRACE_DEPTH")));

@@ -26,9 +26,12 @@ struct EngineConfig {
   // host's ranks and CPUs at creation (core/engine/wait_policy.h).
   WaitPolicy wait;
   bool reduceOnReceive = true;  // COLLIE_RECV_REDUCE: use Connection::postRecvReduce()
-  bool rootAgreement = true;    // COLLIE_ROOT_AGREEMENT: PlanParams::agreeOnRoot
-  size_t traceDepth = 64;       // COLLIE_TRACE_DEPTH: collectives kept by the flight recorder
-  std::string traceDump;        // COLLIE_TRACE_DUMP: "", "stderr" or a path (%r = rank)
+  // COLLIE_TUNE_ADAPT_MAX: the largest all-reduce whose team step's cma is timed against
+  // its schedule (core/engine/single_copy_choice.h); 0: never.
+  size_t adaptMaxBytes = 8 << 20;
+  bool rootAgreement = true;  // COLLIE_ROOT_AGREEMENT: PlanParams::agreeOnRoot
+  size_t traceDepth = 64;     // COLLIE_TRACE_DEPTH: collectives kept by the flight recorder
+  std::string traceDump;      // COLLIE_TRACE_DUMP: "", "stderr" or a path (%r = rank)
   size_t scheduleCacheBytes = 4 << 20;  // schedules kept for reuse (core/engine/schedule_cache.h)
   // The ranks' hosts (core/plan/layout.h) when they span several, from the topology at
   // creation; null on one host. Schedules are planned host after host on it.

@@ -26,6 +26,12 @@ void registerEngineKnobs(KnobRegistry& registry) {
           choice("COLLIE_RECV_REDUCE", "1", "0,1",
                  "1: reduce incoming data straight out of a transport's receive buffers where "
                  "the transport can (ucx); 0: receive into staging, then reduce"),
+          integer("COLLIE_TUNE_ADAPT_MAX", "8M", 0, kKnobTiB,
+                  "largest all-reduce (bytes per rank) whose single copy by cross-memory attach "
+                  "(shm's cma, above the board) the engine times against the schedule that "
+                  "follows it, per size class, keeping the faster (re-checked every 64 calls); "
+                  "0: the tuner's model alone (with 3 or more ranks the two sum in different "
+                  "orders, so calls of one size may then differ in their last bits)"),
           integer("COLLIE_TRACE_DEPTH", "64", 0, 1 << 20,
                   "collectives kept per rank by the flight recorder (0 disables it)"),
           outputPath("COLLIE_TRACE_DUMP", "stderr",

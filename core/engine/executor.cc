@@ -7,6 +7,7 @@
 
 #include "core/engine/fingerprint.h"
 #include "core/kernel/reduce_backend.h"
+#include "core/log/log.h"
 
 namespace collie {
 
@@ -37,6 +38,7 @@ Executor::Executor(const EngineConfig& config, TransportSet transports,
     team_ = transports_.transports[0]->team();
     if (team_ != nullptr) teamOffer_ = team_->offer();
   }
+  singleCopy_ = SingleCopyChoice(config_.adaptMaxBytes, teamOffer_.boardBytes);
 }
 
 std::string Executor::transportTo(int peer) const {
@@ -159,13 +161,41 @@ Status Executor::execute(Pending& pending, PointToPointSource* adopt) {
   if (pending.schedule->args.op == ReduceOp::kPreMulSum) {
     COLLIE_RETURN_IF_ERROR(preMultiply(pending));
   }
-  if (!pending.teamDeclined && hasTeamStep(*pending.schedule)) {
-    Result<TeamOutcome> outcome =
-        runTeam(*pending.schedule, pending.tag, pending.input, pending.output);
-    if (!outcome.isOk()) return outcome.status();
-    if (!outcome->declined()) return Status();
-    pending.teamDeclined = true;
+  TeamAlgorithms algorithms = 0;
+  if (pending.teamDeclined || !hasTeamStep(*pending.schedule, &algorithms)) {
+    return executeSteps(pending, adopt);
   }
+  const Schedule& schedule = *pending.schedule;
+  const CollectiveArgs& args = schedule.args;
+  const bool fallback = schedule.fallback != Algorithm::kAuto || algorithms == 0;
+  const SingleCopyChoice::Trial trial =
+      singleCopy_.begin(args.kind, args.count * dataTypeSize(args.dtype),
+                        pending.input == pending.output, algorithms, fallback);
+  const auto start = Clock::now();
+  auto micros = [&start] {
+    return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+  };
+  Result<TeamOutcome> outcome =
+      runTeam(args, trial.algorithms, fallback, pending.tag, pending.input, pending.output);
+  if (!outcome.isOk()) return outcome.status();
+  if (!outcome->declined()) {
+    recordTrial(trial, outcome->ran, micros());
+    return Status();
+  }
+  pending.teamDeclined = true;
+  Status status = executeSteps(pending, adopt);
+  if (status.isOk()) recordTrial(trial, Algorithm::kAuto, micros());
+  return status;
+}
+
+void Executor::recordTrial(const SingleCopyChoice::Trial& trial, Algorithm ran, double micros) {
+  if (singleCopy_.end(trial, ran, micros)) {
+    COLLIE_LOG(INFO, TUNE) << "rank " << config_.rank << ": allreduce "
+                           << singleCopy_.describe(trial);
+  }
+}
+
+Status Executor::executeSteps(Pending& pending, PointToPointSource* adopt) {
   std::vector<std::unique_ptr<Execution>> executions;
   appendExecutions(pending, &executions);
   if (!isPointToPoint(pending)) adopt = nullptr;

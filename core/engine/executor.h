@@ -50,6 +50,7 @@
 #include "core/engine/execution.h"
 #include "core/engine/flight_recorder.h"
 #include "core/engine/pending.h"
+#include "core/engine/single_copy_choice.h"
 #include "core/transport/team.h"
 #include "core/transport/transport.h"
 
@@ -79,7 +80,8 @@ class Executor {
   std::string transportTo(int peer) const;
 
   // Runs `pending` as described above (its team step first, unless
-  // pending.teamDeclined); OK once every operation finished. `adopt` (may be null) is
+  // pending.teamDeclined; where it may try cma, SingleCopyChoice says whether, and the
+  // whole collective is timed for it); OK once every operation finished. `adopt` (may be null) is
   // where a point-to-point batch takes further operations from; those it took are
   // completed here (recorded finished, their Work completed).
   Status execute(Pending& pending, PointToPointSource* adopt);
@@ -122,6 +124,10 @@ class Executor {
   // kPreMulSum: pending.input scaled by pending.scalar into the output or scratch;
   // pending.input then points at the scaled copy.
   Status preMultiply(Pending& pending);
+  // execute() after the team step: the schedule's steps.
+  Status executeSteps(Pending& pending, PointToPointSource* adopt);
+  // SingleCopyChoice::end(), logged (INFO, TUNE) where it made or changed a choice.
+  void recordTrial(const SingleCopyChoice::Trial& trial, Algorithm ran, double micros);
   // A team step's failure (`status`; OK: there is no team) with the collective, the
   // step and this rank.
   Status teamFailed(const Status& status, uint64_t tag, TeamAlgorithms algorithms) const;
@@ -136,6 +142,9 @@ class Executor {
   int usefulChannels_;
   TeamCollectives* team_ = nullptr;
   TeamOffer teamOffer_;
+  // Whether a large all-reduce's team step may try cma, timed against its schedule
+  // (COLLIE_TUNE_ADAPT_MAX).
+  SingleCopyChoice singleCopy_{0, 0};
   const std::atomic<bool>& aborted_;
   FlightRecorder* const recorder_;
   std::vector<ChannelMemory> channelMemory_;

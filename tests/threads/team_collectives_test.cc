@@ -206,6 +206,36 @@ TEST_P(TeamCollectivesTest, ForcedCmaRunsOnPlainBuffers) {
   EXPECT_EQ(shm::crossMemoryShareCount() - before, 4u * n) << "not every call went cma";
 }
 
+// auto above the board: the engine times cma against the ring it falls back to
+// (core/engine/single_copy_choice.h). The first 8 calls of a size class alternate in step
+// on every rank, cma on calls 1, 3, 5 and 7 only, also where one rank never withholds it
+// (COLLIE_TUNE_ADAPT_MAX=0 there: the others' withheld wish is enough); every call,
+// whichever ran it, is exact on every rank.
+TEST_P(TeamCollectivesTest, AutoTimesCmaAgainstTheRingInStepAndStaysExact) {
+  const int n = GetParam();
+  for (bool oneRankOff : {false, true}) {
+    Options options;
+    options.transport = "shm";
+    options.timeout = std::chrono::seconds(30);
+    auto comms = testing::makeCommunicators(n, options, [&](int r, Options* mine) {
+      if (oneRankOff && r == 0) mine->config["COLLIE_TUNE_ADAPT_MAX"] = "0";
+    });
+    ASSERT_EQ(comms.size(), static_cast<size_t>(n));
+    const size_t count = 300000;  // 1.2 MB: past the board's 256 KiB, within 8 MiB
+    Failures failures;
+    const uint64_t before = shm::crossMemoryShareCount();
+    for (int i = 0; i < 8; ++i) checkAllReduce(comms, count, true, nullptr, &failures);
+    if (!failures.messages.empty() && failures.messages[0].find("denied") != std::string::npos) {
+      GTEST_SKIP() << "cross-memory attach is denied here: " << failures.messages[0];
+    }
+    EXPECT_EQ(shm::crossMemoryShareCount() - before, 4u * n)
+        << "calls 1, 3, 5 and 7 go cma, 2, 4, 6 and 8 the ring (one rank off: " << oneRankOff
+        << ")";
+    for (int i = 0; i < 24; ++i) checkAllReduce(comms, count, i % 3 == 0, nullptr, &failures);
+    for (const std::string& message : failures.messages) ADD_FAILURE() << message;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, TeamCollectivesTest, ::testing::Values(2, 4));
 
 // fault: a team algorithm forced where it cannot run (board over tcp, a collective too

@@ -1,0 +1,91 @@
+// SingleCopyChoice: whether a large all-reduce's team step may try cross-memory attach
+// (cma) or goes straight to the schedule that follows it, chosen by timing both.
+//
+// The tuner prices cma with constants measured once on a test VM and the schedule
+// (ring, tree) with constants probed at creation. Where the host's vCPU placement, page
+// size or load differ from that VM's, the model can pick the slower of the two: on 2
+// ranks in the fast placement the ring ran a 1 MiB all-reduce in 52-65 us where cma took
+// 92-239 us (docs/decisions/measured-single-copy.md). So each all-reduce whose team
+// step offers cma with a schedule behind it (above the board's slot: the board's range
+// needs the same set on every rank) and that is at most `maxBytes` goes through
+// begin()/end():
+//   - per size class (the power of two at or above its bytes; in place or not) the
+//     first calls alternate, cma allowed then withheld, until each has kWindow timed
+//     calls after its first (first-touch page faults and huge-page collapse);
+//   - then the one with the lower median of its newest kWindow calls runs; every
+//     kRecheckEvery-th call of the class runs the other once, so that a change of
+//     placement or load is followed within a few rechecks.
+// A class where cma never runs although allowed (denied, or out of place past
+// COLLIE_SHM_CMA_MAX) stops alternating after kMaxExploreCalls and leaves the set as the
+// tuner made it.
+//
+// Agreement: a rank that withholds cma publishes no cma wish, and the team runs cma only
+// when every rank wishes it (core/transport/team.h: every rank reads the same headers),
+// so ranks whose timings decide differently still run one algorithm alike. Call counts
+// per class are equal on every rank (every rank runs the same collectives), so the
+// trials alternate in step. Outcomes are recorded by what ran (TeamOutcome), not by the
+// wish: a rank that allowed cma where a peer withheld it times the schedule.
+//
+// Thread safety: one thread at a time (the engine's running claim).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/plan/team.h"
+
+namespace collie {
+
+class SingleCopyChoice {
+ public:
+  static constexpr int kWindow = 3;              // timed calls each side is judged on
+  static constexpr uint64_t kRecheckEvery = 64;  // calls of a class between rechecks
+  static constexpr uint64_t kMaxExploreCalls = 32;
+
+  // maxBytes: COLLIE_TUNE_ADAPT_MAX (0: never withholds cma); boardBytes: the team's
+  // board slot (TeamOffer::boardBytes), at or below which nothing is chosen here.
+  SingleCopyChoice(size_t maxBytes, size_t boardBytes);
+
+  // One team step about to run: the set to give the team, and where to record its time.
+  struct Trial {
+    TeamAlgorithms algorithms = 0;
+    int slot = -1;  // -1: not timed
+  };
+  // `fallback`: a schedule follows the team step.
+  Trial begin(CollectiveKind kind, size_t bytes, bool inPlace, TeamAlgorithms algorithms,
+              bool fallback);
+  // The trial's outcome: the algorithm that ran it (kAuto: declined, the schedule ran) and
+  // the microseconds from the team step's start to the collective's end on this rank.
+  // True when it made or changed the class's choice.
+  bool end(const Trial& trial, Algorithm ran, double micros);
+  // The trial's class, its medians and its choice, for the log.
+  std::string describe(const Trial& trial) const;
+
+  // For tests and logs: whether the class of (bytes, inPlace) now prefers cma, and
+  // whether its exploration is over.
+  bool prefersCma(size_t bytes, bool inPlace) const;
+  bool decided(size_t bytes, bool inPlace) const;
+
+ private:
+  struct Side {
+    std::array<double, kWindow> micros{};
+    uint64_t runs = 0;  // calls timed, the first (untimed) one included
+  };
+  struct Class {
+    uint64_t calls = 0;
+    Side cma, steps;
+    bool preferCma = true;
+    bool decided = false;
+  };
+  static constexpr int kClasses = 2 * 64;
+  static int slotOf(size_t bytes, bool inPlace);
+  static double median(const Side& side);
+
+  size_t maxBytes_;
+  size_t boardBytes_;
+  std::array<Class, kClasses> classes_{};
+};
+
+}  // namespace collie
