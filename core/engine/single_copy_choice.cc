@@ -14,10 +14,10 @@ int SingleCopyChoice::slotOf(size_t bytes, bool inPlace) {
   return 2 * log2 + (inPlace ? 1 : 0);
 }
 
-double SingleCopyChoice::median(const Side& side) {
+double SingleCopyChoice::lowerQuartile(const Side& side) {
   std::array<double, kWindow> sorted = side.micros;
   std::sort(sorted.begin(), sorted.end());
-  return sorted[kWindow / 2];
+  return sorted[kWindow / 4];
 }
 
 SingleCopyChoice::Trial SingleCopyChoice::begin(CollectiveKind kind, size_t bytes, bool inPlace,
@@ -55,7 +55,7 @@ bool SingleCopyChoice::end(const Trial& trial, Algorithm ran, double micros) {
   // the schedule's FIFOs, once.
   if (side.runs++ > 0) side.micros[(side.runs - 2) % kWindow] = micros;
   if (c.cma.runs <= kWindow || c.steps.runs <= kWindow) return false;
-  const bool preferCma = median(c.cma) <= median(c.steps);
+  const bool preferCma = lowerQuartile(c.cma) <= lowerQuartile(c.steps);
   const bool changed = !c.decided || preferCma != c.preferCma;
   c.decided = true;
   c.preferCma = preferCma;
@@ -67,10 +67,11 @@ std::string SingleCopyChoice::describe(const Trial& trial) const {
   const Class& c = classes_[trial.slot];
   char text[160];
   std::snprintf(text, sizeof text,
-                "size class <= %zu bytes %s: cma %.1f us, schedule %.1f us (medians of the "
-                "newest %d) -> %s",
+                "size class <= %zu bytes %s: cma %.1f us, schedule %.1f us (lower quartiles "
+                "of the newest %d) -> %s",
                 size_t{1} << (trial.slot / 2), trial.slot % 2 ? "in place" : "out of place",
-                median(c.cma), median(c.steps), kWindow, c.preferCma ? "cma" : "schedule");
+                lowerQuartile(c.cma), lowerQuartile(c.steps), kWindow,
+                c.preferCma ? "cma" : "schedule");
   return text;
 }
 

@@ -1,5 +1,5 @@
 // SingleCopyChoice (core/engine/single_copy_choice.h): which team steps it times, the
-// alternation of the first calls of a size class, the choice by medians, the rechecks
+// alternation of the first calls of a size class, the choice by lower quartiles, the rechecks
 // that follow a change, outcomes recorded by what ran.
 #include "core/engine/single_copy_choice.h"
 
@@ -59,20 +59,21 @@ TEST(SingleCopyChoiceTest, LeavesAloneWhatItDoesNotChoose) {
 TEST(SingleCopyChoiceTest, AlternatesThenKeepsTheFasterAndRechecks) {
   SingleCopyChoice choice(kMax, kBoard);
   // Exploration: odd calls allow cma, even ones withhold it, until each side has its
-  // untimed first run and three timed ones.
-  for (int i = 1; i <= 8; ++i) EXPECT_EQ(call(choice, 100, 60), i % 2 == 1) << "call " << i;
+  // untimed first run and five timed ones.
+  for (int i = 1; i <= 12; ++i) EXPECT_EQ(call(choice, 100, 60), i % 2 == 1) << "call " << i;
   EXPECT_TRUE(choice.decided(kBytes, false));
   EXPECT_FALSE(choice.prefersCma(kBytes, false));
   // The schedule from now on, except every 64th call of the class, which tries cma again.
   int allowed = 0;
-  for (int i = 9; i <= 128; ++i) {
+  for (int i = 13; i <= 128; ++i) {
     const bool cma = call(choice, 100, 60);
     EXPECT_EQ(cma, i % SingleCopyChoice::kRecheckEvery == 0) << "call " << i;
     allowed += cma;
   }
   EXPECT_EQ(allowed, 2);
   // cma turns faster: the next rechecks replace its window one by one, and once their
-  // median is below the schedule's it runs again (here after two).
+  // lower quartile (the second fastest of five) is below the schedule's it runs again
+  // (here after two).
   int recheck = 0;
   for (int i = 129; i <= 4 * 64 && !choice.prefersCma(kBytes, false); ++i) {
     recheck += call(choice, 20, 60);
@@ -86,14 +87,14 @@ TEST(SingleCopyChoiceTest, AlternatesThenKeepsTheFasterAndRechecks) {
 
 TEST(SingleCopyChoiceTest, KeepsCmaWhereItIsFasterAndClassesAreApart) {
   SingleCopyChoice choice(kMax, kBoard);
-  for (int i = 0; i < 8; ++i) call(choice, 50, 90);
+  for (int i = 0; i < 12; ++i) call(choice, 50, 90);
   EXPECT_TRUE(choice.prefersCma(kBytes, false));
   for (int i = 0; i < 20; ++i) EXPECT_TRUE(call(choice, 50, 90));
   // 768 KiB shares 1 MiB's class; 1 MiB + 1 byte and in place are classes of their own.
   EXPECT_TRUE(choice.decided(768 << 10, false));
   EXPECT_FALSE(choice.decided(kBytes + 1, false));
   EXPECT_FALSE(choice.decided(kBytes, true));
-  for (int i = 1; i <= 8; ++i) EXPECT_EQ(call(choice, 90, 50, kBytes, true), i % 2 == 1);
+  for (int i = 1; i <= 12; ++i) EXPECT_EQ(call(choice, 90, 50, kBytes, true), i % 2 == 1);
   EXPECT_FALSE(choice.prefersCma(kBytes, true));
   EXPECT_TRUE(choice.prefersCma(kBytes, false));
 }
