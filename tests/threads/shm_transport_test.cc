@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "threads/shm_test_util.h"
@@ -154,6 +156,57 @@ TEST(ShmTransportTest, ManySmallMessagesArriveInOrder) {
   });
   EXPECT_TRUE(status[0].isOk()) << status[0].toString();
   EXPECT_TRUE(status[1].isOk()) << status[1].toString();
+}
+
+// KiB of this process's resident pages in mappings of /dev/shm files (the segments).
+size_t shmResidentKiB() {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  size_t kib = 0;
+  while (std::getline(smaps, line)) {
+    unsigned long from = 0, to = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &from, &to) == 2 && line.find(':') > 8) {
+      inside = line.find("/dev/shm/") != std::string::npos;
+      continue;
+    }
+    size_t value = 0;
+    if (inside && std::sscanf(line.c_str(), "Rss: %zu kB", &value) == 1) kib += value;
+  }
+  return kib;
+}
+
+// One message of 64 KiB or more maps its FIFO whole on both sides at once (no minor fault
+// per page over the first calls); a small one leaves the FIFO lazy.
+TEST(ShmTransportTest, FirstLargeMessageMapsTheWholeFifo) {
+  std::vector<ShmRank> ranks = connectAll(2, 1, uniqueJobKey("prefault"), "1M");
+  ASSERT_FALSE(HasFailure());
+  auto exchange = [&](size_t bytes) {
+    auto status = runRanks(2, [&](int me) -> Status {
+      Connection* c = ranks[me].conn(1 - me, 0);
+      std::vector<uint8_t> data(bytes, static_cast<uint8_t>(me + 1));
+      Completion done;
+      if (me == 0) {
+        COLLIE_RETURN_IF_ERROR(c->postSend(data.data(), bytes, testTag(0, 1, 0, 0), &done));
+      } else {
+        COLLIE_RETURN_IF_ERROR(c->postRecv(data.data(), bytes, testTag(0, 1, 0, 0), &done));
+      }
+      COLLIE_RETURN_IF_ERROR(
+          driveShm(ranks[me].transport.get(), {c}, {&done}, milliseconds(20000)));
+      if (me == 1 && data[bytes - 1] != 1) return internalError("wrong bytes received");
+      return Status();
+    });
+    EXPECT_TRUE(status[0].isOk()) << status[0].toString();
+    EXPECT_TRUE(status[1].isOk()) << status[1].toString();
+  };
+  const size_t before = shmResidentKiB();
+  exchange(4096);
+  const size_t small = shmResidentKiB();
+  EXPECT_LT(small - before, 512u) << "a 4 KiB message mapped " << small - before << " KiB";
+  exchange(64 * 1024);
+  // Sender and receiver (threads of this process, each with its own mapping) map the
+  // 1 MiB FIFO whole: 2 MiB, where page by page the message touches 2 x 64 KiB.
+  EXPECT_GE(shmResidentKiB() - small, 1900u) << "the FIFO was not mapped whole";
 }
 
 TEST(ShmTransportTest, ClosedPeerFailsPendingOperationsNamingIt) {

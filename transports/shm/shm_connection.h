@@ -116,6 +116,13 @@ class ShmConnection final : public Connection {
   std::deque<RecvOp> recvs_;
   Status broken_;
   uint32_t idlePolls_ = 0;
+  // The first message of at least kPrefaultMinBytes each way maps the whole FIFO into
+  // this process (MADV_POPULATE_WRITE) rather than faulting it in page by page over the
+  // first calls; smaller traffic leaves it lazy (a rank's FIFOs to every peer and
+  // channel, 4 MiB each, would otherwise all be mapped at creation).
+  static constexpr size_t kPrefaultMinBytes = 64 * 1024;
+  bool sendPrefaulted_ = false;
+  bool recvPrefaulted_ = false;
 };
 
 }  // namespace collie::shm
