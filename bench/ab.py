@@ -18,7 +18,8 @@ the slowest rank's median time per call. The table gives per size and placement
 median over rounds of B/A taken within one round. A paired ratio above 1 + --noise
 (default 0.10) is flagged "slower" and makes the exit status 1.
 
-Sizes 8 B .. 64 KiB run 500 timed calls (50 warm-up), larger ones 10 (3 warm-up).
+Sizes 8 B .. 64 KiB run 500 timed calls (50 warm-up), larger ones 10 (--large-warmup,
+default 3, warm-up).
 The roofline column, from 1 MiB up, is B's busbw over the round's dual-write ceiling
 scaled by the same 2(n-1)/n (the 2-rank dual-write figure is a busbw of 2 ranks), i.e.
 B's algbw over the dual-write figure. The ceiling is measured at 64 MiB (memory, not
@@ -98,7 +99,8 @@ def run_build(collie, args, env):
                            args.transport, args.perf_args, env))
         lo = SMALL_MAX * 4
     if lo <= hi:
-        cells.update(sweep(collie, args.ranks, lo, hi, 10, 3, args.transport, args.perf_args, env))
+        cells.update(sweep(collie, args.ranks, lo, hi, 10, args.large_warmup, args.transport,
+                           args.perf_args, env))
     return cells
 
 
@@ -124,6 +126,9 @@ def main():
                         help="allreduce, reducescatter, allgather, broadcast or reduce")
     parser.add_argument("--perf-args", default="", help="extra collie perf arguments")
     parser.add_argument("--noise", type=float, default=0.10)
+    parser.add_argument("--large-warmup", type=int, default=3,
+                        help="warm-up calls per size above 64 KiB (20 gets past the engine's "
+                             "first 12 calls of a size class, which time cma against the ring)")
     parser.add_argument("--json", help="write every cell here")
     parser.add_argument("--a-env", default="", help="K=V ... set for build A's runs only")
     parser.add_argument("--b-env", default="", help="K=V ... set for build B's runs only")

@@ -55,7 +55,8 @@ bool SingleCopyChoice::end(const Trial& trial, Algorithm ran, double micros) {
   // the schedule's FIFOs, once.
   if (side.runs++ > 0) side.micros[(side.runs - 2) % kWindow] = micros;
   if (c.cma.runs <= kWindow || c.steps.runs <= kWindow) return false;
-  const bool preferCma = lowerQuartile(c.cma) <= lowerQuartile(c.steps);
+  // The tuner chose cma: the schedule takes over only where it is kMargin faster.
+  const bool preferCma = !(lowerQuartile(c.steps) < (1 - kMargin) * lowerQuartile(c.cma));
   const bool changed = !c.decided || preferCma != c.preferCma;
   c.decided = true;
   c.preferCma = preferCma;

@@ -12,9 +12,10 @@
 //   - per size class (the power of two at or above its bytes; in place or not) the
 //     first calls alternate, cma allowed then withheld, until each has kWindow timed
 //     calls after its first (first-touch page faults and huge-page collapse);
-//   - then the one with the lower quartile (the second fastest) of its newest kWindow
-//     calls runs, as the probe judges its ping-pongs: load on a shared host only adds
-//     time, so up to 3 of 5 calls may be descheduled without moving it; every
+//   - then cma runs unless the schedule's lower quartile (the second fastest) of its
+//     newest kWindow calls is kMargin below cma's, judged as the probe judges its
+//     ping-pongs: load on a shared host only adds time, so up to 3 of 5 calls may be
+//     descheduled without moving it; every
 //     kRecheckEvery-th call of the class runs the other once, so that a change of
 //     placement or load is followed within a few rechecks.
 // A class where cma never runs although allowed (denied, or out of place past
@@ -45,6 +46,9 @@ class SingleCopyChoice {
   static constexpr int kWindow = 5;              // timed calls each side is judged on
   static constexpr uint64_t kRecheckEvery = 64;  // calls of a class between rechecks
   static constexpr uint64_t kMaxExploreCalls = 32;
+  // The schedule runs only where its figure is this much below cma's (the tuner's choice):
+  // where the two are within it, the measurement does not overrule the model.
+  static constexpr double kMargin = 0.1;
 
   // maxBytes: COLLIE_TUNE_ADAPT_MAX (0: never withholds cma); boardBytes: the team's
   // board slot (TeamOffer::boardBytes), at or below which nothing is chosen here.

@@ -99,6 +99,17 @@ TEST(SingleCopyChoiceTest, KeepsCmaWhereItIsFasterAndClassesAreApart) {
   EXPECT_TRUE(choice.prefersCma(kBytes, false));
 }
 
+TEST(SingleCopyChoiceTest, TheScheduleMustBeClearlyFasterToTakeOver) {
+  // Within kMargin the tuner's choice (cma) stands; beyond it the schedule runs.
+  SingleCopyChoice close(kMax, kBoard);
+  for (int i = 0; i < 12; ++i) call(close, 100, 95);
+  EXPECT_TRUE(close.decided(kBytes, false));
+  EXPECT_TRUE(close.prefersCma(kBytes, false));
+  SingleCopyChoice clear(kMax, kBoard);
+  for (int i = 0; i < 12; ++i) call(clear, 100, 85);
+  EXPECT_FALSE(clear.prefersCma(kBytes, false));
+}
+
 TEST(SingleCopyChoiceTest, RecordsWhatRanNotWhatItAllowed) {
   SingleCopyChoice choice(kMax, kBoard);
   // cma allowed but declined by a peer (or the team): the schedule ran and is timed as
