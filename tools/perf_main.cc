@@ -143,6 +143,11 @@ class PerfRunner {
   std::unique_ptr<AlignedBuffer> send_;  // with --device 1: the host mirrors
   std::unique_ptr<AlignedBuffer> recv_;
   std::unique_ptr<DeviceBuffers> device_;
+  // perf's own all-reduces (the slowest rank's times, the wrong-element count) run on
+  // this, registered like the measured buffers (-R 1): a forced team algorithm (--algo
+  // direct) applies to them too.
+  std::unique_ptr<AlignedBuffer> stats_;
+  static constexpr size_t kStatsBytes = 64;
 };
 
 Result<Work> PerfRunner::issue(const PerfShape& shape, const void* send, void* recv) {
@@ -178,13 +183,22 @@ Status PerfRunner::runOnce(const PerfShape& shape, const void* send, void* recv,
 }
 
 Status PerfRunner::maxOverRanks(double* values, size_t n) {
-  Result<Work> work = comm_.allReduce(values, values, n, DataType::kFloat64, ReduceOp::kMax);
-  return work.isOk() ? work->wait() : work.status();
+  if (n * sizeof(double) > kStatsBytes) return internalError("collie perf: too many statistics");
+  auto* shared = reinterpret_cast<double*>(stats_->get());
+  std::memcpy(shared, values, n * sizeof(double));
+  Result<Work> work = comm_.allReduce(shared, shared, n, DataType::kFloat64, ReduceOp::kMax);
+  Status status = work.isOk() ? work->wait() : work.status();
+  std::memcpy(values, shared, n * sizeof(double));
+  return status;
 }
 
 Status PerfRunner::sumOverRanks(uint64_t* value) {
-  Result<Work> work = comm_.allReduce(value, value, 1, DataType::kUint64, ReduceOp::kSum);
-  return work.isOk() ? work->wait() : work.status();
+  auto* shared = reinterpret_cast<uint64_t*>(stats_->get());
+  *shared = *value;
+  Result<Work> work = comm_.allReduce(shared, shared, 1, DataType::kUint64, ReduceOp::kSum);
+  Status status = work.isOk() ? work->wait() : work.status();
+  *value = *shared;
+  return status;
 }
 
 Result<PerfMeasurement> PerfRunner::measure(const PerfShape& shape, bool inPlace) {
@@ -273,7 +287,8 @@ Status PerfRunner::run(std::vector<PerfRow>* rows) {
   Communicator* registerOn = args_.registered ? &comm_ : nullptr;
   send_ = std::make_unique<AlignedBuffer>(offset_ + maxSend, registerOn);
   recv_ = std::make_unique<AlignedBuffer>(offset_ + maxBuf, registerOn);
-  if (send_->get() == nullptr || recv_->get() == nullptr) {
+  stats_ = std::make_unique<AlignedBuffer>(kStatsBytes, registerOn);
+  if (send_->get() == nullptr || recv_->get() == nullptr || stats_->get() == nullptr) {
     return systemError(
         "collie perf: allocating " + std::to_string(2 * offset_ + maxSend + maxBuf) + " bytes",
         ENOMEM);
