@@ -63,14 +63,6 @@ void Executor::closeConnections() {
   failedExecutions_.clear();
 }
 
-Result<TeamOutcome> Executor::runTeam(const Schedule& schedule, uint64_t tag, const void* input,
-                                      void* output) {
-  TeamAlgorithms algorithms = 0;
-  hasTeamStep(schedule, &algorithms);
-  const bool fallback = schedule.fallback != Algorithm::kAuto || algorithms == 0;
-  return runTeam(schedule.args, algorithms, fallback, tag, input, output);
-}
-
 Status Executor::teamFailed(const Status& status, uint64_t tag, TeamAlgorithms algorithms) const {
   const std::string where = describeFingerprint(tag) + " (team step " +
                             teamAlgorithmsText(algorithms) + ") on rank " +

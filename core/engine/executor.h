@@ -21,7 +21,9 @@
 // A schedule whose channel 0 starts with a team step (core/plan/team.h) goes to the
 // team (core/transport/team.h: the transport's, when one transport serves every peer
 // and has one) first, bounded by the same timeout and abort flag (runTeam()); only when
-// every rank declined it do its fallback steps run.
+// every rank declined it do its fallback steps run. Where the step may try cma with a
+// schedule behind it, SingleCopyChoice (core/engine/single_copy_choice.h) may withhold
+// cma from it, and the whole collective is timed for that choice.
 //
 // A pre-multiplied sum (ReduceOp::kPreMulSum) first multiplies this rank's input by its
 // factor (Pending::scalar) with the kernel backend's scale(), once, into the output
@@ -80,18 +82,14 @@ class Executor {
   std::string transportTo(int peer) const;
 
   // Runs `pending` as described above (its team step first, unless
-  // pending.teamDeclined; where it may try cma, SingleCopyChoice says whether, and the
-  // whole collective is timed for it); OK once every operation finished. `adopt` (may be null) is
-  // where a point-to-point batch takes further operations from; those it took are
-  // completed here (recorded finished, their Work completed).
+  // pending.teamDeclined; where the step may try cma, SingleCopyChoice says whether, and
+  // the whole collective is timed for it); OK once every operation finished. `adopt`
+  // (may be null) is where a point-to-point batch takes further operations from; those it
+  // took are completed here (recorded finished, their Work completed).
   Status execute(Pending& pending, PointToPointSource* adopt);
-  // The team's run() of `schedule`'s team step, with the engine's timeout and abort
-  // flag; errors name the collective, the team step and this rank. The schedule must
-  // have a team step.
-  Result<TeamOutcome> runTeam(const Schedule& schedule, uint64_t tag, const void* input,
-                              void* output);
-  // The same with the team step's set and whether a fallback follows already known
-  // (inlined: it is on the board's fast path).
+  // The team's run() of a team step (its set, and whether a fallback follows), with the
+  // engine's timeout and abort flag; errors name the collective, the team step and this
+  // rank. Inlined: it is on the board's fast path.
   [[gnu::always_inline]] Result<TeamOutcome> runTeam(const CollectiveArgs& args,
                                                      TeamAlgorithms algorithms, bool fallback,
                                                      uint64_t tag, const void* input,
