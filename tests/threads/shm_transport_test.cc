@@ -8,10 +8,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <thread>
 
+#include "tests/support/smaps.h"
 #include "threads/shm_test_util.h"
 
 namespace collie::testing {
@@ -160,20 +160,9 @@ TEST(ShmTransportTest, ManySmallMessagesArriveInOrder) {
 
 // KiB of this process's resident pages in mappings of /dev/shm files (the segments).
 size_t shmResidentKiB() {
-  std::ifstream smaps("/proc/self/smaps");
-  std::string line;
-  bool inside = false;
-  size_t kib = 0;
-  while (std::getline(smaps, line)) {
-    unsigned long from = 0, to = 0;
-    if (std::sscanf(line.c_str(), "%lx-%lx ", &from, &to) == 2 && line.find(':') > 8) {
-      inside = line.find("/dev/shm/") != std::string::npos;
-      continue;
-    }
-    size_t value = 0;
-    if (inside && std::sscanf(line.c_str(), "Rss: %zu kB", &value) == 1) kib += value;
-  }
-  return kib;
+  return smapsKiB("Rss", [](unsigned long, unsigned long, const std::string& header) {
+    return header.find("/dev/shm/") != std::string::npos;
+  });
 }
 
 // One message of 64 KiB or more maps its FIFO whole on both sides at once (no minor fault

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -124,6 +125,55 @@ TEST(HugePageAdvisor, MemoryMarkedNoHugePageIsRefusedOnceAndNotAskedAgain) {
   EXPECT_EQ(advisor.collapsedBytes(), 0u);
   EXPECT_EQ(hugePageKiB(buffer.data(), buffer.bytes()), 0u);
   EXPECT_EQ(buffer.firstWrongByte(), SIZE_MAX);
+}
+
+// A kernel that finds the pages busy (EAGAIN) the first `gBusy` times it is asked, then
+// collapses; counts the calls. No memory is touched: the advisor only passes addresses.
+int gBusy = 0;
+int gCalls = 0;
+int busyThenCollapse(void*, size_t) {
+  ++gCalls;
+  return gCalls <= gBusy ? EAGAIN : 0;
+}
+
+TEST(HugePageAdvisor, ABusyPieceIsAskedAgainAtOnceThenAtTheNextCalls) {
+  const size_t interior = 8 * kMiB;  // one piece (the advisor asks 16 MiB at a time)
+  alignas(64) static uint8_t anchor;
+  // An address range only: 2 MiB-aligned, never dereferenced.
+  const auto* base = reinterpret_cast<const void*>(
+      (reinterpret_cast<uintptr_t>(&anchor) + 64 * kMiB) & ~(HugePageAdvisor::kHugePageBytes - 1));
+  // Busy once: the immediate second ask collapses it, in the same call.
+  {
+    gBusy = 1, gCalls = 0;
+    HugePageAdvisor advisor(4 * kMiB, 256 * kMiB, &busyThenCollapse);
+    EXPECT_FALSE(advisor.advise(base, interior));  // first sighting
+    EXPECT_TRUE(advisor.advise(base, interior));
+    EXPECT_EQ(gCalls, 2);
+    EXPECT_EQ(advisor.collapsedBytes(), interior);
+  }
+  // Busy in two calls (twice each): not in huge pages until the third call collapses it.
+  {
+    gBusy = 4, gCalls = 0;
+    HugePageAdvisor advisor(4 * kMiB, 256 * kMiB, &busyThenCollapse);
+    EXPECT_FALSE(advisor.advise(base, interior));
+    EXPECT_FALSE(advisor.advise(base, interior));
+    EXPECT_FALSE(advisor.advise(base, interior));
+    EXPECT_TRUE(advisor.advise(base, interior));
+    EXPECT_EQ(gCalls, 5);
+    EXPECT_TRUE(advisor.advise(base, interior));
+    EXPECT_EQ(gCalls, 5) << "a finished range is not asked again";
+  }
+  // Busy in kMaxBusyCalls calls: the piece stays small for good, and is not asked again.
+  {
+    gBusy = 1000, gCalls = 0;
+    HugePageAdvisor advisor(4 * kMiB, 256 * kMiB, &busyThenCollapse);
+    EXPECT_FALSE(advisor.advise(base, interior));
+    for (uint32_t i = 0; i < HugePageAdvisor::kMaxBusyCalls + 3; ++i) {
+      EXPECT_FALSE(advisor.advise(base, interior));
+    }
+    EXPECT_EQ(gCalls, static_cast<int>(2 * HugePageAdvisor::kMaxBusyCalls));
+    EXPECT_EQ(advisor.collapsedBytes(), 0u);
+  }
 }
 
 TEST(HugePageAdvisor, AnOverlappingRangeReplacesTheOldOne) {

@@ -13,8 +13,18 @@
 
 namespace collie::shm {
 
-HugePageAdvisor::HugePageAdvisor(size_t minBytes, size_t budgetBytes)
-    : minBytes_(minBytes), budgetBytes_(std::max(budgetBytes, kHugePageBytes)) {}
+namespace {
+
+int kernelCollapse(void* address, size_t bytes) {
+  return madvise(address, bytes, MADV_COLLAPSE) == 0 ? 0 : errno;
+}
+
+}  // namespace
+
+HugePageAdvisor::HugePageAdvisor(size_t minBytes, size_t budgetBytes, Collapse collapse)
+    : minBytes_(minBytes),
+      budgetBytes_(std::max(budgetBytes, kHugePageBytes)),
+      collapse_(collapse != nullptr ? collapse : &kernelCollapse) {}
 
 HugePageAdvisor::Range& HugePageAdvisor::find(uintptr_t begin, uintptr_t end) {
   for (Range& range : ranges_) {
@@ -29,7 +39,7 @@ HugePageAdvisor::Range& HugePageAdvisor::find(uintptr_t begin, uintptr_t end) {
         std::min_element(ranges_.begin(), ranges_.end(),
                          [](const Range& a, const Range& b) { return a.lastUse < b.lastUse; }));
   }
-  ranges_.push_back(Range{begin, end, begin, 0, false, false, false, 0});
+  ranges_.push_back(Range{begin, end, begin, 0, false, false, false, 0, 0});
   return ranges_.back();
 }
 
@@ -46,8 +56,9 @@ bool HugePageAdvisor::advise(const void* buffer, size_t bytes) {
   const uintptr_t stop = std::min(range.end, range.next + budgetBytes_);
   while (range.next < stop) {
     const size_t piece = std::min<size_t>(stop - range.next, kHugePageBytes * 8);
-    const int err =
-        madvise(reinterpret_cast<void*>(range.next), piece, MADV_COLLAPSE) == 0 ? 0 : errno;
+    void* address = reinterpret_cast<void*>(range.next);
+    int err = collapse_(address, piece);
+    if (err == EAGAIN) err = collapse_(address, piece);  // the kernel drained its batches
     if (err == 0) {
       collapsed_ += piece;
     } else if (err == EINVAL || err == EPERM || err == ENOMEM) {
@@ -59,11 +70,16 @@ bool HugePageAdvisor::advise(const void* buffer, size_t bytes) {
       range.finished = true;
       range.refused = true;
       return false;
+    } else if (err == EAGAIN && ++range.busyCalls < kMaxBusyCalls) {
+      // EAGAIN twice (pages busy, no huge page free now): this piece again at the next
+      // collective; the range does not count as in huge pages meanwhile.
+      return false;
     } else {
-      // EAGAIN (pages busy, no huge page free now): the piece stays small, and the
-      // range does not count as in huge pages.
+      // Busy in kMaxBusyCalls collectives (or an error not named above): the piece stays
+      // small, and the range does not count as in huge pages.
       range.skipped = true;
     }
+    range.busyCalls = 0;
     range.next += piece;
   }
   range.finished = range.next >= range.end;

@@ -15,8 +15,10 @@
 // Only a hint: the contents, the addresses and the mapping's kind are unchanged (private
 // memory stays private, so fork() still copies on write). The kernel refuses memory the
 // program marked MADV_NOHUGEPAGE, file mappings, and everything before Linux 6.1; a
-// refused range is not asked again. A piece the kernel finds busy (EAGAIN) stays small,
-// and its buffer does not count as in huge pages. The partial 2 MiB at either end stay
+// refused range is not asked again. A piece the kernel finds busy (EAGAIN: pages just
+// faulted in may still sit in a CPU's LRU batch) is asked once more at once, then again
+// at the buffer's next collectives, kMaxBusyCalls in all, before it stays small; until
+// then the buffer does not count as in huge pages. The partial 2 MiB at either end stay
 // small pages (they may hold other objects; collapsing never changes them, but it would
 // copy them for no gain).
 //
@@ -36,8 +38,12 @@ constexpr size_t kHugePageBudgetBytes = size_t{256} << 20;
 
 class HugePageAdvisor {
  public:
+  // madvise(MADV_COLLAPSE) over [address, address + bytes): 0, or the errno.
+  using Collapse = int (*)(void* address, size_t bytes);
+
   // `minBytes`: smaller buffers are left alone (0: the advisor does nothing).
-  HugePageAdvisor(size_t minBytes, size_t budgetBytes);
+  // `collapse`: null for the kernel's; tests pass one that fails on purpose.
+  HugePageAdvisor(size_t minBytes, size_t budgetBytes, Collapse collapse = nullptr);
 
   // Called with each buffer a cma collective is about to publish (input and output).
   // True when the buffer's interior is now in huge pages as far as this advisor knows
@@ -48,6 +54,8 @@ class HugePageAdvisor {
   uint64_t collapsedBytes() const { return collapsed_; }
 
   static constexpr size_t kHugePageBytes = size_t{2} << 20;
+  // Collectives in which a busy piece is asked again before it stays small.
+  static constexpr uint32_t kMaxBusyCalls = 3;
 
  private:
   struct Range {
@@ -57,13 +65,15 @@ class HugePageAdvisor {
     uint32_t sightings = 0;
     bool finished = false;  // collapsed to the end, or refused
     bool refused = false;
-    bool skipped = false;  // some piece was busy (EAGAIN) and stayed in small pages
+    bool skipped = false;    // some piece was busy (EAGAIN) and stayed in small pages
+    uint32_t busyCalls = 0;  // collectives in which the piece at `next` was busy
     uint64_t lastUse = 0;
   };
   Range& find(uintptr_t begin, uintptr_t end);
 
   size_t minBytes_;
   size_t budgetBytes_;
+  Collapse collapse_;
   uint64_t clock_ = 0;
   uint64_t collapsed_ = 0;
   std::vector<Range> ranges_;  // at most kMaxRanges, the least recently used replaced
