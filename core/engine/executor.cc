@@ -160,9 +160,13 @@ Status Executor::execute(Pending& pending, PointToPointSource* adopt) {
   const Schedule& schedule = *pending.schedule;
   const CollectiveArgs& args = schedule.args;
   const bool fallback = schedule.fallback != Algorithm::kAuto || algorithms == 0;
+  // A group's other parts would run (and be timed) with its steps: only a lone collective
+  // is a trial.
   const SingleCopyChoice::Trial trial =
-      singleCopy_.begin(args.kind, args.count * dataTypeSize(args.dtype),
-                        pending.input == pending.output, algorithms, fallback);
+      pending.group.empty()
+          ? singleCopy_.begin(args.kind, args.count * dataTypeSize(args.dtype),
+                              pending.input == pending.output, algorithms, fallback)
+          : SingleCopyChoice::Trial{algorithms, -1};
   const auto start = Clock::now();
   auto micros = [&start] {
     return std::chrono::duration<double, std::micro>(Clock::now() - start).count();

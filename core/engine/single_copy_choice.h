@@ -15,8 +15,8 @@
 //   - then cma runs unless the schedule's lower quartile (the second fastest) of its
 //     newest kWindow calls is kMargin below cma's, judged as the probe judges its
 //     ping-pongs: load on a shared host only adds time, so up to 3 of 5 calls may be
-//     descheduled without moving it; every
-//     kRecheckEvery-th call of the class runs the other once, so that a change of
+//     descheduled without moving it;
+//   - every kRecheckEvery-th call of the class runs the other once, so that a change of
 //     placement or load is followed within a few rechecks.
 // A class where cma never runs although allowed (denied, or out of place past
 // COLLIE_SHM_CMA_MAX) stops alternating after kMaxExploreCalls and leaves the set as the

@@ -101,7 +101,7 @@ namespace {
 // 2 ranks took 227 us in its first calls against 36 us once the FIFO had wrapped).
 // Best effort: a kernel without MADV_POPULATE_WRITE leaves the faults where they were.
 void prefault(const FifoRef& fifo) {
-  const uintptr_t page = 4096;
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t begin = reinterpret_cast<uintptr_t>(fifo.data) & ~(page - 1);
   const uintptr_t end = reinterpret_cast<uintptr_t>(fifo.data) + fifo.bytes;
   (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
