@@ -167,24 +167,25 @@ Status Executor::execute(Pending& pending, PointToPointSource* adopt) {
           ? singleCopy_.begin(args.kind, args.count * dataTypeSize(args.dtype),
                               pending.input == pending.output, algorithms, fallback)
           : SingleCopyChoice::Trial{algorithms, -1};
-  const auto start = Clock::now();
-  auto micros = [&start] {
-    return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-  };
+  // The clock only for a trial: other team steps (the board's sizes, exchanges) read none.
+  const Clock::time_point start = trial.slot >= 0 ? Clock::now() : Clock::time_point{};
   Result<TeamOutcome> outcome =
       runTeam(args, trial.algorithms, fallback, pending.tag, pending.input, pending.output);
   if (!outcome.isOk()) return outcome.status();
   if (!outcome->declined()) {
-    recordTrial(trial, outcome->ran, micros());
+    recordTrial(trial, outcome->ran, start);
     return Status();
   }
   pending.teamDeclined = true;
   Status status = executeSteps(pending, adopt);
-  if (status.isOk()) recordTrial(trial, Algorithm::kAuto, micros());
+  if (status.isOk()) recordTrial(trial, Algorithm::kAuto, start);
   return status;
 }
 
-void Executor::recordTrial(const SingleCopyChoice::Trial& trial, Algorithm ran, double micros) {
+void Executor::recordTrial(const SingleCopyChoice::Trial& trial, Algorithm ran,
+                           Clock::time_point start) {
+  if (trial.slot < 0) return;
+  const double micros = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
   if (singleCopy_.end(trial, ran, micros)) {
     COLLIE_LOG(INFO, TUNE) << "rank " << config_.rank << ": allreduce "
                            << singleCopy_.describe(trial);

@@ -124,8 +124,9 @@ class Executor {
   Status preMultiply(Pending& pending);
   // execute() after the team step: the schedule's steps.
   Status executeSteps(Pending& pending, PointToPointSource* adopt);
-  // SingleCopyChoice::end(), logged (INFO, TUNE) where it made or changed a choice.
-  void recordTrial(const SingleCopyChoice::Trial& trial, Algorithm ran, double micros);
+  // SingleCopyChoice::end() with the time since `start` (nothing for an untimed trial),
+  // logged (INFO, TUNE) where it made or changed a choice.
+  void recordTrial(const SingleCopyChoice::Trial& trial, Algorithm ran, Clock::time_point start);
   // A team step's failure (`status`; OK: there is no team) with the collective, the
   // step and this rank.
   Status teamFailed(const Status& status, uint64_t tag, TeamAlgorithms algorithms) const;
