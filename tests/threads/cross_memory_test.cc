@@ -40,11 +40,14 @@ int runSampled(int nranks, const char* cmaMax) {
   Options options;
   options.transport = "shm";
   options.timeout = std::chrono::seconds(60);
-  // The tuner's plan alone: no calls where the engine withholds cma to time the ring
+  // The tuner's plan alone, from fixed FIFO constants (a probe can measure the FIFO as
+  // fast as cma's model rate): no calls where the engine withholds cma to time the ring
   // (core/engine/single_copy_choice.h; AutoTimesCmaAgainstTheRing... covers those).
   options.config = {{"COLLIE_SHM_ONESHOT_MAX", "16K"},
                     {"COLLIE_SHM_CMA_MAX", cmaMax},
-                    {"COLLIE_TUNE_ADAPT_MAX", "0"}};
+                    {"COLLIE_TUNE_ADAPT_MAX", "0"},
+                    {"COLLIE_TUNE_ALPHA_US", "20"},
+                    {"COLLIE_TUNE_BW_GBPS", "10"}};
   auto comms = testing::makeCommunicators(nranks, options);
   EXPECT_EQ(comms.size(), static_cast<size_t>(nranks));
   if (comms.size() != static_cast<size_t>(nranks)) return 0;
