@@ -165,9 +165,10 @@ size_t shmResidentKiB() {
   });
 }
 
-// One message of 64 KiB or more maps its FIFO whole on both sides at once (no minor fault
-// per page over the first calls); a small one leaves the FIFO lazy.
-TEST(ShmTransportTest, FirstLargeMessageMapsTheWholeFifo) {
+// Each end maps its FIFO ahead of the messages posted to it, 256 KiB at a time (no minor
+// fault per page over the first lap); what no message reached stays unmapped, and a
+// message past the FIFO's end maps it whole.
+TEST(ShmTransportTest, MessagesMapTheFifoWindowByWindowAhead) {
   std::vector<ShmRank> ranks = connectAll(2, 1, uniqueJobKey("prefault"), "1M");
   ASSERT_FALSE(HasFailure());
   auto exchange = [&](size_t bytes) {
@@ -188,14 +189,19 @@ TEST(ShmTransportTest, FirstLargeMessageMapsTheWholeFifo) {
     EXPECT_TRUE(status[0].isOk()) << status[0].toString();
     EXPECT_TRUE(status[1].isOk()) << status[1].toString();
   };
+  // Sender and receiver are threads of this process, each with its own mapping: every
+  // window counts twice.
   const size_t before = shmResidentKiB();
   exchange(4096);
-  const size_t small = shmResidentKiB();
-  EXPECT_LT(small - before, 512u) << "a 4 KiB message mapped " << small - before << " KiB";
-  exchange(64 * 1024);
-  // Sender and receiver (threads of this process, each with its own mapping) map the
-  // 1 MiB FIFO whole: 2 MiB, where page by page the message touches 2 x 64 KiB.
-  EXPECT_GE(shmResidentKiB() - small, 1900u) << "the FIFO was not mapped whole";
+  const size_t first = shmResidentKiB() - before;
+  EXPECT_GE(first, 2 * 256u - 16) << "a 4 KiB message did not map the first window ahead";
+  EXPECT_LT(first, 2 * 512u) << "a 4 KiB message mapped " << first << " KiB";
+  exchange(300 * 1024);  // now up to ~304 KiB: the second window, no further
+  const size_t second = shmResidentKiB() - before;
+  EXPECT_GE(second, 2 * 512u - 16) << "the second window was not mapped";
+  EXPECT_LT(second, 2 * 768u) << "300 KiB more mapped " << second << " KiB in all";
+  exchange(1024 * 1024);  // past the end of the 1 MiB FIFO: all of it
+  EXPECT_GE(shmResidentKiB() - before, 2 * 1024u - 16) << "the FIFO was not mapped whole";
 }
 
 TEST(ShmTransportTest, ClosedPeerFailsPendingOperationsNamingIt) {

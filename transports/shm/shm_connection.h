@@ -116,13 +116,21 @@ class ShmConnection final : public Connection {
   std::deque<RecvOp> recvs_;
   Status broken_;
   uint32_t idlePolls_ = 0;
-  // The first message of at least kPrefaultMinBytes each way maps the whole FIFO into
-  // this process (MADV_POPULATE_WRITE) rather than faulting it in page by page over the
-  // first calls; smaller traffic leaves it lazy (a rank's FIFOs to every peer and
-  // channel, 4 MiB each, would otherwise all be mapped at creation).
-  static constexpr size_t kPrefaultMinBytes = 64 * 1024;
-  bool sendPrefaulted_ = false;
-  bool recvPrefaulted_ = false;
+  // Maps each end's FIFO into this process ahead of the messages posted to it, a window
+  // of kMapWindowBytes at a time (MADV_POPULATE_WRITE), during the FIFO's first lap:
+  // one call per window instead of a minor fault per 4 KiB page, which cost an 8 KiB ring
+  // all-reduce 6 us per call over its first 510 calls. A message larger than the FIFO
+  // maps it whole; traffic that never reaches the end leaves the rest unmapped.
+  struct FifoMapping {
+    uint64_t start = 0;   // position of the first byte of the first lap
+    uint64_t posted = 0;  // position just past the last message posted
+    uint64_t mapped = 0;  // positions [start, mapped) are mapped
+    // Counts a posted message of `bytes` (plus its header) and maps what it reaches.
+    void post(const FifoRef& fifo, size_t bytes);
+  };
+  static constexpr uint64_t kMapWindowBytes = 256 * 1024;
+  FifoMapping sendMapping_;
+  FifoMapping recvMapping_;
 };
 
 }  // namespace collie::shm
