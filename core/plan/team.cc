@@ -70,7 +70,11 @@ double boardTraffic(CollectiveKind kind, double s, double n) {
   }
 }
 
-double boardMicros(CollectiveKind kind, double s, double n, const TeamCosts& c) {
+double boardMicros(CollectiveKind kind, double s, double n, const TeamOffer& offer) {
+  const TeamCosts& c = offer.costs;
+  if (kind == CollectiveKind::kAllReduce && s >= static_cast<double>(offer.boardTwoShotBytes)) {
+    return 2 * c.boardAlphaUs * (n - 1) + (4 * n - 1) / n * s / c.boardBytesPerUs;
+  }
   return c.boardAlphaUs * (n - 1) + boardTraffic(kind, s, n) / c.boardBytesPerUs;
 }
 
@@ -84,7 +88,7 @@ double perByte(Algorithm algo, double n, const TeamCosts& c) {
 double singleCopyMicros(Algorithm algo, double n, const TeamOffer& offer) {
   const double crossover =
       static_cast<double>(std::max<size_t>(1, std::min(offer.cmaCrossoverBytes, offer.boardBytes)));
-  return boardMicros(CollectiveKind::kAllReduce, crossover, n, offer.costs) -
+  return boardMicros(CollectiveKind::kAllReduce, crossover, n, offer) -
          perByte(algo, n, offer.costs) * crossover;
 }
 
@@ -97,7 +101,7 @@ double predictTeamMicros(Algorithm algo, CollectiveKind kind, size_t bytes, int 
   const TeamCosts& c = offer.costs;
   switch (algo) {
     case Algorithm::kBoard:
-      return boardMicros(kind, s, n, c);
+      return boardMicros(kind, s, n, offer);
     case Algorithm::kDirect:
     case Algorithm::kCma:
       if (isEqualExchange(kind)) {

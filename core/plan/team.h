@@ -67,7 +67,10 @@ size_t boardBytesOf(CollectiveKind kind, size_t bytes, int nranks);
 
 // The cost model of the team algorithms (S bytes per rank, n ranks, microseconds):
 //   board  boardAlphaUs (n - 1) + (n + 2) S / boardBytesPerUs   (copy in, read every
-//          rank's part, write the output; from cache for the board's sizes)
+//          rank's part, write the output; from cache for the board's sizes); an
+//          all-reduce from boardTwoShotBytes on: 2 boardAlphaUs (n - 1) + (4n - 1)/n S /
+//          boardBytesPerUs (copy in, reduce a share, publish it, a meeting, copy the
+//          others' shares)
 //   direct F_direct(n) + 2 S / directBytesPerUs                 (read a share of
 //          every input, write it to every output)
 //   cma    F_cma(n) + 2 (n-1)/n S / cmaBytesPerUs               (pull and push through
@@ -90,10 +93,11 @@ struct TeamCosts {
 // What a communicator's team can run: the same value on every rank (the team agrees on
 // it when it connects). Empty (no algorithms) when there is no team.
 struct TeamOffer {
-  TeamAlgorithms algorithms = 0;  // team algorithms it runs (their conditions aside)
-  size_t boardBytes = 0;          // the most one rank may publish on the board
-  size_t cmaCrossoverBytes = 0;   // board and cma cost the same here (see TeamCosts)
-  size_t cmaMaxBytes = 0;         // an out-of-place cma all-reduce at most this
+  TeamAlgorithms algorithms = 0;        // team algorithms it runs (their conditions aside)
+  size_t boardBytes = 0;                // the most one rank may publish on the board
+  size_t boardTwoShotBytes = SIZE_MAX;  // a board all-reduce this large runs in two shots
+  size_t cmaCrossoverBytes = 0;         // board and cma cost the same here (see TeamCosts)
+  size_t cmaMaxBytes = 0;               // an out-of-place cma all-reduce at most this
   TeamCosts costs;
   bool any() const { return algorithms != 0; }
 };

@@ -184,7 +184,8 @@ std::vector<std::string> plansWithCpus(const std::function<const char*(int)>& cp
   auto comms = testing::makeCommunicators(kRanks, Options{}, [&](int r, Options* options) {
     options->transport = "shm";
     options->timeout = 30s;
-    options->config = {{"COLLIE_TUNE_CACHE", "off"}, {"COLLIE_CPUS", cpusOf(r)}};
+    options->config = {
+        {"COLLIE_TUNE_CACHE", "off"}, {"COLLIE_CPUS", cpusOf(r)}, {"COLLIE_SHM_CMA_MIN", "64K"}};
   });
   if (comms.size() != static_cast<size_t>(kRanks)) return {"creation failed"};
   // 128 KiB per rank: between COLLIE_SHM_CMA_MIN (64 KiB) and the board's 256 KiB slot.

@@ -42,11 +42,25 @@ void prefetchForWrite(const void* p) {
 #endif
 }
 
+std::atomic<uint64_t> gTwoShots{0};
+
 // Spins before a wait first reads the clock: a peer on another core usually answers
 // within them, and then the collective reads no clock at all.
 constexpr uint32_t kSpinsBeforeClock = 32;
 
 }  // namespace
+
+uint64_t boardTwoShotCount() { return gTwoShots.load(std::memory_order_relaxed); }
+
+uint64_t boardTwoShotMin(const Config& config, bool ranksOutnumberCores) {
+  const int64_t configured = config.integer("COLLIE_SHM_TWOSHOT_MIN");
+  if (configured <= 0) return UINT64_MAX;
+  // Measured (docs/decisions/two-shot-board.md): with a core per rank two shots win
+  // from 4 KiB on 2 ranks; 4 ranks on 2 cores pay a context switch for the meeting and
+  // win only from 64 KiB.
+  return ranksOutnumberCores ? std::max<uint64_t>(configured, kOversubscribedTwoShotMin)
+                             : static_cast<uint64_t>(configured);
+}
 
 TeamOffer boardTeamOffer(const Config& config, int nranks, bool ranksOutnumberCores) {
   TeamOffer offer;
@@ -55,13 +69,15 @@ TeamOffer boardTeamOffer(const Config& config, int nranks, bool ranksOutnumberCo
   offer.boardBytes = static_cast<size_t>(std::clamp<int64_t>(slot, 0, 16 << 20));
   offer.cmaMaxBytes =
       static_cast<size_t>(std::max<int64_t>(0, config.integer("COLLIE_SHM_CMA_MAX")));
-  // Measured on 2 ranks with a core each (docs/transports-shm.md): cross-memory attach
-  // beats the board from about 64 KiB on; with more ranks than cores the board wins at
-  // every size it carries.
+  // Measured on 2 ranks with a core each (docs/decisions/two-shot-board.md): the board
+  // in two shots beats cross-memory attach at every size it carries (256 KiB), as it
+  // does with more ranks than cores.
   offer.cmaCrossoverBytes =
       ranksOutnumberCores
           ? SIZE_MAX
           : static_cast<size_t>(std::max<int64_t>(0, config.integer("COLLIE_SHM_CMA_MIN")));
+  offer.boardTwoShotBytes = static_cast<size_t>(
+      std::min<uint64_t>(boardTwoShotMin(config, ranksOutnumberCores), SIZE_MAX));
   offer.algorithms = teamBit(Algorithm::kBoard) | teamBit(Algorithm::kDirect);
   if (offer.cmaMaxBytes > 0) offer.algorithms |= teamBit(Algorithm::kCma);
   return offer;
@@ -121,7 +137,9 @@ Result<std::unique_ptr<Board>> Board::connect(const TransportContext& ctx,
   header->slotBytes = slotBytes;
   header->crossMemoryCrossover = mine.cmaCrossoverBytes;
   header->crossMemoryMax = teamHas(mine.algorithms, Algorithm::kCma) ? mine.cmaMaxBytes : 0;
+  header->twoShotMin = boardTwoShotMin(ctx.config, wait.oversubscribed);  // as in `mine`
   uint64_t crossover = header->crossMemoryCrossover;
+  uint64_t twoShotMin = header->twoShotMin;
   uint64_t crossMemoryMax = header->crossMemoryMax;
   COLLIE_RETURN_IF_ERROR(randomBytes(header->nonce, sizeof(header->nonce)));
   for (int parity = 0; parity < 2; ++parity) {
@@ -168,6 +186,7 @@ Result<std::unique_ptr<Board>> Board::connect(const TransportContext& ctx,
     const auto* peerHeader = static_cast<const BoardHeader*>(peerBase);
     crossover = std::max(crossover, peerHeader->crossMemoryCrossover);
     crossMemoryMax = std::min(crossMemoryMax, peerHeader->crossMemoryMax);
+    twoShotMin = std::max(twoShotMin, peerHeader->twoShotMin);
     if (!sized || peerHeader->magic != kBoardMagic || peerHeader->rank != peer ||
         peerHeader->nranks != ctx.nranks || peerHeader->slotBytes != slotBytes ||
         toHex(peerHeader->nonce, sizeof(peerHeader->nonce)) != text.substr(space + 1)) {
@@ -192,6 +211,8 @@ Result<std::unique_ptr<Board>> Board::connect(const TransportContext& ctx,
   // Every rank read every header: every rank plans with the same offer.
   board->offer_ = mine;
   board->offer_.cmaCrossoverBytes = static_cast<size_t>(crossover);
+  board->twoShotMin_ = twoShotMin;
+  board->offer_.boardTwoShotBytes = static_cast<size_t>(std::min<uint64_t>(twoShotMin, SIZE_MAX));
   board->offer_.cmaMaxBytes = static_cast<size_t>(crossMemoryMax);
   if (crossMemoryMax == 0) board->offer_.algorithms &= ~teamBit(Algorithm::kCma);
   return board;
@@ -441,13 +462,25 @@ Status Board::meet(std::atomic<uint64_t>* (*flag)(void*), uint64_t sequence, con
   // in the data slot with its header in the control block.
   const size_t mine = publishedBytes(args, bytes, n, rank);
   const bool inLine = publishedBytes(args, bytes, n, args.root) <= kLineBytes;
+  const size_t es = dataTypeSize(args.dtype);
+  const bool twoShot =
+      args.kind == CollectiveKind::kAllReduce && !inLine && n > 1 && bytes >= twoShotMin_;
   if (inLine) {
     LineSlot* line = lineSlot(boards_[rank].base, parity);
     if (mine > 0) std::memcpy(line->data, input, mine);
     line->tag = tag;
     COLLIE_RETURN_IF_ERROR(publish(line->sequence, sequence));
   } else {
-    if (mine > 0) std::memcpy(const_cast<uint8_t*>(slotData(rank, parity)), input, mine);
+    uint8_t* slot = const_cast<uint8_t*>(slotData(rank, parity));
+    if (twoShot && !twoShotReadsOwnSlot(args, input, output, rank)) {
+      // Each peer reads only its own share of this slot: this rank's share stays out.
+      const ShareRange own = shareRange(args.count, es, n, rank);
+      std::memcpy(slot, input, own.begin * es);
+      std::memcpy(slot + own.end * es, static_cast<const uint8_t*>(input) + own.end * es,
+                  bytes - own.end * es);
+    } else if (mine > 0) {
+      std::memcpy(slot, input, mine);
+    }
     SlotControl* control = shm::control(boards_[rank].base, parity);
     control->tag = tag;
     control->bytes = mine;
@@ -486,7 +519,12 @@ Status Board::meet(std::atomic<uint64_t>* (*flag)(void*), uint64_t sequence, con
   uint8_t* out = static_cast<uint8_t*>(output);
   switch (args.kind) {
     case CollectiveKind::kAllReduce:
-      if (bytes) reduceAll(out, 0);
+      if (twoShot) {
+        COLLIE_RETURN_IF_ERROR(
+            twoShotAllReduce(args, input, out, sequence, parity, timeout, cancelled));
+      } else if (bytes) {
+        reduceAll(out, 0);
+      }
       break;
     case CollectiveKind::kReduce:
       if (bytes && rank == args.root) reduceAll(out, 0);
@@ -523,6 +561,47 @@ Status Board::meet(std::atomic<uint64_t>* (*flag)(void*), uint64_t sequence, con
   // against 0.31-0.36 us; fast mode 0.11-0.13 either way (docs/performance.md).
   if (inLine) prefetchForWrite(lineSlot(boards_[rank].base, parity ^ 1));
   return TeamOutcome{Algorithm::kBoard};
+}
+
+Status Board::twoShotAllReduce(const CollectiveArgs& args, const void* input, uint8_t* out,
+                               uint64_t sequence, int parity, std::chrono::microseconds timeout,
+                               const std::atomic<bool>& cancelled) {
+  const int n = ctx_.nranks;
+  const int rank = ctx_.rank;
+  const size_t es = dataTypeSize(args.dtype);
+  const ReduceBackend& kernels = hostReduceBackend();
+  const int divisor = args.op == ReduceOp::kAvg ? n : 0;
+  // This rank's share, in rank order as the one-shot board reduces every element.
+  gTwoShots.fetch_add(1, std::memory_order_relaxed);
+  const ShareRange own = shareRange(args.count, es, n, rank);
+  const size_t offset = own.begin * es;
+  const size_t count = own.end - own.begin;
+  const bool ownFromSlot = twoShotReadsOwnSlot(args, input, out, rank);
+  auto source = [&](int r) {
+    return (r == rank && !ownFromSlot ? static_cast<const uint8_t*>(input) : slotData(r, parity)) +
+           offset;
+  };
+  uint8_t* dst = out + offset;
+  if (count > 0) {
+    kernels.reduce(dst, source(0), source(1), count, args.dtype, args.op, n == 2 ? divisor : 0);
+    for (int r = 2; r < n; ++r) {
+      kernels.reduce(dst, dst, source(r), count, args.dtype, args.op, r == n - 1 ? divisor : 0);
+    }
+    // Its result where the peers copy it from: this rank's own share of its slot, which
+    // no peer reads before this meeting.
+    std::memcpy(const_cast<uint8_t*>(slotData(rank, parity)) + offset, dst, count * es);
+  }
+  COLLIE_RETURN_IF_ERROR(meet(&doneSequence, sequence, "reduce its share of the board all-reduce",
+                              timeout, cancelled));
+  for (int r = 0; r < n; ++r) {
+    if (r == rank) continue;
+    const ShareRange theirs = shareRange(args.count, es, n, r);
+    if (theirs.end > theirs.begin) {
+      std::memcpy(out + theirs.begin * es, slotData(r, parity) + theirs.begin * es,
+                  (theirs.end - theirs.begin) * es);
+    }
+  }
+  return Status();
 }
 
 }  // namespace collie::shm

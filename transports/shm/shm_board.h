@@ -75,6 +75,16 @@ namespace collie::shm {
 // it carries, docs/transports-shm.md). Empty when COLLIE_SHM_ONESHOT_MAX is 0.
 TeamOffer boardTeamOffer(const Config& config, int nranks, bool ranksOutnumberCores);
 
+// The smallest board all-reduce this process's configuration runs in two shots
+// (COLLIE_SHM_TWOSHOT_MIN, at least kOversubscribedTwoShotMin where
+// `ranksOutnumberCores`; UINT64_MAX when it is 0). connect() takes the largest any rank
+// published.
+inline constexpr uint64_t kOversubscribedTwoShotMin = 64 * 1024;
+uint64_t boardTwoShotMin(const Config& config, bool ranksOutnumberCores);
+
+// How many board all-reduces this process ran in two shots (tests: shows the path ran).
+uint64_t boardTwoShotCount();
+
 class Board final : public TeamCollectives {
  public:
   // Creates this rank's board, publishes it, maps every peer's and unlinks the names
@@ -118,6 +128,17 @@ class Board final : public TeamCollectives {
   Result<TeamOutcome> runBoard(const CollectiveArgs& args, size_t bytes, uint64_t tag,
                                const void* input, void* output, std::chrono::microseconds timeout,
                                const std::atomic<bool>& cancelled);
+  // The board's all-reduce in two shots: each rank reduces its share from the slots into
+  // its output and its own slot's share, a meeting, then it copies the peers' shares.
+  // In place from the third rank on, the first reductions overwrite this rank's input
+  // before it is added: it reads its share from its own slot, which then holds it too.
+  static bool twoShotReadsOwnSlot(const CollectiveArgs&, const void* input, const void* output,
+                                  int rank) {
+    return input == output && rank >= 2;
+  }
+  Status twoShotAllReduce(const CollectiveArgs& args, const void* input, uint8_t* out,
+                          uint64_t sequence, int parity, std::chrono::microseconds timeout,
+                          const std::atomic<bool>& cancelled);
   // Single copy (direct, cma) or the fingerprint check; declined when neither runs
   // (shm_board_single_copy.cc).
   Result<TeamOutcome> runSingleCopy(const Call& call);
@@ -166,6 +187,7 @@ class Board final : public TeamCollectives {
   TransportContext ctx_;
   std::shared_ptr<ShmShared> shared_;
   size_t slotBytes_;
+  uint64_t twoShotMin_ = UINT64_MAX;  // agreed at connect
   std::string name_;
   std::vector<Mapping> boards_;  // per rank; this rank's is writable
   uint64_t sequence_ = 0;

@@ -25,7 +25,7 @@
 
 namespace collie::shm {
 
-inline constexpr uint64_t kBoardMagic = 0x3244524f4254534full;  // "OSTBORD2"
+inline constexpr uint64_t kBoardMagic = 0x3344524f4254534full;  // "OSTBORD3"
 
 struct BoardHeader {
   uint64_t magic;
@@ -39,6 +39,9 @@ struct BoardHeader {
   // published, so every rank plans alike.
   uint64_t crossMemoryCrossover;
   uint64_t crossMemoryMax;
+  // The smallest all-reduce this rank's configuration runs in two shots (UINT64_MAX:
+  // never); the team takes the largest any rank published.
+  uint64_t twoShotMin;
   uint8_t nonce[16];
 };
 

@@ -21,10 +21,16 @@ void registerShmKnobs(KnobRegistry& registry) {
                   "largest out-of-place all-reduce on plain buffers (bytes per rank) that the "
                   "cma team algorithm (single copy through process_vm_readv/writev) takes when "
                   "the tuner tries it; in-place ones at every size (0 on any rank: no cma)"),
-          integer("COLLIE_SHM_CMA_MIN", "64K", 0, kKnobTiB,
+          integer("COLLIE_SHM_CMA_MIN", "256K", 0, kKnobTiB,
                   "bytes per rank at which the tuner's model has the single-copy all-reduces "
                   "(cma, direct) cost what the board costs, the measured crossover: above it "
                   "they go first (not where a host's ranks outnumber its cores; every rank "
+                  "uses the largest value any rank set)"),
+          integer("COLLIE_SHM_TWOSHOT_MIN", "16K", 0, kKnobTiB,
+                  "smallest board all-reduce (bytes per rank) run in two shots: each rank "
+                  "reduces its share, a meeting, then it copies the others' shares; smaller "
+                  "ones reduce everything on every rank in one shot (at least 64K where a "
+                  "host's ranks outnumber its cores; 0: one shot at every size; every rank "
                   "uses the largest value any rank set)"),
           integer("COLLIE_SHM_THP_MIN", "4M", 0, kKnobTiB,
                   "smallest plain buffer (bytes) whose 2 MiB-aligned interior a rank asks the "
