@@ -119,10 +119,10 @@ void mapRing(const FifoRef& fifo, uint64_t from, uint64_t to) {
 void ShmConnection::FifoMapping::post(const FifoRef& fifo, size_t bytes) {
   posted += kHeaderBytes + bytes;
   const uint64_t end = start + fifo.bytes;
-  if (mapped >= end || posted <= mapped) return;
+  if (mapped >= end || (posted <= mapped && bytes < kMapWholeFromBytes)) return;
   const uint64_t window =
       (posted - start + kMapWindowBytes - 1) / kMapWindowBytes * kMapWindowBytes;
-  const uint64_t to = std::min(end, start + window);
+  const uint64_t to = bytes >= kMapWholeFromBytes ? end : std::min(end, start + window);
   mapRing(fifo, mapped, to);
   mapped = to;
 }

@@ -119,8 +119,11 @@ class ShmConnection final : public Connection {
   // Maps each end's FIFO into this process ahead of the messages posted to it, a window
   // of kMapWindowBytes at a time (MADV_POPULATE_WRITE), during the FIFO's first lap:
   // one call per window instead of a minor fault per 4 KiB page, which cost an 8 KiB ring
-  // all-reduce 6 us per call over its first 510 calls. A message larger than the FIFO
-  // maps it whole; traffic that never reaches the end leaves the rest unmapped.
+  // all-reduce 6 us per call over its first 510 calls. The first message of
+  // kMapWholeFromBytes or more maps the rest of the FIFO at once: a 512 KiB ring would
+  // otherwise pay a window or two in each of its first calls, which the engine times
+  // (core/engine/single_copy_choice.h). Small traffic that never reaches the end leaves
+  // the rest unmapped.
   struct FifoMapping {
     uint64_t start = 0;   // position of the first byte of the first lap
     uint64_t posted = 0;  // position just past the last message posted
@@ -129,6 +132,7 @@ class ShmConnection final : public Connection {
     void post(const FifoRef& fifo, size_t bytes);
   };
   static constexpr uint64_t kMapWindowBytes = 256 * 1024;
+  static constexpr uint64_t kMapWholeFromBytes = 64 * 1024;
   FifoMapping sendMapping_;
   FifoMapping recvMapping_;
 };
