@@ -28,6 +28,9 @@ struct RunCliOptions {
   // How global ranks are dealt to hosts: "block" (node R holds R*N .. R*N+N-1) or
   // "cyclic" (node R holds R, R+M, R+2M, ...), as Slurm's --distribution.
   std::string distribution = "block";
+  // "auto": where this host's ranks outnumber the launcher's CPUs, rank r is bound to
+  // the (r mod CPUs)-th of them; "none": the scheduler places them.
+  std::string bind = "auto";
   std::vector<std::string> command;
 };
 

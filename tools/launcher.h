@@ -18,6 +18,9 @@
 //    line. It returns 0 when every rank that was not killed exited 0 (and at least
 //    one did), else the first non-zero exit status (1 when every rank was killed).
 //    A rank that exits non-zero still fails the job, but does not end the others.
+//  - with spec.cpuOfRank non-empty, rank r runs bound to CPU spec.cpuOfRank[r] (set in
+//    the child before exec; a refused binding is reported on stderr and the rank runs
+//    unbound).
 // blockLauncherSignals() must be called before any thread is started (threads inherit
 // the mask, so SIGINT/SIGTERM/SIGCHLD reach only the supervisor's signalfd).
 // Not thread-safe: one supervision per process at a time.
@@ -39,7 +42,8 @@ struct LaunchSpec {
   std::function<EnvVars(int rank)> env;
   bool tagOutput = false;  // prefix every output line with "[rank] "
   std::chrono::milliseconds grace{2000};
-  bool keepGoing = false;  // ranks killed by a signal do not end the job
+  bool keepGoing = false;      // ranks killed by a signal do not end the job
+  std::vector<int> cpuOfRank;  // empty: every rank inherits the launcher's CPU affinity
   // Called once for each rank as it exits, whatever its status (a waitpid status), before
   // the supervisor acts on it; may be empty.
   std::function<void(int rank, int waitStatus)> onExit;
@@ -47,6 +51,13 @@ struct LaunchSpec {
 
 void blockLauncherSignals();
 int superviseRanks(const LaunchSpec& spec);
+
+// The CPUs this process may run on (sched_getaffinity), in increasing order.
+std::vector<int> allowedCpus();
+// Where `nprocs` local ranks run with `collie run --bind MODE` ("auto" or "none"), given
+// the launcher's `cpus`: empty (no binding) unless "auto" and the ranks outnumber the
+// CPUs, then rank r on cpus[r % cpus.size()].
+std::vector<int> bindRanks(const std::string& mode, int nprocs, const std::vector<int>& cpus);
 
 // "SIGKILL (9)"-style text for a signal number.
 std::string signalDescription(int sig);

@@ -45,6 +45,12 @@ CLI::App* addRunCommand(CLI::App& app, RunCliOptions* options) {
                   "(node R: R, R+M, R+2M, ...); the same on every host")
       ->check(CLI::IsMember({"block", "cyclic"}))
       ->capture_default_str();
+  cmd->add_option("--bind", options->bind,
+                  "auto: where this host's ranks outnumber the CPUs the launcher may run on, "
+                  "bind rank r to the (r mod CPUs)-th of them, and tell the ranks how many "
+                  "there are (COLLIE_CPUS, unless set); none: leave them to the scheduler")
+      ->check(CLI::IsMember({"auto", "none"}))
+      ->capture_default_str();
   cmd->add_flag("--tag-output", options->tagOutput, "prefix each output line with [rank]");
   cmd->add_flag("--keep-going,--enable-recovery", options->keepGoing,
                 "a rank killed by a signal does not end the job: the others go on (programs "
@@ -174,14 +180,24 @@ int runLauncher(const RunCliOptions& options) {
   spec.tagOutput = options.tagOutput;
   spec.grace = std::chrono::milliseconds(std::lround(options.graceSeconds * 1000.0));
   spec.keepGoing = options.keepGoing;
+  // More ranks than CPUs: unbound, the scheduler sometimes stacked them so that a small
+  // all-reduce took twice as long for a whole launch (docs/decisions/bind-oversubscribed.md).
+  const std::vector<int> cpus = allowedCpus();
+  spec.cpuOfRank = bindRanks(options.bind, options.nprocs, cpus);
+  // A bound rank's own mask holds one CPU: the job's count keeps its wait policy and
+  // plans those of ranks sharing `cpus`.
+  const char* cpusSet = std::getenv("COLLIE_CPUS");
+  const bool tellCpus = !spec.cpuOfRank.empty() && (cpusSet == nullptr || *cpusSet == '\0');
   spec.env = [&](int rank) {
-    return EnvVars{{"COLLIE_RANK", std::to_string(globalRank(rank))},
-                   {"COLLIE_KEEP_GOING", options.keepGoing ? "1" : "0"},
-                   {"COLLIE_WORLD_SIZE", world},
-                   {"COLLIE_LOCAL_RANK", std::to_string(rank)},
-                   {"COLLIE_LOCAL_WORLD_SIZE", localWorld},
-                   {"COLLIE_NODE_RANK", std::to_string(options.nodeRank)},
-                   {"COLLIE_UNIQUE_ID", uidText}};
+    EnvVars env{{"COLLIE_RANK", std::to_string(globalRank(rank))},
+                {"COLLIE_KEEP_GOING", options.keepGoing ? "1" : "0"},
+                {"COLLIE_WORLD_SIZE", world},
+                {"COLLIE_LOCAL_RANK", std::to_string(rank)},
+                {"COLLIE_LOCAL_WORLD_SIZE", localWorld},
+                {"COLLIE_NODE_RANK", std::to_string(options.nodeRank)},
+                {"COLLIE_UNIQUE_ID", uidText}};
+    if (tellCpus) env.emplace_back("COLLIE_CPUS", std::to_string(cpus.size()));
+    return env;
   };
   // Tell the job when a rank exits, so that ranks still joining a communicator with it
   // fail at once naming it (core/comm/join_agreement.h) instead of at COLLIE_TIMEOUT.
