@@ -571,8 +571,8 @@ Status Board::twoShotAllReduce(const CollectiveArgs& args, const void* input, ui
   const size_t es = dataTypeSize(args.dtype);
   const ReduceBackend& kernels = hostReduceBackend();
   const int divisor = args.op == ReduceOp::kAvg ? n : 0;
-  // This rank's share, in rank order as the one-shot board reduces every element.
   gTwoShots.fetch_add(1, std::memory_order_relaxed);
+  // This rank's share, in rank order as the one-shot board reduces every element.
   const ShareRange own = shareRange(args.count, es, n, rank);
   const size_t offset = own.begin * es;
   const size_t count = own.end - own.begin;
