@@ -47,7 +47,7 @@ NALGOS=$(echo "$ALGOS" | wc -w)
 cell() {
   algo=$1 size=$2
   iters=$((256 * 1048576 / size)); [ "$iters" -gt 200 ] && iters=200; [ "$iters" -lt 10 ] && iters=10
-  warm=$((32 * 1048576 / size)); [ "$warm" -gt 50 ] && warm=50; [ "$warm" -lt 3 ] && warm=3
+  warm=$((32 * 1048576 / size)); [ "$warm" -gt 1000 ] && warm=1000; [ "$warm" -lt 3 ] && warm=3
   COLLIE_DEBUG=INFO COLLIE_DEBUG_SUBSYS=TUNE "$COLLIE" run -n "$NRANKS" -- "$COLLIE" perf allreduce \
     --algo "$algo" -b "$size" -e "$size" -w "$warm" -n "$iters" -c 0 --json "$OUT/cell.json" \
     > "$OUT/cell.log" 2>&1 || {
