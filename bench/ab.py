@@ -18,8 +18,9 @@ the slowest rank's median time per call. The table gives per size and placement
 median over rounds of B/A taken within one round. A paired ratio above 1 + --noise
 (default 0.10) is flagged "slower" and makes the exit status 1.
 
-Sizes 8 B .. 64 KiB run 500 timed calls (50 warm-up), larger ones 10 (--large-warmup,
-default 3, warm-up).
+Sizes 8 B .. 64 KiB run 500 timed calls (2000 warm-up: a launch's first tens of
+milliseconds can run both ranks on one core until the scheduler spreads them), larger
+ones 10 (--large-warmup, default 3, warm-up).
 The roofline column, from 1 MiB up, is B's busbw over the round's dual-write ceiling
 scaled by the same 2(n-1)/n (the 2-rank dual-write figure is a busbw of 2 ranks), i.e.
 B's algbw over the dual-write figure. The ceiling is measured at 64 MiB (memory, not
@@ -95,7 +96,7 @@ def run_build(collie, args, env):
     cells = {}
     lo, hi = args.min, args.max
     if lo <= SMALL_MAX:
-        cells.update(sweep(collie, args.ranks, lo, min(hi, SMALL_MAX), 500, 50,
+        cells.update(sweep(collie, args.ranks, lo, min(hi, SMALL_MAX), 500, 2000,
                            args.transport, args.perf_args, env))
         lo = SMALL_MAX * 4
     if lo <= hi:
