@@ -30,8 +30,8 @@ void registerShmKnobs(KnobRegistry& registry) {
                   "smallest board all-reduce (bytes per rank) run in two shots: each rank "
                   "reduces its share, a meeting, then it copies the others' shares; smaller "
                   "ones reduce everything on every rank in one shot (at least 64K where a "
-                  "host's ranks outnumber its cores; 0: one shot at every size; every rank "
-                  "uses the largest value any rank set)"),
+                  "host's ranks outnumber its cores; every rank uses the largest value any "
+                  "rank set, and 0 on any rank means one shot at every size)"),
           integer("COLLIE_SHM_THP_MIN", "4M", 0, kKnobTiB,
                   "smallest plain buffer (bytes) whose 2 MiB-aligned interior a rank asks the "
                   "kernel to back with transparent huge pages (madvise MADV_COLLAPSE) from the "
