@@ -462,7 +462,6 @@ Status Board::meet(std::atomic<uint64_t>* (*flag)(void*), uint64_t sequence, con
   // in the data slot with its header in the control block.
   const size_t mine = publishedBytes(args, bytes, n, rank);
   const bool inLine = publishedBytes(args, bytes, n, args.root) <= kLineBytes;
-  const size_t es = dataTypeSize(args.dtype);
   const bool twoShot =
       args.kind == CollectiveKind::kAllReduce && !inLine && n > 1 && bytes >= twoShotMin_;
   if (inLine) {
@@ -472,8 +471,9 @@ Status Board::meet(std::atomic<uint64_t>* (*flag)(void*), uint64_t sequence, con
     COLLIE_RETURN_IF_ERROR(publish(line->sequence, sequence));
   } else {
     uint8_t* slot = const_cast<uint8_t*>(slotData(rank, parity));
-    if (twoShot && !twoShotReadsOwnSlot(args, input, output, rank)) {
+    if (twoShot && !twoShotReadsOwnSlot(input, output, rank)) {
       // Each peer reads only its own share of this slot: this rank's share stays out.
+      const size_t es = dataTypeSize(args.dtype);
       const ShareRange own = shareRange(args.count, es, n, rank);
       std::memcpy(slot, input, own.begin * es);
       std::memcpy(slot + own.end * es, static_cast<const uint8_t*>(input) + own.end * es,
@@ -576,7 +576,7 @@ Status Board::twoShotAllReduce(const CollectiveArgs& args, const void* input, ui
   const ShareRange own = shareRange(args.count, es, n, rank);
   const size_t offset = own.begin * es;
   const size_t count = own.end - own.begin;
-  const bool ownFromSlot = twoShotReadsOwnSlot(args, input, out, rank);
+  const bool ownFromSlot = twoShotReadsOwnSlot(input, out, rank);
   auto source = [&](int r) {
     return (r == rank && !ownFromSlot ? static_cast<const uint8_t*>(input) : slotData(r, parity)) +
            offset;

@@ -132,8 +132,7 @@ class Board final : public TeamCollectives {
   // its output and its own slot's share, a meeting, then it copies the peers' shares.
   // In place from the third rank on, the first reductions overwrite this rank's input
   // before it is added: it reads its share from its own slot, which then holds it too.
-  static bool twoShotReadsOwnSlot(const CollectiveArgs&, const void* input, const void* output,
-                                  int rank) {
+  static bool twoShotReadsOwnSlot(const void* input, const void* output, int rank) {
     return input == output && rank >= 2;
   }
   Status twoShotAllReduce(const CollectiveArgs& args, const void* input, uint8_t* out,
