@@ -195,7 +195,7 @@ else
     step device_matrix_tree_n4_mps correctness 60 $run -n 4 -- "$rank" matrix 16777216 tree
     step device_premul_n4_mps correctness 30 $run -n 4 -- "$rank" premul 16777216
     step perf_allreduce_device_n2_mps bench 60 $run -n 2 -- "$bin/collie" perf allreduce \
-      -b 1K -e 256M -f 4 -n 10 -w 2 -c 1 --device 1
+      -b 1K -e 1G -f 4 -n 10 -w 2 -c 1 --device 1
     step perf_allreduce_device_n4_mps bench 45 $run -n 4 -- "$bin/collie" perf allreduce \
       -b 1K -e 64M -f 8 -n 5 -w 1 -c 1 --device 1
     # Where a collective's time goes: how long the step kernels wait for their peers'

@@ -17,9 +17,33 @@
 
 namespace collie::cuda {
 
+// args.dsts = the non-null ones of (a, b, c), in that order. Every array index is a
+// constant (an index counted at run time would put the arrays in local memory; see
+// reduceCopyBody).
+__device__ __forceinline__ void setDestinations(ReduceCopyArgs& args, void* a, void* b,
+                                                void* c = nullptr) {
+  args.dsts[0] = a != nullptr ? a : b != nullptr ? b : c;
+  args.dsts[1] = a != nullptr && b != nullptr ? b : c;
+  args.dsts[2] = c;
+  args.ndsts = (a != nullptr) + (b != nullptr) + (c != nullptr);
+}
+
+// A tree step's children, clamped to [0, kMaxTreeChildren] (the launch checks them).
+static_assert(kMaxTreeChildren == 2, "the tree kernels name each child slot");
+__device__ __forceinline__ int childCount(int nchildren) {
+  return nchildren < 0 ? 0 : nchildren > kMaxTreeChildren ? kMaxTreeChildren : nchildren;
+}
+
 template <typename T, typename Op>
 __global__ void reduceCopyKernel(const ReduceCopyArgs args) {
   reduceCopy<T, Op>(args, gridThreadIndex(), gridThreadCount());
+}
+
+// The bare reduce-copy of two sources into one destination over buffers beyond the
+// L2 cache: one pack per thread, a grid covering the body (see reduceCopyTwoToOnePack).
+template <typename T, typename Op>
+__global__ void streamingReduceCopyKernel(const ReduceCopyArgs args) {
+  reduceCopyTwoToOnePack<T, Op>(args, gridThreadIndex());
 }
 
 // Ring reduce-scatter step: r = op(local, incoming) to out and/or the next rank.
@@ -30,8 +54,7 @@ __global__ void ringReduceScatterStepKernel(const RingReduceStep step) {
   args.srcs[0] = step.local;
   args.srcs[1] = step.incoming;
   args.nsrcs = 2;
-  if (step.out != nullptr) args.dsts[args.ndsts++] = step.out;
-  if (step.peerOut != nullptr) args.dsts[args.ndsts++] = step.peerOut;
+  setDestinations(args, step.out, step.peerOut);
   args.count = step.count;
   args.divisor = step.divisor;
   reduceCopy<T, Op>(args, gridThreadIndex(), gridThreadCount());
@@ -54,8 +77,7 @@ __global__ void ringAllGatherStepKernel(const RingCopyStep step) {
   ReduceCopyArgs args;
   args.srcs[0] = step.src;
   args.nsrcs = 1;
-  if (step.out != nullptr && step.out != step.src) args.dsts[args.ndsts++] = step.out;
-  if (step.peerOut != nullptr) args.dsts[args.ndsts++] = step.peerOut;
+  setDestinations(args, step.out != step.src ? step.out : nullptr, step.peerOut);
   args.count = step.bytes;
   reduceCopy<Unit, CopyOp<Unit>>(args, gridThreadIndex(), gridThreadCount());
   stepPost(step.sync);
@@ -67,10 +89,9 @@ __global__ void treeReduceKernel(const TreeReduceStep step) {
   if (!stepWait(step.sync)) return;
   ReduceCopyArgs args;
   args.srcs[0] = step.local;
-  args.nsrcs = 1;
-  for (int c = 0; c < step.nchildren && c < kMaxTreeChildren; ++c) {
-    args.srcs[args.nsrcs++] = step.children[c];
-  }
+  args.srcs[1] = step.children[0];
+  args.srcs[2] = step.children[1];
+  args.nsrcs = 1 + childCount(step.nchildren);
   args.dsts[0] = step.out;
   args.ndsts = 1;
   args.count = step.count;
@@ -87,10 +108,10 @@ __global__ void treeBroadcastKernel(const TreeBroadcastStep step) {
   ReduceCopyArgs args;
   args.srcs[0] = step.src;
   args.nsrcs = 1;
-  if (step.out != nullptr && step.out != step.src) args.dsts[args.ndsts++] = step.out;
-  for (int c = 0; c < step.nchildren && c < kMaxTreeChildren; ++c) {
-    args.dsts[args.ndsts++] = step.childOut[c];
-  }
+  const int nchildren = childCount(step.nchildren);
+  setDestinations(args, step.out != step.src ? step.out : nullptr,
+                  nchildren > 0 ? step.childOut[0] : nullptr,
+                  nchildren > 1 ? step.childOut[1] : nullptr);
   args.count = step.bytes;
   reduceCopy<Unit, CopyOp<Unit>>(args, gridThreadIndex(), gridThreadCount());
   stepPost(step.sync);

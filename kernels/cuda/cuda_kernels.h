@@ -21,8 +21,12 @@
 
 namespace collie::cuda {
 
+// grid 0: the launch sizes the grid. A step: up to 32 blocks. The bare reduce-copy: the
+// blocks resident on every SM while its buffers fit in L2, a grid covering the buffers
+// beyond (and there, for two sources and one destination, its streaming kernel in
+// blocks of 128 threads, whatever `block` says); launchReduceCopy's comment says why.
 struct LaunchConfig {
-  unsigned grid = 0;     // 0: from the size (a step: up to 32 blocks; reduce-copy: every SM)
+  unsigned grid = 0;
   unsigned block = 256;  // threads per block, a multiple of 32, at most 1024
   void* stream = nullptr;
 };

@@ -63,6 +63,13 @@ struct ReduceCopyFamily {
     return &reduceCopyKernel<T, Op>;
   }
 };
+struct StreamingReduceCopyFamily {
+  using Fn = void (*)(ReduceCopyArgs);
+  template <typename T, typename Op>
+  static Fn get() {
+    return &streamingReduceCopyKernel<T, Op>;
+  }
+};
 struct RingReduceScatterFamily {
   using Fn = void (*)(RingReduceStep);
   template <typename T, typename Op>
@@ -128,12 +135,32 @@ inline ScaleFn scaleKernelFor(DataType dtype) {
 
 inline constexpr unsigned kDefaultBlockThreads = 256;
 inline constexpr unsigned kDefaultMaxBlocks = 32;
+inline constexpr unsigned kMaxGridBlocks = 0x7fffffffu;  // gridDim.x's limit from sm_30 on
 
 // Enough blocks to give each thread about one 16-byte pack, at most maxBlocks.
 inline unsigned launchGrid(uint64_t bytes, unsigned blockThreads, unsigned maxBlocks) {
   const uint64_t perBlock = static_cast<uint64_t>(blockThreads) * 16;
   const uint64_t blocks = (bytes + perBlock - 1) / perBlock;
   return static_cast<unsigned>(std::clamp<uint64_t>(blocks, 1, std::max(1u, maxBlocks)));
+}
+
+// Whether a reduce-copy can run as streamingReduceCopyKernel: two sources, one
+// destination, every pointer aligned to the element and at the same offset modulo 16.
+inline bool streamsTwoToOne(const ReduceCopyArgs& args, size_t elementSize) {
+  if (args.nsrcs != 2 || args.ndsts != 1 || elementSize == 0) return false;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(args.srcs[0]);
+  const uintptr_t b = reinterpret_cast<uintptr_t>(args.srcs[1]);
+  const uintptr_t c = reinterpret_cast<uintptr_t>(args.dsts[0]);
+  return a % elementSize == 0 && b % elementSize == 0 && c % elementSize == 0 && a % 16 == b % 16 &&
+         a % 16 == c % 16;
+}
+
+// streamingReduceCopyKernel's grid: a thread per 16-byte pack of the body (at least one
+// block, which also covers the head and tail elements, fewer than a block's threads).
+inline unsigned streamingBlocks(uint64_t count, size_t elementSize, unsigned blockThreads) {
+  const uint64_t packs = count * elementSize / 16;
+  const uint64_t blocks = (packs + blockThreads - 1) / blockThreads;
+  return static_cast<unsigned>(std::clamp<uint64_t>(blocks, 1, kMaxGridBlocks));
 }
 
 }  // namespace collie::cuda

@@ -8,6 +8,9 @@
 // cuda_collectives_emulation_test.cc.
 #include <gtest/gtest.h>
 
+#include <iterator>
+#include <random>
+
 #include "kernels/cuda/kernel_table.h"
 #include "support/kernel_checks.h"
 
@@ -49,6 +52,73 @@ class EmulationLauncher : public testing::KernelLauncher {
     emulatedLaunch(kernel, dim3(gridFor(args.count * dataTypeSize(dtype))), dim3(kBlock), args);
   }
 };
+
+// Routes two sources into one destination to the streaming kernel wherever
+// streamsTwoToOne allows it, with its own grid (a thread per pack), as the GPU launch
+// does beyond L2; counts what ran.
+class StreamingLauncher : public EmulationLauncher {
+ public:
+  void reduceCopy(testing::KernelArena& arena, const ReduceCopyArgs& args, DataType dtype,
+                  ReduceOp op) override {
+    const size_t es = dataTypeSize(dtype);
+    if (!streamsTwoToOne(args, es)) {
+      ++general;
+      EmulationLauncher::reduceCopy(arena, args, dtype, op);
+      return;
+    }
+    ++streamed;
+    auto kernel = kernelFor<StreamingReduceCopyFamily>(dtype, op);
+    ASSERT_NE(kernel, nullptr);
+    emulatedLaunch(kernel, dim3(streamingBlocks(args.count, es, kBlock)), dim3(kBlock), args);
+  }
+  int streamed = 0;
+  int general = 0;
+};
+
+TEST(CudaEmulation, StreamingReduceCopyTwoToOne) {
+  StreamingLauncher launcher;
+  std::mt19937_64 rng(5);
+  const size_t sizes[] = {0, 1, 15, 16, 17, 33, 4099};
+  for (DataType dtype : testing::kKernelTypes) {
+    for (ReduceOp op : testing::kKernelOps) {
+      if (!isValidFor(op, dtype)) continue;
+      for (size_t i = 0; i < std::size(sizes); ++i) {
+        testing::checkReduceCopyTwoToOne(launcher, rng, dtype, op, sizes[i], 1 + i % 15);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+  EXPECT_GT(launcher.streamed, 0);
+  EXPECT_GT(launcher.general, 0);
+}
+
+TEST(CudaEmulation, StreamsTwoToOneOnlyForCongruentElementAlignedPointers) {
+  alignas(16) static unsigned char buffer[256];
+  ReduceCopyArgs args;
+  args.srcs[0] = buffer;
+  args.srcs[1] = buffer + 64;
+  args.dsts[0] = buffer + 128;
+  args.nsrcs = 2;
+  args.ndsts = 1;
+  EXPECT_TRUE(streamsTwoToOne(args, 4));
+  args.srcs[0] = buffer + 4;
+  args.srcs[1] = buffer + 68;
+  args.dsts[0] = buffer + 132;
+  EXPECT_TRUE(streamsTwoToOne(args, 4));   // congruent, whole elements past 16
+  EXPECT_FALSE(streamsTwoToOne(args, 8));  // not element-aligned
+  args.dsts[0] = buffer + 136;
+  EXPECT_FALSE(streamsTwoToOne(args, 4));  // not congruent
+  args.dsts[0] = buffer + 132;
+  args.nsrcs = 3;
+  EXPECT_FALSE(streamsTwoToOne(args, 4));
+  args.nsrcs = 2;
+  args.ndsts = 2;
+  EXPECT_FALSE(streamsTwoToOne(args, 4));
+  EXPECT_EQ(streamingBlocks(0, 4, 128), 1u);
+  EXPECT_EQ(streamingBlocks(1024, 4, 128), 2u);  // 256 packs
+  EXPECT_EQ(streamingBlocks(1025, 4, 128), 2u);  // the tail element: a thread of block 0
+  EXPECT_EQ(streamingBlocks(1028, 4, 128), 3u);  // a pack more
+}
 
 TEST(CudaEmulation, ReduceCopyEveryTypeOpSizeAndAlignment) {
   EmulationLauncher launcher;

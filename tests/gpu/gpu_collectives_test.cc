@@ -7,15 +7,17 @@
 // the host buffers, with the sizes of the emulation test plus one large count
 // (COLLIE_GPU_KERNEL_LARGE elements, default 2^22 + 3; 0 leaves it out).
 //
-// Status: never run on a GPU (this project's machines have none). The collectives test
-// exercises the engine's device path (docs/cuda.md), which so far only ran on the
-// emulated runtime (tests/emulation/device_collectives_test.cc).
+// Ran on an NVIDIA H200 through scripts/gpu-check.sh (reports in docs/gpu/); this
+// project's own machines have no GPU. The collectives test exercises the engine's
+// device path (docs/cuda.md) with ranks as threads of one process.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
+#include <utility>
 #include <vector>
 
 #include "core/kernel/device_memory.h"
@@ -155,6 +157,27 @@ TEST(GpuKernels, RingStepKernels) {
 TEST(GpuKernels, TreeKernels) {
   GpuLauncher launcher;
   testing::treeStepMatrix(launcher, gpuSizes());
+}
+
+// Buffers of 64 MiB, three of them beyond any L2 cache, where the launch sizes the grid
+// to cover them: two sources into one destination (the streaming kernel where the
+// pointers are congruent, the general kernel where not), and the general kernel's other
+// shapes.
+TEST(GpuKernels, ReduceCopyBeyondL2) {
+  GpuLauncher launcher;
+  std::mt19937_64 rng(6);
+  const std::pair<DataType, ReduceOp> cases[] = {
+      {DataType::kFloat32, ReduceOp::kSum},  {DataType::kBFloat16, ReduceOp::kSum},
+      {DataType::kBFloat16, ReduceOp::kAvg}, {DataType::kFloat16, ReduceOp::kProd},
+      {DataType::kFloat64, ReduceOp::kMax},  {DataType::kInt8, ReduceOp::kBxor}};
+  for (const auto& [dtype, op] : cases) {
+    const size_t count = (size_t{64} << 20) / dataTypeSize(dtype) + 5;
+    testing::checkReduceCopyTwoToOne(launcher, rng, dtype, op, count, 3);
+    if (HasFatalFailure()) return;
+  }
+  const size_t count = (size_t{64} << 20) / 4 + 3;
+  testing::checkReduceCopy(launcher, rng, DataType::kFloat32, ReduceOp::kSum, count, 3, 1, {0});
+  testing::checkReduceCopy(launcher, rng, DataType::kFloat32, ReduceOp::kMin, count, 1, 2, {4});
 }
 
 // Grids far smaller than the data, so every grid-stride loop wraps many times.

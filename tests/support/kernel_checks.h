@@ -346,6 +346,20 @@ inline void reduceCopyMatrix(KernelLauncher& launcher, std::span<const size_t> s
   }
 }
 
+// Two sources into one destination, the streaming kernel's shape (on a GPU, the bare
+// reduce-copy's path beyond L2): pointers aligned; congruent but misaligned by whole
+// elements; congruent and misaligned by `byteOffset` (not element-aligned when the
+// element is wider than a byte); and not congruent. The first two stream, the others
+// take the general kernel.
+inline void checkReduceCopyTwoToOne(KernelLauncher& launcher, std::mt19937_64& rng, DataType dtype,
+                                    ReduceOp op, size_t count, size_t byteOffset) {
+  const size_t es = dataTypeSize(dtype);
+  checkReduceCopy(launcher, rng, dtype, op, count, 2, 1, {0});
+  checkReduceCopy(launcher, rng, dtype, op, count, 2, 1, {(3 * es) % 16 == 0 ? es : 3 * es});
+  checkReduceCopy(launcher, rng, dtype, op, count, 2, 1, {byteOffset});
+  checkReduceCopy(launcher, rng, dtype, op, count, 2, 1, {0, es, 3 * es});
+}
+
 // Every byte offset 1..15 for 1-, 2- and 4-byte elements.
 inline void reduceCopyByteOffsets(KernelLauncher& launcher) {
   std::mt19937_64 rng(2);
