@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <barrier>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -198,12 +199,17 @@ TEST(GpuKernels, DeviceMemoryIsRecognised) {
   EXPECT_FALSE(isDeviceMemory(&onHost));
 }
 
-// Ranks as threads of one process: the CUDA IPC same-process shortcut.
+// Ranks as threads of one process: the CUDA IPC same-process shortcut. Every rank
+// finishes its set-up on stream 0 before any rank starts the collective: collie's
+// streams are blocking (docs/decisions/device-streams.md), so one rank's cudaMemcpy
+// would wait for another rank's collective in flight, which waits for this rank (the
+// H200 run of 2026-11-27 stalled that way until the deadline).
 TEST(Gpu, AllReduceOnDeviceBuffers) {
   const int nranks = 2;
   const size_t count = 1 << 16;
   auto comms = testing::makeCommunicators(nranks, Options{});
   ASSERT_EQ(comms.size(), static_cast<size_t>(nranks));
+  std::barrier setUp(nranks);
   testing::onEveryRank(nranks, [&](int r) {
     const size_t bytes = count * sizeof(float);
     std::vector<uint8_t> input = testing::makeInput(DataType::kFloat32, ReduceOp::kSum, r, count);
@@ -211,6 +217,7 @@ TEST(Gpu, AllReduceOnDeviceBuffers) {
     ASSERT_EQ(cudaMalloc(&send, bytes), cudaSuccess);
     ASSERT_EQ(cudaMalloc(&recv, bytes), cudaSuccess);
     cudaMemcpy(send, input.data(), bytes, cudaMemcpyHostToDevice);
+    setUp.arrive_and_wait();
     auto work = comms[r]->allReduce(send, recv, count, DataType::kFloat32, ReduceOp::kSum);
     ASSERT_TRUE(work.isOk()) << work.status().toString();
     ASSERT_TRUE(work->wait().isOk());
