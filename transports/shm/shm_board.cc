@@ -43,6 +43,7 @@ void prefetchForWrite(const void* p) {
 }
 
 std::atomic<uint64_t> gTwoShots{0};
+std::atomic<uint64_t> gSharedCpuWaits{0};
 
 // Spins before a wait first reads the clock: a peer on another core usually answers
 // within them, and then the collective reads no clock at all.
@@ -51,6 +52,7 @@ constexpr uint32_t kSpinsBeforeClock = 32;
 }  // namespace
 
 uint64_t boardTwoShotCount() { return gTwoShots.load(std::memory_order_relaxed); }
+uint64_t boardSharedCpuWaitCount() { return gSharedCpuWaits.load(std::memory_order_relaxed); }
 
 uint64_t boardTwoShotMin(const Config& config, bool ranksOutnumberCores) {
   const int64_t configured = config.integer("COLLIE_SHM_TWOSHOT_MIN");
@@ -151,6 +153,8 @@ Result<std::unique_ptr<Board>> Board::connect(const TransportContext& ctx,
   new (doneFlag(base)) DoneFlag();
   doneFlag(base)->sequence.store(0, std::memory_order_release);
   new (crossMemoryFlags(base)) CrossMemoryFlags();
+  new (placement(base)) Placement();
+  placement(base)->cpu.store(-1, std::memory_order_relaxed);
 
   const std::string prefix = ctx.jobKey + "/shmboard/";
   const std::string entry = board->name_ + " " + toHex(header->nonce, sizeof(header->nonce));
@@ -233,6 +237,7 @@ Result<TeamOutcome> Board::run(const CollectiveArgs& args, TeamAlgorithms algori
                                uint64_t tag, const void* input, void* output,
                                std::chrono::microseconds timeout,
                                const std::atomic<bool>& cancelled) {
+  notePlacement();
   const size_t bytes = args.count * dataTypeSize(args.dtype);
   const bool board =
       teamHas(algorithms, Algorithm::kBoard) && !isLarge(args, bytes, ctx_.nranks, slotBytes_);
@@ -252,6 +257,17 @@ Result<TeamOutcome> Board::run(const CollectiveArgs& args, TeamAlgorithms algori
   return runBoard(args, bytes, tag, input, output, timeout, cancelled);
 }
 
+void Board::notePlacement() {
+  const int cpu = sched_getcpu();
+  if (cpu == cpu_) return;
+  cpu_ = cpu;
+  placement(boards_[ctx_.rank].base)->cpu.store(cpu, std::memory_order_relaxed);
+}
+
+bool Board::peerSharesCpu(int peer) const {
+  return cpu_ >= 0 && placement(boards_[peer].base)->cpu.load(std::memory_order_relaxed) == cpu_;
+}
+
 const uint8_t* Board::slotData(int rank, int parity) const {
   return static_cast<const uint8_t*>(boards_[rank].base) + kDataOffset + parity * slotBytes_;
 }
@@ -268,10 +284,13 @@ Status Board::waitForAll(Ready ready, Claimed claimed, const char* what,
     if (ready(peer)) continue;
     // Pure spinning first (a peer on another core answers within a microsecond or
     // two), then spinning with sched_yield (lets a peer that shares this core run),
-    // then sleeping on the doorbell futex. No pure spin when ranks outnumber cores.
+    // then sleeping on the doorbell futex. No pure spin when ranks outnumber cores, nor
+    // when the peer last ran on this rank's CPU: it cannot run while this rank spins.
     const auto start = Clock::now();
     const Deadline deadline = start + timeout;
-    const auto pureUntil = start + std::min(wait_.busyPoll, wait_.pureSpin);
+    const bool sharesCpu = peerSharesCpu(peer);
+    if (sharesCpu) gSharedCpuWaits.fetch_add(1, std::memory_order_relaxed);
+    const auto pureUntil = sharesCpu ? start : start + std::min(wait_.busyPoll, wait_.pureSpin);
     const auto spinUntil = start + wait_.busyPoll;
     uint32_t turns = 0;
     while (!ready(peer)) {

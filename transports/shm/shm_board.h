@@ -10,7 +10,11 @@
 // one cache line per rank and parity (sequence, fingerprint, data). No queue, no
 // allocation, no clock read and no syscall on the fast path: a waiter spins (reading
 // the clock only after 32 spins, then every 16) for COLLIE_SHM_SPIN, then sleeps on its
-// doorbell futex, which publishers ring only when someone sleeps. Reusing slot s % 2 at
+// doorbell futex, which publishers ring only when someone sleeps. Each rank keeps the
+// CPU it runs on in its board (Placement); a waiter whose peer last ran on the waiter's
+// own CPU yields from the start instead of spinning first (the peer cannot run while it
+// spins: two ranks that the scheduler stacked on one core, as it sometimes does for the
+// first tens of milliseconds of a job). Reusing slot s % 2 at
 // s + 2 is safe without more flags: a rank publishes s + 1 only after it finished
 // reading the slots of s.
 //
@@ -84,6 +88,9 @@ uint64_t boardTwoShotMin(const Config& config, bool ranksOutnumberCores);
 
 // How many board all-reduces this process ran in two shots (tests: shows the path ran).
 uint64_t boardTwoShotCount();
+// How many waits of this process's boards skipped the pure spin because the peer had
+// last run on the waiter's CPU (tests: shows the detection ran).
+uint64_t boardSharedCpuWaitCount();
 
 class Board final : public TeamCollectives {
  public:
@@ -182,6 +189,11 @@ class Board final : public TeamCollectives {
     return verdict::publish(word, sequence, ctx_.rank);
   }
   const uint8_t* slotData(int rank, int parity) const;
+  // Stores this rank's CPU in its board's Placement when it changed (every collective;
+  // sched_getcpu reads the kernel's rseq area, about 2 ns here).
+  void notePlacement();
+  // Whether `peer` ran its latest collective on the CPU this rank runs on.
+  bool peerSharesCpu(int peer) const;
 
   TransportContext ctx_;
   std::shared_ptr<ShmShared> shared_;
@@ -190,6 +202,7 @@ class Board final : public TeamCollectives {
   std::string name_;
   std::vector<Mapping> boards_;  // per rank; this rank's is writable
   uint64_t sequence_ = 0;
+  int cpu_ = -1;     // as last stored in this rank's Placement
   WaitPolicy wait_;  // COLLIE_SHM_SPIN; oversubscribed: yield from the start
   uint64_t pidNamespace_;
   TeamOffer offer_;  // agreed at connect

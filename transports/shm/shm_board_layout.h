@@ -2,7 +2,7 @@
 // rank's board segment and small helpers on it.
 //
 // A board is [header page][control page: SlotControl x 2 parities, DoneFlag,
-// CrossMemoryFlags | LineSlot x 2 parities][data slot x 2 parities]. Its owner writes
+// CrossMemoryFlags, Placement | LineSlot x 2 parities][data slot x 2 parities]. Its owner writes
 // it; every peer maps it read-only.
 //
 // Thread safety: layout only; see shm_board.h for who writes what when.
@@ -25,7 +25,7 @@
 
 namespace collie::shm {
 
-inline constexpr uint64_t kBoardMagic = 0x3344524f4254534full;  // "OSTBORD3"
+inline constexpr uint64_t kBoardMagic = 0x3444524f4254534full;  // "OSTBORD4"
 
 struct BoardHeader {
   uint64_t magic;
@@ -83,6 +83,13 @@ struct CrossMemoryFlags {
   uint32_t allowed;
 };
 
+// The CPU the board's owner ran its latest collective on (sched_getcpu; -1 unknown),
+// stored only when it changes: a waiter whose peer is on its own CPU yields at once, since
+// the peer cannot run while it spins.
+struct Placement {
+  alignas(kCacheLine) std::atomic<int32_t> cpu;
+};
+
 inline constexpr size_t kControlOffset = kPage;
 inline constexpr size_t kDataOffset = 2 * kPage;
 
@@ -98,6 +105,10 @@ inline CrossMemoryFlags* crossMemoryFlags(void* base) {
   return reinterpret_cast<CrossMemoryFlags*>(reinterpret_cast<uint8_t*>(doneFlag(base)) +
                                              sizeof(DoneFlag));
 }
+inline Placement* placement(void* base) {
+  return reinterpret_cast<Placement*>(reinterpret_cast<uint8_t*>(crossMemoryFlags(base)) +
+                                      sizeof(CrossMemoryFlags));
+}
 inline std::atomic<uint64_t>* doneSequence(void* base) { return &doneFlag(base)->sequence; }
 inline std::atomic<uint64_t>* probedSequence(void* base) { return &crossMemoryFlags(base)->probed; }
 inline LineSlot* lineSlot(void* base, int parity) {
@@ -106,7 +117,7 @@ inline LineSlot* lineSlot(void* base, int parity) {
 }
 
 static_assert(3 * sizeof(SlotControl) + 2 * kCacheLine + sizeof(DoneFlag) +
-                  sizeof(CrossMemoryFlags) <=
+                  sizeof(CrossMemoryFlags) + sizeof(Placement) <=
               kPage / 2);
 
 // Bytes rank `rank` publishes for `args` (`bytes` = count * dtype size) on `nranks` ranks.
