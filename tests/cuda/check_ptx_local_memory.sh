@@ -2,7 +2,7 @@
 # Compiles every kernel of kernels/cuda (cuda_kernels.cu instantiates them all) to PTX
 # for sm_80 and fails when an entry keeps a local-memory frame (a __local_depot): an
 # argument array indexed at run time lands there, and a reduce-copy whose source and
-# destination pointers were read from local memory in its loop ran at 0.63x of the
+# destination pointers were read from local memory in its loop ran at 0.66-0.69x of the
 # register version on an H200 (kernels/cuda/reduce_copy.cuh, reduceCopyBody).
 # Usage: check_ptx_local_memory.sh <nvcc> <source dir> <work dir>
 set -eu
