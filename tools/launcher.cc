@@ -354,17 +354,6 @@ int Supervisor::run() {
 
 }  // namespace
 
-std::vector<int> allowedCpus() {
-  std::vector<int> cpus;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
-  }
-  return cpus;
-}
-
 std::vector<int> bindRanks(const std::string& mode, int nprocs, const std::vector<int>& cpus) {
   std::vector<int> bound;
   if (mode != "auto" || cpus.empty() || nprocs <= static_cast<int>(cpus.size())) return bound;

@@ -52,8 +52,6 @@ struct LaunchSpec {
 void blockLauncherSignals();
 int superviseRanks(const LaunchSpec& spec);
 
-// The CPUs this process may run on (sched_getaffinity), in increasing order.
-std::vector<int> allowedCpus();
 // Where `nprocs` local ranks run with `collie run --bind MODE` ("auto" or "none"), given
 // the launcher's `cpus`: empty (no binding) unless "auto" and the ranks outnumber the
 // CPUs, then rank r on cpus[r % cpus.size()].

@@ -22,6 +22,7 @@
 #include "core/bootstrap/job_secret.h"
 #include "core/comm/join_agreement.h"
 #include "core/config/config.h"
+#include "core/engine/wait_policy.h"
 #include "tools/commands.h"
 #include "tools/launcher.h"
 #include "transports/shm/shm_names.h"
@@ -182,7 +183,7 @@ int runLauncher(const RunCliOptions& options) {
   spec.keepGoing = options.keepGoing;
   // More ranks than CPUs: unbound, the scheduler sometimes stacked them so that a small
   // all-reduce took twice as long for a whole launch (docs/decisions/bind-oversubscribed.md).
-  const std::vector<int> cpus = allowedCpus();
+  const std::vector<int> cpus = affinityCpus();
   spec.cpuOfRank = bindRanks(options.bind, options.nprocs, cpus);
   // A bound rank's own mask holds one CPU: the job's count keeps its wait policy and
   // plans those of ranks sharing `cpus`.

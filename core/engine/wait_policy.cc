@@ -10,10 +10,20 @@ namespace collie {
 int cpusAvailable(const Config& config) {
   const int64_t configured = config.integer("COLLIE_CPUS");
   if (configured > 0) return static_cast<int>(configured);
+  const std::vector<int> cpus = affinityCpus();
+  if (!cpus.empty()) return static_cast<int>(cpus.size());
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::vector<int> affinityCpus() {
+  std::vector<int> cpus;
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  }
+  return cpus;
 }
 
 WaitPolicy waitPolicyFor(std::chrono::microseconds busyPoll, int localRanks, int cpus) {

@@ -18,11 +18,12 @@
 //   masks). What does change a plan (shm's board-versus-cma crossover) is agreed by the
 //   transport's team when it connects (transports/shm/shm_board.h).
 //
-// Thread safety: cpusAvailable() reads the calling thread's affinity; both are safe to
-// call from any thread.
+// Thread safety: cpusAvailable() and affinityCpus() read the calling thread's affinity;
+// all are safe to call from any thread.
 #pragma once
 
 #include <chrono>
+#include <vector>
 
 #include "core/config/config.h"
 
@@ -38,6 +39,9 @@ struct WaitPolicy {
 inline constexpr std::chrono::microseconds kPureSpin{5};
 
 int cpusAvailable(const Config& config);
+// The CPUs in the calling thread's affinity mask, in increasing order; empty when the mask
+// cannot be read.
+std::vector<int> affinityCpus();
 
 WaitPolicy waitPolicyFor(std::chrono::microseconds busyPoll, int localRanks, int cpus);
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/engine/wait_policy.h"
 #include "support/rank_threads.h"
 #include "support/reference.h"
 #include "transports/shm/shm_board.h"
@@ -19,18 +20,6 @@ namespace collie {
 namespace {
 
 using testing::Failures;
-
-// The CPUs this process may run on, in order.
-std::vector<int> allowedCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
-  }
-  return cpus;
-}
 
 bool pinTo(int cpu) {
   cpu_set_t set;
@@ -87,7 +76,7 @@ uint64_t runPinned(const std::vector<int>& cpus, Failures* failures) {
 }
 
 TEST(BoardSharedCpu, RanksOnOneCpuYieldFromTheStart) {
-  const std::vector<int> cpus = allowedCpus();
+  const std::vector<int> cpus = affinityCpus();
   ASSERT_FALSE(cpus.empty());
   Failures failures;
   const uint64_t waits = runPinned({cpus[0], cpus[0]}, &failures);
@@ -98,7 +87,7 @@ TEST(BoardSharedCpu, RanksOnOneCpuYieldFromTheStart) {
 }
 
 TEST(BoardSharedCpu, RanksOnTwoCpusSpinAsBefore) {
-  const std::vector<int> cpus = allowedCpus();
+  const std::vector<int> cpus = affinityCpus();
   if (cpus.size() < 2) GTEST_SKIP() << "one CPU: no two CPUs to pin to";
   Failures failures;
   const uint64_t waits = runPinned({cpus[0], cpus[1]}, &failures);
