@@ -43,7 +43,7 @@ grep -q "^libcollie .*($site/torch_collie/libcollie.so.0)" "$tmp/info.txt" ||
 timeout 180 "$fresh/bin/python" -m torch.distributed.run --standalone --nproc_per_node 2 \
   "$here/torch_launch_check.py" >"$tmp/torchrun.log" 2>&1 ||
   { cat "$tmp/torchrun.log"; echo "FAIL: DDP step under torchrun"; exit 1; }
-[[ $(grep -c "launch check ok" "$tmp/torchrun.log") == 2 ]] ||
+[[ $(grep -o "launch check ok" "$tmp/torchrun.log" | wc -l) == 2 ]] ||
   { cat "$tmp/torchrun.log"; echo "FAIL: DDP step under torchrun"; exit 1; }
 echo "2-rank DDP step from the installed package: ok"
 

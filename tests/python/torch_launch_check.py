@@ -2,6 +2,8 @@
 `collie run`), rendezvous from torch_collie.init_method_from_env(). Prints
 "launch check ok" on every rank that passed; exits non-zero otherwise."""
 
+import sys
+
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -20,4 +22,7 @@ grads = [torch.empty_like(model.module.weight.grad) for _ in range(world)]
 dist.all_gather(grads, model.module.weight.grad)
 assert all(torch.equal(grads[0], g) for g in grads)
 dist.destroy_process_group()
-print(f"rank {rank}/{world}: launch check ok", flush=True)
+# One write for the whole line: under torchrun the ranks share the log, stdout may be
+# unbuffered, and print() writes the text and its newline in two calls, which interleave.
+sys.stdout.write(f"rank {rank}/{world}: launch check ok\n")
+sys.stdout.flush()
