@@ -19,6 +19,7 @@
 #include "core/comm/options_config.h"
 #include "core/config/config.h"
 #include "core/engine/wait_policy.h"
+#include "core/kernel/device_memory.h"
 #include "core/log/log.h"
 #include "core/transport/device_windows.h"
 #include "core/transport/transport.h"
@@ -387,6 +388,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Impl::create(const UniqueId&
   impl->engine = std::move(*engine);
   impl->topology = std::move(topology);
   impl->deviceRuntime = context.deviceRuntime;
+  impl->devicePointersPossible = context.deviceRuntime != nullptr || cudaDeviceCount() > 0;
   COLLIE_RETURN_IF_ERROR(impl->openDevicePath(
       *config, slotBytes, settings.integer("COLLIE_DEVICE_PROFILE") != 0, std::move(*windows)));
   impl->id = id;

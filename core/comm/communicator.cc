@@ -104,7 +104,7 @@ Status Communicator::Impl::checkPeer(const char* what, int peer) const {
 }
 
 bool Communicator::Impl::isDeviceBuffer(const void* ptr) const {
-  if (ptr == nullptr) return false;
+  if (ptr == nullptr || !devicePointersPossible) return false;
   if (deviceRuntime != nullptr) return deviceRuntime->isDevicePointer(ptr);
   return isDeviceMemory(ptr);
 }

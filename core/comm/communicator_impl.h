@@ -37,6 +37,10 @@ struct Communicator::Impl {
   // The device path: kernels over IPC when every rank shares a host (device), else
   // staging through host memory (staging); both null without a device runtime.
   DeviceRuntime* deviceRuntime = nullptr;
+  // Whether a buffer can be device memory at all: a device runtime, or a CUDA device the
+  // runtime did not take. False on a host without one, so that every collective's
+  // buffer check costs a load instead of two calls into the CUDA probe.
+  bool devicePointersPossible = false;
   std::unique_ptr<DeviceComm> device;
   std::unique_ptr<DeviceStaging> staging;
   // Kept for split() and shrink(): the job id, its store and this communicator's

@@ -155,13 +155,14 @@ bool readSlot(const FlightSlot& slot, FlightEntry* entry) {
 
 }  // namespace
 
-FlightRecorder::FlightRecorder(size_t depth) : ring_(depth) {}
+FlightRecorder::FlightRecorder(size_t depth)
+    : ring_(depth), mask_(depth > 1 && (depth & (depth - 1)) == 0 ? depth - 1 : 0) {}
 
 uint64_t FlightRecorder::queued(const CollectiveArgs& args, uint64_t tag, const char* algorithm) {
   if (ring_.empty()) return 0;
   const auto now = static_cast<int64_t>(CycleClock::now());
   const uint64_t id = lockWriters(writers_);
-  writeSlot(ring_[id % ring_.size()], id, args, tag, algorithm, FlightState::kQueued, now, 0, 0);
+  writeSlot(slot(id), id, args, tag, algorithm, FlightState::kQueued, now, 0, 0);
   unlockWriters(writers_, id + 1);
   return id;
 }
@@ -172,8 +173,8 @@ void FlightRecorder::recordInline(const CollectiveArgs& args, uint64_t tag, cons
   const auto now = static_cast<int64_t>(CycleClock::now());
   const auto start = static_cast<int64_t>(startTicks);
   const uint64_t id = lockWriters(writers_);
-  writeSlot(ring_[id % ring_.size()], id, args, tag, algorithm,
-            ok ? FlightState::kDone : FlightState::kFailed, start, start, now);
+  writeSlot(slot(id), id, args, tag, algorithm, ok ? FlightState::kDone : FlightState::kFailed,
+            start, start, now);
   unlockWriters(writers_, id + 1);
 }
 
@@ -182,7 +183,7 @@ void FlightRecorder::update(uint64_t id, FlightState state,
   if (id == 0 || ring_.empty()) return;
   const auto now = static_cast<int64_t>(CycleClock::now());
   const uint64_t next = lockWriters(writers_);
-  updateSlot(ring_[id % ring_.size()], id, state, time, now);
+  updateSlot(slot(id), id, state, time, now);
   unlockWriters(writers_, next);
 }
 
@@ -202,7 +203,7 @@ std::vector<FlightEntry> FlightRecorder::snapshot() const {
   for (uint64_t id = first; id < next; ++id) {
     FlightEntry entry;
     // An entry overwritten meanwhile is skipped.
-    if (!readSlot(ring_[id % ring_.size()], &entry) || entry.id != id) continue;
+    if (!readSlot(slot(id), &entry) || entry.id != id) continue;
     for (int64_t* time : {&entry.queuedUs, &entry.startUs, &entry.endUs}) {
       *time = clock_.toWallUs(static_cast<uint64_t>(*time), scale);
     }

@@ -92,9 +92,16 @@ class FlightRecorder {
 
  private:
   void update(uint64_t id, FlightState state, std::atomic<int64_t> FlightSlot::*time);
+  // The slot of entry `id`: a mask where the depth is a power of two (the default, 64),
+  // so that the small-message path pays no division per collective.
+  FlightSlot& slot(uint64_t id) { return ring_[mask_ != 0 ? id & mask_ : id % ring_.size()]; }
+  const FlightSlot& slot(uint64_t id) const {
+    return ring_[mask_ != 0 ? id & mask_ : id % ring_.size()];
+  }
 
   CycleClock clock_;
   std::vector<FlightSlot> ring_;
+  uint64_t mask_ = 0;  // depth - 1 where depth is a power of two above 1, else 0
   std::atomic<uint64_t> writers_{1 << 1};  // next id << 1 | locked
 };
 
