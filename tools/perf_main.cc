@@ -372,11 +372,18 @@ int runPerf(const PerfCliOptions& raw) {
     return 2;
   }
   if (!args->jsonPath.empty()) {
-    int32_t writable = 1;
-    if (c.rank() == 0) writable = std::ofstream(args->jsonPath, std::ios::app) ? 1 : 0;
-    auto agreed = c.allReduce(&writable, &writable, 1, DataType::kInt32, ReduceOp::kMin);
+    // Registered like the measured buffers (-R 1), as a forced --algo direct needs.
+    AlignedBuffer flag(sizeof(int32_t), args->registered ? &c : nullptr);
+    auto* writable = reinterpret_cast<int32_t*>(flag.get());
+    if (writable == nullptr) {
+      std::fprintf(stderr, "collie perf: allocating the --json check's buffer failed\n");
+      return 2;
+    }
+    *writable = 1;
+    if (c.rank() == 0) *writable = std::ofstream(args->jsonPath, std::ios::app) ? 1 : 0;
+    auto agreed = c.allReduce(writable, writable, 1, DataType::kInt32, ReduceOp::kMin);
     Status st = agreed.isOk() ? agreed->wait() : agreed.status();
-    if (!st.isOk() || writable == 0) {
+    if (!st.isOk() || *writable == 0) {
       std::fprintf(stderr, "collie perf: %s\n",
                    st.isOk() ? ("rank 0 cannot write --json " + args->jsonPath).c_str()
                              : st.toString().c_str());

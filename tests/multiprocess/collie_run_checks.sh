@@ -48,6 +48,13 @@ else
   fail "collie perf failed: $(cat "$tmp/out")"
 fi
 
+# 4b. A forced direct on registered buffers (-R 1) with --json: perf's own all-reduces
+#     (the --json check, the statistics) run on registered buffers too.
+"$collie" run -n 2 -- "$collie" perf allreduce --algo direct -R 1 -b 64K -e 64K -n 3 -w 1 \
+  -c 1 --json "$tmp/direct.json" >"$tmp/out" 2>&1 ||
+  fail "perf --algo direct -R 1 --json failed: $(cat "$tmp/out")"
+grep -q "^# Out of bounds values : 0 OK" "$tmp/out" || fail "--algo direct -R 1: no OK footer"
+
 # 5. Buffers shifted past alignment (-u elements, --unalign_bytes: misaligned for the
 #    dtype) still give exact results, in and out of place, for every collective kind.
 for kind in allreduce reducescatter allgather broadcast reduce; do
