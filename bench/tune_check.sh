@@ -21,7 +21,9 @@
 # that first-touch page faults in the shm FIFOs stay out of the timed iterations.
 #
 # Usage: bench/tune_check.sh [path/to/collie] [nranks] [rounds] [max bytes: 64M] [min bytes: 8]
-# (TUNE_CHECK_RAW=file keeps every cell's figure; TUNE_CHECK_ALGOS, TUNE_CHECK_STEP above.)
+# (TUNE_CHECK_RAW=file keeps every cell's figure; TUNE_CHECK_PERF_ARGS adds arguments to
+# every `collie perf`, e.g. "-R 1" for registered buffers; TUNE_CHECK_ALGOS,
+# TUNE_CHECK_STEP above.)
 set -eu
 COLLIE=${1:-build/bin/collie}
 NRANKS=${2:-4}
@@ -41,6 +43,7 @@ MAX=$(bytes_of "${4:-64M}")
 MIN=$(bytes_of "${5:-8}")
 ALGOS="auto ${TUNE_CHECK_ALGOS:-ring tree}"
 STEP=${TUNE_CHECK_STEP:-2}
+PERF_ARGS=${TUNE_CHECK_PERF_ARGS:-}
 NALGOS=$(echo "$ALGOS" | wc -w)
 
 # One cell: prints "algo size median_us".
@@ -49,7 +52,7 @@ cell() {
   iters=$((256 * 1048576 / size)); [ "$iters" -gt 200 ] && iters=200; [ "$iters" -lt 10 ] && iters=10
   warm=$((32 * 1048576 / size)); [ "$warm" -gt 1000 ] && warm=1000; [ "$warm" -lt 3 ] && warm=3
   COLLIE_DEBUG=INFO COLLIE_DEBUG_SUBSYS=TUNE "$COLLIE" run -n "$NRANKS" -- "$COLLIE" perf allreduce \
-    --algo "$algo" -b "$size" -e "$size" -w "$warm" -n "$iters" -c 0 --json "$OUT/cell.json" \
+    --algo "$algo" -b "$size" -e "$size" -w "$warm" -n "$iters" -c 0 $PERF_ARGS --json "$OUT/cell.json" \
     > "$OUT/cell.log" 2>&1 || {
     [ "$algo" = auto ] && { cat "$OUT/cell.log" >&2; exit 2; }
     return 0  # a forced algorithm that cannot run this size: no cell
@@ -79,8 +82,8 @@ while [ "$round" -lt "$ROUNDS" ]; do
 done
 
 [ -n "${TUNE_CHECK_RAW:-}" ] && cp "$OUT/all" "$TUNE_CHECK_RAW"  # every cell: algo bytes us round
-printf "# allreduce, %s ranks, median of %s interleaved rounds; load %s before, %s after\n" \
-  "$NRANKS" "$ROUNDS" "$LOAD_BEFORE" "$(cut -d' ' -f1-3 /proc/loadavg)"
+printf "# allreduce%s, %s ranks, median of %s interleaved rounds; load %s before, %s after\n" \
+  "${PERF_ARGS:+ ($PERF_ARGS)}" "$NRANKS" "$ROUNDS" "$LOAD_BEFORE" "$(cut -d' ' -f1-3 /proc/loadavg)"
 "$COLLIE" info --tuning | sed -n 's/^tuning constants: /# tuning constants: /p' | head -n 1
 sort -u -k1,1n "$OUT/plans" > "$OUT/plans.sorted"
 sort -k2,2n -k1,1 -k3,3g "$OUT/all" | awk -v plans="$OUT/plans.sorted" -v algos="$ALGOS" '
