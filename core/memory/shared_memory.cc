@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -42,6 +43,9 @@ struct Table {
   std::mutex mutex;
   std::vector<Region> regions;
   std::vector<Registration> registrations;
+  // regions.size(), written under the mutex: a lookup in a process that has no
+  // allocShared memory (most) takes no lock.
+  std::atomic<size_t> live{0};
 };
 
 Table& table() {
@@ -115,6 +119,7 @@ Result<void*> allocShared(size_t bytes) {
   Table& t = table();
   std::lock_guard<std::mutex> lock(t.mutex);
   t.regions.push_back(Region{base, mapped, fd, randomId(), static_cast<uint64_t>(st.st_ino)});
+  t.live.store(t.regions.size(), std::memory_order_release);
   return base;
 }
 
@@ -129,6 +134,7 @@ Status freeShared(void* ptr) {
              reg.begin < static_cast<const uint8_t*>(r.base) + r.bytes;
     });
     t.regions.erase(t.regions.begin() + static_cast<std::ptrdiff_t>(i));
+    t.live.store(t.regions.size(), std::memory_order_release);
     munmap(r.base, r.bytes);
     close(r.fd);
     return Status();
@@ -170,6 +176,8 @@ void dropSharedRanges(const void* owner) {
 
 bool findSharedWindow(const void* ptr, size_t bytes, SharedWindow* window) {
   Table& t = table();
+  // A pointer into allocShared memory was returned after its region was counted.
+  if (t.live.load(std::memory_order_acquire) == 0) return false;
   std::lock_guard<std::mutex> lock(t.mutex);
   const auto* p = static_cast<const uint8_t*>(ptr);
   // Every live allocShared region is shareable, registered or not: the table is the

@@ -83,11 +83,12 @@ double perByte(Algorithm algo, double n, const TeamCosts& c) {
   return algo == Algorithm::kDirect ? 2 / c.directBytesPerUs : 2 * (n - 1) / n / c.cmaBytesPerUs;
 }
 
-// The fixed cost of a single-copy all-reduce: it costs what the board costs at the
+// The fixed cost of a single-copy all-reduce: it costs what the board costs at its
 // crossover (positive: the board's per-byte cost is the highest of the three).
 double singleCopyMicros(Algorithm algo, double n, const TeamOffer& offer) {
-  const double crossover =
-      static_cast<double>(std::max<size_t>(1, std::min(offer.cmaCrossoverBytes, offer.boardBytes)));
+  const size_t at =
+      algo == Algorithm::kDirect ? offer.directCrossoverBytes : offer.cmaCrossoverBytes;
+  const double crossover = static_cast<double>(std::max<size_t>(1, std::min(at, offer.boardBytes)));
   return boardMicros(CollectiveKind::kAllReduce, crossover, n, offer) -
          perByte(algo, n, offer.costs) * crossover;
 }

@@ -78,11 +78,12 @@ size_t boardBytesOf(CollectiveKind kind, size_t bytes, int nranks);
 //          bytes: F_cma(n) + P / cmaBytesPerUs, P the bytes a rank pulls ((n-1) S for
 //          all-to-all and a gather's root, S for a scatter's leaves)
 // F, the fixed cost of a single-copy all-reduce (two meetings, resolving the peers'
-// buffers or probing), is calibrated so that it costs what the board costs at
-// cmaCrossoverBytes, the measured crossover (COLLIE_SHM_CMA_MIN); where a host's ranks
-// outnumber its cores the board wins at every size it carries and the crossover is its
-// size. The per-byte rates are measured on the test VM (2 ranks, float sum; see
-// docs/decisions/team-collectives.md), not probed per host.
+// buffers or probing), is calibrated so that it costs what the board costs at the
+// measured crossover: cmaCrossoverBytes for cma (COLLIE_SHM_CMA_MIN; where a host's
+// ranks outnumber its cores the board beats cma at every size it carries and the
+// crossover is its size), directCrossoverBytes for direct (COLLIE_SHM_DIRECT_MIN). The per-byte
+// rates are measured on the test VM (2 ranks, float sum; see docs/decisions/team-collectives.md),
+// not probed per host.
 struct TeamCosts {
   double boardAlphaUs = 0.2;
   double boardBytesPerUs = 80000;
@@ -93,11 +94,12 @@ struct TeamCosts {
 // What a communicator's team can run: the same value on every rank (the team agrees on
 // it when it connects). Empty (no algorithms) when there is no team.
 struct TeamOffer {
-  TeamAlgorithms algorithms = 0;        // team algorithms it runs (their conditions aside)
-  size_t boardBytes = 0;                // the most one rank may publish on the board
-  size_t boardTwoShotBytes = SIZE_MAX;  // a board all-reduce this large runs in two shots
-  size_t cmaCrossoverBytes = 0;         // board and cma cost the same here (see TeamCosts)
-  size_t cmaMaxBytes = 0;               // an out-of-place cma all-reduce at most this
+  TeamAlgorithms algorithms = 0;           // team algorithms it runs (their conditions aside)
+  size_t boardBytes = 0;                   // the most one rank may publish on the board
+  size_t boardTwoShotBytes = SIZE_MAX;     // a board all-reduce this large runs in two shots
+  size_t cmaCrossoverBytes = 0;            // board and cma cost the same here (see TeamCosts)
+  size_t directCrossoverBytes = SIZE_MAX;  // board and direct cost the same here
+  size_t cmaMaxBytes = 0;                  // an out-of-place cma all-reduce at most this
   TeamCosts costs;
   bool any() const { return algorithms != 0; }
 };

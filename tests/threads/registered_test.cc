@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "support/quick_matrix.h"
 #include "support/rank_threads.h"
 #include "support/reference.h"
+#include "transports/shm/shm_board.h"
 #include "transports/shm/shm_direct.h"
 
 namespace collie {
@@ -199,6 +201,88 @@ TEST(RegisteredStreaming, LargeOutOfPlaceMatchesTheReference) {
     }
   }
 }
+
+// Direct before the board (an all-reduce the board could carry, above
+// COLLIE_SHM_DIRECT_MIN): the first one with registered buffers runs on the board and
+// learns that every rank's were registered; the next ones go direct first. One rank's
+// heap buffers make that call's direct decline on every rank (then the board), and the
+// ranks learn it alike: the next registered call runs on the board again, the one after
+// direct. Heap buffers on every rank never try direct first. Every result is exact.
+class DirectBeforeBoardTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(DirectBeforeBoardTest, LearnsFromTheLastCallOnEveryRank) {
+  const int nranks = GetParam();
+  constexpr size_t kFloats = 24 * 1024 + 7;  // about 96 KiB: within the 256 KiB board
+  Options options;
+  options.transport = "shm";
+  options.timeout = std::chrono::seconds(60);
+  options.config["COLLIE_SHM_DIRECT_MIN"] = "16K";
+  auto comms = testing::makeCommunicators(nranks, options);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(nranks));
+  const DataType dtype = DataType::kFloat32;
+  const size_t bytes = kFloats * sizeof(float);
+  const std::vector<uint8_t> expected =
+      testing::expectedReduction(dtype, ReduceOp::kSum, nranks, 0, kFloats);
+  std::vector<std::unique_ptr<Buffers>> registered(nranks), heap(nranks);
+  Failures failures;
+  // One all-reduce per rank; heapRank's buffers are from the heap (-1: no rank's, -2:
+  // every rank's), the others' registered.
+  auto round = [&](const std::string& label, int heapRank) {
+    testing::onEveryRank(nranks, [&](int r) {
+      if (!registered[r]) {
+        registered[r] = std::make_unique<Buffers>(*comms[r], Buffers::kSharedRegistered, bytes);
+        heap[r] = std::make_unique<Buffers>(*comms[r], Buffers::kHeap, bytes);
+      }
+      Buffers& buffers = heapRank == -2 || r == heapRank ? *heap[r] : *registered[r];
+      const std::vector<uint8_t> input = testing::makeInput(dtype, ReduceOp::kSum, r, kFloats);
+      std::memcpy(buffers.send, input.data(), bytes);
+      std::memset(buffers.recv, 0xEE, bytes);
+      Result<Work> work =
+          comms[r]->allReduce(buffers.send, buffers.recv, kFloats, dtype, ReduceOp::kSum);
+      Status status = work.isOk() ? work->wait() : work.status();
+      const std::string what = label + ", rank " + std::to_string(r);
+      if (!status.isOk()) {
+        failures.add(what + ": " + status.toString());
+      } else if (std::memcmp(buffers.recv, expected.data(), bytes) != 0) {
+        failures.add(what + ": wrong result");
+      }
+    });
+  };
+  struct Counts {
+    uint64_t tried, direct;
+  };
+  auto counts = [] { return Counts{shm::boardDirectFirstCount(), shm::directShareCount()}; };
+  auto expectSince = [&](const Counts& before, uint64_t tried, uint64_t direct,
+                         const std::string& what) {
+    const Counts now = counts();
+    EXPECT_EQ(now.tried - before.tried, tried * nranks) << what << ": direct tried first";
+    EXPECT_EQ(now.direct - before.direct, direct * nranks) << what << ": direct ran";
+  };
+
+  Counts before = counts();
+  round("first registered call", -1);
+  expectSince(before, 0, 0, "the first registered call runs on the board");
+  before = counts();
+  for (int i = 0; i < 3; ++i) round("registered call " + std::to_string(i + 2), -1);
+  expectSince(before, 3, 3, "the registered calls after it");
+  before = counts();
+  round("last rank on the heap", nranks - 1);
+  expectSince(before, 1, 0, "one rank on the heap");
+  before = counts();
+  round("registered again", -1);
+  round("registered once more", -1);
+  expectSince(before, 1, 1, "after the heap call: the board once, then direct");
+  before = counts();
+  for (int i = 0; i < 3; ++i) round("every rank on the heap " + std::to_string(i), -2);
+  expectSince(before, 1, 0, "heap buffers: direct tried once (learnt), then never");
+  testing::onEveryRank(nranks, [&](int r) {
+    registered[r].reset();
+    heap[r].reset();
+  });
+  for (const std::string& message : failures.messages) ADD_FAILURE() << message;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, DirectBeforeBoardTest, ::testing::Values(2, 3, 4));
 
 // Heap buffers above the slot: an all-reduce declines without waiting for the other
 // ranks, a broadcast waits (its root could finish alone and reuse a board slot a slow

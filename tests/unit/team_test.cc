@@ -19,6 +19,7 @@ namespace {
 
 constexpr size_t kBoardBytes = 256 << 10;
 constexpr size_t kCrossover = 64 << 10;
+constexpr size_t kOversubscribedDirect = 16 << 10;
 
 // What shm offers with its defaults; `oversubscribed`: more ranks than cores.
 TeamOffer shmOffer(bool oversubscribed = false) {
@@ -27,6 +28,7 @@ TeamOffer shmOffer(bool oversubscribed = false) {
       teamBit(Algorithm::kBoard) | teamBit(Algorithm::kDirect) | teamBit(Algorithm::kCma);
   offer.boardBytes = kBoardBytes;
   offer.cmaCrossoverBytes = oversubscribed ? SIZE_MAX : kCrossover;
+  offer.directCrossoverBytes = oversubscribed ? kOversubscribedDirect : kCrossover;
   offer.cmaMaxBytes = 64 << 20;
   return offer;
 }
@@ -65,11 +67,13 @@ TEST(TeamTuner, BoardUpToTheCrossoverThenSingleCopyThenTheSchedule) {
   }
 }
 
-TEST(TeamTuner, OversubscribedTheBoardTakesEverySizeItCarries) {
+TEST(TeamTuner, OversubscribedCmaNeverBeforeTheBoardDirectFromItsCrossover) {
   for (size_t bytes = 8; bytes <= kBoardBytes; bytes *= 2) {
     const TuneDecision d =
         decide(CollectiveKind::kAllReduce, bytes, 4, limitsWith(shmOffer(true)), kShm);
-    EXPECT_EQ(d.team, teamBit(Algorithm::kBoard)) << bytes;
+    const TeamAlgorithms board = teamBit(Algorithm::kBoard);
+    EXPECT_EQ(d.team, bytes <= kOversubscribedDirect ? board : board | teamBit(Algorithm::kDirect))
+        << bytes;
   }
   const TuneDecision above =
       decide(CollectiveKind::kAllReduce, 2 * kBoardBytes, 4, limitsWith(shmOffer(true)), kShm);
@@ -89,6 +93,36 @@ TEST(TeamTuner, CostsFollowTheModelAndCrossAtTheCrossover) {
                   board, 1e-9 * board);
       EXPECT_GT(predictTeamMicros(single, CollectiveKind::kAllReduce, 8, n, offer), 0.0);
     }
+  }
+}
+
+// Direct and cma each cross the board at their own size: with cma's crossover at the
+// board's size (COLLIE_SHM_CMA_MIN's default) and direct's below it, direct joins the
+// board from its crossover on, alone of the two, and costs what the board costs there.
+TEST(TeamTuner, DirectCrossesTheBoardAtItsOwnCrossover) {
+  TeamOffer offer = shmOffer();
+  offer.cmaCrossoverBytes = kBoardBytes;
+  offer.directCrossoverBytes = 32 << 10;
+  for (int n : {2, 4}) {
+    SCOPED_TRACE(n);
+    for (size_t bytes = 8; bytes <= kBoardBytes; bytes *= 2) {
+      const TuneDecision d = decide(CollectiveKind::kAllReduce, bytes, n, limitsWith(offer), kShm);
+      const TeamAlgorithms board = teamBit(Algorithm::kBoard);
+      EXPECT_EQ(d.team,
+                bytes <= offer.directCrossoverBytes ? board : board | teamBit(Algorithm::kDirect))
+          << bytes;
+      EXPECT_EQ(d.steps, Algorithm::kAuto) << bytes;
+    }
+    const double board = predictTeamMicros(Algorithm::kBoard, CollectiveKind::kAllReduce,
+                                           offer.directCrossoverBytes, n, offer);
+    EXPECT_NEAR(predictTeamMicros(Algorithm::kDirect, CollectiveKind::kAllReduce,
+                                  offer.directCrossoverBytes, n, offer),
+                board, 1e-9 * board);
+    const double boardAtCma =
+        predictTeamMicros(Algorithm::kBoard, CollectiveKind::kAllReduce, kBoardBytes, n, offer);
+    EXPECT_NEAR(
+        predictTeamMicros(Algorithm::kCma, CollectiveKind::kAllReduce, kBoardBytes, n, offer),
+        boardAtCma, 1e-9 * boardAtCma);
   }
 }
 

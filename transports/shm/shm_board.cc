@@ -44,6 +44,7 @@ void prefetchForWrite(const void* p) {
 
 std::atomic<uint64_t> gTwoShots{0};
 std::atomic<uint64_t> gSharedCpuWaits{0};
+std::atomic<uint64_t> gDirectFirst{0};
 
 // Spins before a wait first reads the clock: a peer on another core usually answers
 // within them, and then the collective reads no clock at all.
@@ -53,6 +54,7 @@ constexpr uint32_t kSpinsBeforeClock = 32;
 
 uint64_t boardTwoShotCount() { return gTwoShots.load(std::memory_order_relaxed); }
 uint64_t boardSharedCpuWaitCount() { return gSharedCpuWaits.load(std::memory_order_relaxed); }
+uint64_t boardDirectFirstCount() { return gDirectFirst.load(std::memory_order_relaxed); }
 
 uint64_t boardTwoShotMin(const Config& config, bool ranksOutnumberCores) {
   const int64_t configured = config.integer("COLLIE_SHM_TWOSHOT_MIN");
@@ -78,6 +80,13 @@ TeamOffer boardTeamOffer(const Config& config, int nranks, bool ranksOutnumberCo
       ranksOutnumberCores
           ? SIZE_MAX
           : static_cast<size_t>(std::max<int64_t>(0, config.integer("COLLIE_SHM_CMA_MIN")));
+  // Registered buffers need no copy through the slots: direct beat the board from 32 KiB
+  // on 2 ranks in the slow vCPU placement and from 64-128 KiB in the fast one, and from
+  // 32 KiB on 4 ranks sharing 2 cores (docs/decisions/direct-before-board.md).
+  const auto directMin =
+      static_cast<size_t>(std::max<int64_t>(0, config.integer("COLLIE_SHM_DIRECT_MIN")));
+  offer.directCrossoverBytes =
+      ranksOutnumberCores ? std::min(directMin, kOversubscribedDirectMin) : directMin;
   offer.boardTwoShotBytes = static_cast<size_t>(
       std::min<uint64_t>(boardTwoShotMin(config, ranksOutnumberCores), SIZE_MAX));
   offer.algorithms = teamBit(Algorithm::kBoard) | teamBit(Algorithm::kDirect);
@@ -139,10 +148,12 @@ Result<std::unique_ptr<Board>> Board::connect(const TransportContext& ctx,
   header->slotBytes = slotBytes;
   header->crossMemoryCrossover = mine.cmaCrossoverBytes;
   header->crossMemoryMax = teamHas(mine.algorithms, Algorithm::kCma) ? mine.cmaMaxBytes : 0;
+  header->directCrossover = mine.directCrossoverBytes;
   header->twoShotMin = boardTwoShotMin(ctx.config, wait.oversubscribed);  // as in `mine`
   uint64_t crossover = header->crossMemoryCrossover;
   uint64_t twoShotMin = header->twoShotMin;
   uint64_t crossMemoryMax = header->crossMemoryMax;
+  uint64_t directCrossover = header->directCrossover;
   COLLIE_RETURN_IF_ERROR(randomBytes(header->nonce, sizeof(header->nonce)));
   for (int parity = 0; parity < 2; ++parity) {
     new (control(base, parity)) SlotControl();
@@ -190,6 +201,7 @@ Result<std::unique_ptr<Board>> Board::connect(const TransportContext& ctx,
     const auto* peerHeader = static_cast<const BoardHeader*>(peerBase);
     crossover = std::max(crossover, peerHeader->crossMemoryCrossover);
     crossMemoryMax = std::min(crossMemoryMax, peerHeader->crossMemoryMax);
+    directCrossover = std::max(directCrossover, peerHeader->directCrossover);
     twoShotMin = std::max(twoShotMin, peerHeader->twoShotMin);
     if (!sized || peerHeader->magic != kBoardMagic || peerHeader->rank != peer ||
         peerHeader->nranks != ctx.nranks || peerHeader->slotBytes != slotBytes ||
@@ -215,6 +227,8 @@ Result<std::unique_ptr<Board>> Board::connect(const TransportContext& ctx,
   // Every rank read every header: every rank plans with the same offer.
   board->offer_ = mine;
   board->offer_.cmaCrossoverBytes = static_cast<size_t>(crossover);
+  board->offer_.directCrossoverBytes =
+      static_cast<size_t>(std::min<uint64_t>(directCrossover, SIZE_MAX));
   board->twoShotMin_ = twoShotMin;
   board->offer_.boardTwoShotBytes = static_cast<size_t>(std::min<uint64_t>(twoShotMin, SIZE_MAX));
   board->offer_.cmaMaxBytes = static_cast<size_t>(crossMemoryMax);
@@ -241,11 +255,17 @@ Result<TeamOutcome> Board::run(const CollectiveArgs& args, TeamAlgorithms algori
   const size_t bytes = args.count * dataTypeSize(args.dtype);
   const bool board =
       teamHas(algorithms, Algorithm::kBoard) && !isLarge(args, bytes, ctx_.nranks, slotBytes_);
+  const bool offersDirect =
+      args.kind == CollectiveKind::kAllReduce && teamHas(algorithms, Algorithm::kDirect);
   // Where the board can run it, single copy goes first only while cma may run (the tuner
-  // tried it first because it is cheaper there); direct alone does not pay a meeting
-  // before the board.
-  if (!board || (teamSupports(Algorithm::kCma, args.kind) && teamHas(algorithms, Algorithm::kCma) &&
-                 crossMemoryStateFor(args.kind) != CrossMemoryState::kDenied)) {
+  // tried it first because it is cheaper there), or direct when every rank's buffers were
+  // registered last time: else direct would pay a meeting before the board for nothing.
+  const bool cmaFirst = teamSupports(Algorithm::kCma, args.kind) &&
+                        teamHas(algorithms, Algorithm::kCma) &&
+                        crossMemoryStateFor(args.kind) != CrossMemoryState::kDenied;
+  const bool directFirst = offersDirect && directLikely_;
+  if (board && directFirst && !cmaFirst) gDirectFirst.fetch_add(1, std::memory_order_relaxed);
+  if (!board || cmaFirst || directFirst) {
     // The board after it counts as its fallback.
     const Call call{args,  algorithms, fallback || board, board,    tag,
                     input, output,     timeout,           cancelled};
@@ -254,7 +274,13 @@ Result<TeamOutcome> Board::run(const CollectiveArgs& args, TeamAlgorithms algori
     // Every rank read the same headers, so every rank goes on to the board alike, with
     // the next sequence number.
   }
-  return runBoard(args, bytes, tag, input, output, timeout, cancelled);
+  return runBoard(args, bytes, tag, input, output, timeout, cancelled, offersDirect);
+}
+
+bool Board::buffersRegistered(const void* input, const void* output, size_t bytes) const {
+  SharedWindow window;
+  return findSharedWindow(input, bytes, &window) &&
+         (output == input || findSharedWindow(output, bytes, &window));
 }
 
 void Board::notePlacement() {
@@ -471,7 +497,7 @@ Status Board::meet(std::atomic<uint64_t>* (*flag)(void*), uint64_t sequence, con
 // Inlined into run(), its one caller: the board's path is the small-message fast path.
 [[gnu::always_inline]] inline Result<TeamOutcome> Board::runBoard(
     const CollectiveArgs& args, size_t bytes, uint64_t tag, const void* input, void* output,
-    std::chrono::microseconds timeout, const std::atomic<bool>& cancelled) {
+    std::chrono::microseconds timeout, const std::atomic<bool>& cancelled, bool offersDirect) {
   const int n = ctx_.nranks;
   const int rank = ctx_.rank;
   const uint64_t sequence = ++sequence_;
@@ -503,6 +529,7 @@ Status Board::meet(std::atomic<uint64_t>* (*flag)(void*), uint64_t sequence, con
     SlotControl* control = shm::control(boards_[rank].base, parity);
     control->tag = tag;
     control->bytes = mine;
+    control->registered = offersDirect && buffersRegistered(input, output, bytes) ? 1 : 0;
     COLLIE_RETURN_IF_ERROR(publish(control->sequence, sequence));
   }
   ringPeers();
@@ -513,6 +540,12 @@ Status Board::meet(std::atomic<uint64_t>* (*flag)(void*), uint64_t sequence, con
       args.kind == CollectiveKind::kBroadcast || args.kind == CollectiveKind::kScatter;
   const size_t expected = rootOnly ? SIZE_MAX : mine;
   COLLIE_RETURN_IF_ERROR(waitForPeers(sequence, tag, expected, inLine, timeout, cancelled));
+  if (offersDirect && !inLine) {
+    bool everyRank = true;
+    for (int r = 0; r < n; ++r)
+      everyRank = everyRank && control(boards_[r].base, parity)->registered == 1;
+    directLikely_ = everyRank;
+  }
   auto slotOf = [&](int r) -> const uint8_t* {
     return inLine ? lineSlot(boards_[r].base, parity)->data : slotData(r, parity);
   };

@@ -18,6 +18,12 @@
 // s + 2 is safe without more flags: a rank publishes s + 1 only after it finished
 // reading the slots of s.
 //
+// Direct before the board: an all-reduce that fits the board and whose team step offers
+// direct (the tuner's model, from COLLIE_SHM_DIRECT_MIN) publishes on the board whether
+// its buffers are registered; when every rank's were, the next such all-reduce tries
+// direct first (the single copy below, the board as its fallback). Every rank learns it
+// from the same headers, so every rank goes first to the same path.
+//
 // Single copy (an all-reduce whose team step tries direct or cma): each rank publishes
 // in its slot header whether its buffers are registered (shm_direct.h) and where, and
 // whether it would go through cross-memory attach (shm_cma.h: cma tried, not denied, in
@@ -76,7 +82,10 @@ namespace collie::shm {
 // any rank published): the board up to COLLIE_SHM_ONESHOT_MAX bytes per rank, direct,
 // and cma unless COLLIE_SHM_CMA_MAX is 0, crossing the board at COLLIE_SHM_CMA_MIN
 // (at the board's size where `ranksOutnumberCores`: there the board wins at every size
-// it carries, docs/transports-shm.md). Empty when COLLIE_SHM_ONESHOT_MAX is 0.
+// it carries, docs/transports-shm.md); direct crossing it at COLLIE_SHM_DIRECT_MIN (at
+// most kOversubscribedDirectMin where `ranksOutnumberCores`). Empty when
+// COLLIE_SHM_ONESHOT_MAX is 0.
+inline constexpr size_t kOversubscribedDirectMin = 16 * 1024;
 TeamOffer boardTeamOffer(const Config& config, int nranks, bool ranksOutnumberCores);
 
 // The smallest board all-reduce this process's configuration runs in two shots
@@ -91,6 +100,9 @@ uint64_t boardTwoShotCount();
 // How many waits of this process's boards skipped the pure spin because the peer had
 // last run on the waiter's CPU (tests: shows the detection ran).
 uint64_t boardSharedCpuWaitCount();
+// How many all-reduces that the board could carry this process's boards tried direct
+// first, because every rank's buffers were registered at the last such call (tests).
+uint64_t boardDirectFirstCount();
 
 class Board final : public TeamCollectives {
  public:
@@ -132,9 +144,13 @@ class Board final : public TeamCollectives {
         const WaitPolicy& wait);
 
   // The board itself (the collective fits the slots; `bytes`: its count's bytes).
+  // `offersDirect`: an all-reduce whose step offers direct (it publishes whether its
+  // buffers are registered, and learns directLikely_).
   Result<TeamOutcome> runBoard(const CollectiveArgs& args, size_t bytes, uint64_t tag,
                                const void* input, void* output, std::chrono::microseconds timeout,
-                               const std::atomic<bool>& cancelled);
+                               const std::atomic<bool>& cancelled, bool offersDirect);
+  // Whether both buffers are allocShared memory (shm_direct.h), as direct needs them.
+  bool buffersRegistered(const void* input, const void* output, size_t bytes) const;
   // The board's all-reduce in two shots: each rank reduces its share from the slots into
   // its output and its own slot's share, a meeting, then it copies the peers' shares.
   // In place from the third rank on, the first reductions overwrite this rank's input
@@ -202,6 +218,11 @@ class Board final : public TeamCollectives {
   std::string name_;
   std::vector<Mapping> boards_;  // per rank; this rank's is writable
   uint64_t sequence_ = 0;
+  // Every rank's buffers were registered at the last all-reduce whose team step offered
+  // direct (read from the headers every rank read, so equal on every rank): the next one
+  // that fits the board tries direct first. Direct before the board costs a meeting when
+  // it declines, which a program of plain buffers then never pays.
+  bool directLikely_ = false;
   int cpu_ = -1;     // as last stored in this rank's Placement
   WaitPolicy wait_;  // COLLIE_SHM_SPIN; oversubscribed: yield from the start
   uint64_t pidNamespace_;

@@ -25,7 +25,7 @@
 
 namespace collie::shm {
 
-inline constexpr uint64_t kBoardMagic = 0x3444524f4254534full;  // "OSTBORD4"
+inline constexpr uint64_t kBoardMagic = 0x3544524f4254534full;  // "OSTBORD5"
 
 struct BoardHeader {
   uint64_t magic;
@@ -39,6 +39,9 @@ struct BoardHeader {
   // published, so every rank plans alike.
   uint64_t crossMemoryCrossover;
   uint64_t crossMemoryMax;
+  // Where board and direct cost the same (COLLIE_SHM_DIRECT_MIN); the team takes the
+  // largest any rank published.
+  uint64_t directCrossover;
   // The smallest all-reduce this rank's configuration runs in two shots (UINT64_MAX:
   // never); the team takes the largest any rank published.
   uint64_t twoShotMin;
@@ -49,7 +52,8 @@ struct SlotControl {
   alignas(kCacheLine) std::atomic<uint64_t> sequence;
   uint64_t tag;
   uint64_t bytes;
-  // Single copy only: whether both buffers are registered, and where they are.
+  // Whether both buffers are registered (single copy; and a board all-reduce whose step
+  // offers direct), and where they are (single copy only).
   uint32_t registered;
   uint64_t pidNamespace;
   SharedWindow send;

@@ -84,6 +84,8 @@ Result<TeamOutcome> Board::runSingleCopy(const Call& call) {
       args.kind == CollectiveKind::kAllReduce || args.kind == CollectiveKind::kReduceScatter ||
       args.kind == CollectiveKind::kAllGather || args.kind == CollectiveKind::kAllToAll;
   if (!registered && mine->crossMemory == 0 && needsEveryRank && !call.boardNext) {
+    // The ranks that wait read this header and learn the same.
+    if (direct) directLikely_ = false;
     // Only a peer that could go single copy waits for this header: wake just those, not
     // every sleeping progress thread (on a busy host each needless wake costs a context
     // switch). Dekker with the peer's publish, fence, check of ours before it sleeps.
@@ -118,6 +120,8 @@ Result<TeamOutcome> Board::runSingleCopy(const Call& call) {
     slots[r].crossMemory = c->crossMemory;
   }
   int unregistered = -1, noCrossMemory = -1;
+  // Every rank reads these headers: each learns whether direct runs now (below).
+  if (direct) directLikely_ = false;
   for (int r = 0; r < n; ++r) {
     if (slots[r].pidNamespace != slots[0].pidNamespace) {
       return declined(call, "rank " + std::to_string(r) + " is in another pid namespace");
@@ -153,6 +157,7 @@ Result<TeamOutcome> Board::runSingleCopy(const Call& call) {
     inputs[r] = *in;
     outputs[r] = *out;
   }
+  if (direct) directLikely_ = true;
   // Out of place the outputs are not in cache: streaming stores skip reading each line
   // before writing it (docs/decisions/roofline-shm.md). In place they would evict the
   // lines just read, and small outputs are read again soon: plain stores there.
