@@ -13,6 +13,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/common/process_id.h"
 #include "core/log/log.h"
 #include "core/memory/shared_region.h"
 
@@ -46,7 +47,24 @@ struct Table {
   // regions.size(), written under the mutex: a lookup in a process that has no
   // allocShared memory (most) takes no lock.
   std::atomic<size_t> live{0};
+  // Advanced under the mutex by every allocation and free: a lookup remembered at the
+  // same generation is still true.
+  std::atomic<uint64_t> generation{0};
 };
+
+// The last lookups of this thread (a collective looks up its input and its output):
+// found or not, at which table generation and in which process (a fork()ed child
+// inherits its parent's thread state, not its pid).
+struct Lookup {
+  const void* ptr = nullptr;
+  size_t bytes = 0;
+  uint64_t generation = 0;
+  int32_t pid = 0;
+  bool found = false;
+  SharedWindow window;
+};
+thread_local Lookup tLookups[2];
+thread_local unsigned tNextLookup = 0;
 
 Table& table() {
   static Table* t = new Table();  // never destroyed: used from exit paths
@@ -120,6 +138,7 @@ Result<void*> allocShared(size_t bytes) {
   std::lock_guard<std::mutex> lock(t.mutex);
   t.regions.push_back(Region{base, mapped, fd, randomId(), static_cast<uint64_t>(st.st_ino)});
   t.live.store(t.regions.size(), std::memory_order_release);
+  t.generation.fetch_add(1, std::memory_order_release);
   return base;
 }
 
@@ -135,6 +154,7 @@ Status freeShared(void* ptr) {
     });
     t.regions.erase(t.regions.begin() + static_cast<std::ptrdiff_t>(i));
     t.live.store(t.regions.size(), std::memory_order_release);
+    t.generation.fetch_add(1, std::memory_order_release);
     munmap(r.base, r.bytes);
     close(r.fd);
     return Status();
@@ -178,20 +198,33 @@ bool findSharedWindow(const void* ptr, size_t bytes, SharedWindow* window) {
   Table& t = table();
   // A pointer into allocShared memory was returned after its region was counted.
   if (t.live.load(std::memory_order_acquire) == 0) return false;
+  const uint64_t generation = t.generation.load(std::memory_order_acquire);
+  const int32_t pid = currentPid();
+  for (const Lookup& seen : tLookups) {
+    if (seen.ptr == ptr && seen.bytes == bytes && seen.generation == generation &&
+        seen.pid == pid) {
+      if (seen.found) *window = seen.window;
+      return seen.found;
+    }
+  }
   std::lock_guard<std::mutex> lock(t.mutex);
   const auto* p = static_cast<const uint8_t*>(ptr);
   // Every live allocShared region is shareable, registered or not: the table is the
   // registration cache, and freeShared() is its invalidation (the region leaves it).
   // Peers tell a region reallocated at the same address by its new random id.
+  Lookup& entry = tLookups[tNextLookup++ % 2];
+  entry = Lookup{ptr, bytes, t.generation.load(std::memory_order_relaxed), pid, false, {}};
   const Region* region = regionOf(t, ptr, bytes);
   if (region != nullptr) {
     window->regionId = region->id;
-    window->pid = static_cast<int32_t>(getpid());
+    window->pid = pid;
     window->fd = region->fd;
     window->inode = region->inode;
     window->regionBytes = region->bytes;
     window->base = reinterpret_cast<uint64_t>(region->base);
     window->offset = static_cast<uint64_t>(p - static_cast<const uint8_t*>(region->base));
+    entry.found = true;
+    entry.window = *window;
     return true;
   }
   return false;

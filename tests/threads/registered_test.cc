@@ -11,9 +11,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collie/shared_memory.h"
+#include "core/config/config.h"
 #include "support/quick_matrix.h"
 #include "support/rank_threads.h"
 #include "support/reference.h"
@@ -283,6 +285,66 @@ TEST_P(DirectBeforeBoardTest, LearnsFromTheLastCallOnEveryRank) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, DirectBeforeBoardTest, ::testing::Values(2, 3, 4));
+
+// The crossover each rank offers: the knob, at least 16 KiB where ranks outnumber cores.
+TEST(DirectCrossover, TheKnobAtLeast16KWhereRanksOutnumberCores) {
+  for (auto [knob, bytes] : {std::pair{"2K", size_t{2048}}, std::pair{"1M", size_t{1} << 20}}) {
+    const Config config = Config::fromVariables({{"COLLIE_SHM_DIRECT_MIN", knob}});
+    EXPECT_EQ(shm::boardTeamOffer(config, 2, false).directCrossoverBytes, bytes) << knob;
+    EXPECT_EQ(shm::boardTeamOffer(config, 4, true).directCrossoverBytes,
+              std::max(bytes, shm::kOversubscribedDirectMin))
+        << knob;
+  }
+}
+
+// Ranks whose COLLIE_SHM_DIRECT_MIN differ take the largest: both predict the same time,
+// and with 2K on both registered 32 KiB all-reduces go direct from the second call on;
+// with 2K and 64K they stay on the board (no direct tried first); both are exact.
+TEST(DirectCrossover, RanksTakeTheLargestAnyRankSet) {
+  constexpr int kRanks = 2;
+  constexpr size_t kFloats = 8192;  // 32 KiB
+  for (const char* other : {"2K", "64K"}) {
+    Options options;
+    options.transport = "shm";
+    options.timeout = std::chrono::seconds(30);
+    auto comms = testing::makeCommunicators(kRanks, options, [&](int r, Options* mine) {
+      mine->config = {{"COLLIE_SHM_DIRECT_MIN", r == 0 ? "2K" : other}, {"COLLIE_CPUS", "8"}};
+    });
+    ASSERT_EQ(comms.size(), static_cast<size_t>(kRanks));
+    // Both ranks plan with the agreed crossover: the same predicted time.
+    Result<double> predicted[kRanks] = {
+        comms[0]->predictMicros(CollectiveKind::kAllReduce, kFloats, DataType::kFloat32),
+        comms[1]->predictMicros(CollectiveKind::kAllReduce, kFloats, DataType::kFloat32)};
+    ASSERT_TRUE(predicted[0].isOk() && predicted[1].isOk());
+    EXPECT_EQ(*predicted[0], *predicted[1]) << "minimums 2K and " << other;
+    const std::vector<uint8_t> expected =
+        testing::expectedReduction(DataType::kFloat32, ReduceOp::kSum, kRanks, 0, kFloats);
+    const uint64_t before = shm::boardDirectFirstCount();
+    Failures failures;
+    testing::onEveryRank(kRanks, [&](int r) {
+      Buffers buffers(*comms[r], Buffers::kSharedRegistered, kFloats * sizeof(float));
+      const std::vector<uint8_t> input =
+          testing::makeInput(DataType::kFloat32, ReduceOp::kSum, r, kFloats);
+      for (int call = 0; call < 3; ++call) {
+        std::memcpy(buffers.send, input.data(), input.size());
+        Result<Work> work = comms[r]->allReduce(buffers.send, buffers.recv, kFloats,
+                                                DataType::kFloat32, ReduceOp::kSum);
+        Status status = work.isOk() ? work->wait() : work.status();
+        if (!status.isOk()) {
+          failures.add(std::string(other) + ", rank " + std::to_string(r) + ": " +
+                       status.toString());
+          return;
+        }
+        if (std::memcmp(buffers.recv, expected.data(), input.size()) != 0) {
+          failures.add(std::string(other) + ", rank " + std::to_string(r) + ": wrong result");
+        }
+      }
+    });
+    for (const std::string& message : failures.messages) ADD_FAILURE() << message;
+    EXPECT_EQ(shm::boardDirectFirstCount() - before, std::string(other) == "2K" ? 4u : 0u)
+        << "minimums 2K and " << other;
+  }
+}
 
 // Heap buffers above the slot: an all-reduce declines without waiting for the other
 // ranks, a broadcast waits (its root could finish alone and reuse a board slot a slow

@@ -80,13 +80,13 @@ TeamOffer boardTeamOffer(const Config& config, int nranks, bool ranksOutnumberCo
       ranksOutnumberCores
           ? SIZE_MAX
           : static_cast<size_t>(std::max<int64_t>(0, config.integer("COLLIE_SHM_CMA_MIN")));
-  // Registered buffers need no copy through the slots: direct beat the board from 32 KiB
-  // on 2 ranks in the slow vCPU placement and from 64-128 KiB in the fast one, and from
-  // 32 KiB on 4 ranks sharing 2 cores (docs/decisions/direct-before-board.md).
+  // Registered buffers need no copy through the slots: direct beat the board from 2-4 KiB
+  // on 2 ranks, and from 16-32 KiB on 4 ranks sharing 2 cores, where every meeting may
+  // wait for a descheduled rank (docs/decisions/direct-before-board.md).
   const auto directMin =
       static_cast<size_t>(std::max<int64_t>(0, config.integer("COLLIE_SHM_DIRECT_MIN")));
   offer.directCrossoverBytes =
-      ranksOutnumberCores ? std::min(directMin, kOversubscribedDirectMin) : directMin;
+      ranksOutnumberCores ? std::max(directMin, kOversubscribedDirectMin) : directMin;
   offer.boardTwoShotBytes = static_cast<size_t>(
       std::min<uint64_t>(boardTwoShotMin(config, ranksOutnumberCores), SIZE_MAX));
   offer.algorithms = teamBit(Algorithm::kBoard) | teamBit(Algorithm::kDirect);
@@ -105,7 +105,10 @@ Board::Board(const TransportContext& ctx, std::shared_ptr<ShmShared> shared, siz
       scratch_(static_cast<uint8_t*>(std::aligned_alloc(64, kDirectTileBytes))),
       hugePages_(
           static_cast<size_t>(std::max<int64_t>(0, ctx.config.integer("COLLIE_SHM_THP_MIN"))),
-          kHugePageBudgetBytes) {}
+          kHugePageBudgetBytes),
+      headerCopies_(ctx.nranks),
+      directInputs_(ctx.nranks),
+      directOutputs_(ctx.nranks) {}
 
 Board::~Board() {
   for (Mapping& board : boards_) {

@@ -83,7 +83,7 @@ namespace collie::shm {
 // and cma unless COLLIE_SHM_CMA_MAX is 0, crossing the board at COLLIE_SHM_CMA_MIN
 // (at the board's size where `ranksOutnumberCores`: there the board wins at every size
 // it carries, docs/transports-shm.md); direct crossing it at COLLIE_SHM_DIRECT_MIN (at
-// most kOversubscribedDirectMin where `ranksOutnumberCores`). Empty when
+// least kOversubscribedDirectMin where `ranksOutnumberCores`). Empty when
 // COLLIE_SHM_ONESHOT_MAX is 0.
 inline constexpr size_t kOversubscribedDirectMin = 16 * 1024;
 TeamOffer boardTeamOffer(const Config& config, int nranks, bool ranksOutnumberCores);
@@ -246,6 +246,17 @@ class Board final : public TeamCollectives {
   }
   CrossMemoryAllReduce crossMemory_;
   HugePageAdvisor hugePages_;  // the plain buffers cma all-reduces publish
+  // Reused by every single-copy all-reduce (no allocation per call): the headers read,
+  // and every rank's input and output; nranks entries each.
+  struct HeaderCopy {  // what a single-copy all-reduce reads of a rank's slot header
+    uint32_t registered = 0;
+    uint64_t pidNamespace = 0;
+    SharedWindow send, recv;
+    uint32_t crossMemory = 0;
+  };
+  std::vector<HeaderCopy> headerCopies_;
+  std::vector<const uint8_t*> directInputs_;
+  std::vector<uint8_t*> directOutputs_;
 };
 
 }  // namespace collie::shm

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "core/common/process_id.h"
 #include "core/log/log.h"
 #include "transports/shm/shm_board.h"
 #include "transports/shm/shm_board_layout.h"
@@ -110,7 +111,7 @@ Result<TeamOutcome> Board::runSingleCopy(const Call& call) {
   // Every rank reads the same headers, so every rank takes the same branch here.
   const bool exchange = isEqualExchange(args.kind) && teamHas(call.algorithms, Algorithm::kCma);
   if (args.kind != CollectiveKind::kAllReduce && !exchange) return TeamOutcome{};  // the check
-  std::vector<SlotControl> slots(n);
+  std::vector<HeaderCopy>& slots = headerCopies_;
   for (int r = 0; r < n; ++r) {
     const SlotControl* c = control(boards_[r].base, parity);
     slots[r].registered = c->registered;
@@ -142,8 +143,8 @@ Result<TeamOutcome> Board::runSingleCopy(const Call& call) {
     }
     return declined(call, why);
   }
-  std::vector<const uint8_t*> inputs(n);
-  std::vector<uint8_t*> outputs(n);
+  std::vector<const uint8_t*>& inputs = directInputs_;
+  std::vector<uint8_t*>& outputs = directOutputs_;
   for (int r = 0; r < n; ++r) {
     if (r == rank) {
       inputs[r] = static_cast<const uint8_t*>(call.input);
@@ -177,9 +178,10 @@ Result<TeamOutcome> Board::runCrossMemory(const Call& call, uint64_t sequence) {
   const int rank = ctx_.rank;
   const int parity = static_cast<int>(sequence & 1);
   std::vector<CrossMemoryRank> ranks(n);
+  const int32_t pid = currentPid();
   for (int r = 0; r < n; ++r) {
     const SlotControl* c = control(boards_[r].base, parity);
-    ranks[r] = CrossMemoryRank{static_cast<int32_t>(getpid()), c->inputAddress, c->outputAddress};
+    ranks[r] = CrossMemoryRank{pid, c->inputAddress, c->outputAddress};
   }
   for (const auto& peer : shared_->peers) ranks[peer->rank].pid = peer->pid;
   CrossMemoryFlags* flags = crossMemoryFlags(boards_[rank].base);

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/common/process_id.h"
 #include "core/kernel/reduce_backend.h"
 
 #if defined(__x86_64__)
@@ -57,12 +58,13 @@ PeerWindows::~PeerWindows() {
 }
 
 Result<uint8_t*> PeerWindows::resolve(int peer, const SharedWindow& window, size_t bytes) {
-  const std::string who = "rank " + std::to_string(peer) + "'s registered buffer";
+  // Built only on the paths that use it: resolve runs per peer and buffer in every call.
+  auto who = [&] { return "rank " + std::to_string(peer) + "'s registered buffer"; };
   if (window.regionId == 0 || window.offset > window.regionBytes ||
       bytes > window.regionBytes - window.offset) {
-    return remoteError(who + " is malformed (offset or size outside its region)", peer);
+    return remoteError(who() + " is malformed (offset or size outside its region)", peer);
   }
-  if (window.pid == static_cast<int32_t>(getpid())) {
+  if (window.pid == currentPid()) {
     return reinterpret_cast<uint8_t*>(window.base) + window.offset;  // a thread of ours
   }
   for (const Entry& e : entries_) {
@@ -83,7 +85,7 @@ Result<uint8_t*> PeerWindows::resolve(int peer, const SharedWindow& window, size
     for (const Entry& e : entries_) munmap(e.base, e.bytes);
     entries_.clear();
   }
-  Result<void*> mapped = mapSharedWindow(window, who, peer);
+  Result<void*> mapped = mapSharedWindow(window, who(), peer);
   if (!mapped.isOk()) {
     return mapped.status().withContext("shm (deregister the buffers to use the copy path)");
   }

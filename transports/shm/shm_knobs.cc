@@ -26,13 +26,13 @@ void registerShmKnobs(KnobRegistry& registry) {
                   "(cma, direct) cost what the board costs, the measured crossover: above it "
                   "they go first (not where a host's ranks outnumber its cores; every rank "
                   "uses the largest value any rank set)"),
-          integer("COLLIE_SHM_DIRECT_MIN", "32K", 0, kKnobTiB,
+          integer("COLLIE_SHM_DIRECT_MIN", "2K", 0, kKnobTiB,
                   "bytes per rank at which the tuner's model has the direct all-reduce "
                   "(allocShared buffers, read and written in place by every rank) cost what "
                   "the board costs: above it an all-reduce whose buffers were allocShared "
                   "memory on every rank at the last such call goes direct before the board "
-                  "(at most 16K where a host's ranks outnumber its cores; every rank uses the "
-                  "largest value any rank set)"),
+                  "(at least 16K where a host's ranks outnumber its cores; every rank uses "
+                  "the largest value any rank set)"),
           integer("COLLIE_SHM_TWOSHOT_MIN", "16K", 0, kKnobTiB,
                   "smallest board all-reduce (bytes per rank) run in two shots: each rank "
                   "reduces its share, a meeting, then it copies the others' shares; smaller "
