@@ -234,7 +234,7 @@ class Communicator {
   // Registers [ptr, ptr + bytes), which must lie in memory from collie::allocShared(),
   // for single-copy collectives: when every rank of a one-host communicator passes
   // allocShared send and receive buffers to an all-reduce the tuner gives to the direct
-  // team algorithm (shm: above COLLIE_SHM_DIRECT_MIN, 32 KiB; within the board's slot
+  // team algorithm (shm: above COLLIE_SHM_DIRECT_MIN, 2 KiB; within the board's slot
   // from the second such call, docs/decisions/direct-before-board.md), each rank
   // reduces its share straight from all inputs into all outputs. allocShared memory
   // takes that path registered or not (collie keeps a table of its allocations and
