@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -66,13 +67,19 @@ struct Buffers {
   std::vector<uint8_t> heapSend, heapRecv;
 };
 
-// Every dtype x op x {out of place, in place} with the given buffer kind per rank.
-void runEveryDtypeAndOp(int nranks, const std::vector<Buffers::Kind>& kinds) {
+// `nranks` ranks as threads over shm, `config` on every rank, a 60 s deadline.
+std::vector<std::unique_ptr<Communicator>> shmCommunicators(
+    int nranks, const std::map<std::string, std::string>& config) {
   Options options;
   options.transport = "shm";
   options.timeout = std::chrono::seconds(60);
-  options.config["COLLIE_SHM_ONESHOT_MAX"] = "64K";
-  auto comms = testing::makeCommunicators(nranks, options);
+  options.config = config;
+  return testing::makeCommunicators(nranks, options);
+}
+
+// Every dtype x op x {out of place, in place} with the given buffer kind per rank.
+void runEveryDtypeAndOp(int nranks, const std::vector<Buffers::Kind>& kinds) {
+  auto comms = shmCommunicators(nranks, {{"COLLIE_SHM_ONESHOT_MAX", "64K"}});
   ASSERT_EQ(comms.size(), static_cast<size_t>(nranks));
   Failures failures;
   testing::onEveryRank(nranks, [&](int r) {
@@ -215,11 +222,7 @@ class DirectBeforeBoardTest : public ::testing::TestWithParam<int> {};
 TEST_P(DirectBeforeBoardTest, LearnsFromTheLastCallOnEveryRank) {
   const int nranks = GetParam();
   constexpr size_t kFloats = 24 * 1024 + 7;  // about 96 KiB: within the 256 KiB board
-  Options options;
-  options.transport = "shm";
-  options.timeout = std::chrono::seconds(60);
-  options.config["COLLIE_SHM_DIRECT_MIN"] = "16K";
-  auto comms = testing::makeCommunicators(nranks, options);
+  auto comms = shmCommunicators(nranks, {{"COLLIE_SHM_DIRECT_MIN", "16K"}});
   ASSERT_EQ(comms.size(), static_cast<size_t>(nranks));
   const DataType dtype = DataType::kFloat32;
   const size_t bytes = kFloats * sizeof(float);
