@@ -246,8 +246,7 @@ bool Board::runsInline(const CollectiveArgs& args, TeamAlgorithms algorithms, co
   if (args.kind != CollectiveKind::kAllReduce || !teamHas(algorithms, Algorithm::kDirect)) {
     return false;  // a check, then declined; or cma, which waits for every rank
   }
-  SharedWindow window;
-  return findSharedWindow(input, bytes, &window) && findSharedWindow(output, bytes, &window);
+  return buffersRegistered(input, output, bytes);
 }
 
 Result<TeamOutcome> Board::run(const CollectiveArgs& args, TeamAlgorithms algorithms, bool fallback,
