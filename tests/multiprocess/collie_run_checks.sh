@@ -121,7 +121,7 @@ setup_fails "rank claimed twice" "rank 1 was claimed by 2 processes" \
   'COLLIE_RANK=$((COLLIE_RANK == 2 ? 1 : COLLIE_RANK)) exec "$1" '"$perf1"
 # Whichever rank reports first may be the last one printing (the launcher stops the rest).
 setup_fails "one-shot board on one rank only" \
-  "COLLIE_SHM_ONESHOT_MAX: this rank \(0, rank [12] 262144\|262144, rank 0 0\)" \
+  "COLLIE_SHM_ONESHOT_MAX: this rank \(0, rank [12] 2097152\|2097152, rank 0 0\)" \
   'test "$COLLIE_RANK" = 0 && export COLLIE_SHM_ONESHOT_MAX=0; exec "$1" '"$perf1"
 setup_fails "sockets per peer" "COLLIE_NSOCKS_PERPEER: this rank" \
   'COLLIE_NSOCKS_PERPEER=$((COLLIE_RANK + 1)) exec "$1" '"$perf1"' --transport tcp'
@@ -133,10 +133,11 @@ status=$?
 [ "$status" -eq 2 ] || fail "collie sim --nchannels 1000000: exit $status, want 2"
 grep -q "nchannels 1000000 is outside" "$tmp/out" || fail "sim --nchannels: $(cat "$tmp/out")"
 
-# Team collectives are algorithms the tuner, sim and info show: a 4-rank shm sim of 1 MiB
-# plans direct, then cma, then the ring, and checks the team step both run and declined;
+# Team collectives are algorithms the tuner, sim and info show: a 4-rank shm sim of 8 MiB
+# (past the 2 MiB board) plans direct, then cma, then the ring, and checks the team step
+# both run and declined;
 # a forced board without a team is refused; info --tuning has the 2- and 4-rank tables.
-"$collie" sim --transport shm --nranks 4 --bytes 1M >"$tmp/out" 2>&1 || fail "sim shm 1M: $(cat "$tmp/out")"
+"$collie" sim --transport shm --nranks 4 --bytes 8M >"$tmp/out" 2>&1 || fail "sim shm 8M: $(cat "$tmp/out")"
 grep -q "plan: team step direct>cma, then (declined) ring" "$tmp/out" || fail "sim plan: $(cat "$tmp/out")"
 [ "$(grep -c "data check (team.*PASSED" "$tmp/out")" -eq 2 ] || fail "sim data checks: $(cat "$tmp/out")"
 "$collie" sim --transport shm --nranks 2 --bytes 8 >"$tmp/out" 2>&1 || fail "sim shm 8 B: $(cat "$tmp/out")"

@@ -26,7 +26,7 @@
 
 namespace {
 
-constexpr size_t kCount = (1 << 18) + 4099;  // floats: past the board, ends mid-line
+constexpr size_t kCount = (1 << 20) + 4099;  // floats: past the 2 MiB board, ends mid-line
 constexpr size_t kBytes = kCount * sizeof(float);
 
 int fail(int rank, int round, const std::string& what) {

@@ -189,9 +189,9 @@ def check_collectives(rank, collie, gloo, failures):
     t = values(rank)
     dist.all_reduce(t, op=dist.ReduceOp.AVG, group=collie)
     expect("allreduce avg", t, (values(0) + values(1)) / 2)
-    # empty_shared tensors (above the 256 KiB one-shot size): zero-copy on shm, twice on
-    # the same tensor (registered per call); then shared on rank 0 only (ring path).
-    n = 1 << 20
+    # empty_shared tensors (past the 2 MiB board): zero-copy on shm, twice on the same
+    # tensor (registered per call); then shared on rank 0 only (ring path).
+    n = (1 << 20) + 4096
     for op, want in ((dist.ReduceOp.SUM, values(0, n) + values(1, n)),
                      (dist.ReduceOp.AVG, (values(0, n) + values(1, n)) / 2)):
         t = torch_collie.empty_shared(n)

@@ -15,8 +15,8 @@ namespace collie {
 namespace {
 
 constexpr int kRanks = 2;
-// Above the one-shot slots (256 KiB): the registered, single-copy path.
-constexpr size_t kCount = (1 << 18) + 13;
+// Past the board (2 MiB per rank): the registered, single-copy path.
+constexpr size_t kCount = (1 << 20) + 13;
 
 float inputOf(int rank, size_t i) { return static_cast<float>((i * 7 + rank * 3) % 97) * 0.25f; }
 

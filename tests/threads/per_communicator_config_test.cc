@@ -113,7 +113,7 @@ TEST(PerCommunicatorConfig, MustMatchOverrideOnOneRankFailsEveryRankNamingTheKno
         << "rank " << r << ": " << created.errors[r].toString();
   }
   EXPECT_NE(created.errors[1].message().find("COLLIE_SHM_ONESHOT_MAX: this rank 0, rank 0 "
-                                             "262144"),
+                                             "2097152"),
             std::string::npos)
       << created.errors[1].toString();
 }

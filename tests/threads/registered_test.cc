@@ -221,7 +221,7 @@ class DirectBeforeBoardTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(DirectBeforeBoardTest, LearnsFromTheLastCallOnEveryRank) {
   const int nranks = GetParam();
-  constexpr size_t kFloats = 24 * 1024 + 7;  // about 96 KiB: within the 256 KiB board
+  constexpr size_t kFloats = 24 * 1024 + 7;  // about 96 KiB: within the 2 MiB board
   auto comms = shmCommunicators(nranks, {{"COLLIE_SHM_DIRECT_MIN", "16K"}});
   ASSERT_EQ(comms.size(), static_cast<size_t>(nranks));
   const DataType dtype = DataType::kFloat32;

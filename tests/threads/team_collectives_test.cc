@@ -224,7 +224,7 @@ TEST_P(TeamCollectivesTest, AutoTimesCmaAgainstTheRingInStepAndStaysExact) {
       if (oneRankOff && r == 0) mine->config["COLLIE_TUNE_ADAPT_MAX"] = "0";
     });
     ASSERT_EQ(comms.size(), static_cast<size_t>(n));
-    const size_t count = 300000;  // 1.2 MB: past the board's 256 KiB, within 8 MiB
+    const size_t count = 1200000;  // 4.8 MB: past the board's 2 MiB, within 8 MiB
     Failures failures;
     const uint64_t before = shm::crossMemoryShareCount();
     for (int i = 0; i < 12; ++i) checkAllReduce(comms, count, true, nullptr, &failures);
@@ -249,8 +249,8 @@ TEST(TeamCollectivesErrors, ForcedBoardWhereItCannotRunFailsClearlyOnEveryRank) 
     SCOPED_TRACE(transport);
     auto comms = make(2, transport, Algorithm::kBoard);
     ASSERT_EQ(comms.size(), 2u);
-    // Over tcp there is no team; over shm 1 Mi floats do not fit the 256 KiB board.
-    const size_t count = std::string(transport) == "tcp" ? 16 : 1 << 20;
+    // Over tcp there is no team; over shm 2 Mi floats do not fit the 2 MiB board.
+    const size_t count = std::string(transport) == "tcp" ? 16 : 1 << 21;
     std::vector<float> buffer(count, 1.0f);
     for (auto& comm : comms) {
       Result<Work> work =

@@ -52,7 +52,7 @@ bool ranWith(Communicator& comm, const char* algorithm) {
          std::string::npos;
 }
 
-// Counts per algorithm: the board carries at most 256 KiB per rank (an all-to-all
+// Counts per algorithm: the board carries at most 2 MiB per rank (an all-to-all
 // publishes n blocks), cma any size; both 0, 1 and odd.
 std::vector<size_t> countsFor(Algorithm algorithm) {
   if (algorithm == Algorithm::kBoard) return {0, 1, 1001};

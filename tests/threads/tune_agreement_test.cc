@@ -188,7 +188,7 @@ std::vector<std::string> plansWithCpus(const std::function<const char*(int)>& cp
         {"COLLIE_TUNE_CACHE", "off"}, {"COLLIE_CPUS", cpusOf(r)}, {"COLLIE_SHM_CMA_MIN", "64K"}};
   });
   if (comms.size() != static_cast<size_t>(kRanks)) return {"creation failed"};
-  // 128 KiB per rank: between COLLIE_SHM_CMA_MIN (64 KiB) and the board's 256 KiB slot.
+  // 128 KiB per rank: between COLLIE_SHM_CMA_MIN (64 KiB) and the board's 2 MiB slot.
   const std::vector<size_t> counts = {2, 4096, 32768};
   std::vector<std::string> failures(kRanks);
   testing::onEveryRank(kRanks, [&](int r) {

@@ -114,8 +114,9 @@ class Board final : public TeamCollectives {
   ~Board() override;
 
   TeamOffer offer() const override { return offer_; }
-  // Collectives that fit the board; single copy when this rank's buffers are registered
-  // (an unregistered large all-reduce may be declined: no point blocking the caller).
+  // Collectives that fit the board up to 256 KiB per rank (larger ones would block the
+  // caller for their copies); single copy when this rank's buffers are registered (an
+  // unregistered large all-reduce may be declined: no point blocking the caller).
   bool runsInline(const CollectiveArgs& args, TeamAlgorithms algorithms, const void* input,
                   const void* output) const override;
   Result<TeamOutcome> run(const CollectiveArgs& args, TeamAlgorithms algorithms, bool fallback,

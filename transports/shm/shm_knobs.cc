@@ -13,7 +13,7 @@ void registerShmKnobs(KnobRegistry& registry) {
                   "bytes of each shared-memory FIFO (per peer, channel, direction)",
                   "NCCL_BUFFSIZE"),
           everyRankAlike(integer(
-              "COLLIE_SHM_ONESHOT_MAX", "256K", 0, 16 * kKnobKiB * kKnobKiB,
+              "COLLIE_SHM_ONESHOT_MAX", "2M", 0, 16 * kKnobKiB * kKnobKiB,
               "largest part one rank publishes on the board (the board team algorithm, when "
               "all ranks share a host; 0 turns shm's team collectives off: no board, direct "
               "or cma; must be equal on every rank)")),
@@ -21,7 +21,7 @@ void registerShmKnobs(KnobRegistry& registry) {
                   "largest out-of-place all-reduce on plain buffers (bytes per rank) that the "
                   "cma team algorithm (single copy through process_vm_readv/writev) takes when "
                   "the tuner tries it; in-place ones at every size (0 on any rank: no cma)"),
-          integer("COLLIE_SHM_CMA_MIN", "256K", 0, kKnobTiB,
+          integer("COLLIE_SHM_CMA_MIN", "2M", 0, kKnobTiB,
                   "bytes per rank at which the tuner's model has the single-copy all-reduces "
                   "(cma, direct) cost what the board costs, the measured crossover: above it "
                   "they go first (not where a host's ranks outnumber its cores; every rank "
