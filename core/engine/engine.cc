@@ -1,5 +1,8 @@
 #include "core/engine/engine.h"
 
+#include <condition_variable>
+#include <mutex>
+
 #include "core/engine/cycle_clock.h"
 #include "core/engine/fingerprint.h"
 #include "core/log/log.h"
@@ -17,19 +20,51 @@ constexpr size_t kScheduleInlineMaxBytes = 64 * 1024;
 
 }  // namespace
 
+// Handles may outlive the engine, and a waiter may be running its collective when the
+// engine is destroyed: the destructor stops the queue first (which aborts that
+// collective), then detaches the queue and waits until no waiter is inside it.
+class Engine::QueueWaitRunner final : public WaitRunner {
+ public:
+  explicit QueueWaitRunner(ProgressQueue* queue) : queue_(queue) {}
+  bool runIfNext(const WorkState* work) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (queue_ == nullptr) return false;
+      ++inside_;
+    }
+    const bool ran = queue_->runIfNext(work);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (--inside_ == 0) left_.notify_all();
+    return ran;
+  }
+  void detach() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    queue_ = nullptr;
+    left_.wait(lock, [&] { return inside_ == 0; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable left_;
+  ProgressQueue* queue_;  // guarded by mutex_; null once detached
+  int inside_ = 0;        // waiters in queue_->runIfNext(); guarded by mutex_
+};
+
 Engine::Engine(EngineConfig config, TransportSet transports, std::unique_ptr<FailureBoard> board)
     : config_(std::move(config)),
       failures_(config_.rank, std::move(board)),
       recorder_(config_.traceDepth),
       executor_(config_, std::move(transports), failures_.abortFlag(), &recorder_),
       planner_(config_, executor_.teamOffer()),
-      queue_(config_.nranks, &failures_, &recorder_) {
+      queue_(config_.nranks, &failures_, &recorder_),
+      waitRunner_(std::make_shared<QueueWaitRunner>(&queue_)) {
   queue_.start(this);
 }
 
 Engine::~Engine() {
   queue_.stop(
       abortedError("communicator of rank " + std::to_string(config_.rank) + " was destroyed"));
+  waitRunner_->detach();
   closeConnections();
   writeFlightRecorder("communicator destroyed");
 }
@@ -117,7 +152,13 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
   if (submitInline(args, input, output, &result)) return result;
   Result<std::shared_ptr<const Schedule>> schedule = planner_.plan(args);
   if (!schedule.isOk()) return schedule.status();
-  auto work = std::make_shared<WorkState>();
+  // A caller that waits as long as the collective may take runs it itself (WaitRunner);
+  // point-to-point stays with the progress thread, which pairs sends and receives.
+  auto work = isPointToPoint(args.kind)
+                  ? std::make_shared<WorkState>()
+                  : std::make_shared<WorkState>(
+                        waitRunner_,
+                        std::chrono::duration_cast<std::chrono::milliseconds>(config_.timeout));
   Pending pending = makePending(*schedule, input, output, 0, work);
   pending.scalar = args.scalar;
   queue_.push(std::move(pending), algorithmName((*schedule)->algorithm).data());

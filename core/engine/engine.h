@@ -153,7 +153,11 @@ class Engine : private ProgressQueue::Runner {
   bool inlineTeamStep_ = false;  // of inlineSchedule_: its team step, its set,
   TeamAlgorithms inlineTeam_ = 0;
   bool inlineFallback_ = false;  // whether steps follow it
-  ProgressQueue queue_;          // last: its thread stops first
+  ProgressQueue queue_;          // its thread stops first
+  // What queued Works run their collective through when their caller waits for them
+  // (WorkState's WaitRunner); detached from queue_ once it stopped.
+  class QueueWaitRunner;
+  std::shared_ptr<QueueWaitRunner> waitRunner_;
 };
 
 }  // namespace collie

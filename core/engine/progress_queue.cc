@@ -101,6 +101,41 @@ bool ProgressQueue::takePointToPoint(Pending* out) {
   return true;
 }
 
+namespace {
+std::atomic<uint64_t> gWaiterRuns{0};
+}  // namespace
+
+uint64_t ProgressQueue::waiterRunCount() { return gWaiterRuns.load(std::memory_order_relaxed); }
+
+bool ProgressQueue::runIfNext(const WorkState* work) {
+  if (failures_->failing() || queuedCount_.load() == 0) return false;
+  bool idle = false;
+  if (!running_.compare_exchange_strong(idle, true)) return false;
+  Pending pending;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_ || failures_->failing() || queue_.empty() || queue_.front().work.get() != work) {
+      // The progress thread may have found running_ taken meanwhile and gone to sleep.
+      running_.store(false);
+      queued_.notify_all();
+      return false;
+    }
+    pending = std::move(queue_.front());
+    queue_.pop_front();
+    queuedCount_.store(queue_.size());
+  }
+  gWaiterRuns.fetch_add(1, std::memory_order_relaxed);
+  Status status = runner_->run(pending);
+  {
+    // Notified under the lock: once it is released the queue may be destroyed.
+    std::lock_guard<std::mutex> lock(mutex_);
+    running_ = false;
+    queued_.notify_all();
+  }
+  pending.work->complete(std::move(status));
+  return true;
+}
+
 void ProgressQueue::wake() {
   { std::lock_guard<std::mutex> lock(mutex_); }
   queued_.notify_all();

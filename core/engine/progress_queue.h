@@ -13,7 +13,8 @@
 // queued, running or failing, run a small collective on its own thread and release it
 // (releaseInline), which saves the two thread hand-offs that dominate small messages.
 // claimIdle() and releaseInline() take no lock and make no syscall unless the progress
-// thread must be woken.
+// thread must be woken. A caller waiting for the next queued collective may claim it too
+// and run that collective itself (runIfNext), before the progress thread wakes for it.
 //
 // abort() and stop() raise the abort flag under the queue's lock, so the progress
 // thread, when idle, wakes to close the connections (Runner::closeIdle) and, when
@@ -21,8 +22,8 @@
 // what is left with Aborted.
 //
 // Thread safety: every method may be called from any thread, except start() and
-// stop() (once each, by the owner). Runner methods run on the progress thread with the
-// running claim held and the lock released.
+// stop() (once each, by the owner). Runner methods run on the progress thread (or, run(),
+// on a caller in runIfNext) with the running claim held and the lock released.
 #pragma once
 
 #include <atomic>
@@ -92,6 +93,13 @@ class ProgressQueue : public PointToPointSource {
     // futex call and no context switch per collective.
     if (queuedCount_.load() != 0 || failures_->aborted()) wake();
   }
+
+  // With nothing running or failing: if `work` belongs to the next queued collective,
+  // takes the running claim, runs it on the calling thread as the progress thread would
+  // (Runner::run) and completes `work`; false, having done nothing, otherwise.
+  bool runIfNext(const WorkState* work);
+  // How many collectives runIfNext() ran in this process (tests, benchmarks).
+  static uint64_t waiterRunCount();
 
   bool takePointToPoint(Pending* out) override;
   size_t queued() const { return queuedCount_.load(); }

@@ -38,6 +38,10 @@ std::shared_ptr<WorkState> WorkState::succeeded() {
 
 Status WorkState::wait(std::chrono::milliseconds timeout) {
   if (finished_.load(std::memory_order_acquire)) return status_;
+  if (runner_ && timeout >= runnerMinWait_ && runner_->runIfNext(this) &&
+      finished_.load(std::memory_order_acquire)) {
+    return status_;
+  }
   if (poller_) {
     // Back off from a tight poll to 1 ms: device work takes microseconds to seconds.
     const auto start = std::chrono::steady_clock::now();
