@@ -1,5 +1,6 @@
 // A caller that waits for its queued collective runs it on its own thread (WorkState's
-// WaitRunner, core/engine/work_state.h), with ranks as threads over shm and tcp: exact
+// WaitRunner, core/engine/work_state.h; not where ranks outnumber CPUs), with ranks as
+// threads over shm and tcp: exact
 // results whichever thread ran each collective, waits taken out of order, a short
 // deadline still honoured, and a communicator destroyed while a waiter runs its
 // collective (an error for the waiter, no hang, no crash).
@@ -53,6 +54,9 @@ class WaitRunnerTest : public ::testing::TestWithParam<const char*> {
     Options options;
     options.transport = GetParam();
     options.timeout = timeout;
+    // A CPU per rank, whatever this machine has: where ranks outnumber CPUs the engine
+    // keeps the hand-off to its progress thread (no runner).
+    options.config = {{"COLLIE_CPUS", std::to_string(kRanks)}};
     return makeCommunicators(kRanks, options);
   }
 };
