@@ -151,11 +151,20 @@ void ProgressQueue::loop() {
       // The progress thread claims running_ before it starts a collective or closes
       // the connections; while a collective runs inline on a caller's thread (which
       // claimed it), it waits.
-      queued_.wait(lock, [&] {
-        if (!stopping_ && queue_.empty() && !mustClose()) return false;
+      auto hasWork = [&] { return stopping_ || !queue_.empty() || mustClose(); };
+      auto claimed = [&] {
         bool idle = false;
-        return running_.compare_exchange_strong(idle, true);
-      });
+        return hasWork() && running_.compare_exchange_strong(idle, true);
+      };
+      while (!claimed()) {
+        // With work but the claim taken, a caller runs a collective inline; its release
+        // wakes this thread, or this retry finds it released (releaseInline()).
+        if (hasWork()) {
+          queued_.wait_for(lock, kClaimRetry);
+        } else {
+          queued_.wait(lock);
+        }
+      }
       if (mustClose()) {
         // Aborted or destroyed while idle. An explicit abort() is news for the peers;
         // the destruction of an idle communicator is not.

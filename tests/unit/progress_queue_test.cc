@@ -141,6 +141,25 @@ TEST(ProgressQueueTest, InlineClaimHoldsTheThreadOff) {
   f.queue.stop(abortedError("done"));
 }
 
+// releaseInline() may miss a push made while it held the claim (no fence between its
+// store and its look): the progress thread, which found the claim taken, tries again
+// on its own within kClaimRetry.
+TEST(ProgressQueueTest, APushTheReleaseMissedStillRuns) {
+  QueueFixture f;
+  RecordingRunner runner(&f.failures);
+  f.queue.start(&runner);
+  ASSERT_TRUE(f.queue.claimIdle());
+  Pending pending = pendingOf(argsOf(CollectiveKind::kAllReduce, 0, 9));
+  Work work(pending.work);
+  f.queue.push(std::move(pending), "ring");
+  std::this_thread::sleep_for(20ms);  // the thread woke, found the claim taken
+  EXPECT_FALSE(work.test());
+  f.queue.releaseWithoutWake();
+  EXPECT_TRUE(work.wait(5s).isOk());
+  EXPECT_EQ(runner.ran, (std::vector<size_t>{9}));
+  f.queue.stop(abortedError("done"));
+}
+
 TEST(ProgressQueueTest, NothingRunsAfterAFailure) {
   QueueFixture f;
   RecordingRunner runner(&f.failures);
