@@ -123,14 +123,18 @@ bool ProgressQueue::runIfNext(const WorkState* work) {
     pending = std::move(queue_.front());
     queue_.pop_front();
     queuedCount_.store(queue_.size());
+    waiterRunning_ = true;
   }
   gWaiterRuns.fetch_add(1, std::memory_order_relaxed);
   Status status = runner_->run(pending);
   {
-    // Notified under the lock: once it is released the queue may be destroyed.
+    // Notified under the lock (once it is released the queue may be destroyed), and
+    // only when the progress thread has something to do: a needless wake-up costs a
+    // context switch on the core another rank may be using.
     std::lock_guard<std::mutex> lock(mutex_);
     running_ = false;
-    queued_.notify_all();
+    waiterRunning_ = false;
+    if (stopping_ || !queue_.empty() || failures_->aborted()) queued_.notify_all();
   }
   pending.work->complete(std::move(status));
   return true;
@@ -158,8 +162,9 @@ void ProgressQueue::loop() {
       };
       while (!claimed()) {
         // With work but the claim taken, a caller runs a collective inline; its release
-        // wakes this thread, or this retry finds it released (releaseInline()).
-        if (hasWork()) {
+        // wakes this thread, or this retry finds it released (releaseInline()). A waiter
+        // running a queued collective always wakes it when work is left.
+        if (hasWork() && !waiterRunning_) {
           queued_.wait_for(lock, kClaimRetry);
         } else {
           queued_.wait(lock);

@@ -126,6 +126,9 @@ class ProgressQueue : public PointToPointSource {
   std::condition_variable queued_;
   std::deque<Pending> queue_;
   bool stopping_ = false;
+  // A caller runs a queued collective (runIfNext): it wakes the progress thread when it
+  // is done if anything is left to do, so the progress thread need not retry meanwhile.
+  bool waiterRunning_ = false;
   std::vector<uint64_t> sendSequence_;  // per peer, point-to-point
   std::vector<uint64_t> recvSequence_;
 
