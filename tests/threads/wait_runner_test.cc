@@ -131,6 +131,8 @@ TEST_P(WaitRunnerTest, AShortDeadlineIsHonouredWhileAPeerIsLate) {
 // Rank 0 waits for a collective the other ranks never join, so it runs it itself; its
 // communicator is destroyed from another thread meanwhile. The destruction aborts the
 // collective at once (not after the 20 s timeout) and the waiter gets an error.
+// fault: a communicator destroyed while a caller runs its queued collective in Work::wait |
+// the collective is aborted at once and the waiter gets an error; no hang | wait_runner_test
 TEST_P(WaitRunnerTest, DestroyedWhileTheWaiterRunsItsCollective) {
   auto comms = make(20s);
   ASSERT_EQ(comms.size(), static_cast<size_t>(kRanks));
