@@ -27,12 +27,14 @@ class Engine::QueueWaitRunner final : public WaitRunner {
  public:
   explicit QueueWaitRunner(ProgressQueue* queue) : queue_(queue) {}
   bool runIfNext(const WorkState* work) override {
+    ProgressQueue* queue;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (queue_ == nullptr) return false;
+      queue = queue_;  // detach() may clear queue_ meanwhile; it waits for inside_ first
       ++inside_;
     }
-    const bool ran = queue_->runIfNext(work);
+    const bool ran = queue->runIfNext(work);
     std::lock_guard<std::mutex> lock(mutex_);
     if (--inside_ == 0) left_.notify_all();
     return ran;
