@@ -113,7 +113,8 @@ Board::Board(const TransportContext& ctx, std::shared_ptr<ShmShared> shared, siz
           kHugePageBudgetBytes),
       headerCopies_(ctx.nranks),
       directInputs_(ctx.nranks),
-      directOutputs_(ctx.nranks) {}
+      directOutputs_(ctx.nranks),
+      crossMemoryRanks_(ctx.nranks) {}
 
 Board::~Board() {
   for (Mapping& board : boards_) {

@@ -247,8 +247,9 @@ class Board final : public TeamCollectives {
   }
   CrossMemoryAllReduce crossMemory_;
   HugePageAdvisor hugePages_;  // the plain buffers cma all-reduces publish
-  // Reused by every single-copy all-reduce (no allocation per call): the headers read,
-  // and every rank's input and output; nranks entries each.
+  // Reused by every single-copy collective (no allocation per call): the headers read,
+  // every rank's input and output (direct), every rank's pid and addresses (cma); nranks
+  // entries each.
   struct HeaderCopy {  // what a single-copy all-reduce reads of a rank's slot header
     uint32_t registered = 0;
     uint64_t pidNamespace = 0;
@@ -258,6 +259,7 @@ class Board final : public TeamCollectives {
   std::vector<HeaderCopy> headerCopies_;
   std::vector<const uint8_t*> directInputs_;
   std::vector<uint8_t*> directOutputs_;
+  std::vector<CrossMemoryRank> crossMemoryRanks_;
 };
 
 }  // namespace collie::shm

@@ -177,7 +177,7 @@ Result<TeamOutcome> Board::runCrossMemory(const Call& call, uint64_t sequence) {
   const int n = ctx_.nranks;
   const int rank = ctx_.rank;
   const int parity = static_cast<int>(sequence & 1);
-  std::vector<CrossMemoryRank> ranks(n);
+  std::vector<CrossMemoryRank>& ranks = crossMemoryRanks_;
   const int32_t pid = currentPid();
   for (int r = 0; r < n; ++r) {
     const SlotControl* c = control(boards_[r].base, parity);
