@@ -227,7 +227,17 @@ void Supervisor::reap() {
     if (!rank.running) continue;
     int status = 0;
     pid_t got = waitpid(rank.pid, &status, WNOHANG);
-    if (got != rank.pid) continue;
+    if (got < 0 && errno == ECHILD) {
+      // Reaped by someone else (a library thread's waitpid(-1)): its status is gone, so the
+      // job cannot know that it succeeded; treat it as failed rather than wait forever.
+      std::fprintf(stderr,
+                   "collie run: rank %zu exited and its status was lost (reaped "
+                   "outside collie run)\n",
+                   r);
+      status = 1 << 8;  // as exit(1)
+    } else if (got != rank.pid) {
+      continue;
+    }
     rank.running = false;
     rank.waitStatus = status;
     if (spec_.onExit) spec_.onExit(static_cast<int>(r), status);
@@ -329,18 +339,20 @@ int Supervisor::run() {
     }
     int ready = poll(fds.data(), fds.size(), 100);
     if (ready < 0 && errno != EINTR) break;
-    if (ready <= 0) continue;
-    if (fds[0].revents & POLLIN) {
+    if (ready > 0 && (fds[0].revents & POLLIN)) {
       signalfd_siginfo info;
       while (read(sigFd, &info, sizeof info) == sizeof info) {
         onSignal(static_cast<int>(info.ssi_signo));
       }
     }
-    for (size_t i = 1; i < fds.size(); ++i) {
+    for (size_t i = 1; ready > 0 && i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
       pump(*streams[i - 1].first, streams[i - 1].second, false);
     }
-    reap();  // SIGCHLD may coalesce; polling the pids is cheap
+    // Every round, timeouts included: SIGCHLD coalesces, and a thread that a library
+    // started before main (a tool injected into the launcher) does not block it, so the
+    // kernel may deliver it there and the signalfd never sees it. Polling the pids is cheap.
+    reap();
   }
   for (Rank& rank : ranks_) {
     for (Stream* s : {&rank.out, &rank.err}) {
@@ -362,6 +374,9 @@ std::vector<int> bindRanks(const std::string& mode, int nprocs, const std::vecto
 }
 
 void blockLauncherSignals() {
+  // SIGCHLD ignored by whoever started the launcher (kept across exec) would have the
+  // kernel reap the ranks at once, and waitpid would never give their status.
+  signal(SIGCHLD, SIG_DFL);
   sigset_t mask = launcherSignals();
   pthread_sigmask(SIG_BLOCK, &mask, nullptr);
 }

@@ -21,8 +21,12 @@
 //  - with spec.cpuOfRank non-empty, rank r runs bound to CPU spec.cpuOfRank[r] (set in
 //    the child before exec; a refused binding is reported on stderr and the rank runs
 //    unbound).
+//  - a rank's exit is found within 100 ms even when SIGCHLD never reaches the
+//    supervisor (the pids are polled); one reaped by another waiter of this process
+//    fails the job, named, since its status is lost.
 // blockLauncherSignals() must be called before any thread is started (threads inherit
-// the mask, so SIGINT/SIGTERM/SIGCHLD reach only the supervisor's signalfd).
+// the mask, so SIGINT/SIGTERM/SIGCHLD reach only the supervisor's signalfd); it also
+// restores SIGCHLD's default action when the launcher was started with it ignored.
 // Not thread-safe: one supervision per process at a time.
 #pragma once
 
