@@ -7,7 +7,8 @@ evaluates the goals:
   - every correctness check passes;
   - reduce-copy moves >= 85% of cudaMemcpy's bytes/s at 256 MiB (float32, bfloat16);
   - reduce-copy is not slower than torch.add at any size >= 1 MiB.
-A goal whose figures are missing is "skipped". Exit status: 1 when any step or goal
+The benchmark goals compare medians over the interleaved rounds of each benchmark
+(steps bench_reduce_copy_N and bench_torch_add_N). A goal whose figures are missing is "skipped". Exit status: 1 when any step or goal
 failed, else 0.
 """
 import argparse
@@ -110,8 +111,35 @@ def rows_by_bytes(figures):
     return {row["bytes"]: row for row in figures.get("rows", []) if "bytes" in row}
 
 
+def median(values):
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def bench_rounds(checks, prefix):
+    """The rounds of one benchmark (steps PREFIX_1, PREFIX_2, ..., or one step PREFIX),
+    merged: {bytes: row of each figure's median over the rounds that measured it}, and
+    the number of rounds. gpu-check interleaves the rounds of reduce-copy and
+    torch.add, so that both sides see the same minutes of the machine."""
+    pattern = re.compile("^" + re.escape(prefix) + r"(_\d+)?$")
+    rounds = [rows_by_bytes(c.get("figures", {})) for c in checks
+              if pattern.match(c["name"]) and c["status"] == "pass"]
+    rounds = [r for r in rounds if r]
+    merged = {}
+    for size in sorted(set().union(*rounds)) if rounds else []:
+        keys = sorted({k for r in rounds if size in r for k in r[size] if k != "bytes"})
+        row = {"bytes": size}
+        for key in keys:
+            values = [r[size][key] for r in rounds
+                      if size in r and isinstance(r[size].get(key), (int, float))]
+            if values:
+                row[key] = round(median(values), 3)
+        merged[size] = row
+    return merged, len(rounds)
+
+
 def goals(checks):
-    by_name = {c["name"]: c for c in checks}
     out = []
     correctness = [c for c in checks if c["kind"] == "correctness"]
     bad = [c["name"] for c in correctness if c["status"] not in ("pass",)]
@@ -119,13 +147,13 @@ def goals(checks):
                 "status": "fail" if bad else ("pass" if correctness else "skipped"),
                 "figures": {"checks": len(correctness), "not_passed": bad}})
 
-    bench = by_name.get("bench_reduce_copy", {}).get("figures", {})
-    rows = rows_by_bytes(bench)
+    rows, nrounds = bench_rounds(checks, "bench_reduce_copy")
     roof = rows.get(ROOFLINE_BYTES) or (rows[max(rows)] if rows else None)
     fig, status = {}, "skipped"
     if roof and roof.get("memcpy_GBps"):
         status = "pass"
         fig["bytes"] = roof["bytes"]
+        fig["rounds"] = nrounds
         for dtype in ("float32", "bfloat16"):
             ratio = roof.get(dtype + "_GBps", 0) / roof["memcpy_GBps"]
             fig[dtype + "_fraction_of_memcpy"] = round(ratio, 3)
@@ -136,7 +164,7 @@ def goals(checks):
     out.append({"name": "goal_reduce_copy_85pct_of_memcpy_at_256MiB", "kind": "goal",
                 "status": status, "figures": fig})
 
-    torch_rows = rows_by_bytes(by_name.get("bench_torch_add", {}).get("figures", {}))
+    torch_rows, torch_rounds = bench_rounds(checks, "bench_torch_add")
     fig, status, slower = {}, "skipped", []
     compared = 0
     for size in sorted(set(rows) & set(torch_rows)):
@@ -152,7 +180,7 @@ def goals(checks):
                                "torch_add_us": theirs})
     if compared:
         status = "fail" if slower else "pass"
-        fig = {"compared": compared, "slower": slower}
+        fig = {"compared": compared, "rounds": [nrounds, torch_rounds], "slower": slower}
     out.append({"name": "goal_not_slower_than_torch_add_from_1MiB", "kind": "goal",
                 "status": status, "figures": fig})
     return out
@@ -179,14 +207,18 @@ def markdown(report):
         text = text.replace("|", "\\|")
         lines.append(f"| {c['name']} | {c['kind']} | {c['status']} | {c.get('seconds', '')} "
                      f"| {text} |")
-    tables = [("bench_reduce_copy",
-               ("memcpy_GBps", "float32_GBps", "bfloat16_GBps", "float32_us")),
-              ("bench_torch_add", ("float32_GBps", "bfloat16_GBps", "float32_us"))]
-    tables += [(c["name"], ("time_us", "busbw_GBps", "wrong")) for c in report["checks"]
-               if c["name"].startswith("perf_")]
-    for name, cols in tables:
-        check = next((c for c in report["checks"] if c["name"] == name), None)
-        rows = check.get("figures", {}).get("rows") if check else None
+    tables = []
+    for name, cols in (("bench_reduce_copy", ("memcpy_GBps", "float32_GBps", "bfloat16_GBps",
+                                              "float32_us", "bfloat16_us")),
+                       ("bench_torch_add", ("float32_GBps", "bfloat16_GBps", "float32_us",
+                                            "bfloat16_us"))):
+        merged, nrounds = bench_rounds(report["checks"], name)
+        if merged:
+            rounds = f"{nrounds} interleaved rounds" if nrounds != 1 else "1 round"
+            tables.append((f"{name} (median of {rounds})", cols, list(merged.values())))
+    tables += [(c["name"], ("time_us", "busbw_GBps", "wrong"), c.get("figures", {}).get("rows"))
+               for c in report["checks"] if c["name"].startswith("perf_")]
+    for name, cols, rows in tables:
         if not rows:
             continue
         lines += ["", f"## {name}", "", "| bytes | " + " | ".join(cols) + " |",
