@@ -11,6 +11,10 @@ trap 'rm -rf "$tmp"' EXIT
 failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 
+# fault: SIGCHLD never reaches collie run (a tool injected into it, compute-sanitizer's, takes it) | the job ends when its ranks do, with their status (before: the launcher waited forever on exited ranks) | launcher_sigchld_test
+# fault: collie run started with SIGCHLD ignored | the ranks' status still decides the job's (before: the kernel reaped them and the launcher waited forever, SIGTERM included) | launcher_sigchld_test
+# fault: a thread of collie run reaps the ranks itself (waitpid(-1)) | the job fails at once naming each rank whose status was lost | launcher_sigchld_test
+
 # 1. SIGCHLD never reaches the launcher's signalfd (a tool's thread took it): the job
 #    still ends when its ranks do, with their status.
 for tag in "" "--tag-output"; do
