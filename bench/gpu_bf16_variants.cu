@@ -1,11 +1,13 @@
-// Shapes of a bfloat16 two-into-one sum kernel beyond the L2 cache, timed side by side:
-// which one closes the last gap of the GPU check's goal "not slower than torch.add"
-// (docs/gpu/README.md). Standalone (no libcollie), one process; each variant writes the
-// same bits as collie16 or is listed in "bits_differ" (checked first on random finite
-// inputs, every rounding case among them).
+// Shapes of a bfloat16 two-into-one sum kernel beyond the L2 cache, timed side by side
+// (docs/decisions/cuda-reduce-copy-grid.md, "bfloat16 packs"). Standalone (no
+// libcollie), one process; each variant writes the same bits as collie16 or is listed
+// in "bits_differ" (checked first on random finite inputs, every rounding case among
+// them). The variants are bare: no head/tail split per thread, no divisor, unlike
+// collie's streamingReduceCopyKernel, so a shape that wins here must be measured again
+// inside that kernel (8-byte packs won here and lost there).
 //
 //   collie16  16 bytes per thread, float-widened sum, rounding in integer arithmetic
-//             (the shape and arithmetic of collie's streamingReduceCopyKernel)
+//             (the pack size and arithmetic of collie's streamingReduceCopyKernel)
 //   cvt16     16 bytes per thread, rounding by the hardware conversion (cvt.rn.bf16x2)
 //   hadd16    16 bytes per thread, native bfloat16x2 additions
 //   collie8   8 bytes per thread, integer rounding

@@ -102,20 +102,10 @@ COLLIE_HOST_DEVICE COLLIE_FORCE_INLINE float bfloat16ToFloat(BFloat16 b) {
   return detail::bitsFloat(static_cast<uint32_t>(b.bits) << 16);
 }
 
-// float -> BFloat16, round to nearest even; overflow rounds to infinity by carry. On a
-// GPU of compute capability 8.0 or later the rounding is the hardware conversion
-// (cvt.rn.bf16.f32: the same bits for every non-NaN float, subnormals included; fewer
-// instructions, which the streaming reduce-copy measured on an H200); NaN keeps the
-// payload rule above on both.
+// float -> BFloat16, round to nearest even; overflow rounds to infinity by carry.
 COLLIE_HOST_DEVICE COLLIE_FORCE_INLINE BFloat16 floatToBFloat16(float f) {
   const uint32_t x = detail::floatBits(f);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  uint16_t hardware;
-  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(hardware) : "f"(f));
-  const uint32_t rounded = hardware;
-#else
   const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-#endif
   const uint32_t nan = (x >> 16) | 0x0040u;
   const bool isNan = (x & 0x7fffffffu) > 0x7f800000u;
   return BFloat16{static_cast<uint16_t>(isNan ? nan : rounded)};

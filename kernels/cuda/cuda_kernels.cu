@@ -124,7 +124,7 @@ Status launchReduceCopy(const ReduceCopyArgs& args, DataType dtype, ReduceOp op,
     sized.grid = launchGrid(bytes, config.block, device.residentBlocks);
   } else if (streamsTwoToOne(args, elementSize)) {
     sized.block = kStreamingBlockThreads;
-    sized.grid = streamingBlocks(args.count, elementSize, sized.block, streamingPackBytes(dtype));
+    sized.grid = streamingBlocks(args.count, elementSize, sized.block);
     return launch(kernelFor<StreamingReduceCopyFamily>(dtype, op), args, bytes, sized,
                   "reduce-copy launch");
   } else {

@@ -155,17 +155,10 @@ inline bool streamsTwoToOne(const ReduceCopyArgs& args, size_t elementSize) {
          a % 16 == c % 16;
 }
 
-// The bytes of streamingReduceCopyKernel's packs for `dtype` (kStreamingPackBytes).
-inline size_t streamingPackBytes(DataType dtype) {
-  return dtype == DataType::kBFloat16 ? kStreamingPackBytes<BFloat16> : kPackBytes;
-}
-
-// streamingReduceCopyKernel's grid: a thread per pack of the body (`packBytes`, from
-// streamingPackBytes; at least one block, which also covers the head and tail elements,
-// fewer than a block's threads).
-inline unsigned streamingBlocks(uint64_t count, size_t elementSize, unsigned blockThreads,
-                                size_t packBytes = kPackBytes) {
-  const uint64_t packs = count * elementSize / packBytes;
+// streamingReduceCopyKernel's grid: a thread per 16-byte pack of the body (at least one
+// block, which also covers the head and tail elements, fewer than a block's threads).
+inline unsigned streamingBlocks(uint64_t count, size_t elementSize, unsigned blockThreads) {
+  const uint64_t packs = count * elementSize / 16;
   const uint64_t blocks = (packs + blockThreads - 1) / blockThreads;
   return static_cast<unsigned>(std::clamp<uint64_t>(blocks, 1, kMaxGridBlocks));
 }

@@ -16,7 +16,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <type_traits>
 
 #include "kernels/common/ops.h"
 #include "kernels/cuda/cuda_compat.h"
@@ -26,29 +25,16 @@ namespace collie::cuda {
 
 inline constexpr size_t kPackBytes = 16;
 
-// The vector type of a pack of `Bytes` bytes (16, or 8 for the streaming kernel's
-// bfloat16 packs).
-template <size_t Bytes>
-struct PackVector;
-template <>
-struct PackVector<16> {
-  using Type = uint4;
-};
-template <>
-struct PackVector<8> {
-  using Type = uint2;
-};
-
 // A copy "op": used by the copy kernels, whose single source is never combined.
 template <typename T>
 struct CopyOp {
   __host__ __device__ __forceinline__ T operator()(T a, T) const { return a; }
 };
 
-template <typename T, size_t Bytes = kPackBytes>
+template <typename T>
 union Pack {
-  typename PackVector<Bytes>::Type vector;
-  T elements[Bytes / sizeof(T)];
+  uint4 vector;
+  T elements[kPackBytes / sizeof(T)];
 };
 
 template <typename T>
@@ -73,9 +59,8 @@ __device__ __forceinline__ void storeBytes(void* p, T value) {
   for (size_t i = 0; i < sizeof(T); ++i) dst[i] = u.bytes[i];
 }
 
-// `count` elements whose first one sits `phase` bytes past a `Bytes`-byte boundary
-// (16 unless said): `head` elements up to the boundary, `packs` packs, then the tail
-// from `tailBegin`.
+// `count` elements whose first one sits `phase` bytes past a 16-byte boundary: `head`
+// elements up to the boundary, `packs` 16-byte packs, then the tail from `tailBegin`.
 // The head and tail together are `loose` elements; loose element j is element index(j).
 struct PackSplit {
   uint64_t head = 0;
@@ -87,11 +72,11 @@ struct PackSplit {
   }
 };
 
-template <typename T, size_t Bytes = kPackBytes>
+template <typename T>
 __device__ __forceinline__ PackSplit splitIntoPacks(uint64_t count, uintptr_t phase) {
-  constexpr uint64_t kPerPack = Bytes / sizeof(T);
+  constexpr uint64_t kPerPack = kPackBytes / sizeof(T);
   PackSplit split;
-  split.head = ((Bytes - phase) % Bytes) / sizeof(T);
+  split.head = ((kPackBytes - phase) % kPackBytes) / sizeof(T);
   if (split.head > count) split.head = count;
   split.packs = (count - split.head) / kPerPack;
   split.tailBegin = split.head + split.packs * kPerPack;
@@ -258,36 +243,29 @@ __device__ __forceinline__ void reduceCopy(const ReduceCopyArgs& args, uint64_t 
 // kernel_table.h): thread t folds pack t of the body, and the first threads also take
 // the head and tail elements. The grid covers every pack, one per thread, with no loop:
 // the shape of a large elementwise kernel, which kept HBM busiest on an H200 for
-// buffers beyond the L2 cache (streamingReduceCopyKernel). Packs are 16 bytes, 8 for
-// bfloat16 (kStreamingPackBytes: 0.4-0.8% faster there on the H200,
-// docs/decisions/cuda-reduce-copy-grid.md).
-template <typename T>
-inline constexpr size_t kStreamingPackBytes = std::is_same_v<T, BFloat16> ? 8 : kPackBytes;
-
+// buffers beyond the L2 cache (streamingReduceCopyKernel).
 template <typename T, typename Op>
 __device__ __forceinline__ void reduceCopyTwoToOnePack(const ReduceCopyArgs& args,
                                                        uint64_t thread) {
-  constexpr size_t kBytes = kStreamingPackBytes<T>;
-  constexpr int kPerPack = static_cast<int>(kBytes / sizeof(T));
-  using Vector = typename PackVector<kBytes>::Type;
-  const uintptr_t phase = reinterpret_cast<uintptr_t>(args.srcs[0]) % kBytes;
-  const PackSplit split = splitIntoPacks<T, kBytes>(args.count, phase);
+  constexpr int kPerPack = static_cast<int>(kPackBytes / sizeof(T));
+  const uintptr_t phase = reinterpret_cast<uintptr_t>(args.srcs[0]) % kPackBytes;
+  const PackSplit split = splitIntoPacks<T>(args.count, phase);
   if (thread < split.loose) reduceCopyElement<T, Op, false>(args, split.index(thread));
   if (thread >= split.packs) return;
   const size_t offset =
-      static_cast<size_t>(split.head) * sizeof(T) + static_cast<size_t>(thread) * kBytes;
-  Pack<T, kBytes> acc, in;
+      static_cast<size_t>(split.head) * sizeof(T) + static_cast<size_t>(thread) * kPackBytes;
+  Pack<T> acc, in;
   acc.vector =
-      *reinterpret_cast<const Vector*>(static_cast<const unsigned char*>(args.srcs[0]) + offset);
+      *reinterpret_cast<const uint4*>(static_cast<const unsigned char*>(args.srcs[0]) + offset);
   in.vector =
-      *reinterpret_cast<const Vector*>(static_cast<const unsigned char*>(args.srcs[1]) + offset);
+      *reinterpret_cast<const uint4*>(static_cast<const unsigned char*>(args.srcs[1]) + offset);
   COLLIE_UNROLL
   for (int e = 0; e < kPerPack; ++e) acc.elements[e] = Op()(acc.elements[e], in.elements[e]);
   if (args.divisor > 0) {
     COLLIE_UNROLL
     for (int e = 0; e < kPerPack; ++e) acc.elements[e] = divideBy(acc.elements[e], args.divisor);
   }
-  *reinterpret_cast<Vector*>(static_cast<unsigned char*>(args.dsts[0]) + offset) = acc.vector;
+  *reinterpret_cast<uint4*>(static_cast<unsigned char*>(args.dsts[0]) + offset) = acc.vector;
 }
 
 __device__ __forceinline__ uint64_t gridThreadIndex() {

@@ -69,8 +69,7 @@ class StreamingLauncher : public EmulationLauncher {
     ++streamed;
     auto kernel = kernelFor<StreamingReduceCopyFamily>(dtype, op);
     ASSERT_NE(kernel, nullptr);
-    emulatedLaunch(kernel, dim3(streamingBlocks(args.count, es, kBlock, streamingPackBytes(dtype))),
-                   dim3(kBlock), args);
+    emulatedLaunch(kernel, dim3(streamingBlocks(args.count, es, kBlock)), dim3(kBlock), args);
   }
   int streamed = 0;
   int general = 0;
@@ -119,11 +118,6 @@ TEST(CudaEmulation, StreamsTwoToOneOnlyForCongruentElementAlignedPointers) {
   EXPECT_EQ(streamingBlocks(1024, 4, 128), 2u);  // 256 packs
   EXPECT_EQ(streamingBlocks(1025, 4, 128), 2u);  // the tail element: a thread of block 0
   EXPECT_EQ(streamingBlocks(1028, 4, 128), 3u);  // a pack more
-  // bfloat16: 8-byte packs, twice the threads of 16-byte ones.
-  EXPECT_EQ(streamingPackBytes(DataType::kBFloat16), 8u);
-  EXPECT_EQ(streamingPackBytes(DataType::kFloat16), 16u);
-  EXPECT_EQ(streamingBlocks(2048, 2, 128, 8), 4u);  // 512 packs of 4 elements
-  EXPECT_EQ(streamingBlocks(2048, 2, 128, 16), 2u);
 }
 
 TEST(CudaEmulation, ReduceCopyEveryTypeOpSizeAndAlignment) {
