@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""PyTorch gloo-backend reference for bench/compare.py (run one process per rank with
-RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set).
+"""torch.distributed all-reduce timing, one process per rank with RANK, WORLD_SIZE,
+MASTER_ADDR, MASTER_PORT set: PyTorch's gloo backend for bench/compare.py, or
+collie's (TORCH_BACKEND=collie, torch_collie on PYTHONPATH) for A/B runs of the
+PyTorch backend itself.
 
 Usage: torch_allreduce.py MIN MAX FACTOR ITERS WARMUP
 Output (rank 0): "size_bytes in_place_us" per size: the slowest rank's average per call.
 """
+import os
 import sys
 import time
 
@@ -14,7 +17,10 @@ import torch.distributed as dist
 
 def main():
     lo, hi, factor, iters, warmup = (int(a) for a in sys.argv[1:6])
-    dist.init_process_group("gloo")
+    backend = os.environ.get("TORCH_BACKEND", "gloo")
+    if backend == "collie":
+        import torch_collie  # noqa: F401  (registers the backend)
+    dist.init_process_group(backend)
     rank = dist.get_rank()
     size = lo
     while size <= hi:
