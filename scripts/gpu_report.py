@@ -8,8 +8,8 @@ evaluates the goals:
   - reduce-copy moves >= 85% of cudaMemcpy's bytes/s at 256 MiB (float32, bfloat16);
   - reduce-copy is not slower than torch.add at any size >= 1 MiB.
 The benchmark goals compare medians over the interleaved rounds of each benchmark
-(steps bench_reduce_copy_N and bench_torch_add_N). A goal whose figures are missing is "skipped". Exit status: 1 when any step or goal
-failed, else 0.
+(steps bench_reduce_copy_N and bench_torch_add_N). A goal whose figures are missing is
+"skipped". Exit status: 1 when any step or goal failed, else 0.
 """
 import argparse
 import json
