@@ -227,7 +227,8 @@ void Supervisor::reap() {
     if (!rank.running) continue;
     int status = 0;
     pid_t got = waitpid(rank.pid, &status, WNOHANG);
-    if (got < 0 && errno == ECHILD) {
+    const bool lost = got < 0 && errno == ECHILD;
+    if (lost) {
       // Reaped by someone else (a library thread's waitpid(-1)): its status is gone, so the
       // job cannot know that it succeeded; treat it as failed rather than wait forever.
       std::fprintf(stderr,
@@ -242,7 +243,7 @@ void Supervisor::reap() {
     rank.waitStatus = status;
     if (spec_.onExit) spec_.onExit(static_cast<int>(r), status);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
-    if (!tearingDown_) report(r, status);
+    if (!tearingDown_ && !lost) report(r, status);   // a lost status was reported above
     if (spec_.keepGoing && !tearingDown_) continue;  // judged by keepGoingStatus()
     failJob(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
   }
