@@ -222,7 +222,8 @@ int main(int argc, char** argv) {
   // Same bits from every bfloat16 variant: random words (every rounding case, NaNs with
   // payloads excepted: the hardware conversion makes its own NaN) over 4 MiB.
   const size_t checkBytes = size_t{4} << 20;
-  std::vector<uint16_t> host(checkBytes / 2 * 2);
+  const size_t checkElements = checkBytes / sizeof(uint16_t);
+  std::vector<uint16_t> host(2 * checkElements);  // input a, then input b
   uint64_t state = 0x9e3779b97f4a7c15ull;
   for (uint16_t& h : host) {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
@@ -230,7 +231,7 @@ int main(int argc, char** argv) {
     if ((h & 0x7f80u) == 0x7f80u) h &= 0xbfffu;  // no Inf/NaN exponent: finite inputs
   }
   cudaMemcpy(a, host.data(), checkBytes, cudaMemcpyHostToDevice);
-  cudaMemcpy(b, host.data() + checkBytes / 2, checkBytes, cudaMemcpyHostToDevice);
+  cudaMemcpy(b, host.data() + checkElements, checkBytes, cudaMemcpyHostToDevice);
   std::vector<uint8_t> want(checkBytes), got(checkBytes);
   launch(0, a, b, d, checkBytes);
   cudaMemcpy(want.data(), d, checkBytes, cudaMemcpyDeviceToHost);
