@@ -33,14 +33,15 @@ SingleCopyChoice::Trial SingleCopyChoice::begin(CollectiveKind kind, size_t byte
   ++c.calls;
   bool allow;
   if (!c.decided) {
-    // Odd calls allow cma, even ones withhold it; the same call numbers on every rank.
-    allow = c.calls % 2 == 1;
+    // A block of calls allowing cma, then a block withholding it; the same call numbers
+    // on every rank.
+    allow = (c.calls - 1) / kBlock % 2 == 0;
     if (c.calls > kMaxExploreCalls && c.cma.runs == 0) {
       allow = true;  // cma never ran here: nothing to compare, the tuner's set stands
       trial.slot = -1;
     }
   } else {
-    allow = c.preferCma != (c.calls % kRecheckEvery == 0);
+    allow = c.preferCma != (c.calls % kRecheckEvery < kRecheckCalls);
   }
   if (!allow) trial.algorithms &= ~teamBit(Algorithm::kCma);
   return trial;
@@ -50,13 +51,32 @@ bool SingleCopyChoice::end(const Trial& trial, Algorithm ran, double micros) {
   if (trial.slot < 0) return false;
   if (ran != Algorithm::kCma && ran != Algorithm::kAuto) return false;  // direct: not this choice
   Class& c = classes_[trial.slot];
-  Side& side = ran == Algorithm::kCma ? c.cma : c.steps;
-  // The first run of each side is not timed: it pays the first touch of the pages, or
-  // the schedule's FIFOs, once.
-  if (side.runs++ > 0) side.micros[(side.runs - 2) % kWindow] = micros;
-  if (c.cma.runs <= kWindow || c.steps.runs <= kWindow) return false;
+  const int sideIndex = ran == Algorithm::kCma ? 0 : 1;
+  Side& side = sideIndex == 0 ? c.cma : c.steps;
+  // A call right after the other side's is not timed: it pays for the other's footprint
+  // in the caches (and, on a side's first run, the first touch of its pages or FIFOs).
+  const bool warm = c.lastSide == sideIndex;
+  c.lastSide = sideIndex;
+  ++side.runs;
+  if (!warm) return false;
+  side.micros[side.timed++ % kWindow] = micros;
+  if (c.cma.timed < kWindow || c.steps.timed < kWindow) return false;
+  double cmaFigure = lowerQuartile(c.cma);
+  double stepsFigure = lowerQuartile(c.steps);
+  if (c.decided) {
+    // The chosen side's calls keep its window current; the choice is judged again only
+    // when a recheck timed the other side, and on that one call: the rest of the other
+    // side's window is from before, and a burst of load that slows the chosen side alone
+    // must not hand the class to a figure taken before it. (One call is enough evidence
+    // that a side can be that fast: load only adds time.)
+    if ((sideIndex == 0) == c.preferCma) return false;
+    (sideIndex == 0 ? cmaFigure : stepsFigure) = micros;
+  }
+  c.cmaFigure = cmaFigure;
+  c.stepsFigure = stepsFigure;
+  c.rechecked = c.decided;
   // The tuner chose cma: the schedule takes over only where it is kMargin faster.
-  const bool preferCma = !(lowerQuartile(c.steps) < (1 - kMargin) * lowerQuartile(c.cma));
+  const bool preferCma = !(stepsFigure < (1 - kMargin) * cmaFigure);
   const bool changed = !c.decided || preferCma != c.preferCma;
   c.decided = true;
   c.preferCma = preferCma;
@@ -68,10 +88,9 @@ std::string SingleCopyChoice::describe(const Trial& trial) const {
   const Class& c = classes_[trial.slot];
   char text[160];
   std::snprintf(text, sizeof text,
-                "size class <= %zu bytes %s: cma %.1f us, schedule %.1f us (lower quartiles "
-                "of the newest %d) -> %s",
+                "size class <= %zu bytes %s: cma %.1f us, schedule %.1f us (%s) -> %s",
                 size_t{1} << (trial.slot / 2), trial.slot % 2 ? "in place" : "out of place",
-                lowerQuartile(c.cma), lowerQuartile(c.steps), kWindow,
+                c.cmaFigure, c.stepsFigure, c.rechecked ? "a recheck" : "lower quartiles",
                 c.preferCma ? "cma" : "schedule");
   return text;
 }

@@ -10,14 +10,22 @@
 // needs the same set on every rank) and that is at most `maxBytes` goes through
 // begin()/end():
 //   - per size class (the power of two at or above its bytes; in place or not) the
-//     first calls alternate, cma allowed then withheld, until each has kWindow timed
-//     calls after its first (first-touch page faults and huge-page collapse);
+//     first calls run in two blocks of kBlock, cma allowed then withheld;
+//   - only a call that follows a call of the same side is timed: the first call after a
+//     switch pays for the other side's footprint in the caches (a ring's FIFOs evict the
+//     buffers that cma's next call would find in L3) and, once, for first-touch page
+//     faults and the huge-page collapse. With the sides alternating call by call, every
+//     call was such a first one, and cma measured 1.3-1.6x its steady-state time at 4
+//     MiB on 2 ranks (docs/decisions/measured-single-copy.md);
 //   - then cma runs unless the schedule's lower quartile (the second fastest) of its
-//     newest kWindow calls is kMargin below cma's, judged as the probe judges its
+//     newest kWindow timed calls is kMargin below cma's, judged as the probe judges its
 //     ping-pongs: load on a shared host only adds time, so up to 3 of 5 calls may be
 //     descheduled without moving it;
-//   - every kRecheckEvery-th call of the class runs the other once, so that a change of
-//     placement or load is followed within a few rechecks.
+//   - every kRecheckEvery calls of the class the other side runs kRecheckCalls calls in a
+//     row (the first untimed), and the class changes where that one timed call beats the
+//     chosen side's lower quartile by the same margin: a change of placement or load is
+//     followed at the next recheck, and a burst that slows the chosen side alone is not
+//     judged against the other side's figures from before it.
 // A class where cma never runs although allowed (denied, or out of place past
 // COLLIE_SHM_CMA_MAX) stops alternating after kMaxExploreCalls and leaves the set as the
 // tuner made it.
@@ -43,8 +51,11 @@ namespace collie {
 
 class SingleCopyChoice {
  public:
-  static constexpr int kWindow = 5;              // timed calls each side is judged on
-  static constexpr uint64_t kRecheckEvery = 64;  // calls of a class between rechecks
+  static constexpr int kWindow = 5;  // timed calls each side is judged on
+  // Calls per exploration block: one untimed, then kWindow timed.
+  static constexpr uint64_t kBlock = kWindow + 1;
+  static constexpr uint64_t kRecheckEvery = 128;  // calls of a class between rechecks
+  static constexpr uint64_t kRecheckCalls = 2;    // the other side's calls per recheck
   static constexpr uint64_t kMaxExploreCalls = 32;
   // The schedule runs only where its figure is this much below cma's (the tuner's choice):
   // where the two are within it, the measurement does not overrule the model.
@@ -77,13 +88,19 @@ class SingleCopyChoice {
  private:
   struct Side {
     std::array<double, kWindow> micros{};
-    uint64_t runs = 0;  // calls timed, the first (untimed) one included
+    uint64_t runs = 0;   // calls run
+    uint64_t timed = 0;  // of them timed (each right after a call of the same side)
   };
   struct Class {
     uint64_t calls = 0;
     Side cma, steps;
+    int lastSide = -1;  // the side of the class's previous recorded call: 0 cma, 1 schedule
     bool preferCma = true;
     bool decided = false;
+    // The figures of the last judgement, and whether it judged a recheck's call.
+    double cmaFigure = 0;
+    double stepsFigure = 0;
+    bool rechecked = false;
   };
   static constexpr int kClasses = 2 * 64;
   static int slotOf(size_t bytes, bool inPlace);
