@@ -45,6 +45,7 @@ TuneLimits Planner::limitsLocked() const {
   limits.forced = config_.algorithm;
   limits.maxChannels = config_.channelsFixed ? config_.nchannels : planChannels_;
   limits.team = team_;
+  limits.measuredCmaMaxBytes = config_.adaptMaxBytes;
   if (config_.hosts) {
     limits.nhosts = config_.hosts->nhosts;
     limits.localSize = config_.hosts->localSize;

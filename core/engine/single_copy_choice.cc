@@ -33,9 +33,10 @@ SingleCopyChoice::Trial SingleCopyChoice::begin(CollectiveKind kind, size_t byte
   ++c.calls;
   bool allow;
   if (!c.decided) {
-    // A block of calls allowing cma, then a block withholding it; the same call numbers
-    // on every rank.
-    allow = (c.calls - 1) / kBlock % 2 == 0;
+    // A block of calls withholding cma, then a block allowing it (so that where cma is
+    // kept, the tuner's choice, its calls go on from a warm block); the same call
+    // numbers on every rank.
+    allow = (c.calls - 1) / kBlock % 2 == 1;
     if (c.calls > kMaxExploreCalls && c.cma.runs == 0) {
       allow = true;  // cma never ran here: nothing to compare, the tuner's set stands
       trial.slot = -1;

@@ -10,7 +10,7 @@
 // needs the same set on every rank) and that is at most `maxBytes` goes through
 // begin()/end():
 //   - per size class (the power of two at or above its bytes; in place or not) the
-//     first calls run in two blocks of kBlock, cma allowed then withheld;
+//     first calls run in two blocks of kBlock, cma withheld then allowed;
 //   - only a call that follows a call of the same side is timed: the first call after a
 //     switch pays for the other side's footprint in the caches (a ring's FIFOs evict the
 //     buffers that cma's next call would find in L3) and, once, for first-touch page

@@ -90,8 +90,13 @@ struct TuneLimits {
   bool channelsFixed = false;           // COLLIE_NCHANNELS was set: use maxChannels
   Algorithm forced = Algorithm::kAuto;  // COLLIE_ALGO / Options::algorithm
   TeamOffer team;                       // the communicator's team (empty: none)
-  int nhosts = 1;                       // hosts the ranks are on (core/plan/layout.h)
-  int localSize = 0;                    // ranks on each host when all have as many, else 0
+  // All-reduces up to this many bytes whose team step has a schedule behind it time cma
+  // against that schedule on the job (COLLIE_TUNE_ADAPT_MAX, core/engine/
+  // single_copy_choice.h): there cma is offered whatever the model predicts, so that the
+  // measurement, not the probe's constants, decides. 0: the model decides everywhere.
+  size_t measuredCmaMaxBytes = 0;
+  int nhosts = 1;     // hosts the ranks are on (core/plan/layout.h)
+  int localSize = 0;  // ranks on each host when all have as many, else 0
   HostStage hostStage = HostStage::kAuto;
 };
 

@@ -59,11 +59,11 @@ TEST(SingleCopyChoiceTest, LeavesAloneWhatItDoesNotChoose) {
 TEST(SingleCopyChoiceTest, ExploresInBlocksThenKeepsTheFasterAndRechecks) {
   SingleCopyChoice choice(kMax, kBoard);
   constexpr uint64_t kBlock = SingleCopyChoice::kBlock;
-  // Exploration: a block allowing cma, then a block withholding it; each block's first
+  // Exploration: a block withholding cma, then a block allowing it; each block's first
   // call is untimed, the others fill the side's window.
   for (uint64_t i = 1; i <= 2 * kBlock; ++i) {
     EXPECT_FALSE(choice.decided(kBytes, false)) << "call " << i;
-    EXPECT_EQ(call(choice, 100, 60), i <= kBlock) << "call " << i;
+    EXPECT_EQ(call(choice, 100, 60), i > kBlock) << "call " << i;
   }
   EXPECT_TRUE(choice.decided(kBytes, false));
   EXPECT_FALSE(choice.prefersCma(kBytes, false));
@@ -97,16 +97,25 @@ TEST(SingleCopyChoiceTest, TimesOnlyCallsThatFollowTheirOwnSide) {
   SingleCopyChoice choice(kMax, kBoard);
   bool previous = false;
   SingleCopyChoice::Trial trial;
-  for (uint64_t i = 1; i <= 2 * SingleCopyChoice::kBlock; ++i) {
+  auto next = [&](uint64_t i) {
     trial = choice.begin(CollectiveKind::kAllReduce, kBytes, false, kSet, true);
     const bool cma = allowsCma(trial);
     const bool first = i == 1 || cma != previous;
     choice.end(trial, cma ? Algorithm::kCma : Algorithm::kAuto, first ? 1000 : cma ? 50 : 60);
     previous = cma;
-  }
+  };
+  uint64_t i = 1;
+  for (; i <= 2 * SingleCopyChoice::kBlock; ++i) next(i);
   EXPECT_TRUE(choice.decided(kBytes, false));
   EXPECT_TRUE(choice.prefersCma(kBytes, false));
-  EXPECT_NE(choice.describe(trial).find("cma 50.0 us, schedule 60.0 us"), std::string::npos)
+  EXPECT_NE(choice.describe(trial).find("cma 50.0 us, schedule 60.0 us (lower quartiles)"),
+            std::string::npos)
+      << choice.describe(trial);
+  // The recheck: its first call (1000 us) untimed, its second judged alone.
+  for (; i < SingleCopyChoice::kRecheckEvery + SingleCopyChoice::kRecheckCalls; ++i) next(i);
+  EXPECT_TRUE(choice.prefersCma(kBytes, false));
+  EXPECT_NE(choice.describe(trial).find("cma 50.0 us, schedule 60.0 us (a recheck) -> cma"),
+            std::string::npos)
       << choice.describe(trial);
 }
 
@@ -138,7 +147,7 @@ TEST(SingleCopyChoiceTest, KeepsCmaWhereItIsFasterAndClassesAreApart) {
   EXPECT_TRUE(choice.decided(768 << 10, false));
   EXPECT_FALSE(choice.decided(kBytes + 1, false));
   EXPECT_FALSE(choice.decided(kBytes, true));
-  for (int i = 1; i <= 12; ++i) EXPECT_EQ(call(choice, 90, 50, kBytes, true), i <= 6);
+  for (int i = 1; i <= 12; ++i) EXPECT_EQ(call(choice, 90, 50, kBytes, true), i > 6);
   EXPECT_FALSE(choice.prefersCma(kBytes, true));
   EXPECT_TRUE(choice.prefersCma(kBytes, false));
 }

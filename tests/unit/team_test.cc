@@ -67,6 +67,41 @@ TEST(TeamTuner, BoardUpToTheCrossoverThenSingleCopyThenTheSchedule) {
   }
 }
 
+// Where the engine times cma against the schedule (COLLIE_TUNE_ADAPT_MAX: an all-reduce
+// above the board with a schedule behind its team step), cma is offered even where the
+// probe's constants make the ring look cheaper; elsewhere the model alone decides.
+TEST(TeamTuner, CmaIsOfferedWhereTheEngineMeasuresIt) {
+  const TeamAlgorithms cma = teamBit(Algorithm::kCma);
+  TuneLimits measured = limitsWith(shmOffer());
+  measured.measuredCmaMaxBytes = 8 << 20;
+  for (int n : {2, 4}) {
+    SCOPED_TRACE(n);
+    for (size_t bytes = 8; bytes <= (size_t{64} << 20); bytes *= 2) {
+      SCOPED_TRACE(bytes);
+      const TuneDecision model =
+          decide(CollectiveKind::kAllReduce, bytes, n, limitsWith(shmOffer()), kFast);
+      const TuneDecision d = decide(CollectiveKind::kAllReduce, bytes, n, measured, kFast);
+      if (bytes > kBoardBytes && bytes <= measured.measuredCmaMaxBytes) {
+        EXPECT_EQ(model.team & cma, 0u) << "the model alone prefers the ring here";
+        EXPECT_EQ(d.team, model.team | cma);
+        EXPECT_NE(d.steps, Algorithm::kAuto) << "a schedule behind it";
+        EXPECT_EQ(d.steps, model.steps);
+      } else {
+        EXPECT_EQ(d.team, model.team);
+        EXPECT_EQ(d.steps, model.steps);
+      }
+    }
+    // Not for other collectives, and not for a forced schedule.
+    for (CollectiveKind kind : {CollectiveKind::kReduceScatter, CollectiveKind::kAllGather}) {
+      EXPECT_EQ(decide(kind, 4 << 20, n, measured, kFast).team,
+                decide(kind, 4 << 20, n, limitsWith(shmOffer()), kFast).team);
+    }
+    measured.forced = Algorithm::kRing;
+    EXPECT_FALSE(decide(CollectiveKind::kAllReduce, 4 << 20, n, measured, kFast).teamStep);
+    measured.forced = Algorithm::kAuto;
+  }
+}
+
 TEST(TeamTuner, OversubscribedCmaNeverBeforeTheBoardDirectFromItsCrossover) {
   for (size_t bytes = 8; bytes <= kBoardBytes; bytes *= 2) {
     const TuneDecision d =
