@@ -187,6 +187,7 @@ int printTuning() {
                           ? static_cast<size_t>(config.integer("COLLIE_CHUNKSIZE"))
                           : 0;
   limits.forced = parseAlgorithm(config.text("COLLIE_ALGO")).value_or(Algorithm::kAuto);
+  limits.measuredCmaMaxBytes = static_cast<size_t>(config.integer("COLLIE_TUNE_ADAPT_MAX"));
   bool printed = false;
   for (const TransportFactory& factory : TransportRegistry::instance().factories()) {
     TuneConstants constants;
