@@ -15,7 +15,7 @@
 //     switch pays for the other side's footprint in the caches (a ring's FIFOs evict the
 //     buffers that cma's next call would find in L3) and, once, for first-touch page
 //     faults and the huge-page collapse. With the sides alternating call by call, every
-//     call was such a first one, and cma measured 1.3-1.6x its steady-state time at 4
+//     call was such a first one, and cma measured 1.5-2.2x its steady-state time at 4
 //     MiB on 2 ranks (docs/decisions/measured-single-copy.md);
 //   - then cma runs unless the schedule's lower quartile (the second fastest) of its
 //     newest kWindow timed calls is kMargin below cma's, judged as the probe judges its
@@ -27,14 +27,14 @@
 //     followed at the next recheck, and a burst that slows the chosen side alone is not
 //     judged against the other side's figures from before it.
 // A class where cma never runs although allowed (denied, or out of place past
-// COLLIE_SHM_CMA_MAX) stops alternating after kMaxExploreCalls and leaves the set as the
+// COLLIE_SHM_CMA_MAX) stops exploring after kMaxExploreCalls and leaves the set as the
 // tuner made it.
 //
 // Agreement: a rank that withholds cma publishes no cma wish, and the team runs cma only
 // when every rank wishes it (core/transport/team.h: every rank reads the same headers),
 // so ranks whose timings decide differently still run one algorithm alike. Call counts
 // per class are equal on every rank (every rank runs the same collectives), so the
-// trials alternate in step. Outcomes are recorded by what ran (TeamOutcome), not by the
+// blocks and rechecks run in step. Outcomes are recorded by what ran (TeamOutcome), not by the
 // wish: a rank that allowed cma where a peer withheld it times the schedule.
 //
 // Thread safety: one thread at a time (the engine's running claim).
