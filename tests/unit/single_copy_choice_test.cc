@@ -88,7 +88,7 @@ TEST(SingleCopyChoiceTest, ExploresInBlocksThenKeepsTheFasterAndRechecks) {
   EXPECT_EQ(recheck, SingleCopyChoice::kRecheckCalls);
   int kept = 0;
   for (int i = 0; i < 10; ++i) kept += call(choice, 20, 60);
-  EXPECT_GE(kept, 8) << "at most one recheck of the schedule in 10 calls";
+  EXPECT_GE(kept, 8) << "at most one recheck (two calls) of the schedule in 10 calls";
 }
 
 TEST(SingleCopyChoiceTest, TimesOnlyCallsThatFollowTheirOwnSide) {
