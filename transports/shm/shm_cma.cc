@@ -129,14 +129,7 @@ Status CrossMemoryAllReduce::reduceShare(const std::vector<CrossMemoryRank>& ran
                             ? kCrossMemoryLargeTileBytes
                             : kCrossMemoryTileBytes;
   const size_t tileBytes = std::max<size_t>(4096, budget / peers / 64 * 64);
-  // Out of place with a large share the own output is not in cache: the tile is reduced
-  // into a tile of the buffer (in cache), streamed into the output (no read for
-  // ownership of its lines) and pushed from there. Paired against plain stores, 2 ranks:
-  // 0.88-0.96 of the time out of place at 4-256 MiB in the fast vCPU placement, 1.00 in
-  // the slow one (where the kernel's copies, not memory, are the time).
-  const bool streamOwn = input != output && budget == kCrossMemoryLargeTileBytes;
-  // A pulled tile per peer, scratch, and the reduced tile where it is streamed.
-  const size_t need = (peers + (streamOwn ? 2 : 1)) * tileBytes;
+  const size_t need = (peers + 1) * tileBytes;  // a pulled tile per peer + scratch
   if (bufferBytes_ < need) {
     buffer_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, need)));
     if (!buffer_) return systemError("shm: allocating the cross-memory tiles", ENOMEM);
@@ -160,13 +153,8 @@ Status CrossMemoryAllReduce::reduceShare(const std::vector<CrossMemoryRank>& ran
       sources[r] = pulled;
       pulled += tileBytes;
     }
-    uint8_t* own = static_cast<uint8_t*>(output) + offset;
-    uint8_t* result = streamOwn ? scratch + tileBytes : own;
+    uint8_t* result = static_cast<uint8_t*>(output) + offset;
     reduceInOrder(result, sources, elems, dtype, op, scratch);
-    if (streamOwn) {
-      streamingCopy(own, result, elems * es);
-      streamingFence();  // per tile: an error below returns with the stores ordered
-    }
     for (int r = 0; r < n; ++r) {
       if (r == rank) continue;
       COLLIE_RETURN_IF_ERROR(

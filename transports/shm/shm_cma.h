@@ -7,10 +7,7 @@
 // (kCrossMemoryTileBytes over all peers, so that it stays in cache) it pulls every peer's part of
 // the input with process_vm_readv, reduces those and its own input in rank order straight into its
 // own output (fused: no separate copy pass), and pushes that tile, still in cache, into every
-// peer's output with process_vm_writev. Out of place with a share of
-// kCrossMemoryLargeShareBytes or more (an output that is not in cache) it reduces into a cached
-// tile instead and streams that into its output (no read for ownership of the output's lines)
-// before pushing it. So each input byte is read once and each output byte
+// peer's output with process_vm_writev. So each input byte is read once and each output byte
 // written once, and every element is reduced once, by one rank, in rank order: all outputs hold the
 // same bits. In-place buffers are safe: share r of any rank's buffer is read and then written only
 // by rank r, tile by tile.

@@ -20,7 +20,6 @@
 namespace collie::shm {
 namespace {
 std::atomic<uint64_t> gDirectShares{0};
-}  // namespace
 
 void streamingCopy(uint8_t* dst, const uint8_t* src, size_t bytes) {
 #if defined(__x86_64__)
@@ -50,6 +49,7 @@ void streamingFence() {
   _mm_sfence();
 #endif
 }
+}  // namespace
 
 uint64_t directShareCount() { return gDirectShares.load(std::memory_order_relaxed); }
 

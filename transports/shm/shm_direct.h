@@ -66,12 +66,6 @@ ShareRange shareRange(size_t count, size_t elementBytes, int nranks, int rank);
 void reduceInOrder(uint8_t* dst, const std::vector<const uint8_t*>& sources, size_t elems,
                    DataType dtype, ReduceOp op, uint8_t* scratch);
 
-// Copies `bytes` from `src` (best in cache) to `dst` with streaming (non-temporal) stores
-// past dst's first 16-byte boundary: no read for ownership of dst's lines. Call
-// streamingFence() before another thread or process may read dst.
-void streamingCopy(uint8_t* dst, const uint8_t* src, size_t bytes);
-void streamingFence();
-
 // Reduces share `rank` of `count` elements over `inputs` (rank order) into every one of
 // `outputs`. `scratch` holds kDirectTileBytes bytes, 64-byte aligned. With `stream` the
 // tiles are written with streaming (non-temporal) stores and fenced before returning:
