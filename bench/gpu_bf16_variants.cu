@@ -135,38 +135,38 @@ unsigned blocksFor(size_t threads) {
   return static_cast<unsigned>((threads + kBlock - 1) / kBlock);
 }
 
+// Launches `kernel` over `packs` packs of type T, `threads` threads in all.
+template <typename T>
+void launchPacks(void (*kernel)(const T*, const T*, T*, size_t), size_t threads, void* a, void* b,
+                 void* c, size_t packs) {
+  kernel<<<blocksFor(threads), kBlock>>>(static_cast<const T*>(a), static_cast<const T*>(b),
+                                         static_cast<T*>(c), packs);
+}
+
 // Launches variant v over `bytes` of each buffer.
 bool launch(int v, void* a, void* b, void* c, size_t bytes) {
   const size_t p16 = bytes / 16, p8 = bytes / 8;
   switch (v) {
     case 0:
-      bf16x16<Pair::kInteger><<<blocksFor(p16), kBlock>>>(
-          static_cast<const uint4*>(a), static_cast<const uint4*>(b), static_cast<uint4*>(c), p16);
+      launchPacks(bf16x16<Pair::kInteger>, p16, a, b, c, p16);
       break;
     case 1:
-      bf16x16<Pair::kCvt><<<blocksFor(p16), kBlock>>>(
-          static_cast<const uint4*>(a), static_cast<const uint4*>(b), static_cast<uint4*>(c), p16);
+      launchPacks(bf16x16<Pair::kCvt>, p16, a, b, c, p16);
       break;
     case 2:
-      bf16x16<Pair::kHadd><<<blocksFor(p16), kBlock>>>(
-          static_cast<const uint4*>(a), static_cast<const uint4*>(b), static_cast<uint4*>(c), p16);
+      launchPacks(bf16x16<Pair::kHadd>, p16, a, b, c, p16);
       break;
     case 3:
-      bf16x8<Pair::kInteger><<<blocksFor(p8), kBlock>>>(
-          static_cast<const uint2*>(a), static_cast<const uint2*>(b), static_cast<uint2*>(c), p8);
+      launchPacks(bf16x8<Pair::kInteger>, p8, a, b, c, p8);
       break;
     case 4:
-      bf16x8<Pair::kCvt><<<blocksFor(p8), kBlock>>>(
-          static_cast<const uint2*>(a), static_cast<const uint2*>(b), static_cast<uint2*>(c), p8);
+      launchPacks(bf16x8<Pair::kCvt>, p8, a, b, c, p8);
       break;
     case 5:
-      bf16x32<<<blocksFor((p16 + 1) / 2), kBlock>>>(
-          static_cast<const uint4*>(a), static_cast<const uint4*>(b), static_cast<uint4*>(c), p16);
+      launchPacks(bf16x32, (p16 + 1) / 2, a, b, c, p16);
       break;
     default:
-      f32x16<<<blocksFor(p16), kBlock>>>(static_cast<const float4*>(a),
-                                         static_cast<const float4*>(b), static_cast<float4*>(c),
-                                         p16);
+      launchPacks(f32x16, p16, a, b, c, p16);
   }
   return cudaGetLastError() == cudaSuccess;
 }
