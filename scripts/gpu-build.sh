@@ -2,7 +2,8 @@
 # Builds, here (no GPU needed), what scripts/gpu-check.sh runs on a GPU machine, and
 # puts it in a carry folder that travels without this machine's paths or libraries:
 #   BUILD/carry/bin: collie, gpu_collectives_test, device_rank, gpu_reduce_copy_bench
-#   BUILD/carry/lib: libcollie.so.0
+#   BUILD/carry/lib: libcollie.so.0, libgpu_streaming_variants.so (the streaming
+#                    kernel's shapes, for bench/gpu_streaming_variants.py)
 #   BUILD/carry/MANIFEST: commit, options, CUDA toolkit, sizes, each binary's ldd and
 #                         newest GLIBC/GLIBCXX symbol version
 # Release, CUDA for sm_90 only (H100/H200), no UCX or verbs, stripped; the CUDA runtime
@@ -20,13 +21,14 @@ carry=$build/carry
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCOLLIE_WITH_CUDA=ON \
   -DCOLLIE_WITH_UCX=OFF -DCOLLIE_WITH_IBVERBS=OFF -DCOLLIE_CUDA_ARCHITECTURES=90
 ninja -C "$build" -j "${JOBS:-2}" collie_cli gpu_collectives_test device_rank \
-  gpu_reduce_copy_bench
+  gpu_reduce_copy_bench gpu_streaming_variants
 
 rm -rf "$carry"
 mkdir -p "$carry/bin" "$carry/lib"
 cp "$build/bin/collie" "$build/tests/gpu/gpu_collectives_test" \
   "$build/tests/multiprocess/device_rank" "$build/bench/gpu_reduce_copy_bench" "$carry/bin/"
 cp -L "$build/libcollie.so.0" "$carry/lib/libcollie.so.0"
+cp "$build/bench/libgpu_streaming_variants.so" "$carry/lib/"
 strip --strip-unneeded "$carry"/bin/* "$carry"/lib/*
 
 allowed='^(linux-vdso\.so|libc\.so|libstdc\+\+\.so|libgcc_s\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|libcollie\.so\.0|/lib64/ld-linux|ld-linux)'

@@ -37,6 +37,24 @@ union Pack {
   T elements[kPackBytes / sizeof(T)];
 };
 
+// 16-byte accesses with the streaming cache hint (evict first; ld/st.global.cs) on the
+// device; plain accesses in the host emulation, where the hint has no meaning.
+__device__ __forceinline__ uint4 loadStreaming(const uint4* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldcs(p);
+#else
+  return *p;
+#endif
+}
+
+__device__ __forceinline__ void storeStreaming(uint4* p, uint4 value) {
+#if defined(__CUDA_ARCH__)
+  __stcs(p, value);
+#else
+  *p = value;
+#endif
+}
+
 template <typename T>
 __device__ __forceinline__ T loadBytes(const void* p) {
   union {
@@ -243,7 +261,11 @@ __device__ __forceinline__ void reduceCopy(const ReduceCopyArgs& args, uint64_t 
 // kernel_table.h): thread t folds pack t of the body, and the first threads also take
 // the head and tail elements. The grid covers every pack, one per thread, with no loop:
 // the shape of a large elementwise kernel, which kept HBM busiest on an H200 for
-// buffers beyond the L2 cache (streamingReduceCopyKernel).
+// buffers beyond the L2 cache (streamingReduceCopyKernel). Its loads and its store
+// carry the streaming hint (ld/st.global.cs: evict first), since at these sizes no
+// byte is read again from the cache; on an H200 the hint on both sides took 0.6-2.2%
+// off the bfloat16 and float32 sum at 32-256 MiB, and on the loads alone it cost 4-5%
+// (docs/decisions/cuda-reduce-copy-grid.md).
 template <typename T, typename Op>
 __device__ __forceinline__ void reduceCopyTwoToOnePack(const ReduceCopyArgs& args,
                                                        uint64_t thread) {
@@ -255,17 +277,18 @@ __device__ __forceinline__ void reduceCopyTwoToOnePack(const ReduceCopyArgs& arg
   const size_t offset =
       static_cast<size_t>(split.head) * sizeof(T) + static_cast<size_t>(thread) * kPackBytes;
   Pack<T> acc, in;
-  acc.vector =
-      *reinterpret_cast<const uint4*>(static_cast<const unsigned char*>(args.srcs[0]) + offset);
-  in.vector =
-      *reinterpret_cast<const uint4*>(static_cast<const unsigned char*>(args.srcs[1]) + offset);
+  acc.vector = loadStreaming(
+      reinterpret_cast<const uint4*>(static_cast<const unsigned char*>(args.srcs[0]) + offset));
+  in.vector = loadStreaming(
+      reinterpret_cast<const uint4*>(static_cast<const unsigned char*>(args.srcs[1]) + offset));
   COLLIE_UNROLL
   for (int e = 0; e < kPerPack; ++e) acc.elements[e] = Op()(acc.elements[e], in.elements[e]);
   if (args.divisor > 0) {
     COLLIE_UNROLL
     for (int e = 0; e < kPerPack; ++e) acc.elements[e] = divideBy(acc.elements[e], args.divisor);
   }
-  *reinterpret_cast<uint4*>(static_cast<unsigned char*>(args.dsts[0]) + offset) = acc.vector;
+  storeStreaming(reinterpret_cast<uint4*>(static_cast<unsigned char*>(args.dsts[0]) + offset),
+                 acc.vector);
 }
 
 __device__ __forceinline__ uint64_t gridThreadIndex() {
