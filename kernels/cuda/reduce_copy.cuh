@@ -263,9 +263,9 @@ __device__ __forceinline__ void reduceCopy(const ReduceCopyArgs& args, uint64_t 
 // the shape of a large elementwise kernel, which kept HBM busiest on an H200 for
 // buffers beyond the L2 cache (streamingReduceCopyKernel). Its loads and its store
 // carry the streaming hint (ld/st.global.cs: evict first), since at these sizes no
-// byte is read again from the cache; on an H200 the hint on both sides took 0.6-2.2%
-// off the bfloat16 and float32 sum at 32-256 MiB, and on the loads alone it cost 4-5%
-// (docs/decisions/cuda-reduce-copy-grid.md).
+// byte is read again from the cache. On an H200 the hint on both sides took 0.2-2.4%
+// off the float32 and bfloat16 sum at 32-256 MiB (most at 32 MiB); on the loads alone
+// it cost 4-5% from 64 MiB (docs/decisions/cuda-reduce-copy-grid.md).
 template <typename T, typename Op>
 __device__ __forceinline__ void reduceCopyTwoToOnePack(const ReduceCopyArgs& args,
                                                        uint64_t thread) {
