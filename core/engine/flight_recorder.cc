@@ -77,7 +77,8 @@ void endWrite(FlightSlot& slot, uint64_t version) {
   slot.version.store(version + 1, std::memory_order_release);
 }
 
-// Under the writers' lock.
+// By the slot's ring's one writer of the moment (the queued ring's writers' lock or the
+// running claim).
 void writeSlot(FlightSlot& slot, uint64_t id, const CollectiveArgs& args, uint64_t tag,
                const char* algorithm, FlightState state, int64_t queued, int64_t start,
                int64_t end) {
@@ -155,35 +156,48 @@ bool readSlot(const FlightSlot& slot, FlightEntry* entry) {
 
 }  // namespace
 
-FlightRecorder::FlightRecorder(size_t depth)
-    : ring_(depth), mask_(depth > 1 && (depth & (depth - 1)) == 0 ? depth - 1 : 0) {}
+FlightRecorder::Ring::Ring(size_t depth)
+    : slots(depth), mask(depth > 1 && (depth & (depth - 1)) == 0 ? depth - 1 : 0) {}
+
+void FlightRecorder::Ring::read(uint64_t next, std::vector<FlightEntry>* out) const {
+  const uint64_t first = next > slots.size() ? next - slots.size() : 1;
+  for (uint64_t id = first; id < next; ++id) {
+    FlightEntry entry;
+    // An entry overwritten meanwhile is skipped.
+    if (readSlot(slot(id), &entry) && entry.id == id) out->push_back(entry);
+  }
+}
+
+FlightRecorder::FlightRecorder(size_t depth) : queued_(depth), inline_(depth) {}
 
 uint64_t FlightRecorder::queued(const CollectiveArgs& args, uint64_t tag, const char* algorithm) {
-  if (ring_.empty()) return 0;
-  const auto now = static_cast<int64_t>(CycleClock::now());
+  if (queued_.slots.empty()) return 0;
   const uint64_t id = lockWriters(writers_);
-  writeSlot(slot(id), id, args, tag, algorithm, FlightState::kQueued, now, 0, 0);
+  // Stamped under the lock, so that the ring's time stamps follow its ids.
+  const auto now = static_cast<int64_t>(CycleClock::now());
+  writeSlot(queued_.slot(id), id, args, tag, algorithm, FlightState::kQueued, now, 0, 0);
   unlockWriters(writers_, id + 1);
   return id;
 }
 
 void FlightRecorder::recordInline(const CollectiveArgs& args, uint64_t tag, const char* algorithm,
                                   uint64_t startTicks, bool ok) {
-  if (ring_.empty()) return;
+  if (inline_.slots.empty()) return;
   const auto now = static_cast<int64_t>(CycleClock::now());
   const auto start = static_cast<int64_t>(startTicks);
-  const uint64_t id = lockWriters(writers_);
-  writeSlot(slot(id), id, args, tag, algorithm, ok ? FlightState::kDone : FlightState::kFailed,
-            start, start, now);
-  unlockWriters(writers_, id + 1);
+  // One writer at a time (the running claim's holder): a plain increment.
+  const uint64_t id = inlineNext_.load(kRelaxed);
+  writeSlot(inline_.slot(id), id, args, tag, algorithm,
+            ok ? FlightState::kDone : FlightState::kFailed, start, start, now);
+  inlineNext_.store(id + 1, std::memory_order_release);
 }
 
 void FlightRecorder::update(uint64_t id, FlightState state,
                             std::atomic<int64_t> FlightSlot::*time) {
-  if (id == 0 || ring_.empty()) return;
+  if (id == 0 || queued_.slots.empty()) return;
   const auto now = static_cast<int64_t>(CycleClock::now());
   const uint64_t next = lockWriters(writers_);
-  updateSlot(slot(id), id, state, time, now);
+  updateSlot(queued_.slot(id), id, state, time, now);
   unlockWriters(writers_, next);
 }
 
@@ -195,19 +209,40 @@ void FlightRecorder::finished(uint64_t id, bool ok) {
 
 std::vector<FlightEntry> FlightRecorder::snapshot() const {
   std::vector<FlightEntry> out;
-  if (ring_.empty()) return out;
+  const size_t depth = queued_.slots.size();
+  if (depth == 0) return out;
+  const uint64_t queuedNext = writers_.load(std::memory_order_acquire) >> 1;
+  const uint64_t inlineNext = inlineNext_.load(std::memory_order_acquire);
+  std::vector<FlightEntry> queued, inlined;
+  queued.reserve(depth);
+  inlined.reserve(depth);
+  queued_.read(queuedNext, &queued);
+  inline_.read(inlineNext, &inlined);
+  // Merged by time stamp (ties: the queued ring first). An entry's number is its id in
+  // its ring plus the other ring's records before it: those up to the other ring's next
+  // unmerged entry, or all of them when none is left. Every record the other ring lost
+  // to overwriting is older than any entry among the newest `depth`.
+  out.reserve(queued.size() + inlined.size());
+  size_t q = 0, i = 0;
+  while (q < queued.size() || i < inlined.size()) {
+    const bool takeQueued =
+        i == inlined.size() || (q < queued.size() && queued[q].queuedUs <= inlined[i].queuedUs);
+    if (takeQueued) {
+      FlightEntry entry = queued[q++];
+      entry.id += (i < inlined.size() ? inlined[i].id : inlineNext) - 1;
+      out.push_back(entry);
+    } else {
+      FlightEntry entry = inlined[i++];
+      entry.id += (q < queued.size() ? queued[q].id : queuedNext) - 1;
+      out.push_back(entry);
+    }
+  }
+  if (out.size() > depth) out.erase(out.begin(), out.end() - static_cast<ptrdiff_t>(depth));
   const double scale = clock_.scale();
-  const uint64_t next = writers_.load(std::memory_order_acquire) >> 1;
-  const uint64_t first = next > ring_.size() ? next - ring_.size() : 1;
-  out.reserve(next - first);
-  for (uint64_t id = first; id < next; ++id) {
-    FlightEntry entry;
-    // An entry overwritten meanwhile is skipped.
-    if (!readSlot(slot(id), &entry) || entry.id != id) continue;
+  for (FlightEntry& entry : out) {
     for (int64_t* time : {&entry.queuedUs, &entry.startUs, &entry.endUs}) {
       *time = clock_.toWallUs(static_cast<uint64_t>(*time), scale);
     }
-    out.push_back(entry);
   }
   return out;
 }
@@ -216,7 +251,7 @@ std::string FlightRecorder::toJson(int rank, int nranks, const std::string& erro
   nlohmann::json doc;
   doc["rank"] = rank;
   doc["nranks"] = nranks;
-  doc["depth"] = ring_.size();
+  doc["depth"] = queued_.slots.size();
   doc["error"] = error;
   nlohmann::json list = nlohmann::json::array();
   for (const FlightEntry& entry : snapshot()) {
@@ -260,7 +295,7 @@ std::string flightDumpPath(const std::string& pattern, int rank) {
 
 std::string FlightRecorder::dump(const std::string& destination, int rank, int nranks,
                                  const std::string& error, const char* why) const {
-  if (destination.empty() || ring_.empty()) return "";
+  if (destination.empty() || queued_.slots.empty()) return "";
   std::string text = toJson(rank, nranks, error);
   if (destination == "stderr" || destination == "-") {
     std::fprintf(stderr, "collie flight recorder of rank %d (%s):\n%s\n", rank, why, text.c_str());

@@ -1,7 +1,8 @@
 // FlightRecorder: keeps the last N collectives oldest first with their states, ignores
-// updates to overwritten entries, and (lock-free seqlock ring) never shows a reader a
-// torn entry while several threads record into it, also when the ring wraps during
-// writes (depth 1 and 2). dump() writes the post-mortem where COLLIE_TRACE_DUMP says.
+// updates to overwritten entries, merges its queued and inline rings in order, and
+// (seqlock slots) never shows a reader a torn entry while several threads record into
+// it, also when the rings wrap during writes (depth 1 and 2). dump() writes the post-mortem where
+// COLLIE_TRACE_DUMP says.
 #include "core/engine/flight_recorder.h"
 
 #include <gtest/gtest.h>
@@ -92,6 +93,48 @@ TEST(FlightRecorderTest, KeepsTheLastCollectivesOldestFirst) {
   EXPECT_NE(doc["collectives"][1]["fingerprint"].get<std::string>().find("send #0 to peer 5"),
             std::string::npos)
       << doc["collectives"][1]["fingerprint"];
+}
+
+// Queued and inline records live in two rings (the inline one written without a lock);
+// a snapshot merges them in time order, numbers each by the records made up to it, and
+// keeps the newest `depth`, whichever ring they came from.
+TEST(FlightRecorderTest, MergesQueuedAndInlineRecordsInOrder) {
+  FlightRecorder recorder(4);
+  uint64_t n = 0;
+  auto queue = [&] {
+    ++n;
+    return recorder.queued(argsFor(n), n, algorithmFor(n));
+  };
+  auto runInline = [&] {
+    ++n;
+    recorder.recordInline(argsFor(n), n, algorithmFor(n), CycleClock::now(), true);
+  };
+  const uint64_t first = queue();           // 1
+  queue();                                  // 2
+  for (int k = 0; k < 6; ++k) runInline();  // 3..8: the inline ring wraps
+  std::vector<FlightEntry> entries = recorder.snapshot();
+  ASSERT_EQ(entries.size(), 4u);
+  for (size_t k = 0; k < entries.size(); ++k) {
+    EXPECT_EQ(entries[k].id, 5 + k);
+    EXPECT_EQ(entries[k].tag, 5 + k);
+    expectWhole(entries[k]);
+  }
+  recorder.finished(first, true);  // still in the queued ring, out of the newest 4
+  queue();                         // 9
+  runInline();                     // 10
+  queue();                         // 11
+  entries = recorder.snapshot();
+  ASSERT_EQ(entries.size(), 4u);
+  for (size_t k = 0; k < entries.size(); ++k) {
+    EXPECT_EQ(entries[k].id, 8 + k);
+    EXPECT_EQ(entries[k].tag, 8 + k);
+    expectWhole(entries[k]);
+    if (k > 0) {
+      EXPECT_GE(entries[k].queuedUs, entries[k - 1].queuedUs);
+    }
+  }
+  EXPECT_EQ(entries[1].state, FlightState::kQueued);
+  EXPECT_EQ(entries[2].state, FlightState::kDone);
 }
 
 TEST(FlightRecorderTest, DepthZeroRecordsNothing) {
