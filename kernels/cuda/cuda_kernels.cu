@@ -78,7 +78,7 @@ Status launch(void (*kernel)(Handle), const Handle& handle, uint64_t bytes,
   if (kernel == nullptr) return invalidArgument(std::string("cuda: ") + what + ": bad dtype or op");
   COLLIE_RETURN_IF_ERROR(checkConfig(config));
   const unsigned grid =
-      config.grid != 0 ? config.grid : launchGrid(bytes, config.block, kDefaultMaxBlocks);
+      config.grid != 0 ? config.grid : launchGrid(bytes, config.block, kStepMaxBlocks);
   void* args[] = {const_cast<Handle*>(&handle)};
   return cudaStatus(
       cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(grid), dim3(config.block), args,

@@ -21,7 +21,7 @@
 
 namespace collie::cuda {
 
-// grid 0: the launch sizes the grid. A step: up to 32 blocks. The bare reduce-copy: the
+// grid 0: the launch sizes the grid. A step: up to 16 blocks. The bare reduce-copy: the
 // blocks resident on every SM while its buffers fit in L2, a grid covering the buffers
 // beyond (and there, for two sources and one destination, its streaming kernel in
 // blocks of 128 threads, whatever `block` says); launchReduceCopy's comment says why.
