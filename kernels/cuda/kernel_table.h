@@ -137,11 +137,11 @@ inline constexpr unsigned kDefaultBlockThreads = 256;
 inline constexpr unsigned kDefaultMaxBlocks = 32;
 // The grid cap of the step kernels (every launch with grid 0 but the bare reduce-copy's
 // and scale's, which size their own). A step kernel's blocks all wait for the peers'
-// flags and share the GPU with the peers' step kernels: on an H200 under MPS, grids
-// forced to 16 blocks ran the device all-reduce in 0.5-0.93x the time of the 32 before
-// at 256 KiB-256 MiB on 2 and 4 ranks, 8 blocks lost at 16 MiB, and 66 or more blocks
-// were 2-10x slower, one 264-block grid on 4 ranks timing out
-// (docs/decisions/cuda-reduce-copy-grid.md, "The step kernels' grid").
+// flags and share the GPU with the peers' step kernels: on an H200 under MPS, grids of
+// 16 blocks ran the device all-reduce in 0.52-0.92x the time of 32 blocks at 1-256 MiB
+// on 2 and 4 ranks, 8 blocks lost at 16 MiB, and 66 or more blocks were 1.4-14x slower,
+// one 264-block grid on 4 ranks timing out (docs/decisions/cuda-reduce-copy-grid.md,
+// "The step kernels' grid").
 inline constexpr unsigned kStepMaxBlocks = 16;
 inline constexpr unsigned kMaxGridBlocks = 0x7fffffffu;  // gridDim.x's limit from sm_30 on
 
