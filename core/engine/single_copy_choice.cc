@@ -23,9 +23,8 @@ double SingleCopyChoice::lowerQuartile(const Side& side) {
 SingleCopyChoice::Trial SingleCopyChoice::begin(CollectiveKind kind, size_t bytes, bool inPlace,
                                                 TeamAlgorithms algorithms, bool fallback) {
   Trial trial{algorithms, -1};
-  if (kind != CollectiveKind::kAllReduce || !fallback || bytes > maxBytes_ ||
-      bytes <= boardBytes_ || !teamHas(algorithms, Algorithm::kCma) ||
-      teamHas(algorithms, Algorithm::kBoard)) {
+  if (!teamHas(algorithms, Algorithm::kCma) ||
+      !cmaIsMeasured(kind, bytes, algorithms, fallback, boardBytes_, maxBytes_)) {
     return trial;
   }
   trial.slot = slotOf(bytes, inPlace);
@@ -62,17 +61,15 @@ bool SingleCopyChoice::end(const Trial& trial, Algorithm ran, double micros) {
   if (!warm) return false;
   side.micros[side.timed++ % kWindow] = micros;
   if (c.cma.timed < kWindow || c.steps.timed < kWindow) return false;
+  // The chosen side's calls keep its window current; the choice is judged again only
+  // when a recheck timed the other side, and on that one call: the rest of the other
+  // side's window is from before, and a burst of load that slows the chosen side alone
+  // must not hand the class to a figure taken before it. (One call is enough evidence
+  // that a side can be that fast: load only adds time.)
+  if (c.decided && (sideIndex == 0) == c.preferCma) return false;
   double cmaFigure = lowerQuartile(c.cma);
   double stepsFigure = lowerQuartile(c.steps);
-  if (c.decided) {
-    // The chosen side's calls keep its window current; the choice is judged again only
-    // when a recheck timed the other side, and on that one call: the rest of the other
-    // side's window is from before, and a burst of load that slows the chosen side alone
-    // must not hand the class to a figure taken before it. (One call is enough evidence
-    // that a side can be that fast: load only adds time.)
-    if ((sideIndex == 0) == c.preferCma) return false;
-    (sideIndex == 0 ? cmaFigure : stepsFigure) = micros;
-  }
+  if (c.decided) (sideIndex == 0 ? cmaFigure : stepsFigure) = micros;
   c.cmaFigure = cmaFigure;
   c.stepsFigure = stepsFigure;
   c.rechecked = c.decided;

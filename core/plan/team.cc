@@ -33,6 +33,12 @@ bool teamSupports(Algorithm algo, CollectiveKind kind) {
   }
 }
 
+bool cmaIsMeasured(CollectiveKind kind, size_t bytes, TeamAlgorithms algorithms,
+                   bool scheduleBehind, size_t boardBytes, size_t measuredMaxBytes) {
+  return kind == CollectiveKind::kAllReduce && scheduleBehind &&
+         !teamHas(algorithms, Algorithm::kBoard) && bytes > boardBytes && bytes <= measuredMaxBytes;
+}
+
 size_t boardBytesOf(CollectiveKind kind, size_t bytes, int nranks) {
   switch (kind) {
     case CollectiveKind::kReduceScatter:

@@ -60,6 +60,14 @@ constexpr bool isEqualExchange(CollectiveKind kind) {
 // rank pulls its blocks from the senders' buffers).
 bool teamSupports(Algorithm algo, CollectiveKind kind);
 
+// Whether the engine times cma against the schedule behind a team step for a collective
+// of `bytes` (core/engine/single_copy_choice.h) rather than taking the tuner's word: an
+// all-reduce whose team step has a schedule behind it and no board in its set, above the
+// board's slot (`boardBytes`) and at most `measuredMaxBytes` (COLLIE_TUNE_ADAPT_MAX; 0:
+// nowhere). The tuner offers cma wherever this holds, and the engine times it there.
+bool cmaIsMeasured(CollectiveKind kind, size_t bytes, TeamAlgorithms algorithms,
+                   bool scheduleBehind, size_t boardBytes, size_t measuredMaxBytes);
+
 // The most bytes one rank publishes on the board for a collective of `bytes` (its
 // count's bytes) on `nranks` ranks: a reduce-scatter's, all-to-all's or scatter root's
 // whole input, a broadcast root's buffer, nothing for a barrier.

@@ -335,12 +335,11 @@ TuneDecision decide(CollectiveKind kind, size_t bytes, int nranks, const TuneLim
   // hand-off and lost at every size the board takes (2 ranks, 4-256 KiB, loaded VM:
   // 24-114 against 9-75 us).
   const bool boardKeeps = isEqualExchange(kind) && teamHas(best.team, Algorithm::kBoard);
-  // Where the engine times cma against the schedule (a schedule behind the team step, no
-  // board in it), the measurement decides: a probe that finds the FIFOs fast (its
-  // bandwidth varies 1.5x from launch to launch here) must not keep cma from being tried.
-  const bool measured = kind == CollectiveKind::kAllReduce && best.steps != Algorithm::kAuto &&
-                        !teamHas(best.team, Algorithm::kBoard) && bytes > team.boardBytes &&
-                        bytes <= limits.measuredCmaMaxBytes;
+  // Where the engine times cma against the schedule (cmaIsMeasured), the measurement
+  // decides: a probe that finds the FIFOs fast (its bandwidth varies 1.5x from launch to
+  // launch here) must not keep cma from being tried.
+  const bool measured = cmaIsMeasured(kind, bytes, best.team, best.steps != Algorithm::kAuto,
+                                      team.boardBytes, limits.measuredCmaMaxBytes);
   for (Algorithm single : {Algorithm::kDirect, Algorithm::kCma}) {
     if (boardKeeps || !teamHas(team.algorithms, single) || !teamSupports(single, kind)) continue;
     if (predictTeamMicros(single, kind, bytes, nranks, team) < otherwise * (1 - 1e-9) ||
