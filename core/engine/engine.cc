@@ -1,10 +1,13 @@
 #include "core/engine/engine.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include "core/engine/cycle_clock.h"
 #include "core/engine/fingerprint.h"
+#include "core/engine/wait_pattern.h"
 #include "core/log/log.h"
 
 namespace collie {
@@ -18,14 +21,23 @@ constexpr auto kCloseWait = std::chrono::seconds(2);
 // wire, and blocking the caller for that long loses no useful overlap.
 constexpr size_t kScheduleInlineMaxBytes = 64 * 1024;
 
+std::atomic<uint64_t> gRunAtSubmit{0};
+
 }  // namespace
+
+uint64_t Engine::runAtSubmitCount() { return gRunAtSubmit.load(std::memory_order_relaxed); }
 
 // Handles may outlive the engine, and a waiter may be running its collective when the
 // engine is destroyed: the destructor stops the queue first (which aborts that
 // collective), then detaches the queue and waits until no waiter is inside it.
+// It also learns whether the callers wait for their collectives at once (WaitPattern).
 class Engine::QueueWaitRunner final : public WaitRunner {
  public:
   explicit QueueWaitRunner(ProgressQueue* queue) : queue_(queue) {}
+  void waiting(const WorkState* work) override {
+    const Submission& s = work->submission();
+    if (s.thread == std::this_thread::get_id()) pattern_.waitedBySubmitter(s.index, s.steadyNs);
+  }
   bool runIfNext(const WorkState* work) override {
     ProgressQueue* queue;
     {
@@ -44,8 +56,10 @@ class Engine::QueueWaitRunner final : public WaitRunner {
     queue_ = nullptr;
     left_.wait(lock, [&] { return inside_ == 0; });
   }
+  WaitPattern& pattern() { return pattern_; }
 
  private:
+  WaitPattern pattern_;
   std::mutex mutex_;
   std::condition_variable left_;
   ProgressQueue* queue_;  // guarded by mutex_; null once detached
@@ -151,19 +165,27 @@ Result<Work> Engine::submitGroup(const std::vector<GroupOp>& ops) {
 
 Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void* output) {
   Result<Work> result = Work();
-  if (submitInline(args, input, output, &result)) return result;
-  Result<std::shared_ptr<const Schedule>> schedule = planner_.plan(args);
-  if (!schedule.isOk()) return schedule.status();
-  // A caller that waits as long as the collective may take runs it itself (WaitRunner);
+  if (submitInline(args, input, output, /*anySize=*/false, &result)) return result;
+  // A caller that waits as long as the collective may take runs it itself (WaitRunner),
+  // and once its callers are seen to wait at once, the engine runs it here (WaitPattern);
   // point-to-point stays with the progress thread, which pairs sends and receives. Not
   // where a host's ranks outnumber its CPUs: a rank's threads share one CPU there, the
   // progress thread woken for the collective takes turns with the waiter running it
   // (4 ranks on 2 cores, 512 KiB-2 MiB: 1.01-1.10x the time with the hand-off).
-  auto work = isPointToPoint(args.kind) || config_.wait.oversubscribed
-                  ? std::make_shared<WorkState>()
-                  : std::make_shared<WorkState>(
-                        waitRunner_,
-                        std::chrono::duration_cast<std::chrono::milliseconds>(config_.timeout));
+  const bool waitable = !isPointToPoint(args.kind) && !config_.wait.oversubscribed;
+  if (waitable && waitRunner_->pattern().runAtSubmit() &&
+      submitInline(args, input, output, /*anySize=*/true, &result)) {
+    gRunAtSubmit.fetch_add(1, std::memory_order_relaxed);
+    return result;
+  }
+  Result<std::shared_ptr<const Schedule>> schedule = planner_.plan(args);
+  if (!schedule.isOk()) return schedule.status();
+  auto work = waitable ? std::make_shared<WorkState>(
+                             waitRunner_,
+                             std::chrono::duration_cast<std::chrono::milliseconds>(config_.timeout),
+                             Submission{std::this_thread::get_id(), waitRunner_->pattern().queued(),
+                                        WaitPattern::nowNs()})
+                       : std::make_shared<WorkState>();
   Pending pending = makePending(*schedule, input, output, 0, work);
   pending.scalar = args.scalar;
   queue_.push(std::move(pending), algorithmName((*schedule)->algorithm).data());
@@ -199,7 +221,7 @@ Status Engine::executeInline(Pending& pending) {
   return finish(pending.flightId, pending.tag, executor_.execute(pending, nullptr));
 }
 
-bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* output,
+bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* output, bool anySize,
                           Result<Work>* result) {
   // Point-to-point never: a send blocking its caller until the peer receives could
   // deadlock a program that posts the matching receive later on the same thread.
@@ -208,7 +230,8 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
   // to keep for the next one.
   if (args.layout != nullptr || args.blocks != nullptr) return false;
   const bool team = executor_.teamOffer().any();
-  if (!team && args.count * dataTypeSize(args.dtype) > kScheduleInlineMaxBytes) return false;
+  const bool small = args.count * dataTypeSize(args.dtype) <= kScheduleInlineMaxBytes;
+  if (!team && !small && !anySize) return false;
   // The board's path takes no lock and makes no allocation, clock read or syscall unless
   // it fails or is declined: the running claim (one compare-exchange), the kept
   // schedule, a sequence number, the team, the claim released.
@@ -222,10 +245,20 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
     }
   }
   const std::shared_ptr<const Schedule>& kept = inlineSchedule_;
+  if (anySize) {
+    // Run at submit: as the progress thread would run it (Executor::execute: the timing of
+    // cma against the ring, the team step, its fallback).
+    Pending pending = makePending(kept, input, output, queue_.tagInline(args), nullptr);
+    pending.scalar = args.scalar;
+    Status status = executeInline(pending);
+    queue_.releaseInline();
+    *result = inlineResult(std::move(status));
+    return true;
+  }
   const Schedule& schedule = *kept;
   const TeamAlgorithms algorithms = inlineTeam_;
   if (!inlineTeamStep_) {
-    if (args.count * dataTypeSize(args.dtype) > kScheduleInlineMaxBytes) {
+    if (!small) {
       queue_.releaseInline();
       return false;
     }
@@ -257,7 +290,7 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
     // progress thread ahead of anything queued meanwhile.
     Pending pending = makePending(kept, input, output, tag, nullptr);
     pending.teamDeclined = true;
-    if (args.count * dataTypeSize(args.dtype) <= kScheduleInlineMaxBytes) {
+    if (small) {
       Status status = executeInline(pending);
       queue_.releaseInline();
       *result = inlineResult(std::move(status));

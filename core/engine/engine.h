@@ -25,13 +25,17 @@
 // Inline runs: when nothing is queued or running, a collective whose plan allows it
 // runs on the submitting thread, which saves the two thread hand-offs that dominate
 // small messages. The plan decides: a team step (core/plan/team.h) runs inline when
-// the team says so (TeamCollectives::runsInline: the board's sizes, direct on
-// registered buffers), a schedule without one up to kScheduleInlineMaxBytes per rank;
-// point-to-point never. When a team declines a collective run inline (every rank
-// alike), its fallback steps run inline too when small, else on the progress thread,
-// ahead of what was queued meanwhile. The schedule planned last for an inline
-// collective is kept, so that a loop of equal small collectives plans (and locks,
-// allocates) nothing.
+// the team says so (TeamCollectives::runsInline: the board's and direct's on registered
+// buffers, up to 256 KiB per rank on shm), a schedule without one up to kScheduleInlineMaxBytes per
+// rank; point-to-point never. When a team declines a collective run inline (every rank alike), its
+// fallback steps run inline too when small, else on the progress thread, ahead of what was queued
+// meanwhile. The schedule planned last for an inline collective is kept, so that a loop of equal
+// small collectives plans (and locks, allocates) nothing.
+//
+// Runs at submit: a larger collective is queued, so that the caller's work overlaps it,
+// unless its callers have been seen to wait for their collectives at once
+// (core/engine/wait_pattern.h); then, when nothing is queued or running, it runs on the
+// submitting thread as the progress thread would run it, and submit() returns it done.
 //
 // submitGroup() queues several point-to-point operations as one unit: the progress
 // thread posts every send and receive of the group before waiting for any, so a group
@@ -51,6 +55,7 @@
 // called from any thread.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -75,6 +80,8 @@ class Engine : private ProgressQueue::Runner {
   ~Engine() override;
 
   Result<Work> submit(const CollectiveArgs& args, const void* input, void* output);
+  // How many collectives ran at submit in this process (tests, benchmarks).
+  static uint64_t runAtSubmitCount();
   // One operation of submitGroup(): a kSend or kRecv (to or from args.peer).
   struct GroupOp {
     CollectiveArgs args;
@@ -109,9 +116,10 @@ class Engine : private ProgressQueue::Runner {
   void closeIdle(const Status& reason, bool publish) override;
 
   // The fast path of submit(): runs the collective on the calling thread when nothing
-  // is queued or running and its plan allows (see above). Returns false (having done
-  // nothing) when it cannot, and then submit() queues it.
-  bool submitInline(const CollectiveArgs& args, const void* input, void* output,
+  // is queued or running and its plan allows (see above; `anySize`: at any size, for a
+  // collective run at submit). Returns false (having done nothing) when it cannot, and
+  // then submit() queues it.
+  bool submitInline(const CollectiveArgs& args, const void* input, void* output, bool anySize,
                     Result<Work>* result);
   // With the running claim held: whether the schedule kept from the last inline
   // collective is the one of `args` (same arguments, nothing replanned since).

@@ -37,9 +37,10 @@ std::shared_ptr<WorkState> WorkState::succeeded() {
 }
 
 Status WorkState::wait(std::chrono::milliseconds timeout) {
+  const bool mayRun = runner_ && timeout >= runnerMinWait_;
+  if (mayRun) runner_->waiting(this);
   if (finished_.load(std::memory_order_acquire)) return status_;
-  if (runner_ && timeout >= runnerMinWait_ && runner_->runIfNext(this) &&
-      finished_.load(std::memory_order_acquire)) {
+  if (mayRun && runner_->runIfNext(this) && finished_.load(std::memory_order_acquire)) {
     return status_;
   }
   if (poller_) {

@@ -27,10 +27,12 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 
 #include "collie/communicator.h"
 
@@ -38,12 +40,25 @@ namespace collie {
 
 class WorkState;
 
+// Who queued a collective that carries a WaitRunner, and when: what the runner learns
+// the callers' way of waiting from.
+struct Submission {
+  std::thread::id thread;  // the submitting thread
+  uint64_t index = 0;      // the runner's number for it
+  int64_t steadyNs = 0;    // steady_clock time of the submission
+};
+
 // Runs a queued collective on the thread that waits for it (see above). Thread safe.
 class WaitRunner {
  public:
   virtual ~WaitRunner() = default;
-  // Runs `work`'s collective to its end on the calling thread, completing `work`, if it
-  // is the next one queued and nothing is running; false (having done nothing) if not.
+  // Called by every wait() that may run the collective (no deadline shorter than the
+  // collective's own), finished or not, before anything else.
+  virtual void waiting(const WorkState* work) = 0;
+  // Called by a thread that waits for unfinished `work` with no deadline shorter than the
+  // collective's own, after waiting(). Runs `work`'s collective to its end on the calling
+  // thread, completing `work`, if it is the next one queued and nothing is running; false
+  // (having done nothing) if not.
   virtual bool runIfNext(const WorkState* work) = 0;
 };
 
@@ -52,8 +67,9 @@ class WorkState {
   using Poller = std::function<std::optional<Status>()>;
   WorkState() = default;
   explicit WorkState(Poller poller) : poller_(std::move(poller)) {}
-  WorkState(std::shared_ptr<WaitRunner> runner, std::chrono::milliseconds runnerMinWait)
-      : runner_(std::move(runner)), runnerMinWait_(runnerMinWait) {}
+  WorkState(std::shared_ptr<WaitRunner> runner, std::chrono::milliseconds runnerMinWait,
+            Submission submission)
+      : runner_(std::move(runner)), runnerMinWait_(runnerMinWait), submission_(submission) {}
   // Completes the collective with `status` (call once) and wakes every waiter.
   void complete(Status status);
   Status wait(std::chrono::milliseconds timeout);
@@ -64,6 +80,8 @@ class WorkState {
   // One process-wide state that is complete and OK: what a collective that finished
   // on the caller's thread returns, with no allocation and no reference counting.
   static std::shared_ptr<WorkState> succeeded();
+  // With a WaitRunner: who submitted it and when.
+  const Submission& submission() const { return submission_; }
 
  private:
   bool poll();  // true once done
@@ -77,6 +95,7 @@ class WorkState {
   std::mutex pollMutex_;  // one poller call at a time
   const std::shared_ptr<WaitRunner> runner_;
   const std::chrono::milliseconds runnerMinWait_{0};
+  const Submission submission_;
 };
 
 }  // namespace collie

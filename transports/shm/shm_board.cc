@@ -49,10 +49,11 @@ std::atomic<uint64_t> gDirectFirst{0};
 // Spins before a wait first reads the clock: a peer on another core usually answers
 // within them, and then the collective reads no clock at all.
 constexpr uint32_t kSpinsBeforeClock = 32;
-// The largest board collective run on the caller's thread. An inline run blocks the caller
-// until every rank has joined and the copies are done; above this the progress thread runs
-// it, so that the caller goes on computing (a DDP bucket's all-reduce overlaps the rest of
-// the backward pass). 256 KiB was the board's whole size before it grew to 2 MiB.
+// The largest collective the board or direct (registered buffers) runs on the caller's
+// thread. An inline run blocks the caller until every rank has joined and the copies are
+// done; above this the progress thread runs it, so that the caller goes on computing (a
+// DDP bucket's all-reduce overlaps the rest of the backward pass). 256 KiB was the
+// board's whole size before it grew to 2 MiB.
 constexpr size_t kInlineBoardMaxBytes = 256 * 1024;
 
 }  // namespace
@@ -248,7 +249,11 @@ Result<std::unique_ptr<Board>> Board::connect(const TransportContext& ctx,
 bool Board::runsInline(const CollectiveArgs& args, TeamAlgorithms algorithms, const void* input,
                        const void* output) const {
   const size_t bytes = args.count * dataTypeSize(args.dtype);
-  if (!isLarge(args, bytes, ctx_.nranks, slotBytes_) && bytes <= kInlineBoardMaxBytes) return true;
+  // Larger ones are queued whatever their path, so that they overlap the caller's work (a
+  // DDP bucket beside the rest of backward); a caller that waits at once runs its queued
+  // collective itself (docs/decisions/waiter-runs-collective.md).
+  if (bytes > kInlineBoardMaxBytes) return false;
+  if (!isLarge(args, bytes, ctx_.nranks, slotBytes_)) return true;
   if (args.kind != CollectiveKind::kAllReduce || !teamHas(algorithms, Algorithm::kDirect)) {
     return false;  // a check, then declined; or cma, which waits for every rank
   }

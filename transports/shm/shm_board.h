@@ -114,9 +114,10 @@ class Board final : public TeamCollectives {
   ~Board() override;
 
   TeamOffer offer() const override { return offer_; }
-  // Collectives that fit the board up to 256 KiB per rank (larger ones would block the
-  // caller for their copies); single copy when this rank's buffers are registered (an
-  // unregistered large all-reduce may be declined: no point blocking the caller).
+  // Collectives up to 256 KiB per rank (larger ones would block the caller for their
+  // copies): those that fit the board, and single copy when this rank's buffers are
+  // registered (an unregistered large all-reduce may be declined: no point blocking the
+  // caller).
   bool runsInline(const CollectiveArgs& args, TeamAlgorithms algorithms, const void* input,
                   const void* output) const override;
   Result<TeamOutcome> run(const CollectiveArgs& args, TeamAlgorithms algorithms, bool fallback,

@@ -20,7 +20,7 @@
 // its communicator, since a collective cannot be taken back half done).
 //
 // A call whose collie operations have already finished when it is pushed (collie ran
-// it inline on the caller's thread: registered or one-shot shared-memory collectives)
+// it inline on the caller's thread: shared-memory collectives up to 256 KiB per rank)
 // and that has no older call pending is completed by push() itself, on the caller's
 // thread: no hand-off to the queue's thread on that path.
 //
