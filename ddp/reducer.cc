@@ -51,6 +51,7 @@ void Reducer::build() {
   std::vector<std::vector<size_t>> assignment = assignBuckets(bytes, first, cap);
   paramBucket_.assign(params_.size(), 0);
   paramOffset_.assign(params_.size(), 0);
+  std::vector<size_t> bucketElements;
   for (size_t b = 0; b < assignment.size(); ++b) {
     BucketLayout layout;
     layout.params = assignment[b];
@@ -61,10 +62,11 @@ void Reducer::build() {
       layout.elements += params_[p].size();
     }
     totalElements_ += layout.elements;
-    buffers_.emplace_back(layout.elements, 0.0f);
+    bucketElements.push_back(layout.elements);
     pending_.push_back(layout.params.size());
     layouts_.push_back(std::move(layout));
   }
+  storage_ = GradientStorage(bucketElements, options_.bucketMemory);
   readyThisStep_.assign(params_.size(), 0);
   touched_.assign(params_.size(), 0);
   stats_.issueUs.assign(layouts_.size(), 0);
@@ -97,7 +99,7 @@ double Reducer::nowUs() const {
 
 std::span<float> Reducer::grad(size_t param) {
   size_t b = paramBucket_[param];
-  return std::span<float>(buffers_[b].data() + paramOffset_[param], params_[param].size());
+  return storage_.bucket(b).subspan(paramOffset_[param], params_[param].size());
 }
 
 NoSyncScope Reducer::noSync() {
@@ -128,7 +130,8 @@ Status Reducer::issueReadyBuckets(bool force) {
   while (nextToIssue_ < layouts_.size() && (force || pending_[nextToIssue_] == 0)) {
     size_t b = nextToIssue_++;
     stats_.issueUs[b] = nowUs();
-    Result<Work> work = comm_->allReduce(buffers_[b].data(), buffers_[b].data(), buffers_[b].size(),
+    const std::span<float> bucket = storage_.bucket(b);
+    Result<Work> work = comm_->allReduce(bucket.data(), bucket.data(), bucket.size(),
                                          DataType::kFloat32, ReduceOp::kAvg);
     if (!work.isOk()) {
       failed_ =
@@ -223,7 +226,10 @@ Status Reducer::finalize() {
 }
 
 void Reducer::zeroGrad() {
-  for (auto& buffer : buffers_) std::fill(buffer.begin(), buffer.end(), 0.0f);
+  for (size_t b = 0; b < storage_.numBuckets(); ++b) {
+    const std::span<float> bucket = storage_.bucket(b);
+    std::fill(bucket.begin(), bucket.end(), 0.0f);
+  }
   std::fill(touched_.begin(), touched_.end(), 0);
 }
 

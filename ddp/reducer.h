@@ -3,7 +3,10 @@
 //
 // Parameters are registered in model order. Their gradients live in one flat float32
 // buffer per bucket (grad(i) is a view into it: no copy before or after the
-// all-reduce, like gradient_as_bucket_view=True). Buckets follow assignBuckets():
+// all-reduce, like gradient_as_bucket_view=True). The buffers are collie shared memory
+// unless ReducerOptions::bucketMemory says kHeap (ddp/gradient_storage.h): on one host
+// the all-reduce then reduces straight between the ranks' buckets in one pass. Buckets
+// follow assignBuckets():
 // reverse model order, a small first bucket, then buckets of about bucketCapMb.
 //
 // Per step: backward adds into grad(i) and calls markReady(i). When a bucket's last
@@ -43,6 +46,7 @@
 #include "collie/communicator.h"
 #include "ddp/bucket_assignment.h"
 #include "ddp/gradient_sink.h"
+#include "ddp/gradient_storage.h"
 #include "ddp/timeline.h"
 
 namespace collie::ddp {
@@ -54,6 +58,7 @@ struct ReducerOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // per finalize()
   Timeline* timeline = nullptr;  // receives one kAllReduce event per bucket and step
   bool broadcastInitialParameters = true;
+  BucketMemory bucketMemory = BucketMemory::kShared;  // falls back to the heap on failure
 };
 
 struct BucketLayout {
@@ -107,6 +112,8 @@ class Reducer : public GradientSink {
   size_t numParams() const { return params_.size(); }
   size_t totalElements() const { return totalElements_; }
   const StepCommStats& lastStepStats() const { return stats_; }
+  // True when the buckets are in collie shared memory (see ReducerOptions::bucketMemory).
+  bool sharedBuckets() const { return storage_.shared(); }
 
  private:
   friend class NoSyncScope;
@@ -121,7 +128,7 @@ class Reducer : public GradientSink {
   std::vector<std::span<float>> params_;
   ReducerOptions options_;
   std::vector<BucketLayout> layouts_;
-  std::vector<std::vector<float>> buffers_;
+  GradientStorage storage_;
   std::vector<size_t> paramBucket_, paramOffset_;
   size_t totalElements_ = 0;
   std::chrono::steady_clock::time_point epoch_ = std::chrono::steady_clock::now();

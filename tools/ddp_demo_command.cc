@@ -48,6 +48,11 @@ CLI::App* addDdpDemoCommand(CLI::App& app, DdpDemoCliOptions* o) {
       ->capture_default_str();
   cmd->add_option("--first-bucket-mb", o->firstBucketMb, "first bucket's size cap (MiB)")
       ->capture_default_str();
+  cmd->add_option("--bucket-memory", o->bucketMemory,
+                  "where the gradient buckets live: shared (collie shared memory, one-pass "
+                  "all-reduce on one host) or heap")
+      ->check(CLI::IsMember({"shared", "heap"}))
+      ->capture_default_str();
   cmd->add_option("--optimizer", o->optimizer, "sgd (with momentum) or adam")
       ->capture_default_str();
   cmd->add_option("--lr", o->lr, "learning rate")->capture_default_str();

@@ -39,6 +39,7 @@ Status Demo::buildDistributed() {
   ro.bucketCapMb = o_.bucketCapMb;
   ro.firstBucketMb = o_.firstBucketMb;
   ro.timeline = &timeline_;
+  ro.bucketMemory = o_.bucketMemory == "heap" ? BucketMemory::kHeap : BucketMemory::kShared;
   Result<std::unique_ptr<Reducer>> reducer = Reducer::create(comm_.get(), params_, ro);
   if (!reducer.isOk()) return reducer.status();
   reducer_ = std::move(*reducer);

@@ -21,6 +21,7 @@ struct DemoOptions {
   int64_t datasetSize = 4096;
   double bucketCapMb = 25.0;
   double firstBucketMb = 1.0;
+  std::string bucketMemory = "shared";  // shared (collie shared memory) or heap
   std::string optimizer = "sgd";
   double lr = 0.01;
   uint64_t seed = 1234;

@@ -28,8 +28,8 @@ void Demo::printBanner() const {
       o_.batch, o_.compute.c_str(), o_.msPerLayer,
       o_.compute == "fma" ? "busy multiply-add loop" : "host idle", optimizer_->name().c_str(),
       o_.resume ? (", resumed at step " + std::to_string(startStep_)).c_str() : "");
-  std::printf("# buckets (launch order; cap %.2f MiB, first %.2f MiB):\n", o_.bucketCapMb,
-              o_.firstBucketMb);
+  std::printf("# buckets (launch order; cap %.2f MiB, first %.2f MiB; in %s memory):\n",
+              o_.bucketCapMb, o_.firstBucketMb, reducer_->sharedBuckets() ? "shared" : "heap");
   const auto& buckets = reducer_->buckets();
   for (size_t b = 0; b < buckets.size(); ++b) {
     std::string names;
