@@ -230,12 +230,29 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
   // to keep for the next one.
   if (args.layout != nullptr || args.blocks != nullptr) return false;
   const bool team = executor_.teamOffer().any();
-  const bool small = args.count * dataTypeSize(args.dtype) <= kScheduleInlineMaxBytes;
-  if (!team && !small && !anySize) return false;
+  auto small = [&] { return args.count * dataTypeSize(args.dtype) <= kScheduleInlineMaxBytes; };
+  if (!team && !anySize && !small()) return false;
   // The board's path takes no lock and makes no allocation, clock read or syscall unless
   // it fails or is declined: the running claim (one compare-exchange), the kept
   // schedule, a sequence number, the team, the claim released.
   if (!queue_.claimIdle()) return false;
+  if (anySize) {
+    // Run at submit: as the progress thread would run it (Executor::execute: the timing of
+    // cma against the ring, the team step, its fallback). Its plan is not kept: the small
+    // collectives between larger ones keep theirs.
+    Result<std::shared_ptr<const Schedule>> schedule = planner_.plan(args);
+    if (!schedule.isOk()) {
+      queue_.releaseInline();
+      *result = schedule.status();
+      return true;
+    }
+    Pending pending = makePending(*schedule, input, output, queue_.tagInline(args), nullptr);
+    pending.scalar = args.scalar;
+    Status status = executeInline(pending);
+    queue_.releaseInline();
+    *result = inlineResult(std::move(status));
+    return true;
+  }
   if (!keptPlanFits(args)) {
     Status planned = keepPlan(args);
     if (!planned.isOk()) {
@@ -245,20 +262,10 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
     }
   }
   const std::shared_ptr<const Schedule>& kept = inlineSchedule_;
-  if (anySize) {
-    // Run at submit: as the progress thread would run it (Executor::execute: the timing of
-    // cma against the ring, the team step, its fallback).
-    Pending pending = makePending(kept, input, output, queue_.tagInline(args), nullptr);
-    pending.scalar = args.scalar;
-    Status status = executeInline(pending);
-    queue_.releaseInline();
-    *result = inlineResult(std::move(status));
-    return true;
-  }
   const Schedule& schedule = *kept;
   const TeamAlgorithms algorithms = inlineTeam_;
   if (!inlineTeamStep_) {
-    if (!small) {
+    if (!small()) {
       queue_.releaseInline();
       return false;
     }
@@ -290,7 +297,7 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
     // progress thread ahead of anything queued meanwhile.
     Pending pending = makePending(kept, input, output, tag, nullptr);
     pending.teamDeclined = true;
-    if (small) {
+    if (small()) {
       Status status = executeInline(pending);
       queue_.releaseInline();
       *result = inlineResult(std::move(status));

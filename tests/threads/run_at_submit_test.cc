@@ -112,7 +112,11 @@ TEST_P(RunAtSubmitTest, CallersThatWaitAtOnceRunTheirCollectivesAtSubmit) {
   // (idle here 73-84 of 111; with another copy of this test beside it 17-54).
   const uint64_t ran = Engine::runAtSubmitCount() - before;
   EXPECT_LE(ran, static_cast<uint64_t>(kRanks * (kRounds - WaitPattern::kStreak)));
+#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+  // Under the sanitizers a submit and its wait are further apart than kPromptWait (TSan:
+  // none ran at submit), which is what a caller that computes in between looks like.
   EXPECT_GT(ran, 0u);
+#endif
 }
 
 TEST_P(RunAtSubmitTest, CallersThatOverlapKeepTheQueue) {
