@@ -17,7 +17,9 @@
 // run it on the caller's thread when it is next in line and nothing runs, which saves
 // the two thread hand-offs (a futex wake and a context switch each way) of a collective
 // that its caller waits for at once. A shorter deadline never runs it there: the wait
-// must return by its deadline.
+// must return by its deadline. Such a wait also tells the runner who waits and when
+// (WaitRunner::waiting, with the Submission the engine recorded), from which the engine
+// learns whether to run its callers' next collectives at submit (wait_pattern.h).
 //
 // Thread safety: every method may be called from any thread. Once complete, wait(),
 // test() and status() take no lock (the status is immutable from then on); one
