@@ -1,7 +1,8 @@
 // Collectives too large to run inline are queued so that the caller's work overlaps them,
 // unless the callers wait for them at once; then the engine runs them on the submitting
 // thread (core/engine/wait_pattern.h). With ranks as threads over shm and tcp: a caller
-// that waits at once gets them run at submit, a caller that overlaps (the next collective
+// that waits at once gets them run at submit (also where ranks outnumber CPUs, where a
+// waiter never runs its queued collective), a caller that overlaps (the next collective
 // posted before the last one is waited for, or a helper thread waiting, as the DDP
 // Reducer does) keeps the queue, a caller that turns from one to the other gets the
 // queue back within a probe's interval, and the results are exact throughout.
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "core/engine/engine.h"
+#include "core/engine/progress_queue.h"
 #include "core/engine/wait_pattern.h"
 #include "support/rank_threads.h"
 
@@ -47,13 +49,13 @@ void expectExact(const std::vector<int32_t>& out, int rank, int round) {
 
 class RunAtSubmitTest : public ::testing::TestWithParam<const char*> {
  protected:
-  std::vector<std::unique_ptr<Communicator>> make() {
+  // `cpus`: what the ranks are told the host has (COLLIE_CPUS), whatever this machine
+  // has; by default a CPU per rank.
+  std::vector<std::unique_ptr<Communicator>> make(int cpus = kRanks) {
     Options options;
     options.transport = GetParam();
     options.timeout = 30s;
-    // A CPU per rank, whatever this machine has: where ranks outnumber CPUs every
-    // collective goes through the progress thread.
-    options.config = {{"COLLIE_CPUS", std::to_string(kRanks)}};
+    options.config = {{"COLLIE_CPUS", std::to_string(cpus)}};
     return makeCommunicators(kRanks, options);
   }
 };
@@ -116,6 +118,23 @@ TEST_P(RunAtSubmitTest, CallersThatWaitAtOnceRunTheirCollectivesAtSubmit) {
   // Under the sanitizers a submit and its wait are further apart than kPromptWait (TSan:
   // none ran at submit), which is what a caller that computes in between looks like.
   EXPECT_GT(ran, 0u);
+#endif
+}
+
+// Where ranks outnumber CPUs a waiter never runs its queued collective (the progress
+// thread, woken for it, would take turns with it), but collectives still run at submit.
+TEST_P(RunAtSubmitTest, WhereRanksOutnumberCpusWaitersDoNotRunButSubmittersDo) {
+  auto comms = make(/*cpus=*/1);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(kRanks));
+  constexpr int kRounds = 40;
+  const uint64_t waiterRuns = ProgressQueue::waiterRunCount();
+  const uint64_t before = Engine::runAtSubmitCount();
+  onEveryRank(kRanks, [&](int r) { blockingRounds(comms[r].get(), r, 0, kRounds); });
+  EXPECT_EQ(ProgressQueue::waiterRunCount() - waiterRuns, 0u);
+  const uint64_t ran = Engine::runAtSubmitCount() - before;
+  EXPECT_LE(ran, static_cast<uint64_t>(kRanks * (kRounds - WaitPattern::kStreak)));
+#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+  EXPECT_GT(ran, 0u);  // as above
 #endif
 }
 
