@@ -3,8 +3,9 @@
 // A collective too large to run on the submitting thread is queued for the progress
 // thread, so that the caller's work overlaps it (a DDP bucket's all-reduce beside the rest
 // of the backward pass). A caller that waits for it at once runs it itself (WaitRunner),
-// but it still pays for the queue and for waking the progress thread: 0.70-0.95x the time
-// at 1-16 MiB on 2 ranks when run at submit instead (docs/decisions/run-at-submit.md).
+// but it still pays for the queue and for waking the progress thread: run at submit
+// instead, plain buffers on 2 ranks took 0.66-0.74x the time at 512 KiB and 0.90-0.97x at
+// 2 MiB (docs/decisions/run-at-submit.md).
 // WaitPattern learns from the queued collectives which kind of caller this is:
 //
 // - a queued collective counts as waited at once when the thread that submitted it waits
