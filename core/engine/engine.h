@@ -25,12 +25,13 @@
 // Inline runs: when nothing is queued or running, a collective whose plan allows it
 // runs on the submitting thread, which saves the two thread hand-offs that dominate
 // small messages. The plan decides: a team step (core/plan/team.h) runs inline when
-// the team says so (TeamCollectives::runsInline: the board's and direct's on registered
-// buffers, up to 256 KiB per rank on shm), a schedule without one up to kScheduleInlineMaxBytes per
-// rank; point-to-point never. When a team declines a collective run inline (every rank alike), its
-// fallback steps run inline too when small, else on the progress thread, ahead of what was queued
-// meanwhile. The schedule planned last for an inline collective is kept, so that a loop of equal
-// small collectives plans (and locks, allocates) nothing.
+// the team says so (TeamCollectives::runsInline: on shm the board's collectives and
+// direct on registered buffers, up to 256 KiB per rank), a schedule without one up to
+// kScheduleInlineMaxBytes per rank; point-to-point never. When a team declines a
+// collective run inline (every rank alike), its fallback steps run inline too when
+// small, else on the progress thread, ahead of what was queued meanwhile. The schedule
+// planned last for an inline collective is kept, so that a loop of equal small
+// collectives plans (and locks, allocates) nothing.
 //
 // Runs at submit: a larger collective is queued, so that the caller's work overlaps it,
 // unless its callers have been seen to wait for their collectives at once
