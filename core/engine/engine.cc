@@ -242,23 +242,6 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
   // it fails or is declined: the running claim (one compare-exchange), the kept
   // schedule, a sequence number, the team, the claim released.
   if (!queue_.claimIdle()) return false;
-  if (anySize) {
-    // Run at submit: as the progress thread would run it (Executor::execute: the timing of
-    // cma against the ring, the team step, its fallback). Its plan is not kept: the small
-    // collectives between larger ones keep theirs.
-    Result<std::shared_ptr<const Schedule>> schedule = planner_.plan(args);
-    if (!schedule.isOk()) {
-      queue_.releaseInline();
-      *result = schedule.status();
-      return true;
-    }
-    Pending pending = makePending(*schedule, input, output, queue_.tagInline(args), nullptr);
-    pending.scalar = args.scalar;
-    Status status = executeInline(pending);
-    queue_.releaseInline();
-    *result = inlineResult(std::move(status));
-    return true;
-  }
   if (!keptPlanFits(args)) {
     Status planned = keepPlan(args);
     if (!planned.isOk()) {
@@ -268,6 +251,16 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
     }
   }
   const std::shared_ptr<const Schedule>& kept = inlineSchedule_;
+  if (anySize) {
+    // Run at submit: as the progress thread would run it (Executor::execute: the timing of
+    // cma against the ring, the team step, its fallback).
+    Pending pending = makePending(kept, input, output, queue_.tagInline(args), nullptr);
+    pending.scalar = args.scalar;
+    Status status = executeInline(pending);
+    queue_.releaseInline();
+    *result = inlineResult(std::move(status));
+    return true;
+  }
   const Schedule& schedule = *kept;
   const TeamAlgorithms algorithms = inlineTeam_;
   if (!inlineTeamStep_) {
