@@ -22,6 +22,7 @@ __version__ = _C.collie_version()
 __all__ = [
     "Device",
     "SharedBuckets",
+    "completion_stats",
     "create_backend",
     "create_device",
     "device_knobs",
@@ -150,6 +151,17 @@ def shared_allocator_stats():
     to the zero-copy path; collie takes it when every rank offers.
     """
     return dict(_C.shared_allocator_stats())
+
+
+def completion_stats():
+    """Where this process's calls on collie groups completed, counted since it started.
+
+    ``on_caller``: on the thread that made the call, before the call returned (collie ran
+    the collective there: up to 256 KiB per rank on shared memory, and larger ones once
+    the caller is seen to wait for each at once); ``on_thread``: on a group's completion
+    thread (the call overlapped the caller's work, or was handed off).
+    """
+    return dict(_C.completion_stats())
 
 
 def init_method_from_env():

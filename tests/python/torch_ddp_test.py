@@ -293,6 +293,36 @@ def check_collectives(rank, collie, gloo, failures):
         failures.append("work not completed after its future")
 
 
+def check_blocking_large(rank, collie, failures):
+    """All-reduces above the 256 KiB that collie always runs on the caller's thread, each
+    waited for at once: exact, and once collie has seen this caller wait at once it runs
+    them at submit, so they complete on the calling thread. Without Work.wait waiting on
+    collie's operations itself none ever did: the completion thread was the only waiter,
+    and it is not the submitter."""
+    n = (1 << 20) // 4 + 3
+    base = torch.arange(n, dtype=torch.float32) % 97
+    calls = 200
+    before = torch_collie.completion_stats()["on_caller"]
+    for i in range(calls):
+        t = base + rank + i % 5
+        if i % 2:
+            dist.all_reduce(t, group=collie)
+        else:
+            dist.all_reduce(t, group=collie, async_op=True).wait()
+        if not torch.equal(t, 2 * base + 1 + 2 * (i % 5)):
+            failures.append(f"blocking 1 MiB all-reduce {i}: wrong result")
+            return
+    on_caller = torch_collie.completion_stats()["on_caller"] - before
+    print(f"rank {rank}: {on_caller} of {calls} blocking 1 MiB all-reduces completed on the "
+          "calling thread", flush=True)
+    # Run at submit, 151-195 of 200 here (also beside two busy loops); with Work.wait
+    # leaving collie's operations to the completion thread, 0-10 (a queued one that had
+    # finished before the call handed it to the completion queue).
+    if on_caller < calls // 4:
+        failures.append(f"only {on_caller} of {calls} blocking 1 MiB all-reduces completed on "
+                        "the calling thread (run at submit)")
+
+
 def worker(rank, init_file, result_dir):
     failures = []
     try:
@@ -301,6 +331,7 @@ def worker(rank, init_file, result_dir):
         collie = dist.group.WORLD
         gloo = dist.new_group(backend="gloo")
         check_collectives(rank, collie, gloo, failures)
+        check_blocking_large(rank, collie, failures)
         check_contract(rank, WORLD, gloo, failures)
         # A second collie group: its own communicator, rendezvous under its own prefix,
         # configured by its pg_options (tcp on loopback here, shm for the world group).

@@ -66,6 +66,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return t.has_storage() && t.nbytes() > 0 &&
            torch_collie::SharedPool::instance().find(t.data_ptr(), t.nbytes()).has_value();
   });
+  m.def(
+      "completion_stats",
+      [] {
+        py::dict d;
+        d["on_caller"] = torch_collie::CompletionQueue::completedOnCaller();
+        d["on_thread"] = torch_collie::CompletionQueue::completedOnThread();
+        return d;
+      },
+      "Calls completed on the calling thread and on a completion thread, so far.");
   m.def("shared_allocator_stats", [] {
     torch_collie::SharedPoolStats s = torch_collie::SharedPool::instance().stats();
     py::dict d;

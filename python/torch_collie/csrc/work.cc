@@ -10,6 +10,9 @@ namespace {
 // collie::Work::wait slices; the engine's own deadline ends an operation.
 constexpr std::chrono::milliseconds kWaitSlice{200};
 
+std::atomic<uint64_t> gCompletedOnCaller{0};
+std::atomic<uint64_t> gCompletedOnThread{0};
+
 // A Future of the output list, or of the list of output lists.
 c10::TypePtr futureType(size_t lists) {
   c10::TypePtr list = c10::ListType::create(c10::TensorType::get());
@@ -38,6 +41,16 @@ std::vector<at::Tensor> CollieWork::result() {
   return outputs_.empty() ? std::vector<at::Tensor>() : outputs_[0];
 }
 
+bool CollieWork::wait(std::chrono::milliseconds timeout) {
+  // collie bounds every operation by COLLIE_TIMEOUT, and the completion thread aborts the
+  // communicator when the call's own deadline passes, so these waits end; their status
+  // is the completion's to report.
+  if (timeout == ::kNoTimeout && !isCompleted()) {
+    for (const collie::Work& op : ops_) (void)op.wait();
+  }
+  return c10d::Work::wait(timeout);
+}
+
 void CollieWork::complete(std::exception_ptr error) {
   // The Future first (DDP's callbacks run here, on the completion thread), then the
   // Work, as gloo does: once wait() returns, getFuture().value() is there.
@@ -56,6 +69,9 @@ CompletionQueue::CompletionQueue(int rank) : rank_(rank), thread_([this] { run()
 CompletionQueue::~CompletionQueue() { stop(); }
 
 void CompletionQueue::push(PendingCall call) {
+  // A call with a deadline of its own is waited for by the completion thread alone,
+  // which enforces it.
+  if (!call.deadline) call.work->setOps(call.ops);
   bool inlineFinish = true;
   for (collie::Work& op : call.ops) inlineFinish = inlineFinish && op.test();
   {
@@ -67,12 +83,21 @@ void CompletionQueue::push(PendingCall call) {
     ++inFlight_;
   }
   if (inlineFinish) {
+    gCompletedOnCaller.fetch_add(1, std::memory_order_relaxed);
     finishCall(call);
     call = PendingCall();
     std::lock_guard<std::mutex> lock(mutex_);
     --inFlight_;
   }
   cv_.notify_all();
+}
+
+uint64_t CompletionQueue::completedOnCaller() {
+  return gCompletedOnCaller.load(std::memory_order_relaxed);
+}
+
+uint64_t CompletionQueue::completedOnThread() {
+  return gCompletedOnThread.load(std::memory_order_relaxed);
 }
 
 bool CompletionQueue::drain(std::chrono::milliseconds timeout) {
@@ -100,6 +125,7 @@ void CompletionQueue::run() {
       call = std::move(queue_.front());
       queue_.pop_front();
     }
+    gCompletedOnThread.fetch_add(1, std::memory_order_relaxed);
     finishCall(call);
     call = PendingCall();  // release tensors before announcing completion
     {

@@ -20,9 +20,18 @@
 // its communicator, since a collective cannot be taken back half done).
 //
 // A call whose collie operations have already finished when it is pushed (collie ran
-// it inline on the caller's thread: shared-memory collectives up to 256 KiB per rank)
-// and that has no older call pending is completed by push() itself, on the caller's
-// thread: no hand-off to the queue's thread on that path.
+// it inline on the caller's thread: shared-memory collectives up to 256 KiB per rank,
+// and larger ones once its callers are seen to wait at once) and that has no older call
+// pending is completed by push() itself, on the caller's thread: no hand-off to the
+// queue's thread on that path.
+//
+// CollieWork::wait() with no timeout (a blocking dist.all_reduce) of a call with no
+// deadline of its own first waits for the collie operations on the calling thread, then
+// for the completion. collie runs a queued collective on a thread that waits for it with
+// no deadline, and learns from the submitting thread's prompt waits that the caller
+// blocks at once: it then runs the next collectives at submit
+// (docs/decisions/run-at-submit.md), and push() completes them. The queue's thread alone
+// never teaches that: it is not the submitter.
 //
 // Thread safety: push() may be called from any thread; drain() and stop() from one
 // owner thread. Future callbacks (DDP's bucket finalisation) run on the queue's
@@ -58,16 +67,22 @@ class CollieWork : public c10d::Work {
              uint64_t sequence);
 
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  // With no timeout: the collie operations first, on this thread (see above).
+  bool wait(std::chrono::milliseconds timeout = ::kNoTimeout) override;
   std::vector<at::Tensor> result() override;
   int sourceRank() const override { return sourceRank_.load(); }
   uint64_t getSequencenumber() const override { return sequence_; }
 
   void setSourceRank(int rank) { sourceRank_.store(rank); }
+  // The collie operations behind the work, for wait(). Set once, before the work is
+  // handed to the caller.
+  void setOps(std::vector<collie::Work> ops) { ops_ = std::move(ops); }
   // Completes the work once: success when `error` is null.
   void complete(std::exception_ptr error);
 
  private:
   std::vector<std::vector<at::Tensor>> outputs_;
+  std::vector<collie::Work> ops_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::atomic<int> sourceRank_{-1};
   const uint64_t sequence_;
@@ -99,6 +114,10 @@ class CompletionQueue {
   ~CompletionQueue();
 
   void push(PendingCall call);
+  // This process's calls completed by push() on the calling thread, and on a queue's
+  // thread, so far (all queues).
+  static uint64_t completedOnCaller();
+  static uint64_t completedOnThread();
   // Waits until every pushed call completed or `timeout` passed; true when empty.
   bool drain(std::chrono::milliseconds timeout);
   // Finishes the calls still queued (their collie operations must be able to end,
