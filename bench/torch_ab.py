@@ -4,7 +4,7 @@ and the machine's ceiling in the same run.
 
 Usage: bench/torch_ab.py --a PYTHONPATH_A --b PYTHONPATH_B [--rounds 5] [--min 256K]
                          [--max 16M] [--factor 4] [--iters 200] [--warmup 20]
-                         [--roofline build/bench/roofline] [--python VENV_PYTHON]
+                         [--build build] [--python VENV_PYTHON]
 
 PYTHONPATH_A/B are directories holding a torch_collie package (a build's python/lib,
 or a copy of it kept from before a change). A round runs the roofline once (dual-write
@@ -16,7 +16,6 @@ of A, B and gloo and the paired ratio B/A (median, and range, of the ratios take
 within one round).
 """
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -24,7 +23,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from ab import parse_bytes  # noqa: E402
+from ab import parse_bytes, roofline  # noqa: E402
 
 
 def launch(python, pythonpath, backend, port, sizes):
@@ -48,14 +47,6 @@ def launch(python, pythonpath, backend, port, sizes):
     return cells
 
 
-def roofline(path):
-    if not os.access(path, os.X_OK):
-        return None
-    proc = subprocess.run([path, "--json", "--iters", "7", "--warmup", "2"],
-                          capture_output=True, text=True, timeout=300)
-    return json.loads(proc.stdout) if proc.returncode == 0 else None
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--a", required=True, help="PYTHONPATH of the baseline torch_collie")
@@ -66,8 +57,8 @@ def main():
     parser.add_argument("--factor", type=int, default=4)
     parser.add_argument("--iters", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
-    parser.add_argument("--roofline", default=os.path.join(HERE, "..", "build", "bench",
-                                                           "roofline"))
+    parser.add_argument("--build", default=os.path.join(HERE, "..", "build"),
+                        help="the collie build whose bench/roofline gives the ceiling")
     parser.add_argument("--python", default=os.path.expanduser(
         "~/.cache/collie/venv/bin/python"))
     args = parser.parse_args()
@@ -76,7 +67,7 @@ def main():
     rounds = []
     port = 29700
     for r in range(args.rounds):
-        ceiling = roofline(args.roofline)
+        ceiling = roofline(args.build)
         order = sides if r % 2 == 0 else [sides[1], sides[0], sides[2]]
         cells = {}
         for name, path, backend in order:
