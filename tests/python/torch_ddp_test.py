@@ -297,7 +297,7 @@ def check_blocking_large(rank, collie, failures):
     """All-reduces above the 256 KiB that collie always runs on the caller's thread, each
     waited for at once: exact, and once collie has seen this caller wait at once it runs
     them at submit, so they complete on the calling thread. Without Work.wait waiting on
-    collie's operations itself none ever did: the completion thread was the only waiter,
+    collie's operations itself hardly any did: the completion thread was the only waiter,
     and it is not the submitter."""
     n = (1 << 20) // 4 + 3
     base = torch.arange(n, dtype=torch.float32) % 97
