@@ -371,8 +371,11 @@ int runPerf(const PerfCliOptions& raw) {
                  std::string(dataTypeName(args->dtype)).c_str(), c.size());
     return 2;
   }
-  if (!args->jsonPath.empty()) {
-    // Registered like the measured buffers (-R 1), as a forced --algo direct needs.
+  {
+    // Every rank takes part whether or not it was given --json: only rank 0 writes the
+    // file, and launchers that start each rank on its own (compare.py's namespaces) give
+    // it to rank 0 alone. Registered like the measured buffers (-R 1), as a forced --algo
+    // direct needs.
     AlignedBuffer flag(sizeof(int32_t), args->registered ? &c : nullptr);
     auto* writable = reinterpret_cast<int32_t*>(flag.get());
     if (writable == nullptr) {
@@ -380,13 +383,16 @@ int runPerf(const PerfCliOptions& raw) {
       return 2;
     }
     *writable = 1;
-    if (c.rank() == 0) *writable = std::ofstream(args->jsonPath, std::ios::app) ? 1 : 0;
+    if (c.rank() == 0 && !args->jsonPath.empty()) {
+      *writable = std::ofstream(args->jsonPath, std::ios::app) ? 1 : 0;
+    }
     auto agreed = c.allReduce(writable, writable, 1, DataType::kInt32, ReduceOp::kMin);
     Status st = agreed.isOk() ? agreed->wait() : agreed.status();
     if (!st.isOk() || *writable == 0) {
       std::fprintf(stderr, "collie perf: %s\n",
-                   st.isOk() ? ("rank 0 cannot write --json " + args->jsonPath).c_str()
-                             : st.toString().c_str());
+                   !st.isOk()      ? st.toString().c_str()
+                   : c.rank() == 0 ? ("rank 0 cannot write --json " + args->jsonPath).c_str()
+                                   : "rank 0 cannot write its --json file");
       return 2;
     }
   }

@@ -82,6 +82,16 @@ status=$?
 grep -q "cannot write --json /nonexistent-dir/perf.json" "$tmp/out" ||
   fail "unwritable --json not named: $(cat "$tmp/out")"
 grep -q "#wrong\|out-of-place" "$tmp/out" && fail "unwritable --json: the run went ahead"
+# --json given to rank 0 alone, as launchers that start each rank on its own do
+# (bench/compare.py's namespaces): the run goes ahead and rank 0 writes the file (before,
+# the other rank skipped the --json check's all-reduce: a collective mismatch).
+"$collie" run -n 2 -- sh -c 'if [ "$COLLIE_RANK" = 0 ]; then
+    exec "$1" perf allreduce -b 1K -e 1K -n 2 -w 0 --json "$2"
+  fi
+  exec "$1" perf allreduce -b 1K -e 1K -n 2 -w 0' sh "$collie" "$tmp/rank0.json" \
+  >"$tmp/out" 2>&1 || fail "--json on rank 0 alone: $(cat "$tmp/out")"
+grep -q '"results"' "$tmp/rank0.json" 2>/dev/null ||
+  fail "--json on rank 0 alone: rank 0 wrote no results: $(cat "$tmp/out")"
 "$collie" run -n 2 -- "$collie" perf allgather -b 4 -e 4 -d float >"$tmp/out" 2>&1
 status=$?
 [ "$status" -eq 2 ] || fail "allgather of one float on 2 ranks: exit $status, want 2"
