@@ -69,11 +69,12 @@ CompletionQueue::CompletionQueue(int rank) : rank_(rank), thread_([this] { run()
 CompletionQueue::~CompletionQueue() { stop(); }
 
 void CompletionQueue::push(PendingCall call) {
-  // A call with a deadline of its own is waited for by the completion thread alone,
-  // which enforces it.
-  if (!call.deadline) call.work->setOps(call.ops);
   bool inlineFinish = true;
   for (collie::Work& op : call.ops) inlineFinish = inlineFinish && op.test();
+  // Operations still running are the caller's to wait for (CollieWork::wait); finished
+  // ones are not worth the copy. A call with a deadline of its own is waited for by the
+  // completion thread alone, which enforces it.
+  if (!inlineFinish && !call.deadline) call.work->setOps(call.ops);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     // Finished already (collie ran it on this thread) and nothing older is pending:
