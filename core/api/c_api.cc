@@ -129,7 +129,9 @@ collieResult_t collieCommInitRank(collieComm_t* comm, int nranks, collieUniqueId
     if (!parsed.isOk()) return fail(parsed.status());
     auto created = collie::Communicator::create(*parsed, rank, nranks);
     if (!created.isOk()) return fail(created.status());
-    *comm = new collieComm{std::move(*created)};
+    auto* made = new collieComm();
+    made->comm = std::move(*created);
+    *comm = made;
     return collieSuccess;
   });
 }
@@ -139,7 +141,9 @@ collieResult_t collieCommInitFromEnv(collieComm_t* comm) {
   return guarded([&] {
     auto created = collie::Communicator::createFromEnvironment();
     if (!created.isOk()) return fail(created.status());
-    *comm = new collieComm{std::move(*created)};
+    auto* made = new collieComm();
+    made->comm = std::move(*created);
+    *comm = made;
     return collieSuccess;
   });
 }

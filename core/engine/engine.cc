@@ -35,7 +35,7 @@ class Engine::QueueWaitRunner final : public WaitRunner {
  public:
   // `waitersRun`: whether a waiter may run its collective (not where a host's ranks
   // outnumber its CPUs: see Engine::submit); the learning goes on either way.
-  QueueWaitRunner(ProgressQueue* queue, bool waitersRun) : queue_(queue), waitersRun_(waitersRun) {}
+  QueueWaitRunner(ProgressQueue* queue, bool waitersRun) : waitersRun_(waitersRun), queue_(queue) {}
   void waiting(const WorkState* work) override {
     const Submission& s = work->submission();
     if (s.thread == std::this_thread::get_id()) pattern_.waitedBySubmitter(s.index, s.steadyNs);
