@@ -302,25 +302,33 @@ def check_blocking_large(rank, collie, failures):
     n = (1 << 20) // 4 + 3
     base = torch.arange(n, dtype=torch.float32) % 97
     calls = 200
-    before = torch_collie.completion_stats()["on_caller"]
-    for i in range(calls):
-        t = base + rank + i % 5
-        if i % 2:
-            dist.all_reduce(t, group=collie)
-        else:
-            dist.all_reduce(t, group=collie, async_op=True).wait()
-        if not torch.equal(t, 2 * base + 1 + 2 * (i % 5)):
-            failures.append(f"blocking 1 MiB all-reduce {i}: wrong result")
-            return
-    on_caller = torch_collie.completion_stats()["on_caller"] - before
-    print(f"rank {rank}: {on_caller} of {calls} blocking 1 MiB all-reduces completed on the "
-          "calling thread", flush=True)
-    # Run at submit, 151-195 of 200 here (also beside two busy loops); with Work.wait
-    # leaving collie's operations to the completion thread, 0-10 (a queued one that had
-    # finished before the call handed it to the completion queue).
-    if on_caller < calls // 4:
-        failures.append(f"only {on_caller} of {calls} blocking 1 MiB all-reduces completed on "
-                        "the calling thread (run at submit)")
+    # How many run at submit depends on the machine's load: collie learns that a caller
+    # waits at once only from waits within 100 us of the submit, which a preempted rank
+    # misses. Quiet, 151-195 of 200 (also beside two busy loops); beside other tests'
+    # ranks (ctest -j2) 36 and 113 on the two ranks, hence the ctest runs serially; beside
+    # a sanitizer build, 10-69 per round. With Work.wait leaving collie's operations to
+    # the completion thread, 0-10 (a queued one that had finished before the call handed
+    # it to the completion queue). So: three rounds, and one of them must reach a fifth.
+    # Both ranks run every round (the calls are collective), so the rounds are fixed.
+    best = 0
+    for attempt in range(3):
+        before = torch_collie.completion_stats()["on_caller"]
+        for i in range(calls):
+            t = base + rank + i % 5
+            if i % 2:
+                dist.all_reduce(t, group=collie)
+            else:
+                dist.all_reduce(t, group=collie, async_op=True).wait()
+            if not torch.equal(t, 2 * base + 1 + 2 * (i % 5)):
+                failures.append(f"blocking 1 MiB all-reduce {i}: wrong result")
+                return
+        on_caller = torch_collie.completion_stats()["on_caller"] - before
+        print(f"rank {rank}: round {attempt + 1}: {on_caller} of {calls} blocking 1 MiB "
+              "all-reduces completed on the calling thread", flush=True)
+        best = max(best, on_caller)
+    if best < calls // 5:
+        failures.append(f"at most {best} of {calls} blocking 1 MiB all-reduces completed on "
+                        "the calling thread in three rounds (run at submit)")
 
 
 def worker(rank, init_file, result_dir):
