@@ -18,6 +18,8 @@ struct CPreMulSum {
 };
 
 struct collieComm {
+  explicit collieComm(std::unique_ptr<collie::Communicator> made) : comm(std::move(made)) {}
+
   std::unique_ptr<collie::Communicator> comm;
   std::mutex opsMutex;
   std::map<int, CPreMulSum> preMulSums;  // by op value
@@ -129,9 +131,7 @@ collieResult_t collieCommInitRank(collieComm_t* comm, int nranks, collieUniqueId
     if (!parsed.isOk()) return fail(parsed.status());
     auto created = collie::Communicator::create(*parsed, rank, nranks);
     if (!created.isOk()) return fail(created.status());
-    auto* made = new collieComm();
-    made->comm = std::move(*created);
-    *comm = made;
+    *comm = new collieComm(std::move(*created));
     return collieSuccess;
   });
 }
@@ -141,9 +141,7 @@ collieResult_t collieCommInitFromEnv(collieComm_t* comm) {
   return guarded([&] {
     auto created = collie::Communicator::createFromEnvironment();
     if (!created.isOk()) return fail(created.status());
-    auto* made = new collieComm();
-    made->comm = std::move(*created);
-    *comm = made;
+    *comm = new collieComm(std::move(*created));
     return collieSuccess;
   });
 }
