@@ -38,7 +38,7 @@ class Engine::QueueWaitRunner final : public WaitRunner {
   QueueWaitRunner(ProgressQueue* queue, bool waitersRun) : waitersRun_(waitersRun), queue_(queue) {}
   void waiting(const WorkState* work) override {
     const Submission& s = work->submission();
-    if (s.thread == std::this_thread::get_id()) pattern_.waitedBySubmitter(s.index, s.steadyNs);
+    if (s.thread == std::this_thread::get_id()) pattern_.waitedBySubmitter(s.index, s.submitted);
   }
   bool runIfNext(const WorkState* work) override {
     if (!waitersRun_) return false;
@@ -186,15 +186,18 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
   }
   Result<std::shared_ptr<const Schedule>> schedule = planner_.plan(args);
   if (!schedule.isOk()) return schedule.status();
-  auto work = waitable ? std::make_shared<WorkState>(
-                             waitRunner_,
-                             std::chrono::duration_cast<std::chrono::milliseconds>(config_.timeout),
-                             Submission{std::this_thread::get_id(), waitRunner_->pattern().queued(),
-                                        WaitPattern::nowNs()})
-                       : std::make_shared<WorkState>();
+  auto work =
+      waitable
+          ? std::make_shared<WorkState>(
+                waitRunner_, std::chrono::duration_cast<std::chrono::milliseconds>(config_.timeout),
+                Submission{std::this_thread::get_id(), waitRunner_->pattern().queued()})
+          : std::make_shared<WorkState>();
   Pending pending = makePending(*schedule, input, output, 0, work);
   pending.scalar = args.scalar;
   queue_.push(std::move(pending), algorithmName((*schedule)->algorithm).data());
+  // The submitter's usage is read once the collective is on its way (about 1 us of
+  // system calls, WaitPattern).
+  if (waitable) work->markSubmitted(ThreadMark::now());
   return Work(work);
 }
 

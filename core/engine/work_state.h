@@ -37,6 +37,7 @@
 #include <thread>
 
 #include "collie/communicator.h"
+#include "core/engine/wait_pattern.h"
 
 namespace collie {
 
@@ -47,7 +48,7 @@ class WorkState;
 struct Submission {
   std::thread::id thread;  // the submitting thread
   uint64_t index = 0;      // the runner's number for it
-  int64_t steadyNs = 0;    // steady_clock time of the submission
+  ThreadMark submitted;    // the submitting thread just after the submission
 };
 
 // Runs a queued collective on the thread that waits for it (see above). Thread safe.
@@ -84,6 +85,10 @@ class WorkState {
   static std::shared_ptr<WorkState> succeeded();
   // With a WaitRunner: who submitted it and when.
   const Submission& submission() const { return submission_; }
+  // Sets submission().submitted. Only the submitting thread calls it, before its submit
+  // returns, and only that thread reads the mark (WaitRunner::waiting checks the thread
+  // first), so it needs no lock.
+  void markSubmitted(const ThreadMark& mark) { submission_.submitted = mark; }
 
  private:
   bool poll();  // true once done
@@ -97,7 +102,7 @@ class WorkState {
   std::mutex pollMutex_;  // one poller call at a time
   const std::shared_ptr<WaitRunner> runner_;
   const std::chrono::milliseconds runnerMinWait_{0};
-  const Submission submission_;
+  Submission submission_;  // `submitted` set once by markSubmitted(), the rest fixed
 };
 
 }  // namespace collie

@@ -302,13 +302,14 @@ def check_blocking_large(rank, collie, failures):
     n = (1 << 20) // 4 + 3
     base = torch.arange(n, dtype=torch.float32) % 97
     calls = 200
-    # How many run at submit depends on the machine's load: collie learns that a caller
-    # waits at once only from waits within 100 us of the submit, which a preempted rank
-    # misses. Quiet, 151-195 of 200 (also beside two busy loops); beside other tests'
-    # ranks (ctest -j2) 36 and 113 on the two ranks, hence the ctest runs serially; beside
-    # a sanitizer build, 10-69 per round. With Work.wait leaving collie's operations to
-    # the completion thread, 0-10 (a queued one that had finished before the call handed
-    # it to the completion queue). So: three rounds, and one of them must reach a fifth.
+    # How many run at submit depends on the machine's load. When collie counted a wait as
+    # prompt only within 100 us of the submit, a preempted rank missed it: beside other
+    # tests' ranks (ctest -j2) 36 and 113 on the two ranks, beside a sanitizer build 10-69
+    # per round, beside a 2-rank collie perf loop 6-179. Now a submitter that was only
+    # preempted still counts: 177-181 quiet, 148-192 beside that loop. With Work.wait
+    # leaving collie's operations to the completion thread, 0-10 (a queued one that had
+    # finished before the call handed it to the completion queue). The ctest still runs
+    # serially, and of three rounds one must reach a fifth.
     # Both ranks run every round (the calls are collective), so the rounds are fixed.
     best = 0
     for attempt in range(3):

@@ -16,7 +16,16 @@ constexpr int64_t kSecondNs = 1'000'000'000;
 // Queues one collective and has its submitter wait for it at once.
 void queueAndWaitAtOnce(WaitPattern& p) {
   const uint64_t index = p.queued();
-  p.waitedBySubmitter(index, WaitPattern::nowNs());
+  p.waitedBySubmitter(index, ThreadMark::now());
+}
+
+// Spins until this thread has used `ns` more of CPU time.
+void computeFor(int64_t ns) {
+  const ThreadMark start = ThreadMark::now();
+  ThreadMark now = start;
+  while (now.cpuNs - start.cpuNs < ns && now.steadyNs - start.steadyNs < 10 * kSecondNs) {
+    now = ThreadMark::now();
+  }
 }
 
 TEST(WaitPatternTest, RunsAtSubmitAfterAStreakOfPromptWaits) {
@@ -34,9 +43,72 @@ TEST(WaitPatternTest, AWaitAfterComputingIsNotAWaitAtOnce) {
   for (uint32_t k = 0; k < 2 * WaitPattern::kStreak; ++k) {
     EXPECT_FALSE(p.runAtSubmit());
     const uint64_t index = p.queued();
-    p.waitedBySubmitter(index, WaitPattern::nowNs() - kSecondNs);  // queued a second ago
+    const ThreadMark submitted = ThreadMark::now();
+    computeFor(1'000'000);
+    p.waitedBySubmitter(index, submitted);
   }
   EXPECT_FALSE(p.runAtSubmit());
+}
+
+TEST(WaitPatternTest, AWaitAfterBlockingIsNotAWaitAtOnce) {
+  WaitPattern p;
+  for (uint32_t k = 0; k < 2 * WaitPattern::kStreak; ++k) {
+    EXPECT_FALSE(p.runAtSubmit());
+    const uint64_t index = p.queued();
+    const ThreadMark submitted = ThreadMark::now();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    p.waitedBySubmitter(index, submitted);
+  }
+  EXPECT_FALSE(p.runAtSubmit());
+}
+
+// A submitter preempted between its submit and its wait (no CPU of its own used, never
+// blocked) still waited at once.
+TEST(WaitPatternTest, APreemptedSubmitterWaitsAtOnce) {
+  WaitPattern p;
+  for (uint32_t k = 0; k < WaitPattern::kStreak; ++k) {
+    EXPECT_FALSE(p.runAtSubmit());
+    const uint64_t index = p.queued();
+    ThreadMark submitted = ThreadMark::now();
+    submitted.steadyNs -= kSecondNs;  // a second ago, with no CPU used or blocking since
+    p.waitedBySubmitter(index, submitted);
+  }
+  EXPECT_TRUE(p.runAtSubmit());
+}
+
+TEST(WaitPatternTest, PromptWaitsByTimeCpuAndBlocking) {
+  const int64_t prompt = std::chrono::nanoseconds(WaitPattern::kPromptWait).count();
+  const ThreadMark submitted{1'000'000'000, 5'000'000, 7};
+  const auto after = [&](int64_t wallNs, int64_t cpuNs, int64_t blocked) {
+    return ThreadMark{submitted.steadyNs + wallNs, submitted.cpuNs + cpuNs,
+                      submitted.voluntarySwitches + blocked};
+  };
+  EXPECT_TRUE(WaitPattern::isPromptWait(submitted, after(prompt, prompt, 0)));
+  // Within kPromptWait the wall clock alone decides (the usage is not read there).
+  EXPECT_TRUE(WaitPattern::isPromptWait(submitted, after(prompt / 2, 0, 3)));
+  // Preempted: later, but no CPU of its own and no blocking.
+  EXPECT_TRUE(WaitPattern::isPromptWait(submitted, after(50 * prompt, prompt, 0)));
+  EXPECT_FALSE(WaitPattern::isPromptWait(submitted, after(50 * prompt, prompt + 1000, 0)))
+      << "computed first";
+  EXPECT_FALSE(WaitPattern::isPromptWait(submitted, after(50 * prompt, 0, 1))) << "blocked first";
+  ThreadMark unknown = after(50 * prompt, 0, 0);
+  unknown.cpuNs = -1;
+  EXPECT_FALSE(WaitPattern::isPromptWait(submitted, unknown)) << "usage unreadable";
+}
+
+// ThreadMark reads this thread's own usage: sleeping is a voluntary switch, spinning is
+// CPU time.
+TEST(ThreadMarkTest, ReadsTheThreadsCpuTimeAndBlocking) {
+  const ThreadMark start = ThreadMark::now();
+  ASSERT_GE(start.cpuNs, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const ThreadMark slept = ThreadMark::now();
+  EXPECT_GT(slept.voluntarySwitches, start.voluntarySwitches);
+  EXPECT_GE(slept.steadyNs - start.steadyNs, 2'000'000);
+  EXPECT_LT(slept.cpuNs - start.cpuNs, 1'000'000) << "sleeping used a millisecond of CPU";
+  computeFor(2'000'000);
+  EXPECT_GE(ThreadMark::now().cpuNs - slept.cpuNs, 2'000'000)
+      << "10 s of spinning used under 2 ms of CPU";
 }
 
 TEST(WaitPatternTest, AWaitForAnOlderCollectiveIsNotAWaitAtOnce) {
@@ -45,7 +117,7 @@ TEST(WaitPatternTest, AWaitForAnOlderCollectiveIsNotAWaitAtOnce) {
   for (uint32_t k = 0; k < 2 * WaitPattern::kStreak; ++k) {
     EXPECT_FALSE(p.runAtSubmit());
     const uint64_t index = p.queued();
-    p.waitedBySubmitter(previous, WaitPattern::nowNs());  // posted the next one first
+    p.waitedBySubmitter(previous, ThreadMark::now());  // posted the next one first
     previous = index;
   }
   EXPECT_FALSE(p.runAtSubmit());
@@ -55,7 +127,7 @@ TEST(WaitPatternTest, WaitingTwiceCountsOnce) {
   WaitPattern p;
   const uint64_t index = p.queued();
   for (uint32_t k = 0; k < WaitPattern::kStreak; ++k) {
-    p.waitedBySubmitter(index, WaitPattern::nowNs());
+    p.waitedBySubmitter(index, ThreadMark::now());
   }
   EXPECT_FALSE(p.runAtSubmit());
 }
