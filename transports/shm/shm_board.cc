@@ -623,7 +623,7 @@ Status Board::meet(std::atomic<uint64_t>* (*flag)(void*), uint64_t sequence, con
   // Own the line the next small collective publishes in while the caller works: in the
   // VM's slow mode (a cache line takes ~180 ns between the cores) the publication then
   // costs one crossing instead of two. 8 B, 2 ranks, interleaved, slow mode: 0.20-0.27
-  // against 0.31-0.36 us; fast mode 0.11-0.13 either way (docs/performance.md).
+  // against 0.31-0.36 us; fast mode 0.11-0.13 either way (docs/decisions/small-message-path.md).
   if (inLine) prefetchForWrite(lineSlot(boards_[rank].base, parity ^ 1));
   return TeamOutcome{Algorithm::kBoard};
 }
