@@ -92,9 +92,6 @@ class WaitPattern {
   static constexpr std::chrono::microseconds kPromptWait{100};
   static constexpr std::chrono::milliseconds kProbeEvery{10};
 
-  // steady_clock nanoseconds.
-  static int64_t nowNs() { return ThreadMark::steadyNowNs(); }
-
   // Whether a thread marked `submitted` when it submitted a collective and `waiting` when
   // it began to wait for it did nothing in between: it waited within kPromptWait, or it
   // used no more than kPromptWait of CPU and never blocked of its own accord (the rest of
@@ -114,18 +111,19 @@ class WaitPattern {
       return false;
     }
     if (streak_.load(std::memory_order_relaxed) < kStreak) return false;
-    return nowNs() - lastQueuedNs_.load(std::memory_order_relaxed) < kProbeEveryNs;
+    return ThreadMark::steadyNowNs() - lastQueuedNs_.load(std::memory_order_relaxed) <
+           kProbeEveryNs;
   }
   // A collective is queued (after runAtSubmit()): its number, for waitedAtOnce().
   uint64_t queued() {
-    lastQueuedNs_.store(nowNs(), std::memory_order_relaxed);
+    lastQueuedNs_.store(ThreadMark::steadyNowNs(), std::memory_order_relaxed);
     return queued_.fetch_add(1, std::memory_order_relaxed);
   }
   // Queued collective `index`, submitted by a thread that marked `submitted` then
   // (ThreadMark::now()), is waited for by that thread.
   void waitedBySubmitter(uint64_t index, const ThreadMark& submitted) {
     ThreadMark waiting;
-    waiting.steadyNs = nowNs();
+    waiting.steadyNs = ThreadMark::steadyNowNs();
     if (waiting.steadyNs - submitted.steadyNs > kPromptWaitNs) waiting.readUsage();
     if (!isPromptWait(submitted, waiting)) return;                     // it did work first
     if (index + 1 != queued_.load(std::memory_order_relaxed)) return;  // another came after
