@@ -100,4 +100,32 @@ Sha256Digest sha256(const void* data, size_t bytes) {
   return Sha256().update(data, bytes).finish();
 }
 
+HmacSha256::HmacSha256(const void* key, size_t keyBytes) {
+  std::array<uint8_t, 64> block{};
+  if (keyBytes > block.size()) {
+    Sha256Digest hashed = sha256(key, keyBytes);
+    std::memcpy(block.data(), hashed.data(), hashed.size());
+  } else if (keyBytes > 0) {
+    std::memcpy(block.data(), key, keyBytes);
+  }
+  std::array<uint8_t, 64> innerKey;
+  for (size_t i = 0; i < block.size(); ++i) {
+    innerKey[i] = static_cast<uint8_t>(block[i] ^ 0x36);
+    outerKey_[i] = static_cast<uint8_t>(block[i] ^ 0x5c);
+  }
+  inner_.update(innerKey.data(), innerKey.size());
+}
+
+Sha256Digest HmacSha256::finish() {
+  Sha256Digest inner = inner_.finish();
+  return Sha256()
+      .update(outerKey_.data(), outerKey_.size())
+      .update(inner.data(), inner.size())
+      .finish();
+}
+
+Sha256Digest hmacSha256(const void* key, size_t keyBytes, const void* data, size_t bytes) {
+  return HmacSha256(key, keyBytes).update(data, bytes).finish();
+}
+
 }  // namespace collie
