@@ -7,8 +7,9 @@
 // the oldest unauthenticated connection makes room: the oldest of the same source
 // when that source is at its cap (so one stranger only ever recycles its own
 // connections), else the oldest overall. A legitimate rank sends its Hello as soon as
-// it is connected, so it is the newest pending connection for the few microseconds
-// it is pending at all, and is never the one evicted while strangers idle.
+// the server's Challenge (sent at accept) reaches it, so it is among the newest
+// pending connections for the one round trip it is pending at all, and is never the
+// one evicted while strangers idle.
 //
 // Connections are named by the server's ids, which must increase with arrival.
 // Thread safety: none; the store server's thread owns it.

@@ -1,5 +1,7 @@
 // The TCP store server: one thread, poll() over the listening socket, every client
-// and a wake-up pipe. Clients are state machines (handshake, then requests); a get
+// and a wake-up pipe. Clients are state machines (handshake: the server's Challenge
+// goes out right after accept, then the client's Hello is read and checked, see
+// core/net/handshake.h; then requests); a get
 // for a missing key parks its client (no further requests of that client are read)
 // until the key is set or the get's wait expires. A client that fails the handshake,
 // breaks a protocol limit or sends an unknown op is logged and dropped alone.
@@ -47,10 +49,10 @@ constexpr size_t kReadChunk = 64 * 1024;
 constexpr int kAcceptBurst = 256;  // accepts per poll round, so that clients are served too
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);
 // At the descriptor limit only connections pending this long are closed to make room:
-// a rank sends its Hello right after connecting, so a younger one may be a rank whose
-// Hello is on its way (with `ulimit -n 10`, rank 1 was evicted by rank 0 otherwise).
-// Short, so that a backlog of strangers drains quickly (one descriptor's worth of them
-// per kEvictableAge at worst).
+// a rank answers the Challenge sent at accept within one round trip, so a younger one
+// may be a rank whose Hello is on its way (with `ulimit -n 10`, rank 1 was evicted by
+// rank 0 otherwise). Short, so that a backlog of strangers drains quickly (one
+// descriptor's worth of them per kEvictableAge at worst).
 constexpr auto kEvictableAge = std::chrono::milliseconds(50);
 constexpr auto kDropLogInterval = std::chrono::seconds(1);
 
@@ -67,6 +69,7 @@ struct Client {
   net::Socket sock;
   std::string address;
   bool authenticated = false;
+  net::Nonce nonce{};  // of the Challenge this client must answer
   Deadline handshakeDeadline;
   std::vector<uint8_t> in;  // unparsed bytes start at inPos
   size_t inPos = 0;
@@ -177,9 +180,17 @@ class TcpStoreServer final : public StoreServer {
            "too many unauthenticated connections (COLLIE_STORE_MAX_PENDING, "
            "COLLIE_STORE_MAX_PENDING_PER_HOST); closed the oldest");
     }
-    // A rank sends its Hello as soon as it is connected: read it now, so that it is
+    // The Challenge goes out now: a rank answers it within a round trip, so that it is
     // authenticated before any later connection can evict it.
-    readFrom(id, c);
+    Result<net::Nonce> nonce = net::freshNonce();
+    if (!nonce.isOk()) {
+      drop(id, nonce.status().message());
+      return;
+    }
+    c.nonce = *nonce;
+    auto challenge = net::encodeChallenge(c.nonce);
+    c.out.insert(c.out.end(), challenge.begin(), challenge.end());
+    flush(id, c);
   }
 
   // accept() failed for want of a descriptor: frees one. False when none can be freed
@@ -263,7 +274,7 @@ class TcpStoreServer final : public StoreServer {
       size_t avail = c.in.size() - c.inPos;
       if (!c.authenticated) {
         if (avail < net::kHelloBytes) break;
-        Result<net::Hello> hello = net::decodeHello(p, secret_);
+        Result<net::Hello> hello = net::decodeHello(p, secret_, c.nonce);
         if (hello.isOk() && hello->purpose != net::Purpose::kStore) {
           hello = unauthenticated("connection is not for the store");
         }
@@ -271,10 +282,10 @@ class TcpStoreServer final : public StoreServer {
           drop(id, "handshake failed: " + hello.status().message());
           return false;
         }
+        auto accept = net::encodeAccept(p, secret_, c.nonce);
         c.inPos += net::kHelloBytes;
         c.authenticated = true;
         pending_.remove(id);
-        auto accept = net::encodeAccept();
         c.out.insert(c.out.end(), accept.begin(), accept.end());
         continue;
       }

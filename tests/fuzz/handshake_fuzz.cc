@@ -1,5 +1,6 @@
-// Fuzz target: the secret handshake (Hello) and the tcp frame header check. The
-// first 16 bytes are the job secret, so the fuzzer can reach past the secret check.
+// Fuzz target: the handshake decoders (Challenge, Hello, Accept) and the tcp frame
+// header check. The first 16 bytes are the job secret and the next 16 the server's
+// nonce, so the fuzzer can reach past the proof check.
 #include <cstdint>
 #include <cstring>
 
@@ -9,23 +10,37 @@
 using namespace collie;  // NOLINT(build/namespaces)
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (size < kJobSecretBytes) return 0;
+  if (size < kJobSecretBytes + net::kNonceBytes) return 0;
   JobSecret secret;
   std::memcpy(secret.data(), data, kJobSecretBytes);
-  data += kJobSecretBytes;
-  size -= kJobSecretBytes;
-  if (size >= net::kHelloBytes) {
-    Result<net::Hello> hello = net::decodeHello(data, secret);
+  net::Nonce serverNonce;
+  std::memcpy(serverNonce.data(), data + kJobSecretBytes, net::kNonceBytes);
+  data += kJobSecretBytes + net::kNonceBytes;
+  size -= kJobSecretBytes + net::kNonceBytes;
+  if (size >= net::kChallengeBytes) {
+    Result<net::Nonce> nonce = net::decodeChallenge(data);
+    if (nonce.isOk() && std::memcmp(net::encodeChallenge(*nonce).data(), data, 6) != 0) {
+      __builtin_trap();
+    }
+  }
+  if (size >= net::kHelloBytes + net::kAcceptBytes) {
+    Result<net::Hello> hello = net::decodeHello(data, secret, serverNonce);
     if (hello.isOk()) {
-      // A valid Hello re-encodes to the same bytes (reserved bytes aside).
-      auto again = net::encodeHello(*hello, secret);
-      if (std::memcmp(again.data(), data, 36) != 0 ||
-          std::memcmp(again.data() + 40, data + 40, 8) != 0) {
+      // A valid Hello re-encodes to the same bytes (reserved bytes aside), and its
+      // Accept verifies.
+      net::Nonce clientNonce;
+      std::memcpy(clientNonce.data(), data + 32, net::kNonceBytes);
+      auto again = net::encodeHello(*hello, secret, serverNonce, clientNonce);
+      if (std::memcmp(again.data(), data, 20) != 0 ||
+          std::memcmp(again.data() + 24, data + 24, net::kHelloBytes - 24) != 0) {
         __builtin_trap();
       }
+      auto accept = net::encodeAccept(data, secret, serverNonce);
+      if (!net::checkAccept(accept.data(), data, secret, serverNonce).isOk()) __builtin_trap();
     }
-    data += net::kHelloBytes;
-    size -= net::kHelloBytes;
+    (void)net::checkAccept(data + net::kHelloBytes, data, secret, serverNonce);
+    data += net::kHelloBytes + net::kAcceptBytes;
+    size -= net::kHelloBytes + net::kAcceptBytes;
   }
   // Frame headers: the receiver's expectation comes from its own plan for a length.
   while (size >= 2 * tcp::kFrameHeaderBytes) {

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of the fuzz targets into tests/fuzz/corpus/<target>/.
 Run from anywhere; the seeds are checked in, rerun only when a format changes."""
+import hashlib
+import hmac
 import os
 import struct
 
@@ -25,13 +27,26 @@ write("store_protocol", "set_get_add",
 write("store_protocol", "reply_ok", struct.pack("<B7xQ", 0, 8) + struct.pack("<q", 7))
 write("store_protocol", "reply_timeout", struct.pack("<B7xQ", 1, 0))
 
-# Handshake: secret, Hello, then (got, want) frame header pairs.
+# Handshake: secret, server nonce, Hello, Accept, then (got, want) frame header pairs.
+# The Hello and Accept carry valid proofs (core/net/handshake.h), so the fuzzer starts
+# past the check.
 secret = bytes(range(16))
-hello = struct.pack("<IHH", 0x4F4C4C43, 1, 2) + secret + struct.pack("<iIIIQ", 3, 1, 0, 0, 0x1234)
+server_nonce = bytes(range(100, 116))
+
+
+def hello_accept(purpose, rank, job_hash):
+    body = struct.pack("<IHHiIIIQ", 0x4F4C4C43, 2, purpose, rank, 1, 0, 0, job_hash)
+    body += bytes(range(200, 216))  # client nonce
+    mac_c = hmac.new(secret, b"collie/hello/client/v2" + server_nonce + body, hashlib.sha256)
+    mac_s = hmac.new(secret, b"collie/hello/server/v2" + server_nonce + body, hashlib.sha256)
+    return body + mac_c.digest() + struct.pack("<II", 0x4B4F4C43, 0) + mac_s.digest()
+
+
 frame = struct.pack("<IBBHQQQQ", 0x52464C43, 0, 1, 0, 0xABCDEF, 4096, 0, 4096)
-write("handshake", "hello_frames", secret + hello + frame + frame)
-store_hello = struct.pack("<IHH", 0x4F4C4C43, 1, 1) + secret + struct.pack("<iIIIQ", -1, 0, 0, 0, 0)
-write("handshake", "store_hello", secret + store_hello)
+write("handshake", "hello_frames", secret + server_nonce + hello_accept(2, 3, 0x1234) + frame + frame)
+write("handshake", "store_hello", secret + server_nonce + hello_accept(1, -1, 0))
+challenge = struct.pack("<IHH", 0x48434C43, 2, 0) + server_nonce
+write("handshake", "challenge", secret + server_nonce + challenge)
 
 # Unique id: text forms and a 128-byte blob.
 write("unique_id", "text_v4", b"collie1:127.0.0.1:29500:000102030405060708090a0b0c0d0e0f")

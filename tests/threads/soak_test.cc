@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -259,9 +260,11 @@ TEST(Soak, TenThousandRandomCollectivesStayCorrectAndMemoryIsFlat) {
       << " KiB";
 }
 
-// A stranger's connection: sends `bytes`, then reports whether the peer refused or
-// closed it (without an answer) within two seconds.
-bool strangerIsTurnedAway(uint16_t port, const std::vector<uint8_t>& bytes) {
+// A stranger's connection: reads the handshake Challenge, sends what `answer` makes of
+// it, then reports whether the peer refused or closed it (without an answer) within
+// two seconds.
+bool strangerIsTurnedAway(uint16_t port,
+                          const std::function<std::vector<uint8_t>(const uint8_t*)>& answer) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -274,6 +277,18 @@ bool strangerIsTurnedAway(uint16_t port, const std::vector<uint8_t>& bytes) {
   }
   timeval tv{2, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  uint8_t challenge[net::kChallengeBytes];
+  size_t got = 0;
+  while (got < sizeof(challenge)) {
+    ssize_t n = ::recv(fd, challenge + got, sizeof(challenge) - got, 0);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  if (got < sizeof(challenge)) {
+    ::close(fd);
+    return false;  // every collie listener challenges at once
+  }
+  std::vector<uint8_t> bytes = answer(challenge);
   [[maybe_unused]] ssize_t sent = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
   uint8_t reply[64];
   ssize_t n = ::recv(fd, reply, sizeof(reply), 0);
@@ -343,15 +358,19 @@ TEST(Intruders, WrongSecretsAndRandomBytesAreRejectedWhileTheJobRuns) {
     for (int purpose = 1; purpose <= 2; ++purpose) {
       net::Hello hello;
       hello.purpose = static_cast<net::Purpose>(purpose);
-      auto bytes = net::encodeHello(hello, wrong);
       ++attempts;
-      turnedAway += strangerIsTurnedAway(port, std::vector<uint8_t>(bytes.begin(), bytes.end()));
+      turnedAway += strangerIsTurnedAway(port, [&](const uint8_t* challenge) {
+        auto serverNonce = net::decodeChallenge(challenge);
+        auto bytes = net::encodeHello(
+            hello, wrong, serverNonce.isOk() ? *serverNonce : net::Nonce{}, net::Nonce{});
+        return std::vector<uint8_t>(bytes.begin(), bytes.end());
+      });
     }
     for (int i = 0; i < 4; ++i) {
-      std::vector<uint8_t> junk(48 + rng() % 4000);
+      std::vector<uint8_t> junk(net::kHelloBytes + rng() % 4000);
       for (auto& b : junk) b = static_cast<uint8_t>(rng());
       ++attempts;
-      turnedAway += strangerIsTurnedAway(port, junk);
+      turnedAway += strangerIsTurnedAway(port, [&](const uint8_t*) { return junk; });
     }
   }
   std::this_thread::sleep_for(200ms);

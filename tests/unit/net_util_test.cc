@@ -1,7 +1,7 @@
-// Socket helpers: interface specs, host:port parsing, handshake encoding.
+// Socket helpers: interface specs, host:port parsing. (The handshake's codec is in
+// handshake_test.cc.)
 #include <gtest/gtest.h>
 
-#include "core/net/handshake.h"
 #include "core/net/socket.h"
 
 namespace collie::net {
@@ -40,26 +40,6 @@ TEST(HostPort, SplitAndJoin) {
   EXPECT_FALSE(splitHostPort("::1:80", &host, &port).isOk());
   EXPECT_FALSE(splitHostPort("h:99999", &host, &port).isOk());
   EXPECT_FALSE(splitHostPort("h:", &host, &port).isOk());
-}
-
-TEST(Handshake, EncodeDecode) {
-  JobSecret secret{};
-  secret[3] = 7;
-  Hello hello{Purpose::kTcpData, 5, 1, 3, hashJobKey("job")};
-  auto bytes = encodeHello(hello, secret);
-  auto back = decodeHello(bytes.data(), secret);
-  ASSERT_TRUE(back.isOk());
-  EXPECT_EQ(back->rank, 5);
-  EXPECT_EQ(back->channel, 1u);
-  EXPECT_EQ(back->socketIndex, 3u);
-  EXPECT_EQ(back->jobHash, hashJobKey("job"));
-  JobSecret other = secret;
-  other[15] ^= 1;
-  auto rejected = decodeHello(bytes.data(), other);
-  ASSERT_FALSE(rejected.isOk());
-  EXPECT_EQ(rejected.status().code(), StatusCode::kUnauthenticated);
-  bytes[0] ^= 1;
-  EXPECT_FALSE(decodeHello(bytes.data(), secret).isOk());
 }
 
 TEST(Sockets, ReadTimesOutAndSeesClose) {

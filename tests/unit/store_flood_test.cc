@@ -21,6 +21,7 @@
 #include "collie/store.h"
 #include "core/bootstrap/pending_connections.h"
 #include "core/bootstrap/store_server.h"
+#include "core/net/handshake.h"
 #include "core/net/socket.h"
 
 namespace collie {
@@ -135,6 +136,9 @@ TEST(StoreFlood, IdleStrangerIsDroppedAfterTheHandshakeDeadline) {
   auto sock = net::connectWithDeadline("127.0.0.1", (*server)->port(), Clock::now() + 2s);
   ASSERT_TRUE(sock.isOk()) << sock.status().toString();
   const auto start = Clock::now();
+  // The server's handshake Challenge comes at once; the stranger never answers it.
+  uint8_t challenge[net::kChallengeBytes];
+  ASSERT_TRUE(net::readFull(sock->fd(), challenge, sizeof(challenge), Clock::now() + 1s).isOk());
   uint8_t byte = 0;
   Status closed = net::readFull(sock->fd(), &byte, 1, Clock::now() + 3s);
   EXPECT_EQ(closed.code(), StatusCode::kRemoteError) << closed.toString();

@@ -228,6 +228,10 @@ Status IbConnection::handleCtl(const CtlMsg& msg) {
       helloSeen_ = true;
       hello_ = msg;
       return Status();
+    case CtlKind::kHelloProof:
+      proofSeen_ = true;
+      proof_ = msg;
+      return Status();
     case CtlKind::kCredit:
       return Status();
     case CtlKind::kClearToSend:
@@ -350,26 +354,66 @@ Status IbConnection::progress(bool* progressed) {
   return Status();
 }
 
-Status IbConnection::exchangeHello(const JobSecret& secret, uint64_t jobHash, Deadline deadline) {
-  CtlMsg hello;
-  hello.kind = static_cast<uint32_t>(CtlKind::kHello);
-  std::memcpy(&hello.addr, secret.data(), 8);
-  std::memcpy(&hello.tag, secret.data() + 8, 8);
-  hello.bytes = jobHash;
-  COLLIE_RETURN_IF_ERROR(sendCtl(hello, true));
-  while (!helloSeen_) {
+// The proof travels in the control message's three 8-byte fields: the first 24 bytes
+// of the HMAC-SHA-256 (a truncation RFC 2104 section 5 allows).
+constexpr size_t kProofBytesSent = 24;
+
+Status IbConnection::awaitCtl(const bool& seen, const char* what, Deadline deadline) {
+  while (!seen) {
     if (Clock::now() > deadline) {
-      return timeoutError("ibverbs: rank " + std::to_string(peer_) +
-                              " did not send its handshake before the deadline",
+      return timeoutError("ibverbs: rank " + std::to_string(peer_) + " did not send its " + what +
+                              " before the deadline",
                           peer_);
     }
     bool progressed = false;
     COLLIE_RETURN_IF_ERROR(progress(&progressed));
   }
-  uint8_t theirs[kJobSecretBytes];
-  std::memcpy(theirs, &hello_.addr, 8);
-  std::memcpy(theirs + 8, &hello_.tag, 8);
-  if (hello_.bytes != jobHash || !net::secretsEqual(theirs, secret.data(), kJobSecretBytes)) {
+  return Status();
+}
+
+Status IbConnection::sendHelloNonce(const net::Nonce& mine, uint64_t jobHash) {
+  CtlMsg hello;
+  hello.kind = static_cast<uint32_t>(CtlKind::kHello);
+  std::memcpy(&hello.addr, mine.data(), 8);
+  std::memcpy(&hello.tag, mine.data() + 8, 8);
+  hello.bytes = jobHash;
+  return sendCtl(hello, true);
+}
+
+Status IbConnection::sendHelloProof(const JobSecret& secret, int myRank, uint64_t jobHash,
+                                    const net::Nonce& mine, Deadline deadline) {
+  COLLIE_RETURN_IF_ERROR(awaitCtl(helloSeen_, "handshake nonce", deadline));
+  if (hello_.bytes != jobHash) {
+    return fail(unauthenticated("ibverbs: rank " + std::to_string(peer_) +
+                                    " belongs to another communicator (job key differs)",
+                                peer_));
+  }
+  net::Nonce theirs;
+  std::memcpy(theirs.data(), &hello_.addr, 8);
+  std::memcpy(theirs.data() + 8, &hello_.tag, 8);
+  Sha256Digest proof =
+      net::peerProof(secret, myRank, peer_, static_cast<uint32_t>(channel_), jobHash, mine, theirs);
+  CtlMsg msg;
+  msg.kind = static_cast<uint32_t>(CtlKind::kHelloProof);
+  std::memcpy(&msg.addr, proof.data(), 8);
+  std::memcpy(&msg.tag, proof.data() + 8, 8);
+  std::memcpy(&msg.bytes, proof.data() + 16, 8);
+  return sendCtl(msg, true);
+}
+
+Status IbConnection::checkHelloProof(const JobSecret& secret, int myRank, uint64_t jobHash,
+                                     const net::Nonce& mine, Deadline deadline) {
+  COLLIE_RETURN_IF_ERROR(awaitCtl(proofSeen_, "handshake proof", deadline));
+  net::Nonce theirs;
+  std::memcpy(theirs.data(), &hello_.addr, 8);
+  std::memcpy(theirs.data() + 8, &hello_.tag, 8);
+  Sha256Digest expected =
+      net::peerProof(secret, peer_, myRank, static_cast<uint32_t>(channel_), jobHash, theirs, mine);
+  uint8_t got[kProofBytesSent];
+  std::memcpy(got, &proof_.addr, 8);
+  std::memcpy(got + 8, &proof_.tag, 8);
+  std::memcpy(got + 16, &proof_.bytes, 8);
+  if (!net::secretsEqual(got, expected.data(), kProofBytesSent)) {
     return fail(unauthenticated("ibverbs: rank " + std::to_string(peer_) +
                                     " did not prove the job secret; check COLLIE_JOB_SECRET",
                                 peer_));

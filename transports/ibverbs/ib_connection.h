@@ -26,6 +26,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/net/handshake.h"
 #include "core/transport/transport.h"
 #include "transports/ibverbs/ib_device.h"
 #include "transports/ibverbs/ib_mr_cache.h"
@@ -43,16 +44,22 @@ struct IbShared {
   ~IbShared();
 };
 
-enum class CtlKind : uint32_t { kHello = 1, kClearToSend = 2, kMismatch = 3, kCredit = 4 };
+enum class CtlKind : uint32_t {
+  kHello = 1,
+  kClearToSend = 2,
+  kMismatch = 3,
+  kCredit = 4,
+  kHelloProof = 5
+};
 
 struct CtlMsg {
   uint32_t kind = 0;
   uint32_t seq = 0;
-  uint64_t addr = 0;  // kHello: first half of the job secret
+  uint64_t addr = 0;  // kHello: first half of the nonce; kHelloProof: proof bytes 0-7
   uint32_t rkey = 0;
   uint32_t credits = 0;  // receive WRs the sender reposted since its last message
-  uint64_t tag = 0;      // kHello: second half of the job secret
-  uint64_t bytes = 0;    // kHello: the job-key hash
+  uint64_t tag = 0;      // kHello: second half of the nonce; kHelloProof: proof bytes 8-15
+  uint64_t bytes = 0;    // kHello: the job-key hash; kHelloProof: proof bytes 16-23
 };
 static_assert(sizeof(CtlMsg) == 40);
 
@@ -73,9 +80,18 @@ class IbConnection final : public Connection {
   QpInfo localInfo() const { return local_; }
   // INIT -> RTR -> RTS against the peer's queue pair.
   Status connectTo(const QpInfo& remote);
-  // Sends the job secret and waits (with the deadline) for the peer's; Unauthenticated
-  // when they differ.
-  Status exchangeHello(const JobSecret& secret, uint64_t jobHash, Deadline deadline);
+  // The handshake, in three calls so that the transport makes every call on every
+  // connection before the next (no rank waits on a peer that waits on a third): the
+  // symmetric challenge-response of core/net/handshake.h, which never sends the secret.
+  // 1. Sends this rank's fresh nonce and the job-key hash.
+  Status sendHelloNonce(const net::Nonce& mine, uint64_t jobHash);
+  // 2. Waits (with the deadline) for the peer's nonce, then sends this rank's proof
+  //    (net::peerProof, its first 24 bytes). Unauthenticated when the job differs.
+  Status sendHelloProof(const JobSecret& secret, int myRank, uint64_t jobHash,
+                        const net::Nonce& mine, Deadline deadline);
+  // 3. Waits for the peer's proof and checks it; Unauthenticated when it does not hold.
+  Status checkHelloProof(const JobSecret& secret, int myRank, uint64_t jobHash,
+                         const net::Nonce& mine, Deadline deadline);
 
   Status postSend(const void* data, size_t bytes, uint64_t tag, Completion* done) override;
   Status postRecv(void* data, size_t bytes, uint64_t tag, Completion* done) override;
@@ -122,8 +138,12 @@ class IbConnection final : public Connection {
   std::deque<Op> sends_;
   std::deque<Op> recvs_;
   std::deque<CtlMsg> clearToSends_;  // arrived before their send was posted
+  Status awaitCtl(const bool& seen, const char* what, Deadline deadline);
+
   bool helloSeen_ = false;
   CtlMsg hello_{};
+  bool proofSeen_ = false;
+  CtlMsg proof_{};
   Status broken_;
 };
 

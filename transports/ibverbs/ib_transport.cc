@@ -5,8 +5,10 @@
 // found" when there is none, so the transport is simply absent). connect() creates one
 // RC queue pair per (peer, channel), publishes {qpn, psn, lid, gid} under
 // <jobKey>/ib/qp/<rank>/<peer>/<channel>, moves each pair to RTS against the peer's,
-// waits until every peer reached RTS (<jobKey>/ib/rts/<rank>) and then exchanges the
-// job secret over every queue pair before returning the connections.
+// waits until every peer reached RTS (<jobKey>/ib/rts/<rank>) and then runs the
+// symmetric challenge-response of core/net/handshake.h over every queue pair (fresh
+// nonces, then HMAC proofs of the job secret; the secret itself is never sent) before
+// returning the connections.
 //
 // Priority 120: after shm, before ucx and tcp. Like ucx it takes only peers on other
 // hosts unless COLLIE_TRANSPORT=ibverbs forced it.
@@ -114,7 +116,17 @@ Result<std::vector<std::unique_ptr<Connection>>> IbTransport::connect(
     }
   }
   const uint64_t jobHash = net::hashJobKey(ctx_.jobKey);
-  for (auto& c : conns) COLLIE_RETURN_IF_ERROR(c->exchangeHello(ctx_.secret, jobHash, until));
+  // One nonce per connect() serves every queue pair: each proof also names its sender,
+  // receiver and channel, and every receiver checks it against its own fresh nonce.
+  Result<net::Nonce> nonce = net::freshNonce();
+  if (!nonce.isOk()) return nonce.status().withContext("ibverbs handshake");
+  for (auto& c : conns) COLLIE_RETURN_IF_ERROR(c->sendHelloNonce(*nonce, jobHash));
+  for (auto& c : conns) {
+    COLLIE_RETURN_IF_ERROR(c->sendHelloProof(ctx_.secret, ctx_.rank, jobHash, *nonce, until));
+  }
+  for (auto& c : conns) {
+    COLLIE_RETURN_IF_ERROR(c->checkHelloProof(ctx_.secret, ctx_.rank, jobHash, *nonce, until));
+  }
   std::vector<std::unique_ptr<Connection>> out;
   for (auto& c : conns) out.push_back(std::move(c));
   COLLIE_LOG(INFO, NET) << "ibverbs: rank " << ctx_.rank << " connected to " << peers.size()

@@ -4,8 +4,14 @@
 // Each rank listens on one port of the interface chosen by COLLIE_SOCKET_IFNAME and
 // publishes "host:port" under <jobKey>/tcp/addr/<rank> when it is created. For each
 // pair the lower rank connects COLLIE_NSOCKS_PERPEER sockets per channel; the higher
-// accepts them, and accepts only those whose Hello carries the job secret, this
-// communicator's job key and a (rank, channel, socket index) it still expects.
+// accepts them, challenges each (core/net/handshake.h), and accepts only those whose
+// Hello proves the job secret over its challenge and carries this communicator's job
+// key and a (rank, channel, socket index) it still expects. The lower rank in turn
+// checks the higher one's proof in its Accept.
+//
+// Both sides of every rank's handshakes run in one poll loop (handshakeAll): a rank
+// answers the challenges of the higher ranks while it challenges the lower ones, so
+// no rank waits for a peer that is itself still connecting.
 #include <poll.h>
 #include <sys/epoll.h>
 
@@ -25,11 +31,23 @@ namespace collie {
 namespace tcp {
 namespace {
 
+// A connection this rank accepted, until its Hello is in.
 struct PendingAccept {
   net::Socket sock;
   std::string address;
+  net::Nonce nonce{};  // of the Challenge sent at accept
   uint8_t hello[net::kHelloBytes];
   size_t got = 0;
+};
+
+// A connection this rank made, until its Hello is out (the Accept is read after).
+struct PendingConnect {
+  size_t slot = 0;
+  int peer = -1;
+  net::Hello hello;
+  uint8_t challenge[net::kChallengeBytes];
+  size_t got = 0;
+  bool answered = false;
 };
 
 class TcpTransport final : public Transport {
@@ -70,8 +88,17 @@ class TcpTransport final : public Transport {
   size_t slot(size_t peerIndex, uint32_t channel, uint32_t index) const {
     return (peerIndex * static_cast<size_t>(ctx_.nchannels) + channel) * nsocks_ + index;
   }
-  Status acceptAll(const std::vector<int>& peers, std::vector<net::Socket>* slots,
-                   Deadline deadline);
+  Status handshakeAll(const std::vector<int>& peers, std::vector<net::Socket>* slots,
+                      std::vector<PendingConnect>* connects, std::vector<net::SentHello>* sent,
+                      Deadline deadline);
+  // Reads what has come of one outgoing connection's Challenge and answers it once
+  // whole. Non-OK fails the setup (a higher rank that cannot prove itself is fatal).
+  Status answerChallenge(PendingConnect& c, net::Socket& sock, net::SentHello* sent,
+                         Deadline deadline);
+  // Reads what has come of one accepted connection's Hello; once whole, checks it and
+  // answers, or closes it (logged). `expected` counts down per accepted connection.
+  Status checkHello(PendingAccept& p, const std::vector<int>& peers,
+                    std::vector<net::Socket>* slots, size_t* expected, Deadline deadline);
   void tune(int fd) const { net::tuneDataSocket(fd, bufBytes_, congestion_); }
 
   TransportContext ctx_;
@@ -89,8 +116,10 @@ Result<std::vector<std::unique_ptr<Connection>>> TcpTransport::connect(
   const uint64_t jobHash = net::hashJobKey(ctx_.jobKey);
   std::vector<net::Socket> slots(peers.size() * ctx_.nchannels * nsocks_);
 
-  // 1. Connect to the higher ranks and send every Hello; answers are collected in 3,
-  //    so no rank waits for a peer that is itself still connecting.
+  // 1. Connect to the higher ranks; their challenges are answered in 2, the Accepts
+  //    collected in 3, so no rank waits for a peer that is itself still connecting.
+  std::vector<PendingConnect> connects;
+  std::vector<net::SentHello> sent(slots.size());
   for (size_t i = 0; i < peers.size(); ++i) {
     int peer = peers[i];
     if (peer < ctx_.rank) continue;
@@ -115,16 +144,18 @@ Result<std::vector<std::unique_ptr<Connection>>> TcpTransport::connect(
                                  net::joinHostPort(host, port) + ": " + sock.status().message(),
                              peer);
         }
-        net::Hello hello{net::Purpose::kTcpData, ctx_.rank, ch, k, jobHash};
-        auto bytes = net::encodeHello(hello, ctx_.secret);
-        COLLIE_RETURN_IF_ERROR(net::writeFull(sock->fd(), bytes.data(), bytes.size(), until));
-        slots[slot(i, ch, k)] = std::move(*sock);
+        PendingConnect c;
+        c.slot = slot(i, ch, k);
+        c.peer = peer;
+        c.hello = net::Hello{net::Purpose::kTcpData, ctx_.rank, ch, k, jobHash};
+        connects.push_back(c);
+        slots[c.slot] = std::move(*sock);
       }
     }
   }
 
-  // 2. Accept the lower ranks.
-  COLLIE_RETURN_IF_ERROR(acceptAll(peers, &slots, until));
+  // 2. Answer the higher ranks' challenges; challenge and accept the lower ranks.
+  COLLIE_RETURN_IF_ERROR(handshakeAll(peers, &slots, &connects, &sent, until));
 
   // Every peer is in: stop listening, so that no stranger's connection waits unserved
   // in the backlog (it is refused instead).
@@ -134,7 +165,7 @@ Result<std::vector<std::unique_ptr<Connection>>> TcpTransport::connect(
   for (size_t i = 0; i < peers.size(); ++i) {
     if (peers[i] < ctx_.rank) continue;
     for (size_t s = slot(i, 0, 0); s < slot(i + 1, 0, 0); ++s) {
-      Status st = net::receiveAccept(slots[s].fd(), until);
+      Status st = net::receiveAccept(slots[s].fd(), sent[s], ctx_.secret, until);
       if (!st.isOk()) {
         return Status(st.code(),
                       "tcp: rank " + std::to_string(peers[i]) +
@@ -169,19 +200,27 @@ Result<std::vector<std::unique_ptr<Connection>>> TcpTransport::connect(
   return out;
 }
 
-Status TcpTransport::acceptAll(const std::vector<int>& peers, std::vector<net::Socket>* slots,
-                               Deadline until) {
-  const uint64_t jobHash = net::hashJobKey(ctx_.jobKey);
+Status TcpTransport::handshakeAll(const std::vector<int>& peers, std::vector<net::Socket>* slots,
+                                  std::vector<PendingConnect>* connects,
+                                  std::vector<net::SentHello>* sent, Deadline until) {
   size_t expected = 0;
   for (int peer : peers) {
     if (peer < ctx_.rank) expected += static_cast<size_t>(ctx_.nchannels * nsocks_);
   }
+  size_t unanswered = connects->size();
   std::vector<PendingAccept> pending;
   std::vector<pollfd> fds;
-  while (expected > 0) {
+  std::vector<PendingConnect*> polled;  // fds[1 + pending.size() + j] is polled[j]
+  while (expected > 0 || unanswered > 0) {
     fds.clear();
-    fds.push_back({listener_.fd(), POLLIN, 0});
+    polled.clear();
+    fds.push_back({expected > 0 ? listener_.fd() : -1, POLLIN, 0});
     for (const PendingAccept& p : pending) fds.push_back({p.sock.fd(), POLLIN, 0});
+    for (PendingConnect& c : *connects) {
+      if (c.answered) continue;
+      fds.push_back({(*slots)[c.slot].fd(), POLLIN, 0});
+      polled.push_back(&c);
+    }
     auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now()).count();
     if (left <= 0) {
       for (size_t i = 0; i < peers.size(); ++i) {
@@ -195,6 +234,12 @@ Status TcpTransport::acceptAll(const std::vector<int>& peers, std::vector<net::S
           }
         }
       }
+      if (!polled.empty()) {
+        return timeoutError("tcp: rank " + std::to_string(polled[0]->peer) +
+                                " did not send its handshake challenge to rank " +
+                                std::to_string(ctx_.rank) + " before the deadline",
+                            polled[0]->peer);
+      }
       return timeoutError("tcp: connection setup timed out");
     }
     int rc = ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(left, 1000)));
@@ -206,9 +251,18 @@ Status TcpTransport::acceptAll(const std::vector<int>& peers, std::vector<net::S
       int fd = ::accept4(listener_.fd(), reinterpret_cast<sockaddr*>(&addr.storage), &addr.length,
                          SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd >= 0) {
-        net::Socket sock(fd);
+        PendingAccept p;
+        p.sock.reset(fd);
+        p.address = addr.toString();
         tune(fd);
-        pending.push_back(PendingAccept{std::move(sock), addr.toString(), {}, 0});
+        Result<net::Nonce> nonce = net::freshNonce();
+        if (!nonce.isOk()) return nonce.status().withContext("tcp handshake");
+        p.nonce = *nonce;
+        // 24 bytes into a new socket's empty send buffer: written at once.
+        auto challenge = net::encodeChallenge(p.nonce);
+        if (net::writeFull(fd, challenge.data(), challenge.size(), until).isOk()) {
+          pending.push_back(std::move(p));
+        }
       } else if (net::isDescriptorLimit(errno) || errno == ENOBUFS || errno == ENOMEM) {
         // The connection stays in the backlog and the listener stays readable: polling
         // again would spin until the deadline. Fail now; closing the listener resets
@@ -222,58 +276,96 @@ Status TcpTransport::acceptAll(const std::vector<int>& peers, std::vector<net::S
       // Anything else (EAGAIN, ECONNABORTED, a network error on the new socket) is
       // transient: poll again.
     }
-    for (size_t i = 1; i < fds.size(); ++i) {
+    for (size_t i = 1; i <= pending.size(); ++i) {
       if (fds[i].revents == 0) continue;
-      PendingAccept& p = pending[i - 1];
-      ssize_t n = ::recv(p.sock.fd(), p.hello + p.got, net::kHelloBytes - p.got, 0);
-      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-      if (n <= 0) {
-        COLLIE_LOG(WARN, NET) << "tcp: connection from " << p.address
-                              << " closed during the handshake";
-        p.sock.reset();
-        continue;
-      }
-      p.got += static_cast<size_t>(n);
-      if (p.got < net::kHelloBytes) continue;
-      Result<net::Hello> hello = net::decodeHello(p.hello, ctx_.secret);
-      std::string why;
-      size_t s = 0;
-      if (!hello.isOk()) {
-        why = hello.status().message();
-      } else if (hello->purpose != net::Purpose::kTcpData || hello->jobHash != jobHash) {
-        why = "connection for another purpose or communicator";
-      } else {
-        auto it = std::lower_bound(peers.begin(), peers.end(), hello->rank);
-        if (it == peers.end() || *it != hello->rank || hello->rank >= ctx_.rank ||
-            hello->channel >= static_cast<uint32_t>(ctx_.nchannels) ||
-            hello->socketIndex >= static_cast<uint32_t>(nsocks_)) {
-          why = "unexpected rank " + std::to_string(hello->rank) + " channel " +
-                std::to_string(hello->channel) + " socket " + std::to_string(hello->socketIndex);
-        } else {
-          s = slot(static_cast<size_t>(it - peers.begin()), hello->channel, hello->socketIndex);
-          if ((*slots)[s].valid()) why = "duplicate connection from rank " + std::to_string(*it);
-        }
-      }
-      if (!why.empty()) {
-        COLLIE_LOG(WARN, NET) << "tcp: rank " << ctx_.rank << " rejected connection from "
-                              << p.address << ": " << why;
-        p.sock.reset();
-        continue;
-      }
-      auto accept = net::encodeAccept();
-      Status st = net::writeFull(p.sock.fd(), accept.data(), accept.size(), until);
-      if (!st.isOk()) {
-        p.sock.reset();
-        continue;
-      }
-      COLLIE_RETURN_IF_ERROR(net::setNonBlocking(p.sock.fd(), false));
-      (*slots)[s] = std::move(p.sock);
-      --expected;
+      COLLIE_RETURN_IF_ERROR(checkHello(pending[i - 1], peers, slots, &expected, until));
+    }
+    for (size_t j = 0; j < polled.size(); ++j) {
+      if (fds[1 + pending.size() + j].revents == 0) continue;
+      PendingConnect& c = *polled[j];
+      COLLIE_RETURN_IF_ERROR(answerChallenge(c, (*slots)[c.slot], &(*sent)[c.slot], until));
+      if (c.answered) --unanswered;
     }
     pending.erase(std::remove_if(pending.begin(), pending.end(),
                                  [](const PendingAccept& p) { return !p.sock.valid(); }),
                   pending.end());
   }
+  return Status();
+}
+
+Status TcpTransport::answerChallenge(PendingConnect& c, net::Socket& sock, net::SentHello* sent,
+                                     Deadline until) {
+  ssize_t n = ::recv(sock.fd(), c.challenge + c.got, net::kChallengeBytes - c.got, MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return Status();
+  if (n <= 0) {
+    return remoteError("tcp: rank " + std::to_string(c.peer) +
+                           " closed our connection before its handshake challenge" +
+                           (n < 0 ? std::string(": ") + std::strerror(errno) : std::string()),
+                       c.peer);
+  }
+  c.got += static_cast<size_t>(n);
+  if (c.got < net::kChallengeBytes) return Status();
+  Result<net::Nonce> serverNonce = net::decodeChallenge(c.challenge);
+  if (!serverNonce.isOk()) {
+    return Status(serverNonce.status().code(),
+                  "tcp: rank " + std::to_string(c.peer) + ": " + serverNonce.status().message(),
+                  c.peer);
+  }
+  Result<net::Nonce> clientNonce = net::freshNonce();
+  if (!clientNonce.isOk()) return clientNonce.status().withContext("tcp handshake");
+  sent->serverNonce = *serverNonce;
+  sent->bytes = net::encodeHello(c.hello, ctx_.secret, *serverNonce, *clientNonce);
+  COLLIE_RETURN_IF_ERROR(net::writeFull(sock.fd(), sent->bytes.data(), sent->bytes.size(), until));
+  c.answered = true;
+  return Status();
+}
+
+Status TcpTransport::checkHello(PendingAccept& p, const std::vector<int>& peers,
+                                std::vector<net::Socket>* slots, size_t* expected, Deadline until) {
+  ssize_t n = ::recv(p.sock.fd(), p.hello + p.got, net::kHelloBytes - p.got, 0);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return Status();
+  if (n <= 0) {
+    COLLIE_LOG(WARN, NET) << "tcp: connection from " << p.address << " closed during the handshake";
+    p.sock.reset();
+    return Status();
+  }
+  p.got += static_cast<size_t>(n);
+  if (p.got < net::kHelloBytes) return Status();
+  Result<net::Hello> hello = net::decodeHello(p.hello, ctx_.secret, p.nonce);
+  std::string why;
+  size_t s = 0;
+  if (!hello.isOk()) {
+    why = hello.status().message();
+  } else if (hello->purpose != net::Purpose::kTcpData ||
+             hello->jobHash != net::hashJobKey(ctx_.jobKey)) {
+    why = "connection for another purpose or communicator";
+  } else {
+    auto it = std::lower_bound(peers.begin(), peers.end(), hello->rank);
+    if (it == peers.end() || *it != hello->rank || hello->rank >= ctx_.rank ||
+        hello->channel >= static_cast<uint32_t>(ctx_.nchannels) ||
+        hello->socketIndex >= static_cast<uint32_t>(nsocks_)) {
+      why = "unexpected rank " + std::to_string(hello->rank) + " channel " +
+            std::to_string(hello->channel) + " socket " + std::to_string(hello->socketIndex);
+    } else {
+      s = slot(static_cast<size_t>(it - peers.begin()), hello->channel, hello->socketIndex);
+      if ((*slots)[s].valid()) why = "duplicate connection from rank " + std::to_string(*it);
+    }
+  }
+  if (!why.empty()) {
+    COLLIE_LOG(WARN, NET) << "tcp: rank " << ctx_.rank << " rejected connection from " << p.address
+                          << ": " << why;
+    p.sock.reset();
+    return Status();
+  }
+  auto accept = net::encodeAccept(p.hello, ctx_.secret, p.nonce);
+  Status st = net::writeFull(p.sock.fd(), accept.data(), accept.size(), until);
+  if (!st.isOk()) {
+    p.sock.reset();
+    return Status();
+  }
+  COLLIE_RETURN_IF_ERROR(net::setNonBlocking(p.sock.fd(), false));
+  (*slots)[s] = std::move(p.sock);
+  --*expected;
   return Status();
 }
 

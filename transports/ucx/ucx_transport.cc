@@ -3,12 +3,15 @@
 //
 // create() is cheap (UCP is initialised only in connect(), when some peer chose this
 // transport). connect() publishes the worker address under <jobKey>/ucx/addr/<rank>,
-// reads each peer's, creates the endpoints and then exchanges one handshake message
-// per pair over them: {magic, rank, job-key hash, job secret}. A peer whose
-// handshake carries another secret or job is refused (Unauthenticated, naming it)
-// before any connection is returned, so no data is accepted from a rank that cannot
-// prove the secret. (The store itself admits only clients that present the secret, so
-// only job members can publish addresses in the first place.)
+// reads each peer's, creates the endpoints and then runs the symmetric challenge-
+// response of core/net/handshake.h over them, two messages per pair and direction:
+// {magic, rank, job-key hash, fresh nonce}, then {magic, peerProof()}, an HMAC of the
+// job secret over both nonces, both ranks and the job-key hash. The secret itself never
+// crosses the wire, and a recorded proof is worthless against a fresh nonce. A peer
+// whose proof does not hold, or whose job differs, is refused (Unauthenticated, naming
+// it) before any connection is returned, so no data is accepted from a rank that
+// cannot prove the secret. (The store itself admits only clients that prove the
+// secret, so only job members can publish addresses in the first place.)
 //
 // Priority 150: after shm (same host) and ibverbs, before tcp. canConnect() accepts
 // only peers on other hosts unless COLLIE_TRANSPORT=ucx forced it, so single-host jobs
@@ -36,18 +39,28 @@ namespace ucx {
 std::string describeUcx();
 namespace {
 
-constexpr uint32_t kHandshakeMagic = 0x48584355;  // "UCXH"
-constexpr size_t kHandshakeBytes = 4 + 4 + 8 + kJobSecretBytes;
+constexpr uint32_t kNonceMagic = 0x4e584355;  // "UCXN": round 0, {magic, rank, hash, nonce}
+constexpr uint32_t kProofMagic = 0x50584355;  // "UCXP": round 1, {magic, 0, proof}
+constexpr size_t kNonceMessageBytes = 4 + 4 + 8 + net::kNonceBytes;
+constexpr size_t kProofMessageBytes = 4 + 4 + net::kMacBytes;
+using Message = std::vector<uint8_t>;
 
-std::array<uint8_t, kHandshakeBytes> encodeHandshake(int rank, uint64_t jobHash,
-                                                     const JobSecret& secret) {
-  std::array<uint8_t, kHandshakeBytes> out{};
-  uint32_t magic = kHandshakeMagic;
+Message encodeNonceMessage(int rank, uint64_t jobHash, const net::Nonce& nonce) {
+  Message out(kNonceMessageBytes);
+  uint32_t magic = kNonceMagic;
   uint32_t r = static_cast<uint32_t>(rank);
   std::memcpy(out.data(), &magic, 4);
   std::memcpy(out.data() + 4, &r, 4);
   std::memcpy(out.data() + 8, &jobHash, 8);
-  std::memcpy(out.data() + 16, secret.data(), kJobSecretBytes);
+  std::memcpy(out.data() + 16, nonce.data(), net::kNonceBytes);
+  return out;
+}
+
+Message encodeProofMessage(const Sha256Digest& proof) {
+  Message out(kProofMessageBytes);
+  uint32_t magic = kProofMagic;
+  std::memcpy(out.data(), &magic, 4);
+  std::memcpy(out.data() + 8, proof.data(), net::kMacBytes);
   return out;
 }
 
@@ -75,6 +88,11 @@ class UcxTransport final : public Transport {
 
  private:
   Status handshake(const std::vector<int>& peers, Deadline until);
+  // One round of the handshake: sends mine[i] to peers[i] and receives each peer's
+  // message of this round (at most `bytes`) into (*theirs)[i], sized to what came.
+  Status exchangeRound(const std::vector<int>& peers, uint32_t round,
+                       const std::vector<Message>& mine, size_t bytes, std::vector<Message>* theirs,
+                       Deadline until);
   void tuneOutgoingTcp(const std::vector<int>& peers, const std::string& congestion,
                        Deadline until) const;
 
@@ -192,30 +210,31 @@ Result<std::vector<std::unique_ptr<Connection>>> UcxTransport::connect(
   return out;
 }
 
-Status UcxTransport::handshake(const std::vector<int>& peers, Deadline until) {
-  const uint64_t jobHash = net::hashJobKey(ctx_.jobKey);
-  auto mine = encodeHandshake(ctx_.rank, jobHash, ctx_.secret);
+Status UcxTransport::exchangeRound(const std::vector<int>& peers, uint32_t round,
+                                   const std::vector<Message>& mine, size_t bytes,
+                                   std::vector<Message>* theirs, Deadline until) {
   struct Pending {
     int peer;
     void* send = nullptr;
     void* recv = nullptr;
     ucp_tag_recv_info_t info{};
-    std::array<uint8_t, kHandshakeBytes + 8> got{};
   };
   std::vector<Pending> pending(peers.size());
+  theirs->assign(peers.size(), Message(bytes + 8));  // room to see an overlong message
   for (size_t i = 0; i < peers.size(); ++i) {
     Pending& p = pending[i];
     p.peer = peers[i];
     ucp_request_param_t rparam{};
     rparam.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     rparam.recv_info.tag_info = &p.info;
-    p.recv = ucp_tag_recv_nbx(worker_->worker(), p.got.data(), p.got.size(),
-                              makeTag(TagKind::kHandshake, 0, p.peer, 0), kFullMask, &rparam);
+    p.recv = ucp_tag_recv_nbx(worker_->worker(), (*theirs)[i].data(), (*theirs)[i].size(),
+                              makeTag(TagKind::kHandshake, 0, p.peer, round), kFullMask, &rparam);
     ucp_request_param_t sparam{};
-    p.send = ucp_tag_send_nbx(worker_->endpoint(p.peer), mine.data(), mine.size(),
-                              makeTag(TagKind::kHandshake, 0, ctx_.rank, 0), &sparam);
+    p.send = ucp_tag_send_nbx(worker_->endpoint(p.peer), mine[i].data(), mine[i].size(),
+                              makeTag(TagKind::kHandshake, 0, ctx_.rank, round), &sparam);
   }
-  for (Pending& p : pending) {
+  for (size_t i = 0; i < peers.size(); ++i) {
+    Pending& p = pending[i];
     std::string who = "handshake with rank " + std::to_string(p.peer);
     bool immediate = p.recv == nullptr;
     if (!immediate && !UCS_PTR_IS_ERR(p.recv)) {
@@ -239,22 +258,61 @@ Status UcxTransport::handshake(const std::vector<int>& peers, Deadline until) {
               " before the deadline (is it running? see COLLIE_TIMEOUT): " + received.message(),
           p.peer);
     }
+    (*theirs)[i].resize(std::min<size_t>(p.info.length, (*theirs)[i].size()));
+  }
+  return Status();
+}
+
+Status UcxTransport::handshake(const std::vector<int>& peers, Deadline until) {
+  const uint64_t jobHash = net::hashJobKey(ctx_.jobKey);
+  auto refuse = [&](int peer) {
+    COLLIE_LOG(WARN, NET) << "ucx: rank " << ctx_.rank << " refused the endpoint of rank " << peer
+                          << ": no proof of the job secret, or another communicator";
+    return Status(StatusCode::kUnauthenticated,
+                  "ucx: rank " + std::to_string(peer) +
+                      " did not prove the job secret (another job or an intruder); check "
+                      "that every launcher uses the same COLLIE_JOB_SECRET",
+                  peer);
+  };
+  // Round 0: fresh nonces. One per connect() serves every peer: each proof also names
+  // its sender and receiver, and every receiver checks it against its own fresh nonce.
+  Result<net::Nonce> nonce = net::freshNonce();
+  if (!nonce.isOk()) return nonce.status().withContext("ucx handshake");
+  std::vector<Message> mine(peers.size(), encodeNonceMessage(ctx_.rank, jobHash, *nonce));
+  std::vector<Message> theirs;
+  COLLIE_RETURN_IF_ERROR(exchangeRound(peers, 0, mine, kNonceMessageBytes, &theirs, until));
+  std::vector<net::Nonce> peerNonces(peers.size());
+  for (size_t i = 0; i < peers.size(); ++i) {
+    const Message& got = theirs[i];
     uint32_t magic = 0;
     uint32_t rank = 0;
     uint64_t hash = 0;
-    std::memcpy(&magic, p.got.data(), 4);
-    std::memcpy(&rank, p.got.data() + 4, 4);
-    std::memcpy(&hash, p.got.data() + 8, 8);
-    if (p.info.length != kHandshakeBytes || magic != kHandshakeMagic ||
-        rank != static_cast<uint32_t>(p.peer) || hash != jobHash ||
-        !net::secretsEqual(p.got.data() + 16, ctx_.secret.data(), kJobSecretBytes)) {
-      COLLIE_LOG(WARN, NET) << "ucx: rank " << ctx_.rank << " refused the endpoint of rank "
-                            << p.peer << ": wrong job secret or communicator";
-      return Status(StatusCode::kUnauthenticated,
-                    "ucx: rank " + std::to_string(p.peer) +
-                        " did not prove the job secret (another job or an intruder); check "
-                        "that every launcher uses the same COLLIE_JOB_SECRET",
-                    p.peer);
+    if (got.size() == kNonceMessageBytes) {
+      std::memcpy(&magic, got.data(), 4);
+      std::memcpy(&rank, got.data() + 4, 4);
+      std::memcpy(&hash, got.data() + 8, 8);
+      std::memcpy(peerNonces[i].data(), got.data() + 16, net::kNonceBytes);
+    }
+    if (got.size() != kNonceMessageBytes || magic != kNonceMagic ||
+        rank != static_cast<uint32_t>(peers[i]) || hash != jobHash) {
+      return refuse(peers[i]);
+    }
+  }
+  // Round 1: proofs over both nonces.
+  for (size_t i = 0; i < peers.size(); ++i) {
+    mine[i] = encodeProofMessage(
+        net::peerProof(ctx_.secret, ctx_.rank, peers[i], 0, jobHash, *nonce, peerNonces[i]));
+  }
+  COLLIE_RETURN_IF_ERROR(exchangeRound(peers, 1, mine, kProofMessageBytes, &theirs, until));
+  for (size_t i = 0; i < peers.size(); ++i) {
+    const Message& got = theirs[i];
+    Sha256Digest expected =
+        net::peerProof(ctx_.secret, peers[i], ctx_.rank, 0, jobHash, peerNonces[i], *nonce);
+    uint32_t magic = 0;
+    if (got.size() == kProofMessageBytes) std::memcpy(&magic, got.data(), 4);
+    if (got.size() != kProofMessageBytes || magic != kProofMagic ||
+        !net::secretsEqual(got.data() + 8, expected.data(), net::kMacBytes)) {
+      return refuse(peers[i]);
     }
   }
   return Status();
