@@ -23,4 +23,12 @@ inline bool rangesOverlap(const void* a, size_t aBytes, const void* b, size_t bB
   return aBytes > 0 && bBytes > 0 && x < y + bBytes && y < x + aBytes;
 }
 
+// InvalidArgument naming both byte ranges unless [send, send + sendBytes) and
+// [recv, recv + recvBytes) share no byte or `inPlace` (the one overlap the collective
+// defines, described by `inPlaceForm`). A collective reads its input and writes its
+// output in chunks of its own order, so any other overlap would read bytes it already
+// overwrote: refused on every path rather than computed wrong.
+Status checkOverlap(const char* what, int rank, const void* send, size_t sendBytes,
+                    const void* recv, size_t recvBytes, bool inPlace, const char* inPlaceForm);
+
 }  // namespace collie

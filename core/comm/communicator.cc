@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include "core/comm/argument_checks.h"
 #include "core/comm/communicator_impl.h"
 #include "core/kernel/device_memory.h"
 #include "core/memory/shared_region.h"
@@ -175,6 +176,9 @@ Result<Work> Communicator::allReduce(const void* send, void* recv, size_t count,
   COLLIE_RETURN_IF_ERROR(checkScalar("allReduce", impl_->rank, op, scalar));
   if (count > 0 && send == nullptr) return nullBuffer("allReduce", impl_->rank, "send", count);
   if (count > 0 && recv == nullptr) return nullBuffer("allReduce", impl_->rank, "recv", count);
+  const size_t bytes = count * dataTypeSize(dtype);
+  COLLIE_RETURN_IF_ERROR(checkOverlap("allReduce", impl_->rank, send, bytes, recv, bytes,
+                                      send == recv, "send == recv"));
   return impl_->submit({.kind = CollectiveKind::kAllReduce,
                         .count = count,
                         .dtype = dtype,
@@ -192,6 +196,11 @@ Result<Work> Communicator::reduceScatter(const void* send, void* recv, size_t re
     return nullBuffer("reduceScatter", impl_->rank, "send", recvCount);
   if (recvCount > 0 && recv == nullptr)
     return nullBuffer("reduceScatter", impl_->rank, "recv", recvCount);
+  const size_t block = recvCount * dataTypeSize(dtype);
+  COLLIE_RETURN_IF_ERROR(checkOverlap("reduceScatter", impl_->rank, send, block * impl_->nranks,
+                                      recv, block,
+                                      recv == static_cast<const char*>(send) + block * impl_->rank,
+                                      "recv == send + rank * recvCount"));
   return impl_->submit({.kind = CollectiveKind::kReduceScatter,
                         .count = recvCount,
                         .dtype = dtype,
@@ -207,6 +216,11 @@ Result<Work> Communicator::allGather(const void* send, void* recv, size_t sendCo
     return nullBuffer("allGather", impl_->rank, "send", sendCount);
   if (sendCount > 0 && recv == nullptr)
     return nullBuffer("allGather", impl_->rank, "recv", sendCount);
+  const size_t block = sendCount * dataTypeSize(dtype);
+  COLLIE_RETURN_IF_ERROR(checkOverlap("allGather", impl_->rank, send, block, recv,
+                                      block * impl_->nranks,
+                                      send == static_cast<const char*>(recv) + block * impl_->rank,
+                                      "send == recv + rank * sendCount"));
   return impl_->submit({.kind = CollectiveKind::kAllGather, .count = sendCount, .dtype = dtype},
                        send, recv, stream);
 }
@@ -218,6 +232,11 @@ Result<Work> Communicator::broadcast(const void* send, void* recv, size_t count,
     return nullBuffer("broadcast", impl_->rank, "send (root)", count);
   }
   if (count > 0 && recv == nullptr) return nullBuffer("broadcast", impl_->rank, "recv", count);
+  if (impl_->rank == root) {  // send is read on the root only
+    const size_t bytes = count * dataTypeSize(dtype);
+    COLLIE_RETURN_IF_ERROR(checkOverlap("broadcast", impl_->rank, send, bytes, recv, bytes,
+                                        send == recv, "send == recv"));
+  }
   return impl_->submit(
       {.kind = CollectiveKind::kBroadcast, .count = count, .dtype = dtype, .root = root}, send,
       recv, stream);
@@ -230,6 +249,11 @@ Result<Work> Communicator::reduce(const void* send, void* recv, size_t count, Da
   if (count > 0 && send == nullptr) return nullBuffer("reduce", impl_->rank, "send", count);
   if (count > 0 && impl_->rank == root && recv == nullptr) {
     return nullBuffer("reduce", impl_->rank, "recv (root)", count);
+  }
+  if (impl_->rank == root) {  // recv is written on the root only
+    const size_t bytes = count * dataTypeSize(dtype);
+    COLLIE_RETURN_IF_ERROR(checkOverlap("reduce", impl_->rank, send, bytes, recv, bytes,
+                                        send == recv, "send == recv"));
   }
   return impl_->submit({.kind = CollectiveKind::kReduce,
                         .count = count,

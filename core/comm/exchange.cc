@@ -147,6 +147,12 @@ Result<Work> Communicator::gather(const void* send, void* recv, size_t count, Da
     return refusedArgument("gather", rank,
                            "recv buffer (root) is null but count is " + std::to_string(count));
   }
+  if (rank == root) {  // recv is written on the root only
+    const size_t block = count * dataTypeSize(dtype);
+    COLLIE_RETURN_IF_ERROR(checkOverlap("gather", rank, send, block, recv, block * impl_->nranks,
+                                        send == static_cast<const char*>(recv) + block * root,
+                                        "send == recv + root * count"));
+  }
   return impl_->submit(
       {.kind = CollectiveKind::kGather, .count = count, .dtype = dtype, .root = root}, send, recv,
       stream);
@@ -163,6 +169,12 @@ Result<Work> Communicator::scatter(const void* send, void* recv, size_t count, D
   if (count > 0 && recv == nullptr) {
     return refusedArgument("scatter", rank,
                            "recv buffer is null but count is " + std::to_string(count));
+  }
+  if (rank == root) {  // send is read on the root only
+    const size_t block = count * dataTypeSize(dtype);
+    COLLIE_RETURN_IF_ERROR(checkOverlap("scatter", rank, send, block * impl_->nranks, recv, block,
+                                        recv == static_cast<const char*>(send) + block * root,
+                                        "recv == send + root * count"));
   }
   return impl_->submit(
       {.kind = CollectiveKind::kScatter, .count = count, .dtype = dtype, .root = root}, send, recv,

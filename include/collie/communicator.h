@@ -4,7 +4,8 @@
 // InvalidArgument Status naming the bad argument (in which case nothing was sent).
 // Collectives issued on one communicator run in issue order on its progress thread;
 // every rank must issue the same collectives in the same order. Buffers must stay
-// valid until the Work completes. send == recv (in place) is allowed where noted.
+// valid until the Work completes. send == recv (in place) is allowed where noted; any
+// other overlap of send and recv is InvalidArgument naming both ranges.
 //
 // Thread safety: collectives may be issued from any thread, but the order of issue
 // defines the order of execution, so ranks must agree on it. Work handles may be

@@ -174,6 +174,74 @@ TEST_P(BadInputTest, OversizedCountIsRejected) {
   expectGoodCollectives(comms);
 }
 
+// fault: send and recv overlap other than in place (all-reduce, reduce-scatter, all-gather,
+// broadcast, reduce, gather, scatter; recv = send + 1 element and the like) | InvalidArgument
+// naming both byte ranges, nothing sent (before: success with thousands of wrong elements) |
+// bad_input_test
+TEST_P(BadInputTest, OverlappingBuffersAreRefusedNamingBothRanges) {
+  auto comms = make();
+  ASSERT_EQ(comms.size(), static_cast<size_t>(kRanks));
+  Communicator& c = *comms[1];  // rank 1: its in-place block is not at the buffer's start
+  constexpr size_t n = 65536;
+  std::vector<float> buf(n * kRanks + 8);
+  float* p = buf.data();
+  const auto f32 = DataType::kFloat32;
+  const auto sum = ReduceOp::kSum;
+  const std::string both = "overlap other than in place";
+
+  expectInvalid(c.allReduce(p, p + 1, n, f32, sum), both, "allReduce(recv = send + 1)");
+  expectInvalid(c.allReduce(p + 3, p, n, f32, sum), both, "allReduce(send = recv + 3)");
+  expectInvalid(c.reduceScatter(p, p, n, f32, sum), both, "reduceScatter(recv = send, rank 1)");
+  expectInvalid(c.reduceScatter(p, p + n + 1, n, f32, sum), both,
+                "reduceScatter(recv = send + rank * count + 1)");
+  expectInvalid(c.allGather(p, p, n, f32), both, "allGather(send = recv, rank 1)");
+  expectInvalid(c.allGather(p + 2 * n, p, n, f32), both, "allGather(send = recv + 2 * count)");
+  expectInvalid(c.broadcast(p, p + 1, n, f32, 1), both, "broadcast(root, recv = send + 1)");
+  expectInvalid(c.reduce(p + 1, p, n, f32, sum, 1), both, "reduce(root, send = recv + 1)");
+  expectInvalid(c.gather(p, p + 1, n, f32, 1), both, "gather(root, send = recv + 1)");
+  expectInvalid(c.scatter(p + 1, p, n, f32, 1), both, "scatter(root, send = recv + 1)");
+  // The message names both ranges: the send range's start and the recv range's size.
+  auto refused = c.allReduce(p, p + 1, n, f32, sum);
+  ASSERT_FALSE(refused.isOk());
+  EXPECT_NE(refused.status().message().find("+262144 bytes"), std::string::npos)
+      << refused.status().toString();
+  EXPECT_NE(refused.status().message().find("rank 1"), std::string::npos);
+
+  expectGoodCollectives(comms);
+}
+
+// The in-place forms stay accepted and exact at the size where overlap went wrong.
+TEST_P(BadInputTest, InPlaceFormsStayAcceptedAndExact) {
+  auto comms = make();
+  ASSERT_EQ(comms.size(), static_cast<size_t>(kRanks));
+  constexpr size_t n = 65536;
+  onEveryRank(kRanks, [&](int r) {
+    Communicator& comm = *comms[r];
+    const auto i32 = DataType::kInt32;
+    std::vector<int32_t> data(n * kRanks);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<int32_t>(i % 1000) + r;
+    auto work = comm.reduceScatter(data.data(), data.data() + r * n, n, i32, ReduceOp::kSum);
+    ASSERT_TRUE(work.isOk()) << work.status().toString();
+    ASSERT_TRUE(work->wait(20s).isOk()) << work->status().toString();
+    for (size_t i = 0; i < n; ++i) {
+      const size_t at = r * n + i;
+      ASSERT_EQ(data[at], static_cast<int32_t>(at % 1000) * kRanks + kRanks * (kRanks - 1) / 2)
+          << "reduceScatter in place, rank " << r << " element " << i;
+    }
+    std::vector<int32_t> all(n * kRanks, -1);
+    for (size_t i = 0; i < n; ++i) all[r * n + i] = static_cast<int32_t>(i) * 7 + r;
+    work = comm.allGather(all.data() + r * n, all.data(), n, i32);
+    ASSERT_TRUE(work.isOk()) << work.status().toString();
+    ASSERT_TRUE(work->wait(20s).isOk()) << work->status().toString();
+    for (int q = 0; q < kRanks; ++q) {
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(all[q * n + i], static_cast<int32_t>(i) * 7 + q)
+            << "allGather in place, rank " << r << " block " << q << " element " << i;
+      }
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, BadInputTest, ::testing::Values("shm", "tcp"),
                          [](const auto& info) { return info.param; });
 
