@@ -341,6 +341,54 @@ static void checkErrors(ncclComm_t comm) {
   NCCLCHECK(ncclMemFree(mem));
 }
 
+/* A freed handle: a second destroy or abort, and any call on it, are refused. */
+// fault: ncclCommDestroy twice, ncclCommAbort after destroy, or a call on a destroyed
+// communicator | ncclInvalidArgument naming the handle "not a live communicator", nothing freed
+// twice (before: segfault, a double delete) | nccl_api_collie_n2
+static void checkStaleHandles(ncclComm_t comm) {
+  ncclComm_t dup = NULL;
+  NCCLCHECK(ncclCommSplit(comm, 0, rank, &dup, NULL));
+  NCCLCHECK(ncclCommDestroy(dup));
+  ncclResult_t r = ncclCommDestroy(dup);
+  if (r != ncclInvalidArgument) FAIL("second ncclCommDestroy returned %d", (int)r);
+  if (strstr(ncclGetLastError(NULL), "not a live communicator") == NULL)
+    FAIL("second destroy's error does not say why: %s", ncclGetLastError(NULL));
+  int count = 0;
+  r = ncclCommCount(dup, &count);
+  if (r != ncclInvalidArgument) FAIL("ncclCommCount on a destroyed comm returned %d", (int)r);
+  float one = 1, sum = 0;
+  r = ncclAllReduce(&one, &sum, 1, ncclFloat, ncclSum, dup, NULL);
+  if (r != ncclInvalidArgument) FAIL("ncclAllReduce on a destroyed comm returned %d", (int)r);
+  ncclResult_t async = ncclSuccess;
+  r = ncclCommGetAsyncError(dup, &async);
+  if (r != ncclInvalidArgument) FAIL("ncclCommGetAsyncError on a destroyed comm: %d", (int)r);
+  r = ncclCommAbort(dup);
+  if (r != ncclInvalidArgument) FAIL("ncclCommAbort after destroy returned %d", (int)r);
+  /* The live communicator is untouched. */
+  NCCLCHECK(ncclAllReduce(&one, &sum, 1, ncclFloat, ncclSum, comm, NULL));
+  if (sum != (float)nranks) FAIL("all-reduce after the stale-handle calls: %g", sum);
+}
+
+/* Partly overlapping buffers are refused on the calling rank before anything is sent. */
+// fault: ncclAllReduce/ncclReduceScatter/ncclAllGather with send and recv partly overlapping |
+// ncclInvalidArgument naming both ranges on every rank, nothing sent (before: success with
+// thousands of wrong elements) | nccl_api_collie_n2
+static void checkOverlapRefused(ncclComm_t comm) {
+  const size_t count = 65536;
+  float* buf = calloc(count * (size_t)nranks + 8, sizeof(float));
+  if (buf == NULL) FAIL("out of memory");
+  ncclResult_t r = ncclAllReduce(buf, buf + 1, count, ncclFloat, ncclSum, comm, NULL);
+  if (r != ncclInvalidArgument) FAIL("overlapping ncclAllReduce returned %d", (int)r);
+  if (strstr(ncclGetLastError(NULL), "overlap") == NULL)
+    FAIL("overlap error does not say why: %s", ncclGetLastError(NULL));
+  r = ncclReduceScatter(buf, buf + 1, count, ncclFloat, ncclSum, comm, NULL);
+  if (r != ncclInvalidArgument) FAIL("overlapping ncclReduceScatter returned %d", (int)r);
+  r = ncclAllGather(buf + 1, buf, count, ncclFloat, comm, NULL);
+  if (r != ncclInvalidArgument) FAIL("overlapping ncclAllGather returned %d", (int)r);
+  free(buf);
+  checkAllReduce(comm, 1000); /* nothing was sent: the next collective matches */
+}
+
 /* Communicator lifetimes inside a group: destroy is refused (as NCCL does) and the
    group still runs; abort drops the aborted communicator's grouped calls. */
 // fault: ncclCommDestroy, or ncclCommAbort, inside ncclGroupStart/ncclGroupEnd | destroy:
@@ -477,6 +525,8 @@ int main(int argc, char** argv) {
   checkSplit(comm);
   checkErrors(comm);
   checkGroupLifetimes(comm);
+  checkStaleHandles(comm);
+  checkOverlapRefused(comm);
   checkSingleThreadGroup();
   checkNccl228(comm, argv[1]);
 

@@ -1,12 +1,14 @@
 // The NCCL-compatible API, part 1: ids, communicators, errors and memory.
 // Thin maps onto collie::Communicator; no exception crosses the C boundary.
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <mutex>
 #include <new>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "collie/store.h"
@@ -120,9 +122,11 @@ ncclResult_t createComm(ncclComm_t* out, const ConfigFields& fields,
     handle->rank = handle->comm->rank();
     handle->nranks = handle->comm->size();
     *out = handle.release();
+    addLiveHandle(*out);
     return ncclSuccess;
   }
   ncclComm* comm = handle.release();
+  addLiveHandle(comm);
   comm->init = std::make_shared<AsyncInit>();
   comm->initThread = std::thread([state = comm->init, create = std::move(create)] {
     Result<std::unique_ptr<Communicator>> created = create();
@@ -210,6 +214,41 @@ void setLastErrorText(const std::string& text) { lastError = text; }
 
 ncclResult_t invalidUsage(const std::string& why) { return fail(unsupported(why)); }
 ncclResult_t invalidArgumentResult(const std::string& why) { return fail(invalidArgument(why)); }
+
+namespace {
+struct LiveHandles {
+  std::mutex mutex;
+  std::unordered_set<const ncclComm*> handles;
+};
+LiveHandles& liveHandles() {
+  static LiveHandles* live = new LiveHandles;  // never destroyed: used until exit
+  return *live;
+}
+}  // namespace
+
+void addLiveHandle(ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(liveHandles().mutex);
+  liveHandles().handles.insert(comm);
+}
+
+bool takeLiveHandle(ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(liveHandles().mutex);
+  return liveHandles().handles.erase(comm) == 1;
+}
+
+ncclResult_t checkLive(const ncclComm* comm, const char* what) {
+  if (comm == nullptr) return invalidArgumentResult(std::string(what) + ": comm is NULL");
+  {
+    std::lock_guard<std::mutex> lock(liveHandles().mutex);
+    if (liveHandles().handles.count(comm) == 1) return ncclSuccess;
+  }
+  char address[32];
+  std::snprintf(address, sizeof(address), "%p", static_cast<const void*>(comm));
+  return invalidArgumentResult(std::string(what) + ": comm " + address +
+                               " is not a live communicator (destroyed or aborted already, or "
+                               "never returned by an ncclCommInit*, ncclCommSplit or "
+                               "ncclCommShrink call)");
+}
 
 ncclResult_t refuseIfRevoked(const ncclComm* comm, const char* what) {
   if (!comm->revoked) return ncclSuccess;
@@ -324,7 +363,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
-  if (comm == nullptr) return invalidArgumentResult("ncclCommFinalize: comm is NULL");
+  if (ncclResult_t r = checkLive(comm, "ncclCommFinalize"); r != ncclSuccess) return r;
   // Host-buffer operations have completed when their call returned: nothing to flush.
   if (ncclResult_t r = ready(comm, true); r != ncclSuccess) return r;
   comm->finalized = true;
@@ -333,6 +372,7 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
+  if (ncclResult_t r = checkLive(comm, "ncclCommDestroy"); r != ncclSuccess) return r;
   if (inGroup()) {
     // As in NCCL; the group's calls may still name this communicator, and they run at
     // ncclGroupEnd. The handle stays valid.
@@ -341,6 +381,8 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
         "first (or ncclCommAbort, which drops the group's calls on this communicator)");
   }
   return guarded([&] {
+    // Taken first: of two racing destroys of one handle, one frees it.
+    if (!takeLiveHandle(comm)) return checkLive(comm, "ncclCommDestroy");
     ready(comm, true);
     delete comm;
     return ncclSuccess;
@@ -349,6 +391,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
+  if (!takeLiveHandle(comm)) return checkLive(comm, "ncclCommAbort");
   dropFromGroup(comm);
   return guarded([&] {
     if (comm->init) {
@@ -377,7 +420,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 }
 
 ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
-  if (comm == nullptr) return invalidArgumentResult("ncclCommRevoke: comm is NULL");
+  if (ncclResult_t r = checkLive(comm, "ncclCommRevoke"); r != ncclSuccess) return r;
   if (revokeFlags != NCCL_REVOKE_DEFAULT) {
     return invalidArgumentResult("ncclCommRevoke: revokeFlags is " + std::to_string(revokeFlags) +
                                  "; only NCCL_REVOKE_DEFAULT (0) is defined");
@@ -395,9 +438,8 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
 
 ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                             ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
-  if (comm == nullptr || newcomm == nullptr) {
-    return invalidArgumentResult("ncclCommShrink: comm or newcomm is NULL");
-  }
+  if (newcomm == nullptr) return invalidArgumentResult("ncclCommShrink: newcomm is NULL");
+  if (ncclResult_t r = checkLive(comm, "ncclCommShrink"); r != ncclSuccess) return r;
   *newcomm = nullptr;
   if (excludeRanksCount < 0 || (excludeRanksCount > 0 && excludeRanksList == nullptr)) {
     return invalidArgumentResult("ncclCommShrink: excludeRanksCount is " +
@@ -425,9 +467,8 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
 
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                            ncclConfig_t* config) {
-  if (comm == nullptr || newcomm == nullptr) {
-    return invalidArgumentResult("ncclCommSplit: comm or newcomm is NULL");
-  }
+  if (newcomm == nullptr) return invalidArgumentResult("ncclCommSplit: newcomm is NULL");
+  if (ncclResult_t r = checkLive(comm, "ncclCommSplit"); r != ncclSuccess) return r;
   if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
     return invalidArgumentResult("ncclCommSplit: color " + std::to_string(color) +
                                  " is negative (only NCCL_SPLIT_NOCOLOR may be)");
@@ -453,9 +494,10 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
-  if (comm == nullptr || asyncError == nullptr) {
-    return invalidArgumentResult("ncclCommGetAsyncError: comm or asyncError is NULL");
+  if (asyncError == nullptr) {
+    return invalidArgumentResult("ncclCommGetAsyncError: asyncError is NULL");
   }
+  if (ncclResult_t r = checkLive(comm, "ncclCommGetAsyncError"); r != ncclSuccess) return r;
   return guarded([&] {
     ncclResult_t state = ready(comm, false);
     if (state != ncclSuccess) {
@@ -474,19 +516,22 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
 }
 
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
-  if (comm == nullptr || count == nullptr) return invalidArgumentResult("ncclCommCount: NULL");
+  if (count == nullptr) return invalidArgumentResult("ncclCommCount: count is NULL");
+  if (ncclResult_t r = checkLive(comm, "ncclCommCount"); r != ncclSuccess) return r;
   *count = comm->nranks;
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
-  if (comm == nullptr || device == nullptr) return invalidArgumentResult("ncclCommCuDevice: NULL");
+  if (device == nullptr) return invalidArgumentResult("ncclCommCuDevice: device is NULL");
+  if (ncclResult_t r = checkLive(comm, "ncclCommCuDevice"); r != ncclSuccess) return r;
   *device = -1;  // a host communicator has no CUDA device
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
-  if (comm == nullptr || rank == nullptr) return invalidArgumentResult("ncclCommUserRank: NULL");
+  if (rank == nullptr) return invalidArgumentResult("ncclCommUserRank: rank is NULL");
+  if (ncclResult_t r = checkLive(comm, "ncclCommUserRank"); r != ncclSuccess) return r;
   *rank = comm->rank;
   return ncclSuccess;
 }

@@ -18,7 +18,7 @@ namespace {
 ncclResult_t checkCall(const char* what, ncclComm* comm, size_t count, ncclDataType_t datatype,
                        int root, const void* sendbuff, const void* recvbuff, bool needSend,
                        bool needRecv) {
-  if (comm == nullptr) return invalidArgumentResult(std::string(what) + ": comm is NULL");
+  if (ncclResult_t r = checkLive(comm, what); r != ncclSuccess) return r;
   // A communicator made by a non-blocking split or shrink learns its size when ready.
   if (comm->nranks == 0) {
     if (ncclResult_t r = ready(comm, true); r != ncclSuccess) return r;

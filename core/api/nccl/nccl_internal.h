@@ -86,6 +86,19 @@ ncclResult_t ready(ncclComm* comm, bool wait);
 // Starts creating `comm`'s communicator on a thread (non-blocking and grouped init).
 void startInit(ncclComm* comm, const UniqueId& id, int rank, int nranks, const Options& options);
 
+// The live handles: every ncclComm that an init, split or shrink returned, until
+// ncclCommDestroy or ncclCommAbort frees it. NCCL leaves a call on a freed handle
+// undefined; collie refuses it instead of touching freed memory (a second destroy was
+// a double delete). A handle freed and then reused by a new communicator at the same
+// address is that new communicator's. All three are thread-safe.
+void addLiveHandle(ncclComm* comm);
+// Removes `comm` from the live handles: false when it was not live (then nothing
+// may free it).
+bool takeLiveHandle(ncclComm* comm);
+// ncclSuccess for a live handle; ncclInvalidArgument naming `what` (logged, and the
+// thread's last error) for NULL and for a handle that is not live.
+ncclResult_t checkLive(const ncclComm* comm, const char* what);
+
 // Refuses a call on a communicator that ncclCommRevoke revoked (ncclInvalidUsage
 // naming `what`); ncclSuccess otherwise.
 ncclResult_t refuseIfRevoked(const ncclComm* comm, const char* what);

@@ -76,9 +76,8 @@ using namespace collie::nccl;  // NOLINT(build/namespaces)
 extern "C" {
 
 ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
-  if (comm == nullptr || handle == nullptr) {
-    return invalidArgumentResult("ncclCommRegister: comm or handle is NULL");
-  }
+  if (handle == nullptr) return invalidArgumentResult("ncclCommRegister: handle is NULL");
+  if (ncclResult_t r = checkLive(comm, "ncclCommRegister"); r != ncclSuccess) return r;
   return guarded([&] {
     ncclWindow_vidmem* window = nullptr;
     ncclResult_t r = addRegistration(comm, buff, size, "ncclCommRegister", &window);
@@ -88,15 +87,14 @@ ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, vo
 }
 
 ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
-  if (comm == nullptr) return invalidArgumentResult("ncclCommDeregister: comm is NULL");
+  if (ncclResult_t r = checkLive(comm, "ncclCommDeregister"); r != ncclSuccess) return r;
   return guarded([&] { return dropRegistration(comm, handle, "ncclCommDeregister"); });
 }
 
 ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
                                     int winFlags) {
-  if (comm == nullptr || win == nullptr) {
-    return invalidArgumentResult("ncclCommWindowRegister: comm or win is NULL");
-  }
+  if (win == nullptr) return invalidArgumentResult("ncclCommWindowRegister: win is NULL");
+  if (ncclResult_t r = checkLive(comm, "ncclCommWindowRegister"); r != ncclSuccess) return r;
   *win = nullptr;
   if (winFlags != NCCL_WIN_DEFAULT && winFlags != NCCL_WIN_COLL_SYMMETRIC) {
     return invalidArgumentResult("ncclCommWindowRegister: winFlags is " + std::to_string(winFlags) +
@@ -106,9 +104,8 @@ ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, nc
 }
 
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
-  if (comm == nullptr || win == nullptr) {
-    return invalidArgumentResult("ncclCommWindowDeregister: comm or win is NULL");
-  }
+  if (win == nullptr) return invalidArgumentResult("ncclCommWindowDeregister: win is NULL");
+  if (ncclResult_t r = checkLive(comm, "ncclCommWindowDeregister"); r != ncclSuccess) return r;
   return guarded([&] { return dropRegistration(comm, win, "ncclCommWindowDeregister"); });
 }
 

@@ -112,8 +112,7 @@ const char* nameOf(OpKind kind) {
 
 // Checks what NCCL checks before enqueueing and resolves PreMulSum operators.
 ncclResult_t prepare(Call* call, ncclDataType_t datatype, ncclRedOp_t op, bool hasOp) {
-  if (call->comm == nullptr)
-    return invalidArgumentResult(std::string(nameOf(call->kind)) + ": comm is NULL");
+  if (ncclResult_t r = checkLive(call->comm, nameOf(call->kind)); r != ncclSuccess) return r;
   if (static_cast<int>(datatype) < 0 || static_cast<int>(datatype) >= kNumDataTypes) {
     return invalidArgumentResult(std::string(nameOf(call->kind)) + ": datatype " +
                                  std::to_string(static_cast<int>(datatype)) +
@@ -491,9 +490,10 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
 
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
                                       ncclScalarResidence_t residence, ncclComm_t comm) {
-  if (op == nullptr || scalar == nullptr || comm == nullptr) {
-    return invalidArgumentResult("ncclRedOpCreatePreMulSum: op, scalar or comm is NULL");
+  if (op == nullptr || scalar == nullptr) {
+    return invalidArgumentResult("ncclRedOpCreatePreMulSum: op or scalar is NULL");
   }
+  if (ncclResult_t r = checkLive(comm, "ncclRedOpCreatePreMulSum"); r != ncclSuccess) return r;
   if (static_cast<int>(datatype) < 0 || static_cast<int>(datatype) >= kNumDataTypes) {
     return invalidArgumentResult("ncclRedOpCreatePreMulSum: unsupported datatype " +
                                  std::to_string(static_cast<int>(datatype)));
@@ -512,7 +512,7 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTyp
 }
 
 ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
-  if (comm == nullptr) return invalidArgumentResult("ncclRedOpDestroy: comm is NULL");
+  if (ncclResult_t r = checkLive(comm, "ncclRedOpDestroy"); r != ncclSuccess) return r;
   if (comm->preMulSums.erase(static_cast<int>(op)) == 0) {
     return invalidArgumentResult("ncclRedOpDestroy: op " + std::to_string(static_cast<int>(op)) +
                                  " was not made by ncclRedOpCreatePreMulSum on this communicator");
