@@ -22,18 +22,24 @@ constexpr int64_t kTiB = kKnobTiB;
 
 }  // namespace
 
+std::string echoedValue(std::string_view value) {
+  if (value.size() <= kEchoedValueChars) return "'" + std::string(value) + "'";
+  return "'" + std::string(value.substr(0, kEchoedValueChars)) + "...' (" +
+         std::to_string(value.size()) + " characters)";
+}
+
 Result<int64_t> parseSize(std::string_view text) {
   std::string s(text);
   if (s.empty()) return invalidArgument("empty size");
   if (!std::isdigit(static_cast<unsigned char>(s[0]))) {
-    return invalidArgument("not a size: '" + s + "'");
+    return invalidArgument("not a size: " + echoedValue(s));
   }
   char* end = nullptr;
   errno = 0;
   long long value = std::strtoll(s.c_str(), &end, 10);
   if (end == s.c_str() || errno != 0 || value < 0) {
-    return invalidArgument(errno == ERANGE ? "size too large: '" + s + "'"
-                                           : "not a size: '" + s + "'");
+    return invalidArgument(errno == ERANGE ? "size too large: " + echoedValue(s)
+                                           : "not a size: " + echoedValue(s));
   }
   std::string suffix(end);
   int64_t scale = 1;
@@ -46,9 +52,9 @@ Result<int64_t> parseSize(std::string_view text) {
   } else if (suffix == "G" || suffix == "g" || suffix == "GB" || suffix == "GiB") {
     scale = int64_t{1} << 30;
   } else {
-    return invalidArgument("unknown size suffix in '" + s + "'");
+    return invalidArgument("unknown size suffix in " + echoedValue(s));
   }
-  if (value > INT64_MAX / scale) return invalidArgument("size too large: '" + s + "'");
+  if (value > INT64_MAX / scale) return invalidArgument("size too large: " + echoedValue(s));
   return static_cast<int64_t>(value) * scale;
 }
 
@@ -56,13 +62,13 @@ Result<std::chrono::microseconds> parseDuration(std::string_view text) {
   std::string s(text);
   if (s.empty()) return invalidArgument("empty duration");
   if (!std::isdigit(static_cast<unsigned char>(s[0])) && s[0] != '.') {
-    return invalidArgument("not a duration: '" + s + "'");
+    return invalidArgument("not a duration: " + echoedValue(s));
   }
   char* end = nullptr;
   errno = 0;
   double value = std::strtod(s.c_str(), &end);
   if (end == s.c_str() || errno != 0 || !(value >= 0) || !std::isfinite(value)) {
-    return invalidArgument("not a duration: '" + s + "'");
+    return invalidArgument("not a duration: " + echoedValue(s));
   }
   std::string unit(end);
   double ms = 0;
@@ -79,11 +85,12 @@ Result<std::chrono::microseconds> parseDuration(std::string_view text) {
   } else if (unit == "d") {
     ms = value * 86400000.0;
   } else {
-    return invalidArgument("unknown duration unit in '" + s + "' (use us, ms, s, m, h or d)");
+    return invalidArgument("unknown duration unit in " + echoedValue(s) +
+                           " (use us, ms, s, m, h or d)");
   }
   // 100 years: far below where microseconds, or a deadline in nanoseconds, overflow.
   constexpr double kMaxMs = 100.0 * 365 * 86400000.0;
-  if (ms > kMaxMs) return invalidArgument("duration too long: '" + s + "'");
+  if (ms > kMaxMs) return invalidArgument("duration too long: " + echoedValue(s));
   return std::chrono::microseconds(static_cast<int64_t>(ms * 1000.0 + 0.5));
 }
 
@@ -149,7 +156,7 @@ std::string rejection(const Knob& knob, std::string_view value) {
         size_t comma = list.find(',', start);
         std::string_view item = list.substr(
             start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
-        if (!inList(knob.choices, item)) return "unknown subsystem '" + std::string(item) + "'";
+        if (!inList(knob.choices, item)) return "unknown subsystem " + echoedValue(item);
         if (comma == std::string_view::npos) break;
         start = comma + 1;
       }
@@ -243,7 +250,7 @@ Status checkKnobValue(const Knob& knob, std::string_view value) {
   if (why.empty()) return Status();
   const bool secret = isSecretKnob(knob);
   return invalidArgument(std::string(knob.name) +
-                         (secret ? " (value hidden)" : "='" + std::string(value) + "'") +
+                         (secret ? " (value hidden)" : "=" + echoedValue(value)) +
                          " is not accepted: " + why + "; accepted: " + knobRange(knob));
 }
 

@@ -56,6 +56,11 @@ struct Knob {
 // applies); else InvalidArgument "COLLIE_X='value' is not accepted: <why>; accepted:
 // <range>". Secret values are never repeated in the message.
 Status checkKnobValue(const Knob& knob, std::string_view value);
+// `value` quoted for an error message: whole when short, else its first
+// kEchoedValueChars characters and its length ('12345...' (130000 characters)), so a
+// refused value of any length costs one short line on every rank.
+inline constexpr size_t kEchoedValueChars = 64;
+std::string echoedValue(std::string_view value);
 // What the knob accepts, in words ("1ms..30d", "one of NONE, WARN, INFO, TRACE").
 std::string knobRange(const Knob& knob);
 // Whether the knob's value must never be printed.

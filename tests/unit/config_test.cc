@@ -183,6 +183,34 @@ TEST(Config, EveryKnobRefusesBadValuesNamingKnobValueAndRange) {
   EXPECT_GT(checked, 100);
 }
 
+// fault: a knob given a 128 KiB value (COLLIE_TIMEOUT, COLLIE_DEBUG, every knob that refuses
+// it) | InvalidArgument naming the knob with the value's first 64 characters and its length,
+// under 1 KB (before: the whole value echoed on every rank) | config_test
+TEST(Config, OverlongValuesAreEchoedShortened) {
+  const std::string huge = "1" + std::string(128 * 1024 - 1, 'x');
+  int refused = 0;
+  for (const Knob* knob : allKnobs()) {
+    Status st = Config::fromVariables({{knob->name, huge}}).validate();
+    if (st.isOk()) continue;  // free text accepts it
+    ++refused;
+    EXPECT_LT(st.message().size(), 1024u) << knob->name << ": " << st.message().size() << " bytes";
+    EXPECT_NE(st.message().find(knob->name), std::string::npos) << st.message().substr(0, 300);
+    if (!isSecretKnob(*knob)) {
+      EXPECT_NE(st.message().find("'" + huge.substr(0, kEchoedValueChars) +
+                                  "...' (131072 "
+                                  "characters)"),
+                std::string::npos)
+          << st.message().substr(0, 300);
+    }
+  }
+  EXPECT_GT(refused, 30);  // the knobs that take no free text
+  for (const char* name : {"COLLIE_TIMEOUT", "COLLIE_DEBUG"}) {
+    Status st = Config::fromVariables({{name, huge}}).validate();
+    ASSERT_FALSE(st.isOk()) << name;
+    EXPECT_LT(st.message().size(), 1024u) << name;
+  }
+}
+
 TEST(Config, ReadersNeverOverflow) {
   Config config = Config::fromVariables({{"COLLIE_TIMEOUT", "9999999999"}});
   Status st = config.validate();
