@@ -106,8 +106,8 @@ Result<UniqueId> multiHostId(const RunCliOptions& options) {
 
 // Every rank is gone: remove the shared-memory names of this job that a rank killed
 // during connect (by a signal, or by us after another rank failed) could not unlink.
-void removeJobLeftovers(const UniqueId& id) {
-  std::vector<std::string> removed = shm::removeJobShm(publicJobTag(id.secret));
+void removeJobLeftovers(const UniqueId& id, int nodeRank) {
+  std::vector<std::string> removed = shm::removeJobShm(shm::launcherShmTag(id.secret, nodeRank));
   if (removed.empty()) return;
   std::fprintf(stderr,
                "collie run: removed %zu shared-memory segment(s) the ranks left in /dev/shm:",
@@ -153,13 +153,23 @@ int runLauncher(const RunCliOptions& options) {
   }
   std::unique_ptr<StoreServer> store;
   if (options.nodeRank == 0) {
-    // Bind the master address itself when it is local, else every interface.
+    // The store listens on the master address itself, or where COLLIE_STORE_BIND says
+    // ('*': every interface, only when asked for). A master address that is not this
+    // host's is refused rather than silently listening on every interface.
+    const std::string bind = Config::fromEnvironment().text("COLLIE_STORE_BIND");
+    const std::string bindHost = !multiHost || bind.empty() ? uid->host
+                                 : bind == "*"              ? std::string("0.0.0.0")
+                                                            : bind;
     Result<std::unique_ptr<StoreServer>> server =
-        StoreServer::start(uid->host, uid->port, uid->secret);
-    if (!server.isOk() && multiHost) server = StoreServer::start("0.0.0.0", uid->port, uid->secret);
+        StoreServer::start(bindHost, uid->port, uid->secret);
     if (!server.isOk()) {
-      std::fprintf(stderr, "collie run: starting the rendezvous store on %s:%u failed: %s\n",
-                   uid->host.c_str(), unsigned(uid->port), server.status().toString().c_str());
+      std::fprintf(stderr, "collie run: starting the rendezvous store on %s:%u failed: %s%s\n",
+                   bindHost.c_str(), unsigned(uid->port), server.status().toString().c_str(),
+                   multiHost && bind.empty()
+                       ? " (node 0 listens on the --master address, which must be one of this "
+                         "host's; set COLLIE_STORE_BIND to an address of this host, or '*' for "
+                         "every interface)"
+                       : "");
       return 1;
     }
     store = std::move(*server);
@@ -235,7 +245,7 @@ int runLauncher(const RunCliOptions& options) {
     }
   };
   const int status = superviseRanks(spec);
-  removeJobLeftovers(*uid);
+  removeJobLeftovers(*uid, options.nodeRank);
   return status;
 }
 

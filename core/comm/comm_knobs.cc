@@ -61,6 +61,9 @@ void registerLaunchKnobs(KnobRegistry& registry) {
               integer("COLLIE_WORLD_SIZE", "", 1, 1 << 24, "number of ranks (set by collie run)")),
           processWide(integer("COLLIE_LOCAL_RANK", "", 0, 1 << 24,
                               "rank among the ranks of this host (set by collie run)")),
+          processWide(integer("COLLIE_NODE_RANK", "0", 0, 1 << 24,
+                              "this host's launcher among the hosts of a job (collie run "
+                              "--node-rank; set by collie run)")),
           processWide(text("COLLIE_MASTER_ADDR", "",
                            "host:port of the rendezvous store for ranks started by mpirun on "
                            "several hosts")),

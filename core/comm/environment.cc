@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <thread>
@@ -17,6 +19,7 @@
 #include "core/comm/communicator_impl.h"
 #include "core/comm/options_config.h"
 #include "core/config/config.h"
+#include "core/config/knob.h"
 #include "core/log/log.h"
 #include "core/net/socket.h"
 
@@ -28,13 +31,18 @@ const char* env(const char* name) {
   return (value != nullptr && value[0] != '\0') ? value : nullptr;
 }
 
-Result<int> intVariable(const char* name) {
+// A launcher variable that must be an integer in [min, max]; the refusal names the
+// variable, its (shortened) value and the accepted range.
+Result<int> intVariable(const char* name, long min = 0, long max = 1 << 24) {
   const char* text = env(name);
   if (text == nullptr) return notFound(std::string(name) + " is not set");
   char* end = nullptr;
+  errno = 0;
   long value = std::strtol(text, &end, 10);
-  if (*end != '\0' || value < 0 || value > (1 << 24)) {
-    return invalidArgument(std::string(name) + "='" + text + "' is not a non-negative integer");
+  if (*end != '\0' || errno != 0 || value < min || value > max) {
+    return invalidArgument(std::string(name) + "=" + echoedValue(text) +
+                           " is not accepted: an integer in " + std::to_string(min) + ".." +
+                           std::to_string(max) + " is");
   }
   return static_cast<int>(value);
 }
@@ -56,6 +64,12 @@ Status readRankAndSize(const char* rankName, const char* sizeName, LaunchInfo* i
 }
 
 // A launch knob that must be an integer (the snapshot checked its range).
+std::string octal(unsigned mode) {
+  char text[16];
+  std::snprintf(text, sizeof(text), "%04o", mode);
+  return text;
+}
+
 Result<int> intKnob(const Config& config, const char* name) {
   if (!config.isSet(name)) return notFound(std::string(name) + " is not set");
   return static_cast<int>(config.integer(name));
@@ -78,14 +92,20 @@ Result<JobSecret> externalSecret(const Config& config, const char* launcher) {
 Result<std::pair<std::string, uint16_t>> splitHostPort(const std::string& text) {
   size_t colon = text.rfind(':');
   if (colon == std::string::npos || colon + 1 == text.size()) {
-    return invalidArgument("'" + text + "' is not HOST:PORT");
+    return invalidArgument(echoedValue(text) + " is not HOST:PORT");
   }
   std::string host = text.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   }
-  long port = std::strtol(text.c_str() + colon + 1, nullptr, 10);
-  if (port <= 0 || port > 65535) return invalidArgument("bad port in '" + text + "'");
+  const std::string digits = text.substr(colon + 1);
+  char* end = nullptr;
+  errno = 0;
+  long port = std::strtol(digits.c_str(), &end, 10);
+  if (*end != '\0' || errno != 0 || port < 1 || port > 65535) {
+    return invalidArgument("the port of " + echoedValue(text) +
+                           " is not accepted: HOST:PORT with a port in 1..65535 is");
+  }
   return std::make_pair(host, static_cast<uint16_t>(port));
 }
 
@@ -128,8 +148,81 @@ Status joinExternalStore(const Config& config, const char* launcher, int rank, U
   return rank == 0 ? startStore(config, *id, server) : Status();
 }
 
+// The one place a single-host rendezvous file may live: `base`/collie-<uid>, a 0700
+// directory of this user. It is made if missing; one that exists must be a directory
+// (not a symlink) owned by this user with no access for group or others, else another
+// local user could plant the id file (and take the job over) or read it.
+Result<std::string> privateRendezvousDir(const std::string& base) {
+  const std::string dir = base + "/collie-" + std::to_string(getuid());
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return systemError("cannot create the rendezvous directory " + dir, errno);
+  }
+  struct stat info {};
+  if (::lstat(dir.c_str(), &info) != 0) {
+    return systemError("cannot stat the rendezvous directory " + dir, errno);
+  }
+  if (!S_ISDIR(info.st_mode) || info.st_uid != getuid() || (info.st_mode & 077) != 0) {
+    return unauthenticated(
+        "refusing the rendezvous directory " + dir + ": it is " +
+        (S_ISLNK(info.st_mode)   ? std::string("a symlink")
+         : S_ISDIR(info.st_mode) ? "a directory owned by uid " + std::to_string(info.st_uid) +
+                                       " with mode " + octal(info.st_mode & 07777)
+                                 : std::string("not a directory")) +
+        "; it must be a directory (not a symlink) owned by uid " + std::to_string(getuid()) +
+        " with mode 0700 (another user may have planted it: remove it, or set COLLIE_TMPDIR "
+        "to a directory only you can write, or COLLIE_MASTER_ADDR)");
+  }
+  return dir;
+}
+
+// Reads the unique id from `path` when it exists; refuses a file that is not a regular
+// file of this user's readable by nobody else (checked on the open descriptor).
+Result<std::string> readIdFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return notFound(path + " does not exist yet");
+    return systemError("cannot open the rendezvous file " + path, errno);
+  }
+  struct stat info {};
+  const bool statted = ::fstat(fd, &info) == 0;
+  if (!statted || !S_ISREG(info.st_mode) || info.st_uid != getuid() || (info.st_mode & 077) != 0) {
+    ::close(fd);
+    return unauthenticated("refusing the rendezvous file " + path + ": owned by uid " +
+                           std::to_string(info.st_uid) + " with mode " +
+                           octal(info.st_mode & 07777) + "; it must be a regular file of uid " +
+                           std::to_string(getuid()) + " with mode 0600");
+  }
+  char text[512];
+  ssize_t got = ::read(fd, text, sizeof(text) - 1);
+  ::close(fd);
+  if (got <= 0) return notFound(path + " is still empty");
+  std::string line(text, static_cast<size_t>(got));
+  const size_t newline = line.find('\n');
+  if (newline == std::string::npos) return notFound(path + " is not complete yet");
+  return line.substr(0, newline);
+}
+
+// Rank 0 publishes `text` in `path`: written to a fresh file made with O_EXCL|O_NOFOLLOW
+// (mode 0600) in the same private directory, then renamed over `path`, so readers see
+// the whole id or nothing. The temporary file never outlives a failure.
+Status publishIdFile(const std::string& path, const std::string& text) {
+  const std::string temp = path + ".tmp" + std::to_string(getpid());
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return systemError("cannot create " + temp, errno);
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  const int writeErrno = errno;
+  ::close(fd);
+  if (!written || ::rename(temp.c_str(), path.c_str()) != 0) {
+    const int error = written ? errno : writeErrno;
+    ::unlink(temp.c_str());
+    return systemError("cannot publish the unique id in " + path, error);
+  }
+  return Status();
+}
+
 // A single-host rendezvous through a file: rank 0 hosts the store on loopback with a
-// fresh secret and publishes the id in a 0600 file named after the launcher's job id.
+// fresh secret and publishes the id in `path`, a 0600 file in this user's private
+// directory (privateRendezvousDir) named after the launcher's job id.
 Result<UniqueId> rendezvousByFile(const Config& config, const std::string& path, int rank,
                                   std::unique_ptr<StoreServer>* server, std::string* cleanup,
                                   Deadline deadline) {
@@ -141,22 +234,14 @@ Result<UniqueId> rendezvousByFile(const Config& config, const std::string& path,
     if (!started.isOk()) return started.status();
     id->port = (*started)->port();
     *server = std::move(*started);
-    std::string temp = path + ".tmp" + std::to_string(getpid());
-    int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0) return systemError("cannot create " + temp, errno);
-    std::string text = id->toString() + "\n";
-    bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-    ::close(fd);
-    if (!written || ::rename(temp.c_str(), path.c_str()) != 0) {
-      return systemError("cannot publish the unique id in " + path, errno);
-    }
+    COLLIE_RETURN_IF_ERROR(publishIdFile(path, id->toString() + "\n"));
     *cleanup = path;
     return id;
   }
   while (true) {
-    std::ifstream in(path);
-    std::string line;
-    if (in && std::getline(in, line) && !line.empty()) return UniqueId::parse(line);
+    Result<std::string> line = readIdFile(path);
+    if (line.isOk()) return UniqueId::parse(*line);
+    if (line.status().code() != StatusCode::kNotFound) return line.status();
     if (Clock::now() > deadline) {
       return timeoutError("rank 0 did not publish the job's unique id in " + path +
                               " before the deadline (is rank 0 running on this host? on several "
@@ -214,7 +299,9 @@ Result<std::unique_ptr<Communicator>> Communicator::createFromEnvironment(const 
   if (std::string(info.launcher) == "torchrun") {
     Result<int> rank = intVariable("RANK");
     Result<int> size = intVariable("WORLD_SIZE");
-    Result<int> port = intVariable("MASTER_PORT");
+    // torchrun's store has MASTER_PORT and collie's the next port, so both must be
+    // ports: 1..65534 (a larger value must not wrap onto another port).
+    Result<int> port = intVariable("MASTER_PORT", 1, 65534);
     if (!rank.isOk()) return rank.status();
     if (!size.isOk()) return size.status();
     if (!port.isOk()) return port.status();
@@ -234,8 +321,10 @@ Result<std::unique_ptr<Communicator>> Communicator::createFromEnvironment(const 
     COLLIE_RETURN_IF_ERROR(
         joinExternalStore(config, "COLLIE_MASTER_ADDR", info.rank, &id, &server));
   } else {
-    std::string path = config.text("COLLIE_TMPDIR") + "/collie-" + jobName + "-" +
-                       std::to_string(getuid()) + ".id";
+    Result<std::string> dir = privateRendezvousDir(config.text("COLLIE_TMPDIR"));
+    if (!dir.isOk())
+      return dir.status().withContext(std::string("rank ") + std::to_string(info.rank));
+    const std::string path = *dir + "/" + jobName + ".id";
     Result<UniqueId> found = rendezvousByFile(config, path, info.rank, &server, &cleanup, deadline);
     if (!found.isOk()) return found.status();
     id = *found;

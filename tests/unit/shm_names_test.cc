@@ -76,6 +76,33 @@ TEST(ShmNamesTest, TheJobTagIsTheLaunchersWhenCollieRunStartedUs) {
   EXPECT_EQ(jobScopeTag(secretOf(1), underCollieRun), publicJobTag(launched->secret));
 }
 
+// fault: two namespace hosts of one job share /dev/shm and one launcher finishes first |
+// it removes only its own ranks' names; the other host's ranks still connect (before: it
+// removed every name of the job) | shm_names_test
+TEST(ShmNamesTest, EachLaunchersRanksNameWithTheirNodesTagAndItRemovesOnlyThose) {
+  Result<UniqueId> launched = UniqueId::generate("127.0.0.1", 1234);
+  ASSERT_TRUE(launched.isOk());
+  auto rankOf = [&](int node) {
+    return Config::fromVariables(
+        {{"COLLIE_UNIQUE_ID", launched->toString()}, {"COLLIE_NODE_RANK", std::to_string(node)}});
+  };
+  const std::string node0 = jobScopeTag(secretOf(1), rankOf(0));
+  const std::string node1 = jobScopeTag(secretOf(1), rankOf(1));
+  EXPECT_EQ(node0, publicJobTag(launched->secret));  // one host: the names as before
+  EXPECT_EQ(node0, launcherShmTag(launched->secret, 0));
+  EXPECT_EQ(node1, launcherShmTag(launched->secret, 1));
+  EXPECT_NE(node0, node1);
+  EXPECT_NE(node1, launcherShmTag(launched->secret, 2));
+  const std::string host0 = create(node0, "");
+  const std::string host1 = create(node1, kBoardKind);
+  EXPECT_TRUE(isShmName(host1, kBoardKind));
+  std::vector<std::string> removed = removeJobShm(launcherShmTag(launched->secret, 0));
+  EXPECT_EQ(removed, std::vector<std::string>{host0.substr(1)});
+  EXPECT_TRUE(exists(host1));
+  EXPECT_EQ(removeJobShm(launcherShmTag(launched->secret, 1)).size(), 1u);
+  EXPECT_FALSE(exists(host1));
+}
+
 TEST(ShmNamesTest, RemoveJobShmRemovesOnlyThatJobsNames) {
   const std::string mine = publicJobTag(secretOf(3));
   const std::string other = publicJobTag(secretOf(4));

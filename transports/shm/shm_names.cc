@@ -32,9 +32,15 @@ std::string jobScopeTag(const JobSecret& secret, const Config& config) {
   const std::string launched = config.text("COLLIE_UNIQUE_ID");
   if (!launched.empty()) {
     Result<UniqueId> id = UniqueId::parse(launched);
-    if (id.isOk()) return publicJobTag(id->secret);
+    if (id.isOk())
+      return launcherShmTag(id->secret, static_cast<int>(config.integer("COLLIE_NODE_RANK")));
   }
   return publicJobTag(secret);
+}
+
+std::string launcherShmTag(const JobSecret& jobSecret, int nodeRank) {
+  if (nodeRank == 0) return publicJobTag(jobSecret);
+  return publicJobTag(deriveJobSecret(jobSecret, "collie run node " + std::to_string(nodeRank)));
 }
 
 Result<std::string> newShmName(std::string_view tag, std::string_view kind) {

@@ -32,12 +32,18 @@ inline constexpr std::string_view kShmNamePrefix = "/collie-";
 // What a board's name carries after the job tag.
 inline constexpr std::string_view kBoardKind = "board-";
 
-// The tag this process's names carry: the public tag of the job `collie run` started it
-// in (publicJobTag of the secret of `config`'s COLLIE_UNIQUE_ID, a process-wide knob,
-// which is what that launcher removes), so that children of split() and shrink() carry
-// it too; else the public tag of `secret` (the communicator's own: under other launchers
-// nobody removes leftovers).
+// The tag this process's names carry: the tag of the `collie run` launcher that started
+// it (launcherShmTag of the secret of `config`'s COLLIE_UNIQUE_ID and its
+// COLLIE_NODE_RANK, process-wide knobs, which is what that launcher removes), so that
+// children of split() and shrink() carry it too; else the public tag of `secret` (the
+// communicator's own: under other launchers nobody removes leftovers).
 std::string jobScopeTag(const JobSecret& secret, const Config& config);
+
+// The tag of the names made by the ranks of one `collie run` launcher: node 0's is the
+// job's public tag, node R's that of a secret derived for node R. Hosts that share one
+// /dev/shm (network namespaces, containers) thus never remove each other's names when
+// their launchers finish at different times.
+std::string launcherShmTag(const JobSecret& jobSecret, int nodeRank);
 
 // A fresh name "/collie-<tag>-<kind><32 random hex digits>"; `kind` is "" or kBoardKind.
 // Fails only when the OS's random source does.
