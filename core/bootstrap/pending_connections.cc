@@ -4,37 +4,48 @@
 
 namespace collie {
 
-PendingConnections::PendingConnections(size_t maxTotal, size_t maxPerSource)
-    : maxTotal_(std::max<size_t>(maxTotal, 1)), maxPerSource_(std::max<size_t>(maxPerSource, 1)) {}
+PendingConnections::PendingConnections(size_t maxTotal, size_t maxPerSource,
+                                       std::chrono::milliseconds grace)
+    : maxTotal_(std::max<size_t>(maxTotal, 1)),
+      maxPerSource_(std::max<size_t>(maxPerSource, 1)),
+      grace_(grace) {}
 
-std::vector<uint64_t> PendingConnections::admit(uint64_t id, const std::string& source) {
-  std::vector<uint64_t> evict;
+PendingConnections::Admission PendingConnections::admit(uint64_t id, const std::string& source,
+                                                        Clock::time_point now) {
+  Admission admission;
+  auto makeRoom = [&](std::map<uint64_t, Entry>::iterator victim) {
+    if (now - victim->second.since < grace_) {
+      admission.admitted = false;
+      return false;
+    }
+    admission.evict.push_back(victim->first);
+    remove(victim->first);
+    return true;
+  };
   while (countFrom(source) >= maxPerSource_) {
-    auto it = std::find_if(sources_.begin(), sources_.end(),
-                           [&](const auto& entry) { return entry.second == source; });
-    evict.push_back(it->first);
-    remove(it->first);
+    auto it = std::find_if(entries_.begin(), entries_.end(),
+                           [&](const auto& entry) { return entry.second.source == source; });
+    if (!makeRoom(it)) return admission;
   }
-  while (sources_.size() >= maxTotal_) {
-    evict.push_back(sources_.begin()->first);
-    remove(sources_.begin()->first);
+  while (entries_.size() >= maxTotal_) {
+    if (!makeRoom(entries_.begin())) return admission;
   }
-  sources_.emplace(id, source);
+  entries_.emplace(id, Entry{source, now});
   ++perSource_[source];
-  return evict;
+  return admission;
 }
 
 void PendingConnections::remove(uint64_t id) {
-  auto it = sources_.find(id);
-  if (it == sources_.end()) return;
-  auto count = perSource_.find(it->second);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return;
+  auto count = perSource_.find(it->second.source);
   if (--count->second == 0) perSource_.erase(count);
-  sources_.erase(it);
+  entries_.erase(it);
 }
 
 std::optional<uint64_t> PendingConnections::oldest() const {
-  if (sources_.empty()) return std::nullopt;
-  return sources_.begin()->first;
+  if (entries_.empty()) return std::nullopt;
+  return entries_.begin()->first;
 }
 
 size_t PendingConnections::countFrom(const std::string& source) const {

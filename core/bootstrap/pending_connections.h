@@ -11,10 +11,17 @@
 // pending connections for the one round trip it is pending at all, and is never the
 // one evicted while strangers idle.
 //
+// A connection younger than `grace` is never evicted: when the one that would make
+// room is that young, the new connection is refused instead (the server closes it
+// before its Challenge, and a collie client retries). So a burst of ranks from one
+// address (a many-core host starting at once) past the per-source cap costs the
+// newest a retry, not an evicted rank mid-handshake.
+//
 // Connections are named by the server's ids, which must increase with arrival.
 // Thread safety: none; the store server's thread owns it.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -22,26 +29,37 @@
 #include <string>
 #include <vector>
 
+#include "collie/store.h"
+
 namespace collie {
 
 class PendingConnections {
  public:
-  PendingConnections(size_t maxTotal, size_t maxPerSource);
+  PendingConnections(size_t maxTotal, size_t maxPerSource, std::chrono::milliseconds grace);
 
-  // Records connection `id` from `source` (an address without port) and returns the
-  // ids to close to stay within the caps, oldest first (never `id` itself).
-  std::vector<uint64_t> admit(uint64_t id, const std::string& source);
+  struct Admission {
+    bool admitted = true;         // false: close the new connection (no room now)
+    std::vector<uint64_t> evict;  // ids to close to make room, oldest first (never `id`)
+  };
+  // Records connection `id` from `source` (an address without port) arriving at `now`,
+  // unless every connection that could make room is younger than the grace period.
+  Admission admit(uint64_t id, const std::string& source, Clock::time_point now);
   // Forgets `id` (authenticated or closed). No-op for an unknown id.
   void remove(uint64_t id);
   // The oldest pending connection, if any.
   std::optional<uint64_t> oldest() const;
-  size_t size() const { return sources_.size(); }
+  size_t size() const { return entries_.size(); }
   size_t countFrom(const std::string& source) const;
 
  private:
+  struct Entry {
+    std::string source;
+    Clock::time_point since;
+  };
   size_t maxTotal_;
   size_t maxPerSource_;
-  std::map<uint64_t, std::string> sources_;  // id -> source, oldest first
+  std::chrono::milliseconds grace_;
+  std::map<uint64_t, Entry> entries_;  // id -> entry, oldest first
   std::map<std::string, size_t> perSource_;
 };
 

@@ -16,10 +16,10 @@ void registerStoreKnobs(KnobRegistry& registry) {
                    "this long"),
           integer("COLLIE_STORE_MAX_PENDING", "256", 1, 65536,
                   "unauthenticated connections the store holds at once; a new one evicts the "
-                  "oldest"),
+                  "oldest pending over 500 ms, else is refused (clients retry)"),
           integer("COLLIE_STORE_MAX_PENDING_PER_HOST", "32", 1, 65536,
                   "unauthenticated connections the store holds per source address; a new one "
-                  "evicts that address's oldest"),
+                  "evicts that address's oldest pending over 500 ms, else is refused"),
           text("COLLIE_STORE_BIND", "",
                "address the store of a torchrun/mpirun job listens on (default: MASTER_ADDR's "
                "or COLLIE_MASTER_ADDR's when local, else COLLIE_SOCKET_IFNAME's interface, else "

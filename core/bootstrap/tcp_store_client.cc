@@ -2,7 +2,10 @@
 // tells the server how long to wait; if the answer still does not come (a stalled
 // server) the connection is dropped and the next call reconnects, so a late answer
 // can never be taken for the reply to a later request.
+#include <algorithm>
+#include <chrono>
 #include <mutex>
+#include <thread>
 
 #include "collie/store.h"
 #include "core/bootstrap/store_protocol.h"
@@ -107,16 +110,29 @@ class TcpStoreClient final : public Store {
   }
 
  public:
+  // Connects and authenticates. A server that closes the connection before its
+  // Challenge had no room for another unauthenticated connection (a burst of ranks from
+  // this host past COLLIE_STORE_MAX_PENDING_PER_HOST): retried with backoff, at most
+  // kRefusedRetries times and never past the deadline.
   static Result<net::Socket> connect(const std::string& host, uint16_t port,
                                      const JobSecret& secret, Deadline deadline) {
-    Result<net::Socket> sock = net::connectWithDeadline(
-        host, port, deadline, [](int fd) { net::tuneDataSocket(fd, 0, ""); });
-    if (!sock.isOk()) return sock.status().withContext("connecting to the store");
-    net::Hello hello;
-    hello.purpose = net::Purpose::kStore;
-    Status st = net::sendHello(sock->fd(), hello, secret, deadline);
-    if (!st.isOk()) return st.withContext("store " + net::joinHostPort(host, port));
-    return sock;
+    constexpr int kRefusedRetries = 200;
+    auto backoff = std::chrono::milliseconds(2);
+    for (int attempt = 0;; ++attempt) {
+      Result<net::Socket> sock = net::connectWithDeadline(
+          host, port, deadline, [](int fd) { net::tuneDataSocket(fd, 0, ""); });
+      if (!sock.isOk()) return sock.status().withContext("connecting to the store");
+      net::Hello hello;
+      hello.purpose = net::Purpose::kStore;
+      Status st = net::sendHello(sock->fd(), hello, secret, deadline);
+      if (st.isOk()) return sock;
+      const bool refused = st.code() == StatusCode::kRemoteError;
+      if (!refused || attempt >= kRefusedRetries || Clock::now() + backoff >= deadline) {
+        return st.withContext("store " + net::joinHostPort(host, port));
+      }
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
+    }
   }
 
  private:

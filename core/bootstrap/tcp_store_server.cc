@@ -54,6 +54,11 @@ constexpr auto kAcceptPause = std::chrono::milliseconds(100);
 // rank 0 otherwise). Short, so that a backlog of strangers drains quickly (one
 // descriptor's worth of them per kEvictableAge at worst).
 constexpr auto kEvictableAge = std::chrono::milliseconds(50);
+// Past the pending caps only connections pending this long are evicted; a newer
+// connection is refused instead (closed before its Challenge; collie's store client
+// retries). Long enough for a rank on a host busy starting dozens of ranks to answer
+// its Challenge; short enough that a stranger's idle connections soon make room.
+constexpr auto kCapEvictionGrace = std::chrono::milliseconds(500);
 constexpr auto kDropLogInterval = std::chrono::seconds(1);
 
 // "1.2.3.4:80" -> "1.2.3.4", "[::1]:80" -> "[::1]".
@@ -90,7 +95,8 @@ class TcpStoreServer final : public StoreServer {
         wakeWrite_(wakeWrite),
         handshakeTimeout_(config.duration("COLLIE_STORE_HANDSHAKE_TIMEOUT")),
         pending_(static_cast<size_t>(config.integer("COLLIE_STORE_MAX_PENDING")),
-                 static_cast<size_t>(config.integer("COLLIE_STORE_MAX_PENDING_PER_HOST"))),
+                 static_cast<size_t>(config.integer("COLLIE_STORE_MAX_PENDING_PER_HOST")),
+                 kCapEvictionGrace),
         reserve_(openReserve()) {
     thread_ = std::thread([this] { run(); });
   }
@@ -175,10 +181,18 @@ class TcpStoreServer final : public StoreServer {
     net::tuneDataSocket(fd, 0, "");  // TCP_NODELAY: replies are small and latency-bound
     c.address = address;
     c.handshakeDeadline = Clock::now() + handshakeTimeout_;
-    for (uint64_t old : pending_.admit(id, hostOf(address))) {
+    PendingConnections::Admission admission = pending_.admit(id, hostOf(address), Clock::now());
+    for (uint64_t old : admission.evict) {
       drop(old,
            "too many unauthenticated connections (COLLIE_STORE_MAX_PENDING, "
            "COLLIE_STORE_MAX_PENDING_PER_HOST); closed the oldest");
+    }
+    if (!admission.admitted) {
+      drop(id,
+           "too many unauthenticated connections (COLLIE_STORE_MAX_PENDING, "
+           "COLLIE_STORE_MAX_PENDING_PER_HOST), all pending for less than their grace period; "
+           "refused the newest (a collie client retries)");
+      return;
     }
     // The Challenge goes out now: a rank answers it within a round trip, so that it is
     // authenticated before any later connection can evict it.

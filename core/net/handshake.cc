@@ -170,8 +170,10 @@ Result<SentHello> answerChallenge(int fd, const Hello& hello, const JobSecret& s
   uint8_t challenge[kChallengeBytes];
   Status st = readFull(fd, challenge, sizeof(challenge), deadline);
   if (st.code() == StatusCode::kRemoteError) {
-    return unauthenticated("peer " + peerAddressOf(fd) +
-                           " closed the connection before its handshake challenge");
+    // Not a refusal of our proof (none was sent yet): the peer had no room for another
+    // unauthenticated connection, or is not a collie server. Callers may retry.
+    return remoteError("peer " + peerAddressOf(fd) +
+                       " closed the connection before its handshake challenge");
   }
   COLLIE_RETURN_IF_ERROR(st);
   Result<Nonce> serverNonce = decodeChallenge(challenge);

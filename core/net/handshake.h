@@ -100,6 +100,8 @@ struct SentHello {
 
 // Connecting side, blocking: reads the Challenge and sends the Hello; the Accept is
 // collected with receiveAccept, so a caller may answer many challenges before waiting.
+// RemoteError when the peer closes before its Challenge (a store server with no room
+// for another unauthenticated connection closes the newest: worth a retry).
 Result<SentHello> answerChallenge(int fd, const Hello& hello, const JobSecret& secret,
                                   Deadline deadline);
 // Connecting side: waits for the Accept and checks its proof. Unauthenticated when the

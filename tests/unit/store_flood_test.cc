@@ -112,22 +112,72 @@ Result<std::unique_ptr<StoreServer>> startWith(const KnobOverrides& knobs) {
   return startStoreServer("127.0.0.1", 0, testSecret(), *config);
 }
 
+// Admits `id` at `now` and returns the ids it evicts (the admission must succeed).
+std::vector<uint64_t> admitted(PendingConnections& pending, uint64_t id, const std::string& source,
+                               Clock::time_point now) {
+  PendingConnections::Admission admission = pending.admit(id, source, now);
+  EXPECT_TRUE(admission.admitted) << "connection " << id << " refused";
+  return admission.evict;
+}
+
 TEST(PendingConnections, EvictsTheOldestOfTheSameSourceThenTheOldestOverall) {
-  PendingConnections pending(4, 2);
-  EXPECT_TRUE(pending.admit(1, "a").empty());
-  EXPECT_TRUE(pending.admit(2, "b").empty());
-  EXPECT_TRUE(pending.admit(3, "a").empty());
+  PendingConnections pending(4, 2, 0ms);
+  const auto t = Clock::now();
+  EXPECT_TRUE(admitted(pending, 1, "a", t).empty());
+  EXPECT_TRUE(admitted(pending, 2, "b", t).empty());
+  EXPECT_TRUE(admitted(pending, 3, "a", t).empty());
   // "a" is at its cap: its own oldest goes, not "b"'s older connection.
-  EXPECT_EQ(pending.admit(4, "a"), std::vector<uint64_t>{1});
-  EXPECT_TRUE(pending.admit(5, "c").empty());
+  EXPECT_EQ(admitted(pending, 4, "a", t), std::vector<uint64_t>{1});
+  EXPECT_TRUE(admitted(pending, 5, "c", t).empty());
   EXPECT_EQ(pending.size(), 4u);
   // The table is full: the oldest overall goes.
-  EXPECT_EQ(pending.admit(6, "d"), std::vector<uint64_t>{2});
+  EXPECT_EQ(admitted(pending, 6, "d", t), std::vector<uint64_t>{2});
   pending.remove(3);  // authenticated
   EXPECT_EQ(pending.countFrom("a"), 1u);
   EXPECT_EQ(pending.oldest(), std::optional<uint64_t>(4));
   pending.remove(99);  // unknown: no-op
   EXPECT_EQ(pending.size(), 3u);
+}
+
+TEST(PendingConnections, ConnectionsInTheirGracePeriodAreNotEvictedTheNewestIsRefused) {
+  PendingConnections pending(3, 2, 500ms);
+  const auto t = Clock::now();
+  EXPECT_TRUE(admitted(pending, 1, "a", t).empty());
+  EXPECT_TRUE(admitted(pending, 2, "a", t + 100ms).empty());
+  // "a" at its cap, its oldest only 200 ms pending: the newcomer is refused, nobody evicted.
+  PendingConnections::Admission refused = pending.admit(3, "a", t + 200ms);
+  EXPECT_FALSE(refused.admitted);
+  EXPECT_TRUE(refused.evict.empty());
+  EXPECT_EQ(pending.countFrom("a"), 2u);
+  // Past the oldest's grace it makes room as before.
+  EXPECT_EQ(admitted(pending, 4, "a", t + 500ms), std::vector<uint64_t>{1});
+  // The whole table: "b" is admitted, then "c" finds the oldest overall (2) young.
+  EXPECT_TRUE(admitted(pending, 5, "b", t + 500ms).empty());
+  EXPECT_FALSE(pending.admit(6, "c", t + 550ms).admitted);
+  EXPECT_EQ(admitted(pending, 7, "c", t + 600ms), std::vector<uint64_t>{2});
+  EXPECT_EQ(pending.size(), 3u);
+}
+
+// fault: a burst of ranks from one address connects to the store past its per-source cap of
+// unauthenticated connections | every rank joins: connections in their 500 ms grace are not
+// evicted, the newest is refused before its Challenge and retries (before: ranks evicted
+// mid-handshake failed as unauthenticated) | store_flood_test
+TEST(StoreFlood, BurstOfRanksFromOneAddressPastThePerSourceCapAllJoin) {
+  auto server = startWith({{"COLLIE_STORE_MAX_PENDING_PER_HOST", "4"}});
+  ASSERT_TRUE(server.isOk()) << server.status().toString();
+  constexpr int kRanks = 48;
+  std::vector<Status> results(kRanks);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kRanks; ++r) {
+    ranks.emplace_back([&, r] {
+      auto store =
+          connectTcpStore("127.0.0.1", (*server)->port(), testSecret(), Clock::now() + 20s);
+      results[r] = store.isOk() ? (*store)->add("joined", 1).status() : store.status();
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  for (int r = 0; r < kRanks; ++r)
+    EXPECT_TRUE(results[r].isOk()) << r << ": " << results[r].toString();
 }
 
 TEST(StoreFlood, IdleStrangerIsDroppedAfterTheHandshakeDeadline) {
