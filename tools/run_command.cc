@@ -22,6 +22,7 @@
 #include "core/bootstrap/job_secret.h"
 #include "core/comm/join_agreement.h"
 #include "core/config/config.h"
+#include "core/config/knob.h"
 #include "core/engine/wait_policy.h"
 #include "tools/commands.h"
 #include "tools/launcher.h"
@@ -75,8 +76,9 @@ Result<UniqueId> multiHostId(const RunCliOptions& options) {
   Result<UniqueId> parsed =
       UniqueId::parse("collie1:" + options.master + ":" + std::string(32, '0'));
   if (!parsed.isOk() || parsed->port == 0) {
-    return invalidArgument("--master '" + options.master +
-                           "' is not HOST:PORT with a fixed port (e.g. 10.213.0.1:29500)");
+    return invalidArgument("--master " + echoedValue(options.master) +
+                           " is not HOST:PORT with a fixed port in 1..65535 (e.g. "
+                           "10.213.0.1:29500)");
   }
   id.host = parsed->host;
   id.port = parsed->port;
