@@ -289,6 +289,36 @@ struct F16cConvert {
     }
   }
 
+  // dst = Half(op(float(a), float(b))) for sum, prod, min and max, 8 elements a step
+  // in registers: vcvtph2ps, the op (min and max as for BFloat16 above), vcvtps2ph with
+  // round to nearest even: the instructions of the block path, without the blocks.
+  template <ReduceOp kOp>
+  __attribute__((target("avx2,f16c"))) static void reduceHalf(Half* dst, const Half* a,
+                                                              const Half* b, size_t n) {
+    const size_t whole = n / 8 * 8;
+    for (size_t i = 0; i < whole; i += 8) {
+      const __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)));
+      const __m256 y = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)));
+      __m256 r;
+      if constexpr (kOp == ReduceOp::kProd) {
+        r = _mm256_mul_ps(x, y);
+      } else if constexpr (kOp == ReduceOp::kMin) {
+        r = _mm256_min_ps(x, y);
+      } else if constexpr (kOp == ReduceOp::kMax) {
+        r = _mm256_max_ps(x, y);
+      } else {
+        r = _mm256_add_ps(x, y);
+      }
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                       _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));
+    }
+    const auto op = opFor<float, kOp>();
+    for (size_t k = 0; k < n % 8; ++k) {  // (a bound GCC sees as below 8)
+      const size_t i = whole + k;
+      dst[i] = floatToHalf(op(halfToFloat(a[i]), halfToFloat(b[i])));
+    }
+  }
+
   template <typename T>
   __attribute__((target("avx2,f16c"))) static void narrow(const float* __restrict in,
                                                           T* __restrict dst, size_t m) {
@@ -399,6 +429,14 @@ COLLIE_FORCE_INLINE void reduceTyped(void* dstv, const void* av, const void* bv,
       blockwise<Cvt, Load>(dst, a, b, n, opFor<float, kOp>(), avgDivisor);
     }
   } else if constexpr (kIsHalfLike<T>) {
+#if COLLIE_X86
+    constexpr bool kFloatOp = kOp == ReduceOp::kSum || kOp == ReduceOp::kProd ||
+                              kOp == ReduceOp::kMin || kOp == ReduceOp::kMax;
+    if constexpr (std::is_same_v<Cvt, F16cConvert> && kFloatOp) {
+      F16cConvert::reduceHalf<kOp>(dst, a, b, n);
+      return;
+    }
+#endif
     blockwise<Cvt, Load>(dst, a, b, n, opFor<float, kOp>(), avgDivisor);
   } else if (avgDivisor > 0) {
     elementwise<Load>(dst, a, b, n, SumDivideOp<T>{avgDivisor});

@@ -527,31 +527,32 @@ TEST(KernelsTest, EveryHalfAndBFloat16PatternSurvivesTheKernels) {
   }
 }
 
-// BFloat16 sum, prod, min and max against their definition (one float op, rounded once
-// by floatToBFloat16) on every variant: random bit patterns (NaNs, infinities, signed
-// zeros and subnormals among them) and equal-magnitude pairs, every length 0..70 and a
-// long one, out of place, in place into either input and at odd addresses. The AVX2
-// kernel handles 16 elements a step in even/odd halves, so lengths around 16 matter.
-TEST(KernelsTest, BFloat16OpsMatchTheirDefinitionOnEveryVariant) {
+// Half and BFloat16 sum, prod, min and max against their definition (one float op,
+// rounded once) on every variant: random bit patterns (NaNs, infinities, signed zeros
+// and subnormals among them) and x against -x, every length 0..70 and a long one, out
+// of place, in place into either input and at an odd address. The AVX2 kernels handle
+// 8 (Half) or 16 (BFloat16) elements a step, so lengths around those matter.
+template <typename T>
+void checkOpsAgainstDefinition(DataType dtype, uint16_t quietBit) {
   std::mt19937 rng(1234);
   const size_t kLong = 4099;
-  std::vector<BFloat16> a(kLong + 1), b(kLong + 1);
+  std::vector<T> a(kLong + 1), b(kLong + 1);
   for (size_t i = 0; i < a.size(); ++i) {
-    a[i] = BFloat16{static_cast<uint16_t>(rng())};
-    b[i] = i % 5 == 0 ? BFloat16{static_cast<uint16_t>(a[i].bits ^ 0x8000)}  // x and -x
-                      : BFloat16{static_cast<uint16_t>(rng())};
+    a[i] = T{static_cast<uint16_t>(rng())};
+    b[i] = i % 5 == 0 ? T{static_cast<uint16_t>(a[i].bits ^ 0x8000)}  // x and -x
+                      : T{static_cast<uint16_t>(rng())};
   }
-  auto definition = [](ReduceOp op, BFloat16 x, BFloat16 y) {
-    const float fx = bfloat16ToFloat(x), fy = bfloat16ToFloat(y);
+  auto definition = [](ReduceOp op, T x, T y) {
+    const float fx = toFloat(x), fy = toFloat(y);
     switch (op) {
       case ReduceOp::kProd:
-        return floatToBFloat16(fx * fy);
+        return fromFloat<T>(fx * fy);
       case ReduceOp::kMin:
-        return floatToBFloat16(fx < fy ? fx : fy);
+        return fromFloat<T>(fx < fy ? fx : fy);
       case ReduceOp::kMax:
-        return floatToBFloat16(fx > fy ? fx : fy);
+        return fromFloat<T>(fx > fy ? fx : fy);
       default:
-        return floatToBFloat16(fx + fy);
+        return fromFloat<T>(fx + fy);
     }
   };
   std::vector<size_t> lengths;
@@ -559,39 +560,46 @@ TEST(KernelsTest, BFloat16OpsMatchTheirDefinitionOnEveryVariant) {
   lengths.push_back(kLong);
   for (const ReduceBackend* backend : cpuReduceBackendVariants()) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax}) {
-      SCOPED_TRACE(std::string(backend->name) + " " + std::string(reduceOpName(op)));
+      SCOPED_TRACE(std::string(backend->name) + " " + std::string(dataTypeName(dtype)) + " " +
+                   std::string(reduceOpName(op)));
       for (size_t n : lengths) {
         for (int form = 0; form < 4; ++form) {  // out of place, into a, into b, odd address
-          std::vector<BFloat16> x(a.begin(), a.begin() + n + 1), y(b.begin(), b.begin() + n + 1);
-          std::vector<BFloat16> out(n + 1, BFloat16{0x1234});
-          const BFloat16* in1 = x.data();
-          const BFloat16* in2 = y.data();
-          BFloat16* dst = form == 1 ? x.data() : form == 2 ? y.data() : out.data();
+          std::vector<T> x(a.begin(), a.begin() + n + 1), y(b.begin(), b.begin() + n + 1);
+          std::vector<T> out(n + 1, T{0x1234});
+          const T* in1 = x.data();
+          const T* in2 = y.data();
+          T* dst = form == 1 ? x.data() : form == 2 ? y.data() : out.data();
           std::vector<uint8_t> shifted(2 * n + 3);
           if (form == 3) {  // the first input one byte off its alignment
             std::memcpy(shifted.data() + 1, x.data(), 2 * n);
-            in1 = reinterpret_cast<const BFloat16*>(shifted.data() + 1);
+            in1 = reinterpret_cast<const T*>(shifted.data() + 1);
           }
-          backend->reduce(dst, in1, in2, n, DataType::kBFloat16, op, 0);
+          backend->reduce(dst, in1, in2, n, dtype, op, 0);
           for (size_t i = 0; i < n; ++i) {
-            const BFloat16 want = definition(op, a[i], b[i]);
             // Two NaNs: IEEE 754 lets the result carry either payload (and compilers
             // swap the operands of +), so either one, quieted, is right.
-            if (std::isnan(bfloat16ToFloat(a[i])) && std::isnan(bfloat16ToFloat(b[i]))) {
+            if (std::isnan(toFloat(a[i])) && std::isnan(toFloat(b[i]))) {
               const uint16_t got = dst[i].bits;
-              ASSERT_TRUE(got == (a[i].bits | 0x0040) || got == (b[i].bits | 0x0040))
+              ASSERT_TRUE(got == (a[i].bits | quietBit) || got == (b[i].bits | quietBit))
                   << "n " << n << " element " << i << ": 0x" << std::hex << got;
               continue;
             }
-            ASSERT_EQ(dst[i].bits, want.bits)
+            ASSERT_EQ(dst[i].bits, definition(op, a[i], b[i]).bits)
                 << "n " << n << " form " << form << " element " << i << ": 0x" << std::hex
                 << a[i].bits << ", 0x" << b[i].bits;
           }
-          if (form != 1 && form != 2) ASSERT_EQ(out[n].bits, 0x1234) << "wrote past n " << n;
+          if (form != 1 && form != 2) {
+            ASSERT_EQ(out[n].bits, 0x1234) << "wrote past n " << n;
+          }
         }
       }
     }
   }
+}
+
+TEST(KernelsTest, HalfAndBFloat16OpsMatchTheirDefinitionOnEveryVariant) {
+  checkOpsAgainstDefinition<BFloat16>(DataType::kBFloat16, 0x0040);
+  checkOpsAgainstDefinition<Half>(DataType::kFloat16, 0x0200);
 }
 
 TEST(HalfTest, FloatToHalfKnownPatterns) {
