@@ -185,6 +185,10 @@ Status TagMatcher::onEnvelope(int peer, int channel) {
   Connection* connection = (*connections_)[peer][channel].get();
   Status posted = connection->postRecv(
       target, e.bytes, makeTaggedFingerprint(e.sequence, dtype, e.count), &ch.payloadDone);
+  if (!posted.isOk()) return fail(peer, posted);
+  // The part usually came with its envelope: take it now rather than a turn later.
+  bool moved = false;
+  posted = connection->progress(&moved);
   return posted.isOk() ? posted : fail(peer, posted);
 }
 
@@ -234,6 +238,9 @@ Status TagMatcher::pump(int peer, bool* progressed) {
           Connection* connection = (*connections_)[peer][c].get();
           Status posted = connection->postRecv(&ch.envelope, sizeof(TaggedEnvelope),
                                                envelopeFingerprint(), &ch.envelopeDone);
+          if (!posted.isOk()) return fail(peer, posted);
+          bool arrived = false;  // an envelope already on the wire lands now
+          posted = connection->progress(&arrived);
           if (!posted.isOk()) return fail(peer, posted);
           moved = true;
           break;
