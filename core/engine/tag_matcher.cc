@@ -20,12 +20,6 @@ void TagMatcher::reset() {
   }
 }
 
-size_t TagMatcher::heldCount() const {
-  size_t n = 0;
-  for (const Peer& peer : peers_) n += peer.held.size();
-  return n;
-}
-
 std::string TagMatcher::whose(int peer, const Key& key) const {
   return "tagged send/recv #" + std::to_string(key.second) + " with tag " +
          std::to_string(key.first) + " between rank " + std::to_string(rank_) + " and its peer " +
@@ -250,17 +244,6 @@ Status TagMatcher::pump(int peer, bool* progressed) {
     *progressed = *progressed || moved;
   }
   return Status();
-}
-
-void TagMatcher::activeConnections(int peer, std::vector<Connection*>* out) const {
-  const Peer& p = peers_[peer];
-  for (int c = 0; c < nchannels_; ++c) {
-    if (p.channels[c].state == Channel::State::kIdle) continue;
-    Connection* connection = (*connections_)[peer][c].get();
-    bool known = false;
-    for (Connection* k : *out) known = known || k == connection;
-    if (!known) out->push_back(connection);
-  }
 }
 
 }  // namespace collie

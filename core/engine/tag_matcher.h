@@ -16,9 +16,11 @@
 // schedule of the same count and dtype has the same), one envelope at a time, so that
 // nothing is left posted on a connection once the tagged receives finished, and
 // collectives (or untagged point-to-point, when the pair uses no tags) can use it after.
+// So the connections a tagged receive waits on are those of its own unfinished parts
+// (Execution::activeConnections): a channel is read only for them.
 // A receive whose send never arrives is what the engine's timeout catches; a send whose
-// count or dtype differs from its receive's fails both with Mismatch naming the peer and
-// the tag.
+// count or dtype differs from its receive's fails the receive with Mismatch naming the
+// peer, the tag and both counts (the sender learns it from the receiver's failure).
 //
 // Thread safety: used only by the thread holding the engine's running claim, like the
 // connections it reads.
@@ -27,6 +29,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -79,11 +82,6 @@ class TagMatcher {
   // connection, a message of the other kind, a count or dtype that differs) names the
   // peer and the tag; the receives of that peer then fail with it.
   Status pump(int peer, bool* progressed);
-  // The connections to `peer` with an envelope or part receive posted (for the engine
-  // to progress and wait on).
-  void activeConnections(int peer, std::vector<Connection*>* out) const;
-  // How many sends this rank holds for receives not posted yet (tests).
-  size_t heldCount() const;
   // Forgets everything (the connections are about to be destroyed after a failure).
   void reset();
 
