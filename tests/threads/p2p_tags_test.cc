@@ -1,9 +1,10 @@
 // Point-to-point matched by (peer, tag) (issue 51): the n-th send to a peer with tag t
 // meets that peer's n-th receive from this rank with tag t, whatever order the receives
-// of different tags were posted in (core/engine/tag_matcher.h). Two ranks as threads over
-// shm and tcp, on 4 channels so that a large message is cut in parts: receives posted in
-// the other order than the sends (sizes differ per tag), blocking sends against receives
-// posted late (the receiver holds what arrived early), several messages per tag, a group,
+// of different tags were posted in (core/engine/tag_matcher.h). Two ranks (four for every
+// pair) as threads over shm and tcp, on 4 channels so that a large message is cut in
+// parts: receives posted in the other order than the sends (sizes differ per tag),
+// blocking sends against receives posted late (the receiver holds what arrived early),
+// several messages per tag, every pair of four ranks, a group,
 // a tag that never arrives (Timeout naming the peer and the tag), untagged point-to-point
 // still matched by order, and tagged and untagged refused on one pair of ranks.
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/transport/transport.h"
@@ -158,13 +160,14 @@ TEST_P(PointToPointTagsTest, EarlySendIsHeldUntilItsReceiveIsPosted) {
 }
 
 // Three messages per tag, interleaved by the sender (5, 7, 5, 7, 5, 7) with sizes that
-// change from one to the next; the receiver posts every 7 before any 5. The k-th of each
+// change from one to the next (one of each tag empty); the receiver posts every 7 before
+// any 5. The k-th of each
 // tag meets the k-th.
 TEST_P(PointToPointTagsTest, MessagesOfOneTagKeepTheirOrder) {
   auto comms = testing::makeCommunicators(2, options());
   ASSERT_EQ(comms.size(), 2u);
   std::vector<std::string> errors(2);
-  const std::vector<size_t> sizes = {kSmall, kLarge, 1};
+  const std::vector<size_t> sizes = {kSmall, kLarge, 0};  // an empty message travels too
   testing::onEveryRank(2, [&](int r) {
     Communicator& comm = *comms[r];
     std::vector<std::vector<int32_t>> data;
@@ -199,6 +202,49 @@ TEST_P(PointToPointTagsTest, MessagesOfOneTagKeepTheirOrder) {
   });
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
+}
+
+// Four ranks, every pair: each rank posts its receives from every peer in the reverse
+// tag order (3, 2, 1) before sending tags 1, 2, 3 to every peer; one matcher state per
+// peer, sizes per tag.
+TEST_P(PointToPointTagsTest, EveryPeerReceivesInReverseTagOrder) {
+  constexpr int kRanks = 4;
+  auto comms = testing::makeCommunicators(kRanks, options());
+  ASSERT_EQ(comms.size(), static_cast<size_t>(kRanks));
+  std::vector<std::string> errors(kRanks);
+  auto count = [](int64_t tag) { return tag == 2 ? kLarge : kSmall + static_cast<size_t>(tag); };
+  auto data = [&](int from, int to, int64_t tag) {
+    return pattern(tag * 100 + from * 10 + to, 0, count(tag));
+  };
+  testing::onEveryRank(kRanks, [&](int r) {
+    Communicator& comm = *comms[r];
+    std::vector<std::vector<int32_t>> got, sent;
+    std::vector<std::tuple<int, int64_t>> from;
+    std::vector<Result<Work>> works;
+    for (int p = 0; p < kRanks; ++p) {
+      for (int64_t tag = 3; tag >= 1 && p != r; --tag) {
+        got.emplace_back(count(tag), -1);
+        from.emplace_back(p, tag);
+        works.push_back(comm.recv(got.back().data(), got.back().size(), DataType::kInt32, p, tag));
+      }
+    }
+    for (int p = 0; p < kRanks; ++p) {
+      for (int64_t tag = 1; tag <= 3 && p != r; ++tag) sent.push_back(data(r, p, tag));
+    }
+    size_t k = 0;
+    for (int p = 0; p < kRanks; ++p) {
+      for (int64_t tag = 1; tag <= 3 && p != r; ++tag, ++k) {
+        works.push_back(comm.send(sent[k].data(), sent[k].size(), DataType::kInt32, p, tag));
+      }
+    }
+    errors[r] = waitAll(works);
+    for (size_t i = 0; i < got.size() && errors[r].empty(); ++i) {
+      auto [p, tag] = from[i];
+      errors[r] = compare("from " + std::to_string(p) + " tag " + std::to_string(tag), got[i],
+                          data(p, r, tag));
+    }
+  });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
 // A group (Communicator::sendRecv, torch's batch_isend_irecv) with tags: both ranks list
