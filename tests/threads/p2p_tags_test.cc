@@ -5,7 +5,8 @@
 // parts: receives posted in the other order than the sends (sizes differ per tag),
 // blocking sends against receives posted late (the receiver holds what arrived early),
 // several messages per tag, every pair of four ranks, a group,
-// a tag that never arrives (Timeout naming the peer and the tag), untagged point-to-point
+// a tag that never arrives (Timeout naming the peer and the tag), a count that differs
+// (Mismatch naming the peer, the tag and both counts), untagged point-to-point
 // still matched by order, and tagged and untagged refused on one pair of ranks.
 #include <gtest/gtest.h>
 
