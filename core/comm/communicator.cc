@@ -113,7 +113,7 @@ bool Communicator::Impl::isDeviceBuffer(const void* ptr) const {
 bool Communicator::isDeviceBuffer(const void* ptr) const { return impl_->isDeviceBuffer(ptr); }
 
 Result<Work> Communicator::Impl::submit(const CollectiveArgs& args, const void* send, void* recv,
-                                        void* stream) {
+                                        void* stream, std::optional<int64_t> p2pTag) {
   // (An all-to-all with a count per peer has its counts in the layout, not in count.)
   const bool moves = args.count > 0 || args.layout != nullptr;
   if (moves && (device != nullptr || staging != nullptr) &&
@@ -131,7 +131,7 @@ Result<Work> Communicator::Impl::submit(const CollectiveArgs& args, const void* 
     if (device != nullptr && !staged) return device->submit(args, send, recv, stream);
     return staging->submit(args, send, recv, stream);
   }
-  return engine->submit(args, send, recv);
+  return engine->submit(args, send, recv, p2pTag);
 }
 
 namespace {
@@ -264,20 +264,37 @@ Result<Work> Communicator::reduce(const void* send, void* recv, size_t count, Da
                        send, recv, stream);
 }
 
+Result<Work> Communicator::Impl::pointToPoint(CollectiveKind kind, void* buf, size_t count,
+                                              DataType dtype, int peer,
+                                              std::optional<int64_t> tag) {
+  const bool send = kind == CollectiveKind::kSend;
+  const char* what = send ? "send" : "recv";
+  COLLIE_RETURN_IF_ERROR(checkPeer(what, peer));
+  COLLIE_RETURN_IF_ERROR(
+      check(what, send ? buf : nullptr, send ? nullptr : buf, count, dtype, nullptr, nullptr));
+  if (count > 0 && buf == nullptr) return nullBuffer(what, rank, what, count);
+  CollectiveArgs args{.kind = kind, .count = count, .dtype = dtype, .peer = peer};
+  COLLIE_RETURN_IF_ERROR(engine->checkTagUse(args, tag));
+  return submit(args, send ? buf : nullptr, send ? nullptr : buf, nullptr, tag);
+}
+
 Result<Work> Communicator::send(const void* buf, size_t count, DataType dtype, int peer) {
-  COLLIE_RETURN_IF_ERROR(impl_->checkPeer("send", peer));
-  COLLIE_RETURN_IF_ERROR(impl_->check("send", buf, nullptr, count, dtype, nullptr, nullptr));
-  if (count > 0 && buf == nullptr) return nullBuffer("send", impl_->rank, "send", count);
-  return impl_->submit(
-      {.kind = CollectiveKind::kSend, .count = count, .dtype = dtype, .peer = peer}, buf, nullptr);
+  return impl_->pointToPoint(CollectiveKind::kSend, const_cast<void*>(buf), count, dtype, peer,
+                             std::nullopt);
 }
 
 Result<Work> Communicator::recv(void* buf, size_t count, DataType dtype, int peer) {
-  COLLIE_RETURN_IF_ERROR(impl_->checkPeer("recv", peer));
-  COLLIE_RETURN_IF_ERROR(impl_->check("recv", nullptr, buf, count, dtype, nullptr, nullptr));
-  if (count > 0 && buf == nullptr) return nullBuffer("recv", impl_->rank, "recv", count);
-  return impl_->submit(
-      {.kind = CollectiveKind::kRecv, .count = count, .dtype = dtype, .peer = peer}, nullptr, buf);
+  return impl_->pointToPoint(CollectiveKind::kRecv, buf, count, dtype, peer, std::nullopt);
+}
+
+Result<Work> Communicator::send(const void* buf, size_t count, DataType dtype, int peer,
+                                int64_t tag) {
+  return impl_->pointToPoint(CollectiveKind::kSend, const_cast<void*>(buf), count, dtype, peer,
+                             tag);
+}
+
+Result<Work> Communicator::recv(void* buf, size_t count, DataType dtype, int peer, int64_t tag) {
+  return impl_->pointToPoint(CollectiveKind::kRecv, buf, count, dtype, peer, tag);
 }
 
 Result<Work> Communicator::sendRecv(const std::vector<PointToPoint>& ops) {
@@ -299,7 +316,11 @@ Result<Work> Communicator::sendRecv(const std::vector<PointToPoint>& ops) {
     entry.args.peer = op.peer;
     entry.input = op.isSend ? op.buffer : nullptr;
     entry.output = op.isSend ? nullptr : op.buffer;
+    entry.tag = op.tag;
     group.push_back(entry);
+  }
+  for (const Engine::GroupOp& entry : group) {
+    COLLIE_RETURN_IF_ERROR(impl_->engine->checkTagUse(entry.args, entry.tag));
   }
   return impl_->engine->submitGroup(group);
 }

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "collie/communicator.h"
@@ -74,9 +75,13 @@ struct Communicator::Impl {
   Status openDevicePath(const EngineConfig& config, size_t slotBytes, bool profile,
                         std::unique_ptr<DeviceWindows> windows);
   // Queues a checked collective on the engine, or on the device path when its buffers
-  // are device memory.
+  // are device memory. `p2pTag`: a send's or receive's user tag (Engine::submit).
   Result<Work> submit(const CollectiveArgs& args, const void* send, void* recv,
-                      void* stream = nullptr);
+                      void* stream = nullptr, std::optional<int64_t> p2pTag = std::nullopt);
+  // Communicator::send and recv (kind kSend or kRecv), tagged or not: checked, then
+  // submitted.
+  Result<Work> pointToPoint(CollectiveKind kind, void* buf, size_t count, DataType dtype, int peer,
+                            std::optional<int64_t> tag);
 };
 
 // kPreMulSum needs a scalar and no other op takes one: InvalidArgument naming `what`

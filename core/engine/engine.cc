@@ -76,6 +76,7 @@ Engine::Engine(EngineConfig config, TransportSet transports, std::unique_ptr<Fai
       recorder_(config_.traceDepth),
       executor_(config_, std::move(transports), failures_.abortFlag(), &recorder_),
       planner_(config_, executor_.teamOffer()),
+      tagUse_(new std::atomic<uint8_t>[static_cast<size_t>(config_.nranks)]()),
       queue_(config_.nranks, &failures_, &recorder_),
       waitRunner_(std::make_shared<QueueWaitRunner>(&queue_, !config_.wait.oversubscribed)) {
   queue_.start(this);
@@ -143,6 +144,24 @@ void Engine::closeIdle(const Status& reason, bool publish) {
   giveUp(reason, publish, std::nullopt);
 }
 
+Status Engine::checkTagUse(const CollectiveArgs& args, const std::optional<int64_t>& tag) {
+  const uint8_t want = tag ? kTaggedUse : kUntaggedUse;
+  std::atomic<uint8_t>& use = tagUse_[static_cast<size_t>(args.peer)];
+  uint8_t seen = use.load(std::memory_order_relaxed);
+  if (seen == want) return Status();
+  if (seen == 0 && use.compare_exchange_strong(seen, want)) return Status();
+  if (seen == want) return Status();
+  const bool send = args.kind == CollectiveKind::kSend;
+  return invalidArgument(
+      std::string(send ? "send" : "recv") + (tag ? " with tag " + std::to_string(*tag) : "") +
+      (send ? " to" : " from") + " peer " + std::to_string(args.peer) + " on rank " +
+      std::to_string(config_.rank) + ": this rank already exchanged " +
+      (tag ? "untagged" : "tagged") + " point-to-point messages with peer " +
+      std::to_string(args.peer) +
+      "; tagged and untagged point-to-point cannot be mixed between two ranks (tag every send "
+      "and receive of the pair, or none)");
+}
+
 Result<Work> Engine::submitGroup(const std::vector<GroupOp>& ops) {
   std::vector<Pending::Part> parts;
   parts.reserve(ops.size());
@@ -153,7 +172,10 @@ Result<Work> Engine::submitGroup(const std::vector<GroupOp>& ops) {
     }
     Result<std::shared_ptr<const Schedule>> schedule = planner_.plan(op.args);
     if (!schedule.isOk()) return schedule.status();
-    parts.push_back(Pending::Part{*schedule, op.input, op.output, 0});
+    MessageTag p2p;
+    p2p.tagged = op.tag.has_value();
+    p2p.value = op.tag.value_or(0);
+    parts.push_back(Pending::Part{*schedule, op.input, op.output, 0, p2p});
   }
   auto work = std::make_shared<WorkState>();
   if (parts.empty()) {
@@ -162,12 +184,14 @@ Result<Work> Engine::submitGroup(const std::vector<GroupOp>& ops) {
   }
   Pending pending =
       makePending(parts.front().schedule, parts.front().input, parts.front().output, 0, work);
+  pending.p2p = parts.front().p2p;
   pending.group.assign(parts.begin() + 1, parts.end());
   queue_.push(std::move(pending), "group");
   return Work(work);
 }
 
-Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void* output) {
+Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void* output,
+                            std::optional<int64_t> p2pTag) {
   Result<Work> result = Work();
   if (submitInline(args, input, output, /*anySize=*/false, &result)) return result;
   // A caller that waits as long as the collective may take runs it itself (WaitRunner),
@@ -194,6 +218,8 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
           : std::make_shared<WorkState>();
   Pending pending = makePending(*schedule, input, output, 0, work);
   pending.scalar = args.scalar;
+  pending.p2p.tagged = p2pTag.has_value();
+  pending.p2p.value = p2pTag.value_or(0);
   queue_.push(std::move(pending), algorithmName((*schedule)->algorithm).data());
   // The submitter's usage is read once the collective is on its way (about 1 us of
   // system calls, WaitPattern).

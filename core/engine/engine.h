@@ -44,6 +44,15 @@
 // sizes and whatever order each rank listed them in. Each operation keeps its own
 // per-peer sequence number, so grouped and ungrouped operations match each other.
 //
+// Tagged point-to-point (a send or receive given a user tag): matched by peer and tag
+// (the n-th send to a peer with tag t meets that peer's n-th receive from this rank with
+// tag t) instead of by order, through envelopes and the executor's TagMatcher
+// (core/engine/tag_matcher.h). Untagged operations keep their path unchanged. One pair of
+// ranks uses one or the other: a rank refuses (InvalidArgument, checkTagUse()) a tagged
+// operation with a peer it exchanged untagged ones with through the API, and the reverse;
+// a peer that mixes them anyway fails with Mismatch at the first message of the other
+// kind.
+//
 // The engine is the path of a collective through its pieces: the Planner
 // (core/engine/planner.h: schedules, their cache, the tuned constants), the
 // ProgressQueue (progress_queue.h: tags, submission order, the inline claim, the
@@ -56,6 +65,7 @@
 // called from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -80,7 +90,10 @@ class Engine : private ProgressQueue::Runner {
   Engine(EngineConfig config, TransportSet transports, std::unique_ptr<FailureBoard> board);
   ~Engine() override;
 
-  Result<Work> submit(const CollectiveArgs& args, const void* input, void* output);
+  // `p2pTag`: a send's or receive's user tag (tagged point-to-point, above); none for
+  // every other kind.
+  Result<Work> submit(const CollectiveArgs& args, const void* input, void* output,
+                      std::optional<int64_t> p2pTag = std::nullopt);
   // How many collectives ran at submit in this process (tests, benchmarks).
   static uint64_t runAtSubmitCount();
   // One operation of submitGroup(): a kSend or kRecv (to or from args.peer).
@@ -88,9 +101,15 @@ class Engine : private ProgressQueue::Runner {
     CollectiveArgs args;
     const void* input = nullptr;
     void* output = nullptr;
+    std::optional<int64_t> tag;  // tagged point-to-point (above)
   };
   // The Work completes when every operation did. An empty group completes at once.
   Result<Work> submitGroup(const std::vector<GroupOp>& ops);
+  // For the API's send, recv and sendRecv (not the engine's own messages, such as the
+  // tuner's probe): InvalidArgument when this rank already used the other kind of
+  // point-to-point (tagged or untagged, `tag`) with args.peer; records the kind on first
+  // use. See "Tagged point-to-point" above.
+  Status checkTagUse(const CollectiveArgs& args, const std::optional<int64_t>& tag);
   // The sticky failure (OK while healthy): the first collective error, or Aborted.
   Status failure() { return failures_.failure(); }
   void abort();
@@ -162,7 +181,11 @@ class Engine : private ProgressQueue::Runner {
   bool inlineTeamStep_ = false;  // of inlineSchedule_: its team step, its set,
   TeamAlgorithms inlineTeam_ = 0;
   bool inlineFallback_ = false;  // whether steps follow it
-  ProgressQueue queue_;          // its thread stops first
+  // Per peer: 0 before any point-to-point, then kUntagged or kTagged (checkTagUse()).
+  static constexpr uint8_t kUntaggedUse = 1;
+  static constexpr uint8_t kTaggedUse = 2;
+  std::unique_ptr<std::atomic<uint8_t>[]> tagUse_;
+  ProgressQueue queue_;  // its thread stops first
   // What queued Works run their collective through when their caller waits for them
   // (WorkState's WaitRunner); detached from queue_ once it stopped.
   class QueueWaitRunner;

@@ -22,7 +22,7 @@ bool reduces(StepKind kind) {
 
 Execution::Execution(std::shared_ptr<const Schedule> schedule, const void* input, void* output,
                      uint64_t tag, ConnectionTable* connections, std::vector<ChannelMemory>* memory,
-                     bool reduceOnReceive)
+                     bool reduceOnReceive, const MessageTag& p2p, TagMatcher* matcher)
     : schedule_(std::move(schedule)),
       input_(static_cast<const uint8_t*>(input)),
       output_(static_cast<uint8_t*>(output)),
@@ -32,7 +32,13 @@ Execution::Execution(std::shared_ptr<const Schedule> schedule, const void* input
       kernels_(hostReduceBackend()),
       elemSize_(dataTypeSize(schedule_->args.dtype)),
       channels_(schedule_->channels.size()),
-      reduceOnReceive_(reduceOnReceive) {
+      reduceOnReceive_(reduceOnReceive),
+      p2p_(p2p),
+      matcher_(matcher) {
+  if (p2p_.tagged) {
+    taggedReceive_ = schedule_->args.kind == CollectiveKind::kRecv;
+    if (!taggedReceive_) envelopes_.resize(schedule_->channels.size());
+  }
   // Size the reusable channel memory for this schedule.
   for (size_t c = 0; c < schedule_->channels.size(); ++c) {
     ChannelMemory& mem = (*memory_)[c];
@@ -81,7 +87,7 @@ bool Execution::scratchBusy(int channel, uint64_t offset, uint64_t bytes) const 
 }
 
 Status Execution::decorate(const Status& status, int channel, const Step& step) const {
-  std::string where = describeOperation(tag_, schedule_->args) + " (" +
+  std::string where = describeOperation(tag_, schedule_->args, p2p_) + " (" +
                       std::to_string(schedule_->args.count * elemSize_) + " bytes, " +
                       std::string(algorithmName(schedule_->algorithm)) + ", channel " +
                       std::to_string(channel) + ", step " +
@@ -97,6 +103,46 @@ Status Execution::postSend(int channel, const Step& step, const uint8_t* data, b
   state.sends.push_back(PendingSend{Completion{}, connection, fromScratch, offset, step.bytes});
   Status posted = connection->postSend(data, step.bytes, tag_, &state.sends.back().done);
   return posted.isOk() ? posted : decorate(posted, channel, step);
+}
+
+Status Execution::postTaggedSend(int channel, const Step& step) {
+  Connection* connection = (*connections_)[step.sendPeer][channel].get();
+  ChannelState& state = channels_[channel];
+  TaggedEnvelope& envelope = envelopes_[channel];
+  envelope.tag = p2p_.value;
+  envelope.sequence = p2p_.sequence;
+  envelope.count = schedule_->args.count;
+  envelope.offset = step.src.offset;
+  envelope.bytes = step.bytes;
+  envelope.dtype = static_cast<uint32_t>(schedule_->args.dtype);
+  // Two sends on one connection complete in order: the envelope's entry retires first.
+  state.sends.push_back(PendingSend{Completion{}, connection, false, 0, sizeof(envelope)});
+  Status posted = connection->postSend(&envelope, sizeof(envelope), envelopeFingerprint(),
+                                       &state.sends.back().done);
+  if (!posted.isOk()) return decorate(posted, channel, step);
+  return postSend(channel, step, pointer(channel, step.src), false, step.src.offset);
+}
+
+Status Execution::postTaggedReceive() {
+  taggedPosted_ = true;
+  std::vector<TagMatcher::Part> parts;
+  for (size_t c = 0; c < channels_.size(); ++c) {
+    for (const Step& step : schedule_->channels[c]) {
+      ChannelState& state = channels_[c];
+      state.recv = Completion{};
+      state.recvTarget = pointer(static_cast<int>(c), step.dst);
+      state.recvPosted = true;
+      parts.push_back(
+          TagMatcher::Part{static_cast<int>(c), step.dst.offset, step.bytes, &state.recv});
+    }
+  }
+  Status posted = matcher_->post(schedule_->args.peer, p2p_, schedule_->args.dtype,
+                                 schedule_->args.count, output_, parts);
+  if (!posted.isOk()) {
+    return posted.withContext(describeOperation(tag_, schedule_->args, p2p_) + " on rank " +
+                              std::to_string(schedule_->rank));
+  }
+  return Status();
 }
 
 Status Execution::startStep(int channel, const Step& step, bool* started) {
@@ -118,6 +164,11 @@ Status Execution::startStep(int channel, const Step& step, bool* started) {
     return Status();
   }
   if (step.kind == StepKind::kSend) {
+    if (p2p_.tagged) {
+      COLLIE_RETURN_IF_ERROR(postTaggedSend(channel, step));
+      *started = true;
+      return Status();
+    }
     COLLIE_RETURN_IF_ERROR(postSend(channel, step, pointer(channel, step.src),
                                     step.src.buffer == BufferId::kScratch, step.src.offset));
     *started = true;
@@ -216,6 +267,18 @@ Status Execution::finishStep(int channel, const Step& step) {
 }
 
 Status Execution::advance(bool* progressed) {
+  if (taggedReceive_) {
+    // Its channels' receives are the matcher's to post and complete.
+    if (!taggedPosted_) {
+      COLLIE_RETURN_IF_ERROR(postTaggedReceive());
+      *progressed = true;
+    }
+    Status pumped = matcher_->pump(schedule_->args.peer, progressed);
+    if (!pumped.isOk()) {
+      return pumped.withContext(describeOperation(tag_, schedule_->args, p2p_) + " on rank " +
+                                std::to_string(schedule_->rank));
+    }
+  }
   for (size_t c = 0; c < channels_.size(); ++c) {
     ChannelState& state = channels_[c];
     const auto& steps = schedule_->channels[c];
@@ -296,9 +359,10 @@ std::string Execution::describeWaits() const {
     const auto& steps = schedule_->channels[c];
     if (state.next < steps.size() && receives(steps[state.next].kind)) {
       if (!text.empty()) text += "; ";
-      text += "waiting for rank " + std::to_string(steps[state.next].recvPeer) +
-              " to send (channel " + std::to_string(c) + ", step " +
-              std::to_string(state.next + 1) + " of " + std::to_string(steps.size()) + ")";
+      text += "waiting for rank " + std::to_string(steps[state.next].recvPeer) + " to send" +
+              (p2p_.tagged ? " tag " + std::to_string(p2p_.value) : std::string()) + " (channel " +
+              std::to_string(c) + ", step " + std::to_string(state.next + 1) + " of " +
+              std::to_string(steps.size()) + ")";
     }
     for (const PendingSend& send : state.sends) {
       if (!send.done.done) {

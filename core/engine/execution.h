@@ -9,6 +9,12 @@
 // collective is finished when every channel ran all its steps and every send
 // completed.
 //
+// A tagged send or receive (MessageTag::tagged) runs the same one-step-per-channel schedule
+// as an untagged one, matched by peer and tag instead of by order: each part of a send
+// goes behind its envelope (TaggedEnvelope), and a receive hands its parts to the
+// executor's TagMatcher (core/engine/tag_matcher.h), which completes each channel's
+// receive when its part landed (straight, or from a send it held).
+//
 // A team step (core/plan/team.h) is the Executor's to run before an Execution exists;
 // an Execution is made only for a collective whose team declined it, so here the team
 // step does nothing and the fallback steps after it run.
@@ -20,14 +26,13 @@
 #include <string>
 #include <vector>
 
+#include "core/engine/fingerprint.h"
+#include "core/engine/tag_matcher.h"
 #include "core/kernel/reduce_backend.h"
 #include "core/plan/schedule.h"
 #include "core/transport/transport.h"
 
 namespace collie {
-
-// Connections indexed [peer][channel]; null for this rank itself.
-using ConnectionTable = std::vector<std::vector<std::unique_ptr<Connection>>>;
 
 // Per-channel memory reused across collectives (scratch slots and receive staging).
 struct ChannelMemory {
@@ -37,9 +42,12 @@ struct ChannelMemory {
 
 class Execution {
  public:
+  // `p2p` and `matcher`: a tagged send or receive and the matcher of its receives (which
+  // must outlive the execution); untagged by default.
   Execution(std::shared_ptr<const Schedule> schedule, const void* input, void* output, uint64_t tag,
             ConnectionTable* connections, std::vector<ChannelMemory>* memory,
-            bool reduceOnReceive = true);
+            bool reduceOnReceive = true, const MessageTag& p2p = MessageTag{},
+            TagMatcher* matcher = nullptr);
 
   // Moves every channel as far as it can without blocking. *progressed tells whether
   // anything moved. Returns an error (naming the peer) when a step failed.
@@ -59,6 +67,7 @@ class Execution {
   // transport recorded it on a receive. False otherwise.
   bool rejectedTag(uint64_t* peerTag, int* peer) const;
   uint64_t tag() const { return tag_; }
+  const MessageTag& p2p() const { return p2p_; }
 
  private:
   struct PendingSend {
@@ -84,6 +93,10 @@ class Execution {
   Status progressConnections(int channel, const Step& step);
   Status postSend(int channel, const Step& step, const uint8_t* data, bool fromScratch,
                   uint64_t offset);
+  // A tagged send's part on `channel`: its envelope, then its bytes.
+  Status postTaggedSend(int channel, const Step& step);
+  // A tagged receive: hands every channel's part to the matcher (once).
+  Status postTaggedReceive();
   bool scratchBusy(int channel, uint64_t offset, uint64_t bytes) const;
   Status decorate(const Status& status, int channel, const Step& step) const;
 
@@ -98,6 +111,11 @@ class Execution {
   std::vector<ChannelState> channels_;
   std::vector<Connection*> polled_;  // reused by progressConnections()
   bool reduceOnReceive_;
+  MessageTag p2p_;
+  TagMatcher* matcher_;
+  bool taggedReceive_ = false;             // p2p_.tagged and a receive
+  bool taggedPosted_ = false;              // postTaggedReceive() ran
+  std::vector<TaggedEnvelope> envelopes_;  // a tagged send's, per channel
 };
 
 }  // namespace collie

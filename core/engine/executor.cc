@@ -14,6 +14,7 @@ namespace collie {
 Executor::Executor(const EngineConfig& config, TransportSet transports,
                    const std::atomic<bool>& aborted, FlightRecorder* recorder)
     : config_(config),
+      matcher_(config.rank, config.nranks, config.nchannels, &transports_.connections),
       transports_(std::move(transports)),
       aborted_(aborted),
       recorder_(recorder),
@@ -60,6 +61,7 @@ void Executor::closeConnections() {
   transports_.connections.clear();
   transports_.transports.clear();
   team_ = nullptr;
+  matcher_.reset();
   failedExecutions_.clear();
 }
 
@@ -91,13 +93,13 @@ void Executor::waitForActivity(const std::vector<Connection*>& active) {
 
 void Executor::appendExecutions(const Pending& pending,
                                 std::vector<std::unique_ptr<Execution>>* executions) {
-  executions->push_back(std::make_unique<Execution>(pending.schedule, pending.input, pending.output,
-                                                    pending.tag, &transports_.connections,
-                                                    &channelMemory_, config_.reduceOnReceive));
+  executions->push_back(std::make_unique<Execution>(
+      pending.schedule, pending.input, pending.output, pending.tag, &transports_.connections,
+      &channelMemory_, config_.reduceOnReceive, pending.p2p, &matcher_));
   for (const Pending::Part& part : pending.group) {
-    executions->push_back(std::make_unique<Execution>(part.schedule, part.input, part.output,
-                                                      part.tag, &transports_.connections,
-                                                      &channelMemory_, config_.reduceOnReceive));
+    executions->push_back(std::make_unique<Execution>(
+        part.schedule, part.input, part.output, part.tag, &transports_.connections, &channelMemory_,
+        config_.reduceOnReceive, part.p2p, &matcher_));
   }
 }
 
@@ -246,8 +248,9 @@ Status Executor::executeSteps(Pending& pending, PointToPointSource* adopt) {
         }
       }
       if (status.isOk()) return Status();
-      status = status.withContext(describeOperation(pending.tag, pending.schedule->args) +
-                                  " on rank " + std::to_string(config_.rank));
+      status =
+          status.withContext(describeOperation(pending.tag, pending.schedule->args, pending.p2p) +
+                             " on rank " + std::to_string(config_.rank));
       break;
     }
     active.clear();
@@ -259,13 +262,14 @@ Status Executor::executeSteps(Pending& pending, PointToPointSource* adopt) {
       progressed = progressed || moved;
     }
     if (!status.isOk()) {
-      status = status.withContext(describeOperation(pending.tag, pending.schedule->args) +
-                                  " on rank " + std::to_string(config_.rank));
+      status =
+          status.withContext(describeOperation(pending.tag, pending.schedule->args, pending.p2p) +
+                             " on rank " + std::to_string(config_.rank));
       break;
     }
     // Checked on every turn: a collective that keeps moving must still stop at once.
     if (aborted_) {
-      status = abortedError(describeOperation(pending.tag, pending.schedule->args) +
+      status = abortedError(describeOperation(pending.tag, pending.schedule->args, pending.p2p) +
                             " aborted on rank " + std::to_string(config_.rank));
       break;
     }
@@ -302,7 +306,7 @@ Status Executor::timedOut(const Pending& pending,
     waits += (waits.empty() ? "" : "; ") + execution->describeWaits();
     if (waited < 0) waited = execution->firstWaitedPeer();
   }
-  std::string what = describeOperation(pending.tag, pending.schedule->args);
+  std::string what = describeOperation(pending.tag, pending.schedule->args, pending.p2p);
   if (executions.size() > 1) {
     what += " (group of " + std::to_string(executions.size()) + " operations)";
   }

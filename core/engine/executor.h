@@ -31,6 +31,10 @@
 // reduce on other ranks), and then runs its schedule, which reduces like kSum, on that
 // copy (docs/decisions/premul-sum.md).
 //
+// Tagged point-to-point: the executor keeps the TagMatcher (core/engine/tag_matcher.h)
+// of its connections, which outlives the batches: a send that arrives before its receive
+// was posted is held there until a later batch posts it.
+//
 // One outcome per collective: a collective run on the connections is reported a success
 // only when no peer it received from already left a record that it failed it
 // (Connection::abandoned; the failing rank's engine leaves them through abandon() before
@@ -53,6 +57,7 @@
 #include "core/engine/flight_recorder.h"
 #include "core/engine/pending.h"
 #include "core/engine/single_copy_choice.h"
+#include "core/engine/tag_matcher.h"
 #include "core/transport/team.h"
 #include "core/transport/transport.h"
 
@@ -136,6 +141,8 @@ class Executor {
                          const std::vector<std::unique_ptr<Execution>>& executions) const;
 
   const EngineConfig config_;
+  // Before transports_: its receives point into the matcher, so the connections go first.
+  TagMatcher matcher_;
   TransportSet transports_;
   std::vector<std::string> transportNames_;  // per peer
   int usefulChannels_;

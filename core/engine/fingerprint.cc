@@ -25,6 +25,12 @@ std::string kindName(CollectiveKind kind) {
   return std::string(collectiveName(kind));
 }
 
+std::string p2pKindName(const FingerprintFields& f) {
+  if (f.envelope) return "tagged send/recv (envelope)";
+  if (f.tagged) return "tagged send/recv";
+  return "untagged send/recv";
+}
+
 std::string countText(uint64_t countHash) {
   char text[16];
   std::snprintf(text, sizeof(text), "count#%05llx", static_cast<unsigned long long>(countHash));
@@ -46,12 +52,25 @@ uint64_t makeFingerprint(uint64_t sequence, const CollectiveArgs& args) {
   return tag;
 }
 
+uint64_t makeTaggedFingerprint(uint64_t sequence, DataType dtype, size_t count) {
+  CollectiveArgs args;
+  args.kind = CollectiveKind::kSend;
+  args.dtype = dtype;
+  args.count = count;
+  const uint64_t kindMask = 0xFull << 40;
+  return (makeFingerprint(sequence, args) & ~kindMask) | (kTaggedKindBits << 40);
+}
+
+uint64_t envelopeFingerprint() { return kEnvelopeKindBits << 40; }
+
 std::string describeFingerprint(uint64_t tag) {
   const FingerprintFields f = decodeFingerprint(tag);
+  if (f.envelope) return "tagged send/recv envelope";
   const std::string dtype = "dtype=" + std::string(dataTypeName(f.dtype));
   const std::string count = countText(f.countHash);
   if (isPointToPoint(f.kind)) {
-    return "send/recv #" + std::to_string(f.sequence) + " " + dtype + " " + count;
+    return std::string(f.tagged ? "tagged " : "") + "send/recv #" + std::to_string(f.sequence) +
+           " " + dtype + " " + count;
   }
   std::string text = "collective #" + std::to_string(f.sequence) + " " + kindName(f.kind) + " " +
                      dtype + " op=" + std::string(reduceOpName(f.op));
@@ -60,10 +79,15 @@ std::string describeFingerprint(uint64_t tag) {
 }
 
 std::string describeOperation(uint64_t tag, const CollectiveArgs& args) {
+  return describeOperation(tag, args, MessageTag{});
+}
+
+std::string describeOperation(uint64_t tag, const CollectiveArgs& args, const MessageTag& p2p) {
   if (!isPointToPoint(args.kind)) return describeFingerprint(tag);
   const FingerprintFields f = decodeFingerprint(tag);
   const bool send = args.kind == CollectiveKind::kSend;
   return std::string(send ? "send #" : "recv #") + std::to_string(f.sequence) +
+         (p2p.tagged ? " with tag " + std::to_string(p2p.value) : std::string()) +
          (send ? " to peer " : " from peer ") + std::to_string(args.peer) +
          " dtype=" + std::string(dataTypeName(f.dtype)) + " " + countText(f.countHash);
 }
@@ -71,7 +95,10 @@ std::string describeOperation(uint64_t tag, const CollectiveArgs& args) {
 FingerprintFields decodeFingerprint(uint64_t tag) {
   FingerprintFields f;
   f.sequence = tag >> 44;
-  f.kind = static_cast<CollectiveKind>((tag >> 40) & 0xF);
+  const uint64_t kind = (tag >> 40) & 0xF;
+  f.tagged = kind == kTaggedKindBits;
+  f.envelope = kind == kEnvelopeKindBits;
+  f.kind = f.tagged || f.envelope ? CollectiveKind::kSend : static_cast<CollectiveKind>(kind);
   f.dtype = static_cast<DataType>((tag >> 36) & 0xF);
   f.op = static_cast<ReduceOp>((tag >> 32) & 0xF);
   f.root = (tag >> 20) & 0xFFF;
@@ -97,6 +124,14 @@ std::string describeMismatch(uint64_t mine, uint64_t theirs, int peer) {
   }
   if (a.kind != b.kind) {
     add("kind", kindName(a.kind), kindName(b.kind));
+  } else if (pointToPoint && (a.tagged || a.envelope) != (b.tagged || b.envelope)) {
+    // Only the kind says anything here: the other fields of an envelope are empty.
+    text.clear();
+    add("kind", p2pKindName(a),
+        p2pKindName(b) +
+            " (tagged and untagged point-to-point cannot be mixed between two ranks: tag "
+            "every send and receive of the pair, or none)");
+    return text;
   }
   if (a.dtype != b.dtype) {
     add("dtype", std::string(dataTypeName(a.dtype)), std::string(dataTypeName(b.dtype)));

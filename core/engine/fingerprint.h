@@ -8,6 +8,12 @@
 // one kind (the two halves of one operation) and no peer: the two halves name different peers (each
 // the other), and a connection only carries the messages of its own pair of ranks, so a send and a
 // receive that meet always agree on it; their sequence number counts per peer.
+//
+// Tagged point-to-point (core/engine/tag_matcher.h) uses the two kind values no
+// CollectiveKind takes: kTaggedKindBits on a tagged message's payload (its sequence number
+// counts per peer and tag) and kEnvelopeKindBits on the envelope ahead of it. An untagged
+// receive that meets either, or a tagged one that meets an untagged message, fails with
+// kMismatch and the message says that one rank tagged and the other did not.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +24,22 @@
 namespace collie {
 
 uint64_t makeFingerprint(uint64_t sequence, const CollectiveArgs& args);
+
+// The kind field of tagged point-to-point messages (above).
+inline constexpr uint64_t kEnvelopeKindBits = 14;
+inline constexpr uint64_t kTaggedKindBits = 15;
+// A tagged send's or receive's: its sequence number (per peer and tag), dtype and count.
+uint64_t makeTaggedFingerprint(uint64_t sequence, DataType dtype, size_t count);
+// The one tag every envelope carries.
+uint64_t envelopeFingerprint();
+
+// A point-to-point operation's user tag (Communicator::send/recv with a tag) and its
+// sequence number among the operations with that peer, direction and tag.
+struct MessageTag {
+  bool tagged = false;
+  int64_t value = 0;
+  uint64_t sequence = 0;
+};
 // "collective #12 allreduce dtype=float op=sum count#3fa21", "collective #3 broadcast
 // dtype=float root=2 count#3fa21", "send/recv #4 dtype=int32 count#0d1e2".
 std::string describeFingerprint(uint64_t tag);
@@ -25,11 +47,15 @@ std::string describeFingerprint(uint64_t tag);
 // receive's peer as such: "send #4 to peer 1 dtype=int32 count#0d1e2", "recv #4 from
 // peer 0 ...". Other kinds read as describeFingerprint(tag).
 std::string describeOperation(uint64_t tag, const CollectiveArgs& args);
+// The same naming a tagged operation's tag: "recv #0 with tag 22 from peer 1 ...".
+std::string describeOperation(uint64_t tag, const CollectiveArgs& args, const MessageTag& p2p);
 
 // The fields of a tag, decoded.
 struct FingerprintFields {
   uint64_t sequence;
-  CollectiveKind kind;  // kSend for both halves of a send/recv
+  CollectiveKind kind;    // kSend for both halves of a send/recv, tagged or not
+  bool tagged = false;    // a tagged send/recv's payload (kTaggedKindBits)
+  bool envelope = false;  // a tagged send/recv's envelope (kEnvelopeKindBits)
   DataType dtype;
   ReduceOp op;
   uint64_t root;  // 0 unless the kind is rooted

@@ -8,7 +8,9 @@ ProgressQueue::ProgressQueue(int nranks, FailurePolicy* failures, FlightRecorder
     : failures_(failures),
       recorder_(recorder),
       sendSequence_(nranks, 0),
-      recvSequence_(nranks, 0) {}
+      recvSequence_(nranks, 0),
+      taggedSendSequence_(nranks),
+      taggedRecvSequence_(nranks) {}
 
 ProgressQueue::~ProgressQueue() {
   if (thread_.joinable()) stop(abortedError("progress queue destroyed"));
@@ -37,15 +39,21 @@ void ProgressQueue::stop(const Status& reason) {
   if (thread_.joinable()) thread_.join();
   for (Pending& pending : queue_) {
     recorder_->finished(pending.flightId, false);
-    pending.work->complete(abortedError("communicator destroyed before " +
-                                        describeOperation(pending.tag, pending.schedule->args) +
-                                        " ran"));
+    pending.work->complete(
+        abortedError("communicator destroyed before " +
+                     describeOperation(pending.tag, pending.schedule->args, pending.p2p) + " ran"));
   }
   queue_.clear();
   queuedCount_.store(0);
 }
 
-uint64_t ProgressQueue::nextTag(const CollectiveArgs& args) {
+uint64_t ProgressQueue::nextTag(const CollectiveArgs& args, MessageTag* p2p) {
+  if (p2p != nullptr && p2p->tagged) {
+    auto& sequences = args.kind == CollectiveKind::kSend ? taggedSendSequence_[args.peer]
+                                                         : taggedRecvSequence_[args.peer];
+    p2p->sequence = sequences[p2p->value]++;
+    return makeTaggedFingerprint(p2p->sequence, args.dtype, args.count);
+  }
   uint64_t sequence;
   if (args.kind == CollectiveKind::kSend) {
     sequence = sendSequence_[args.peer]++;
@@ -69,13 +77,15 @@ void ProgressQueue::push(Pending pending, const char* algorithm) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     const CollectiveArgs& args = pending.schedule->args;
-    pending.tag = nextTag(args);
-    for (Pending::Part& part : pending.group) part.tag = nextTag(part.schedule->args);
+    pending.tag = nextTag(args, &pending.p2p);
+    for (Pending::Part& part : pending.group) {
+      part.tag = nextTag(part.schedule->args, &part.p2p);
+    }
     if (failures_->failing()) {
       // The connections (and the team, which belongs to a transport) may be gone.
       recorder_->finished(recorder_->queued(args, pending.tag, algorithm), false);
-      pending.work->complete(
-          failures_->failure().withContext(describeOperation(pending.tag, args) + " not run"));
+      pending.work->complete(failures_->failure().withContext(
+          describeOperation(pending.tag, args, pending.p2p) + " not run"));
       return;
     }
     pending.flightId = recorder_->queued(args, pending.tag, algorithm);
@@ -193,7 +203,7 @@ void ProgressQueue::loop() {
         lock.unlock();
         recorder_->finished(pending.flightId, false);
         pending.work->complete(failed.withContext(
-            describeOperation(pending.tag, pending.schedule->args) + " not run"));
+            describeOperation(pending.tag, pending.schedule->args, pending.p2p) + " not run"));
         continue;
       }
     }

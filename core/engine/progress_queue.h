@@ -2,7 +2,8 @@
 //
 // Submitters give each operation its tag (the sequence number in its fingerprint:
 // one counter for collectives, one per peer and direction for point-to-point, so that
-// ranks not involved do not drift) and queue it; the progress thread takes queued
+// ranks not involved do not drift, and one per peer, direction and user tag for tagged
+// point-to-point, core/engine/tag_matcher.h) and queue it; the progress thread takes queued
 // operations in order and hands each to the Runner, one at a time. Once a failure is
 // sticky (FailurePolicy) nothing runs any more: an operation submitted or taken after
 // it completes at once with that failure ("... not run").
@@ -30,6 +31,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -111,7 +113,9 @@ class ProgressQueue : public PointToPointSource {
   size_t queued() const { return queuedCount_.load(); }
 
  private:
-  uint64_t nextTag(const CollectiveArgs& args);  // point-to-point requires mutex_
+  // Point-to-point requires mutex_; a tagged one (p2p->tagged) gets its sequence number
+  // in p2p->sequence.
+  uint64_t nextTag(const CollectiveArgs& args, MessageTag* p2p = nullptr);
   void wake();  // takes the mutex (so that no wake-up falls between check and wait)
   void loop();
 
@@ -131,6 +135,8 @@ class ProgressQueue : public PointToPointSource {
   bool waiterRunning_ = false;
   std::vector<uint64_t> sendSequence_;  // per peer, point-to-point
   std::vector<uint64_t> recvSequence_;
+  std::vector<std::map<int64_t, uint64_t>> taggedSendSequence_;  // per peer, per user tag
+  std::vector<std::map<int64_t, uint64_t>> taggedRecvSequence_;
 
   std::atomic<bool> running_{false};    // some thread drives the connections
   std::atomic<size_t> queuedCount_{0};  // queue_.size(), written under mutex_

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@
 #include "collie/store.h"
 #include "collie/types.h"
 #include "collie/unique_id.h"
+
+// Defined where Communicator::send/recv take a tag (tagged point-to-point), so that code
+// built against several versions of collie can tell.
+#define COLLIE_P2P_TAGS 1
 
 namespace collie {
 
@@ -81,6 +86,8 @@ struct PointToPoint {
   size_t count = 0;
   DataType dtype = DataType::kUint8;
   int peer = -1;
+  // Matched by peer and tag when set, by order when not (see Communicator::send).
+  std::optional<int64_t> tag;
 };
 
 class Communicator {
@@ -201,13 +208,37 @@ class Communicator {
   Result<Work> scatter(const void* send, void* recv, size_t count, DataType dtype, int root,
                        void* stream = nullptr);
 
+  // Point-to-point: count elements of dtype to or from `peer`, host buffers only.
+  //
+  // Untagged, they match by order: the n-th send to a peer meets that peer's n-th
+  // receive from this rank (NCCL's semantics). Counts and dtypes must agree (Mismatch
+  // naming the peer otherwise).
+  //
+  // Tagged (the overloads with `tag`, any value), they match by peer and tag: the n-th
+  // send to a peer with tag t meets that peer's n-th receive from this rank with tag t,
+  // whatever order the receives of different tags are posted in (gloo's and MPI's
+  // semantics). A send that arrives before its receive is posted is held by the
+  // receiving rank (in memory it allocates, the send's size) and delivered when the
+  // receive is posted, so a sender blocked on one tag never waits for the receiver to
+  // post its other tags first. A receive whose send never arrives fails when the
+  // communicator's timeout passes without progress: Timeout naming the peer and the
+  // tag. Each part of a tagged send travels behind a 48-byte envelope: a few
+  // microseconds more per message than untagged (docs/decisions/p2p-tags.md).
+  //
+  // One pair of ranks uses one kind: a rank refuses a tagged operation with a peer it
+  // exchanged untagged ones with (and the reverse) with InvalidArgument, for the
+  // communicator's lifetime; a peer that mixes them anyway meets Mismatch at the first
+  // message of the other kind ("tagged and untagged point-to-point cannot be mixed").
   Result<Work> send(const void* buf, size_t count, DataType dtype, int peer);
   Result<Work> recv(void* buf, size_t count, DataType dtype, int peer);
+  Result<Work> send(const void* buf, size_t count, DataType dtype, int peer, int64_t tag);
+  Result<Work> recv(void* buf, size_t count, DataType dtype, int peer, int64_t tag);
   Result<Work> barrier();
   // Runs every operation of `ops` at once: all sends and receives are posted before
   // any is waited for, so any set of operations that the peers match (the n-th send to
-  // a peer with that peer's n-th receive from this rank, grouped or not) completes
-  // without deadlock whatever the sizes and the order of the list. One Work for all.
+  // a peer with that peer's n-th receive from this rank, per tag for tagged operations,
+  // grouped or not) completes without deadlock whatever the sizes and the order of the
+  // list. One Work for all.
   Result<Work> sendRecv(const std::vector<PointToPoint>& ops);
 
   // Splits this communicator (collective over all its ranks, like MPI_Comm_split):

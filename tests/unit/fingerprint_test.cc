@@ -91,6 +91,30 @@ TEST(FingerprintTest, ASendRecvDisagreementNamesThePeerAsAPeer) {
   EXPECT_EQ(describeDisagreement(mine, mine, 1, 0), "");
 }
 
+TEST(FingerprintTest, TaggedSendRecvReadsAsTaggedAndRefusesTheUntagged) {
+  // A tagged send/recv carries its own kind value; both halves still agree.
+  const uint64_t tagged = makeTaggedFingerprint(2, DataType::kInt32, 100);
+  EXPECT_TRUE(decodeFingerprint(tagged).tagged);
+  EXPECT_EQ(decodeFingerprint(tagged).kind, CollectiveKind::kSend);
+  EXPECT_EQ(decodeFingerprint(tagged).sequence, 2u);
+  EXPECT_TRUE(decodeFingerprint(envelopeFingerprint()).envelope);
+  const CollectiveArgs recv = pointToPoint(CollectiveKind::kRecv, 0, 100);
+  MessageTag p2p;
+  p2p.tagged = true;
+  p2p.value = 22;
+  EXPECT_EQ(describeOperation(tagged, recv, p2p).rfind("recv #2 with tag 22 from peer 0 ", 0), 0u)
+      << describeOperation(tagged, recv, p2p);
+  // An untagged receive meeting an envelope, and a tagged one meeting untagged bytes.
+  const uint64_t untagged = makeFingerprint(0, recv);
+  for (const auto& [mine, theirs] :
+       {std::pair{untagged, envelopeFingerprint()}, std::pair{envelopeFingerprint(), untagged}}) {
+    const std::string text = describeDisagreement(mine, theirs, 1, 0);
+    EXPECT_EQ(text.rfind("rank 1 and its peer 0 disagree on a send/recv: kind differs: ", 0), 0u)
+        << text;
+    EXPECT_TRUE(contains(text, "cannot be mixed")) << text;
+  }
+}
+
 TEST(FingerprintTest, ACollectiveDisagreementNamesTheRankAndTheRoot) {
   const CollectiveArgs a = broadcastFrom(0);
   const std::string text =

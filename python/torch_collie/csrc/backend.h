@@ -178,6 +178,8 @@ class CollieBackend : public c10d::Backend {
     bool collective = true;  // counted in the group's sequence number
     std::vector<c10::intrusive_ptr<CollieWork>> followers;  // complete with this call
   };
+  // The tag of the sparse all-reduce's exchange: outside the 32-bit tags torch gives.
+  static constexpr int64_t kSparseExchangeTag = int64_t{1} << 40;
   // A send or receive held back until endCoalescing.
   struct Deferred {
     collie::PointToPoint op;
@@ -200,7 +202,8 @@ class CollieBackend : public c10d::Backend {
                                                 const c10d::AllreduceOptions& opts);
   c10::intrusive_ptr<c10d::Work> allreduceSparse(std::vector<at::Tensor>& tensors,
                                                  const c10d::AllreduceOptions& opts);
-  c10::intrusive_ptr<c10d::Work> pointToPoint(std::vector<at::Tensor>& tensors, int peer,
+  // A send or receive matched by (peer, tag) (collie's tagged point-to-point).
+  c10::intrusive_ptr<c10d::Work> pointToPoint(std::vector<at::Tensor>& tensors, int peer, int tag,
                                               bool isSend, const char* title);
   // Registers the shared-allocator pool block holding `buf` with the communicator,
   // once per block; false when `buf` is not pool memory or registration failed.

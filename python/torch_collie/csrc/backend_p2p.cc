@@ -1,5 +1,6 @@
 // CollieBackend's point-to-point calls: send, recv, recv from any source, coalesced
-// batches of them (batch_isend_irecv) as one Communicator::sendRecv group, and
+// batches of them (batch_isend_irecv) as one Communicator::sendRecv group, all matched by
+// peer and tag (collie's tagged point-to-point, as gloo matches them), and
 // all_to_all(_single) as one Communicator::allToAllV (the engine's all-to-all).
 #include "backend.h"
 #include "tensor_args.h"
@@ -13,7 +14,7 @@ std::vector<collie::Work> CollieBackend::sendRecv(const std::vector<collie::Poin
 }
 
 c10::intrusive_ptr<c10d::Work> CollieBackend::pointToPoint(std::vector<at::Tensor>& tensors,
-                                                           int peer, bool isSend,
+                                                           int peer, int tag, bool isSend,
                                                            const char* title) {
   const char* what = isSend ? "send" : "recv";
   checkSingle(tensors, what, rank_);
@@ -25,7 +26,10 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::pointToPoint(std::vector<at::Tenso
   at::Tensor& t = tensors[0];
   at::Tensor buf = dense(t);
   std::function<void()> copyOut = isSend ? std::function<void()>() : copyBack(t, buf);
-  collie::PointToPoint op{isSend, buf.data_ptr(), buf.nbytes(), collie::DataType::kUint8, peer};
+  // Every message of the backend is tagged (torch's default tag is 0): matched by peer and
+  // tag, as gloo matches them, whatever order the receives of different tags are posted in.
+  collie::PointToPoint op{isSend, buf.data_ptr(), buf.nbytes(), collie::DataType::kUint8, peer,
+                          tag};
   const c10d::OpType type = isSend ? c10d::OpType::SEND : c10d::OpType::RECV;
   if (coalescing_) {
     // Held back until endCoalescing issues the whole batch as one group.
@@ -34,17 +38,17 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::pointToPoint(std::vector<at::Tenso
                                                 sequence_.load());
     if (!isSend) work->setSourceRank(peer);
     deferred_.push_back({op, work, buf, std::move(copyOut)});
-    isSend ? announcer_.sent(peer) : announcer_.received(peer);
+    isSend ? announcer_.sent(peer, tag) : announcer_.received(peer, tag);
     return work;
   }
   Call call(type, title, what, tensors, {tensors});
-  call.ops = {orFail(isSend ? comm_->send(op.buffer, op.count, op.dtype, peer)
-                            : comm_->recv(op.buffer, op.count, op.dtype, peer),
+  call.ops = {orFail(isSend ? comm_->send(op.buffer, op.count, op.dtype, peer, tag)
+                            : comm_->recv(op.buffer, op.count, op.dtype, peer, tag),
                      what, rank_)};
   call.keepAlive = {buf};
   call.onSuccess = std::move(copyOut);
   call.collective = false;
-  isSend ? announcer_.sent(peer) : announcer_.received(peer);
+  isSend ? announcer_.sent(peer, tag) : announcer_.received(peer, tag);
   auto work = submit(std::move(call));
   if (!isSend) static_cast<CollieWork*>(work.get())->setSourceRank(peer);
   return work;
@@ -52,12 +56,12 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::pointToPoint(std::vector<at::Tenso
 
 c10::intrusive_ptr<c10d::Work> CollieBackend::send(std::vector<at::Tensor>& tensors, int dstRank,
                                                    int tag) {
-  return pointToPoint(tensors, dstRank, true, "collie:send");
+  return pointToPoint(tensors, dstRank, tag, true, "collie:send");
 }
 
 c10::intrusive_ptr<c10d::Work> CollieBackend::recv(std::vector<at::Tensor>& tensors, int srcRank,
                                                    int tag) {
-  return pointToPoint(tensors, srcRank, false, "collie:recv");
+  return pointToPoint(tensors, srcRank, tag, false, "collie:recv");
 }
 
 c10::intrusive_ptr<c10d::Work> CollieBackend::recvAnysource(std::vector<at::Tensor>& tensors,
@@ -66,12 +70,12 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::recvAnysource(std::vector<at::Tens
   checkSingle(tensors, what, rank_);
   if (coalescing_) invalid(what, rank_, "a receive from any source cannot be coalesced");
   // Blocks until some rank has posted a send to this one (P2pAnnouncer).
-  const int src = announcer_.pickSource(options_->timeout);
+  const int src = announcer_.pickSource(tag, options_->timeout);
   at::Tensor& t = tensors[0];
   at::Tensor buf = dense(t);
   Call call(c10d::OpType::RECVANYSOURCE, "collie:recvAnySource", what, tensors, {tensors});
-  call.ops = {orFail(comm_->recv(buf.data_ptr(), buf.nbytes(), collie::DataType::kUint8, src), what,
-                     rank_)};
+  call.ops = {orFail(comm_->recv(buf.data_ptr(), buf.nbytes(), collie::DataType::kUint8, src, tag),
+                     what, rank_)};
   call.keepAlive = {buf};
   call.onSuccess = copyBack(t, buf);
   call.collective = false;

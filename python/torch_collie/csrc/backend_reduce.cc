@@ -170,10 +170,14 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::allreduceSparse(std::vector<at::Te
     shape.insert(shape.end(), valueShape.begin(), valueShape.end());
     indices[p] = at::empty({sparseDim, nnz}, at::kLong);
     values[p] = at::empty(shape, myValues.options());
-    ops.push_back({true, myIndices.data_ptr(), myIndices.nbytes(), collie::DataType::kUint8, p});
-    ops.push_back({true, myValues.data_ptr(), myValues.nbytes(), collie::DataType::kUint8, p});
-    ops.push_back({false, indices[p].data_ptr(), indices[p].nbytes(), collie::DataType::kUint8, p});
-    ops.push_back({false, values[p].data_ptr(), values[p].nbytes(), collie::DataType::kUint8, p});
+    // Tagged like every point-to-point message of the backend (a pair of ranks uses one
+    // kind), with a tag no torch call can give (torch's tags are 32-bit).
+    const int64_t tag = kSparseExchangeTag;
+    const auto bytes = collie::DataType::kUint8;
+    ops.push_back({true, myIndices.data_ptr(), myIndices.nbytes(), bytes, p, tag});
+    ops.push_back({true, myValues.data_ptr(), myValues.nbytes(), bytes, p, tag});
+    ops.push_back({false, indices[p].data_ptr(), indices[p].nbytes(), bytes, p, tag});
+    ops.push_back({false, values[p].data_ptr(), values[p].nbytes(), bytes, p, tag});
   }
   Call call(c10d::OpType::_ALLREDUCE_SPARSE, "collie:sparse_all_reduce", what, tensors, {tensors},
             opts.timeout);

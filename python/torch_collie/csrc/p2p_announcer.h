@@ -1,12 +1,13 @@
 // P2pAnnouncer: how a receive from any source learns which rank sent.
 //
-// collie matches point-to-point messages per pair of ranks, in issue order; it has no
-// wildcard receive. So every send of the backend is announced in the group's c10d
-// store: a counter per (source, destination) pair, "collie_p2p/<src>_<dst>", raised by
-// a thread of this class (sends never wait for the store; bursts are summed into one
-// add). A receive from any source polls the counters of the pairs into this rank and
-// takes the lowest rank that has announced more messages than this rank has received
-// from it (directed receives count too), then receives from that rank as usual.
+// collie matches point-to-point messages per pair of ranks and tag; it has no wildcard
+// receive. So every send of the backend is announced in the group's c10d store: a
+// counter per (source, destination, tag), "collie_p2p/<src>_<dst>_t<tag>", raised by a
+// thread of this class (sends never wait for the store; bursts are summed into one
+// add). A receive from any source with tag t polls the counters of tag t into this rank
+// and takes the lowest rank that has announced more messages with that tag than this rank
+// has received from it (directed receives count too), then receives from that rank as
+// usual (gloo's recvAnysource matches the tag the same way).
 //
 // pickSource waits until a sender has *posted* its send (not until data arrived), so a
 // receive from any source returns its Work only after that. Every wait has a deadline:
@@ -21,6 +22,7 @@
 #include <mutex>
 #include <thread>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <utility>
 #include <vector>
 
 namespace torch_collie {
@@ -30,26 +32,27 @@ class P2pAnnouncer {
   P2pAnnouncer(c10::intrusive_ptr<c10d::Store> store, int rank, int size);
   ~P2pAnnouncer();
 
-  // One message from this rank to `dst` (announced soon).
-  void sent(int dst);
-  // One message this rank receives from `src` by a directed receive.
-  void received(int src);
-  // The source of the next receive from any source (counted as received).
-  int pickSource(std::chrono::milliseconds timeout);
+  // One message with `tag` from this rank to `dst` (announced soon).
+  void sent(int dst, int tag);
+  // One message with `tag` this rank receives from `src` by a directed receive.
+  void received(int src, int tag);
+  // The source of the next receive from any source with `tag` (counted as received).
+  int pickSource(int tag, std::chrono::milliseconds timeout);
   // Announces what is still pending and joins the thread.
   void stop();
 
  private:
   void run();
-  std::string key(int src, int dst) const;
+  std::string key(int src, int dst, int tag) const;
 
   const c10::intrusive_ptr<c10d::Store> store_;
   const int rank_;
   const int size_;
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::map<int, int64_t> pending_;  // destination -> messages not yet announced
-  std::vector<int64_t> received_;   // per source
+  // (destination, tag) -> messages not yet announced
+  std::map<std::pair<int, int>, int64_t> pending_;
+  std::map<std::pair<int, int>, int64_t> received_;  // per (source, tag)
   bool stopping_ = false;
   bool failed_ = false;  // the store refused an announcement (warned once)
   std::thread thread_;   // started by the first send

@@ -1,0 +1,127 @@
+"""Point-to-point matched by (peer, tag) on the collie backend, as on gloo (issue 51).
+
+Two ranks, each case on a "collie" group and on a "gloo" group over the same ranks (the
+reference: the same calls must give the same tensors). Rank 0 sends tag 11 (small) and
+tag 22 (large); rank 1 posts irecv(tag=22) before irecv(tag=11) and then waits:
+  - isend, isend against irecv, irecv;
+  - the blocking sends (dist.send twice) against irecv, irecv, then the waits;
+  - the receive of 11 posted only after the receive of 22 completed (rank 1 holds 11;
+    collie only: gloo deadlocks there);
+  - batch_isend_irecv with the two receives listed 22 first;
+  - a receive from any source with a tag.
+Every received tensor is compared bitwise with what was sent. Exits 0 when all hold."""
+
+import os
+import sys
+import tempfile
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import torch_collie  # noqa: F401  (registers "collie")
+
+SMALL, LARGE = 5, 300_001
+
+
+def payload(tag, n):
+    # Bit patterns that differ per tag and element (float32 views of int32 values).
+    return (torch.arange(n, dtype=torch.int32) * 7919 + tag * 1_000_003).view(torch.float32)
+
+
+def cases(rank, pg, failures, name):
+    def expect(what, got, want):
+        if not torch.equal(got.view(torch.int32), want.view(torch.int32)):
+            failures.append(f"{name} rank {rank}: {what}: received other bytes than were sent")
+
+    a, b = payload(11, SMALL), payload(22, LARGE)
+    # isend 11, isend 22 against irecv 22, irecv 11.
+    if rank == 0:
+        for w in [dist.isend(a, 1, group=pg, tag=11), dist.isend(b, 1, group=pg, tag=22)]:
+            w.wait()
+    else:
+        g22, g11 = torch.empty(LARGE), torch.empty(SMALL)
+        works = [dist.irecv(g22, 0, group=pg, tag=22), dist.irecv(g11, 0, group=pg, tag=11)]
+        for w in works:
+            w.wait()
+        expect("irecv(22), irecv(11) against isend(11), isend(22)", g22, b)
+        expect("irecv(11) after irecv(22)", g11, a)
+    # Blocking sends: send(11) returns before rank 1 has posted more than irecv(22).
+    a, b = payload(11, LARGE), payload(22, SMALL)
+    if rank == 0:
+        dist.send(a, 1, group=pg, tag=11)
+        dist.send(b, 1, group=pg, tag=22)
+    else:
+        g22, g11 = torch.empty(SMALL), torch.empty(LARGE)
+        works = [dist.irecv(g22, 0, group=pg, tag=22), dist.irecv(g11, 0, group=pg, tag=11)]
+        for w in works:
+            w.wait()
+        expect("blocking send(11), send(22) against irecv(22), irecv(11): tag 22", g22, b)
+        expect("blocking send(11), send(22) against irecv(22), irecv(11): tag 11", g11, a)
+    # The receive of 11 posted only once the receive of 22 is done: rank 1 holds the early
+    # send of 11. Not on gloo, which holds no large early send: its blocking send waits
+    # for the receive of 11, and the run deadlocks.
+    if name == "gloo":
+        pass
+    elif rank == 0:
+        dist.send(a, 1, group=pg, tag=11)
+        dist.send(b, 1, group=pg, tag=22)
+    else:
+        g22, g11 = torch.empty(SMALL), torch.empty(LARGE)
+        dist.recv(g22, 0, group=pg, tag=22)
+        dist.recv(g11, 0, group=pg, tag=11)
+        expect("recv(22) then recv(11) against send(11), send(22): tag 22", g22, b)
+        expect("recv(22) then recv(11) against send(11), send(22): tag 11", g11, a)
+    # batch_isend_irecv: both ranks list their receives 22 first, their sends 11 first.
+    mine = {t: payload(t + rank, n) for t, n in ((11, SMALL), (22, LARGE))}
+    got = {11: torch.empty(SMALL), 22: torch.empty(LARGE)}
+    peer = 1 - rank
+    ops = [dist.P2POp(dist.irecv, got[22], peer, group=pg, tag=22),
+           dist.P2POp(dist.irecv, got[11], peer, group=pg, tag=11),
+           dist.P2POp(dist.isend, mine[11], peer, group=pg, tag=11),
+           dist.P2POp(dist.isend, mine[22], peer, group=pg, tag=22)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    expect("batch_isend_irecv tag 22", got[22], payload(22 + peer, LARGE))
+    expect("batch_isend_irecv tag 11", got[11], payload(11 + peer, SMALL))
+    # A receive from any source with a tag.
+    if rank == 0:
+        dist.send(payload(7, SMALL), 1, group=pg, tag=7)
+    else:
+        g = torch.empty(SMALL)
+        src = dist.recv(g, group=pg, tag=7)
+        if src != 0:
+            failures.append(f"{name} rank {rank}: recv from any source with tag 7: source {src}")
+        expect("recv from any source with tag 7", g, payload(7, SMALL))
+
+
+def worker(rank, init_file, result):
+    dist.init_process_group("collie", init_method="file://" + init_file, rank=rank, world_size=2,
+                            timeout=timedelta(seconds=60))
+    gloo = dist.new_group(backend="gloo")
+    failures = []
+    for name, pg in (("gloo", gloo), ("collie", dist.group.WORLD)):
+        try:
+            cases(rank, pg, failures, name)
+        except Exception as e:  # noqa: BLE001
+            failures.append(f"{name} rank {rank}: {type(e).__name__}: {e}")
+    dist.barrier(group=gloo)
+    with open(f"{result}.{rank}", "w") as f:
+        f.write("\n".join(failures))
+    dist.destroy_process_group()
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        result = os.path.join(tmp, "result")
+        mp.spawn(worker, args=(os.path.join(tmp, "init"), result), nprocs=2)
+        failures = [line for r in range(2) for line in open(f"{result}.{r}").read().splitlines()]
+    for line in failures:
+        print("FAIL:", line)
+    print("torch_p2p_tags_test:", "FAILED" if failures else "ok")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
