@@ -210,12 +210,12 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
   }
   Result<std::shared_ptr<const Schedule>> schedule = planner_.plan(args);
   if (!schedule.isOk()) return schedule.status();
-  auto work =
-      waitable
-          ? std::make_shared<WorkState>(
-                waitRunner_, std::chrono::duration_cast<std::chrono::milliseconds>(config_.timeout),
-                Submission{std::this_thread::get_id(), waitRunner_->pattern().queued()})
-          : std::make_shared<WorkState>();
+  auto work = waitable ? std::make_shared<WorkState>(
+                             waitRunner_,
+                             std::chrono::duration_cast<std::chrono::milliseconds>(config_.timeout),
+                             Submission{std::this_thread::get_id(), waitRunner_->pattern().queued(),
+                                        ThreadMark{}})
+                       : std::make_shared<WorkState>();
   Pending pending = makePending(*schedule, input, output, 0, work);
   pending.scalar = args.scalar;
   pending.p2p.tagged = p2pTag.has_value();

@@ -38,11 +38,12 @@ TEST_P(GroupTest, AllToAllLargeMessagesDoNotDeadlock) {
     for (int peer = 0; peer < n; ++peer) {
       if (peer == rank) continue;
       for (size_t i = 0; i < count; ++i) sends[peer][i] = valueOf(rank, peer, i);
-      ops.push_back({true, sends[peer].data(), count, DataType::kInt32, peer});
+      ops.push_back({true, sends[peer].data(), count, DataType::kInt32, peer, std::nullopt});
     }
     for (int peer = 0; peer < n; ++peer) {
       if (peer != rank)
-        ops.push_back({false, received[rank][peer].data(), count, DataType::kInt32, peer});
+        ops.push_back(
+            {false, received[rank][peer].data(), count, DataType::kInt32, peer, std::nullopt});
     }
     Result<Work> work = comms[rank]->sendRecv(ops);
     results[rank] = work.isOk() ? work->wait() : work.status();
@@ -70,8 +71,8 @@ TEST_P(GroupTest, GroupedMatchesUngrouped) {
   Status s0, s1;
   onEveryRank(2, [&](int rank) {
     if (rank == 0) {
-      auto w = comms[0]->sendRecv({{true, a.data(), a.size(), DataType::kInt32, 1},
-                                   {true, c.data(), c.size(), DataType::kInt32, 1}});
+      auto w = comms[0]->sendRecv({{true, a.data(), a.size(), DataType::kInt32, 1, std::nullopt},
+                                   {true, c.data(), c.size(), DataType::kInt32, 1, std::nullopt}});
       s0 = w.isOk() ? w->wait() : w.status();
     } else {
       auto w1 = comms[1]->recv(b.data(), b.size(), DataType::kInt32, 0);

@@ -254,7 +254,7 @@ ncclResult_t issueGroup(ncclComm* comm, const std::vector<const Call*>& calls,
       continue;
     }
     batch.push_back(PointToPoint{isSend, isSend ? const_cast<void*>(call->send) : call->recv,
-                                 call->count, call->dtype, call->peer});
+                                 call->count, call->dtype, call->peer, std::nullopt});
   }
   flush();
   return copyToSelf(selfSends, selfRecvs);
