@@ -172,7 +172,7 @@ Result<Work> Engine::submitGroup(const std::vector<GroupOp>& ops) {
     }
     Result<std::shared_ptr<const Schedule>> schedule = planner_.plan(op.args);
     if (!schedule.isOk()) return schedule.status();
-    MessageTag p2p;
+    PointToPointTag p2p;
     p2p.tagged = op.tag.has_value();
     p2p.value = op.tag.value_or(0);
     parts.push_back(Pending::Part{*schedule, op.input, op.output, 0, p2p});

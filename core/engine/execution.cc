@@ -22,7 +22,7 @@ bool reduces(StepKind kind) {
 
 Execution::Execution(std::shared_ptr<const Schedule> schedule, const void* input, void* output,
                      uint64_t tag, ConnectionTable* connections, std::vector<ChannelMemory>* memory,
-                     bool reduceOnReceive, const MessageTag& p2p, TagMatcher* matcher)
+                     bool reduceOnReceive, const PointToPointTag& p2p, TagMatcher* matcher)
     : schedule_(std::move(schedule)),
       input_(static_cast<const uint8_t*>(input)),
       output_(static_cast<uint8_t*>(output)),

@@ -9,7 +9,7 @@
 // collective is finished when every channel ran all its steps and every send
 // completed.
 //
-// A tagged send or receive (MessageTag::tagged) runs the same one-step-per-channel schedule
+// A tagged send or receive (PointToPointTag::tagged) runs the same one-step-per-channel schedule
 // as an untagged one, matched by peer and tag instead of by order: each part of a send
 // goes behind its envelope (TaggedEnvelope), and a receive hands its parts to the
 // executor's TagMatcher (core/engine/tag_matcher.h), which completes each channel's
@@ -46,7 +46,7 @@ class Execution {
   // must outlive the execution); untagged by default.
   Execution(std::shared_ptr<const Schedule> schedule, const void* input, void* output, uint64_t tag,
             ConnectionTable* connections, std::vector<ChannelMemory>* memory,
-            bool reduceOnReceive = true, const MessageTag& p2p = MessageTag{},
+            bool reduceOnReceive = true, const PointToPointTag& p2p = PointToPointTag{},
             TagMatcher* matcher = nullptr);
 
   // Moves every channel as far as it can without blocking. *progressed tells whether
@@ -67,7 +67,7 @@ class Execution {
   // transport recorded it on a receive. False otherwise.
   bool rejectedTag(uint64_t* peerTag, int* peer) const;
   uint64_t tag() const { return tag_; }
-  const MessageTag& p2p() const { return p2p_; }
+  const PointToPointTag& p2p() const { return p2p_; }
 
  private:
   struct PendingSend {
@@ -111,7 +111,7 @@ class Execution {
   std::vector<ChannelState> channels_;
   std::vector<Connection*> polled_;  // reused by progressConnections()
   bool reduceOnReceive_;
-  MessageTag p2p_;
+  PointToPointTag p2p_;
   TagMatcher* matcher_;
   bool taggedReceive_ = false;             // p2p_.tagged and a receive
   bool taggedPosted_ = false;              // postTaggedReceive() ran

@@ -79,10 +79,11 @@ std::string describeFingerprint(uint64_t tag) {
 }
 
 std::string describeOperation(uint64_t tag, const CollectiveArgs& args) {
-  return describeOperation(tag, args, MessageTag{});
+  return describeOperation(tag, args, PointToPointTag{});
 }
 
-std::string describeOperation(uint64_t tag, const CollectiveArgs& args, const MessageTag& p2p) {
+std::string describeOperation(uint64_t tag, const CollectiveArgs& args,
+                              const PointToPointTag& p2p) {
   if (!isPointToPoint(args.kind)) return describeFingerprint(tag);
   const FingerprintFields f = decodeFingerprint(tag);
   const bool send = args.kind == CollectiveKind::kSend;

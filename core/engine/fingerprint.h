@@ -35,7 +35,7 @@ uint64_t envelopeFingerprint();
 
 // A point-to-point operation's user tag (Communicator::send/recv with a tag) and its
 // sequence number among the operations with that peer, direction and tag.
-struct MessageTag {
+struct PointToPointTag {
   bool tagged = false;
   int64_t value = 0;
   uint64_t sequence = 0;
@@ -48,7 +48,7 @@ std::string describeFingerprint(uint64_t tag);
 // peer 0 ...". Other kinds read as describeFingerprint(tag).
 std::string describeOperation(uint64_t tag, const CollectiveArgs& args);
 // The same naming a tagged operation's tag: "recv #0 with tag 22 from peer 1 ...".
-std::string describeOperation(uint64_t tag, const CollectiveArgs& args, const MessageTag& p2p);
+std::string describeOperation(uint64_t tag, const CollectiveArgs& args, const PointToPointTag& p2p);
 
 // The fields of a tag, decoded.
 struct FingerprintFields {

@@ -25,7 +25,7 @@ struct Pending {
   // A point-to-point operation's user tag (tagged: matched by peer and tag,
   // core/engine/tag_matcher.h) and its sequence number among that tag's; set by the
   // submitter (tagged, value) and the queue (sequence).
-  MessageTag p2p;
+  PointToPointTag p2p;
   std::shared_ptr<WorkState> work;  // null for a collective run inline by its caller
   // Its team step already ran and every rank declined it: the fallback steps are left.
   bool teamDeclined = false;
@@ -39,7 +39,7 @@ struct Pending {
     const void* input;
     void* output;
     uint64_t tag;
-    MessageTag p2p;
+    PointToPointTag p2p;
   };
   std::vector<Part> group;
 };

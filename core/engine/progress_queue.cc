@@ -47,7 +47,7 @@ void ProgressQueue::stop(const Status& reason) {
   queuedCount_.store(0);
 }
 
-uint64_t ProgressQueue::nextTag(const CollectiveArgs& args, MessageTag* p2p) {
+uint64_t ProgressQueue::nextTag(const CollectiveArgs& args, PointToPointTag* p2p) {
   if (p2p != nullptr && p2p->tagged) {
     auto& sequences = args.kind == CollectiveKind::kSend ? taggedSendSequence_[args.peer]
                                                          : taggedRecvSequence_[args.peer];

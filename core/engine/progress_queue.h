@@ -115,7 +115,7 @@ class ProgressQueue : public PointToPointSource {
  private:
   // Point-to-point requires mutex_; a tagged one (p2p->tagged) gets its sequence number
   // in p2p->sequence.
-  uint64_t nextTag(const CollectiveArgs& args, MessageTag* p2p = nullptr);
+  uint64_t nextTag(const CollectiveArgs& args, PointToPointTag* p2p = nullptr);
   void wake();  // takes the mutex (so that no wake-up falls between check and wait)
   void loop();
 

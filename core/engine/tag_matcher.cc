@@ -31,7 +31,7 @@ Status TagMatcher::fail(int peer, Status status) {
                             std::to_string(rank_));
 }
 
-Status TagMatcher::post(int peer, const MessageTag& tag, DataType dtype, size_t count,
+Status TagMatcher::post(int peer, const PointToPointTag& tag, DataType dtype, size_t count,
                         uint8_t* buffer, const std::vector<Part>& parts) {
   Peer& p = peers_[peer];
   const Key key{tag.value, tag.sequence};

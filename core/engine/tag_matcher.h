@@ -74,7 +74,7 @@ class TagMatcher {
   // envelopes arrive (pump()). Mismatch when a held send of that tag and sequence
   // number has another count or dtype. `buffer` and each `done` must stay valid until
   // every part completed (or the connections are closed).
-  Status post(int peer, const MessageTag& tag, DataType dtype, size_t count, uint8_t* buffer,
+  Status post(int peer, const PointToPointTag& tag, DataType dtype, size_t count, uint8_t* buffer,
               const std::vector<Part>& parts);
   // Moves what arrived from `peer` as far as it goes without blocking: finished envelope
   // and part receives are bound or landed, the next envelope is posted where a receive

@@ -99,7 +99,7 @@ TEST(FingerprintTest, TaggedSendRecvReadsAsTaggedAndRefusesTheUntagged) {
   EXPECT_EQ(decodeFingerprint(tagged).sequence, 2u);
   EXPECT_TRUE(decodeFingerprint(envelopeFingerprint()).envelope);
   const CollectiveArgs recv = pointToPoint(CollectiveKind::kRecv, 0, 100);
-  MessageTag p2p;
+  PointToPointTag p2p;
   p2p.tagged = true;
   p2p.value = 22;
   EXPECT_EQ(describeOperation(tagged, recv, p2p).rfind("recv #2 with tag 22 from peer 0 ", 0), 0u)
