@@ -183,14 +183,17 @@ ncclResult_t waitFor(const Result<Work>& work) {
 // Runs `call` now, or records it when a group is open.
 ncclResult_t submit(Call call, ncclDataType_t datatype, ncclRedOp_t op, bool hasOp) {
   try {
-    if (group.depth == 0 && call.comm != nullptr) {
+    // First: a freed handle must not be read (not even by ready()).
+    if (ncclResult_t r = checkLive(call.comm, nameOf(call.kind)); r != ncclSuccess) {
+      if (group.depth > 0 && group.firstError == ncclSuccess) group.firstError = r;
+      return r;
+    }
+    if (group.depth == 0) {
       if (ncclResult_t r = ready(call.comm, true); r != ncclSuccess) return r;
     }
-    if (call.comm != nullptr) {
-      if (ncclResult_t r = refuseIfRevoked(call.comm, nameOf(call.kind)); r != ncclSuccess) {
-        if (group.depth > 0 && group.firstError == ncclSuccess) group.firstError = r;
-        return r;
-      }
+    if (ncclResult_t r = refuseIfRevoked(call.comm, nameOf(call.kind)); r != ncclSuccess) {
+      if (group.depth > 0 && group.firstError == ncclSuccess) group.firstError = r;
+      return r;
     }
     ncclResult_t prepared = prepare(&call, datatype, op, hasOp);
     if (prepared != ncclSuccess) {
