@@ -210,7 +210,7 @@ Status TcpTransport::handshakeAll(const std::vector<int>& peers, std::vector<net
   size_t unanswered = connects->size();
   std::vector<PendingAccept> pending;
   std::vector<pollfd> fds;
-  std::vector<PendingConnect*> polled;  // fds[1 + pending.size() + j] is polled[j]
+  std::vector<PendingConnect*> polled;  // fds[1 + polledAccepts + j] is polled[j]
   while (expected > 0 || unanswered > 0) {
     fds.clear();
     polled.clear();
@@ -245,6 +245,9 @@ Status TcpTransport::handshakeAll(const std::vector<int>& peers, std::vector<net
     int rc = ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(left, 1000)));
     if (rc < 0 && errno != EINTR) return systemError("tcp: poll during connection setup", errno);
     if (rc <= 0) continue;
+    // fds holds the pending accepts polled this round; one accepted below is polled from
+    // the next round on (indexing fds by the grown list read past its end).
+    const size_t polledAccepts = pending.size();
     if (fds[0].revents & POLLIN) {
       net::SockAddr addr;
       addr.length = sizeof(addr.storage);
@@ -276,12 +279,12 @@ Status TcpTransport::handshakeAll(const std::vector<int>& peers, std::vector<net
       // Anything else (EAGAIN, ECONNABORTED, a network error on the new socket) is
       // transient: poll again.
     }
-    for (size_t i = 1; i <= pending.size(); ++i) {
+    for (size_t i = 1; i <= polledAccepts; ++i) {
       if (fds[i].revents == 0) continue;
       COLLIE_RETURN_IF_ERROR(checkHello(pending[i - 1], peers, slots, &expected, until));
     }
     for (size_t j = 0; j < polled.size(); ++j) {
-      if (fds[1 + pending.size() + j].revents == 0) continue;
+      if (fds[1 + polledAccepts + j].revents == 0) continue;
       PendingConnect& c = *polled[j];
       COLLIE_RETURN_IF_ERROR(answerChallenge(c, (*slots)[c.slot], &(*sent)[c.slot], until));
       if (c.answered) --unanswered;
