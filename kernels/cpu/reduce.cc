@@ -234,7 +234,7 @@ struct F16cConvert {
   // (a > b ? a : b), NaN and signed zeros included, are MinOp's and MaxOp's: the bits
   // are the portable path's. Each step loads a and b before it stores dst, so exact
   // aliasing is safe.
-  template <ReduceOp kOp>
+  template <typename Load, ReduceOp kOp>
   __attribute__((target("avx2"))) static void reduceBFloat16(BFloat16* dst, const BFloat16* a,
                                                              const BFloat16* b, size_t n) {
     const __m256i high = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
@@ -285,14 +285,15 @@ struct F16cConvert {
     const auto op = opFor<float, kOp>();
     for (size_t k = 0; k < n % 16; ++k) {  // (a bound GCC sees as below 16)
       const size_t i = whole + k;
-      dst[i] = floatToBFloat16(op(bfloat16ToFloat(a[i]), bfloat16ToFloat(b[i])));
+      dst[i] =
+          floatToBFloat16(op(bfloat16ToFloat(Load::at(a, i)), bfloat16ToFloat(Load::at(b, i))));
     }
   }
 
   // dst = Half(op(float(a), float(b))) for sum, prod, min and max, 8 elements a step
   // in registers: vcvtph2ps, the op (min and max as for BFloat16 above), vcvtps2ph with
   // round to nearest even: the instructions of the block path, without the blocks.
-  template <ReduceOp kOp>
+  template <typename Load, ReduceOp kOp>
   __attribute__((target("avx2,f16c"))) static void reduceHalf(Half* dst, const Half* a,
                                                               const Half* b, size_t n) {
     const size_t whole = n / 8 * 8;
@@ -315,7 +316,7 @@ struct F16cConvert {
     const auto op = opFor<float, kOp>();
     for (size_t k = 0; k < n % 8; ++k) {  // (a bound GCC sees as below 8)
       const size_t i = whole + k;
-      dst[i] = floatToHalf(op(halfToFloat(a[i]), halfToFloat(b[i])));
+      dst[i] = floatToHalf(op(halfToFloat(Load::at(a, i)), halfToFloat(Load::at(b, i))));
     }
   }
 
@@ -419,7 +420,7 @@ COLLIE_FORCE_INLINE void reduceTyped(void* dstv, const void* av, const void* bv,
                               kOp == ReduceOp::kMin || kOp == ReduceOp::kMax;
 #if COLLIE_X86
     if constexpr (std::is_same_v<Cvt, F16cConvert> && kFloatOp) {
-      F16cConvert::reduceBFloat16<kOp>(dst, a, b, n);
+      F16cConvert::reduceBFloat16<Load, kOp>(dst, a, b, n);
       return;
     }
 #endif
@@ -433,7 +434,7 @@ COLLIE_FORCE_INLINE void reduceTyped(void* dstv, const void* av, const void* bv,
     constexpr bool kFloatOp = kOp == ReduceOp::kSum || kOp == ReduceOp::kProd ||
                               kOp == ReduceOp::kMin || kOp == ReduceOp::kMax;
     if constexpr (std::is_same_v<Cvt, F16cConvert> && kFloatOp) {
-      F16cConvert::reduceHalf<kOp>(dst, a, b, n);
+      F16cConvert::reduceHalf<Load, kOp>(dst, a, b, n);
       return;
     }
 #endif
