@@ -110,9 +110,9 @@ const char* nameOf(OpKind kind) {
   return "nccl";
 }
 
-// Checks what NCCL checks before enqueueing and resolves PreMulSum operators.
+// Checks what NCCL checks before enqueueing (the handle is live: submit checked it) and
+// resolves PreMulSum operators.
 ncclResult_t prepare(Call* call, ncclDataType_t datatype, ncclRedOp_t op, bool hasOp) {
-  if (ncclResult_t r = checkLive(call->comm, nameOf(call->kind)); r != ncclSuccess) return r;
   if (static_cast<int>(datatype) < 0 || static_cast<int>(datatype) >= kNumDataTypes) {
     return invalidArgumentResult(std::string(nameOf(call->kind)) + ": datatype " +
                                  std::to_string(static_cast<int>(datatype)) +
