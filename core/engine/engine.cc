@@ -1,5 +1,6 @@
 #include "core/engine/engine.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -22,6 +23,16 @@ constexpr auto kCloseWait = std::chrono::seconds(2);
 constexpr size_t kScheduleInlineMaxBytes = 64 * 1024;
 
 std::atomic<uint64_t> gRunAtSubmit{0};
+
+// The most elements one rank sends or receives in `args`: an alltoallv's larger side, the
+// count otherwise (the v kinds' count is the sum of their blocks).
+size_t elementsPerRank(const CollectiveArgs& args) {
+  if (args.layout == nullptr) return args.count;
+  size_t sent = 0, received = 0;
+  for (size_t c : args.layout->sendCounts) sent += c;
+  for (size_t c : args.layout->recvCounts) received += c;
+  return std::max(sent, received);
+}
 
 }  // namespace
 
@@ -256,6 +267,26 @@ Status Engine::executeInline(Pending& pending) {
   return finish(pending.flightId, pending.tag, executor_.execute(pending, nullptr));
 }
 
+bool Engine::submitPlannedInline(const CollectiveArgs& args, const void* input, void* output,
+                                 bool anySize, Result<Work>* result) {
+  if (!anySize && elementsPerRank(args) * dataTypeSize(args.dtype) > kScheduleInlineMaxBytes) {
+    return false;
+  }
+  if (!queue_.claimIdle()) return false;
+  Result<std::shared_ptr<const Schedule>> schedule = planner_.plan(args);
+  if (!schedule.isOk()) {
+    queue_.releaseInline();
+    *result = schedule.status();
+    return true;
+  }
+  Pending pending = makePending(*schedule, input, output, queue_.tagInline(args), nullptr);
+  pending.scalar = args.scalar;
+  Status status = executeInline(pending);
+  queue_.releaseInline();
+  *result = inlineResult(std::move(status));
+  return true;
+}
+
 bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* output, bool anySize,
                           Result<Work>* result) {
   // Point-to-point never: a send blocking its caller until the peer receives could
@@ -263,7 +294,9 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
   if (args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv) return false;
   // A layout (alltoallv) or block counts (the v kinds) are planned for their call: nothing
   // to keep for the next one.
-  if (args.layout != nullptr || args.blocks != nullptr) return false;
+  if (args.layout != nullptr || args.blocks != nullptr) {
+    return submitPlannedInline(args, input, output, anySize, result);
+  }
   const bool team = executor_.teamOffer().any();
   auto small = [&] { return args.count * dataTypeSize(args.dtype) <= kScheduleInlineMaxBytes; };
   if (!team && !anySize && !small()) return false;

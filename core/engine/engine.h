@@ -31,7 +31,9 @@
 // collective run inline (every rank alike), its fallback steps run inline too when
 // small, else on the progress thread, ahead of what was queued meanwhile. The schedule
 // planned last for an inline collective is kept, so that a loop of equal small
-// collectives plans (and locks, allocates) nothing.
+// collectives plans (and locks, allocates) nothing. Collectives with counts per rank or
+// peer (alltoallv, the v kinds) are planned for each call and run inline by the same
+// rule (their size: the larger of what a rank sends and receives).
 //
 // Runs at submit: a larger collective is queued, so that the caller's work overlaps it,
 // unless its callers have been seen to wait for their collectives at once
@@ -141,6 +143,10 @@ class Engine : private ProgressQueue::Runner {
   // then submit() queues it.
   bool submitInline(const CollectiveArgs& args, const void* input, void* output, bool anySize,
                     Result<Work>* result);
+  // submitInline() for a collective planned per call (a layout or block counts): planned
+  // and run here when small (or `anySize`); false, having done nothing, otherwise.
+  bool submitPlannedInline(const CollectiveArgs& args, const void* input, void* output,
+                           bool anySize, Result<Work>* result);
   // With the running claim held: whether the schedule kept from the last inline
   // collective is the one of `args` (same arguments, nothing replanned since).
   bool keptPlanFits(const CollectiveArgs& args) const {

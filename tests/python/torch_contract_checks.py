@@ -349,6 +349,44 @@ def check_collectives(c, pg, be):
     c.equal("all_to_all lists uneven", outs,
             [torch.full((p + 1,), float(10 * p + rank)) for p in range(world)])
 
+    # all_to_all_single without splits (equal shares: collie's all-to-all of one count, on
+    # the shm board when small and by CMA when large), against the same call with equal
+    # splits (the all-to-all with a count per peer) and the values each rank must get.
+    for rows, dtype in ((1, torch.float32), (3 * 1024, torch.bfloat16), (96 * 1024, torch.int64),
+                        (300 * 1024, torch.float32)):
+        cols = 3
+        inp = (torch.arange(world * rows * cols, dtype=torch.float64).reshape(world * rows, cols) %
+               251 + 1000 * rank).to(dtype)
+        out = torch.empty_like(inp)
+        dist.all_to_all_single(out, inp, group=pg)
+        want = torch.cat([((torch.arange(world * rows * cols, dtype=torch.float64)
+                            .reshape(world * rows, cols) % 251 + 1000 * p).to(dtype))
+                          [rank * rows:(rank + 1) * rows] for p in range(world)])
+        c.equal(f"all_to_all_single equal {rows}x{cols} {dtype}", out, want)
+        split_out = torch.empty_like(inp)
+        dist.all_to_all_single(split_out, inp, [rows] * world, [rows] * world, group=pg)
+        c.equal(f"all_to_all_single equal splits {rows}x{cols} {dtype}", split_out, want)
+
+
+def check_mixed_all_to_all(c):
+    """all_to_all_single with no splits on rank 0 and equal splits on the others: collie runs
+    the two as different collectives (its all-to-all of one count, and the one with a count
+    per peer), so every rank fails with a mismatch naming both, on a group of its own (a
+    mismatch aborts the group's communicator), instead of hanging or mixing bytes."""
+    rank, world = c.rank, c.world
+    group = dist.new_group(backend="collie")
+    inp, out = torch.ones(world * 4), torch.zeros(world * 4)
+
+    def mixed():
+        if rank == 0:
+            dist.all_to_all_single(out, inp, group=group)
+        else:
+            dist.all_to_all_single(out, inp, [4] * world, [4] * world, group=group)
+
+    c.raises("all_to_all_single splits on some ranks only", "Collective mismatch.*alltoall",
+             mixed, error=dist.DistBackendError)
+    dist.destroy_process_group(group)
+
 
 def check_dtypes(c, pg, be):
     rank, world = c.rank, c.world
@@ -688,6 +726,7 @@ def check_contract(rank, world, reference, failures):
     check_devices(c, be)
     check_ddp(c, pg)
     check_debug_detail(c, reference)
+    check_mixed_all_to_all(c)
     check_barriers(c)
 
 

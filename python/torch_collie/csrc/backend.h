@@ -22,6 +22,7 @@
 //   - reduce_scatter with parts of different sizes: collie's reduceScatterV;
 //   - gather, scatter, all_to_all(_single) with uneven splits: collie's gather, scatter
 //     and all-to-all (with a count per peer), the engine's exchange schedules;
+//     all_to_all_single without splits: collie's all-to-all of one count;
 //   - send/recv; recv from any source (senders announce their messages in the c10d
 //     store, the receiver picks a rank with an unreceived announcement); batches of
 //     send/recv (batch_isend_irecv) are coalesced into one sendRecv group;

@@ -161,7 +161,25 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::alltoall_base(at::Tensor& output, 
   }
   Call call(c10d::OpType::ALLTOALL_BASE, "collie:all_to_all", what, {input}, {{output}},
             opts.timeout);
-  call.ops = exchange(in, split(in, inputSplits), out, split(out, outputSplits), what);
+  if (inputSplits.empty() && outputSplits.empty()) {
+    for (const at::Tensor* t : {&in, &out}) {
+      if ((t->dim() == 0 ? 1 : t->size(0)) % size_ != 0) {
+        invalid(what, rank_, "Tensor's dim 0 does not divide equally across group size");
+      }
+    }
+    // Equal shares asked for (no splits): the all-to-all of one count, with the engine's
+    // one-copy paths (the shm board, CMA) that one with a count per peer has not. A rank
+    // that passes splits uses the latter: every rank of a call must do the same (a rank
+    // passing no splits while another passes some fails as a mismatched collective).
+    if (in.nbytes() != out.nbytes()) {
+      invalid(what, rank_, "input and output differ in size but no splits were given");
+    }
+    call.ops = {orFail(comm_->allToAll(in.data_ptr(), out.data_ptr(), in.nbytes() / size_,
+                                       collie::DataType::kUint8),
+                       what, rank_)};
+  } else {
+    call.ops = exchange(in, split(in, inputSplits), out, split(out, outputSplits), what);
+  }
   call.keepAlive = {in, out};
   call.onSuccess = copyBack(output, out);
   return submit(std::move(call));

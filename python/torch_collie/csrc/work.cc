@@ -80,17 +80,18 @@ void CompletionQueue::push(PendingCall call) {
     // Finished already (collie ran it on this thread) and nothing older is pending:
     // complete it here, without a hop to the completion thread.
     inlineFinish = inlineFinish && inFlight_ == 0 && !stopping_;
-    if (!inlineFinish) queue_.push_back(std::move(call));
     ++inFlight_;
+    if (!inlineFinish) {
+      queue_.push_back(std::move(call));
+      queued_.notify_one();
+      return;
+    }
   }
-  if (inlineFinish) {
-    gCompletedOnCaller.fetch_add(1, std::memory_order_relaxed);
-    finishCall(call);
-    call = PendingCall();
-    std::lock_guard<std::mutex> lock(mutex_);
-    --inFlight_;
-  }
-  cv_.notify_all();
+  gCompletedOnCaller.fetch_add(1, std::memory_order_relaxed);
+  finishCall(call);
+  call = PendingCall();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (--inFlight_ == 0) drained_.notify_all();
 }
 
 uint64_t CompletionQueue::completedOnCaller() {
@@ -103,7 +104,7 @@ uint64_t CompletionQueue::completedOnThread() {
 
 bool CompletionQueue::drain(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
-  return cv_.wait_for(lock, timeout, [this] { return inFlight_ == 0; });
+  return drained_.wait_for(lock, timeout, [this] { return inFlight_ == 0; });
 }
 
 void CompletionQueue::stop() {
@@ -112,7 +113,7 @@ void CompletionQueue::stop() {
     if (!thread_.joinable()) return;
     stopping_ = true;
   }
-  cv_.notify_all();
+  queued_.notify_all();
   thread_.join();
 }
 
@@ -121,7 +122,7 @@ void CompletionQueue::run() {
     PendingCall call;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      queued_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping and nothing left
       call = std::move(queue_.front());
       queue_.pop_front();
@@ -129,11 +130,8 @@ void CompletionQueue::run() {
     gCompletedOnThread.fetch_add(1, std::memory_order_relaxed);
     finishCall(call);
     call = PendingCall();  // release tensors before announcing completion
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      --inFlight_;
-    }
-    cv_.notify_all();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (--inFlight_ == 0) drained_.notify_all();
   }
 }
 

@@ -130,7 +130,12 @@ class CompletionQueue {
 
   const int rank_;
   std::mutex mutex_;
-  std::condition_variable cv_;
+  // Two conditions, so that a call finished on the caller's thread wakes nobody: the
+  // thread sleeps on `queued_` (notified only when a call is queued or on stop), drain()
+  // on `drained_`. A needless wake-up of the thread is a context switch on a core another
+  // rank of the host may be using (measured: ~10% of a small all_reduce's cycles).
+  std::condition_variable queued_;
+  std::condition_variable drained_;
   std::deque<PendingCall> queue_;
   size_t inFlight_ = 0;  // queued plus the one being finished
   bool stopping_ = false;
