@@ -8,6 +8,8 @@ publishes the collie unique id through the c10d store torch gives the backend.
 CPU tensors only.  See docs/pytorch.md.
 """
 
+import weakref
+
 import torch
 import torch.distributed as dist
 
@@ -21,6 +23,7 @@ __version__ = _C.collie_version()
 
 __all__ = [
     "Device",
+    "all_reduce_",
     "SharedBuckets",
     "completion_stats",
     "create_backend",
@@ -54,6 +57,43 @@ def create_backend(opts, backend_options=None):
         backend = dist.distributed_c10d._create_process_group_wrapper(
             backend, "collie", store, rank, size, timeout)
     return _C.make_process_group(store, rank, size, backend)
+
+
+def all_reduce_(tensor, op=dist.ReduceOp.SUM, group=None):
+    """All-reduce ``tensor`` in place across ``group`` (default: the default group) and
+    return it, for callers bound by latency, as DeepSpeed's ``inference_all_reduce``
+    serves tensor-parallel inference: on a "collie" group the collective is issued and
+    waited for on the calling thread, with no Work, Future, dispatcher or flight-recorder
+    entry (torch's own per-call cost, which ``dist.all_reduce`` pays on every backend).
+    The result is the same as ``dist.all_reduce(tensor, op, group)``'s, bit for bit, and
+    the call takes its place in the group's order of collectives like any other. Dense
+    CPU tensors, every op and dtype ``dist.all_reduce`` takes. On a group of another
+    backend (or under TORCH_DISTRIBUTED_DEBUG=DETAIL) it is ``dist.all_reduce``. Errors
+    raise as ``dist.all_reduce``'s (DistBackendError naming the rank).
+    """
+    if group is None:
+        group = _world.default_pg
+        if group is None:
+            group = dist.distributed_c10d._get_default_group()  # raises: not initialized
+    backend = _direct_backends.get(group, _UNKNOWN)
+    if backend is _UNKNOWN:
+        if group == dist.GroupMember.NON_GROUP_MEMBER:
+            return tensor
+        backend = group._get_backend(torch.device("cpu"))
+        backend = backend if isinstance(backend, _C.Backend) else None
+        _direct_backends[group] = backend
+    if backend is not None and tensor.device.type == "cpu":
+        backend._all_reduce_now(tensor, op)
+    else:
+        dist.all_reduce(tensor, op=op, group=group)
+    return tensor
+
+
+_world = dist.distributed_c10d._world
+_UNKNOWN = object()
+# A group's collie Backend (None: not one) as all_reduce_ found it; weak, so that a
+# destroyed group leaves nothing behind.
+_direct_backends = weakref.WeakKeyDictionary()
 
 
 def _knobs(backend_options):

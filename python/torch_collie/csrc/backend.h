@@ -147,6 +147,14 @@ class CollieBackend : public c10d::Backend {
   void abort() override;
   void shutdown() override;
 
+  // An all-reduce of one dense CPU tensor in place, run now: the collie operation is
+  // issued and waited for on the calling thread, with no Work, Future or completion
+  // thread (torch_collie.all_reduce_, for latency-bound callers such as tensor-parallel
+  // inference). Ordered with the group's other calls by issue order, counted in its
+  // sequence number. Throws as the other calls: bad arguments before anything is issued,
+  // DistBackendError when the collective fails or passes the group's timeout.
+  void allreduceNow(at::Tensor& tensor, const c10d::ReduceOp& op);
+
   // All-reduces this process issued with registered buffers (pool blocks or
   // empty_shared tensors): offered to the zero-copy path, which collie takes when every
   // rank of a one-host group offers (and above the one-shot board's size).

@@ -107,6 +107,41 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::allreduceDense(std::vector<at::Ten
   return submit(std::move(call));
 }
 
+void CollieBackend::allreduceNow(at::Tensor& tensor, const c10d::ReduceOp& op) {
+  const char* what = "all_reduce_";
+  if (!comm_) invalid(what, rank_, "the group was destroyed");
+  checkCpu(tensor, what, rank_);
+  if (tensor.is_sparse()) invalid(what, rank_, "takes dense tensors (use dist.all_reduce)");
+  at::Tensor view = asReal(tensor, op, what, rank_);
+  Reduction r = reduction(view, op, what, rank_);
+  at::Tensor buf = prepared(view, r);
+  sequence_.fetch_add(1);  // a collective of the group, as the ones through torch
+  collie::Work work =
+      orFail(comm_->allReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), r.dtype, r.op, r.scalar),
+             what, rank_);
+  // collie bounds the operation by the communicator's deadline; a group timeout set with
+  // setTimeout bounds it too, as it bounds every other call.
+  collie::Status status;
+  if (const int64_t ms = defaultCallTimeoutMs_.load(); ms > 0) {
+    status = work.wait(std::chrono::milliseconds(ms));
+    if (!work.test()) {
+      comm_->abort();
+      (void)work.wait();
+      C10_THROW_ERROR(DistBackendError,
+                      prefix(what, rank_) + "timed out after " + std::to_string(ms) +
+                          " ms (the group's timeout); the group's communicator was aborted, "
+                          "since a collective cannot be taken back half done");
+    }
+  } else {
+    status = work.wait();
+  }
+  if (!status.isOk()) {
+    C10_THROW_ERROR(DistBackendError, "collie: " + std::string(what) + " failed on rank " +
+                                          std::to_string(rank_) + ": " + status.toString());
+  }
+  if (!buf.is_same(view)) view.copy_(buf);
+}
+
 // As gloo: the inputs of this rank summed and coalesced, every rank's nnz and sizes
 // gathered (on the calling thread: the data exchange needs them), then indices and
 // values exchanged in one sendRecv group and summed into each input.

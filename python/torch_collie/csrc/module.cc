@@ -26,7 +26,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
             self.setTimeout(timeout);
           },
           py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
-          "The group's default timeout for later calls (and getBackendOptions' timeout).");
+          "The group's default timeout for later calls (and getBackendOptions' timeout).")
+      .def(
+          "_all_reduce_now",
+          [](torch_collie::CollieBackend& self, at::Tensor& tensor, const c10d::ReduceOp& op) {
+            self.allreduceNow(tensor, op);
+          },
+          py::arg("tensor"), py::arg("op"), py::call_guard<py::gil_scoped_release>(),
+          "All-reduce `tensor` in place on the calling thread (torch_collie.all_reduce_).");
   m.def(
       "make_process_group",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
