@@ -7,7 +7,7 @@
 // the host buffers, with the sizes of the emulation test plus one large count
 // (COLLIE_GPU_KERNEL_LARGE elements, default 2^22 + 3; 0 leaves it out).
 //
-// Ran on an NVIDIA H200 through scripts/gpu-check.sh (reports in docs/gpu/); this
+// Ran on an NVIDIA H200 through scripts/gpu-check.sh (reports in bench/results/gpu/); this
 // project's own machines have no GPU. The collectives test exercises the engine's
 // device path (docs/cuda.md) with ranks as threads of one process.
 #include <cuda_runtime.h>
