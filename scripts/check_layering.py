@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""Checks every `#include "..."` edge against the layer table of docs/architecture.md.
+
+Usage: scripts/check_layering.py [REPO_ROOT]   (default: this script's repository)
+
+Reads every *.h, *.cc, *.cu, *.cuh and *.c under SCANNED (core/, transports/, kernels/,
+ddp/, tools/, python/torch_collie/csrc/, include/), resolves each quoted include the way
+the build does (the including file's folder, then the repository root, then include/),
+maps both ends to a layer of LAYERS (longest path prefix wins) and reports every edge
+that LAYERS does not allow, one `file:line: <from layer> includes <to layer> (<header>)`
+line each. Always allowed: the public API (`include/collie/`, layer `public`) and a
+layer's own files. Explicit exceptions, each a documented part of the design, are in
+ALLOWED; includes still to be fixed are in KNOWN_VIOLATIONS.
+
+Exit 1 when an edge is neither allowed nor in KNOWN_VIOLATIONS, or when an entry of
+KNOWN_VIOLATIONS or ALLOWED no longer occurs (so both lists only shrink). On success
+prints "layering check: N files, M includes ok, K known violations".
+Python 3 standard library only.
+"""
+import os
+import re
+import sys
+
+# ---------------------------------------------------------------------------------------
+# The table of docs/architecture.md ("## Layers") as data.
+#   layer -> (paths it covers: folders or single files, longest prefix wins;
+#             layers it may include besides itself and `public`)
+# Where the table is silent or loose, the choice made is commented.
+BOTTOM = ["common", "config", "log"]
+CORE_SEAMS = ["transport_seam", "kernel_seam"]
+LAYERS = {
+    # include/collie/: the public API, includable by every layer.
+    "public": (["include/collie"], []),
+    # The bottom. One table row: its folders may include each other (config and log do).
+    "common": (["core/common"], ["config", "log"]),
+    "config": (["core/config"], ["common", "log"]),
+    "log": (["core/log"], ["common", "config"]),
+    # Table: "config, log"; common (SHA-256, process id) is taken as bottom too.
+    "net": (["core/net"], BOTTOM),
+    # Same row as core/net: the TCP store server and client run over its sockets.
+    "bootstrap": (["core/bootstrap"], BOTTOM + ["net"]),
+    # Not in the table: shared-memory regions (collie/shared_memory.h, the shm transport,
+    # the emulated device's windows). Placed beside net: a platform service on the bottom.
+    "memory": (["core/memory"], BOTTOM),
+    # Table: "types", which are include/collie/types.h (public). Bottom allowed.
+    "plan": (["core/plan"], BOTTOM),
+    "tune": (["core/tune"], BOTTOM + ["plan"]),
+    # The two seams. Table: "—", read as the bottom only (see ALLOWED for the team offer).
+    "transport_seam": (["core/transport"], BOTTOM),
+    "kernel_seam": (["core/kernel"], BOTTOM),
+    # `DeviceRuntime`, which the table names as a dependency of its own (core/device,
+    # transports/cuda_ipc): the interface header, and the selection next to it, form a
+    # third seam. Its implementations live in kernels/cuda (docs/cuda.md).
+    "device_runtime": (["core/device/device_runtime.h", "core/device/device_runtime.cc"],
+                       BOTTOM),
+    "engine": (["core/engine"], BOTTOM + ["plan", "tune"] + CORE_SEAMS),
+    # Table: "plan, transport seam, DeviceRuntime".
+    "device": (["core/device"], BOTTOM + ["plan", "transport_seam", "device_runtime"]),
+    # Table: "everything in core" (one row: api calls into comm).
+    "comm": (["core/comm", "core/api"],
+             BOTTOM + ["net", "bootstrap", "memory", "plan", "tune", "engine", "device",
+                       "device_runtime"] + CORE_SEAMS),
+    # Table: "core seams, net". memory added (the shm transport's regions; not in table).
+    "transport_shm": (["transports/shm"], BOTTOM + CORE_SEAMS + ["net", "memory"]),
+    "transport_tcp": (["transports/tcp"], BOTTOM + CORE_SEAMS + ["net", "memory"]),
+    "transport_ucx": (["transports/ucx"], BOTTOM + CORE_SEAMS + ["net", "memory"]),
+    "transport_ibverbs": (["transports/ibverbs"], BOTTOM + CORE_SEAMS + ["net", "memory"]),
+    # Table: "core seams, DeviceRuntime" (no net).
+    "transport_cuda_ipc": (["transports/cuda_ipc"], BOTTOM + CORE_SEAMS + ["device_runtime"]),
+    # Table: "core seam". kernels/common is shared by cpu and cuda; cpu and cuda implement
+    # the DeviceRuntime seam (docs/cuda.md: cuda_device_runtime.cc, the emulated runtime,
+    # the no-CUDA stubs); kernels/cuda/emulation is part of kernels/cuda (cuda_compat.h
+    # compiles the CUDA kernels through it). Bottom allowed (cpu_cache.h).
+    "kernels_common": (["kernels/common"], []),
+    "kernels_cpu": (["kernels/cpu"],
+                    BOTTOM + ["kernel_seam", "device_runtime", "kernels_common"]),
+    "kernels_cuda": (["kernels/cuda"],
+                     BOTTOM + ["kernel_seam", "device_runtime", "kernels_common"]),
+    # The host kernel backend's registration (docs/architecture.md: "chosen the same way
+    # through kernels/builtin_kernels.cc"), like the generated builtin_transports.cc.
+    "kernels_builtin": (["kernels/builtin_kernels.cc"], ["kernel_seam", "kernels_cpu"]),
+    # Table: "public API"; ddp/demo/ sits above ddp/.
+    "ddp": (["ddp"], []),
+    "ddp_demo": (["ddp/demo"], ["ddp"]),
+    # Table: "public API, torch" (torch comes through <...> includes, not checked).
+    "python": (["python/torch_collie/csrc"], []),
+    # Table: "public API (+ config for collie info)"; the ddp-demo command runs ddp/demo
+    # (docs/architecture.md, ddp/ row: "the collie ddp-demo training run").
+    "tools": (["tools"], ["config", "ddp_demo"]),
+}
+
+SCANNED = ["core", "transports", "kernels", "ddp", "tools", "python/torch_collie/csrc",
+           "include"]
+EXTENSIONS = (".h", ".cc", ".cu", ".cuh", ".c")
+
+# Edges the table does not list but the design documents: (file, included header, why).
+ALLOWED = [
+    # The tuner costs team algorithms from the transport's offer, and tune may only use
+    # plan, so the offer's types (TeamOffer, TeamAlgorithms, CollectiveArgs) live in
+    # core/plan/team.h and the transport seam speaks them (architecture.md "Team
+    # collectives", "Where a new algorithm goes"; decisions/team-collectives.md).
+    ("core/transport/transport.h", "core/plan/team.h",
+     "TransportFactory::teamOffer returns the plan's TeamOffer"),
+    ("core/transport/team.h", "core/plan/team.h",
+     "TeamCollectives::offer/run take TeamOffer, TeamAlgorithms, CollectiveArgs"),
+    # Connections reduce on receive with the communicator's kernels (architecture.md,
+    # "One collective" step 3: postRecvReduce); TransportContext::kernels carries them.
+    ("core/transport/transport.h", "core/kernel/reduce_backend.h",
+     "TransportContext::kernels for postRecvReduce and the team's reductions"),
+    # The emulated device maps its windows between processes with the shm transport's
+    # shared regions (docs/cuda.md: mapSharedWindow, "shared with the shm transport").
+    ("kernels/cuda/emulation/emulated_runtime.cc", "core/memory/shared_region.h",
+     "emulated IPC handles map windows through core/memory (docs/cuda.md)"),
+]
+
+# Includes the table forbids that are still in the tree: (file, included header, note).
+# Each fix removes its entry; an entry that no longer occurs fails the check.
+# The CLI's includes of core internals share one fix, still to be chosen.
+TOOLS_NOTE = ("issue 48: collie CLI reads core internals: widen the table's tools row "
+              "or go through a core/api diagnostics header")
+KNOWN_VIOLATIONS = [
+    ("core/common/reduce_scalar.cc", "kernels/common/half.h",
+     "issue 48: move the dependency-free half.h/host_device.h down to core/common; "
+     "kernels include them there"),
+    ("core/device/device_comm.cc", "core/engine/engine.h",
+     "issue 48: return the completion poller; core/comm wraps it in the engine's WorkState"),
+    ("core/device/device_comm.cc", "core/engine/fingerprint.h",
+     "issue 48: move fingerprint.h/.cc (a function of CollectiveArgs) down to core/plan"),
+    ("core/device/device_staging.cc", "core/engine/engine.h",
+     "issue 48: invert: take a host-collective interface declared in core/device that "
+     "core/comm binds to Engine"),
+    ("core/plan/simulator.cc", "core/kernel/reduce_backend.h",
+     "issue 48: callers (tests, collie sim) pass the reduce function in; plan keeps "
+     "no kernel seam"),
+    ("core/transport/transport.h", "core/plan/schedule.h",
+     "issue 48: drop it: transport.h uses only TeamOffer, from core/plan/team.h"),
+    ("core/tune/tune_probe.h", "core/engine/engine.h",
+     "issue 48: move the probe (it runs over Engine's connections) to core/engine, or "
+     "take an interface tune declares"),
+    ("transports/shm/shm_board.cc", "core/engine/fingerprint.h",
+     "issue 48: move fingerprint.h/.cc down to core/plan"),
+    ("transports/shm/shm_board.h", "core/engine/wait_policy.h",
+     "issue 48: move wait_policy.h (needs only config) down to core/transport"),
+    ("transports/shm/shm_board_layout.h", "core/plan/schedule.h",
+     "issue 48: take sizes from the team seam, not CollectiveArgs/CollectiveKind "
+     "(goes with 'no transport names a collective kind')"),
+    ("transports/shm/shm_names.cc", "core/bootstrap/job_secret.h",
+     "issue 48: move job_secret.h/.cc to core/net beside the handshake (the table's "
+     "net row names the job secret)"),
+    ("transports/shm/shm_transport.cc", "core/engine/wait_policy.h",
+     "issue 48: move wait_policy.h down to core/transport"),
+    ("tools/ddp_demo_command.cc", "core/net/process_sockets.h", TOOLS_NOTE),
+    ("tools/info_command.cc", "core/device/device_runtime.h", TOOLS_NOTE),
+    ("tools/info_command.cc", "core/net/process_sockets.h", TOOLS_NOTE),
+    ("tools/info_command.cc", "core/transport/device_windows.h", TOOLS_NOTE),
+    ("tools/info_command.cc", "core/transport/transport.h", TOOLS_NOTE),
+    ("tools/info_command.cc", "core/tune/tune_probe.h", TOOLS_NOTE),
+    ("tools/info_command.cc", "kernels/cuda/emulation/emulated_runtime.h",
+     "issue 48: ask the DeviceRuntime seam whether emulation loads, through core/api diagnostics"),
+    ("tools/perf_half.h", "kernels/common/half.h",
+     "issue 48: take the float16/bfloat16 conversions from a header tools may include "
+     "(public or common)"),
+    ("tools/perf_main.cc", "core/device/device_runtime.h", TOOLS_NOTE),
+    ("tools/run_command.cc", "core/bootstrap/job_secret.h",
+     "issue 48: launcher needs the job secret: a core/api launcher header, or widen the tools row"),
+    ("tools/run_command.cc", "core/comm/join_agreement.h",
+     "issue 48: launcher exit keys: a core/api launcher header, or widen the tools row"),
+    ("tools/run_command.cc", "core/engine/wait_policy.h",
+     "issue 48: affinityCpus: move wait_policy.h down, and let tools reach it through "
+     "core/api or the table"),
+    ("tools/run_command.cc", "transports/shm/shm_names.h",
+     "issue 48: shm cleanup by job tag: expose it through core/api (core never names "
+     "shm; tools should not either)"),
+    ("tools/sim_command.cc", "core/plan/simulator.h", TOOLS_NOTE),
+    ("tools/sim_command.cc", "core/transport/transport.h", TOOLS_NOTE),
+    ("tools/sim_command.cc", "core/tune/tuner.h", TOOLS_NOTE),
+]
+
+# ---------------------------------------------------------------------------------------
+
+INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
+
+
+def layer_of(path):
+    """The layer covering repo-relative `path` (longest prefix), or None."""
+    best, best_len = None, -1
+    for name, (prefixes, _) in LAYERS.items():
+        for prefix in prefixes:
+            if (path == prefix or path.startswith(prefix + "/")) and len(prefix) > best_len:
+                best, best_len = name, len(prefix)
+    return best
+
+
+def resolve(root, includer, header):
+    """Repo-relative path of `header` as included from repo-relative `includer`."""
+    candidates = [os.path.normpath(os.path.join(os.path.dirname(includer), header)),
+                  os.path.normpath(header),
+                  os.path.normpath(os.path.join("include", header))]
+    for candidate in candidates:
+        if os.path.isfile(os.path.join(root, candidate)):
+            return candidate
+    # Not in the tree (a generated header): classify it by how it is written.
+    for candidate in candidates[1:]:
+        if layer_of(candidate) is not None:
+            return candidate
+    return None
+
+
+def allowed(from_layer, to_layer):
+    return (to_layer == from_layer or to_layer == "public" or
+            to_layer in LAYERS[from_layer][1])
+
+
+def source_files(root):
+    for top in SCANNED:
+        for dirpath, dirnames, filenames in os.walk(os.path.join(root, top)):
+            dirnames.sort()
+            for name in sorted(filenames):
+                if name.endswith(EXTENSIONS):
+                    yield os.path.relpath(os.path.join(dirpath, name), root)
+
+
+def check(root):
+    """(files, includes, edges, notes): edges are (file, line, from, to, header, target)
+    for every include the table does not allow; notes are unresolvable includes."""
+    files = includes = 0
+    edges, notes = [], []
+    for rel in source_files(root):
+        rel = rel.replace(os.sep, "/")
+        from_layer = layer_of(rel)
+        if from_layer is None:
+            notes.append(f"{rel}: in no layer of LAYERS")
+            continue
+        files += 1
+        with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
+            for lineno, text in enumerate(f, 1):
+                m = INCLUDE.match(text)
+                if not m:
+                    continue
+                header = m.group(1)
+                target = resolve(root, rel, header)
+                to_layer = layer_of(target) if target else None
+                if to_layer is None:
+                    notes.append(f"{rel}:{lineno}: cannot place \"{header}\" in a layer")
+                    continue
+                includes += 1
+                if not allowed(from_layer, to_layer):
+                    edges.append((rel, lineno, from_layer, to_layer, header, target))
+    return files, includes, edges, notes
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))
+    files, includes, edges, notes = check(root)
+    for note in notes:
+        print(f"note: {note}")
+    allowed_keys = {(f, h) for f, h, _ in ALLOWED}
+    known_keys = {(f, h) for f, h, _ in KNOWN_VIOLATIONS}
+    seen = set()
+    failures = []
+    for rel, lineno, from_layer, to_layer, header, target in edges:
+        key = (rel, target)
+        if key in allowed_keys or key in known_keys:
+            seen.add(key)
+            continue
+        failures.append(f"{rel}:{lineno}: {from_layer} includes {to_layer} ({header})")
+    for f, h, why in ALLOWED:
+        if (f, h) not in seen:
+            failures.append(f"{f}: ALLOWED entry for {h} no longer occurs; remove it ({why})")
+    for f, h, why in KNOWN_VIOLATIONS:
+        if (f, h) not in seen:
+            failures.append(f"{f}: KNOWN_VIOLATIONS entry for {h} no longer occurs; "
+                            f"remove it ({why})")
+    if failures:
+        for line in failures:
+            print(line)
+        print(f"layering check: {len(failures)} problem(s) in {files} files "
+              f"(table: docs/architecture.md, data: scripts/check_layering.py)")
+        return 1
+    ok = includes - sum(1 for rel, _, _, _, _, target in edges if (rel, target) in known_keys)
+    print(f"layering check: {files} files, {ok} includes ok, "
+          f"{len(KNOWN_VIOLATIONS)} known violations")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
