@@ -272,17 +272,16 @@ bool Engine::submitPlannedInline(const CollectiveArgs& args, const void* input, 
   if (!anySize && elementsPerRank(args) * dataTypeSize(args.dtype) > kScheduleInlineMaxBytes) {
     return false;
   }
-  if (!queue_.claimIdle()) return false;
+  InlineClaim claim(&queue_);
+  if (!claim) return false;
   Result<std::shared_ptr<const Schedule>> schedule = planner_.plan(args);
   if (!schedule.isOk()) {
-    queue_.releaseInline();
     *result = schedule.status();
     return true;
   }
   Pending pending = makePending(*schedule, input, output, queue_.tagInline(args), nullptr);
   pending.scalar = args.scalar;
   Status status = executeInline(pending);
-  queue_.releaseInline();
   *result = inlineResult(std::move(status));
   return true;
 }
@@ -303,11 +302,11 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
   // The board's path takes no lock and makes no allocation, clock read or syscall unless
   // it fails or is declined: the running claim (one compare-exchange), the kept
   // schedule, a sequence number, the team, the claim released.
-  if (!queue_.claimIdle()) return false;
+  InlineClaim claim(&queue_);
+  if (!claim) return false;
   if (!keptPlanFits(args)) {
     Status planned = keepPlan(args);
     if (!planned.isOk()) {
-      queue_.releaseInline();
       *result = std::move(planned);
       return true;
     }
@@ -319,36 +318,25 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
     Pending pending = makePending(kept, input, output, queue_.tagInline(args), nullptr);
     pending.scalar = args.scalar;
     Status status = executeInline(pending);
-    queue_.releaseInline();
     *result = inlineResult(std::move(status));
     return true;
   }
   const Schedule& schedule = *kept;
   const TeamAlgorithms algorithms = inlineTeam_;
   if (!inlineTeamStep_) {
-    if (!small()) {
-      queue_.releaseInline();
-      return false;
-    }
+    if (!small()) return false;
     Pending pending = makePending(kept, input, output, queue_.tagInline(args), nullptr);
     pending.scalar = args.scalar;
     Status status = executeInline(pending);
-    queue_.releaseInline();
     *result = inlineResult(std::move(status));
     return true;
   }
   // A pre-multiplied sum's input is scaled first (Executor::execute): never inline to the
   // team, which would read the unscaled input.
-  if (args.op == ReduceOp::kPreMulSum) {
-    queue_.releaseInline();
-    return false;
-  }
+  if (args.op == ReduceOp::kPreMulSum) return false;
   // With the claim held nobody closes the team meanwhile.
   TeamCollectives* teamNow = executor_.team();
-  if (teamNow == nullptr || !teamNow->runsInline(args, algorithms, input, output)) {
-    queue_.releaseInline();
-    return false;
-  }
+  if (teamNow == nullptr || !teamNow->runsInline(args, algorithms, input, output)) return false;
   const uint64_t tag = queue_.tagInline(args);
   const uint64_t start = CycleClock::now();
   Result<TeamOutcome> outcome =
@@ -360,7 +348,6 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
     pending.teamDeclined = true;
     if (small()) {
       Status status = executeInline(pending);
-      queue_.releaseInline();
       *result = inlineResult(std::move(status));
       return true;
     }
@@ -368,7 +355,6 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
     pending.work = work;
     pending.flightId = recorder_.queued(args, tag, algorithmName(schedule.fallback).data());
     queue_.pushFront(std::move(pending));
-    queue_.releaseInline();
     *result = Work(work);
     return true;
   }
@@ -377,7 +363,6 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
                          algorithmName(status.isOk() ? outcome->ran : schedule.algorithm).data(),
                          start, status.isOk());
   if (!status.isOk()) status = giveUp(std::move(status), true, tag);
-  queue_.releaseInline();
   *result = inlineResult(std::move(status));
   return true;
 }

@@ -144,4 +144,23 @@ class ProgressQueue : public PointToPointSource {
   std::thread thread_;
 };
 
+// The running claim of a submitter that runs a collective on its own thread: taken
+// (ProgressQueue::claimIdle) when constructed, if the queue is idle, and released
+// (releaseInline) when it goes out of scope, on every path. Not thread-safe: one thread
+// holds it, on its stack.
+class InlineClaim {
+ public:
+  explicit InlineClaim(ProgressQueue* queue) : queue_(queue->claimIdle() ? queue : nullptr) {}
+  ~InlineClaim() {
+    if (queue_ != nullptr) queue_->releaseInline();
+  }
+  InlineClaim(const InlineClaim&) = delete;
+  InlineClaim& operator=(const InlineClaim&) = delete;
+  // Whether the claim was taken.
+  explicit operator bool() const { return queue_ != nullptr; }
+
+ private:
+  ProgressQueue* const queue_;  // null: not claimed
+};
+
 }  // namespace collie
