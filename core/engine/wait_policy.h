@@ -11,7 +11,7 @@
 //   it on its core, so the waiter yields from its first idle turn (pureSpin 0): pure
 //   spinning made it hold the core that the rank holding the data needed. It still polls
 //   (yielding) before it blocks: blocking at once cost a futex wake-up per step
-//   (docs/performance/changes.md, "The wait policy where ranks outnumber cores").
+//   (bench/results/performance-changes.md, "The wait policy where ranks outnumber cores").
 // - The engine polls with COLLIE_BUSY_POLL, the shm transport with COLLIE_SHM_SPIN.
 // - The policy changes how long a rank burns its core, never what it plans: nothing
 //   here feeds the tuner, so ranks may hold different policies (different affinity
