@@ -19,11 +19,11 @@
 
 #include "collie/store.h"
 #include "collie/unique_id.h"
-#include "core/bootstrap/job_secret.h"
 #include "core/comm/join_agreement.h"
 #include "core/config/config.h"
 #include "core/config/knob.h"
-#include "core/engine/wait_policy.h"
+#include "core/net/job_secret.h"
+#include "core/transport/wait_policy.h"
 #include "tools/commands.h"
 #include "tools/launcher.h"
 #include "transports/shm/shm_names.h"

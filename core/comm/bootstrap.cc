@@ -13,16 +13,16 @@
 #include <sstream>
 
 #include "collie/communicator.h"
-#include "core/bootstrap/job_secret.h"
 #include "core/comm/communicator_impl.h"
 #include "core/comm/join_agreement.h"
 #include "core/comm/options_config.h"
 #include "core/config/config.h"
-#include "core/engine/wait_policy.h"
 #include "core/kernel/device_memory.h"
 #include "core/log/log.h"
+#include "core/net/job_secret.h"
 #include "core/transport/device_windows.h"
 #include "core/transport/transport.h"
+#include "core/transport/wait_policy.h"
 #include "core/tune/tune_probe.h"
 
 namespace collie {

@@ -14,13 +14,13 @@
 #include <thread>
 
 #include "collie/communicator.h"
-#include "core/bootstrap/job_secret.h"
 #include "core/bootstrap/store_server.h"
 #include "core/comm/communicator_impl.h"
 #include "core/comm/options_config.h"
 #include "core/config/config.h"
 #include "core/config/knob.h"
 #include "core/log/log.h"
+#include "core/net/job_secret.h"
 #include "core/net/socket.h"
 
 namespace collie {

@@ -13,10 +13,10 @@
 #include <cstring>
 
 #include "collie/communicator.h"
-#include "core/bootstrap/job_secret.h"
 #include "core/comm/communicator_impl.h"
 #include "core/comm/options_config.h"
 #include "core/log/log.h"
+#include "core/net/job_secret.h"
 
 namespace collie {
 

@@ -6,8 +6,8 @@
 #include <thread>
 
 #include "core/engine/engine.h"
-#include "core/engine/fingerprint.h"
 #include "core/log/log.h"
+#include "core/plan/fingerprint.h"
 
 namespace collie {
 namespace {

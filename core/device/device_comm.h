@@ -22,7 +22,7 @@
 //     whose start waits for the peer's previous one: larger slots mean fewer such
 //     hand-offs per byte (on an H200 under MPS a hand-off costs tens of microseconds).
 // Mismatch: collective number s (counted on the device path) opens with a check
-// kernel that writes this rank's fingerprint (core/engine/fingerprint.h) into its
+// kernel that writes this rank's fingerprint (core/plan/fingerprint.h) into its
 // slot s % 2, posts `posted = s + 1`, waits for every peer's post and compares. A
 // difference stores the peer's fingerprint and a mismatch code naming it into mapped
 // memory, every step after it skips, and the Work fails with Mismatch naming the peer

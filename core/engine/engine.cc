@@ -7,9 +7,9 @@
 #include <thread>
 
 #include "core/engine/cycle_clock.h"
-#include "core/engine/fingerprint.h"
 #include "core/engine/wait_pattern.h"
 #include "core/log/log.h"
+#include "core/plan/fingerprint.h"
 
 namespace collie {
 

@@ -9,8 +9,8 @@
 
 #include "collie/types.h"
 #include "core/config/config.h"
-#include "core/engine/wait_policy.h"
 #include "core/plan/layout.h"
+#include "core/transport/wait_policy.h"
 
 namespace collie {
 
@@ -23,7 +23,7 @@ struct EngineConfig {
   Algorithm algorithm = Algorithm::kAuto;  // kAuto: the tuner picks
   std::chrono::microseconds timeout{300'000'000};
   // How the engine waits between turns without progress: COLLIE_BUSY_POLL adapted to the
-  // host's ranks and CPUs at creation (core/engine/wait_policy.h).
+  // host's ranks and CPUs at creation (core/transport/wait_policy.h).
   WaitPolicy wait;
   bool reduceOnReceive = true;  // COLLIE_RECV_REDUCE: use Connection::postRecvReduce()
   // COLLIE_TUNE_ADAPT_MAX: the largest all-reduce whose team step's cma is timed against

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <utility>
 
-#include "core/engine/fingerprint.h"
+#include "core/plan/fingerprint.h"
 
 namespace collie {
 

@@ -26,9 +26,9 @@
 #include <string>
 #include <vector>
 
-#include "core/engine/fingerprint.h"
 #include "core/engine/tag_matcher.h"
 #include "core/kernel/reduce_backend.h"
+#include "core/plan/fingerprint.h"
 #include "core/plan/schedule.h"
 #include "core/transport/transport.h"
 

@@ -5,9 +5,9 @@
 #include <new>
 #include <thread>
 
-#include "core/engine/fingerprint.h"
 #include "core/kernel/reduce_backend.h"
 #include "core/log/log.h"
+#include "core/plan/fingerprint.h"
 
 namespace collie {
 

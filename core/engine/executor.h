@@ -7,7 +7,7 @@
 // (torch's batch_isend_irecv posts every irecv before its isend, one call at a time)
 // and completes each as it finishes. Between turns without progress it spins for
 // EngineConfig::wait.busyPoll (yielding after wait.pureSpin; both adapted to ranks
-// outnumbering cores, core/engine/wait_policy.h), then blocks in the transports'
+// outnumbering cores, core/transport/wait_policy.h), then blocks in the transports'
 // waitForActivity().
 //
 // Deadlines and their messages: an operation that sees no progress for

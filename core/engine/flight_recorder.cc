@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "core/engine/fingerprint.h"
 #include "core/log/log.h"
+#include "core/plan/fingerprint.h"
 
 namespace collie {
 

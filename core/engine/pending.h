@@ -1,6 +1,6 @@
 // Pending: one submitted operation on its way from the queue to its execution.
 //
-// Planned (its schedule), tagged (its fingerprint, core/engine/fingerprint.h) and
+// Planned (its schedule), tagged (its fingerprint, core/plan/fingerprint.h) and
 // recorded in the flight recorder; `work` is completed with its final status by
 // whoever ends it. A group (Engine::submitGroup) is one Pending whose further
 // operations are in `group`, run alongside the first. A plain value: owned by one
@@ -11,8 +11,8 @@
 #include <memory>
 #include <vector>
 
-#include "core/engine/fingerprint.h"
 #include "core/engine/work_state.h"
+#include "core/plan/fingerprint.h"
 #include "core/plan/schedule.h"
 
 namespace collie {

@@ -1,6 +1,6 @@
 #include "core/engine/progress_queue.h"
 
-#include "core/engine/fingerprint.h"
+#include "core/plan/fingerprint.h"
 
 namespace collie {
 

@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "collie/status.h"
-#include "core/engine/fingerprint.h"
+#include "core/plan/fingerprint.h"
 #include "core/transport/transport.h"
 
 namespace collie {

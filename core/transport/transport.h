@@ -36,7 +36,6 @@
 #include "collie/unique_id.h"
 #include "core/config/config.h"
 #include "core/kernel/reduce_backend.h"
-#include "core/plan/schedule.h"
 #include "core/plan/team.h"
 
 namespace collie {

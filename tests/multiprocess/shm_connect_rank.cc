@@ -20,7 +20,7 @@
 
 #include "collie/store.h"
 #include "collie/unique_id.h"
-#include "core/bootstrap/job_secret.h"
+#include "core/net/job_secret.h"
 #include "transports/shm/shm_transport.h"
 
 int main(int argc, char** argv) {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/engine/wait_policy.h"
+#include "core/transport/wait_policy.h"
 #include "support/rank_threads.h"
 #include "support/reference.h"
 #include "transports/shm/shm_board.h"

@@ -28,8 +28,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/bootstrap/job_secret.h"
 #include "core/net/handshake.h"
+#include "core/net/job_secret.h"
 #include "support/quick_matrix.h"
 #include "support/rank_threads.h"
 

@@ -14,7 +14,7 @@
 #include <mutex>
 #include <thread>
 
-#include "core/engine/fingerprint.h"
+#include "core/plan/fingerprint.h"
 
 namespace collie {
 namespace {

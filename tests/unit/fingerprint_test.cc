@@ -1,7 +1,7 @@
 // Fingerprints: which fields a tag carries (a root for broadcast and reduce, no peer for
 // send/recv, whose two halves name each other) and how a tag and a disagreement read:
 // a send's or recv's other rank is named as its peer, never as a root.
-#include "core/engine/fingerprint.h"
+#include "core/plan/fingerprint.h"
 
 #include <gtest/gtest.h>
 

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/engine/fingerprint.h"
+#include "core/plan/fingerprint.h"
 
 namespace collie {
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/bootstrap/job_secret.h"
+#include "core/net/job_secret.h"
 
 namespace collie::shm {
 namespace {

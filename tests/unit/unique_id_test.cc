@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <random>
 
-#include "core/bootstrap/job_secret.h"
 #include "core/common/sha256.h"
+#include "core/net/job_secret.h"
 
 namespace collie {
 namespace {

@@ -1,6 +1,6 @@
-// The wait policy (core/engine/wait_policy.h): the CPUs a rank counts, and how it waits
+// The wait policy (core/transport/wait_policy.h): the CPUs a rank counts, and how it waits
 // with a core per rank and with more ranks than cores.
-#include "core/engine/wait_policy.h"
+#include "core/transport/wait_policy.h"
 
 #include <gtest/gtest.h>
 #include <sched.h>

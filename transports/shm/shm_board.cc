@@ -12,10 +12,10 @@
 #include <cstring>
 
 #include "core/config/config.h"
-#include "core/engine/fingerprint.h"
 #include "core/kernel/reduce_backend.h"
 #include "core/log/log.h"
 #include "core/memory/shared_region.h"
+#include "core/plan/fingerprint.h"
 #include "transports/shm/shm_board_layout.h"
 #include "transports/shm/shm_names.h"
 #include "transports/shm/shm_segment.h"

@@ -66,9 +66,9 @@
 #include <string>
 #include <vector>
 
-#include "core/engine/wait_policy.h"
 #include "core/transport/team.h"
 #include "core/transport/transport.h"
+#include "core/transport/wait_policy.h"
 #include "transports/shm/shm_cma.h"
 #include "transports/shm/shm_connection.h"
 #include "transports/shm/shm_direct.h"

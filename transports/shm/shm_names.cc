@@ -8,8 +8,8 @@
 
 #include <cerrno>
 
-#include "core/bootstrap/job_secret.h"
 #include "core/config/config.h"
+#include "core/net/job_secret.h"
 #include "transports/shm/shm_segment.h"
 
 namespace collie::shm {

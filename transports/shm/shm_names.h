@@ -3,7 +3,7 @@
 // Every object collie creates in /dev/shm is named
 //   "/collie-<job tag>-<32 random hex digits>"        a rank's FIFO segment (shm_segment.h)
 //   "/collie-<job tag>-board-<32 random hex digits>"  a rank's board (shm_board.h)
-// The job tag (16 hex digits, core/bootstrap/job_secret.h publicJobTag) holds no secret
+// The job tag (16 hex digits, core/net/job_secret.h publicJobTag) holds no secret
 // bit; the random part keeps names unguessable, and only the job's (secret-protected)
 // store tells peers a name. The tag scopes names to the job that `collie run` launched, so
 // the launcher can remove whatever its ranks left behind when it exits, whatever their

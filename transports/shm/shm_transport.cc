@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "core/config/config.h"
-#include "core/engine/wait_policy.h"
 #include "core/log/log.h"
+#include "core/transport/wait_policy.h"
 #include "transports/shm/shm_board.h"
 #include "transports/shm/shm_connection.h"
 #include "transports/shm/shm_names.h"
@@ -219,7 +219,7 @@ Result<std::vector<std::unique_ptr<Connection>>> ShmTransport::connect(
       connections.push_back(std::make_unique<ShmConnection>(shared_, peer, ch, send, recv));
     }
   }
-  // Ranks outnumbering the CPUs (core/engine/wait_policy.h): waits yield from the start,
+  // Ranks outnumbering the CPUs (core/transport/wait_policy.h): waits yield from the start,
   // and the board's crossover moves, which every rank's board then agrees on (the
   // largest wins).
   wait_ = waitPolicyFor(ctx_.config.duration("COLLIE_SHM_SPIN"), static_cast<int>(peers.size()) + 1,

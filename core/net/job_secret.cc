@@ -1,4 +1,4 @@
-#include "core/bootstrap/job_secret.h"
+#include "core/net/job_secret.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "core/engine/wait_policy.h"
+#include "core/transport/wait_policy.h"
 
 #include <sched.h>
 

@@ -1,4 +1,4 @@
-#include "core/engine/fingerprint.h"
+#include "core/plan/fingerprint.h"
 
 #include <cstdio>
 
