@@ -75,10 +75,13 @@ def all_reduce_(tensor, op=dist.ReduceOp.SUM, group=None):
         group = _world.default_pg
         if group is None:
             group = dist.distributed_c10d._get_default_group()  # raises: not initialized
-    backend = _direct_backends.get(group, _UNKNOWN)
-    if backend is _UNKNOWN:
+    try:
+        backend = _direct_backends.get(group, _UNKNOWN)
+    except TypeError:  # not weakly referable: GroupMember.NON_GROUP_MEMBER, an int
         if group == dist.GroupMember.NON_GROUP_MEMBER:
-            return tensor
+            return tensor  # as dist.all_reduce: this rank is not in the group
+        raise
+    if backend is _UNKNOWN:
         backend = group._get_backend(torch.device("cpu"))
         backend = backend if isinstance(backend, _C.Backend) else None
         _direct_backends[group] = backend

@@ -407,6 +407,14 @@ def check_direct_all_reduce(c, pg, reference):
     c.equal("all_reduce_ on gloo", g, torch.arange(6.0) * world + sum(range(world)))
     c.raises("all_reduce_ sparse", "dense", lambda: torch_collie.all_reduce_(
         torch.eye(3).to_sparse(), group=pg))
+    # A group without this rank (new_group gives it GroupMember.NON_GROUP_MEMBER): the
+    # tensor is left as is, as dist.all_reduce leaves it.
+    sub = dist.new_group([0], backend="collie")
+    t = torch.full((3,), float(rank + 1))
+    c.equal("all_reduce_ group of rank 0", torch_collie.all_reduce_(t, group=sub),
+            torch.full((3,), float(rank + 1)))
+    if rank == 0:
+        dist.destroy_process_group(sub)
 
 
 def check_mixed_all_to_all(c):

@@ -115,10 +115,10 @@ void CollieBackend::allreduceNow(at::Tensor& tensor, const c10d::ReduceOp& op) {
   at::Tensor view = asReal(tensor, op, what, rank_);
   Reduction r = reduction(view, op, what, rank_);
   at::Tensor buf = prepared(view, r);
-  sequence_.fetch_add(1);  // a collective of the group, as the ones through torch
   collie::Work work =
       orFail(comm_->allReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), r.dtype, r.op, r.scalar),
              what, rank_);
+  sequence_.fetch_add(1);  // issued: a collective of the group, as the ones through torch
   // collie bounds the operation by the communicator's deadline; a group timeout set with
   // setTimeout bounds it too, as it bounds every other call.
   collie::Status status;
