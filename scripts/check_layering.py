@@ -254,13 +254,10 @@ def main():
             seen.add(key)
             continue
         failures.append(f"{rel}:{lineno}: {from_layer} includes {to_layer} ({header})")
-    for f, h, why in ALLOWED:
-        if (f, h) not in seen:
-            failures.append(f"{f}: ALLOWED entry for {h} no longer occurs; remove it ({why})")
-    for f, h, why in KNOWN_VIOLATIONS:
-        if (f, h) not in seen:
-            failures.append(f"{f}: KNOWN_VIOLATIONS entry for {h} no longer occurs; "
-                            f"remove it ({why})")
+    for name, entries in (("ALLOWED", ALLOWED), ("KNOWN_VIOLATIONS", KNOWN_VIOLATIONS)):
+        for f, h, why in entries:
+            if (f, h) not in seen:
+                failures.append(f"{f}: {name} entry for {h} no longer occurs; remove it ({why})")
     if failures:
         for line in failures:
             print(line)

@@ -267,6 +267,13 @@ Status Engine::executeInline(Pending& pending) {
   return finish(pending.flightId, pending.tag, executor_.execute(pending, nullptr));
 }
 
+Work Engine::runInline(const std::shared_ptr<const Schedule>& schedule, const CollectiveArgs& args,
+                       const void* input, void* output) {
+  Pending pending = makePending(schedule, input, output, queue_.tagInline(args), nullptr);
+  pending.scalar = args.scalar;
+  return inlineResult(executeInline(pending));
+}
+
 bool Engine::submitPlannedInline(const CollectiveArgs& args, const void* input, void* output,
                                  bool anySize, Result<Work>* result) {
   if (!anySize && elementsPerRank(args) * dataTypeSize(args.dtype) > kScheduleInlineMaxBytes) {
@@ -279,10 +286,7 @@ bool Engine::submitPlannedInline(const CollectiveArgs& args, const void* input, 
     *result = schedule.status();
     return true;
   }
-  Pending pending = makePending(*schedule, input, output, queue_.tagInline(args), nullptr);
-  pending.scalar = args.scalar;
-  Status status = executeInline(pending);
-  *result = inlineResult(std::move(status));
+  *result = runInline(*schedule, args, input, output);
   return true;
 }
 
@@ -315,20 +319,14 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
   if (anySize) {
     // Run at submit: as the progress thread would run it (Executor::execute: the timing of
     // cma against the ring, the team step, its fallback).
-    Pending pending = makePending(kept, input, output, queue_.tagInline(args), nullptr);
-    pending.scalar = args.scalar;
-    Status status = executeInline(pending);
-    *result = inlineResult(std::move(status));
+    *result = runInline(kept, args, input, output);
     return true;
   }
   const Schedule& schedule = *kept;
   const TeamAlgorithms algorithms = inlineTeam_;
   if (!inlineTeamStep_) {
     if (!small()) return false;
-    Pending pending = makePending(kept, input, output, queue_.tagInline(args), nullptr);
-    pending.scalar = args.scalar;
-    Status status = executeInline(pending);
-    *result = inlineResult(std::move(status));
+    *result = runInline(kept, args, input, output);
     return true;
   }
   // A pre-multiplied sum's input is scaled first (Executor::execute): never inline to the

@@ -160,6 +160,10 @@ class Engine : private ProgressQueue::Runner {
   Status keepPlan(const CollectiveArgs& args);
   // With the running claim held: runs `pending`'s steps to the end on this thread.
   Status executeInline(Pending& pending);
+  // With the running claim held: runs `schedule` (planned for `args`) on this thread,
+  // tagged as an inline collective; the Work it returns is done.
+  Work runInline(const std::shared_ptr<const Schedule>& schedule, const CollectiveArgs& args,
+                 const void* input, void* output);
   // The Work an inline run returns: the shared done state, or its failure.
   static Work inlineResult(Status status);
   // Records the end of run collective `tag`; a failure is given up on (and returned

@@ -17,6 +17,7 @@ import torch.nn as nn
 
 import torch_collie  # registers "collie"
 from torch_contract_checks import check_contract, check_single_rank
+from torch_extension_checks import check_extensions
 
 WORLD = 2
 STEPS = 5
@@ -342,6 +343,7 @@ def worker(rank, init_file, result_dir):
         check_collectives(rank, collie, gloo, failures)
         check_blocking_large(rank, collie, failures)
         check_contract(rank, WORLD, gloo, failures)
+        check_extensions(rank, WORLD, gloo, failures)
         # A second collie group: its own communicator, rendezvous under its own prefix,
         # configured by its pg_options (tcp on loopback here, shm for the world group).
         sub = dist.new_group(backend="collie",

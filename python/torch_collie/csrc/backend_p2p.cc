@@ -129,16 +129,19 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::alltoall_base(at::Tensor& output, 
     }
   }
   // Rows of dim 0 per rank: equal shares without splits (pytorch's wording on errors).
+  auto rowsOf = [](const at::Tensor& t) { return t.dim() == 0 ? int64_t{1} : t.size(0); };
+  auto equalShare = [&](const at::Tensor& t) {
+    if (rowsOf(t) % size_ != 0) {
+      invalid(what, rank_, "Tensor's dim 0 does not divide equally across group size");
+    }
+    return rowsOf(t) / size_;
+  };
   auto split = [&](const at::Tensor& t, const std::vector<int64_t>& sizes) {
     std::vector<at::Tensor> parts;
-    const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+    const int64_t rows = rowsOf(t);
     if (sizes.empty()) {
-      if (rows % size_ != 0) {
-        invalid(what, rank_, "Tensor's dim 0 does not divide equally across group size");
-      }
-      for (int p = 0; p < size_; ++p) {
-        parts.push_back(t.narrow(0, p * (rows / size_), rows / size_));
-      }
+      const int64_t share = equalShare(t);
+      for (int p = 0; p < size_; ++p) parts.push_back(t.narrow(0, p * share, share));
       return parts;
     }
     if (static_cast<int>(sizes.size()) != size_) {
@@ -162,11 +165,8 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::alltoall_base(at::Tensor& output, 
   Call call(c10d::OpType::ALLTOALL_BASE, "collie:all_to_all", what, {input}, {{output}},
             opts.timeout);
   if (inputSplits.empty() && outputSplits.empty()) {
-    for (const at::Tensor* t : {&in, &out}) {
-      if ((t->dim() == 0 ? 1 : t->size(0)) % size_ != 0) {
-        invalid(what, rank_, "Tensor's dim 0 does not divide equally across group size");
-      }
-    }
+    equalShare(in);
+    equalShare(out);
     // Equal shares asked for (no splits): the all-to-all of one count, with the engine's
     // one-copy paths (the shm board, CMA) that one with a count per peer has not. A rank
     // that passes splits uses the latter: every rank of a call must do the same (a rank

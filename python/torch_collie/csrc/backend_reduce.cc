@@ -121,24 +121,14 @@ void CollieBackend::allreduceNow(at::Tensor& tensor, const c10d::ReduceOp& op) {
   sequence_.fetch_add(1);  // issued: a collective of the group, as the ones through torch
   // collie bounds the operation by the communicator's deadline; a group timeout set with
   // setTimeout bounds it too, as it bounds every other call.
-  collie::Status status;
-  if (const int64_t ms = defaultCallTimeoutMs_.load(); ms > 0) {
-    status = work.wait(std::chrono::milliseconds(ms));
-    if (!work.test()) {
-      comm_->abort();
-      (void)work.wait();
-      C10_THROW_ERROR(DistBackendError,
-                      prefix(what, rank_) + "timed out after " + std::to_string(ms) +
-                          " ms (the group's timeout); the group's communicator was aborted, "
-                          "since a collective cannot be taken back half done");
-    }
-  } else {
-    status = work.wait();
+  const std::chrono::milliseconds timeout(defaultCallTimeoutMs_.load());
+  collie::Status status = timeout.count() > 0 ? work.wait(timeout) : work.wait();
+  if (!work.test()) {
+    comm_->abort();
+    (void)work.wait();  // the abort ends it at once
+    std::rethrow_exception(operationTimedOut(what, rank_, timeout, "the group's timeout"));
   }
-  if (!status.isOk()) {
-    C10_THROW_ERROR(DistBackendError, "collie: " + std::string(what) + " failed on rank " +
-                                          std::to_string(rank_) + ": " + status.toString());
-  }
+  if (!status.isOk()) std::rethrow_exception(operationFailed(what, rank_, status));
   if (!buf.is_same(view)) view.copy_(buf);
 }
 

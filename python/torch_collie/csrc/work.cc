@@ -28,6 +28,20 @@ std::exception_ptr makeBackendError(const std::string& message) {
   }
 }
 
+std::exception_ptr operationFailed(const std::string& what, int rank,
+                                   const collie::Status& status) {
+  return makeBackendError("collie: " + what + " failed on rank " + std::to_string(rank) + ": " +
+                          status.toString());
+}
+
+std::exception_ptr operationTimedOut(const std::string& what, int rank,
+                                     std::chrono::milliseconds timeout, const char* whose) {
+  return makeBackendError("collie: " + what + " on rank " + std::to_string(rank) +
+                          ": timed out after " + std::to_string(timeout.count()) + " ms (" + whose +
+                          "); the group's communicator was aborted, since a collective cannot be "
+                          "taken back half done");
+}
+
 CollieWork::CollieWork(int rank, c10d::OpType type, const char* profilingTitle,
                        const std::vector<at::Tensor>& inputs,
                        std::vector<std::vector<at::Tensor>> outputs, uint64_t sequence)
@@ -152,11 +166,7 @@ void CompletionQueue::finishCall(PendingCall& call) {
     if (!op.test()) {
       // The call's own deadline passed: fail it, then end the operation behind it.
       if (!error) {
-        error = makeBackendError(
-            "collie: " + call.what + " on rank " + std::to_string(rank_) + ": timed out after " +
-            std::to_string(call.timeout.count()) +
-            " ms (the timeout of its options); the group's communicator was aborted, since "
-            "a collective cannot be taken back half done");
+        error = operationTimedOut(call.what, rank_, call.timeout, "the timeout of its options");
       }
       if (call.onTimeout) call.onTimeout();
       call.onTimeout = nullptr;
@@ -165,8 +175,7 @@ void CompletionQueue::finishCall(PendingCall& call) {
     }
     collie::Status status = op.status();
     if (!status.isOk() && !error) {
-      error = makeBackendError("collie: " + call.what + " failed on rank " + std::to_string(rank_) +
-                               ": " + status.toString());
+      error = operationFailed(call.what, rank_, status);
     }
   }
   if (call.cleanup) call.cleanup();

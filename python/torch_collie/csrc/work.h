@@ -145,5 +145,10 @@ class CompletionQueue {
 // Raises a c10::DistBackendError as an exception_ptr (Python sees
 // torch.distributed.DistBackendError).
 std::exception_ptr makeBackendError(const std::string& message);
+// The errors of a call whose collie operation failed with `status`, or whose `timeout`
+// (`whose`: "the timeout of its options", ...) passed, the communicator then aborted.
+std::exception_ptr operationFailed(const std::string& what, int rank, const collie::Status& status);
+std::exception_ptr operationTimedOut(const std::string& what, int rank,
+                                     std::chrono::milliseconds timeout, const char* whose);
 
 }  // namespace torch_collie
