@@ -5,9 +5,13 @@ Usage: bench/ab.py --a BUILD_DIR_A --b BUILD_DIR_B [--ranks 2] [--rounds 5]
                    [--max 64M] [--min 8] [--transport shm|tcp] [--perf-args "-R 1"]
                    [--collective allreduce] [--json FILE]
                    [--a-env "K=V ..."] [--b-env "K=V ..."]
+                   [--a-perf-args "..."] [--b-perf-args "..."]
 
 --a-env/--b-env set knobs for one side only, so that one build can be its own baseline
-(e.g. --a build --b build --a-env COLLIE_SHM_THP_MIN=0).
+(e.g. --a build --b build --a-env COLLIE_SHM_THP_MIN=0); --a-perf-args/--b-perf-args
+add `collie perf` arguments for one side only (e.g. bfloat16 against float32 at the same
+bytes: --a build --b build --b-perf-args "-d bfloat16"; B/A is then float32's busbw
+over bfloat16's).
 
 A round runs bench's `roofline` once (streaming copy, 2-process dual-write all-reduce,
 cache-line ping-pong: the VM's vCPU placement), then the whole size sweep of `collie
@@ -92,16 +96,17 @@ def sweep(collie, ranks, lo, hi, iters, warmup, transport, extra, env):
             for r in doc["results"]}
 
 
-def run_build(collie, args, env):
+def run_build(collie, args, env, side_args):
     cells = {}
+    extra = args.perf_args + side_args
     lo, hi = args.min, args.max
     if lo <= SMALL_MAX:
         cells.update(sweep(collie, args.ranks, lo, min(hi, SMALL_MAX), 500, 2000,
-                           args.transport, args.perf_args, env))
+                           args.transport, extra, env))
         lo = SMALL_MAX * 4
     if lo <= hi:
         cells.update(sweep(collie, args.ranks, lo, hi, 10, args.large_warmup, args.transport,
-                           args.perf_args, env))
+                           extra, env))
     return cells
 
 
@@ -133,8 +138,11 @@ def main():
     parser.add_argument("--json", help="write every cell here")
     parser.add_argument("--a-env", default="", help="K=V ... set for build A's runs only")
     parser.add_argument("--b-env", default="", help="K=V ... set for build B's runs only")
+    parser.add_argument("--a-perf-args", default="", help="collie perf arguments for A only")
+    parser.add_argument("--b-perf-args", default="", help="collie perf arguments for B only")
     args = parser.parse_args()
     args.perf_args = args.perf_args.split()
+    side_args = {"A": args.a_perf_args.split(), "B": args.b_perf_args.split()}
     COLLECTIVE[0] = args.collective
     builds = {"A": collie_binary(args.a), "B": collie_binary(args.b)}
     envs = {"A": parse_env(args.a_env), "B": parse_env(args.b_env)}
@@ -143,7 +151,8 @@ def main():
     for r in range(args.rounds):
         ceiling = roofline(args.b)
         order = ["A", "B"] if r % 2 == 0 else ["B", "A"]
-        cells = {name: run_build(builds[name], args, envs[name]) for name in order}
+        cells = {name: run_build(builds[name], args, envs[name], side_args[name])
+                 for name in order}
         rounds.append({"roofline": ceiling, "A": cells["A"], "B": cells["B"]})
         placement = ceiling["placement"] if ceiling else "?"
         print(f"# round {r + 1}/{args.rounds} done ({placement} placement)", file=sys.stderr)
@@ -151,10 +160,13 @@ def main():
     sizes = sorted(rounds[0]["A"])
     slower = []
     ceilings = [x["roofline"] for x in rounds if x["roofline"]]
-    print(f"collie {args.collective}, {args.ranks} ranks, float sum{', ' + args.transport if args.transport else ''}"
+    print(f"collie {args.collective}, {args.ranks} ranks, sum{', ' + args.transport if args.transport else ''}"
           f"{' ' + ' '.join(args.perf_args) if args.perf_args else ''}; "
-          f"A = {args.a}{' ' + args.a_env if args.a_env else ''}, "
-          f"B = {args.b}{' ' + args.b_env if args.b_env else ''}; median of {args.rounds} interleaved rounds")
+          f"A = {args.a}{' ' + args.a_env if args.a_env else ''}"
+          f"{' ' + args.a_perf_args if args.a_perf_args else ''}, "
+          f"B = {args.b}{' ' + args.b_env if args.b_env else ''}"
+          f"{' ' + args.b_perf_args if args.b_perf_args else ''}; "
+          f"median of {args.rounds} interleaved rounds")
     if ceilings:
         print(f"ceiling per round (median): dual-write "
               f"{statistics.median(c['dualwrite_busbw_gbps'] for c in ceilings):.2f} GB/s busbw, "

@@ -152,6 +152,11 @@ else
   step device_timeout_n4 correctness 45 $run -n 4 -- "$rank" timeout 5000
   step device_mismatch_n4 correctness 30 $run -n 4 -- "$rank" mismatch
   step device_premul_n2 correctness 30 $run -n 2 -- "$rank" premul 1000000
+  # An NCCL program (NVIDIA's nccl.h, -lnccl) on collie's libnccl.so.2 with device
+  # buffers and its own streams; then the last rank leaves mid-job (async error, abort).
+  step nccl_device_n2 correctness 90 $run -n 2 -- "$bin/nccl_device_check" "$out/nccl_id_n2"
+  step nccl_device_fault_n2 correctness 60 env COLLIE_TIMEOUT=10s \
+    $run -n 2 -- "$bin/nccl_device_check" "$out/nccl_id_fault_n2" fault
   # Bandwidth of the kernels, one process: reduce-copy and torch.add in interleaved
   # rounds, so that both see the same minutes of the machine (the goals take medians).
   for round in 1 2 3; do
@@ -206,6 +211,8 @@ else
     step device_matrix_ring_n4_mps correctness 90 $run -n 4 -- "$rank" matrix 67108864 ring
     step device_matrix_tree_n4_mps correctness 60 $run -n 4 -- "$rank" matrix 16777216 tree
     step device_premul_n4_mps correctness 30 $run -n 4 -- "$rank" premul 16777216
+    step nccl_device_n4_mps correctness 90 $run -n 4 -- "$bin/nccl_device_check" \
+      "$out/nccl_id_n4"
     step perf_allreduce_device_n2_mps bench 60 $run -n 2 -- "$bin/collie" perf allreduce \
       -b 1K -e 1G -f 4 -n 10 -w 2 -c 1 --device 1
     step perf_allreduce_device_n4_mps bench 45 $run -n 4 -- "$bin/collie" perf allreduce \

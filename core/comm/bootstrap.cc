@@ -389,6 +389,11 @@ Result<std::unique_ptr<Communicator>> Communicator::Impl::create(const UniqueId&
   impl->topology = std::move(topology);
   impl->deviceRuntime = context.deviceRuntime;
   impl->devicePointersPossible = context.deviceRuntime != nullptr || cudaDeviceCount() > 0;
+  if (context.deviceRuntime != nullptr) {
+    Result<int> device = context.deviceRuntime->currentDevice();
+    if (!device.isOk()) return device.status().withContext("rank " + std::to_string(rank));
+    impl->deviceOrdinal = *device;
+  }
   COLLIE_RETURN_IF_ERROR(impl->openDevicePath(
       *config, slotBytes, settings.integer("COLLIE_DEVICE_PROFILE") != 0, std::move(*windows)));
   impl->id = id;

@@ -34,7 +34,13 @@ std::string Communicator::describeTopology(bool withHosts) const {
   return impl_->topology.describe(withHosts);
 }
 
-void Communicator::abort() { impl_->engine->abort(); }
+void Communicator::abort() {
+  // The device path first: its waiting kernels end once the error word is set.
+  if (impl_->device != nullptr) impl_->device->abort();
+  impl_->engine->abort();
+}
+
+int Communicator::deviceOrdinal() const { return impl_->deviceOrdinal; }
 
 Status Communicator::registerBuffer(const void* ptr, size_t bytes) {
   Status status = registerSharedRange(this, ptr, bytes);
@@ -119,14 +125,18 @@ Result<Work> Communicator::Impl::submit(const CollectiveArgs& args, const void* 
   if (moves && (device != nullptr || staging != nullptr) &&
       (isDeviceBuffer(send) || isDeviceBuffer(recv))) {
     if (isPointToPoint(args.kind)) {
-      return unsupported(std::string(collectiveName(args.kind)) + " on rank " +
-                         std::to_string(rank) +
-                         ": point-to-point on device buffers is not implemented (docs/cuda.md); "
-                         "pass host buffers");
+      const bool isSend = args.kind == CollectiveKind::kSend;
+      return devicePointToPoint({PointToPoint{isSend, isSend ? const_cast<void*>(send) : recv,
+                                              args.count, args.dtype, args.peer, p2pTag}},
+                                stream);
     }
-    // The exchanges and the kinds with a count per rank have no device kernels: they are
+    // All-to-all moves its blocks as messages between the device windows; the other
+    // exchanges and the kinds with a count per rank have no device kernels: they are
     // staged through host memory, also where the device path runs the others.
     // Premulsum's multiply is a kernel of the device path (DeviceComm).
+    if (device != nullptr && args.kind == CollectiveKind::kAllToAll) {
+      return device->submitAllToAll(args, send, recv, stream);
+    }
     const bool staged = isExchange(args.kind) || hasBlockCounts(args.kind);
     if (device != nullptr && !staged) return device->submit(args, send, recv, stream);
     return staging->submit(args, send, recv, stream);
@@ -297,7 +307,41 @@ Result<Work> Communicator::recv(void* buf, size_t count, DataType dtype, int pee
   return impl_->pointToPoint(CollectiveKind::kRecv, buf, count, dtype, peer, tag);
 }
 
-Result<Work> Communicator::sendRecv(const std::vector<PointToPoint>& ops) {
+Result<Work> Communicator::Impl::devicePointToPoint(const std::vector<PointToPoint>& ops,
+                                                    void* stream) {
+  for (const PointToPoint& op : ops) {
+    const char* what = op.isSend ? "send (device buffers)" : "recv (device buffers)";
+    auto prefix = [&] { return std::string(what) + " on rank " + std::to_string(rank) + ": "; };
+    if (op.peer < 0 || op.peer >= nranks) {
+      return invalidArgument(prefix() + "peer " + std::to_string(op.peer) + " is outside [0, " +
+                             std::to_string(nranks) + ")");
+    }
+    COLLIE_RETURN_IF_ERROR(check(what, op.buffer, nullptr, op.count, op.dtype, nullptr, nullptr));
+    if (op.count > 0 && !isDeviceBuffer(op.buffer)) {
+      return invalidArgument(prefix() +
+                             "a host buffer in a group of device buffers; a group's sends and "
+                             "receives are all device memory or all host memory");
+    }
+    if (op.tag.has_value()) {
+      return unsupported(prefix() +
+                         "tagged point-to-point on device buffers is not implemented; "
+                         "device sends and receives match in order");
+    }
+  }
+  if (device == nullptr) {
+    return unsupported("send/recv on rank " + std::to_string(rank) +
+                       ": point-to-point on device buffers needs the device path between the "
+                       "ranks' GPUs (every rank on one host, docs/cuda.md); pass host buffers");
+  }
+  return device->submitPointToPoint(ops, stream);
+}
+
+Result<Work> Communicator::sendRecv(const std::vector<PointToPoint>& ops, void* stream) {
+  for (const PointToPoint& op : ops) {
+    if (op.count > 0 && impl_->isDeviceBuffer(op.buffer)) {
+      return impl_->devicePointToPoint(ops, stream);
+    }
+  }
   std::vector<Engine::GroupOp> group;
   group.reserve(ops.size());
   for (const PointToPoint& op : ops) {

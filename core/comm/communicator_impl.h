@@ -42,6 +42,7 @@ struct Communicator::Impl {
   // runtime did not take. False on a host without one, so that every collective's
   // buffer check costs a load instead of two calls into the CUDA probe.
   bool devicePointersPossible = false;
+  int deviceOrdinal = -1;  // the device current at creation; -1 without a device runtime
   std::unique_ptr<DeviceComm> device;
   std::unique_ptr<DeviceStaging> staging;
   // Kept for split() and shrink(): the job id, its store and this communicator's
@@ -82,6 +83,9 @@ struct Communicator::Impl {
   // submitted.
   Result<Work> pointToPoint(CollectiveKind kind, void* buf, size_t count, DataType dtype, int peer,
                             std::optional<int64_t> tag);
+  // Sends and receives on device buffers (Communicator::sendRecv, or one send or
+  // receive): checked here, then DeviceComm::submitPointToPoint on `stream`.
+  Result<Work> devicePointToPoint(const std::vector<PointToPoint>& ops, void* stream);
 };
 
 // kPreMulSum needs a scalar and no other op takes one: InvalidArgument naming `what`

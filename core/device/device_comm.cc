@@ -1,5 +1,6 @@
 #include "core/device/device_comm.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <optional>
@@ -15,11 +16,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Error word codes: kGenericTimeout, kPeerTimeoutBase + peer (the peer a step waited
-// for), or kPeerMismatchBase + peer (the peer whose fingerprint differs). Matches
-// kStepErrorTimeout = 1 of kernels/cuda/device_handles.h.
+// for), kPeerMismatchBase + peer (the peer whose fingerprint differs), or kAbortedCode
+// (DeviceComm::abort). Matches kStepErrorTimeout = 1 of kernels/cuda/device_handles.h.
 constexpr int32_t kGenericTimeout = 1;
 constexpr int32_t kPeerTimeoutBase = 2;
 constexpr int32_t kPeerMismatchBase = 1 << 24;
+constexpr int32_t kAbortedCode = 1 << 30;
 
 // How long past the device-side deadline the host waits for a stream before it
 // reports the collective as stuck (e.g. behind other work on the caller's stream).
@@ -99,7 +101,10 @@ Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceRuntime* runtime,
                            std::to_string(windows ? windows->bytes() : 0) + " bytes, need " +
                            std::to_string(regionBytes));
   }
+  Result<int> device = runtime->currentDevice();
+  if (!device.isOk()) return device.status().withContext(where);
   std::unique_ptr<DeviceComm> comm(new DeviceComm(runtime, config));
+  comm->device_ = *device;
   for (int r = 0; r < config.nranks; ++r) comm->peerRegions_[r] = windows->window(r);
   comm->region_ = comm->peerRegions_[config.rank];
   comm->windows_ = std::move(windows);
@@ -161,6 +166,31 @@ void DeviceComm::logProfile() {
                          << " step kernels waited " << waitedUs << " us for peers' flags ("
                          << (counters[1] > 0 ? waitedUs / static_cast<double>(counters[1]) : 0)
                          << " us per kernel)";
+}
+
+// The stream a submission launches on (null: the communicator's own), made to wait
+// first for the previous submission when that went to another stream.
+Result<DeviceStream> DeviceComm::orderAfterPrevious(DeviceStream stream) {
+  if (stream == nullptr) stream = ownStream_;
+  if (lastEvent_ && stream != lastStream_) {
+    COLLIE_RETURN_IF_ERROR(runtime_->streamWaitEvent(stream, lastEvent_.get()));
+  }
+  return stream;
+}
+
+// Graph capture would record kernels whose flag values and inbox slots belong to this
+// call's message counts; a replay would reuse them against peers that moved on.
+Status DeviceComm::refuseCapture(DeviceStream stream) const {
+  if (stream == nullptr) return Status();  // the communicator's own stream: never captured
+  Result<bool> capturing = runtime_->isCapturing(stream);
+  if (!capturing.isOk()) return capturing.status();
+  if (*capturing) {
+    return unsupported(
+        "the stream is being captured into a CUDA graph; collie's device collectives cannot "
+        "be captured yet (their kernels carry this call's message counts, which a replay "
+        "would reuse): issue the collective outside the capture");
+  }
+  return Status();
 }
 
 Status DeviceComm::ensureScratch(Scratch* scratch, size_t bytes) {
@@ -368,9 +398,41 @@ Status DeviceComm::launchSchedule(const Schedule& schedule, const void* input, v
 
 Status DeviceComm::Outcome::finish(const std::string& what, uint64_t fingerprint) {
   std::lock_guard<std::mutex> lock(mutex);
+  return describeLocked(what, fingerprint);
+}
+
+void DeviceComm::Outcome::remember(uint64_t sequence, uint64_t fingerprint) {
+  std::lock_guard<std::mutex> lock(mutex);
+  recent[sequence % kRecent] = fingerprint;
+}
+
+Status DeviceComm::Outcome::poll() {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!failed.isOk() || error == nullptr) return failed;
+  const int32_t code = std::atomic_ref<int32_t>(*error).load(std::memory_order_acquire);
+  if (code == 0) return Status();
+  // A mismatch names the collective by the sequence number in the peer's fingerprint;
+  // this rank's fingerprint of that collective is one of the recent ones.
+  uint64_t mine = 0;
+  if (code >= kPeerMismatchBase && code != kAbortedCode) {
+    const uint64_t theirs =
+        std::atomic_ref<uint64_t>(*peerFingerprint).load(std::memory_order_acquire);
+    const uint64_t sequence = decodeFingerprint(theirs).sequence;
+    for (uint64_t candidate : recent) {
+      if (candidate != 0 && decodeFingerprint(candidate).sequence == sequence) mine = candidate;
+    }
+  }
+  return describeLocked("a collective on rank " + std::to_string(rank) + " (device buffers)", mine);
+}
+
+Status DeviceComm::Outcome::describeLocked(const std::string& what, uint64_t fingerprint) {
   if (!failed.isOk()) return failed;
   const int32_t code = std::atomic_ref<int32_t>(*error).load(std::memory_order_acquire);
   if (code == 0) return Status();
+  if (code == kAbortedCode) {
+    failed = abortedError(what + ": the communicator was aborted");
+    return failed;
+  }
   if (code >= kPeerMismatchBase) {
     const int peer = code - kPeerMismatchBase;
     const uint64_t theirs =
@@ -397,12 +459,53 @@ Status DeviceComm::Outcome::finish(const std::string& what, uint64_t fingerprint
   return failed;
 }
 
+void DeviceComm::abort() {
+  std::lock_guard<std::mutex> lock(outcome_->mutex);
+  std::atomic_ref<int32_t>(*outcome_->error).store(kAbortedCode, std::memory_order_release);
+  if (outcome_->failed.isOk()) {
+    outcome_->failed = abortedError("rank " + std::to_string(config_.rank) +
+                                    ": the communicator was aborted (device path)");
+  }
+}
+
+namespace {
+// Makes the communicator's device current on this thread for a scope, restoring the
+// caller's after (ncclCommInitRank binds a communicator to the device current then).
+class DeviceScope {
+ public:
+  DeviceScope(DeviceRuntime& runtime, int device) : runtime_(runtime) {
+    Result<int> current = runtime.currentDevice();
+    if (!current.isOk()) {
+      status_ = current.status();
+      return;
+    }
+    previous_ = *current;
+    if (previous_ != device) status_ = runtime.setCurrentDevice(device);
+  }
+  ~DeviceScope() {
+    Result<int> current = runtime_.currentDevice();
+    if (status_.isOk() && current.isOk() && *current != previous_) {
+      (void)runtime_.setCurrentDevice(previous_);
+    }
+  }
+  const Status& status() const { return status_; }
+
+ private:
+  DeviceRuntime& runtime_;
+  int previous_ = 0;
+  Status status_;
+};
+}  // namespace
+
 Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, void* output,
                                 DeviceStream stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::string what = std::string(collectiveName(args.kind)) + " on rank " +
                            std::to_string(config_.rank) + " (device buffers)";
-  COLLIE_RETURN_IF_ERROR(outcome_->sticky());
+  COLLIE_RETURN_IF_ERROR(outcome_->poll());
+  DeviceScope onDevice(*runtime_, device_);
+  COLLIE_RETURN_IF_ERROR(onDevice.status().withContext(what));
+  COLLIE_RETURN_IF_ERROR(refuseCapture(stream).withContext(what));
   PlanParams params;
   params.rank = config_.rank;
   params.nranks = config_.nranks;
@@ -428,11 +531,11 @@ Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, v
     premulCount = *count;
     COLLIE_RETURN_IF_ERROR(ensureScratch(&premulScratch_, premulCount * dataTypeSize(args.dtype)));
   }
-  if (stream == nullptr) stream = ownStream_;
-  if (lastEvent_ && stream != lastStream_) {
-    COLLIE_RETURN_IF_ERROR(runtime_->streamWaitEvent(stream, lastEvent_.get()));
-  }
+  Result<DeviceStream> ordered = orderAfterPrevious(stream);
+  if (!ordered.isOk()) return ordered.status().withContext(what);
+  stream = *ordered;
   const uint64_t fingerprint = makeFingerprint(sequence_, args);
+  outcome_->remember(sequence_, fingerprint);
   Status launched = launchCheck(fingerprint, stream);
   const void* source = input;
   if (launched.isOk() && premulCount > 0) {
@@ -441,6 +544,12 @@ Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, v
     launched = scaled.status();
   }
   if (launched.isOk()) launched = launchSchedule(*schedule, source, output, stream);
+  return complete(launched, stream, what, fingerprint);
+}
+
+// The Work of what was just launched on `stream` (`launched`: how the launches went).
+Result<Work> DeviceComm::complete(const Status& launched, DeviceStream stream,
+                                  const std::string& what, uint64_t fingerprint) {
   Result<DeviceEvent> event =
       launched.isOk() ? runtime_->recordEvent(stream) : Result<DeviceEvent>(launched);
   if (!event.isOk()) {
@@ -463,6 +572,132 @@ Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, v
     return std::nullopt;
   };
   return Work(std::make_shared<WorkState>(std::move(poller)));
+}
+
+}  // namespace collie
+
+namespace collie {
+
+// Point-to-point over the inboxes. A message is one chunk of at most slotBytes; the
+// chunks to and from each peer are numbered in the order of the operations. Round j
+// launches the j-th message to every peer, then receives the j-th message from every
+// peer. With two slots per pair, the j-th send waits only for the peer to have read
+// message j - 2, which it did in round j - 2, so every rank finishes its sends of
+// round j and then its receives: no order of operations across ranks can deadlock.
+// Sends to this rank must pair up with receives from it, in order and by size.
+Status DeviceComm::checkSelfMoves(const std::vector<Move>& moves) const {
+  std::vector<size_t> sends, recvs;
+  for (const Move& move : moves) {
+    if (move.peer == config_.rank && move.bytes > 0) {
+      (move.isSend ? sends : recvs).push_back(move.bytes);
+    }
+  }
+  if (sends.size() != recvs.size()) {
+    return invalidArgument(std::to_string(sends.size()) + " send(s) to this rank but " +
+                           std::to_string(recvs.size()) + " receive(s) from it");
+  }
+  for (size_t i = 0; i < sends.size(); ++i) {
+    if (sends[i] != recvs[i]) {
+      return invalidArgument("send " + std::to_string(i) + " to this rank has " +
+                             std::to_string(sends[i]) + " bytes but its receive has " +
+                             std::to_string(recvs[i]));
+    }
+  }
+  return Status();
+}
+
+Status DeviceComm::launchMoves(const std::vector<Move>& moves, DeviceStream stream) {
+  const int n = config_.nranks;
+  const int self = config_.rank;
+  struct Chunk {
+    uint8_t* at;
+    size_t bytes;
+  };
+  std::vector<std::vector<Chunk>> out(n), in(n);
+  std::vector<const Move*> selfSends, selfRecvs;
+  for (const Move& move : moves) {
+    if (move.bytes == 0) continue;
+    if (move.peer == self) {
+      (move.isSend ? selfSends : selfRecvs).push_back(&move);
+      continue;
+    }
+    std::vector<Chunk>& chunks = (move.isSend ? out : in)[move.peer];
+    for (size_t offset = 0; offset < move.bytes; offset += config_.slotBytes) {
+      chunks.push_back({move.buffer + offset, std::min(config_.slotBytes, move.bytes - offset)});
+    }
+  }
+  for (size_t i = 0; i < selfSends.size() && i < selfRecvs.size(); ++i) {
+    COLLIE_RETURN_IF_ERROR(runtime_->memcpyAsync(selfRecvs[i]->buffer, selfSends[i]->buffer,
+                                                 selfSends[i]->bytes, stream));
+  }
+  size_t rounds = 0;
+  for (int p = 0; p < n; ++p) rounds = std::max({rounds, out[p].size(), in[p].size()});
+  Launcher launcher(*this);
+  for (size_t j = 0; j < rounds; ++j) {
+    for (int p = 0; p < n; ++p) {
+      if (j >= out[p].size()) continue;
+      DeviceCopyStep copy{out[p][j].at, nullptr, nullptr, out[p][j].bytes, launcher.baseSync()};
+      copy.peerOut = launcher.send(p, &copy.sync, 0);
+      COLLIE_RETURN_IF_ERROR(runtime_->launchCopy(copy, stream));
+    }
+    for (int p = 0; p < n; ++p) {
+      if (j >= in[p].size()) continue;
+      DeviceCopyStep copy{nullptr, in[p][j].at, nullptr, in[p][j].bytes, launcher.baseSync()};
+      copy.src = launcher.recv(p, &copy.sync, 0);
+      COLLIE_RETURN_IF_ERROR(runtime_->launchCopy(copy, stream));
+    }
+  }
+  return Status();
+}
+
+Result<Work> DeviceComm::submitPointToPoint(const std::vector<PointToPoint>& ops,
+                                            DeviceStream stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::string what =
+      "send/recv group on rank " + std::to_string(config_.rank) + " (device buffers)";
+  COLLIE_RETURN_IF_ERROR(outcome_->poll());
+  DeviceScope onDevice(*runtime_, device_);
+  COLLIE_RETURN_IF_ERROR(onDevice.status().withContext(what));
+  COLLIE_RETURN_IF_ERROR(refuseCapture(stream).withContext(what));
+  std::vector<Move> moves;
+  moves.reserve(ops.size());
+  for (const PointToPoint& op : ops) {
+    moves.push_back(
+        {op.isSend, static_cast<uint8_t*>(op.buffer), op.count * dataTypeSize(op.dtype), op.peer});
+  }
+  COLLIE_RETURN_IF_ERROR(checkSelfMoves(moves).withContext(what));
+  Result<DeviceStream> ordered = orderAfterPrevious(stream);
+  if (!ordered.isOk()) return ordered.status().withContext(what);
+  return complete(launchMoves(moves, *ordered), *ordered, what, 0);
+}
+
+// All-to-all: the fingerprint check (every rank agrees on count and dtype before a
+// byte moves), then block p of the input to rank p and block p of the output from it.
+Result<Work> DeviceComm::submitAllToAll(const CollectiveArgs& args, const void* input, void* output,
+                                        DeviceStream stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::string what = std::string(collectiveName(args.kind)) + " on rank " +
+                           std::to_string(config_.rank) + " (device buffers)";
+  COLLIE_RETURN_IF_ERROR(outcome_->poll());
+  DeviceScope onDevice(*runtime_, device_);
+  COLLIE_RETURN_IF_ERROR(onDevice.status().withContext(what));
+  COLLIE_RETURN_IF_ERROR(refuseCapture(stream).withContext(what));
+  const size_t block = args.count * dataTypeSize(args.dtype);
+  std::vector<Move> moves;
+  for (int p = 0; p < config_.nranks; ++p) {
+    const size_t at = static_cast<size_t>(p) * block;
+    moves.push_back(
+        {true, const_cast<uint8_t*>(static_cast<const uint8_t*>(input)) + at, block, p});
+    moves.push_back({false, static_cast<uint8_t*>(output) + at, block, p});
+  }
+  Result<DeviceStream> ordered = orderAfterPrevious(stream);
+  if (!ordered.isOk()) return ordered.status().withContext(what);
+  stream = *ordered;
+  const uint64_t fingerprint = makeFingerprint(sequence_, args);
+  outcome_->remember(sequence_, fingerprint);
+  Status launched = launchCheck(fingerprint, stream);
+  if (launched.isOk()) launched = launchMoves(moves, stream);
+  return complete(launched, stream, what, fingerprint);
 }
 
 }  // namespace collie

@@ -32,7 +32,16 @@
 // Completion: an event after the last launch; Work::wait()/test() poll it. A wait
 // that outlasts the communicator's timeout on the device stores the code of the peer
 // it waited for into the error word (mapped memory), later steps skip themselves, and
-// the Work fails with Timeout naming that peer. The failure is sticky.
+// the Work fails with Timeout naming that peer. The failure is sticky, and failure()
+// reads the error word itself, so the communicator's async error shows it while
+// kernels are still in flight and before anyone waits on a Work. abort() stores a code
+// of its own there: waiting kernels reread the word every few hundred polls and end,
+// so the stream drains in microseconds instead of at the device-side deadline.
+// Binding: a communicator runs on the device that was current when it was created
+// (deviceOrdinal()); submit() makes it current for its launches and restores the
+// caller's. Graph capture: a collective issued on a stream being captured is refused
+// (Unsupported): its step kernels carry this call's message counts, which a replay
+// would reuse.
 // Ordering: collectives on one stream follow stream order; a collective on another
 // stream than the previous one first waits (on the device) for the previous one.
 //
@@ -84,11 +93,27 @@ class DeviceComm {
   DeviceComm& operator=(const DeviceComm&) = delete;
 
   DeviceRuntime& runtime() const { return *runtime_; }
-  // The sticky failure of the device path (OK while healthy).
-  Status failure() const { return outcome_->sticky(); }
+  // The device path's failure (OK while healthy): the sticky one, else what a kernel
+  // stored into the error word (made sticky here).
+  Status failure() const { return outcome_->poll(); }
+  // Fails the device path for good: in-flight and later kernels skip their work and
+  // the stream drains; later submissions fail with Aborted.
+  void abort();
+  // The device this communicator's kernels run on.
+  int deviceOrdinal() const { return device_; }
   // Enqueues the collective on `stream` (null: the communicator's own stream).
   Result<Work> submit(const CollectiveArgs& args, const void* input, void* output,
                       DeviceStream stream);
+  // Enqueues a group of sends and receives on `stream`: the n-th send to a peer meets
+  // that peer's n-th receive from this rank (of the same bytes); sends to this rank
+  // meet receives from it in order (InvalidArgument, before anything is enqueued,
+  // when they do not pair up). Tags are not looked at. No fingerprint check: a peer
+  // that never sends or receives its side is named by a Timeout.
+  Result<Work> submitPointToPoint(const std::vector<PointToPoint>& ops, DeviceStream stream);
+  // All-to-all of args.count elements per rank (args.kind kAllToAll): the fingerprint
+  // check, then the blocks as point-to-point messages; no staging through the host.
+  Result<Work> submitAllToAll(const CollectiveArgs& args, const void* input, void* output,
+                              DeviceStream stream);
 
  private:
   struct Region;  // offsets into one rank's region
@@ -105,12 +130,22 @@ class DeviceComm {
     std::chrono::microseconds timeout{0};
     std::mutex mutex;
     Status failed;
+    // This rank's fingerprints of the last kRecent collectives (by sequence), so that a
+    // mismatch found by polling names both sides.
+    static constexpr uint64_t kRecent = 64;
+    uint64_t recent[kRecent] = {};
     ~Outcome();
-    // OK, or Timeout / Mismatch naming the peer from the error word (`fingerprint`:
-    // this rank's side); makes a failure sticky.
+    // OK, or Timeout / Mismatch / Aborted naming the peer from the error word
+    // (`fingerprint`: this rank's side); makes a failure sticky.
     Status finish(const std::string& what, uint64_t fingerprint);
+    // finish() for whichever collective the error word is about.
+    Status poll();
     Status sticky();
     Status fail(Status status);
+    void remember(uint64_t sequence, uint64_t fingerprint);
+
+   private:
+    Status describeLocked(const std::string& what, uint64_t fingerprint);
   };
 
   DeviceComm(DeviceRuntime* runtime, const DeviceCommConfig& config);
@@ -119,15 +154,28 @@ class DeviceComm {
     size_t bytes = 0;
   };
   Status ensureScratch(Scratch* scratch, size_t bytes);
+  Status refuseCapture(DeviceStream stream) const;
   Result<size_t> preMultiplyCount(const CollectiveArgs& args) const;
   Result<const void*> launchPreMultiply(const CollectiveArgs& args, size_t count, const void* input,
                                         DeviceStream stream);
   Status launchCheck(uint64_t fingerprint, DeviceStream stream);
   Status launchSchedule(const Schedule& schedule, const void* input, void* output,
                         DeviceStream stream);
+  struct Move {
+    bool isSend;
+    uint8_t* buffer;
+    size_t bytes;
+    int peer;
+  };
+  Status checkSelfMoves(const std::vector<Move>& moves) const;
+  Status launchMoves(const std::vector<Move>& moves, DeviceStream stream);
+  Result<DeviceStream> orderAfterPrevious(DeviceStream stream);
+  Result<Work> complete(const Status& launched, DeviceStream stream, const std::string& what,
+                        uint64_t fingerprint);
 
   DeviceRuntime* const runtime_;
   const DeviceCommConfig config_;
+  int device_ = 0;    // the device current at create()
   std::mutex mutex_;  // serialises submit()
   std::unique_ptr<DeviceWindows> windows_;
   uint8_t* region_ = nullptr;          // windows_->window(rank)

@@ -31,6 +31,12 @@
 //   - launchReduce/launchCopy enqueue one step kernel (kernels/cuda/collective_kernels
 //     .cuh): wait for the step's flags, reduce or copy, post the flags; see
 //     DeviceStepSync. Bad arguments return InvalidArgument and enqueue nothing.
+//   - currentDevice()/setCurrentDevice() are the calling thread's current device
+//     (CUDA: cudaGetDevice/cudaSetDevice; the emulation keeps one per thread, 0 unless
+//     set, ordinals 0..kEmulatedDevices-1).
+//   - isCapturing(stream) is true while work enqueued on `stream` would be recorded
+//     into a CUDA graph instead of running (cudaStreamIsCapturing; the emulation: a
+//     flag its tests set on the stream).
 //   - Errors: Status values naming the call; never exceptions, never abort.
 // Thread safety: every method may be called from any thread; a stream's order is the
 // order in which calls on it return.
@@ -51,6 +57,7 @@ using DeviceEvent = void*;
 
 inline constexpr int kDeviceMaxWaits = 2;
 inline constexpr int kDeviceMaxPosts = 2;
+inline constexpr int kEmulatedDevices = 8;  // ordinals the emulated runtime accepts
 
 // Device-side ordering of one step (StepSync of kernels/cuda/device_handles.h): wait
 // until every non-null waits[i].flag >= waits[i].value (else, after timeoutNs, store
@@ -146,6 +153,10 @@ class DeviceRuntime {
   virtual bool queryEvent(DeviceEvent event) = 0;
   virtual Status streamWaitEvent(DeviceStream stream, DeviceEvent event) = 0;
   virtual void destroyEvent(DeviceEvent event) = 0;
+
+  virtual Result<int> currentDevice() = 0;
+  virtual Status setCurrentDevice(int device) = 0;
+  virtual Result<bool> isCapturing(DeviceStream stream) = 0;
 
   virtual Result<std::string> exportHandle(void* ptr) = 0;
   virtual Result<void*> openHandle(const std::string& handle) = 0;

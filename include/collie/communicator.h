@@ -127,10 +127,12 @@ class Communicator {
   // `stream` (a cudaStream_t; null: the communicator's own stream), in order with the
   // work already on it; the Work completes with the stream, so either wait on it or
   // synchronise the stream. Across hosts the data is staged through host memory and
-  // the call returns after the host part (docs/cuda.md). The exchanges (all-to-all,
-  // gather, scatter) and the kinds with a count per rank are staged so on every
-  // communicator: they have no device kernels. Host buffers ignore `stream`. Mixing a
-  // host and a device buffer is InvalidArgument; send/recv take host buffers only.
+  // the call returns after the host part (docs/cuda.md). All-to-all and point-to-point
+  // (sendRecv) move their blocks between the ranks' device windows on one host; gather,
+  // scatter and the kinds with a count per rank are staged through host memory on
+  // every communicator: they have no device kernels. Host buffers ignore `stream`.
+  // Mixing a host and a device buffer is InvalidArgument. A stream being captured into
+  // a CUDA graph is Unsupported for now.
 
   // recv[i] = op over ranks of send[i], i < count. In place when send == recv.
   Result<Work> allReduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
@@ -239,7 +241,12 @@ class Communicator {
   // a peer with that peer's n-th receive from this rank, per tag for tagged operations,
   // grouped or not) completes without deadlock whatever the sizes and the order of the
   // list. One Work for all.
-  Result<Work> sendRecv(const std::vector<PointToPoint>& ops);
+  // Device buffers (every rank on one host, with the device path): all of a group's
+  // buffers are device memory, untagged; the operations are enqueued on `stream` (null:
+  // the communicator's own) and the Work completes with it; sends to this rank pair up
+  // in order with receives from it (a device copy). send/recv on device buffers run on
+  // the communicator's own stream. Across hosts device buffers are Unsupported.
+  Result<Work> sendRecv(const std::vector<PointToPoint>& ops, void* stream = nullptr);
 
   // Splits this communicator (collective over all its ranks, like MPI_Comm_split):
   // ranks passing the same color >= 0 form a new communicator, ranked by (key, rank
@@ -252,6 +259,9 @@ class Communicator {
   // True when `ptr` is device memory of the communicator's device runtime (CUDA, or
   // the emulated one); false for host memory and null.
   bool isDeviceBuffer(const void* ptr) const;
+  // The CUDA device this communicator's kernels run on: the one current on the calling
+  // thread when it was created (as ncclCommInitRank binds); -1 without a device runtime.
+  int deviceOrdinal() const;
 
   // The tuner's predicted time in microseconds of one `kind` of `count` elements of
   // `dtype` on this communicator now (the algorithm it would choose, with the constants

@@ -132,7 +132,8 @@ __global__ void fingerprintCheckKernel(const FingerprintCheck check) {
   const uint64_t timeout = check.timeoutNs != 0 ? check.timeoutNs : kDefaultStepTimeoutNs;
   const uint64_t start = globalTimerNs();
   for (int i = 0; i < check.npeers && i < kMaxCheckPeers; ++i) {
-    while (loadAcquireSys(check.peerPosted[i]) < check.posted) {
+    for (uint32_t poll = 0; loadAcquireSys(check.peerPosted[i]) < check.posted; ++poll) {
+      if (failedMeanwhile(check.error, poll)) return;
       if (globalTimerNs() - start > timeout) {
         storeErrorWord(check.error, check.timeoutBase + check.peerRank[i]);
         return;

@@ -117,6 +117,22 @@ class CudaRuntime final : public DeviceRuntime {
   // A handle is (pid, address, cudaIpcMemHandle_t): CUDA refuses to open an IPC
   // handle in the process that made it, so ranks that are threads of one process use
   // the address itself (unified addressing).
+  Result<int> currentDevice() override {
+    int device = 0;
+    COLLIE_RETURN_IF_ERROR(cudaCall(cudaGetDevice(&device), "cudaGetDevice"));
+    return device;
+  }
+  Status setCurrentDevice(int device) override {
+    return cudaCall(cudaSetDevice(device), "cudaSetDevice");
+  }
+  Result<bool> isCapturing(DeviceStream stream) override {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    COLLIE_RETURN_IF_ERROR(
+        cudaCall(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status),
+                 "cudaStreamIsCapturing"));
+    return status != cudaStreamCaptureStatusNone;
+  }
+
   Result<std::string> exportHandle(void* ptr) override {
     IpcHandle handle;
     handle.pid = static_cast<int32_t>(::getpid());

@@ -26,7 +26,9 @@
 //     waitErrors[i] (0: kStepErrorTimeout) into *error and abandons the step, so a dead
 //     peer ends the collective instead of hanging the GPU; a step that finds *error
 //     already set skips itself (without waiting), so the rest of a failed collective
-//     drains at once. Grids must be one-dimensional.
+//     drains at once, and a wait in progress rereads *error every few hundred polls
+//     and gives up once it is set (the host's abort stores a code there). Grids must
+//     be one-dimensional.
 // Thread safety: values.
 #pragma once
 

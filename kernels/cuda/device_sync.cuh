@@ -84,6 +84,18 @@ __device__ __forceinline__ void storeErrorWord(int32_t* error, int32_t code) {
 #endif
 }
 
+// How many flag polls pass between two reads of the error word while a wait spins
+// (mapped host memory: a read crosses PCIe, so not on every poll). A code stored
+// there while a kernel waits (the host's abort, another step's timeout) ends the wait
+// within about this many polls.
+inline constexpr uint32_t kErrorPollInterval = 256;
+
+// True when the error word holds a code; read every kErrorPollInterval-th `poll`.
+__device__ __forceinline__ bool failedMeanwhile(const int32_t* error, uint32_t poll) {
+  return error != nullptr && poll % kErrorPollInterval == kErrorPollInterval - 1 &&
+         loadErrorWord(error) != 0;
+}
+
 // Thread 0 checks the error word and polls the flags; the block learns the outcome
 // from the barrier.
 __device__ __forceinline__ bool stepWait(const StepSync& sync) {
@@ -94,7 +106,11 @@ __device__ __forceinline__ bool stepWait(const StepSync& sync) {
     const uint64_t timeout = sync.timeoutNs != 0 ? sync.timeoutNs : kDefaultStepTimeoutNs;
     for (int i = 0; i < kMaxStepWaits && ok; ++i) {
       if (sync.waitFlags[i] == nullptr) continue;
-      while (loadAcquireSys(sync.waitFlags[i]) < sync.waitValues[i]) {
+      for (uint32_t poll = 0; loadAcquireSys(sync.waitFlags[i]) < sync.waitValues[i]; ++poll) {
+        if (failedMeanwhile(sync.error, poll)) {
+          ok = 0;
+          break;
+        }
         if (globalTimerNs() - start > timeout) {
           storeErrorWord(sync.error,
                          sync.waitErrors[i] != 0 ? sync.waitErrors[i] : kStepErrorTimeout);

@@ -2,9 +2,11 @@
 // kinds with a count per rank (all-gather v, reduce-scatter v), and premulsum (all-reduce
 // and reduce-scatter, each rank its own factor) on device buffers of the emulated device
 // runtime (COLLIE_DEVICE_EMULATION=1), ranks as threads, on one host and across hosts
-// (tcp). The exchanges and the v kinds have no device kernels: the communicator stages
-// them through host memory on both. Premulsum runs on the device path on one host (its
-// multiply is a kernel) and is staged across hosts. Checks exact bytes on every rank,
+// (tcp). On one host all-to-all and point-to-point move between the ranks' device
+// windows; the other exchanges and the v kinds have no device kernels: the
+// communicator stages them through host memory, and everything across hosts.
+// Premulsum runs on the device path on one host (its multiply is a kernel) and is
+// staged across hosts. Checks exact bytes on every rank,
 // that nothing outside a rank's own extent is written (a guard byte after every buffer),
 // and that the copies to and from the device happened.
 #include <gtest/gtest.h>
@@ -224,8 +226,140 @@ TEST(DeviceExchangesTest, OneHostTwoRanks) { runMatrix(2, false); }
 TEST(DeviceExchangesTest, OneHostThreeRanks) { runMatrix(3, false); }
 TEST(DeviceExchangesTest, HostPerRankThreeRanks) { runMatrix(3, true); }
 
-TEST(DeviceExchangesTest, PointToPointOnDeviceBuffersIsRefusedNamingTheRank) {
-  auto comm = comms(2, false);
+// Point-to-point on device buffers, one host: messages move between the ranks' device
+// windows. Slots of 4 KiB, so that every message of these sizes is many chunks.
+std::vector<std::unique_ptr<Communicator>> smallSlotComms(int nranks) {
+  Options options;
+  options.config["COLLIE_DEVICE_EMULATION"] = "1";
+  options.config["COLLIE_DEVICE_SLOT_BYTES"] = "4096";
+  options.timeout = std::chrono::seconds(30);
+  return testing::makeCommunicators(nranks, options);
+}
+
+// Each rank of three, in one group: 20,000 elements to the next rank, 7,001 to the one
+// after it (the previous), 3 to itself, and the matching receives, listed receives
+// first on odd ranks; then every rank checks what it got.
+TEST(DeviceExchangesTest, PointToPointGroupsOnOneHost) {
+  constexpr int kRanks = 3;
+  auto comm = smallSlotComms(kRanks);
+  ASSERT_EQ(comm.size(), static_cast<size_t>(kRanks));
+  Failures failures;
+  testing::onEveryRank(kRanks, [&](int r) {
+    const int next = (r + 1) % kRanks, prev = (r + kRanks - 1) % kRanks;
+    const size_t big = 20'000, small = 7'001, self = 3;
+    DeviceInts toNext(big), toPrev(small), toSelf(self), fromPrev(big), fromNext(small),
+        fromSelf(self);
+    for (size_t i = 0; i < big; ++i) toNext.get()[i] = valueOf(r, i);
+    for (size_t i = 0; i < small; ++i) toPrev.get()[i] = valueOf(r, 50'000 + i);
+    for (size_t i = 0; i < self; ++i) toSelf.get()[i] = valueOf(r, 90'000 + i);
+    std::vector<PointToPoint> sends = {
+        {true, toNext.get(), big, DataType::kInt32, next, std::nullopt},
+        {true, toPrev.get(), small, DataType::kInt32, prev, std::nullopt},
+        {true, toSelf.get(), self, DataType::kInt32, r, std::nullopt}};
+    std::vector<PointToPoint> recvs = {
+        {false, fromPrev.get(), big, DataType::kInt32, prev, std::nullopt},
+        {false, fromNext.get(), small, DataType::kInt32, next, std::nullopt},
+        {false, fromSelf.get(), self, DataType::kInt32, r, std::nullopt}};
+    std::vector<PointToPoint> group = r % 2 == 0 ? sends : recvs;
+    group.insert(group.end(), (r % 2 == 0 ? recvs : sends).begin(),
+                 (r % 2 == 0 ? recvs : sends).end());
+    const std::string at = " (rank " + std::to_string(r) + ")";
+    finish(&failures, "sendRecv" + at, comm[r]->sendRecv(group));
+    std::vector<int32_t> want(big);
+    for (size_t i = 0; i < big; ++i) want[i] = valueOf(prev, i);
+    expectEqual(&failures, "from prev" + at, fromPrev.read(), want);
+    want.assign(small, 0);
+    for (size_t i = 0; i < small; ++i) want[i] = valueOf(next, 50'000 + i);
+    expectEqual(&failures, "from next" + at, fromNext.read(), want);
+    want.assign(self, 0);
+    for (size_t i = 0; i < self; ++i) want[i] = valueOf(r, 90'000 + i);
+    expectEqual(&failures, "from self" + at, fromSelf.read(), want);
+    if (!fromPrev.guardIntact() || !fromNext.guardIntact() || !fromSelf.guardIntact()) {
+      failures.add("sendRecv" + at + ": wrote past a receive buffer");
+    }
+    // Then single sends and receives (the communicator's own stream), rank 0 <-> 1.
+    if (r < 2) {
+      DeviceInts one(5'000), got(5'000);
+      for (size_t i = 0; i < 5'000; ++i) one.get()[i] = valueOf(r, 7 * i);
+      Result<Work> first = r == 0 ? comm[r]->send(one.get(), 5'000, DataType::kInt32, 1)
+                                  : comm[r]->recv(got.get(), 5'000, DataType::kInt32, 0);
+      finish(&failures, "single" + at, std::move(first));
+      Result<Work> second = r == 0 ? comm[r]->recv(got.get(), 5'000, DataType::kInt32, 1)
+                                   : comm[r]->send(one.get(), 5'000, DataType::kInt32, 0);
+      finish(&failures, "single" + at, std::move(second));
+      want.assign(5'000, 0);
+      for (size_t i = 0; i < 5'000; ++i) want[i] = valueOf(1 - r, 7 * i);
+      expectEqual(&failures, "single" + at, got.read(), want);
+    }
+  });
+  for (const std::string& m : failures.messages) ADD_FAILURE() << m;
+}
+
+// Both ranks send each other 400 KiB before receiving, in one group each: a hundred
+// chunks each way through two slots per pair, which only completes because the sends
+// and receives interleave (issued one after the other, both ranks would wait forever).
+TEST(DeviceExchangesTest, CrossedLargeSendsDoNotDeadlock) {
+  auto comm = smallSlotComms(2);
+  ASSERT_EQ(comm.size(), 2u);
+  Failures failures;
+  testing::onEveryRank(2, [&](int r) {
+    constexpr size_t kCount = 100'000;
+    DeviceInts out(kCount), in(kCount);
+    for (size_t i = 0; i < kCount; ++i) out.get()[i] = valueOf(r, i);
+    finish(&failures, "crossed",
+           comm[r]->sendRecv({{true, out.get(), kCount, DataType::kInt32, 1 - r, std::nullopt},
+                              {false, in.get(), kCount, DataType::kInt32, 1 - r, std::nullopt}}));
+    std::vector<int32_t> want(kCount);
+    for (size_t i = 0; i < kCount; ++i) want[i] = valueOf(1 - r, i);
+    expectEqual(&failures, "crossed (rank " + std::to_string(r) + ")", in.read(), want);
+  });
+  for (const std::string& m : failures.messages) ADD_FAILURE() << m;
+}
+
+TEST(DeviceExchangesTest, BadDevicePointToPointIsRefusedBeforeAnythingMoves) {
+  auto comm = smallSlotComms(2);
+  ASSERT_EQ(comm.size(), 2u);
+  DeviceInts buffer(4), other(5);
+  std::vector<int32_t> host(4);
+  // Host and device buffers in one group.
+  Result<Work> mixed =
+      comm[0]->sendRecv({{true, buffer.get(), 4, DataType::kInt32, 1, std::nullopt},
+                         {false, host.data(), 4, DataType::kInt32, 1, std::nullopt}});
+  ASSERT_FALSE(mixed.isOk());
+  EXPECT_EQ(mixed.status().code(), StatusCode::kInvalidArgument);
+  // A send to itself without its receive, and one whose receive has another size.
+  Result<Work> unpaired =
+      comm[0]->sendRecv({{true, buffer.get(), 4, DataType::kInt32, 0, std::nullopt}});
+  ASSERT_FALSE(unpaired.isOk());
+  EXPECT_EQ(unpaired.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(unpaired.status().message().find("rank 0"), std::string::npos)
+      << unpaired.status().toString();
+  Result<Work> sizes =
+      comm[0]->sendRecv({{true, buffer.get(), 4, DataType::kInt32, 0, std::nullopt},
+                         {false, other.get(), 5, DataType::kInt32, 0, std::nullopt}});
+  ASSERT_FALSE(sizes.isOk());
+  EXPECT_EQ(sizes.status().code(), StatusCode::kInvalidArgument);
+  // Tags have no device matching.
+  Result<Work> tagged = comm[0]->send(buffer.get(), 4, DataType::kInt32, 1, int64_t{7});
+  ASSERT_FALSE(tagged.isOk());
+  EXPECT_EQ(tagged.status().code(), StatusCode::kUnsupported);
+  // Nothing moved: a plain exchange still works on both ranks afterwards.
+  Failures failures;
+  testing::onEveryRank(2, [&](int r) {
+    DeviceInts out(4), in(4);
+    for (size_t i = 0; i < 4; ++i) out.get()[i] = valueOf(r, i);
+    finish(&failures, "after",
+           comm[r]->sendRecv({{true, out.get(), 4, DataType::kInt32, 1 - r, std::nullopt},
+                              {false, in.get(), 4, DataType::kInt32, 1 - r, std::nullopt}}));
+    std::vector<int32_t> want(4);
+    for (size_t i = 0; i < 4; ++i) want[i] = valueOf(1 - r, i);
+    expectEqual(&failures, "after", in.read(), want);
+  });
+  for (const std::string& m : failures.messages) ADD_FAILURE() << m;
+}
+
+TEST(DeviceExchangesTest, PointToPointOnDeviceBuffersAcrossHostsIsRefusedNamingTheRank) {
+  auto comm = comms(2, true);
   ASSERT_EQ(comm.size(), 2u);
   DeviceInts buffer(4);
   Result<Work> sent = comm[0]->send(buffer.get(), 4, DataType::kInt32, 1);

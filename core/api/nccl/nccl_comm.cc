@@ -72,6 +72,15 @@ void noteIgnoredVariables() {
   });
 }
 
+}  // namespace
+
+DeviceRuntime* deviceRuntimeFromEnvironment() {
+  Result<DeviceRuntime*> runtime = selectDeviceRuntime(Config::fromEnvironment());
+  return runtime.isOk() ? *runtime : nullptr;
+}
+
+namespace {
+
 // Options from the NCCL variables that are not plain aliases of a collie knob.
 Options optionsFromEnvironment() {
   noteIgnoredVariables();
@@ -168,9 +177,20 @@ ncclResult_t initRank(ncclComm_t* out, int nranks, const ncclUniqueId& commId, i
   }
   Options options = optionsFromEnvironment();
   UniqueId parsed = *id;
-  ncclResult_t result = createComm(out, fields, [parsed, rank, nranks, options] {
-    return Communicator::create(parsed, rank, nranks, options);
-  });
+  // NCCL binds a communicator to the device current on the calling thread; a
+  // non-blocking or grouped init runs on a thread of its own, so it makes the caller's
+  // device current there first.
+  DeviceRuntime* runtime = deviceRuntimeFromEnvironment();
+  Result<int> device = runtime != nullptr ? runtime->currentDevice() : Result<int>(-1);
+  if (!device.isOk()) return fail(device.status().withContext("ncclCommInitRank"));
+  ncclResult_t result =
+      createComm(out, fields, [parsed, rank, nranks, options, runtime, device = *device] {
+        if (runtime != nullptr) {
+          Status bound = runtime->setCurrentDevice(device);
+          if (!bound.isOk()) return Result<std::unique_ptr<Communicator>>(bound);
+        }
+        return Communicator::create(parsed, rank, nranks, options);
+      });
   if (*out != nullptr) {
     (*out)->rank = rank;
     (*out)->nranks = nranks;
@@ -352,12 +372,26 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   }
   ncclUniqueId id;
   if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) return r;
+  // Communicator i is bound to devlist[i] (NULL: device i), as in NCCL, when there is a
+  // device runtime; the caller's current device is restored afterwards.
+  DeviceRuntime* runtime = deviceRuntimeFromEnvironment();
+  Result<int> callers = runtime != nullptr ? runtime->currentDevice() : Result<int>(-1);
+  if (!callers.isOk()) return fail(callers.status().withContext("ncclCommInitAll"));
+  auto device = [devlist](int i) { return devlist != nullptr ? devlist[i] : i; };
+  for (int i = 0; runtime != nullptr && i < ndev; ++i) {  // every device first: no rank waits
+    Status bound = runtime->setCurrentDevice(device(i));
+    (void)runtime->setCurrentDevice(*callers);
+    if (!bound.isOk())
+      return fail(bound.withContext("ncclCommInitAll: devlist[" + std::to_string(i) + "]"));
+  }
   ncclGroupStart();
   ncclResult_t first = ncclSuccess;
   for (int i = 0; i < ndev; ++i) {
+    if (runtime != nullptr) (void)runtime->setCurrentDevice(device(i));
     ncclResult_t r = ncclCommInitRank(&comms[i], ndev, id, i);
     if (first == ncclSuccess) first = r;
   }
+  if (runtime != nullptr) (void)runtime->setCurrentDevice(*callers);
   ncclResult_t end = ncclGroupEnd();
   return first != ncclSuccess ? first : end;
 }
@@ -525,8 +559,11 @@ ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
   if (device == nullptr) return invalidArgumentResult("ncclCommCuDevice: device is NULL");
   if (ncclResult_t r = checkLive(comm, "ncclCommCuDevice"); r != ncclSuccess) return r;
-  *device = -1;  // a host communicator has no CUDA device
-  return ncclSuccess;
+  return guarded([&] {
+    if (ncclResult_t r = ready(comm, true); r != ncclSuccess) return r;
+    *device = comm->comm->deviceOrdinal();  // -1: no device runtime, a host communicator
+    return ncclSuccess;
+  });
 }
 
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {

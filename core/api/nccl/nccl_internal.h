@@ -18,6 +18,7 @@
 
 #include "collie/communicator.h"
 #include "collie/nccl.h"
+#include "core/device/device_runtime.h"
 
 namespace collie::nccl {
 
@@ -83,8 +84,9 @@ ncclResult_t invalidArgumentResult(const std::string& why);
 // runs, or the init's failure.
 ncclResult_t ready(ncclComm* comm, bool wait);
 
-// Starts creating `comm`'s communicator on a thread (non-blocking and grouped init).
-void startInit(ncclComm* comm, const UniqueId& id, int rank, int nranks, const Options& options);
+// The device runtime a communicator created now would use (CUDA with a device, the
+// emulation when COLLIE_DEVICE_EMULATION=1 asks for it), or null: there is no device.
+DeviceRuntime* deviceRuntimeFromEnvironment();
 
 // The live handles: every ncclComm that an init, split or shrink returned, until
 // ncclCommDestroy or ncclCommAbort frees it. NCCL leaves a call on a freed handle

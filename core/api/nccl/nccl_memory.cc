@@ -1,8 +1,10 @@
 // The NCCL-compatible API, part 3: memory and its registration.
 //
-// ncclMemAlloc hands out memory that the ranks of one host can map
-// (collie::allocShared). ncclCommRegister and ncclCommWindowRegister register such a
-// range with the communicator (Communicator::registerBuffer), so that collectives
+// ncclMemAlloc hands out device memory where there is a device (CUDA, or the
+// emulation with COLLIE_DEVICE_EMULATION=1; NCCL allocates on the current device),
+// and otherwise memory that the ranks of one host can map (collie::allocShared).
+// ncclMemFree gives each back to where it came from. ncclCommRegister and ncclCommWindowRegister
+// register such a range with the communicator (Communicator::registerBuffer), so that collectives
 // whose buffers every local rank registered take the single-copy path; other memory
 // (malloc, device buffers) needs no registration and gets a handle all the same.
 // Both handles are an ncclWindow_vidmem owned by the communicator; destroying the
@@ -112,6 +114,15 @@ ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
 ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
   if (ptr == nullptr) return invalidArgumentResult("ncclMemAlloc: ptr is NULL");
   *ptr = nullptr;
+  if (DeviceRuntime* device = deviceRuntimeFromEnvironment(); device != nullptr) {
+    Result<void*> memory = device->allocate(size == 0 ? 1 : size);
+    if (!memory.isOk()) {
+      return fail(memory.status().withContext("ncclMemAlloc of " + std::to_string(size) +
+                                              " bytes of device memory"));
+    }
+    *ptr = *memory;
+    return ncclSuccess;
+  }
   Result<void*> memory = allocShared(size == 0 ? 1 : size);
   if (!memory.isOk()) {
     return fail(memory.status().withContext("ncclMemAlloc of " + std::to_string(size) + " bytes"));
@@ -122,6 +133,11 @@ ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
 
 ncclResult_t ncclMemFree(void* ptr) {
   if (ptr == nullptr) return ncclSuccess;
+  if (DeviceRuntime* device = deviceRuntimeFromEnvironment();
+      device != nullptr && device->isDevicePointer(ptr)) {
+    device->free(ptr);
+    return ncclSuccess;
+  }
   Status status = freeShared(ptr);
   return status.isOk() ? ncclSuccess : fail(status.withContext("ncclMemFree"));
 }

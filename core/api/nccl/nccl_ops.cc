@@ -161,9 +161,17 @@ Result<Work> issue(const Call& call) {
       return comm.reduceScatter(call.send, call.recv, call.count, call.dtype, call.op, call.scalar,
                                 call.stream);
     case OpKind::kSend:
-      return comm.send(call.send, call.count, call.dtype, call.peer);
-    case OpKind::kRecv:
-      return comm.recv(call.recv, call.count, call.dtype, call.peer);
+    case OpKind::kRecv: {
+      const bool isSend = call.kind == OpKind::kSend;
+      if (comm.isDeviceBuffer(isSend ? call.send : call.recv)) {  // on the caller's stream
+        return comm.sendRecv(
+            {PointToPoint{isSend, isSend ? const_cast<void*>(call.send) : call.recv, call.count,
+                          call.dtype, call.peer, std::nullopt}},
+            call.stream);
+      }
+      return isSend ? comm.send(call.send, call.count, call.dtype, call.peer)
+                    : comm.recv(call.recv, call.count, call.dtype, call.peer);
+    }
     case OpKind::kAllToAll:
       return comm.allToAll(call.send, call.recv, call.count, call.dtype, call.stream);
     case OpKind::kGather:
@@ -179,6 +187,19 @@ ncclResult_t waitFor(const Result<Work>& work) {
   Status status = work->wait();
   return status.isOk() ? ncclSuccess : fail(status);
 }
+
+// True when the call moves device memory: it completes with its stream, and nothing
+// waits for it on the host (outside a group or at ncclGroupEnd), as in NCCL.
+bool onDevice(const Call& call) {
+  const Communicator& comm = *call.comm->comm;
+  return comm.isDeviceBuffer(call.send) || comm.isDeviceBuffer(call.recv);
+}
+
+// An issued call, and whether the host waits for it.
+struct Issued {
+  Result<Work> work;
+  bool hostWaits = true;
+};
 
 // Runs `call` now, or records it when a group is open.
 ncclResult_t submit(Call call, ncclDataType_t datatype, ncclRedOp_t op, bool hasOp) {
@@ -205,8 +226,7 @@ ncclResult_t submit(Call call, ncclDataType_t datatype, ncclRedOp_t op, bool has
       return ncclSuccess;
     }
     // Device buffers: the collective completes with the stream, as in NCCL.
-    const Communicator& comm = *call.comm->comm;
-    if (comm.isDeviceBuffer(call.send) || comm.isDeviceBuffer(call.recv)) {
+    if (onDevice(call)) {
       Result<Work> work = issue(call);
       return work.isOk() ? ncclSuccess : fail(work.status());
     }
@@ -236,26 +256,37 @@ ncclResult_t copyToSelf(const std::vector<const Call*>& sends,
   return ncclSuccess;
 }
 
-// Issues the calls of one communicator, in order; returns the Works to wait for.
+// Issues the calls of one communicator, in order; returns them in *works.
 ncclResult_t issueGroup(ncclComm* comm, const std::vector<const Call*>& calls,
-                        std::vector<Result<Work>>* works) {
+                        std::vector<Issued>* works) {
   std::vector<PointToPoint> batch;
   std::vector<const Call*> selfSends, selfRecvs;
+  bool batchOnDevice = false;
+  void* batchStream = nullptr;
   auto flush = [&] {
-    if (!batch.empty()) works->push_back(comm->comm->sendRecv(batch));
+    if (!batch.empty()) {
+      works->push_back({comm->comm->sendRecv(batch, batchStream), !batchOnDevice});
+    }
     batch.clear();
+    batchOnDevice = false;
   };
   for (const Call* call : calls) {
     if (!isP2P(call->kind)) {
       flush();
-      works->push_back(issue(*call));
+      works->push_back({issue(*call), !onDevice(*call)});
       continue;
     }
-    bool isSend = call->kind == OpKind::kSend;
-    if (call->peer == comm->rank) {
+    const bool isSend = call->kind == OpKind::kSend;
+    const bool device = onDevice(*call);
+    // Device sends and receives (to this rank too) go to the device path in one batch
+    // per stream; host ones to this rank are copied here.
+    if (call->peer == comm->rank && !device) {
       (isSend ? selfSends : selfRecvs).push_back(call);
       continue;
     }
+    if (!batch.empty() && device && call->stream != batchStream) flush();
+    if (batch.empty()) batchStream = call->stream;
+    batchOnDevice = batchOnDevice || device;
     batch.push_back(PointToPoint{isSend, isSend ? const_cast<void*>(call->send) : call->recv,
                                  call->count, call->dtype, call->peer, std::nullopt});
   }
@@ -277,7 +308,7 @@ ncclResult_t endGroup() {
     if (std::find(comms.begin(), comms.end(), call.comm) == comms.end()) comms.push_back(call.comm);
   }
   // Issues one communicator's calls; its works go to *works.
-  auto issueComm = [&state](ncclComm* comm, std::vector<Result<Work>>* works) {
+  auto issueComm = [&state](ncclComm* comm, std::vector<Issued>* works) {
     if (ncclResult_t r = ready(comm, true); r != ncclSuccess) return r;
     std::vector<const Call*> calls;
     for (const Call& call : state.calls) {
@@ -285,7 +316,7 @@ ncclResult_t endGroup() {
     }
     return issueGroup(comm, calls, works);
   };
-  std::vector<Result<Work>> works;
+  std::vector<Issued> works;
   if (comms.size() == 1) {
     note(issueComm(comms[0], &works));
   } else if (comms.size() > 1) {
@@ -293,7 +324,7 @@ ncclResult_t endGroup() {
     // ncclCommInitAll): a small collective runs on the issuing thread and waits there
     // for its peers, which this thread would only issue afterwards. So each
     // communicator's calls are issued from a thread of their own.
-    std::vector<std::vector<Result<Work>>> perComm(comms.size());
+    std::vector<std::vector<Issued>> perComm(comms.size());
     std::vector<ncclResult_t> issued(comms.size(), ncclSuccess);
     std::vector<std::string> errors(comms.size());
     std::vector<std::thread> threads;
@@ -308,10 +339,17 @@ ncclResult_t endGroup() {
     for (size_t i = 0; i < comms.size(); ++i) {
       if (issued[i] != ncclSuccess && first == ncclSuccess) setLastErrorText(errors[i]);
       note(issued[i]);
-      for (Result<Work>& work : perComm[i]) works.push_back(std::move(work));
+      for (Issued& work : perComm[i]) works.push_back(std::move(work));
     }
   }
-  for (const Result<Work>& work : works) note(waitFor(work));
+  // Device work completes with its streams: the host only reports its issue errors.
+  for (const Issued& issued : works) {
+    if (!issued.work.isOk()) {
+      note(fail(issued.work.status()));
+    } else if (issued.hostWaits) {
+      note(waitFor(issued.work));
+    }
+  }
   return first;
 }
 

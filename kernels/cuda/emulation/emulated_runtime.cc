@@ -41,6 +41,7 @@ constexpr unsigned kBlockThreads = 32;
 constexpr unsigned kMaxBlocks = 2;
 
 std::atomic<uint64_t> launches{0};
+thread_local int currentOrdinal = 0;  // the calling thread's "current device"
 std::atomic<uint64_t> copies{0};
 
 class EmulatedRuntime final : public DeviceRuntime {
@@ -95,19 +96,33 @@ class EmulatedRuntime final : public DeviceRuntime {
     if (stream == nullptr) return invalidArgument("emulated device: event on a null stream");
     auto* event = new EmulatedEvent();
     static_cast<EmulatedStream*>(stream)->enqueue(
-        [event] { event->reached.store(true, std::memory_order_release); });
+        [reached = event->reached] { reached->store(true, std::memory_order_release); });
     return static_cast<DeviceEvent>(event);
   }
   bool queryEvent(DeviceEvent event) override { return static_cast<EmulatedEvent*>(event)->done(); }
   Status streamWaitEvent(DeviceStream stream, DeviceEvent event) override {
     if (stream == nullptr) return invalidArgument("emulated device: wait on a null stream");
-    auto* awaited = static_cast<EmulatedEvent*>(event);
-    static_cast<EmulatedStream*>(stream)->enqueue([awaited] {
-      while (!awaited->done()) std::this_thread::yield();
-    });
+    static_cast<EmulatedStream*>(stream)->enqueue(
+        [reached = static_cast<EmulatedEvent*>(event)->reached] {
+          while (!reached->load(std::memory_order_acquire)) std::this_thread::yield();
+        });
     return Status();
   }
   void destroyEvent(DeviceEvent event) override { delete static_cast<EmulatedEvent*>(event); }
+
+  Result<int> currentDevice() override { return currentOrdinal; }
+  Status setCurrentDevice(int device) override {
+    if (device < 0 || device >= kEmulatedDevices) {
+      return invalidArgument("emulated device: no device " + std::to_string(device) +
+                             " (the emulation has " + std::to_string(kEmulatedDevices) + ")");
+    }
+    currentOrdinal = device;
+    return Status();
+  }
+  Result<bool> isCapturing(DeviceStream stream) override {
+    if (stream == nullptr) return invalidArgument("emulated device: isCapturing on a null stream");
+    return static_cast<EmulatedStream*>(stream)->capturing();
+  }
 
   Result<std::string> exportHandle(void* ptr) override {
     {

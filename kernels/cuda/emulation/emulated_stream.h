@@ -4,7 +4,9 @@
 // concurrently, as on two GPUs). EmulatedEvent is set when the worker reaches it.
 //
 // Contract: enqueue() returns at once. The destructor runs every item already
-// enqueued, then joins the worker. Items must not throw.
+// enqueued, then joins the worker. Items must not throw. setCapturing() stands for
+// cudaStreamBeginCapture/EndCapture in tests: it only sets what
+// DeviceRuntime::isCapturing() reports (nothing is recorded; work still runs).
 // Thread safety: enqueue() from any thread; EmulatedEvent::done() from any thread.
 #pragma once
 
@@ -12,14 +14,17 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 
 namespace collie::emulation {
 
+// The flag lives apart from the handle: a stream item that sets it may still be queued
+// when the event is destroyed (allowed in CUDA: its resources go once it completes).
 struct EmulatedEvent {
-  std::atomic<bool> reached{false};
-  bool done() const { return reached.load(std::memory_order_acquire); }
+  std::shared_ptr<std::atomic<bool>> reached = std::make_shared<std::atomic<bool>>(false);
+  bool done() const { return reached->load(std::memory_order_acquire); }
 };
 
 class EmulatedStream {
@@ -35,6 +40,9 @@ class EmulatedStream {
     cv_.notify_all();
     worker_.join();
   }
+
+  void setCapturing(bool capturing) { capturing_.store(capturing, std::memory_order_release); }
+  bool capturing() const { return capturing_.load(std::memory_order_acquire); }
 
   void enqueue(std::function<void()> item) {
     {
@@ -62,6 +70,7 @@ class EmulatedStream {
   std::condition_variable cv_;
   std::deque<std::function<void()>> items_;
   bool stopping_ = false;
+  std::atomic<bool> capturing_{false};
   std::thread worker_;  // last: starts after the members it uses
 };
 

@@ -1,0 +1,361 @@
+// NCCL's CUDA semantics of collie's NCCL API on the emulated device runtime
+// (COLLIE_DEVICE_EMULATION=1), ranks as threads; nothing here runs on a GPU:
+//   - a communicator is bound to the device current at init (also for a non-blocking
+//     init, which runs on a thread of its own, and for ncclCommInitAll's devlist), and
+//     ncclCommCuDevice returns it;
+//   - ncclMemAlloc returns device memory;
+//   - a group of device calls (all-reduce, all-to-all, sends and receives) returns from
+//     ncclGroupEnd before its stream ran; the results are there once the stream passed;
+//   - a peer that never joins a collective becomes ncclCommGetAsyncError's error, naming
+//     it, while nothing waits on the host; ncclCommAbort returns at once even with a
+//     kernel waiting for that peer;
+//   - a collective on a stream being captured into a CUDA graph is refused and moves
+//     nothing.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collie/nccl.h"
+#include "core/device/device_runtime.h"
+#include "kernels/cuda/emulation/emulated_stream.h"
+#include "support/emulated_device.h"
+#include "support/rank_threads.h"
+
+namespace collie {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+DeviceRuntime& device() { return testing::emulatedDevice(); }
+
+// The NCCL API reads collie's knobs from the environment at init.
+class Environment {
+ public:
+  explicit Environment(const char* timeout) {
+    setenv("COLLIE_DEVICE_EMULATION", "1", 1);
+    setenv("COLLIE_TIMEOUT", timeout, 1);
+  }
+  ~Environment() {
+    unsetenv("COLLIE_DEVICE_EMULATION");
+    unsetenv("COLLIE_TIMEOUT");
+  }
+};
+
+// Device memory of `count` floats holding `fill` + index.
+float* deviceFloats(size_t count, float fill) {
+  Result<void*> p = device().allocate(count * sizeof(float));
+  EXPECT_TRUE(p.isOk()) << p.status().toString();
+  auto* f = static_cast<float*>(*p);
+  for (size_t i = 0; i < count; ++i) f[i] = fill + static_cast<float>(i);
+  return f;
+}
+
+// Holds an emulated stream until open() (or 10 s, so that a call that blocks on its
+// stream fails the test instead of hanging it).
+class Gate {
+ public:
+  explicit Gate(DeviceStream stream) {
+    static_cast<emulation::EmulatedStream*>(stream)->enqueue([this] {
+      const auto limit = Clock::now() + std::chrono::seconds(10);
+      while (!open_.load() && Clock::now() < limit) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    });
+  }
+  void open() { open_.store(true); }
+  bool isOpen() const { return open_.load(); }
+
+ private:
+  std::atomic<bool> open_{false};
+};
+
+bool drain(DeviceStream stream) {
+  Result<DeviceEvent> event = device().recordEvent(stream);
+  if (!event.isOk()) return false;
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (!device().queryEvent(*event) && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const bool done = device().queryEvent(*event);
+  device().destroyEvent(*event);
+  return done;
+}
+
+TEST(DeviceNcclSemantics, CommunicatorsAreBoundToTheDeviceCurrentAtInit) {
+  Environment environment("30s");
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  std::vector<int> bound(2, -2);
+  std::vector<std::string> failures(2);
+  testing::onEveryRank(2, [&](int r) {
+    // Non-blocking: the init runs on a thread of its own, which must take this
+    // thread's device.
+    ASSERT_TRUE(device().setCurrentDevice(r + 2).isOk());
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm = nullptr;
+    ncclResult_t started = ncclCommInitRankConfig(&comm, 2, id, r, &config);
+    if (started != ncclSuccess && started != ncclInProgress) {
+      failures[r] = std::string("init: ") + ncclGetErrorString(started);
+      return;
+    }
+    ncclResult_t state = ncclInProgress;
+    const auto deadline = Clock::now() + std::chrono::seconds(30);
+    while (state == ncclInProgress && Clock::now() < deadline) {
+      ncclCommGetAsyncError(comm, &state);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (state != ncclSuccess) failures[r] = std::string("init: ") + ncclGetErrorString(state);
+    if (ncclCommCuDevice(comm, &bound[r]) != ncclSuccess) failures[r] = "ncclCommCuDevice failed";
+    ncclCommDestroy(comm);
+    ASSERT_TRUE(device().setCurrentDevice(0).isOk());
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(failures[r], "") << "rank " << r;
+    EXPECT_EQ(bound[r], r + 2) << "rank " << r;
+  }
+
+  // ncclCommInitAll: communicator i on devlist[i]; the caller's device is kept.
+  ASSERT_TRUE(device().setCurrentDevice(1).isOk());
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  const int devlist[2] = {3, 6};
+  ASSERT_EQ(ncclCommInitAll(comms, 2, devlist), ncclSuccess) << ncclGetLastError(nullptr);
+  for (int i = 0; i < 2; ++i) {
+    int ordinal = -2;
+    EXPECT_EQ(ncclCommCuDevice(comms[i], &ordinal), ncclSuccess);
+    EXPECT_EQ(ordinal, devlist[i]) << "communicator " << i;
+    ncclCommDestroy(comms[i]);
+  }
+  EXPECT_EQ(*device().currentDevice(), 1);
+  // A device that does not exist is refused before any rank starts.
+  const int bad[2] = {0, 99};
+  EXPECT_EQ(ncclCommInitAll(comms, 2, bad), ncclInvalidArgument);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("devlist[1]"), std::string::npos)
+      << ncclGetLastError(nullptr);
+  ASSERT_TRUE(device().setCurrentDevice(0).isOk());
+}
+
+TEST(DeviceNcclSemantics, MemAllocReturnsDeviceMemory) {
+  Environment environment("30s");
+  void* memory = nullptr;
+  ASSERT_EQ(ncclMemAlloc(&memory, 1 << 20), ncclSuccess);
+  EXPECT_TRUE(device().isDevicePointer(memory));
+  EXPECT_TRUE(device().isDevicePointer(static_cast<uint8_t*>(memory) + (1 << 20) - 1));
+  EXPECT_EQ(ncclMemFree(memory), ncclSuccess);
+  EXPECT_FALSE(device().isDevicePointer(memory));
+}
+
+// One group per rank of three: an all-reduce, an all-to-all, a send to the next rank
+// and a receive from the previous one (4 KiB slots: the all-to-all and the messages
+// are several chunks), all on a stream held shut: ncclGroupEnd must return first.
+TEST(DeviceNcclSemantics, GroupEndReturnsBeforeTheStreamRuns) {
+  Environment environment("30s");
+  setenv("COLLIE_DEVICE_SLOT_BYTES", "4096", 1);
+  constexpr int kRanks = 3;
+  constexpr size_t kCount = 5'000;
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  std::vector<std::string> failures(kRanks);
+  testing::onEveryRank(kRanks, [&](int r) {
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRank(&comm, kRanks, id, r) != ncclSuccess) {
+      failures[r] = "ncclCommInitRank failed";
+      return;
+    }
+    DeviceStream stream = *device().createStream();
+    float* reduceIn = deviceFloats(kCount, static_cast<float>(r));
+    float* reduceOut = deviceFloats(kCount, 0);
+    float* a2aIn = deviceFloats(kCount * kRanks, 1000.0f * static_cast<float>(r));
+    float* a2aOut = deviceFloats(kCount * kRanks, 0);
+    float* sendBuf = deviceFloats(kCount, 7000.0f * static_cast<float>(r));
+    float* recvBuf = deviceFloats(kCount, 0);
+    Gate gate(stream);
+    auto* s = static_cast<cudaStream_t>(stream);
+    ncclGroupStart();
+    ncclAllReduce(reduceIn, reduceOut, kCount, ncclFloat32, ncclSum, comm, s);
+    ncclAlltoAll(a2aIn, a2aOut, kCount, ncclFloat32, comm, s);
+    ncclSend(sendBuf, kCount, ncclFloat32, (r + 1) % kRanks, comm, s);
+    ncclRecv(recvBuf, kCount, ncclFloat32, (r + kRanks - 1) % kRanks, comm, s);
+    ncclResult_t ended = ncclGroupEnd();
+    const bool returnedFirst = !gate.isOpen();
+    gate.open();
+    if (ended != ncclSuccess) {
+      failures[r] = std::string("ncclGroupEnd: ") + ncclGetLastError(comm);
+    } else if (!returnedFirst) {
+      failures[r] = "ncclGroupEnd waited for the stream";
+    } else if (!drain(stream)) {
+      failures[r] = "the stream did not finish";
+    } else {
+      const int prev = (r + kRanks - 1) % kRanks;
+      for (size_t i = 0; i < kCount && failures[r].empty(); ++i) {
+        const float sum = static_cast<float>(0 + 1 + 2) + 3.0f * static_cast<float>(i);
+        if (reduceOut[i] != sum) failures[r] = "all-reduce element " + std::to_string(i);
+        if (recvBuf[i] != 7000.0f * static_cast<float>(prev) + static_cast<float>(i)) {
+          failures[r] = "received element " + std::to_string(i);
+        }
+        for (int p = 0; p < kRanks && failures[r].empty(); ++p) {
+          const float want = 1000.0f * static_cast<float>(p) + static_cast<float>(r * kCount + i);
+          if (a2aOut[p * kCount + i] != want) {
+            failures[r] = "all-to-all block " + std::to_string(p) + " element " + std::to_string(i);
+          }
+        }
+      }
+    }
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(comm, &async);
+    if (failures[r].empty() && async != ncclSuccess) failures[r] = "async error after success";
+    ncclCommDestroy(comm);
+    device().destroyStream(stream);
+    for (float* f : {reduceIn, reduceOut, a2aIn, a2aOut, sendBuf, recvBuf}) device().free(f);
+  });
+  unsetenv("COLLIE_DEVICE_SLOT_BYTES");
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
+}
+
+// Rank 1 joins the communicator but never the all-reduce. Rank 0's call returns at
+// once; without anyone waiting on the host, ncclCommGetAsyncError turns into
+// ncclRemoteError naming rank 1 once the kernel's deadline (COLLIE_TIMEOUT, 2 s) passed.
+TEST(DeviceNcclSemantics, AsyncErrorNamesThePeerWhileNothingWaits) {
+  Environment environment("2s");
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  std::atomic<bool> rank0Done{false};
+  std::string failure;
+  double seconds = 0;
+  testing::onEveryRank(2, [&](int r) {
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRank(&comm, 2, id, r) != ncclSuccess) {
+      if (r == 0) failure = "ncclCommInitRank failed";
+      rank0Done = true;
+      return;
+    }
+    if (r == 1) {  // stays, silent, until rank 0 saw its error
+      while (!rank0Done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      ncclCommAbort(comm);
+      return;
+    }
+    float* in = deviceFloats(1024, 1);
+    float* out = deviceFloats(1024, 0);
+    const auto start = Clock::now();
+    ncclResult_t issued = ncclAllReduce(in, out, 1024, ncclFloat32, ncclSum, comm, nullptr);
+    ncclResult_t async = ncclSuccess;
+    while (issued == ncclSuccess && async == ncclSuccess &&
+           Clock::now() - start < std::chrono::seconds(20)) {
+      ncclCommGetAsyncError(comm, &async);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const std::string text = ncclGetLastError(comm);
+    if (issued != ncclSuccess) {
+      failure = std::string("ncclAllReduce: ") + ncclGetErrorString(issued);
+    } else if (async != ncclRemoteError) {
+      failure = std::string("async error is ") + ncclGetErrorString(async);
+    } else if (text.find("rank 1") == std::string::npos) {
+      failure = "the error does not name rank 1: " + text;
+    }
+    rank0Done = true;
+    ncclCommAbort(comm);
+    device().free(in);
+    device().free(out);
+  });
+  EXPECT_EQ(failure, "");
+  EXPECT_GE(seconds, 1.5);  // the kernel's deadline, not a host-side shortcut
+}
+
+// A 60 s timeout and a peer that never comes: ncclCommAbort ends the waiting kernel
+// (the error word) and returns in well under the timeout.
+TEST(DeviceNcclSemantics, AbortEndsKernelsWaitingForAPeer) {
+  Environment environment("60s");
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  std::atomic<bool> rank0Done{false};
+  std::string failure;
+  double abortSeconds = 0;
+  testing::onEveryRank(2, [&](int r) {
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRank(&comm, 2, id, r) != ncclSuccess) {
+      if (r == 0) failure = "ncclCommInitRank failed";
+      rank0Done = true;
+      return;
+    }
+    if (r == 1) {
+      while (!rank0Done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      ncclCommAbort(comm);
+      return;
+    }
+    float* in = deviceFloats(1024, 1);
+    float* out = deviceFloats(1024, 0);
+    DeviceStream stream = *device().createStream();
+    if (ncclAllReduce(in, out, 1024, ncclFloat32, ncclSum, comm,
+                      static_cast<cudaStream_t>(stream)) != ncclSuccess) {
+      failure = "ncclAllReduce failed to issue";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the kernel waits now
+    const auto start = Clock::now();
+    if (ncclCommAbort(comm) != ncclSuccess) failure = "ncclCommAbort failed";
+    if (!drain(stream)) failure = "the stream did not drain after the abort";
+    abortSeconds = std::chrono::duration<double>(Clock::now() - start).count();
+    rank0Done = true;
+    device().destroyStream(stream);
+    device().free(in);
+    device().free(out);
+  });
+  EXPECT_EQ(failure, "");
+  EXPECT_LT(abortSeconds, 10.0);
+}
+
+// While rank 0's stream is being captured its all-reduce is refused (ncclInvalidUsage,
+// saying why) and moves nothing: afterwards both ranks run one that succeeds.
+TEST(DeviceNcclSemantics, CollectiveOnACapturingStreamIsRefused) {
+  Environment environment("30s");
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  std::vector<std::string> failures(2);
+  testing::onEveryRank(2, [&](int r) {
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRank(&comm, 2, id, r) != ncclSuccess) {
+      failures[r] = "ncclCommInitRank failed";
+      return;
+    }
+    DeviceStream stream = *device().createStream();
+    auto* s = static_cast<cudaStream_t>(stream);
+    float* in = deviceFloats(256, static_cast<float>(r));
+    float* out = deviceFloats(256, 0);
+    if (r == 0) {
+      static_cast<emulation::EmulatedStream*>(stream)->setCapturing(true);
+      ncclResult_t captured = ncclAllReduce(in, out, 256, ncclFloat32, ncclSum, comm, s);
+      const std::string text = ncclGetLastError(comm);
+      if (captured != ncclInvalidUsage) {
+        failures[r] = std::string("under capture: ") + ncclGetErrorString(captured);
+      } else if (text.find("captur") == std::string::npos) {
+        failures[r] = "the error does not say why: " + text;
+      }
+      static_cast<emulation::EmulatedStream*>(stream)->setCapturing(false);
+    }
+    if (ncclAllReduce(in, out, 256, ncclFloat32, ncclSum, comm, s) != ncclSuccess ||
+        !drain(stream)) {
+      failures[r] += " the all-reduce after it failed";
+    } else {
+      for (size_t i = 0; i < 256; ++i) {
+        if (out[i] != 1.0f + 2.0f * static_cast<float>(i)) {
+          failures[r] += " wrong element " + std::to_string(i);
+          break;
+        }
+      }
+    }
+    ncclCommDestroy(comm);
+    device().destroyStream(stream);
+    device().free(in);
+    device().free(out);
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
+}
+
+}  // namespace
+}  // namespace collie
