@@ -102,6 +102,9 @@ if [ "$dry_run" = 1 ]; then
   step stub_skipped correctness 10 sh -c 'echo "skipped: no CUDA device"; exit 77'
   step stub_timeout correctness 1 sleep 30
   step stub_sanitizer sanitizer 10 sh -c 'echo "========= ERROR SUMMARY: 0 errors"'
+  step nccl_device_n2 correctness 10 sh -c 'for r in 0 1; do
+    echo "nccl_device_check rank $r: graph capture: 100 launches, #wrong 0"
+    echo "nccl_device_check rank $r: ok (2 ranks, device 0)"; done'
   step stub_sanitizer_refused sanitizer 10 sh -c 'echo "Device not supported"; exit 1'
   # Three interleaved rounds; the goals take medians: float32 at 1 MiB is slower (4.0
   # against 3.0) although round 2 alone says otherwise, bfloat16 at 256 MiB is not (298.3

@@ -72,6 +72,13 @@ def figures_of(check, text):
         # waited for the peers' flags.
         fig["profile_kernels"] = [int(k) for k, _ in m]
         fig["profile_wait_us_per_kernel"] = [round(float(w) / max(1, int(k)), 2) for k, w in m]
+    graphs = re.findall(r"graph capture: (\d+) launches, #wrong (\d+)", text)
+    if graphs:  # nccl_device_check: one line per rank
+        fig["graph_ranks"] = len(graphs)
+        fig["graph_launches"] = sum(int(n) for n, _ in graphs)
+    nccl_ok = re.findall(r"^nccl_device_check rank \d+: ok.*$", text, re.M)
+    if nccl_ok:
+        fig["ranks_ok"] = len(nccl_ok)
     m = re.search(r"ERROR SUMMARY: (\d+) error", text)
     if m:
         fig["sanitizer_errors"] = int(m.group(1))
@@ -146,6 +153,17 @@ def goals(checks):
     out.append({"name": "goal_every_correctness_check_passes", "kind": "goal",
                 "status": "fail" if bad else ("pass" if correctness else "skipped"),
                 "figures": {"checks": len(correctness), "not_passed": bad}})
+
+    # Issue 50's graph row: every rank of an nccl_device_check run launched its
+    # captured all-reduce 100 times with #wrong 0 (the "#wrong" figure sums them).
+    graph_runs = [c for c in checks if c["name"].startswith("nccl_device_n")]
+    graph_ok = [c for c in graph_runs if c["status"] == "pass" and
+                c.get("figures", {}).get("graph_ranks") and not c["figures"].get("wrong")]
+    out.append({"name": "goal_graph_capture", "kind": "goal",
+                "status": ("pass" if graph_runs and len(graph_ok) == len(graph_runs)
+                           else "fail" if graph_runs else "skipped"),
+                "figures": {"runs": [c["name"] for c in graph_runs],
+                            "passed": [c["name"] for c in graph_ok]}})
 
     rows, nrounds = bench_rounds(checks, "bench_reduce_copy")
     roof = rows.get(ROOFLINE_BYTES) or (rows[max(rows)] if rows else None)

@@ -5,6 +5,10 @@
 
 #include <unistd.h>
 
+#include <chrono>
+#include <cstring>
+#include <thread>
+
 #include "core/comm/argument_checks.h"
 #include "core/comm/communicator_impl.h"
 #include "core/kernel/device_memory.h"
@@ -118,27 +122,69 @@ bool Communicator::Impl::isDeviceBuffer(const void* ptr) const {
 
 bool Communicator::isDeviceBuffer(const void* ptr) const { return impl_->isDeviceBuffer(ptr); }
 
-Result<Work> Communicator::Impl::submit(const CollectiveArgs& args, const void* send, void* recv,
+// A factor in device memory (ncclScalarDevice) read now into the scalar's bytes, for a
+// collective that does not run as kernels (host buffers, or staged).
+Status Communicator::Impl::readDeviceScalar(ReduceScalar* scalar, DataType dtype) const {
+  const std::string what = "premulsum on rank " + std::to_string(rank) + ": ";
+  if (deviceRuntime == nullptr) {
+    return invalidArgument(what +
+                           "the factor is in device memory but this communicator has "
+                           "no device runtime");
+  }
+  const size_t bytes = dataTypeSize(dtype);
+  if (!deviceRuntime->isDevicePointer(scalar->device)) {
+    std::memcpy(scalar->bytes, scalar->device, bytes);  // host memory after all
+  } else {
+    Result<DeviceStream> stream = deviceRuntime->createStream();
+    if (!stream.isOk()) return stream.status().withContext(what + "reading the factor");
+    Status copied = deviceRuntime->memcpyAsync(scalar->bytes, scalar->device, bytes, *stream);
+    Result<DeviceEvent> event =
+        copied.isOk() ? deviceRuntime->recordEvent(*stream) : Result<DeviceEvent>(copied);
+    const auto deadline = std::chrono::steady_clock::now() + config.duration("COLLIE_TIMEOUT");
+    bool done = false;
+    while (event.isOk() && !(done = deviceRuntime->queryEvent(*event)) &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    if (event.isOk()) deviceRuntime->destroyEvent(*event);
+    deviceRuntime->destroyStream(*stream);
+    if (!event.isOk()) return event.status().withContext(what + "reading the factor");
+    if (!done) return timeoutError(what + "reading the factor from device memory timed out");
+  }
+  scalar->device = nullptr;
+  return Status();
+}
+
+Result<Work> Communicator::Impl::submit(const CollectiveArgs& given, const void* send, void* recv,
                                         void* stream, std::optional<int64_t> p2pTag) {
   // (An all-to-all with a count per peer has its counts in the layout, not in count.)
-  const bool moves = args.count > 0 || args.layout != nullptr;
-  if (moves && (device != nullptr || staging != nullptr) &&
-      (isDeviceBuffer(send) || isDeviceBuffer(recv))) {
+  const bool moves = given.count > 0 || given.layout != nullptr;
+  const bool onDevice = moves && (device != nullptr || staging != nullptr) &&
+                        (isDeviceBuffer(send) || isDeviceBuffer(recv));
+  const bool staged = isExchange(given.kind) || hasBlockCounts(given.kind);
+  // Only the device path's multiply kernel reads a factor in device memory itself.
+  const bool kernels = onDevice && device != nullptr && !staged;
+  CollectiveArgs resolved;
+  if (given.scalar.device != nullptr && !kernels) {
+    resolved = given;
+    COLLIE_RETURN_IF_ERROR(readDeviceScalar(&resolved.scalar, given.dtype));
+  }
+  const CollectiveArgs& args = given.scalar.device != nullptr && !kernels ? resolved : given;
+  if (onDevice) {
     if (isPointToPoint(args.kind)) {
       const bool isSend = args.kind == CollectiveKind::kSend;
       return devicePointToPoint({PointToPoint{isSend, isSend ? const_cast<void*>(send) : recv,
                                               args.count, args.dtype, args.peer, p2pTag}},
                                 stream);
     }
-    // All-to-all moves its blocks as messages between the device windows; the other
-    // exchanges and the kinds with a count per rank have no device kernels: they are
-    // staged through host memory, also where the device path runs the others.
+    // The exchanges move their blocks as messages between the device windows; the kinds
+    // with a count per rank have no device kernels: they are staged through host
+    // memory, also where the device path runs the others.
     // Premulsum's multiply is a kernel of the device path (DeviceComm).
-    if (device != nullptr && args.kind == CollectiveKind::kAllToAll) {
-      return device->submitAllToAll(args, send, recv, stream);
+    if (device != nullptr && DeviceComm::movesAsMessages(args.kind)) {
+      return device->submitExchange(args, send, recv, stream);
     }
-    const bool staged = isExchange(args.kind) || hasBlockCounts(args.kind);
-    if (device != nullptr && !staged) return device->submit(args, send, recv, stream);
+    if (kernels) return device->submit(args, send, recv, stream);
     return staging->submit(args, send, recv, stream);
   }
   return engine->submit(args, send, recv, p2pTag);

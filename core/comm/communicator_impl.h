@@ -86,6 +86,9 @@ struct Communicator::Impl {
   // Sends and receives on device buffers (Communicator::sendRecv, or one send or
   // receive): checked here, then DeviceComm::submitPointToPoint on `stream`.
   Result<Work> devicePointToPoint(const std::vector<PointToPoint>& ops, void* stream);
+  // Reads a premulsum factor that lives in device memory (ReduceScalar::device) into
+  // its bytes, synchronously, for a collective that runs no multiply kernel.
+  Status readDeviceScalar(ReduceScalar* scalar, DataType dtype) const;
 };
 
 // kPreMulSum needs a scalar and no other op takes one: InvalidArgument naming `what`

@@ -6,6 +6,7 @@
 #include <optional>
 #include <thread>
 
+#include "core/device/device_comm_parts.h"
 #include "core/engine/engine.h"
 #include "core/log/log.h"
 #include "core/plan/fingerprint.h"
@@ -15,19 +16,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Error word codes: kGenericTimeout, kPeerTimeoutBase + peer (the peer a step waited
-// for), kPeerMismatchBase + peer (the peer whose fingerprint differs), or kAbortedCode
-// (DeviceComm::abort). Matches kStepErrorTimeout = 1 of kernels/cuda/device_handles.h.
-constexpr int32_t kGenericTimeout = 1;
-constexpr int32_t kPeerTimeoutBase = 2;
-constexpr int32_t kPeerMismatchBase = 1 << 24;
-constexpr int32_t kAbortedCode = 1 << 30;
-
 // How long past the device-side deadline the host waits for a stream before it
 // reports the collective as stuck (e.g. behind other work on the caller's stream).
 constexpr auto kHostGrace = std::chrono::seconds(2);
-
-size_t alignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 // Polls a device event until it completes or the deadline passes.
 bool waitEvent(DeviceRuntime& runtime, void* event, Clock::time_point deadline) {
@@ -40,29 +31,12 @@ bool waitEvent(DeviceRuntime& runtime, void* event, Clock::time_point deadline) 
 
 }  // namespace
 
-// One rank's region: flags, the fingerprint check, the block counter, the inboxes.
-struct DeviceComm::Region {
-  static size_t sent(int peer) { return static_cast<size_t>(peer) * sizeof(uint64_t); }
-  static size_t consumed(int nranks, int peer) { return sent(nranks) + sent(peer); }
-  static size_t checkPosted(int nranks) { return sent(2 * nranks); }
-  static size_t checkSlot(int nranks, uint64_t sequence) {
-    return sent(2 * nranks + 1 + static_cast<int>(sequence % 2));
-  }
-  static size_t counter(int nranks) { return sent(2 * nranks + 3); }
-  static size_t inbox(int nranks, size_t slotBytes, int from, uint64_t slot) {
-    return alignUp(counter(nranks) + sizeof(uint32_t), 256) +
-           (static_cast<size_t>(from) * kSlots + slot) * slotBytes;
-  }
-  static size_t bytes(int nranks, size_t slotBytes) { return inbox(nranks, slotBytes, nranks, 0); }
-};
-
 DeviceComm::DeviceComm(DeviceRuntime* runtime, const DeviceCommConfig& config)
     : runtime_(runtime),
       config_(config),
       peerRegions_(config.nranks, nullptr),
       outcome_(std::make_shared<Outcome>()),
-      sentCount_(config.nranks, 0),
-      recvCount_(config.nranks, 0) {
+      counters_(nullptr) {
   outcome_->runtime = runtime;
   outcome_->timeout = config.timeout;
 }
@@ -108,12 +82,18 @@ Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceRuntime* runtime,
   for (int r = 0; r < config.nranks; ++r) comm->peerRegions_[r] = windows->window(r);
   comm->region_ = comm->peerRegions_[config.rank];
   comm->windows_ = std::move(windows);
-  // The error word and, 8 bytes on, the peer's fingerprint of a mismatch.
-  Result<void*> mapped = runtime->allocateMapped(2 * sizeof(uint64_t));
+  // The error word and, 8 and 16 bytes on, the peer's and this rank's fingerprint of a
+  // mismatch.
+  Result<void*> mapped = runtime->allocateMapped(3 * sizeof(uint64_t));
   if (!mapped.isOk()) return mapped.status().withContext(where);
   comm->outcome_->mapped = *mapped;
   comm->outcome_->error = static_cast<int32_t*>(*mapped);
   comm->outcome_->peerFingerprint = static_cast<uint64_t*>(*mapped) + 1;
+  comm->outcome_->ownFingerprint = static_cast<uint64_t*>(*mapped) + 2;
+  // The message counts and the sequence number, in device memory (zero-filled).
+  Result<void*> counters = runtime->allocate(Counters::bytes(config.nranks));
+  if (!counters.isOk()) return counters.status().withContext(where + ": message counts");
+  comm->counters_ = static_cast<uint64_t*>(*counters);
   comm->outcome_->rank = config.rank;
   Result<DeviceStream> stream = runtime->createStream();
   if (!stream.isOk()) return stream.status().withContext(where);
@@ -141,6 +121,7 @@ DeviceComm::~DeviceComm() {
   if (profile_ != nullptr) logProfile();
   if (ownStream_ != nullptr) runtime_->destroyStream(ownStream_);
   if (profile_ != nullptr) runtime_->free(profile_);
+  if (counters_ != nullptr) runtime_->free(counters_);
   for (uint8_t* old : retiredScratch_) runtime_->free(old);
   if (scratch_.data != nullptr) runtime_->free(scratch_.data);
   if (premulScratch_.data != nullptr) runtime_->free(premulScratch_.data);
@@ -169,32 +150,34 @@ void DeviceComm::logProfile() {
 }
 
 // The stream a submission launches on (null: the communicator's own), made to wait
-// first for the previous submission when that went to another stream.
-Result<DeviceStream> DeviceComm::orderAfterPrevious(DeviceStream stream) {
+// first for the previous submission when that went to another stream. Not while the
+// stream is being captured: a graph cannot wait for an event recorded outside it, and
+// its launches run when the caller launches the graph, ordered by the caller.
+Result<DeviceStream> DeviceComm::orderAfterPrevious(DeviceStream stream, bool captured) {
   if (stream == nullptr) stream = ownStream_;
-  if (lastEvent_ && stream != lastStream_) {
+  if (!captured && lastEvent_ && stream != lastStream_) {
     COLLIE_RETURN_IF_ERROR(runtime_->streamWaitEvent(stream, lastEvent_.get()));
   }
   return stream;
 }
 
-// Graph capture would record kernels whose flag values and inbox slots belong to this
-// call's message counts; a replay would reuse them against peers that moved on.
-Status DeviceComm::refuseCapture(DeviceStream stream) const {
-  if (stream == nullptr) return Status();  // the communicator's own stream: never captured
-  Result<bool> capturing = runtime_->isCapturing(stream);
-  if (!capturing.isOk()) return capturing.status();
-  if (*capturing) {
-    return unsupported(
-        "the stream is being captured into a CUDA graph; collie's device collectives cannot "
-        "be captured yet (their kernels carry this call's message counts, which a replay "
-        "would reuse): issue the collective outside the capture");
-  }
-  return Status();
+// Whether work enqueued on `stream` now is captured into a CUDA graph. Captured kernels
+// replay correctly: every count they depend on lives in device memory (Launcher).
+Result<bool> DeviceComm::isCaptured(DeviceStream stream) const {
+  if (stream == nullptr) return false;  // the communicator's own stream: never captured
+  return runtime_->isCapturing(stream);
 }
 
-Status DeviceComm::ensureScratch(Scratch* scratch, size_t bytes) {
+Status DeviceComm::ensureScratch(Scratch* scratch, size_t bytes, bool captured) {
   if (bytes <= scratch->bytes) return Status();
+  if (captured) {
+    // cudaMalloc would end the capture with an error (and a captured kernel would keep
+    // the old scratch's address anyway).
+    return unsupported("this collective needs " + std::to_string(bytes) +
+                       " bytes of device scratch, which cannot be allocated while the stream "
+                       "is captured; run it once outside the capture first (the scratch "
+                       "stays, and is reused)");
+  }
   Result<void*> fresh = runtime_->allocate(bytes);
   if (!fresh.isOk()) return fresh.status().withContext("device scratch");
   if (scratch->data != nullptr) retiredScratch_.push_back(scratch->data);
@@ -228,82 +211,43 @@ Result<const void*> DeviceComm::launchPreMultiply(const CollectiveArgs& args, si
   scale.count = count;
   scale.dtype = args.dtype;
   std::memcpy(&scale.factor, args.scalar.bytes, sizeof(scale.factor));
+  scale.factorAt = args.scalar.device;  // ncclScalarDevice: read when the kernel runs
   COLLIE_RETURN_IF_ERROR(runtime_->launchScale(scale, stream));
   return static_cast<const void*>(premulScratch_.data);
 }
 
-// Builds the flag waits and posts of one step from the per-pair message counts.
-class DeviceComm::Launcher {
- public:
-  explicit Launcher(DeviceComm& comm) : c_(comm) {}
-
-  DeviceStepSync baseSync() const {
-    DeviceStepSync sync;
-    sync.blockCounter =
-        reinterpret_cast<uint32_t*>(c_.region_ + Region::counter(c_.config_.nranks));
-    sync.error = c_.outcome_->error;
-    sync.timeoutNs = static_cast<uint64_t>(c_.config_.timeout.count()) * 1000;
-    sync.profile = c_.profile_;
-    return sync;
-  }
-
-  // The next message to `peer`: waits until its slot is free, posts "sent". Returns
-  // the slot in the peer's inbox.
-  uint8_t* send(int peer, DeviceStepSync* sync, int index) {
-    const uint64_t m = c_.sentCount_[peer]++;
-    const int n = c_.config_.nranks;
-    if (m + 1 > kSlots) {
-      sync->waits[index] = {flag(peer, Region::consumed(n, c_.config_.rank)), m + 1 - kSlots,
-                            kPeerTimeoutBase + peer};
-    }
-    sync->posts[index] = {flag(c_.config_.rank, Region::sent(peer)), m + 1};
-    return c_.peerRegions_[peer] +
-           Region::inbox(n, c_.config_.slotBytes, c_.config_.rank, m % kSlots);
-  }
-
-  // The next message from `peer`: waits until it was sent, posts "consumed". Returns
-  // its slot in this rank's inbox.
-  const uint8_t* recv(int peer, DeviceStepSync* sync, int index) {
-    const uint64_t m = c_.recvCount_[peer]++;
-    const int n = c_.config_.nranks;
-    sync->waits[index] = {flag(peer, Region::sent(c_.config_.rank)), m + 1,
-                          kPeerTimeoutBase + peer};
-    sync->posts[index] = {flag(c_.config_.rank, Region::consumed(n, peer)), m + 1};
-    return c_.region_ + Region::inbox(n, c_.config_.slotBytes, peer, m % kSlots);
-  }
-
- private:
-  uint64_t* flag(int owner, size_t offset) const {
-    return reinterpret_cast<uint64_t*>(c_.peerRegions_[owner] + offset);
-  }
-  DeviceComm& c_;
-};
-
-// Collective number sequence_ opens with the fingerprint check against every peer, in
-// launches of at most kDeviceMaxCheckPeers peers (the first one also publishes).
+// Each collective opens with the fingerprint check against every peer, in launches of
+// at most kDeviceMaxCheckPeers peers (the first one also publishes, the last one
+// advances the sequence number). The sequence number lives in device memory: the
+// kernel picks the slots, completes `fingerprint` (made with sequence 0) and the
+// posted value from it.
 Status DeviceComm::launchCheck(uint64_t fingerprint, DeviceStream stream) {
   const int n = config_.nranks;
   DeviceFingerprintCheck check;
-  check.ownSlot = reinterpret_cast<uint64_t*>(region_ + Region::checkSlot(n, sequence_));
+  check.ownSlot = reinterpret_cast<uint64_t*>(region_ + Region::checkSlot(n, 0));
   check.ownPosted = reinterpret_cast<uint64_t*>(region_ + Region::checkPosted(n));
   check.fingerprint = fingerprint;
-  check.posted = sequence_ + 1;
+  check.posted = 1;
   check.error = outcome_->error;
   check.peerFingerprint = outcome_->peerFingerprint;
+  check.ownFingerprint = outcome_->ownFingerprint;
   check.timeoutNs = static_cast<uint64_t>(config_.timeout.count()) * 1000;
   check.timeoutBase = kPeerTimeoutBase;
   check.mismatchBase = kPeerMismatchBase;
+  check.sequence = counters_ + Counters::sequence(n);
+  check.sequenceShift = kFingerprintSequenceShift;
   int remaining = n - 1;  // peers not yet in a launch
   for (int peer = 0; peer < n; ++peer) {
     if (peer == config_.rank) continue;
     const int i = check.npeers++;
     check.peerSlot[i] =
-        reinterpret_cast<const uint64_t*>(peerRegions_[peer] + Region::checkSlot(n, sequence_));
+        reinterpret_cast<const uint64_t*>(peerRegions_[peer] + Region::checkSlot(n, 0));
     check.peerPosted[i] =
         reinterpret_cast<const uint64_t*>(peerRegions_[peer] + Region::checkPosted(n));
     check.peerRank[i] = peer;
     --remaining;
     if (check.npeers == kDeviceMaxCheckPeers || remaining == 0) {
+      check.advanceSequence = remaining == 0;
       COLLIE_RETURN_IF_ERROR(runtime_->launchFingerprintCheck(check, stream));
       check.ownSlot = nullptr;
       check.ownPosted = nullptr;
@@ -311,9 +255,9 @@ Status DeviceComm::launchCheck(uint64_t fingerprint, DeviceStream stream) {
     }
   }
   if (check.ownSlot != nullptr) {  // a single rank: publish only
+    check.advanceSequence = true;
     COLLIE_RETURN_IF_ERROR(runtime_->launchFingerprintCheck(check, stream));
   }
-  ++sequence_;
   return Status();
 }
 
@@ -396,36 +340,18 @@ Status DeviceComm::launchSchedule(const Schedule& schedule, const void* input, v
   return Status();
 }
 
-Status DeviceComm::Outcome::finish(const std::string& what, uint64_t fingerprint) {
+Status DeviceComm::Outcome::finish(const std::string& what) {
   std::lock_guard<std::mutex> lock(mutex);
-  return describeLocked(what, fingerprint);
-}
-
-void DeviceComm::Outcome::remember(uint64_t sequence, uint64_t fingerprint) {
-  std::lock_guard<std::mutex> lock(mutex);
-  recent[sequence % kRecent] = fingerprint;
+  return describeLocked(what);
 }
 
 Status DeviceComm::Outcome::poll() {
   std::lock_guard<std::mutex> lock(mutex);
   if (!failed.isOk() || error == nullptr) return failed;
-  const int32_t code = std::atomic_ref<int32_t>(*error).load(std::memory_order_acquire);
-  if (code == 0) return Status();
-  // A mismatch names the collective by the sequence number in the peer's fingerprint;
-  // this rank's fingerprint of that collective is one of the recent ones.
-  uint64_t mine = 0;
-  if (code >= kPeerMismatchBase && code != kAbortedCode) {
-    const uint64_t theirs =
-        std::atomic_ref<uint64_t>(*peerFingerprint).load(std::memory_order_acquire);
-    const uint64_t sequence = decodeFingerprint(theirs).sequence;
-    for (uint64_t candidate : recent) {
-      if (candidate != 0 && decodeFingerprint(candidate).sequence == sequence) mine = candidate;
-    }
-  }
-  return describeLocked("a collective on rank " + std::to_string(rank) + " (device buffers)", mine);
+  return describeLocked("a collective on rank " + std::to_string(rank) + " (device buffers)");
 }
 
-Status DeviceComm::Outcome::describeLocked(const std::string& what, uint64_t fingerprint) {
+Status DeviceComm::Outcome::describeLocked(const std::string& what) {
   if (!failed.isOk()) return failed;
   const int32_t code = std::atomic_ref<int32_t>(*error).load(std::memory_order_acquire);
   if (code == 0) return Status();
@@ -437,6 +363,9 @@ Status DeviceComm::Outcome::describeLocked(const std::string& what, uint64_t fin
     const int peer = code - kPeerMismatchBase;
     const uint64_t theirs =
         std::atomic_ref<uint64_t>(*peerFingerprint).load(std::memory_order_acquire);
+    // The check kernel stores this rank's side (with the sequence number it used).
+    const uint64_t fingerprint =
+        std::atomic_ref<uint64_t>(*ownFingerprint).load(std::memory_order_acquire);
     std::string fields = describeMismatch(fingerprint, theirs, peer);
     failed = mismatchError(
         what + ": rank " + std::to_string(rank) + " and rank " + std::to_string(peer) +
@@ -468,35 +397,6 @@ void DeviceComm::abort() {
   }
 }
 
-namespace {
-// Makes the communicator's device current on this thread for a scope, restoring the
-// caller's after (ncclCommInitRank binds a communicator to the device current then).
-class DeviceScope {
- public:
-  DeviceScope(DeviceRuntime& runtime, int device) : runtime_(runtime) {
-    Result<int> current = runtime.currentDevice();
-    if (!current.isOk()) {
-      status_ = current.status();
-      return;
-    }
-    previous_ = *current;
-    if (previous_ != device) status_ = runtime.setCurrentDevice(device);
-  }
-  ~DeviceScope() {
-    Result<int> current = runtime_.currentDevice();
-    if (status_.isOk() && current.isOk() && *current != previous_) {
-      (void)runtime_.setCurrentDevice(previous_);
-    }
-  }
-  const Status& status() const { return status_; }
-
- private:
-  DeviceRuntime& runtime_;
-  int previous_ = 0;
-  Status status_;
-};
-}  // namespace
-
 Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, void* output,
                                 DeviceStream stream) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -505,7 +405,8 @@ Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, v
   COLLIE_RETURN_IF_ERROR(outcome_->poll());
   DeviceScope onDevice(*runtime_, device_);
   COLLIE_RETURN_IF_ERROR(onDevice.status().withContext(what));
-  COLLIE_RETURN_IF_ERROR(refuseCapture(stream).withContext(what));
+  Result<bool> captured = isCaptured(stream);
+  if (!captured.isOk()) return captured.status().withContext(what);
   PlanParams params;
   params.rank = config_.rank;
   params.nranks = config_.nranks;
@@ -521,7 +422,8 @@ Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, v
   }
   Result<Schedule> schedule = buildSchedule(args, params);
   if (!schedule.isOk()) return schedule.status().withContext(what);
-  COLLIE_RETURN_IF_ERROR(ensureScratch(&scratch_, schedule->scratchBytesPerChannel));
+  COLLIE_RETURN_IF_ERROR(
+      ensureScratch(&scratch_, schedule->scratchBytesPerChannel, *captured).withContext(what));
   // Allocated before any launch: allocation waits for the default stream, which a
   // blocking stream's queued collective would hold up.
   size_t premulCount = 0;
@@ -529,14 +431,14 @@ Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, v
     Result<size_t> count = preMultiplyCount(args);
     if (!count.isOk()) return count.status().withContext(what);
     premulCount = *count;
-    COLLIE_RETURN_IF_ERROR(ensureScratch(&premulScratch_, premulCount * dataTypeSize(args.dtype)));
+    COLLIE_RETURN_IF_ERROR(
+        ensureScratch(&premulScratch_, premulCount * dataTypeSize(args.dtype), *captured)
+            .withContext(what));
   }
-  Result<DeviceStream> ordered = orderAfterPrevious(stream);
+  Result<DeviceStream> ordered = orderAfterPrevious(stream, *captured);
   if (!ordered.isOk()) return ordered.status().withContext(what);
   stream = *ordered;
-  const uint64_t fingerprint = makeFingerprint(sequence_, args);
-  outcome_->remember(sequence_, fingerprint);
-  Status launched = launchCheck(fingerprint, stream);
+  Status launched = launchCheck(makeFingerprint(0, args), stream);
   const void* source = input;
   if (launched.isOk() && premulCount > 0) {
     Result<const void*> scaled = launchPreMultiply(args, premulCount, input, stream);
@@ -544,16 +446,22 @@ Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, v
     launched = scaled.status();
   }
   if (launched.isOk()) launched = launchSchedule(*schedule, source, output, stream);
-  return complete(launched, stream, what, fingerprint);
+  return complete(launched, stream, what, *captured);
 }
 
 // The Work of what was just launched on `stream` (`launched`: how the launches went).
+// A captured submission ran nothing yet: its Work is complete at once, and the graph's
+// launches complete with their streams.
 Result<Work> DeviceComm::complete(const Status& launched, DeviceStream stream,
-                                  const std::string& what, uint64_t fingerprint) {
+                                  const std::string& what, bool captured) {
+  if (captured && launched.isOk()) {
+    return Work(std::make_shared<WorkState>([]() -> std::optional<Status> { return Status(); }));
+  }
   Result<DeviceEvent> event =
       launched.isOk() ? runtime_->recordEvent(stream) : Result<DeviceEvent>(launched);
   if (!event.isOk()) {
-    // Message counts moved on this rank only: the communicator cannot continue.
+    // Some launches are on the stream and will advance this rank's message counts
+    // alone: the communicator cannot continue.
     return outcome_->fail(event.status().withContext(what));
   }
   DeviceRuntime* runtime = runtime_;
@@ -561,9 +469,8 @@ Result<Work> DeviceComm::complete(const Status& launched, DeviceStream stream,
   lastEvent_ = done;
   lastStream_ = stream;
   const Clock::time_point hostDeadline = Clock::now() + 2 * config_.timeout + kHostGrace;
-  auto poller = [outcome = outcome_, done, what, hostDeadline,
-                 fingerprint]() -> std::optional<Status> {
-    if (outcome->runtime->queryEvent(done.get())) return outcome->finish(what, fingerprint);
+  auto poller = [outcome = outcome_, done, what, hostDeadline]() -> std::optional<Status> {
+    if (outcome->runtime->queryEvent(done.get())) return outcome->finish(what);
     if (Clock::now() > hostDeadline) {
       return outcome->fail(
           timeoutError(what + ": the device stream did not reach the end of the "
@@ -572,132 +479,6 @@ Result<Work> DeviceComm::complete(const Status& launched, DeviceStream stream,
     return std::nullopt;
   };
   return Work(std::make_shared<WorkState>(std::move(poller)));
-}
-
-}  // namespace collie
-
-namespace collie {
-
-// Point-to-point over the inboxes. A message is one chunk of at most slotBytes; the
-// chunks to and from each peer are numbered in the order of the operations. Round j
-// launches the j-th message to every peer, then receives the j-th message from every
-// peer. With two slots per pair, the j-th send waits only for the peer to have read
-// message j - 2, which it did in round j - 2, so every rank finishes its sends of
-// round j and then its receives: no order of operations across ranks can deadlock.
-// Sends to this rank must pair up with receives from it, in order and by size.
-Status DeviceComm::checkSelfMoves(const std::vector<Move>& moves) const {
-  std::vector<size_t> sends, recvs;
-  for (const Move& move : moves) {
-    if (move.peer == config_.rank && move.bytes > 0) {
-      (move.isSend ? sends : recvs).push_back(move.bytes);
-    }
-  }
-  if (sends.size() != recvs.size()) {
-    return invalidArgument(std::to_string(sends.size()) + " send(s) to this rank but " +
-                           std::to_string(recvs.size()) + " receive(s) from it");
-  }
-  for (size_t i = 0; i < sends.size(); ++i) {
-    if (sends[i] != recvs[i]) {
-      return invalidArgument("send " + std::to_string(i) + " to this rank has " +
-                             std::to_string(sends[i]) + " bytes but its receive has " +
-                             std::to_string(recvs[i]));
-    }
-  }
-  return Status();
-}
-
-Status DeviceComm::launchMoves(const std::vector<Move>& moves, DeviceStream stream) {
-  const int n = config_.nranks;
-  const int self = config_.rank;
-  struct Chunk {
-    uint8_t* at;
-    size_t bytes;
-  };
-  std::vector<std::vector<Chunk>> out(n), in(n);
-  std::vector<const Move*> selfSends, selfRecvs;
-  for (const Move& move : moves) {
-    if (move.bytes == 0) continue;
-    if (move.peer == self) {
-      (move.isSend ? selfSends : selfRecvs).push_back(&move);
-      continue;
-    }
-    std::vector<Chunk>& chunks = (move.isSend ? out : in)[move.peer];
-    for (size_t offset = 0; offset < move.bytes; offset += config_.slotBytes) {
-      chunks.push_back({move.buffer + offset, std::min(config_.slotBytes, move.bytes - offset)});
-    }
-  }
-  for (size_t i = 0; i < selfSends.size() && i < selfRecvs.size(); ++i) {
-    COLLIE_RETURN_IF_ERROR(runtime_->memcpyAsync(selfRecvs[i]->buffer, selfSends[i]->buffer,
-                                                 selfSends[i]->bytes, stream));
-  }
-  size_t rounds = 0;
-  for (int p = 0; p < n; ++p) rounds = std::max({rounds, out[p].size(), in[p].size()});
-  Launcher launcher(*this);
-  for (size_t j = 0; j < rounds; ++j) {
-    for (int p = 0; p < n; ++p) {
-      if (j >= out[p].size()) continue;
-      DeviceCopyStep copy{out[p][j].at, nullptr, nullptr, out[p][j].bytes, launcher.baseSync()};
-      copy.peerOut = launcher.send(p, &copy.sync, 0);
-      COLLIE_RETURN_IF_ERROR(runtime_->launchCopy(copy, stream));
-    }
-    for (int p = 0; p < n; ++p) {
-      if (j >= in[p].size()) continue;
-      DeviceCopyStep copy{nullptr, in[p][j].at, nullptr, in[p][j].bytes, launcher.baseSync()};
-      copy.src = launcher.recv(p, &copy.sync, 0);
-      COLLIE_RETURN_IF_ERROR(runtime_->launchCopy(copy, stream));
-    }
-  }
-  return Status();
-}
-
-Result<Work> DeviceComm::submitPointToPoint(const std::vector<PointToPoint>& ops,
-                                            DeviceStream stream) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  const std::string what =
-      "send/recv group on rank " + std::to_string(config_.rank) + " (device buffers)";
-  COLLIE_RETURN_IF_ERROR(outcome_->poll());
-  DeviceScope onDevice(*runtime_, device_);
-  COLLIE_RETURN_IF_ERROR(onDevice.status().withContext(what));
-  COLLIE_RETURN_IF_ERROR(refuseCapture(stream).withContext(what));
-  std::vector<Move> moves;
-  moves.reserve(ops.size());
-  for (const PointToPoint& op : ops) {
-    moves.push_back(
-        {op.isSend, static_cast<uint8_t*>(op.buffer), op.count * dataTypeSize(op.dtype), op.peer});
-  }
-  COLLIE_RETURN_IF_ERROR(checkSelfMoves(moves).withContext(what));
-  Result<DeviceStream> ordered = orderAfterPrevious(stream);
-  if (!ordered.isOk()) return ordered.status().withContext(what);
-  return complete(launchMoves(moves, *ordered), *ordered, what, 0);
-}
-
-// All-to-all: the fingerprint check (every rank agrees on count and dtype before a
-// byte moves), then block p of the input to rank p and block p of the output from it.
-Result<Work> DeviceComm::submitAllToAll(const CollectiveArgs& args, const void* input, void* output,
-                                        DeviceStream stream) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  const std::string what = std::string(collectiveName(args.kind)) + " on rank " +
-                           std::to_string(config_.rank) + " (device buffers)";
-  COLLIE_RETURN_IF_ERROR(outcome_->poll());
-  DeviceScope onDevice(*runtime_, device_);
-  COLLIE_RETURN_IF_ERROR(onDevice.status().withContext(what));
-  COLLIE_RETURN_IF_ERROR(refuseCapture(stream).withContext(what));
-  const size_t block = args.count * dataTypeSize(args.dtype);
-  std::vector<Move> moves;
-  for (int p = 0; p < config_.nranks; ++p) {
-    const size_t at = static_cast<size_t>(p) * block;
-    moves.push_back(
-        {true, const_cast<uint8_t*>(static_cast<const uint8_t*>(input)) + at, block, p});
-    moves.push_back({false, static_cast<uint8_t*>(output) + at, block, p});
-  }
-  Result<DeviceStream> ordered = orderAfterPrevious(stream);
-  if (!ordered.isOk()) return ordered.status().withContext(what);
-  stream = *ordered;
-  const uint64_t fingerprint = makeFingerprint(sequence_, args);
-  outcome_->remember(sequence_, fingerprint);
-  Status launched = launchCheck(fingerprint, stream);
-  if (launched.isOk()) launched = launchMoves(moves, stream);
-  return complete(launched, stream, what, fingerprint);
 }
 
 }  // namespace collie

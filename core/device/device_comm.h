@@ -12,7 +12,12 @@
 //     fingerprint slots), a block counter, and inbox[q][kSlots] of slotBytes each,
 //     which rank q writes directly.
 //   - message m from q to r (counted per pair over the communicator's life, so flags
-//     only grow and never need resetting) goes to r's inbox[q][m % kSlots]. The
+//     only grow and never need resetting) goes to r's inbox[q][m % kSlots]. The counts
+//     live in device memory of each rank (messages sent to each peer, received from
+//     each peer, collectives checked): a step kernel reads them when it runs, derives
+//     its waits, posts and slots, and advances them when it ends. Nothing in a
+//     kernel's arguments depends on how many collectives ran before it, so a kernel
+//     captured into a CUDA graph replays correctly any number of times. The
 //     sender's kernel first waits for r.consumed[q] >= m + 1 - kSlots (the slot is
 //     free: in-place and back-to-back collectives cannot overwrite unread data), then
 //     writes and posts sent[r] = m + 1; the receiver's kernel waits for q.sent[r] >=
@@ -21,10 +26,11 @@
 //     (COLLIE_DEVICE_SLOT_BYTES), so every step fits one slot. Each step is one kernel
 //     whose start waits for the peer's previous one: larger slots mean fewer such
 //     hand-offs per byte (on an H200 under MPS a hand-off costs tens of microseconds).
-// Mismatch: collective number s (counted on the device path) opens with a check
-// kernel that writes this rank's fingerprint (core/plan/fingerprint.h) into its
-// slot s % 2, posts `posted = s + 1`, waits for every peer's post and compares. A
-// difference stores the peer's fingerprint and a mismatch code naming it into mapped
+// Mismatch: collective number s (the sequence number, counted on the device) opens
+// with a check kernel that writes this rank's fingerprint (core/plan/fingerprint.h,
+// with s) into its slot s % 2, posts `posted = s + 1`, waits for every peer's post and
+// compares. A difference stores both fingerprints and a mismatch code naming the peer
+// into mapped
 // memory, every step after it skips, and the Work fails with Mismatch naming the peer
 // and both sides, before any output byte is written. Two slots suffice: a rank can
 // start check s + 2 only after its check s + 1 saw every peer's post s + 2, which each
@@ -39,11 +45,15 @@
 // so the stream drains in microseconds instead of at the device-side deadline.
 // Binding: a communicator runs on the device that was current when it was created
 // (deviceOrdinal()); submit() makes it current for its launches and restores the
-// caller's. Graph capture: a collective issued on a stream being captured is refused
-// (Unsupported): its step kernels carry this call's message counts, which a replay
-// would reuse.
+// caller's. Graph capture: a collective issued on a stream being captured is recorded
+// into the graph (its Work is complete at once: the graph's launches run it); every
+// rank must launch its graphs in the same order relative to its other collectives on
+// the communicator, as with NCCL. Scratch cannot be allocated during a capture: a
+// collective that needs more than the communicator holds fails (Unsupported) until it
+// ran once outside.
 // Ordering: collectives on one stream follow stream order; a collective on another
-// stream than the previous one first waits (on the device) for the previous one.
+// stream than the previous one first waits (on the device) for the previous one
+// (except while capturing: the caller orders the graph's launches).
 //
 // Thread safety: submit() may be called from any thread; submissions are serialised.
 #pragma once
@@ -110,13 +120,19 @@ class DeviceComm {
   // when they do not pair up). Tags are not looked at. No fingerprint check: a peer
   // that never sends or receives its side is named by a Timeout.
   Result<Work> submitPointToPoint(const std::vector<PointToPoint>& ops, DeviceStream stream);
-  // All-to-all of args.count elements per rank (args.kind kAllToAll): the fingerprint
-  // check, then the blocks as point-to-point messages; no staging through the host.
-  Result<Work> submitAllToAll(const CollectiveArgs& args, const void* input, void* output,
+  // The exchanges whose blocks are messages between ranks (movesAsMessages: all-to-all,
+  // all-to-all v, gather, scatter): the fingerprint check, then the blocks as
+  // point-to-point messages; no staging through the host.
+  static bool movesAsMessages(CollectiveKind kind) {
+    return kind == CollectiveKind::kAllToAll || kind == CollectiveKind::kAllToAllV ||
+           kind == CollectiveKind::kGather || kind == CollectiveKind::kScatter;
+  }
+  Result<Work> submitExchange(const CollectiveArgs& args, const void* input, void* output,
                               DeviceStream stream);
 
  private:
-  struct Region;  // offsets into one rank's region
+  struct Region;    // offsets into one rank's region
+  struct Counters;  // offsets into counters_
   class Launcher;
   void logProfile();
   // The error word and the sticky failure, shared with the Work pollers so that a
@@ -125,27 +141,24 @@ class DeviceComm {
     DeviceRuntime* runtime = nullptr;
     int32_t* error = nullptr;             // mapped: the error word
     uint64_t* peerFingerprint = nullptr;  // mapped: the peer's side of a mismatch
+    uint64_t* ownFingerprint = nullptr;   // mapped: this rank's side
     void* mapped = nullptr;               // holds both
     int rank = 0;
     std::chrono::microseconds timeout{0};
     std::mutex mutex;
     Status failed;
-    // This rank's fingerprints of the last kRecent collectives (by sequence), so that a
-    // mismatch found by polling names both sides.
-    static constexpr uint64_t kRecent = 64;
-    uint64_t recent[kRecent] = {};
     ~Outcome();
-    // OK, or Timeout / Mismatch / Aborted naming the peer from the error word
-    // (`fingerprint`: this rank's side); makes a failure sticky.
-    Status finish(const std::string& what, uint64_t fingerprint);
+    // OK, or Timeout / Mismatch / Aborted naming the peer from the error word (a
+    // mismatch with both sides' fingerprints, which the check kernel stored); makes a
+    // failure sticky.
+    Status finish(const std::string& what);
     // finish() for whichever collective the error word is about.
     Status poll();
     Status sticky();
     Status fail(Status status);
-    void remember(uint64_t sequence, uint64_t fingerprint);
 
    private:
-    Status describeLocked(const std::string& what, uint64_t fingerprint);
+    Status describeLocked(const std::string& what);
   };
 
   DeviceComm(DeviceRuntime* runtime, const DeviceCommConfig& config);
@@ -153,8 +166,8 @@ class DeviceComm {
     uint8_t* data = nullptr;  // device memory, grown never shrunk
     size_t bytes = 0;
   };
-  Status ensureScratch(Scratch* scratch, size_t bytes);
-  Status refuseCapture(DeviceStream stream) const;
+  Status ensureScratch(Scratch* scratch, size_t bytes, bool captured);
+  Result<bool> isCaptured(DeviceStream stream) const;
   Result<size_t> preMultiplyCount(const CollectiveArgs& args) const;
   Result<const void*> launchPreMultiply(const CollectiveArgs& args, size_t count, const void* input,
                                         DeviceStream stream);
@@ -168,10 +181,12 @@ class DeviceComm {
     int peer;
   };
   Status checkSelfMoves(const std::vector<Move>& moves) const;
+  std::vector<Move> exchangeMoves(const CollectiveArgs& args, const void* input,
+                                  void* output) const;
   Status launchMoves(const std::vector<Move>& moves, DeviceStream stream);
-  Result<DeviceStream> orderAfterPrevious(DeviceStream stream);
+  Result<DeviceStream> orderAfterPrevious(DeviceStream stream, bool captured);
   Result<Work> complete(const Status& launched, DeviceStream stream, const std::string& what,
-                        uint64_t fingerprint);
+                        bool captured);
 
   DeviceRuntime* const runtime_;
   const DeviceCommConfig config_;
@@ -180,16 +195,14 @@ class DeviceComm {
   std::unique_ptr<DeviceWindows> windows_;
   uint8_t* region_ = nullptr;          // windows_->window(rank)
   std::vector<uint8_t*> peerRegions_;  // [rank]; this rank's own region at rank_
-  uint64_t sequence_ = 0;              // collectives submitted on the device path
   std::shared_ptr<Outcome> outcome_;
   DeviceStream ownStream_ = nullptr;
   uint64_t* profile_ = nullptr;           // device memory, COLLIE_DEVICE_PROFILE only
   Scratch scratch_;                       // the schedules' scratch slices
   Scratch premulScratch_;                 // PREMUL_SUM's scaled input
   std::vector<uint8_t*> retiredScratch_;  // freed at destruction (kernels may use them)
-  std::vector<uint64_t> sentCount_;       // [peer] messages sent over the life of the comm
-  std::vector<uint64_t> recvCount_;       // [peer] messages received
-  std::shared_ptr<void> lastEvent_;       // the previous collective's completion
+  uint64_t* counters_;               // device memory: Counters (message counts, sequence number)
+  std::shared_ptr<void> lastEvent_;  // the previous collective's completion
   DeviceStream lastStream_ = nullptr;
 };
 

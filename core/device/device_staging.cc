@@ -92,6 +92,17 @@ Result<Work> DeviceStaging::submit(const CollectiveArgs& args, const void* input
       ownStream_ = *created;
     }
     stream = ownStream_;
+  } else {
+    // The host part runs now, not when a graph is launched: nothing to capture.
+    Result<bool> capturing = runtime_->isCapturing(stream);
+    if (!capturing.isOk()) return capturing.status().withContext(what);
+    if (*capturing) {
+      return unsupported(what +
+                         ": the stream is being captured into a CUDA graph, and collectives "
+                         "staged through host memory (across hosts, or all-gather v and "
+                         "reduce-scatter v) run their host part at the call; "
+                         "issue it outside the capture");
+    }
   }
   if (hasBlockCounts(args.kind) && args.blocks == nullptr) {
     return invalidArgument(what + ": no counts per rank");

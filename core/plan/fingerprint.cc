@@ -43,7 +43,7 @@ uint64_t makeFingerprint(uint64_t sequence, const CollectiveArgs& args) {
   CollectiveKind kind = args.kind == CollectiveKind::kRecv ? CollectiveKind::kSend : args.kind;
   bool reduces = kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter ||
                  kind == CollectiveKind::kReduce || kind == CollectiveKind::kReduceScatterV;
-  uint64_t tag = (sequence & 0xFFFFF) << 44;
+  uint64_t tag = (sequence & 0xFFFFF) << kFingerprintSequenceShift;
   tag |= (static_cast<uint64_t>(kind) & 0xF) << 40;
   tag |= (static_cast<uint64_t>(args.dtype) & 0xF) << 36;
   tag |= (reduces ? static_cast<uint64_t>(args.op) & 0xF : 0) << 32;

@@ -24,6 +24,10 @@
 namespace collie {
 
 uint64_t makeFingerprint(uint64_t sequence, const CollectiveArgs& args);
+// Where the sequence number sits: makeFingerprint(s, args) ==
+// makeFingerprint(0, args) | ((s & 0xFFFFF) << kFingerprintSequenceShift) (the device
+// path's check kernel completes the fingerprint so).
+inline constexpr uint32_t kFingerprintSequenceShift = 44;
 
 // The kind field of tagged point-to-point messages (above).
 inline constexpr uint64_t kEnvelopeKindBits = 14;

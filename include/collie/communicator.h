@@ -127,12 +127,14 @@ class Communicator {
   // `stream` (a cudaStream_t; null: the communicator's own stream), in order with the
   // work already on it; the Work completes with the stream, so either wait on it or
   // synchronise the stream. Across hosts the data is staged through host memory and
-  // the call returns after the host part (docs/cuda.md). All-to-all and point-to-point
-  // (sendRecv) move their blocks between the ranks' device windows on one host; gather,
-  // scatter and the kinds with a count per rank are staged through host memory on
-  // every communicator: they have no device kernels. Host buffers ignore `stream`.
-  // Mixing a host and a device buffer is InvalidArgument. A stream being captured into
-  // a CUDA graph is Unsupported for now.
+  // the call returns after the host part (docs/cuda.md). The exchanges (all-to-all,
+  // all-to-all v, gather, scatter) and point-to-point (sendRecv) move their blocks
+  // between the ranks' device windows on one host; the kinds with a count per rank
+  // (all-gather v, reduce-scatter v) are staged through host memory on every
+  // communicator: they have no device kernels. Host buffers ignore `stream`. Mixing a
+  // host and a device buffer is InvalidArgument. On a stream being captured into a CUDA
+  // graph the kernels are recorded (the Work is complete at once; the graph's launches
+  // run them); a staged collective is then Unsupported.
 
   // recv[i] = op over ranks of send[i], i < count. In place when send == recv.
   Result<Work> allReduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
@@ -180,8 +182,8 @@ class Communicator {
   // recv on root = op over ranks of send; recv is not touched on other ranks.
   Result<Work> reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
                       int root, void* stream = nullptr);
-  // The exchanges: blocks move between ranks, nothing is reduced. Device buffers are
-  // staged through host memory (see above). The algorithm (pairwise or linear for all-to-all) is
+  // The exchanges: blocks move between ranks, nothing is reduced. Device buffers: see
+  // above. The algorithm (pairwise or linear for all-to-all) is
   // the tuner's, or COLLIE_ALGO's. Ranks that disagree on count, dtype or root fail with
   // Mismatch naming the field and the rank.
   //

@@ -103,9 +103,14 @@ bool isValid(ReduceOp op);
 
 // The factor of ReduceOp::kPreMulSum: one element of the collective's dtype, held as
 // its bytes in host order. Each rank passes its own; ranks are not compared on it.
+// `device`, when set, is instead the address of that element in device memory, read
+// when the collective runs (NCCL's ncclScalarDevice): by the multiply kernel on the
+// device path (also at every launch of a CUDA graph that captured it), copied to the
+// host at the call where the collective does not run as kernels.
 struct ReduceScalar {
   alignas(8) uint8_t bytes[8] = {};
   bool present = false;
+  const void* device = nullptr;
 };
 // `value` converted once to `dtype`: floating types round to nearest even (float16 and
 // bfloat16 through float, as torch's Half(double) does); integer types truncate toward

@@ -52,9 +52,9 @@ __global__ void ringReduceScatterStepKernel(const RingReduceStep step) {
   if (!stepWait(step.sync)) return;
   ReduceCopyArgs args;
   args.srcs[0] = step.local;
-  args.srcs[1] = step.incoming;
+  args.srcs[1] = slotAt(step.incoming, step.sync.recvCount, step.sync);
   args.nsrcs = 2;
-  setDestinations(args, step.out, step.peerOut);
+  setDestinations(args, step.out, slotAt(step.peerOut, step.sync.sendCount, step.sync));
   args.count = step.count;
   args.divisor = step.divisor;
   reduceCopy<T, Op>(args, gridThreadIndex(), gridThreadCount());
@@ -74,10 +74,12 @@ template <typename Unit = uint8_t>
 __global__ void ringAllGatherStepKernel(const RingCopyStep step) {
   (void)CopyUnitIsByte<Unit>();
   if (!stepWait(step.sync)) return;
+  const void* src = slotAt(step.src, step.sync.recvCount, step.sync);
   ReduceCopyArgs args;
-  args.srcs[0] = step.src;
+  args.srcs[0] = src;
   args.nsrcs = 1;
-  setDestinations(args, step.out != step.src ? step.out : nullptr, step.peerOut);
+  setDestinations(args, step.out != src ? step.out : nullptr,
+                  slotAt(step.peerOut, step.sync.sendCount, step.sync));
   args.count = step.bytes;
   reduceCopy<Unit, CopyOp<Unit>>(args, gridThreadIndex(), gridThreadCount());
   stepPost(step.sync);
@@ -125,14 +127,22 @@ __global__ void fingerprintCheckKernel(const FingerprintCheck check) {
   (void)CopyUnitIsByte<Unit>();
   if (blockIdx.x != 0 || !isFirstThreadOfBlock()) return;
   if (loadErrorWord(check.error) != 0) return;
+  // The device-held sequence number, when there is one, picks the slot and completes
+  // the fingerprint and the posted value.
+  const uint64_t s = check.sequence != nullptr ? *check.sequence : 0;
+  const uint64_t slot = check.sequence != nullptr ? s % 2 : 0;
+  const uint64_t fingerprint = check.sequence != nullptr
+                                   ? check.fingerprint | ((s & 0xFFFFF) << check.sequenceShift)
+                                   : check.fingerprint;
+  const uint64_t posted = s + check.posted;
   if (check.ownSlot != nullptr) {
-    storeReleaseSys(check.ownSlot, check.fingerprint);
-    storeReleaseSys(check.ownPosted, check.posted);
+    storeReleaseSys(check.ownSlot + slot, fingerprint);
+    storeReleaseSys(check.ownPosted, posted);
   }
   const uint64_t timeout = check.timeoutNs != 0 ? check.timeoutNs : kDefaultStepTimeoutNs;
   const uint64_t start = globalTimerNs();
   for (int i = 0; i < check.npeers && i < kMaxCheckPeers; ++i) {
-    for (uint32_t poll = 0; loadAcquireSys(check.peerPosted[i]) < check.posted; ++poll) {
+    for (uint32_t poll = 0; loadAcquireSys(check.peerPosted[i]) < posted; ++poll) {
       if (failedMeanwhile(check.error, poll)) return;
       if (globalTimerNs() - start > timeout) {
         storeErrorWord(check.error, check.timeoutBase + check.peerRank[i]);
@@ -140,13 +150,15 @@ __global__ void fingerprintCheckKernel(const FingerprintCheck check) {
       }
       spinPause();
     }
-    const uint64_t theirs = loadAcquireSys(check.peerSlot[i]);
-    if (theirs != check.fingerprint) {
+    const uint64_t theirs = loadAcquireSys(check.peerSlot[i] + slot);
+    if (theirs != fingerprint) {
       storeReleaseSys(check.peerFingerprint, theirs);
+      if (check.ownFingerprint != nullptr) storeReleaseSys(check.ownFingerprint, fingerprint);
       storeErrorWord(check.error, check.mismatchBase + check.peerRank[i]);
       return;
     }
   }
+  if (check.advanceSequence && check.sequence != nullptr) *check.sequence = s + 1;
 }
 
 }  // namespace collie::cuda

@@ -29,6 +29,14 @@
 //     drains at once, and a wait in progress rereads *error every few hundred polls
 //     and gives up once it is set (the host's abort stores a code there). Grids must
 //     be one-dimensional.
+//   - Counts on the device: with waitBase[i] set, wait i's target is *waitBase[i] +
+//     waitValues[i] (signed; a target <= 0 is no wait); with postBase[j] set, post j
+//     stores *postBase[j] + postValues[j]; after the posts the last block adds 1 to
+//     every non-null advance[k]. With recvCount (sendCount) set, the step's incoming
+//     slot (a copy's src) (its peerOut) is the address of slot 0 and the kernel adds
+//     (*recvCount % slots) * slotBytes. Every block reads the counts before the last
+//     block advances them, so all blocks agree; a CUDA graph that captured the kernel
+//     reads them afresh at every replay.
 // Thread safety: values.
 #pragma once
 
@@ -50,6 +58,14 @@ struct StepSync {
   int32_t waitErrors[kMaxStepWaits] = {};   // error code per wait; 0: kStepErrorTimeout
   uint64_t* postFlags[kMaxStepPosts] = {};  // null entries: no post
   uint64_t postValues[kMaxStepPosts] = {};
+  // Device-held counts (optional; see "Counts on the device" above).
+  const uint64_t* waitBase[kMaxStepWaits] = {};
+  const uint64_t* postBase[kMaxStepPosts] = {};
+  uint64_t* advance[kMaxStepPosts] = {};
+  const uint64_t* recvCount = nullptr;
+  const uint64_t* sendCount = nullptr;
+  uint64_t slotBytes = 0;
+  uint32_t slots = 1;
   uint32_t* blockCounter = nullptr;  // required when a post flag is set
   int32_t* error = nullptr;          // required when a wait flag is set
   uint64_t timeoutNs = 0;
@@ -66,6 +82,7 @@ struct ScaleArgs {
   void* dst = nullptr;
   uint64_t count = 0;
   uint64_t factor = 0;
+  const void* factorAt = nullptr;  // set: the factor is the element there (device memory)
 };
 
 // The primitive: dsts[d][i] = op(srcs[0][i], srcs[1][i], ...) (left fold in source
@@ -131,7 +148,8 @@ struct TreeBroadcastStep {
 // `fingerprint` to *ownSlot and then `posted` to *ownPosted (release; skipped when
 // ownSlot is null: a later launch of the same check, for more peers); then for each
 // peer i wait until *peerPosted[i] >= posted and compare *peerSlot[i] with
-// `fingerprint`. A difference stores the peer's value into *peerFingerprint and then
+// `fingerprint`. A difference stores the peer's value into *peerFingerprint (and this
+// rank's into *ownFingerprint when set) and then
 // mismatchBase + peerRank[i] into *error; a wait longer than timeoutNs stores
 // timeoutBase + peerRank[i]. Nothing happens when *error is already set. The steps
 // after it find the error word set and skip, so no output byte is written.
@@ -147,9 +165,17 @@ struct FingerprintCheck {
   uint64_t posted = 0;
   int32_t* error = nullptr;             // mapped memory
   uint64_t* peerFingerprint = nullptr;  // mapped memory
+  uint64_t* ownFingerprint = nullptr;   // mapped; optional: this rank's side of a mismatch
   uint64_t timeoutNs = 0;
   int32_t timeoutBase = kStepErrorTimeout;
   int32_t mismatchBase = 0;
+  // Optional, device memory: the collectives checked so far. When set, s = *sequence
+  // picks slot s % 2 of ownSlot and of every peerSlot (each the address of slot 0), the
+  // posted value is s + posted and the fingerprint gets (s & 0xFFFFF) << sequenceShift;
+  // with advanceSequence the launch adds 1 to *sequence at its end.
+  uint64_t* sequence = nullptr;
+  bool advanceSequence = false;
+  uint32_t sequenceShift = 0;
 };
 
 }  // namespace collie::cuda

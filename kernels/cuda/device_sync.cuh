@@ -106,7 +106,14 @@ __device__ __forceinline__ bool stepWait(const StepSync& sync) {
     const uint64_t timeout = sync.timeoutNs != 0 ? sync.timeoutNs : kDefaultStepTimeoutNs;
     for (int i = 0; i < kMaxStepWaits && ok; ++i) {
       if (sync.waitFlags[i] == nullptr) continue;
-      for (uint32_t poll = 0; loadAcquireSys(sync.waitFlags[i]) < sync.waitValues[i]; ++poll) {
+      uint64_t target = sync.waitValues[i];
+      if (sync.waitBase[i] != nullptr) {
+        const int64_t relative =
+            static_cast<int64_t>(*sync.waitBase[i]) + static_cast<int64_t>(sync.waitValues[i]);
+        if (relative <= 0) continue;  // nothing to wait for yet (the first slots are free)
+        target = static_cast<uint64_t>(relative);
+      }
+      for (uint32_t poll = 0; loadAcquireSys(sync.waitFlags[i]) < target; ++poll) {
         if (failedMeanwhile(sync.error, poll)) {
           ok = 0;
           break;
@@ -128,10 +135,28 @@ __device__ __forceinline__ bool stepWait(const StepSync& sync) {
   return __syncthreads_and(ok) != 0;
 }
 
+// The address of the slot that `count` messages select: slot 0's address `at` plus
+// (*count % slots) * slotBytes; `at` itself without a count.
+__device__ __forceinline__ uint64_t slotOffset(const uint64_t* count, const StepSync& sync) {
+  return count != nullptr && sync.slots != 0 ? (*count % sync.slots) * sync.slotBytes : 0;
+}
+__device__ __forceinline__ const void* slotAt(const void* at, const uint64_t* count,
+                                              const StepSync& sync) {
+  return at == nullptr ? at : static_cast<const uint8_t*>(at) + slotOffset(count, sync);
+}
+__device__ __forceinline__ void* slotAt(void* at, const uint64_t* count, const StepSync& sync) {
+  return at == nullptr ? at : static_cast<uint8_t*>(at) + slotOffset(count, sync);
+}
+
 // Every thread fences its own stores, the block meets, and the last block to finish
-// publishes the flags (and rearms the counter for the next launch).
+// publishes the flags, then advances the device-held counts (and rearms the block
+// counter for the next launch). Every block read the counts before it finished, so the
+// last block's advance comes after every read of this launch.
 __device__ __forceinline__ void stepPost(const StepSync& sync) {
-  if (sync.postFlags[0] == nullptr && sync.postFlags[1] == nullptr) return;
+  if (sync.postFlags[0] == nullptr && sync.postFlags[1] == nullptr && sync.advance[0] == nullptr &&
+      sync.advance[1] == nullptr) {
+    return;
+  }
   __threadfence_system();
   __syncthreads();
   if (isFirstThreadOfBlock()) {
@@ -140,8 +165,14 @@ __device__ __forceinline__ void stepPost(const StepSync& sync) {
       atomicExch(sync.blockCounter, 0u);
       __threadfence_system();
       for (int j = 0; j < kMaxStepPosts; ++j) {
-        if (sync.postFlags[j] != nullptr) storeReleaseSys(sync.postFlags[j], sync.postValues[j]);
+        if (sync.postFlags[j] == nullptr) continue;
+        const uint64_t base = sync.postBase[j] != nullptr ? *sync.postBase[j] : 0;
+        storeReleaseSys(sync.postFlags[j], base + sync.postValues[j]);
       }
+      for (int k = 0; k < kMaxStepPosts; ++k) {
+        if (sync.advance[k] != nullptr) *sync.advance[k] += 1;
+      }
+      __threadfence();
     }
   }
 }

@@ -27,7 +27,9 @@ template <typename T>
 __global__ void scaleKernel(const ScaleArgs args) {
   const uint64_t thread = gridThreadIndex();
   const uint64_t nthreads = gridThreadCount();
-  const T factor = factorOf<T>(args.factor);
+  const T factor = args.factorAt != nullptr
+                       ? loadBytes<T>(static_cast<const unsigned char*>(args.factorAt))
+                       : factorOf<T>(args.factor);
   const uint64_t count = args.count;
   const uintptr_t src = reinterpret_cast<uintptr_t>(args.src);
   const uintptr_t dst = reinterpret_cast<uintptr_t>(args.dst);

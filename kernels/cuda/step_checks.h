@@ -31,9 +31,15 @@ inline Status checkSync(const StepSync& sync, const char* what) {
   if (waits && sync.error == nullptr) {
     return invalidArgument(std::string("cuda: ") + what + " waits on a flag but has no error slot");
   }
-  const bool posts = sync.postFlags[0] != nullptr || sync.postFlags[1] != nullptr;
+  const bool posts = sync.postFlags[0] != nullptr || sync.postFlags[1] != nullptr ||
+                     sync.advance[0] != nullptr || sync.advance[1] != nullptr;
   if (posts && sync.blockCounter == nullptr) {
-    return invalidArgument(std::string("cuda: ") + what + " posts a flag but has no block counter");
+    return invalidArgument(std::string("cuda: ") + what +
+                           " posts a flag or advances a count but has no block counter");
+  }
+  if ((sync.recvCount != nullptr || sync.sendCount != nullptr) &&
+      (sync.slots == 0 || sync.slotBytes == 0)) {
+    return invalidArgument(std::string("cuda: ") + what + " selects slots but has none");
   }
   return Status();
 }
@@ -61,11 +67,18 @@ inline StepSync toStepSync(const DeviceStepSync& in) {
     out.waitFlags[i] = in.waits[i].flag;
     out.waitValues[i] = in.waits[i].value;
     out.waitErrors[i] = in.waits[i].errorCode;
+    out.waitBase[i] = in.waits[i].base;
   }
   for (int j = 0; j < kMaxStepPosts; ++j) {
     out.postFlags[j] = in.posts[j].flag;
     out.postValues[j] = in.posts[j].value;
+    out.postBase[j] = in.posts[j].base;
+    out.advance[j] = in.advance[j];
   }
+  out.recvCount = in.recvCount;
+  out.sendCount = in.sendCount;
+  out.slotBytes = in.slotBytes;
+  out.slots = in.slots;
   out.blockCounter = in.blockCounter;
   out.error = in.error;
   out.timeoutNs = in.timeoutNs;
@@ -91,6 +104,7 @@ inline ScaleArgs toScaleArgs(const DeviceScaleStep& in) {
   out.dst = in.dst;
   out.count = in.count;
   out.factor = in.factor;
+  out.factorAt = in.factorAt;
   return out;
 }
 
@@ -134,9 +148,13 @@ inline FingerprintCheck toFingerprintCheck(const DeviceFingerprintCheck& in) {
   out.posted = in.posted;
   out.error = in.error;
   out.peerFingerprint = in.peerFingerprint;
+  out.ownFingerprint = in.ownFingerprint;
   out.timeoutNs = in.timeoutNs;
   out.timeoutBase = in.timeoutBase;
   out.mismatchBase = in.mismatchBase;
+  out.sequence = in.sequence;
+  out.advanceSequence = in.advanceSequence;
+  out.sequenceShift = in.sequenceShift;
   return out;
 }
 

@@ -2,9 +2,10 @@
 // kinds with a count per rank (all-gather v, reduce-scatter v), and premulsum (all-reduce
 // and reduce-scatter, each rank its own factor) on device buffers of the emulated device
 // runtime (COLLIE_DEVICE_EMULATION=1), ranks as threads, on one host and across hosts
-// (tcp). On one host all-to-all and point-to-point move between the ranks' device
-// windows; the other exchanges and the v kinds have no device kernels: the
-// communicator stages them through host memory, and everything across hosts.
+// (tcp). On one host the exchanges (all-to-all, all-to-all v, gather, scatter) and
+// point-to-point move between the ranks' device windows; the v kinds of all-gather and
+// reduce-scatter have no device kernels: the communicator stages them through host
+// memory, and everything across hosts.
 // Premulsum runs on the device path on one host (its multiply is a kernel) and is
 // staged across hosts. Checks exact bytes on every rank,
 // that nothing outside a rank's own extent is written (a guard byte after every buffer),
@@ -18,6 +19,7 @@
 
 #include "core/device/device_runtime.h"
 #include "kernels/cuda/emulation/emulated_runtime.h"
+#include "kernels/cuda/emulation/emulated_stream.h"
 #include "support/emulated_device.h"
 #include "support/rank_threads.h"
 
@@ -218,8 +220,9 @@ void runMatrix(int nranks, bool hostPerRank) {
     for (size_t count : counts) runExchanges(*comm[r], count, &failures);
   });
   for (const std::string& m : failures.messages) ADD_FAILURE() << m;
-  // Staged: at least a copy in or out per call and rank (8 calls per count).
-  EXPECT_GE(emulatedCopies() - copiesBefore, counts.size() * 8 * nranks);
+  // Staged: at least a copy in or out per call and rank (8 calls per count); on one host
+  // only the v kinds of all-gather and reduce-scatter are (a copy in and one out each).
+  EXPECT_GE(emulatedCopies() - copiesBefore, counts.size() * (hostPerRank ? 8 : 4) * nranks);
 }
 
 TEST(DeviceExchangesTest, OneHostTwoRanks) { runMatrix(2, false); }
@@ -290,6 +293,56 @@ TEST(DeviceExchangesTest, PointToPointGroupsOnOneHost) {
       want.assign(5'000, 0);
       for (size_t i = 0; i < 5'000; ++i) want[i] = valueOf(1 - r, 7 * i);
       expectEqual(&failures, "single" + at, got.read(), want);
+    }
+  });
+  for (const std::string& m : failures.messages) ADD_FAILURE() << m;
+}
+
+// Gather and scatter in place, as NCCL defines it (the root's send block is its own
+// block of the receive buffer, and the reverse), between the device windows of three
+// ranks of one host; then a gather whose root one rank names differently fails with
+// Mismatch on every rank before anything moves.
+TEST(DeviceExchangesTest, InPlaceGatherScatterAndRootMismatchOnOneHost) {
+  constexpr int kRanks = 3;
+  constexpr size_t kCount = 1'021;
+  auto comm = smallSlotComms(kRanks);
+  ASSERT_EQ(comm.size(), static_cast<size_t>(kRanks));
+  const int root = 1;
+  Failures failures;
+  testing::onEveryRank(kRanks, [&](int r) {
+    const std::string at = " (rank " + std::to_string(r) + ")";
+    DeviceInts gathered(kCount * kRanks), own(kCount);
+    int32_t* send = r == root ? gathered.get() + root * kCount : own.get();
+    for (size_t i = 0; i < kCount; ++i) send[i] = valueOf(r, i);
+    finish(&failures, "gather" + at,
+           comm[r]->gather(send, r == root ? gathered.get() : nullptr, kCount, DataType::kInt32,
+                           root));
+    if (r == root) {
+      std::vector<int32_t> want(kCount * kRanks);
+      for (int p = 0; p < kRanks; ++p) {
+        for (size_t i = 0; i < kCount; ++i) want[p * kCount + i] = valueOf(p, i);
+      }
+      expectEqual(&failures, "gather" + at, gathered.read(), want);
+    }
+    DeviceInts scattered(kCount * kRanks), mine(kCount);
+    if (r == root) {
+      for (size_t i = 0; i < kCount * kRanks; ++i) scattered.get()[i] = valueOf(r, 5 * i);
+    }
+    int32_t* recv = r == root ? scattered.get() + root * kCount : mine.get();
+    finish(&failures, "scatter" + at,
+           comm[r]->scatter(r == root ? scattered.get() : nullptr, recv, kCount, DataType::kInt32,
+                            root));
+    std::vector<int32_t> want(kCount);
+    for (size_t i = 0; i < kCount; ++i) want[i] = valueOf(root, 5 * (r * kCount + i));
+    expectEqual(&failures, "scatter" + at, std::vector<int32_t>(recv, recv + kCount), want);
+    // Rank 2 names another root: every rank fails with Mismatch.
+    DeviceInts out(kCount * kRanks), in(kCount);
+    const int named = r == 2 ? 0 : root;
+    Result<Work> work = comm[r]->gather(in.get(), r == named ? out.get() : nullptr, kCount,
+                                        DataType::kInt32, named);
+    Status status = work.isOk() ? work->wait(std::chrono::seconds(60)) : work.status();
+    if (status.code() != StatusCode::kMismatch) {
+      failures.add("root mismatch" + at + ": " + status.toString());
     }
   });
   for (const std::string& m : failures.messages) ADD_FAILURE() << m;
@@ -366,6 +419,27 @@ TEST(DeviceExchangesTest, PointToPointOnDeviceBuffersAcrossHostsIsRefusedNamingT
   ASSERT_FALSE(sent.isOk());
   EXPECT_EQ(sent.status().code(), StatusCode::kUnsupported);
   EXPECT_NE(sent.status().message().find("rank 0"), std::string::npos) << sent.status().toString();
+}
+
+// Across hosts a device collective is staged: its host part runs at the call, so a
+// capture could not record it. Refused, naming the capture; nothing enqueued.
+TEST(DeviceExchangesTest, StagedCollectiveUnderGraphCaptureIsRefused) {
+  auto comm = comms(2, true);
+  ASSERT_EQ(comm.size(), 2u);
+  DeviceInts in(16), out(16);
+  Result<DeviceStream> stream = runtime().createStream();
+  ASSERT_TRUE(stream.isOk());
+  auto* emulated = static_cast<emulation::EmulatedStream*>(*stream);
+  emulated->beginCapture();
+  Result<Work> work =
+      comm[0]->allReduce(in.get(), out.get(), 16, DataType::kInt32, ReduceOp::kSum, *stream);
+  emulation::EmulatedStream::Graph graph = emulated->endCapture();
+  ASSERT_FALSE(work.isOk());
+  EXPECT_EQ(work.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(work.status().message().find("captured"), std::string::npos)
+      << work.status().toString();
+  EXPECT_TRUE(graph.empty());
+  runtime().destroyStream(*stream);
 }
 
 }  // namespace

@@ -3,14 +3,14 @@
 //   - a communicator is bound to the device current at init (also for a non-blocking
 //     init, which runs on a thread of its own, and for ncclCommInitAll's devlist), and
 //     ncclCommCuDevice returns it;
-//   - ncclMemAlloc returns device memory;
+//   - ncclMemAlloc returns device memory; a PreMulSum factor in device memory
+//     (ncclScalarDevice) is read when each collective runs;
 //   - a group of device calls (all-reduce, all-to-all, sends and receives) returns from
 //     ncclGroupEnd before its stream ran; the results are there once the stream passed;
 //   - a peer that never joins a collective becomes ncclCommGetAsyncError's error, naming
 //     it, while nothing waits on the host; ncclCommAbort returns at once even with a
 //     kernel waiting for that peer;
-//   - a collective on a stream being captured into a CUDA graph is refused and moves
-//     nothing.
+//   - a group captured into a (emulated) CUDA graph replays correctly 100 times.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -310,10 +310,13 @@ TEST(DeviceNcclSemantics, AbortEndsKernelsWaitingForAPeer) {
   EXPECT_LT(abortSeconds, 10.0);
 }
 
-// While rank 0's stream is being captured its all-reduce is refused (ncclInvalidUsage,
-// saying why) and moves nothing: afterwards both ranks run one that succeeds.
-TEST(DeviceNcclSemantics, CollectiveOnACapturingStreamIsRefused) {
+// ncclRedOpCreatePreMulSum with ncclScalarDevice on device memory: the factor is read
+// when each collective runs, so changing it between calls changes the result, on
+// device buffers (the multiply kernel reads it) and on host buffers (copied at the
+// call).
+TEST(DeviceNcclSemantics, DeviceScalarIsReadWhenTheCollectiveRuns) {
   Environment environment("30s");
+  constexpr size_t kCount = 1'000;
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
   std::vector<std::string> failures(2);
@@ -325,36 +328,143 @@ TEST(DeviceNcclSemantics, CollectiveOnACapturingStreamIsRefused) {
     }
     DeviceStream stream = *device().createStream();
     auto* s = static_cast<cudaStream_t>(stream);
-    float* in = deviceFloats(256, static_cast<float>(r));
-    float* out = deviceFloats(256, 0);
-    if (r == 0) {
-      static_cast<emulation::EmulatedStream*>(stream)->setCapturing(true);
-      ncclResult_t captured = ncclAllReduce(in, out, 256, ncclFloat32, ncclSum, comm, s);
-      const std::string text = ncclGetLastError(comm);
-      if (captured != ncclInvalidUsage) {
-        failures[r] = std::string("under capture: ") + ncclGetErrorString(captured);
-      } else if (text.find("captur") == std::string::npos) {
-        failures[r] = "the error does not say why: " + text;
-      }
-      static_cast<emulation::EmulatedStream*>(stream)->setCapturing(false);
+    float* factor = deviceFloats(1, 2.0f);
+    float* in = deviceFloats(kCount, static_cast<float>(r + 1));
+    float* out = deviceFloats(kCount, 0);
+    std::vector<float> hostIn(kCount), hostOut(kCount);
+    for (size_t i = 0; i < kCount; ++i) hostIn[i] = static_cast<float>(r + 1) + i;
+    ncclRedOp_t op;
+    if (ncclRedOpCreatePreMulSum(&op, factor, ncclFloat32, ncclScalarDevice, comm) != ncclSuccess) {
+      failures[r] = "ncclRedOpCreatePreMulSum failed";
+      return;
     }
-    if (ncclAllReduce(in, out, 256, ncclFloat32, ncclSum, comm, s) != ncclSuccess ||
-        !drain(stream)) {
-      failures[r] += " the all-reduce after it failed";
-    } else {
-      for (size_t i = 0; i < 256; ++i) {
-        if (out[i] != 1.0f + 2.0f * static_cast<float>(i)) {
-          failures[r] += " wrong element " + std::to_string(i);
-          break;
+    // sum over ranks of (r + 1 + i) is 3 + 2i; each rank's factor is the same here.
+    auto check = [&](const float* got, float f, const char* what) {
+      for (size_t i = 0; i < kCount && failures[r].empty(); ++i) {
+        if (got[i] != f * (3.0f + 2.0f * static_cast<float>(i))) {
+          failures[r] = std::string(what) + ": element " + std::to_string(i) + " is " +
+                        std::to_string(got[i]) + ", factor " + std::to_string(f);
+        }
+      }
+    };
+    for (float f : {2.0f, 3.0f}) {
+      *factor = f;  // emulated device memory: the host may write it while the stream idles
+      if (ncclAllReduce(in, out, kCount, ncclFloat32, op, comm, s) != ncclSuccess ||
+          !drain(stream)) {
+        failures[r] = "device all-reduce failed";
+      }
+      check(out, f, "device buffers");
+      *factor = f + 3.0f;
+      if (ncclAllReduce(hostIn.data(), hostOut.data(), kCount, ncclFloat32, op, comm, s) !=
+          ncclSuccess) {
+        failures[r] = "host all-reduce failed";
+      }
+      check(hostOut.data(), f + 3.0f, "host buffers");
+    }
+    ncclRedOpDestroy(op, comm);
+    ncclCommDestroy(comm);
+    device().destroyStream(stream);
+    for (float* p : {factor, in, out}) device().free(p);
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
+}
+
+// Each of three ranks captures one group (an all-reduce, an all-to-all, a send to the
+// next rank and a receive from the previous one; 4 KiB slots, so every part is several
+// messages) into a graph, then launches it 100 times with new inputs each time, with an
+// eager all-reduce between some launches: every launch gives exactly the new results.
+// The message counts and the sequence number live on the device, so the recorded
+// kernels compute their flags and slots afresh at each launch.
+TEST(DeviceNcclSemantics, CapturedGroupReplaysAHundredTimes) {
+  Environment environment("30s");
+  setenv("COLLIE_DEVICE_SLOT_BYTES", "4096", 1);
+  constexpr int kRanks = 3;
+  constexpr size_t kCount = 3'000;
+  constexpr int kLaunches = 100;
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  std::vector<std::string> failures(kRanks);
+  testing::onEveryRank(kRanks, [&](int r) {
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRank(&comm, kRanks, id, r) != ncclSuccess) {
+      failures[r] = "ncclCommInitRank failed";
+      return;
+    }
+    DeviceStream stream = *device().createStream();
+    auto* s = static_cast<cudaStream_t>(stream);
+    auto* emulated = static_cast<emulation::EmulatedStream*>(stream);
+    float* in = deviceFloats(kCount, 0);
+    float* out = deviceFloats(kCount, 0);
+    float* a2aIn = deviceFloats(kCount * kRanks, 0);
+    float* a2aOut = deviceFloats(kCount * kRanks, 0);
+    float* toNext = deviceFloats(kCount, 0);
+    float* fromPrev = deviceFloats(kCount, 0);
+    float* eager = deviceFloats(kCount, 0);
+    const int next = (r + 1) % kRanks, prev = (r + kRanks - 1) % kRanks;
+    auto issueGroup = [&]() {
+      ncclGroupStart();
+      ncclAllReduce(in, out, kCount, ncclFloat32, ncclSum, comm, s);
+      ncclAlltoAll(a2aIn, a2aOut, kCount, ncclFloat32, comm, s);
+      ncclSend(toNext, kCount, ncclFloat32, next, comm, s);
+      ncclRecv(fromPrev, kCount, ncclFloat32, prev, comm, s);
+      return ncclGroupEnd();
+    };
+    // Once eagerly (the device scratch is allocated then), then captured.
+    if (issueGroup() != ncclSuccess || !drain(stream)) {
+      failures[r] = "the eager group failed";
+      return;
+    }
+    for (size_t i = 0; i < kCount; ++i) out[i] = -1.0f;
+    emulated->beginCapture();
+    const ncclResult_t captured = issueGroup();
+    emulation::EmulatedStream::Graph graph = emulated->endCapture();
+    if (captured != ncclSuccess) {
+      failures[r] = std::string("capture: ") + ncclGetLastError(comm);
+    } else if (graph.empty() || out[0] != -1.0f) {
+      failures[r] = "the capture ran or recorded nothing";
+    }
+    for (int launch = 0; launch < kLaunches && failures[r].empty(); ++launch) {
+      const float base = 10.0f * static_cast<float>(launch);
+      for (size_t i = 0; i < kCount; ++i) {
+        in[i] = base + static_cast<float>(r) + static_cast<float>(i % 100);
+        toNext[i] = base + 1000.0f * static_cast<float>(r) + static_cast<float>(i % 50);
+      }
+      for (size_t i = 0; i < kCount * kRanks; ++i) {
+        a2aIn[i] = base + 100.0f * static_cast<float>(r) + static_cast<float>(i % 1000);
+      }
+      emulated->launch(graph);
+      if (launch % 10 == 3 &&
+          ncclAllReduce(eager, eager, kCount, ncclFloat32, ncclMax, comm, s) != ncclSuccess) {
+        failures[r] = "eager all-reduce between launches";
+      }
+      if (!drain(stream)) failures[r] = "launch " + std::to_string(launch) + " did not finish";
+      const std::string at = "launch " + std::to_string(launch) + ": ";
+      for (size_t i = 0; i < kCount && failures[r].empty(); ++i) {
+        const float sum = 3.0f * base + 3.0f + 3.0f * static_cast<float>(i % 100);
+        if (out[i] != sum) failures[r] = at + "all-reduce element " + std::to_string(i);
+        const float got = base + 1000.0f * static_cast<float>(prev) + static_cast<float>(i % 50);
+        if (fromPrev[i] != got) failures[r] = at + "received element " + std::to_string(i);
+        for (int p = 0; p < kRanks && failures[r].empty(); ++p) {
+          const float want =
+              base + 100.0f * static_cast<float>(p) + static_cast<float>((r * kCount + i) % 1000);
+          if (a2aOut[p * kCount + i] != want) {
+            failures[r] =
+                at + "all-to-all block " + std::to_string(p) + " element " + std::to_string(i);
+          }
         }
       }
     }
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(comm, &async);
+    if (failures[r].empty() && async != ncclSuccess) {
+      failures[r] = std::string("async error: ") + ncclGetLastError(comm);
+    }
     ncclCommDestroy(comm);
     device().destroyStream(stream);
-    device().free(in);
-    device().free(out);
+    for (float* f : {in, out, a2aIn, a2aOut, toNext, fromPrev, eager}) device().free(f);
   });
-  for (int r = 0; r < 2; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
+  unsetenv("COLLIE_DEVICE_SLOT_BYTES");
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
 }
 
 }  // namespace

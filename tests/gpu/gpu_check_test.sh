@@ -29,6 +29,7 @@ status = {c["name"]: c["status"] for c in report["checks"]}
 want = {
     "stub_pass": "pass", "stub_fail": "fail", "stub_skipped": "skipped",
     "stub_timeout": "fail", "stub_sanitizer": "pass", "stub_sanitizer_refused": "refused",
+    "nccl_device_n2": "pass", "goal_graph_capture": "pass",
     "bench_reduce_copy_1": "pass", "bench_torch_add_1": "pass",
     "bench_reduce_copy_2": "pass", "bench_torch_add_2": "pass",
     "bench_reduce_copy_3": "pass", "bench_torch_add_3": "pass", "perf_stub": "fail",
@@ -40,6 +41,8 @@ assert status == want, status
 checks = {c["name"]: c for c in report["checks"]}
 assert checks["stub_fail"]["figures"]["wrong"] == 3, checks["stub_fail"]
 assert checks["stub_timeout"]["exit_code"] == 124, checks["stub_timeout"]
+graph = checks["nccl_device_n2"]["figures"]
+assert graph["graph_ranks"] == 2 and graph["graph_launches"] == 200 and graph["ranks_ok"] == 2, graph
 perf = checks["perf_stub"]["figures"]
 assert [r["bytes"] for r in perf["rows"]] == [1024, 1048576] and perf["wrong"] == 2, perf
 assert checks["stub_timeout"]["seconds"] < 15, checks["stub_timeout"]

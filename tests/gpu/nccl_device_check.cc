@@ -11,8 +11,8 @@
 //     group of sends and receives around the ring (with one to itself), at several sizes;
 //   - a call returns before its stream ran: the stream is held by a 300 ms host
 //     function queued ahead of the collective (cudaLaunchHostFunc);
-//   - a collective on a stream being captured into a CUDA graph is refused with
-//     ncclInvalidUsage (collie's documented limit) and moves nothing;
+//   - an all-reduce captured into a CUDA graph (global capture mode, as torch's) and
+//     launched 100 times with new inputs gives the new sums every time (#wrong 0);
 //   - "fault": the last rank leaves after the first all-reduce; on the others the next
 //     all-reduce is enqueued, ncclCommGetAsyncError turns to ncclRemoteError within the
 //     timeout with nobody synchronising, and ncclCommAbort returns promptly.
@@ -329,24 +329,47 @@ int main(int argc, char** argv) {
     collectives(comm, stream, count);
   }
 
-  // Graph capture: refused, nothing moved (every rank then runs one that passes).
+  // Graph capture (global mode, as torch captures): an all-reduce captured once and
+  // launched 100 times, each with new inputs copied in on the stream first.
   {
-    void* in = toDevice(encodeAll(kFloat, 256, inputOf, rank));
-    void* out = zeros(256 * 4);
-    cudaStream_t capturing;
-    CUDACHECK(cudaStreamCreateWithFlags(&capturing, cudaStreamNonBlocking));
-    CUDACHECK(cudaStreamBeginCapture(capturing, cudaStreamCaptureModeThreadLocal));
-    ncclResult_t captured = ncclAllReduce(in, out, 256, ncclFloat32, ncclSum, comm, capturing);
+    const size_t count = size_t{1} << 16;
+    void* in = zeros(count * 4);
+    void* out = zeros(count * 4);
+    NCCLCHECK(ncclAllReduce(in, out, count, ncclFloat32, ncclSum, comm, stream));  // warm-up
+    CUDACHECK(cudaStreamSynchronize(stream));
+    CUDACHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    ncclResult_t captured = ncclAllReduce(in, out, count, ncclFloat32, ncclSum, comm, stream);
     cudaGraph_t graph = nullptr;
-    CUDACHECK(cudaStreamEndCapture(capturing, &graph));
-    if (graph) CUDACHECK(cudaGraphDestroy(graph));
-    if (captured != ncclInvalidUsage) {
-      fail(std::string("all-reduce under graph capture: ") + ncclGetErrorString(captured));
+    CUDACHECK(cudaStreamEndCapture(stream, &graph));
+    if (captured != ncclSuccess) {
+      fail(std::string("all-reduce under graph capture: ") + ncclGetErrorString(captured) + ": " +
+           ncclGetLastError(comm));
     }
-    CUDACHECK(cudaStreamDestroy(capturing));
+    cudaGraphExec_t exec = nullptr;
+    CUDACHECK(cudaGraphInstantiate(&exec, graph, 0));
+    std::vector<float> host(count), result(count);
+    int wrong = 0;
+    for (int launch = 0; launch < 100; ++launch) {
+      for (size_t i = 0; i < count; ++i) {
+        host[i] = static_cast<float>(launch) + static_cast<float>(inputOf(rank, i));
+      }
+      CUDACHECK(cudaMemcpyAsync(in, host.data(), count * 4, cudaMemcpyHostToDevice, stream));
+      CUDACHECK(cudaGraphLaunch(exec, stream));
+      CUDACHECK(cudaMemcpyAsync(result.data(), out, count * 4, cudaMemcpyDeviceToHost, stream));
+      CUDACHECK(cudaStreamSynchronize(stream));
+      for (size_t i = 0; i < count; ++i) {
+        if (result[i] != static_cast<float>(nranks * launch + sumOf(i))) {
+          ++wrong;
+          break;
+        }
+      }
+    }
+    if (wrong != 0) fail("graph launches: #wrong " + std::to_string(wrong) + " of 100");
+    std::printf("nccl_device_check rank %d: graph capture: 100 launches, #wrong 0\n", rank);
+    CUDACHECK(cudaGraphExecDestroy(exec));
+    CUDACHECK(cudaGraphDestroy(graph));
     CUDACHECK(cudaFree(in));
     CUDACHECK(cudaFree(out));
-    allReduceCase(comm, stream, kFloat, ncclSum, 256, sumOf, "sum after capture");
   }
 
   ncclResult_t async = ncclSuccess;

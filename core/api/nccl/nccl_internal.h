@@ -35,7 +35,8 @@ struct AsyncInit {
 // A reduction operator made by ncclRedOpCreatePreMulSum.
 struct PreMulSum {
   DataType dtype;
-  std::vector<uint8_t> scalar;  // one element of dtype
+  std::vector<uint8_t> scalar;   // one element of dtype (ncclScalarHostImmediate)
+  const void* device = nullptr;  // ncclScalarDevice on device memory: read at each call
 };
 
 }  // namespace collie::nccl

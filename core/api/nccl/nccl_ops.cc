@@ -140,7 +140,12 @@ ncclResult_t prepare(Call* call, ncclDataType_t datatype, ncclRedOp_t op, bool h
   }
   // The engine multiplies the input by it once, then sums (ReduceOp::kPreMulSum).
   call->op = ReduceOp::kPreMulSum;
-  call->scalar = scalarFromBytes(found->second.scalar.data(), call->dtype);
+  if (found->second.device != nullptr) {
+    call->scalar.present = true;
+    call->scalar.device = found->second.device;
+  } else {
+    call->scalar = scalarFromBytes(found->second.scalar.data(), call->dtype);
+  }
   return ncclSuccess;
 }
 
@@ -539,13 +544,20 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTyp
     return invalidArgumentResult("ncclRedOpCreatePreMulSum: unsupported datatype " +
                                  std::to_string(static_cast<int>(datatype)));
   }
-  // Host memory is both host- and "device"-visible here: the scalar is read now in both
-  // cases (ncclScalarDevice would read it at each call in NCCL; see docs/nccl.md).
   PreMulSum premul;
   premul.dtype = static_cast<DataType>(datatype);
-  size_t es = dataTypeSize(premul.dtype);
-  premul.scalar.assign(static_cast<const uint8_t*>(scalar),
-                       static_cast<const uint8_t*>(scalar) + es);
+  // ncclScalarDevice on device memory: the address is kept and the element read when
+  // each collective runs (by the multiply kernel, or copied at the call for host
+  // buffers). Otherwise the element is read now (host memory is what a host-only
+  // program passes as its "device" scalar too).
+  DeviceRuntime* runtime = deviceRuntimeFromEnvironment();
+  if (residence == ncclScalarDevice && runtime != nullptr && runtime->isDevicePointer(scalar)) {
+    premul.device = scalar;
+  } else {
+    size_t es = dataTypeSize(premul.dtype);
+    premul.scalar.assign(static_cast<const uint8_t*>(scalar),
+                         static_cast<const uint8_t*>(scalar) + es);
+  }
   int handle = comm->nextOp++;
   comm->preMulSums[handle] = std::move(premul);
   *op = static_cast<ncclRedOp_t>(handle);

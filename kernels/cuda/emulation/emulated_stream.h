@@ -4,9 +4,11 @@
 // concurrently, as on two GPUs). EmulatedEvent is set when the worker reaches it.
 //
 // Contract: enqueue() returns at once. The destructor runs every item already
-// enqueued, then joins the worker. Items must not throw. setCapturing() stands for
-// cudaStreamBeginCapture/EndCapture in tests: it only sets what
-// DeviceRuntime::isCapturing() reports (nothing is recorded; work still runs).
+// enqueued, then joins the worker. Items must not throw. beginCapture()/endCapture()
+// stand for cudaStreamBeginCapture/EndCapture: between them enqueue() records items
+// instead of running them (DeviceRuntime::isCapturing() is true), and endCapture()
+// returns them as a graph, which launch() enqueues as a whole, any number of times
+// (the items keep the arguments they were recorded with, as a CUDA graph's nodes do).
 // Thread safety: enqueue() from any thread; EmulatedEvent::done() from any thread.
 #pragma once
 
@@ -17,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace collie::emulation {
 
@@ -41,12 +44,33 @@ class EmulatedStream {
     worker_.join();
   }
 
-  void setCapturing(bool capturing) { capturing_.store(capturing, std::memory_order_release); }
-  bool capturing() const { return capturing_.load(std::memory_order_acquire); }
+  using Graph = std::vector<std::function<void()>>;
+
+  void beginCapture() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    capturing_ = true;
+    captured_.clear();
+  }
+  Graph endCapture() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    capturing_ = false;
+    return std::move(captured_);
+  }
+  bool capturing() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return capturing_;
+  }
+  void launch(const Graph& graph) {
+    for (const std::function<void()>& item : graph) enqueue(item);
+  }
 
   void enqueue(std::function<void()> item) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      if (capturing_) {
+        captured_.push_back(std::move(item));
+        return;
+      }
       items_.push_back(std::move(item));
     }
     cv_.notify_all();
@@ -66,11 +90,12 @@ class EmulatedStream {
     }
   }
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> items_;
   bool stopping_ = false;
-  std::atomic<bool> capturing_{false};
+  bool capturing_ = false;
+  Graph captured_;
   std::thread worker_;  // last: starts after the members it uses
 };
 
