@@ -19,6 +19,24 @@
 #include "core/net/job_secret.h"
 
 namespace collie {
+namespace {
+
+// A child runs on its parent's device (NCCL's split and shrink keep the parent's), not
+// on whichever device is current on the thread that creates it (a non-blocking split
+// runs on a thread of its own): that device is current while the child is created.
+template <typename Create>
+Result<std::unique_ptr<Communicator>> onParentDevice(DeviceRuntime* runtime, int device,
+                                                     Create create) {
+  if (runtime == nullptr || device < 0) return create();
+  Result<int> callers = runtime->currentDevice();
+  if (!callers.isOk()) return callers.status();
+  if (*callers != device) COLLIE_RETURN_IF_ERROR(runtime->setCurrentDevice(device));
+  Result<std::unique_ptr<Communicator>> created = create();
+  if (*callers != device) (void)runtime->setCurrentDevice(*callers);
+  return created;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key,
                                                           const Options& options) {
@@ -48,8 +66,12 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key,
   COLLIE_LOG(INFO, INIT) << "split #" << splitIndex << ": rank " << self.rank << " color " << color
                          << " key " << key << " -> rank " << newRank << " of " << members.size();
   Result<std::unique_ptr<Communicator>> created =
-      settings.isOk() ? Impl::create(child, newRank, static_cast<int>(members.size()), *settings,
-                                     options.store ? options.store : self.store)
+      settings.isOk() ? onParentDevice(self.deviceRuntime, self.deviceOrdinal,
+                                       [&] {
+                                         return Impl::create(
+                                             child, newRank, static_cast<int>(members.size()),
+                                             *settings, options.store ? options.store : self.store);
+                                       })
                       : Result<std::unique_ptr<Communicator>>(settings.status());
   setLogRank(self.rank);  // log lines keep naming the rank of the parent
   if (!created.isOk()) {
@@ -87,8 +109,9 @@ Result<std::unique_ptr<Communicator>> Communicator::shrink(const std::vector<int
       deriveJobSecret(self.id.secret, "shrink/" + std::to_string(shrinkIndex) + "/" + list);
   COLLIE_LOG(INFO, INIT) << "shrink #" << shrinkIndex << ": rank " << self.rank << " -> rank "
                          << newRank << " of " << newSize << " without ranks [" << list << "]";
-  Result<std::unique_ptr<Communicator>> created =
-      Impl::create(child, newRank, newSize, self.config, self.store);
+  Result<std::unique_ptr<Communicator>> created = onParentDevice(
+      self.deviceRuntime, self.deviceOrdinal,
+      [&] { return Impl::create(child, newRank, newSize, self.config, self.store); });
   setLogRank(self.rank);
   if (!created.isOk()) {
     return created.status().withContext("shrink on rank " + std::to_string(self.rank) +

@@ -113,6 +113,16 @@ TEST(DeviceNcclSemantics, CommunicatorsAreBoundToTheDeviceCurrentAtInit) {
     }
     if (state != ncclSuccess) failures[r] = std::string("init: ") + ncclGetErrorString(state);
     if (ncclCommCuDevice(comm, &bound[r]) != ncclSuccess) failures[r] = "ncclCommCuDevice failed";
+    // A child made on a thread whose current device is another one keeps the parent's.
+    ASSERT_TRUE(device().setCurrentDevice(7).isOk());
+    ncclComm_t child = nullptr;
+    int childDevice = -2;
+    if (ncclCommSplit(comm, 0, r, &child, nullptr) != ncclSuccess ||
+        ncclCommCuDevice(child, &childDevice) != ncclSuccess || childDevice != r + 2) {
+      failures[r] += " split: child on device " + std::to_string(childDevice);
+    }
+    if (*device().currentDevice() != 7) failures[r] += " split changed the caller's device";
+    if (child != nullptr) ncclCommDestroy(child);
     ncclCommDestroy(comm);
     ASSERT_TRUE(device().setCurrentDevice(0).isOk());
   });
