@@ -97,7 +97,7 @@ fi
 export COLLIE_TEST_QUICK=1
 export ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=1:detect_stack_use_after_return=0"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
-export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:report_signal_unsafe=0"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:report_signal_unsafe=0:suppressions=$root/tests/sanitize/tsan.supp"
 # Under TSan everything runs ~5-10x slower: give the deadlines room.
 export COLLIE_TIMEOUT=${COLLIE_TIMEOUT:-120s}
 cd "$build"
