@@ -1,5 +1,6 @@
 // NCCL's CUDA semantics of collie's NCCL API on the emulated device runtime
 // (COLLIE_DEVICE_EMULATION=1), ranks as threads; nothing here runs on a GPU:
+//   - a call returns once its kernels are enqueued on the caller's stream;
 //   - a communicator is bound to the device current at init (also for a non-blocking
 //     init, which runs on a thread of its own, and for ncclCommInitAll's devlist), and
 //     ncclCommCuDevice returns it;
@@ -17,6 +18,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +28,7 @@
 #include "kernels/cuda/emulation/emulated_stream.h"
 #include "support/emulated_device.h"
 #include "support/rank_threads.h"
+#include "support/reference.h"
 
 namespace collie {
 namespace {
@@ -85,6 +88,58 @@ bool drain(DeviceStream stream) {
   const bool done = device().queryEvent(*event);
   device().destroyEvent(*event);
   return done;
+}
+
+// Outside a group: ncclAllReduce returns once its kernels are enqueued on the caller's
+// stream (held shut here, nothing written yet), and the result is there, exact, once
+// the stream passed them.
+TEST(DeviceNcclSemantics, AllReduceReturnsOnceEnqueuedOnTheStream) {
+  Environment environment("30s");
+  constexpr int kRanks = 3;
+  constexpr size_t kCount = 3'001;
+  const size_t bytes = kCount * sizeof(float);
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  std::vector<std::string> failures(kRanks);
+  testing::onEveryRank(kRanks, [&](int r) {
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRank(&comm, kRanks, id, r) != ncclSuccess) {
+      failures[r] = "ncclCommInitRank failed";
+      return;
+    }
+    DeviceStream stream = *device().createStream();
+    void* in = *device().allocate(bytes);
+    void* out = *device().allocate(bytes);
+    std::vector<uint8_t> input = testing::makeInput(DataType::kFloat32, ReduceOp::kSum, r, kCount);
+    std::memcpy(in, input.data(), bytes);
+    Gate gate(stream);
+    ncclResult_t result = ncclAllReduce(in, out, kCount, ncclFloat32, ncclSum, comm,
+                                        static_cast<cudaStream_t>(stream));
+    const bool returnedFirst = !gate.isOpen();
+    const bool untouched =
+        std::vector<uint8_t>(static_cast<uint8_t*>(out), static_cast<uint8_t*>(out) + bytes) ==
+        std::vector<uint8_t>(bytes, 0);
+    gate.open();
+    std::vector<uint8_t> expected =
+        testing::expectedReduction(DataType::kFloat32, ReduceOp::kSum, kRanks, 0, kCount);
+    if (result != ncclSuccess) {
+      failures[r] = std::string("ncclAllReduce: ") + ncclGetErrorString(result);
+    } else if (!returnedFirst || !untouched) {
+      failures[r] = "ncclAllReduce did not return before its stream ran";
+    } else if (!drain(stream)) {
+      failures[r] = "the stream did not finish";
+    } else if (std::memcmp(out, expected.data(), bytes) != 0) {
+      failures[r] = "wrong bytes";
+    }
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(comm, &async);
+    if (failures[r].empty() && async != ncclSuccess) failures[r] = "async error after success";
+    ncclCommDestroy(comm);
+    device().destroyStream(stream);
+    device().free(in);
+    device().free(out);
+  });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
 }
 
 TEST(DeviceNcclSemantics, CommunicatorsAreBoundToTheDeviceCurrentAtInit) {
@@ -228,65 +283,16 @@ TEST(DeviceNcclSemantics, GroupEndReturnsBeforeTheStreamRuns) {
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
 }
 
-// Rank 1 joins the communicator but never the all-reduce. Rank 0's call returns at
-// once; without anyone waiting on the host, ncclCommGetAsyncError turns into
-// ncclRemoteError naming rank 1 once the kernel's deadline (COLLIE_TIMEOUT, 2 s) passed.
-TEST(DeviceNcclSemantics, AsyncErrorNamesThePeerWhileNothingWaits) {
-  Environment environment("2s");
+// Two ranks: rank 1 joins the communicator and then stays silent (it never issues the
+// collective) until rank 0 ran `body` on its communicator and device buffers of 1024
+// floats; then both abort. Returns rank 0's failure ("" when none).
+std::string withSilentPeer(const char* timeout,
+                           const std::function<std::string(ncclComm_t, float*, float*)>& body) {
+  Environment environment(timeout);
   ncclUniqueId id;
-  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  if (ncclGetUniqueId(&id) != ncclSuccess) return "ncclGetUniqueId failed";
   std::atomic<bool> rank0Done{false};
   std::string failure;
-  double seconds = 0;
-  testing::onEveryRank(2, [&](int r) {
-    ncclComm_t comm = nullptr;
-    if (ncclCommInitRank(&comm, 2, id, r) != ncclSuccess) {
-      if (r == 0) failure = "ncclCommInitRank failed";
-      rank0Done = true;
-      return;
-    }
-    if (r == 1) {  // stays, silent, until rank 0 saw its error
-      while (!rank0Done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      ncclCommAbort(comm);
-      return;
-    }
-    float* in = deviceFloats(1024, 1);
-    float* out = deviceFloats(1024, 0);
-    const auto start = Clock::now();
-    ncclResult_t issued = ncclAllReduce(in, out, 1024, ncclFloat32, ncclSum, comm, nullptr);
-    ncclResult_t async = ncclSuccess;
-    while (issued == ncclSuccess && async == ncclSuccess &&
-           Clock::now() - start < std::chrono::seconds(20)) {
-      ncclCommGetAsyncError(comm, &async);
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    const std::string text = ncclGetLastError(comm);
-    if (issued != ncclSuccess) {
-      failure = std::string("ncclAllReduce: ") + ncclGetErrorString(issued);
-    } else if (async != ncclRemoteError) {
-      failure = std::string("async error is ") + ncclGetErrorString(async);
-    } else if (text.find("rank 1") == std::string::npos) {
-      failure = "the error does not name rank 1: " + text;
-    }
-    rank0Done = true;
-    ncclCommAbort(comm);
-    device().free(in);
-    device().free(out);
-  });
-  EXPECT_EQ(failure, "");
-  EXPECT_GE(seconds, 1.5);  // the kernel's deadline, not a host-side shortcut
-}
-
-// A 60 s timeout and a peer that never comes: ncclCommAbort ends the waiting kernel
-// (the error word) and returns in well under the timeout.
-TEST(DeviceNcclSemantics, AbortEndsKernelsWaitingForAPeer) {
-  Environment environment("60s");
-  ncclUniqueId id;
-  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  std::atomic<bool> rank0Done{false};
-  std::string failure;
-  double abortSeconds = 0;
   testing::onEveryRank(2, [&](int r) {
     ncclComm_t comm = nullptr;
     if (ncclCommInitRank(&comm, 2, id, r) != ncclSuccess) {
@@ -301,20 +307,58 @@ TEST(DeviceNcclSemantics, AbortEndsKernelsWaitingForAPeer) {
     }
     float* in = deviceFloats(1024, 1);
     float* out = deviceFloats(1024, 0);
+    failure = body(comm, in, out);  // aborts comm
+    rank0Done = true;
+    device().free(in);
+    device().free(out);
+  });
+  return failure;
+}
+
+// Rank 1 joins the communicator but never the all-reduce. Rank 0's call returns at
+// once; without anyone waiting on the host, ncclCommGetAsyncError turns into
+// ncclRemoteError naming rank 1 once the kernel's deadline (COLLIE_TIMEOUT, 2 s) passed.
+TEST(DeviceNcclSemantics, AsyncErrorNamesThePeerWhileNothingWaits) {
+  double seconds = 0;
+  const std::string failure = withSilentPeer("2s", [&](ncclComm_t comm, float* in, float* out) {
+    const auto start = Clock::now();
+    ncclResult_t issued = ncclAllReduce(in, out, 1024, ncclFloat32, ncclSum, comm, nullptr);
+    ncclResult_t async = ncclSuccess;
+    while (issued == ncclSuccess && async == ncclSuccess &&
+           Clock::now() - start < std::chrono::seconds(20)) {
+      ncclCommGetAsyncError(comm, &async);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const std::string text = ncclGetLastError(comm);
+    ncclCommAbort(comm);
+    if (issued != ncclSuccess) return std::string("ncclAllReduce: ") + ncclGetErrorString(issued);
+    if (async != ncclRemoteError) return std::string("async error is ") + ncclGetErrorString(async);
+    if (text.find("rank 1") == std::string::npos) return "the error does not name rank 1: " + text;
+    return std::string();
+  });
+  EXPECT_EQ(failure, "");
+  EXPECT_GE(seconds, 1.5);  // the kernel's deadline, not a host-side shortcut
+}
+
+// A 60 s timeout and a peer that never comes: ncclCommAbort ends the waiting kernel
+// (the error word) and returns in well under the timeout.
+TEST(DeviceNcclSemantics, AbortEndsKernelsWaitingForAPeer) {
+  double abortSeconds = 0;
+  const std::string failure = withSilentPeer("60s", [&](ncclComm_t comm, float* in, float* out) {
     DeviceStream stream = *device().createStream();
+    std::string why;
     if (ncclAllReduce(in, out, 1024, ncclFloat32, ncclSum, comm,
                       static_cast<cudaStream_t>(stream)) != ncclSuccess) {
-      failure = "ncclAllReduce failed to issue";
+      why = "ncclAllReduce failed to issue";
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the kernel waits now
     const auto start = Clock::now();
-    if (ncclCommAbort(comm) != ncclSuccess) failure = "ncclCommAbort failed";
-    if (!drain(stream)) failure = "the stream did not drain after the abort";
+    if (ncclCommAbort(comm) != ncclSuccess) why = "ncclCommAbort failed";
+    if (!drain(stream)) why = "the stream did not drain after the abort";
     abortSeconds = std::chrono::duration<double>(Clock::now() - start).count();
-    rank0Done = true;
     device().destroyStream(stream);
-    device().free(in);
-    device().free(out);
+    return why;
   });
   EXPECT_EQ(failure, "");
   EXPECT_LT(abortSeconds, 10.0);
