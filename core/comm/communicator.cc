@@ -7,7 +7,6 @@
 
 #include <chrono>
 #include <cstring>
-#include <thread>
 
 #include "core/comm/argument_checks.h"
 #include "core/comm/communicator_impl.h"
@@ -140,12 +139,9 @@ Status Communicator::Impl::readDeviceScalar(ReduceScalar* scalar, DataType dtype
     Status copied = deviceRuntime->memcpyAsync(scalar->bytes, scalar->device, bytes, *stream);
     Result<DeviceEvent> event =
         copied.isOk() ? deviceRuntime->recordEvent(*stream) : Result<DeviceEvent>(copied);
-    const auto deadline = std::chrono::steady_clock::now() + config.duration("COLLIE_TIMEOUT");
-    bool done = false;
-    while (event.isOk() && !(done = deviceRuntime->queryEvent(*event)) &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+    const bool done = event.isOk() && waitForEvent(*deviceRuntime, *event,
+                                                   std::chrono::steady_clock::now() +
+                                                       config.duration("COLLIE_TIMEOUT"));
     if (event.isOk()) deviceRuntime->destroyEvent(*event);
     deviceRuntime->destroyStream(*stream);
     if (!event.isOk()) return event.status().withContext(what + "reading the factor");
@@ -155,21 +151,21 @@ Status Communicator::Impl::readDeviceScalar(ReduceScalar* scalar, DataType dtype
   return Status();
 }
 
-Result<Work> Communicator::Impl::submit(const CollectiveArgs& given, const void* send, void* recv,
+Result<Work> Communicator::Impl::submit(const CollectiveArgs& args, const void* send, void* recv,
                                         void* stream, std::optional<int64_t> p2pTag) {
   // (An all-to-all with a count per peer has its counts in the layout, not in count.)
-  const bool moves = given.count > 0 || given.layout != nullptr;
+  const bool moves = args.count > 0 || args.layout != nullptr;
   const bool onDevice = moves && (device != nullptr || staging != nullptr) &&
                         (isDeviceBuffer(send) || isDeviceBuffer(recv));
-  const bool staged = isExchange(given.kind) || hasBlockCounts(given.kind);
-  // Only the device path's multiply kernel reads a factor in device memory itself.
+  const bool staged = isExchange(args.kind) || hasBlockCounts(args.kind);
+  // Only the device path's multiply kernel reads a factor in device memory itself;
+  // elsewhere it is read now, and the call goes on with the factor's bytes.
   const bool kernels = onDevice && device != nullptr && !staged;
-  CollectiveArgs resolved;
-  if (given.scalar.device != nullptr && !kernels) {
-    resolved = given;
-    COLLIE_RETURN_IF_ERROR(readDeviceScalar(&resolved.scalar, given.dtype));
+  if (args.scalar.device != nullptr && !kernels) {
+    CollectiveArgs resolved = args;
+    COLLIE_RETURN_IF_ERROR(readDeviceScalar(&resolved.scalar, args.dtype));
+    return submit(resolved, send, recv, stream, p2pTag);
   }
-  const CollectiveArgs& args = given.scalar.device != nullptr && !kernels ? resolved : given;
   if (onDevice) {
     if (isPointToPoint(args.kind)) {
       const bool isSend = args.kind == CollectiveKind::kSend;

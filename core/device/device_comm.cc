@@ -4,7 +4,6 @@
 #include <atomic>
 #include <cstring>
 #include <optional>
-#include <thread>
 
 #include "core/device/device_comm_parts.h"
 #include "core/engine/engine.h"
@@ -19,15 +18,6 @@ using Clock = std::chrono::steady_clock;
 // How long past the device-side deadline the host waits for a stream before it
 // reports the collective as stuck (e.g. behind other work on the caller's stream).
 constexpr auto kHostGrace = std::chrono::seconds(2);
-
-// Polls a device event until it completes or the deadline passes.
-bool waitEvent(DeviceRuntime& runtime, void* event, Clock::time_point deadline) {
-  while (!runtime.queryEvent(event)) {
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -113,7 +103,7 @@ DeviceComm::~DeviceComm() {
   // Kernels of this rank read and write peers' regions: let them drain first (they
   // end at their own device-side deadline at worst).
   if (lastEvent_ &&
-      !waitEvent(*runtime_, lastEvent_.get(), Clock::now() + config_.timeout + kHostGrace)) {
+      !waitForEvent(*runtime_, lastEvent_.get(), Clock::now() + config_.timeout + kHostGrace)) {
     COLLIE_LOG(WARN, INIT) << "rank " << config_.rank
                            << ": device work still running at communicator destruction";
   }
@@ -136,7 +126,7 @@ void DeviceComm::logProfile() {
   Status copied = runtime_->memcpyAsync(counters, profile_, sizeof(counters), ownStream_);
   Result<DeviceEvent> event =
       copied.isOk() ? runtime_->recordEvent(ownStream_) : Result<DeviceEvent>(copied);
-  if (!event.isOk() || !waitEvent(*runtime_, *event, Clock::now() + std::chrono::seconds(10))) {
+  if (!event.isOk() || !waitForEvent(*runtime_, *event, Clock::now() + std::chrono::seconds(10))) {
     COLLIE_LOG(WARN, INIT) << "rank " << config_.rank << ": device profile not read back";
     if (event.isOk()) runtime_->destroyEvent(*event);
     return;
@@ -161,9 +151,13 @@ Result<DeviceStream> DeviceComm::orderAfterPrevious(DeviceStream stream, bool ca
   return stream;
 }
 
-// Whether work enqueued on `stream` now is captured into a CUDA graph. Captured kernels
-// replay correctly: every count they depend on lives in device memory (Launcher).
-Result<bool> DeviceComm::isCaptured(DeviceStream stream) const {
+// What every submission checks first, under mutex_ and with the communicator's device
+// made current by `scope`: the sticky failure, the scope's own status, and whether work
+// enqueued on `stream` now is captured into a CUDA graph (captured kernels replay
+// correctly: every count they depend on lives in device memory, Launcher).
+Result<bool> DeviceComm::begin(const DeviceScope& scope, DeviceStream stream) {
+  COLLIE_RETURN_IF_ERROR(outcome_->poll());
+  COLLIE_RETURN_IF_ERROR(scope.status());
   if (stream == nullptr) return false;  // the communicator's own stream: never captured
   return runtime_->isCapturing(stream);
 }
@@ -402,10 +396,8 @@ Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, v
   std::lock_guard<std::mutex> lock(mutex_);
   const std::string what = std::string(collectiveName(args.kind)) + " on rank " +
                            std::to_string(config_.rank) + " (device buffers)";
-  COLLIE_RETURN_IF_ERROR(outcome_->poll());
   DeviceScope onDevice(*runtime_, device_);
-  COLLIE_RETURN_IF_ERROR(onDevice.status().withContext(what));
-  Result<bool> captured = isCaptured(stream);
+  Result<bool> captured = begin(onDevice, stream);
   if (!captured.isOk()) return captured.status().withContext(what);
   PlanParams params;
   params.rank = config_.rank;

@@ -72,6 +72,8 @@
 
 namespace collie {
 
+class DeviceScope;  // device_comm_parts.h
+
 struct DeviceCommConfig {
   int rank = 0;
   int nranks = 1;
@@ -167,7 +169,7 @@ class DeviceComm {
     size_t bytes = 0;
   };
   Status ensureScratch(Scratch* scratch, size_t bytes, bool captured);
-  Result<bool> isCaptured(DeviceStream stream) const;
+  Result<bool> begin(const DeviceScope& scope, DeviceStream stream);
   Result<size_t> preMultiplyCount(const CollectiveArgs& args) const;
   Result<const void*> launchPreMultiply(const CollectiveArgs& args, size_t count, const void* input,
                                         DeviceStream stream);

@@ -88,10 +88,8 @@ Result<Work> DeviceComm::submitPointToPoint(const std::vector<PointToPoint>& ops
   std::lock_guard<std::mutex> lock(mutex_);
   const std::string what =
       "send/recv group on rank " + std::to_string(config_.rank) + " (device buffers)";
-  COLLIE_RETURN_IF_ERROR(outcome_->poll());
   DeviceScope onDevice(*runtime_, device_);
-  COLLIE_RETURN_IF_ERROR(onDevice.status().withContext(what));
-  Result<bool> captured = isCaptured(stream);
+  Result<bool> captured = begin(onDevice, stream);
   if (!captured.isOk()) return captured.status().withContext(what);
   std::vector<Move> moves;
   moves.reserve(ops.size());
@@ -114,7 +112,9 @@ std::vector<DeviceComm::Move> DeviceComm::exchangeMoves(const CollectiveArgs& ar
                                                         const void* input, void* output) const {
   const size_t es = dataTypeSize(args.dtype);
   const size_t block = args.count * es;
-  auto in = [&](size_t at) { return const_cast<uint8_t*>(static_cast<const uint8_t*>(input)) + at; };
+  auto in = [&](size_t at) {
+    return const_cast<uint8_t*>(static_cast<const uint8_t*>(input)) + at;
+  };
   auto out = [&](size_t at) { return static_cast<uint8_t*>(output) + at; };
   const int n = config_.nranks;
   const int me = config_.rank;
@@ -157,18 +157,16 @@ std::vector<DeviceComm::Move> DeviceComm::exchangeMoves(const CollectiveArgs& ar
 
 // An exchange: the fingerprint check (every rank agrees on kind, count, dtype and root
 // before a byte moves), then its messages.
-Result<Work> DeviceComm::submitExchange(const CollectiveArgs& args, const void* input,
-                                        void* output, DeviceStream stream) {
+Result<Work> DeviceComm::submitExchange(const CollectiveArgs& args, const void* input, void* output,
+                                        DeviceStream stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::string what = std::string(collectiveName(args.kind)) + " on rank " +
                            std::to_string(config_.rank) + " (device buffers)";
   if (!movesAsMessages(args.kind) || (args.kind == CollectiveKind::kAllToAllV && !args.layout)) {
     return internalError(what + ": not an exchange of messages");
   }
-  COLLIE_RETURN_IF_ERROR(outcome_->poll());
   DeviceScope onDevice(*runtime_, device_);
-  COLLIE_RETURN_IF_ERROR(onDevice.status().withContext(what));
-  Result<bool> captured = isCaptured(stream);
+  Result<bool> captured = begin(onDevice, stream);
   if (!captured.isOk()) return captured.status().withContext(what);
   const std::vector<Move> moves = exchangeMoves(args, input, output);
   Result<DeviceStream> ordered = orderAfterPrevious(stream, *captured);

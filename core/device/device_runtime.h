@@ -42,6 +42,7 @@
 // order in which calls on it return.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -206,5 +207,10 @@ Result<DeviceRuntime*> emulatedDeviceRuntime();
 // COLLIE_DEVICE_EMULATION=1 asks for an emulation that is not there and no device is
 // present.
 Result<DeviceRuntime*> selectDeviceRuntime(const Config& config);
+
+// Polls `event` (sleeping between polls) until it completed, true, or `deadline` passed,
+// false.
+bool waitForEvent(DeviceRuntime& runtime, DeviceEvent event,
+                  std::chrono::steady_clock::time_point deadline);
 
 }  // namespace collie

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
-#include <thread>
 
 #include "core/engine/engine.h"
 
@@ -128,13 +127,9 @@ Result<Work> DeviceStaging::submit(const CollectiveArgs& args, const void* input
   Result<DeviceEvent> copied = runtime_->recordEvent(stream);
   if (!copied.isOk()) return copied.status().withContext(what);
   std::shared_ptr<void> copiedHolder = eventHolder(runtime_, *copied);
-  const Clock::time_point deadline = Clock::now() + timeout_;
-  while (!runtime_->queryEvent(copiedHolder.get())) {
-    if (Clock::now() > deadline) {
-      lastDone_ = copiedHolder;  // the copy into hostIn may still come: no reuse before it
-      return timeoutError(what + ": the stream did not reach the input copy within the timeout");
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  if (!waitForEvent(*runtime_, copiedHolder.get(), Clock::now() + timeout_)) {
+    lastDone_ = copiedHolder;  // the copy into hostIn may still come: no reuse before it
+    return timeoutError(what + ": the stream did not reach the input copy within the timeout");
   }
   Result<Work> host =
       engine_->submit(args, sends ? hostIn.get() : nullptr, receives ? hostOut.get() : nullptr);

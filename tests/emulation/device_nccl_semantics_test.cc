@@ -90,6 +90,24 @@ bool drain(DeviceStream stream) {
   return done;
 }
 
+// Runs body(rank, comm) on `nranks` ranks as threads, each on a communicator of its own
+// (one job; destroyed after body returns), and expects every body to return "".
+void onEveryRankWithComm(int nranks, const std::function<std::string(int, ncclComm_t)>& body) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  std::vector<std::string> failures(nranks);
+  testing::onEveryRank(nranks, [&](int r) {
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRank(&comm, nranks, id, r) != ncclSuccess) {
+      failures[r] = "ncclCommInitRank failed";
+      return;
+    }
+    failures[r] = body(r, comm);
+    ncclCommDestroy(comm);
+  });
+  for (int r = 0; r < nranks; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
+}
+
 // Outside a group: ncclAllReduce returns once its kernels are enqueued on the caller's
 // stream (held shut here, nothing written yet), and the result is there, exact, once
 // the stream passed them.
@@ -98,15 +116,8 @@ TEST(DeviceNcclSemantics, AllReduceReturnsOnceEnqueuedOnTheStream) {
   constexpr int kRanks = 3;
   constexpr size_t kCount = 3'001;
   const size_t bytes = kCount * sizeof(float);
-  ncclUniqueId id;
-  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  std::vector<std::string> failures(kRanks);
-  testing::onEveryRank(kRanks, [&](int r) {
-    ncclComm_t comm = nullptr;
-    if (ncclCommInitRank(&comm, kRanks, id, r) != ncclSuccess) {
-      failures[r] = "ncclCommInitRank failed";
-      return;
-    }
+  onEveryRankWithComm(kRanks, [&](int r, ncclComm_t comm) {
+    std::string failure;
     DeviceStream stream = *device().createStream();
     void* in = *device().allocate(bytes);
     void* out = *device().allocate(bytes);
@@ -123,23 +134,22 @@ TEST(DeviceNcclSemantics, AllReduceReturnsOnceEnqueuedOnTheStream) {
     std::vector<uint8_t> expected =
         testing::expectedReduction(DataType::kFloat32, ReduceOp::kSum, kRanks, 0, kCount);
     if (result != ncclSuccess) {
-      failures[r] = std::string("ncclAllReduce: ") + ncclGetErrorString(result);
+      failure = std::string("ncclAllReduce: ") + ncclGetErrorString(result);
     } else if (!returnedFirst || !untouched) {
-      failures[r] = "ncclAllReduce did not return before its stream ran";
+      failure = "ncclAllReduce did not return before its stream ran";
     } else if (!drain(stream)) {
-      failures[r] = "the stream did not finish";
+      failure = "the stream did not finish";
     } else if (std::memcmp(out, expected.data(), bytes) != 0) {
-      failures[r] = "wrong bytes";
+      failure = "wrong bytes";
     }
     ncclResult_t async = ncclSuccess;
     ncclCommGetAsyncError(comm, &async);
-    if (failures[r].empty() && async != ncclSuccess) failures[r] = "async error after success";
-    ncclCommDestroy(comm);
+    if (failure.empty() && async != ncclSuccess) failure = "async error after success";
     device().destroyStream(stream);
     device().free(in);
     device().free(out);
+    return failure;
   });
-  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
 }
 
 TEST(DeviceNcclSemantics, CommunicatorsAreBoundToTheDeviceCurrentAtInit) {
@@ -224,15 +234,8 @@ TEST(DeviceNcclSemantics, GroupEndReturnsBeforeTheStreamRuns) {
   setenv("COLLIE_DEVICE_SLOT_BYTES", "4096", 1);
   constexpr int kRanks = 3;
   constexpr size_t kCount = 5'000;
-  ncclUniqueId id;
-  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  std::vector<std::string> failures(kRanks);
-  testing::onEveryRank(kRanks, [&](int r) {
-    ncclComm_t comm = nullptr;
-    if (ncclCommInitRank(&comm, kRanks, id, r) != ncclSuccess) {
-      failures[r] = "ncclCommInitRank failed";
-      return;
-    }
+  onEveryRankWithComm(kRanks, [&](int r, ncclComm_t comm) {
+    std::string failure;
     DeviceStream stream = *device().createStream();
     float* reduceIn = deviceFloats(kCount, static_cast<float>(r));
     float* reduceOut = deviceFloats(kCount, 0);
@@ -251,36 +254,35 @@ TEST(DeviceNcclSemantics, GroupEndReturnsBeforeTheStreamRuns) {
     const bool returnedFirst = !gate.isOpen();
     gate.open();
     if (ended != ncclSuccess) {
-      failures[r] = std::string("ncclGroupEnd: ") + ncclGetLastError(comm);
+      failure = std::string("ncclGroupEnd: ") + ncclGetLastError(comm);
     } else if (!returnedFirst) {
-      failures[r] = "ncclGroupEnd waited for the stream";
+      failure = "ncclGroupEnd waited for the stream";
     } else if (!drain(stream)) {
-      failures[r] = "the stream did not finish";
+      failure = "the stream did not finish";
     } else {
       const int prev = (r + kRanks - 1) % kRanks;
-      for (size_t i = 0; i < kCount && failures[r].empty(); ++i) {
+      for (size_t i = 0; i < kCount && failure.empty(); ++i) {
         const float sum = static_cast<float>(0 + 1 + 2) + 3.0f * static_cast<float>(i);
-        if (reduceOut[i] != sum) failures[r] = "all-reduce element " + std::to_string(i);
+        if (reduceOut[i] != sum) failure = "all-reduce element " + std::to_string(i);
         if (recvBuf[i] != 7000.0f * static_cast<float>(prev) + static_cast<float>(i)) {
-          failures[r] = "received element " + std::to_string(i);
+          failure = "received element " + std::to_string(i);
         }
-        for (int p = 0; p < kRanks && failures[r].empty(); ++p) {
+        for (int p = 0; p < kRanks && failure.empty(); ++p) {
           const float want = 1000.0f * static_cast<float>(p) + static_cast<float>(r * kCount + i);
           if (a2aOut[p * kCount + i] != want) {
-            failures[r] = "all-to-all block " + std::to_string(p) + " element " + std::to_string(i);
+            failure = "all-to-all block " + std::to_string(p) + " element " + std::to_string(i);
           }
         }
       }
     }
     ncclResult_t async = ncclSuccess;
     ncclCommGetAsyncError(comm, &async);
-    if (failures[r].empty() && async != ncclSuccess) failures[r] = "async error after success";
-    ncclCommDestroy(comm);
+    if (failure.empty() && async != ncclSuccess) failure = "async error after success";
     device().destroyStream(stream);
     for (float* f : {reduceIn, reduceOut, a2aIn, a2aOut, sendBuf, recvBuf}) device().free(f);
+    return failure;
   });
   unsetenv("COLLIE_DEVICE_SLOT_BYTES");
-  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
 }
 
 // Two ranks: rank 1 joins the communicator and then stays silent (it never issues the
@@ -371,15 +373,8 @@ TEST(DeviceNcclSemantics, AbortEndsKernelsWaitingForAPeer) {
 TEST(DeviceNcclSemantics, DeviceScalarIsReadWhenTheCollectiveRuns) {
   Environment environment("30s");
   constexpr size_t kCount = 1'000;
-  ncclUniqueId id;
-  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  std::vector<std::string> failures(2);
-  testing::onEveryRank(2, [&](int r) {
-    ncclComm_t comm = nullptr;
-    if (ncclCommInitRank(&comm, 2, id, r) != ncclSuccess) {
-      failures[r] = "ncclCommInitRank failed";
-      return;
-    }
+  onEveryRankWithComm(2, [&](int r, ncclComm_t comm) {
+    std::string failure;
     DeviceStream stream = *device().createStream();
     auto* s = static_cast<cudaStream_t>(stream);
     float* factor = deviceFloats(1, 2.0f);
@@ -389,15 +384,15 @@ TEST(DeviceNcclSemantics, DeviceScalarIsReadWhenTheCollectiveRuns) {
     for (size_t i = 0; i < kCount; ++i) hostIn[i] = static_cast<float>(r + 1) + i;
     ncclRedOp_t op;
     if (ncclRedOpCreatePreMulSum(&op, factor, ncclFloat32, ncclScalarDevice, comm) != ncclSuccess) {
-      failures[r] = "ncclRedOpCreatePreMulSum failed";
-      return;
+      failure = "ncclRedOpCreatePreMulSum failed";
+      return failure;
     }
     // sum over ranks of (r + 1 + i) is 3 + 2i; each rank's factor is the same here.
     auto check = [&](const float* got, float f, const char* what) {
-      for (size_t i = 0; i < kCount && failures[r].empty(); ++i) {
+      for (size_t i = 0; i < kCount && failure.empty(); ++i) {
         if (got[i] != f * (3.0f + 2.0f * static_cast<float>(i))) {
-          failures[r] = std::string(what) + ": element " + std::to_string(i) + " is " +
-                        std::to_string(got[i]) + ", factor " + std::to_string(f);
+          failure = std::string(what) + ": element " + std::to_string(i) + " is " +
+                    std::to_string(got[i]) + ", factor " + std::to_string(f);
         }
       }
     };
@@ -405,22 +400,21 @@ TEST(DeviceNcclSemantics, DeviceScalarIsReadWhenTheCollectiveRuns) {
       *factor = f;  // emulated device memory: the host may write it while the stream idles
       if (ncclAllReduce(in, out, kCount, ncclFloat32, op, comm, s) != ncclSuccess ||
           !drain(stream)) {
-        failures[r] = "device all-reduce failed";
+        failure = "device all-reduce failed";
       }
       check(out, f, "device buffers");
       *factor = f + 3.0f;
       if (ncclAllReduce(hostIn.data(), hostOut.data(), kCount, ncclFloat32, op, comm, s) !=
           ncclSuccess) {
-        failures[r] = "host all-reduce failed";
+        failure = "host all-reduce failed";
       }
       check(hostOut.data(), f + 3.0f, "host buffers");
     }
     ncclRedOpDestroy(op, comm);
-    ncclCommDestroy(comm);
     device().destroyStream(stream);
     for (float* p : {factor, in, out}) device().free(p);
+    return failure;
   });
-  for (int r = 0; r < 2; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
 }
 
 // Each of three ranks captures one group (an all-reduce, an all-to-all, a send to the
@@ -435,15 +429,8 @@ TEST(DeviceNcclSemantics, CapturedGroupReplaysAHundredTimes) {
   constexpr int kRanks = 3;
   constexpr size_t kCount = 3'000;
   constexpr int kLaunches = 100;
-  ncclUniqueId id;
-  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  std::vector<std::string> failures(kRanks);
-  testing::onEveryRank(kRanks, [&](int r) {
-    ncclComm_t comm = nullptr;
-    if (ncclCommInitRank(&comm, kRanks, id, r) != ncclSuccess) {
-      failures[r] = "ncclCommInitRank failed";
-      return;
-    }
+  onEveryRankWithComm(kRanks, [&](int r, ncclComm_t comm) {
+    std::string failure;
     DeviceStream stream = *device().createStream();
     auto* s = static_cast<cudaStream_t>(stream);
     auto* emulated = static_cast<emulation::EmulatedStream*>(stream);
@@ -465,19 +452,19 @@ TEST(DeviceNcclSemantics, CapturedGroupReplaysAHundredTimes) {
     };
     // Once eagerly (the device scratch is allocated then), then captured.
     if (issueGroup() != ncclSuccess || !drain(stream)) {
-      failures[r] = "the eager group failed";
-      return;
+      failure = "the eager group failed";
+      return failure;
     }
     for (size_t i = 0; i < kCount; ++i) out[i] = -1.0f;
     emulated->beginCapture();
     const ncclResult_t captured = issueGroup();
     emulation::EmulatedStream::Graph graph = emulated->endCapture();
     if (captured != ncclSuccess) {
-      failures[r] = std::string("capture: ") + ncclGetLastError(comm);
+      failure = std::string("capture: ") + ncclGetLastError(comm);
     } else if (graph.empty() || out[0] != -1.0f) {
-      failures[r] = "the capture ran or recorded nothing";
+      failure = "the capture ran or recorded nothing";
     }
-    for (int launch = 0; launch < kLaunches && failures[r].empty(); ++launch) {
+    for (int launch = 0; launch < kLaunches && failure.empty(); ++launch) {
       const float base = 10.0f * static_cast<float>(launch);
       for (size_t i = 0; i < kCount; ++i) {
         in[i] = base + static_cast<float>(r) + static_cast<float>(i % 100);
@@ -489,20 +476,20 @@ TEST(DeviceNcclSemantics, CapturedGroupReplaysAHundredTimes) {
       emulated->launch(graph);
       if (launch % 10 == 3 &&
           ncclAllReduce(eager, eager, kCount, ncclFloat32, ncclMax, comm, s) != ncclSuccess) {
-        failures[r] = "eager all-reduce between launches";
+        failure = "eager all-reduce between launches";
       }
-      if (!drain(stream)) failures[r] = "launch " + std::to_string(launch) + " did not finish";
+      if (!drain(stream)) failure = "launch " + std::to_string(launch) + " did not finish";
       const std::string at = "launch " + std::to_string(launch) + ": ";
-      for (size_t i = 0; i < kCount && failures[r].empty(); ++i) {
+      for (size_t i = 0; i < kCount && failure.empty(); ++i) {
         const float sum = 3.0f * base + 3.0f + 3.0f * static_cast<float>(i % 100);
-        if (out[i] != sum) failures[r] = at + "all-reduce element " + std::to_string(i);
+        if (out[i] != sum) failure = at + "all-reduce element " + std::to_string(i);
         const float got = base + 1000.0f * static_cast<float>(prev) + static_cast<float>(i % 50);
-        if (fromPrev[i] != got) failures[r] = at + "received element " + std::to_string(i);
-        for (int p = 0; p < kRanks && failures[r].empty(); ++p) {
+        if (fromPrev[i] != got) failure = at + "received element " + std::to_string(i);
+        for (int p = 0; p < kRanks && failure.empty(); ++p) {
           const float want =
               base + 100.0f * static_cast<float>(p) + static_cast<float>((r * kCount + i) % 1000);
           if (a2aOut[p * kCount + i] != want) {
-            failures[r] =
+            failure =
                 at + "all-to-all block " + std::to_string(p) + " element " + std::to_string(i);
           }
         }
@@ -510,15 +497,14 @@ TEST(DeviceNcclSemantics, CapturedGroupReplaysAHundredTimes) {
     }
     ncclResult_t async = ncclSuccess;
     ncclCommGetAsyncError(comm, &async);
-    if (failures[r].empty() && async != ncclSuccess) {
-      failures[r] = std::string("async error: ") + ncclGetLastError(comm);
+    if (failure.empty() && async != ncclSuccess) {
+      failure = std::string("async error: ") + ncclGetLastError(comm);
     }
-    ncclCommDestroy(comm);
     device().destroyStream(stream);
     for (float* f : {in, out, a2aIn, a2aOut, toNext, fromPrev, eager}) device().free(f);
+    return failure;
   });
   unsetenv("COLLIE_DEVICE_SLOT_BYTES");
-  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
 }
 
 }  // namespace
