@@ -5,7 +5,8 @@
 //   collie_kernels_bench --benchmark_filter='reduce/float/sum'
 //
 // Names: reduce/<dtype>/<op>/<size>[/inplace][/<variant>]; the best variant is the
-// default, the baseline (SSE2) variant is listed for float and half sum for comparison.
+// default; the others (cpu-baseline, cpu-avx2 where cpu-avx512 is the best) are listed
+// for the float, half and bfloat16 sums for comparison.
 //
 // The machine's ceiling, on x86-64 with AVX2: stream/memset (write 1), stream/copy (read
 // 1, write 1) and stream/read2write1 (dst = a | b: a reduce's traffic with no math),
@@ -212,7 +213,6 @@ void registerStream() {
 void registerAll() {
   registerStream();
   const ReduceBackend* best = &cpuReduceBackend();
-  const ReduceBackend* baseline = cpuReduceBackendVariants()[0];
   for (size_t bytes : kSizes) {
     benchmark::RegisterBenchmark(("memcpy/" + sizeName(bytes)).c_str(), memcpyBench, bytes)
         ->UseRealTime();
@@ -231,15 +231,17 @@ void registerAll() {
                                  std::string(reduceOpName(op)) + "/" + sizeName(bytes);
         benchmark::RegisterBenchmark(name.c_str(), reduceBench, best, dtype, op, bytes, false)
             ->UseRealTime();
-        const bool sumOfFloatOrHalf =
-            op == ReduceOp::kSum && (dtype == DataType::kFloat32 || dtype == DataType::kFloat16);
-        if (sumOfFloatOrHalf) {
+        const bool sumOfFloatLike =
+            op == ReduceOp::kSum && (dtype == DataType::kFloat32 || dtype == DataType::kFloat16 ||
+                                     dtype == DataType::kBFloat16);
+        if (sumOfFloatLike) {
           benchmark::RegisterBenchmark((name + "/inplace").c_str(), reduceBench, best, dtype, op,
                                        bytes, true)
               ->UseRealTime();
-          if (baseline != best) {
-            benchmark::RegisterBenchmark((name + "/" + baseline->name).c_str(), reduceBench,
-                                         baseline, dtype, op, bytes, false)
+          for (const ReduceBackend* other : cpuReduceBackendVariants()) {
+            if (other == best) continue;
+            benchmark::RegisterBenchmark((name + "/" + other->name).c_str(), reduceBench, other,
+                                         dtype, op, bytes, false)
                 ->UseRealTime();
           }
         }

@@ -28,6 +28,7 @@
 #include "kernels/common/ops.h"
 #if COLLIE_X86
 #include "kernels/cpu/half_like_avx2.h"
+#include "kernels/cpu/half_like_avx512.h"
 #endif
 
 namespace collie {
@@ -500,6 +501,48 @@ struct Avx2Isa {
     }
   }
 };
+
+// Avx2Isa with the Half and BFloat16 register kernels at 512 bits
+// (half_like_avx512.h): twice the elements per instruction, and BFloat16 narrowed by
+// vcvtneps2bf16 instead of about ten integer operations per vector. Everything else,
+// and a reduce whose output streams past the cache (memory-bound), is Avx2Isa's.
+struct Avx512Isa : Avx2Isa {
+  template <typename T, ReduceOp kOp>
+  __attribute__((target("avx2,f16c,avx512f,avx512dq,avx512bf16"))) static void reduce(
+      void* dst, const void* a, const void* b, size_t n, int divisor) {
+    constexpr bool kRegisterKernel =
+        kIsHalfLike<T> && (kOp == ReduceOp::kSum || kOp == ReduceOp::kProd ||
+                           kOp == ReduceOp::kMin || kOp == ReduceOp::kMax);
+    if constexpr (kRegisterKernel) {
+      if (!streamsOutput(dst, a, b, n * sizeof(T))) {
+        reduceHalfLike<T, kOp>(static_cast<T*>(dst), static_cast<const T*>(a),
+                               static_cast<const T*>(b), n);
+        return;
+      }
+    }
+    Avx2Isa::reduce<T, kOp>(dst, a, b, n, divisor);
+  }
+
+ private:
+  template <typename T, ReduceOp kOp, typename Load>
+  __attribute__((target("avx2,f16c,avx512f,avx512dq,avx512bf16"))) static void reduceWith(
+      T* dst, const T* a, const T* b, size_t n) {
+    if constexpr (std::is_same_v<T, BFloat16>) {
+      cpu::reduceBFloat16Avx512<kOp, Load>(dst, a, b, n, opFor<float, kOp>());
+    } else {
+      cpu::reduceHalfAvx512<kOp, Load>(dst, a, b, n, opFor<float, kOp>());
+    }
+  }
+  template <typename T, ReduceOp kOp>
+  __attribute__((target("avx2,f16c,avx512f,avx512dq,avx512bf16"))) static void reduceHalfLike(
+      T* dst, const T* a, const T* b, size_t n) {
+    if (inputsAligned<T>(a, b)) {
+      reduceWith<T, kOp, AlignedLoad>(dst, a, b, n);
+    } else {
+      reduceWith<T, kOp, AnyAddressLoad>(dst, a, b, n);
+    }
+  }
+};
 #endif  // COLLIE_X86
 
 // ---- Dispatch tables ----------------------------------------------------------------
@@ -677,6 +720,9 @@ constexpr ReduceBackend kBaselineBackend{"cpu-baseline", &reduceEntry<BaselineIs
 #if COLLIE_X86
 constexpr ReduceBackend kAvx2Backend{"cpu-avx2", &reduceEntry<Avx2Isa>, &divideEntry<Avx2Isa>,
                                      &scaleEntry<Avx2Isa>, &reduceFanOutEntry<Avx2Isa>};
+constexpr ReduceBackend kAvx512Backend{"cpu-avx512", &reduceEntry<Avx512Isa>,
+                                       &divideEntry<Avx512Isa>, &scaleEntry<Avx512Isa>,
+                                       &reduceFanOutEntry<Avx512Isa>};
 
 bool cpuHasAvx2F16c() {
   // avx2 through the compiler (it also checks that the OS saves ymm state); f16c
@@ -686,10 +732,18 @@ bool cpuHasAvx2F16c() {
   const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
   return __builtin_cpu_supports("avx2") && f16c;
 }
+
+// AVX512F and DQ, and AVX512_BF16 (vcvtneps2bf16); the compiler checks that the OS saves
+// the zmm and mask state.
+bool cpuHasAvx512Bf16() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512bf16");
+}
 #endif  // COLLIE_X86
 
 struct Variants {
-  std::array<const ReduceBackend*, 2> list{};
+  std::array<const ReduceBackend*, 3> list{};
   size_t size = 0;
 };
 
@@ -698,7 +752,10 @@ const Variants& variants() {
     Variants out;
     out.list[out.size++] = &kBaselineBackend;
 #if COLLIE_X86
-    if (cpuHasAvx2F16c()) out.list[out.size++] = &kAvx2Backend;
+    if (cpuHasAvx2F16c()) {
+      out.list[out.size++] = &kAvx2Backend;
+      if (cpuHasAvx512Bf16()) out.list[out.size++] = &kAvx512Backend;
+    }
 #endif
     return out;
   }();

@@ -1,0 +1,105 @@
+// The AVX-512 kernels that reduce Half and BFloat16 in registers (sum, prod, min, max),
+// for CPUs with AVX512F, AVX512DQ and AVX512_BF16 (Sapphire Rapids, Zen 4 and later):
+// dst[i] = T(op(float(a[i]), float(b[i]))), one float operation rounded once, the same
+// bits as half_like_avx2.h and the portable definition in kernels/common/half.h. Included
+// by reduce.cc only, whose cpu-avx512 entry points call them; `Load` is its policy for
+// reading an input at any byte address (the vector loads are unaligned anyway) and `op`
+// the scalar float op of the tail.
+//
+// Thread safety: pure functions of their arguments.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "collie/types.h"
+#include "kernels/common/half.h"
+
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() as the unused merge operand,
+// which its -Wmaybe-uninitialized reports at every inlined call (GCC bug 105593, fixed
+// in GCC 13).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace collie::cpu {
+
+#define COLLIE_AVX512_HALF_LIKE __attribute__((target("avx2,f16c,avx512f,avx512dq,avx512bf16")))
+
+// op(x, y) on 16 floats; min and max are vminps/vmaxps, whose (x < y ? x : y) and
+// (x > y ? x : y), NaN and signed zeros included, are MinOp's and MaxOp's.
+template <ReduceOp kOp>
+COLLIE_AVX512_HALF_LIKE inline __m512 floatOp16(__m512 x, __m512 y) {
+  if constexpr (kOp == ReduceOp::kProd) return _mm512_mul_ps(x, y);
+  if constexpr (kOp == ReduceOp::kMin) return _mm512_min_ps(x, y);
+  if constexpr (kOp == ReduceOp::kMax) return _mm512_max_ps(x, y);
+  return _mm512_add_ps(x, y);
+}
+
+// 16 BFloat16 at p as floats: a BFloat16 is the high half of its float.
+COLLIE_AVX512_HALF_LIKE inline __m512 widenBFloat16x16(const BFloat16* p) {
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+}
+
+// Stores 16 floats as BFloat16 with vcvtneps2bf16: round to nearest even, a NaN quieted
+// with its top payload bits kept, as floatToBFloat16. The instruction differs from it in
+// one case only: it flushes a denormal float to a signed zero, where floatToBFloat16
+// rounds it like any other value. A step with a denormal (rare: below 1.2e-38) stores
+// those lanes again through floatToBFloat16.
+COLLIE_AVX512_HALF_LIKE inline void narrowBFloat16x16(BFloat16* dst, __m512 r) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), (__m256i)_mm512_cvtneps_pbh(r));
+  constexpr int kDenormal = 0x20;  // vfpclassps: denormal
+  const __mmask16 denormal = _mm512_fpclass_ps_mask(r, kDenormal);
+  if (__builtin_expect(denormal != 0, 0)) {
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, r);
+    for (int j = 0; j < 16; ++j) {
+      if ((denormal >> j) & 1) dst[j] = floatToBFloat16(lanes[j]);
+    }
+  }
+}
+
+// dst = BFloat16(op(float(a), float(b))), 32 elements a step (two independent halves
+// of 16). Each step loads a and b before it stores dst, so exact aliasing is safe.
+template <ReduceOp kOp, typename Load, typename ScalarOp>
+COLLIE_AVX512_HALF_LIKE void reduceBFloat16Avx512(BFloat16* dst, const BFloat16* a,
+                                                  const BFloat16* b, size_t n, ScalarOp op) {
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 r0 = floatOp16<kOp>(widenBFloat16x16(a + i), widenBFloat16x16(b + i));
+    const __m512 r1 = floatOp16<kOp>(widenBFloat16x16(a + i + 16), widenBFloat16x16(b + i + 16));
+    narrowBFloat16x16(dst + i, r0);
+    narrowBFloat16x16(dst + i + 16, r1);
+  }
+  if (i + 16 <= n) {
+    narrowBFloat16x16(dst + i, floatOp16<kOp>(widenBFloat16x16(a + i), widenBFloat16x16(b + i)));
+    i += 16;
+  }
+  for (; i < n; ++i) {
+    dst[i] = floatToBFloat16(op(bfloat16ToFloat(Load::at(a, i)), bfloat16ToFloat(Load::at(b, i))));
+  }
+}
+
+// dst = Half(op(float(a), float(b))), 16 elements a step: vcvtph2ps, the op, vcvtps2ph
+// with round to nearest even, the instructions of the AVX2 kernel at twice the width.
+template <ReduceOp kOp, typename Load, typename ScalarOp>
+COLLIE_AVX512_HALF_LIKE void reduceHalfAvx512(Half* dst, const Half* a, const Half* b, size_t n,
+                                              ScalarOp op) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 x = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i)));
+    const __m512 y = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        _mm512_cvtps_ph(floatOp16<kOp>(x, y), _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) {
+    dst[i] = floatToHalf(op(halfToFloat(Load::at(a, i)), halfToFloat(Load::at(b, i))));
+  }
+}
+
+}  // namespace collie::cpu
+
+#undef COLLIE_AVX512_HALF_LIKE
+#pragma GCC diagnostic pop
