@@ -5,7 +5,7 @@
 // of the backward pass). A caller that waits for it at once runs it itself (WaitRunner),
 // but it still pays for the queue and for waking the progress thread: run at submit
 // instead, plain buffers on 2 ranks took 0.66-0.74x the time at 512 KiB and 0.90-0.97x at
-// 2 MiB (docs/decisions/run-at-submit.md).
+// 2 MiB (docs/decisions/who-runs-a-collective.md).
 // WaitPattern learns from the queued collectives which kind of caller this is:
 //
 // - a queued collective counts as waited at once when the thread that submitted it waits

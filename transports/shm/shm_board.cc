@@ -251,7 +251,7 @@ bool Board::runsInline(const CollectiveArgs& args, TeamAlgorithms algorithms, co
   const size_t bytes = args.count * dataTypeSize(args.dtype);
   // Larger ones are queued whatever their path, so that they overlap the caller's work (a
   // DDP bucket beside the rest of backward); a caller that waits at once runs its queued
-  // collective itself (docs/decisions/waiter-runs-collective.md).
+  // collective itself (docs/decisions/who-runs-a-collective.md).
   if (bytes > kInlineBoardMaxBytes) return false;
   if (!isLarge(args, bytes, ctx_.nranks, slotBytes_)) return true;
   if (args.kind != CollectiveKind::kAllReduce || !teamHas(algorithms, Algorithm::kDirect)) {

@@ -30,7 +30,7 @@
 // for the completion. collie runs a queued collective on a thread that waits for it with
 // no deadline, and learns from the submitting thread's prompt waits that the caller
 // blocks at once: it then runs the next collectives at submit
-// (docs/decisions/run-at-submit.md), and push() completes them. The queue's thread alone
+// (docs/decisions/who-runs-a-collective.md), and push() completes them. The queue's thread alone
 // never teaches that: it is not the submitter.
 //
 // Thread safety: push() may be called from any thread; drain() and stop() from one
