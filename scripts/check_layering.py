@@ -97,11 +97,11 @@ EXTENSIONS = (".h", ".cc", ".cu", ".cuh", ".c")
 ALLOWED = [
     # The tuner costs team algorithms from the transport's offer, and tune may only use
     # plan, so the offer's types (TeamOffer, TeamAlgorithms, CollectiveArgs) live in
-    # core/plan/team.h and the transport seam speaks them (architecture.md "Team
+    # core/plan/team_step.h and the transport seam speaks them (architecture.md "Team
     # collectives", "Where a new algorithm goes"; decisions/team-collectives.md).
-    ("core/transport/transport.h", "core/plan/team.h",
+    ("core/transport/transport.h", "core/plan/team_step.h",
      "TransportFactory::teamOffer returns the plan's TeamOffer"),
-    ("core/transport/team.h", "core/plan/team.h",
+    ("core/transport/team_collectives.h", "core/plan/team_step.h",
      "TeamCollectives::offer/run take TeamOffer, TeamAlgorithms, CollectiveArgs"),
     # Connections reduce on receive with the communicator's kernels (architecture.md,
     # "One collective" step 3: postRecvReduce); TransportContext::kernels carries them.

@@ -1,5 +1,5 @@
 // The rendezvous store's knobs (core/bootstrap/tcp_store_server.cc, and where the store
-// of a torchrun/mpirun job listens, core/comm/environment.cc).
+// of a torchrun/mpirun job listens, core/comm/launcher_environment.cc).
 #include "core/config/knob_registry.h"
 
 namespace collie {

@@ -1,5 +1,6 @@
 // Small helpers of the Communicator's argument checks, shared by the files that check
-// the exchanges (exchange.cc) and the kinds with a count per rank (uneven.cc).
+// the exchanges (communicator_exchanges.cc) and the kinds with a count per rank
+// (communicator_per_rank_counts.cc).
 //
 // Thread safety: pure functions.
 #pragma once

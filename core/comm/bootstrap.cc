@@ -291,8 +291,8 @@ Result<std::unique_ptr<DeviceWindows>> openDeviceWindows(const TransportContext&
 // tuner's constants and the channels a schedule may use.
 Result<std::unique_ptr<Engine>> startEngine(const EngineConfig& config, TransportSet set,
                                             const TransportContext& context, Deadline deadline) {
-  auto board = std::make_unique<FailureBoard>(context.store, context.jobKey, config.rank);
-  auto engine = std::make_unique<Engine>(config, std::move(set), std::move(board));
+  auto reasons = std::make_unique<FailureReasons>(context.store, context.jobKey, config.rank);
+  auto engine = std::make_unique<Engine>(config, std::move(set), std::move(reasons));
   const std::string where = "rank " + std::to_string(config.rank);
   Result<TuneConstants> tune =
       agreeOnTuneConstants(*engine, *context.store, context.jobKey, deadline);

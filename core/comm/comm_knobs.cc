@@ -1,5 +1,5 @@
 // The knobs of a communicator as a whole (core/comm/bootstrap.cc), and the variables a
-// launcher hands its ranks (core/comm/environment.cc, `collie run`).
+// launcher hands its ranks (core/comm/launcher_environment.cc, `collie run`).
 #include "core/config/knob_registry.h"
 
 namespace collie {

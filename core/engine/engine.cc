@@ -81,9 +81,10 @@ class Engine::QueueWaitRunner final : public WaitRunner {
   int inside_ = 0;        // waiters in queue_->runIfNext(); guarded by mutex_
 };
 
-Engine::Engine(EngineConfig config, TransportSet transports, std::unique_ptr<FailureBoard> board)
+Engine::Engine(EngineConfig config, TransportSet transports,
+               std::unique_ptr<FailureReasons> reasons)
     : config_(std::move(config)),
-      failures_(config_.rank, std::move(board)),
+      failures_(config_.rank, std::move(reasons)),
       recorder_(config_.traceDepth),
       executor_(config_, std::move(transports), failures_.abortFlag(), &recorder_),
       planner_(config_, executor_.teamOffer()),

@@ -8,7 +8,7 @@
 // connections may hold half a message, so every pending and later collective fails
 // with the same error (prefixed by its own description).
 //
-// A failure is also spread: the failing rank leaves its reason on the FailureBoard,
+// A failure is also spread: the failing rank leaves its reason on the FailureReasons,
 // leaves each peer a record that it failed the collective (Executor::abandon) and
 // closes every connection, so that its peers fail at once (instead of at their
 // timeout) and report the same root cause, and a late peer that already holds all
@@ -24,7 +24,7 @@
 //
 // Inline runs: when nothing is queued or running, a collective whose plan allows it
 // runs on the submitting thread, which saves the two thread hand-offs that dominate
-// small messages. The plan decides: a team step (core/plan/team.h) runs inline when
+// small messages. The plan decides: a team step (core/plan/team_step.h) runs inline when
 // the team says so (TeamCollectives::runsInline: on shm the board's collectives and
 // direct on registered buffers, up to 256 KiB per rank), a schedule without one up to
 // kScheduleInlineMaxBytes per rank; point-to-point never. When a team declines a
@@ -60,7 +60,7 @@
 // ProgressQueue (progress_queue.h: tags, submission order, the inline claim, the
 // progress thread), the Executor (executor.h: running schedules and their team steps
 // on the connections and the team, deadlines and their messages), the FailurePolicy
-// (failure_policy.h: the sticky failure, the failure board, closing) and the FlightRecorder
+// (failure_policy.h: the sticky failure, the failure reasons, closing) and the FlightRecorder
 // (flight_recorder.h). A Work's state is core/engine/work_state.h.
 //
 // Thread safety: submit(), submitGroup(), abort(), failure() and transportTo() may be
@@ -88,8 +88,8 @@ namespace collie {
 
 class Engine : private ProgressQueue::Runner {
  public:
-  // `board` may be null (failures are then not explained across ranks).
-  Engine(EngineConfig config, TransportSet transports, std::unique_ptr<FailureBoard> board);
+  // `reasons` may be null (failures are then not explained across ranks).
+  Engine(EngineConfig config, TransportSet transports, std::unique_ptr<FailureReasons> reasons);
   ~Engine() override;
 
   // `p2pTag`: a send's or receive's user tag (tagged point-to-point, above); none for

@@ -1,7 +1,7 @@
 // Executor: runs queued operations on the connections of one communicator.
 //
 // execute() runs a Pending's schedule (and its group's) to the end: one Execution
-// (core/engine/execution.h) per operation, each advanced on every turn, so that every
+// (core/engine/schedule_execution.h) per operation, each advanced on every turn, so that every
 // send and receive of a group is in flight before any is waited for. A point-to-point
 // batch also takes in the point-to-point operations queued behind it while it runs
 // (torch's batch_isend_irecv posts every irecv before its isend, one call at a time)
@@ -18,8 +18,8 @@
 // collective and this rank. A failed batch keeps its executions (their completions may
 // still be pointed at by the connections) until closeConnections().
 //
-// A schedule whose channel 0 starts with a team step (core/plan/team.h) goes to the
-// team (core/transport/team.h: the transport's, when one transport serves every peer
+// A schedule whose channel 0 starts with a team step (core/plan/team_step.h) goes to the
+// team (core/transport/team_collectives.h: the transport's, when one transport serves every peer
 // and has one) first, bounded by the same timeout and abort flag (runTeam()); only when
 // every rank declined it do its fallback steps run. Where the step may try cma with a
 // schedule behind it, SingleCopyChoice (core/engine/single_copy_choice.h) may withhold
@@ -38,7 +38,7 @@
 // One outcome per collective: a collective run on the connections is reported a success
 // only when no peer it received from already left a record that it failed it
 // (Connection::abandoned; the failing rank's engine leaves them through abandon() before
-// it closes). A team keeps the same rule itself (core/transport/team.h).
+// it closes). A team keeps the same rule itself (core/transport/team_collectives.h).
 //
 // Thread safety: teamOffer(), usefulChannels() and transportTo() are fixed at
 // construction and may be read from any thread; team() (null once closeConnections()
@@ -53,12 +53,12 @@
 #include <vector>
 
 #include "core/engine/engine_config.h"
-#include "core/engine/execution.h"
 #include "core/engine/flight_recorder.h"
 #include "core/engine/pending.h"
+#include "core/engine/schedule_execution.h"
 #include "core/engine/single_copy_choice.h"
 #include "core/engine/tag_matcher.h"
-#include "core/transport/team.h"
+#include "core/transport/team_collectives.h"
 #include "core/transport/transport.h"
 
 namespace collie {

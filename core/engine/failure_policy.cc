@@ -4,8 +4,8 @@
 
 namespace collie {
 
-FailurePolicy::FailurePolicy(int rank, std::unique_ptr<FailureBoard> board)
-    : rank_(rank), board_(std::move(board)) {}
+FailurePolicy::FailurePolicy(int rank, std::unique_ptr<FailureReasons> reasons)
+    : rank_(rank), reasons_(std::move(reasons)) {}
 
 Status FailurePolicy::failure() const {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -35,8 +35,8 @@ Status FailurePolicy::giveUp(Status status, bool publish,
     std::lock_guard<std::mutex> lock(mutex_);
     if (closed_) return status;
   }
-  if (board_ && status.code() != StatusCode::kAborted) {
-    status = board_->explain(status, kLookupWait);
+  if (reasons_ && status.code() != StatusCode::kAborted) {
+    status = reasons_->explain(status, kLookupWait);
   }
   Status sticky;
   {
@@ -48,7 +48,7 @@ Status FailurePolicy::giveUp(Status status, bool publish,
   if (publish) {
     COLLIE_LOG(WARN, ENGINE) << "rank " << rank_
                              << " closes its connections: " << sticky.toString();
-    if (board_) board_->publish(sticky, kPublishWait);
+    if (reasons_) reasons_->publish(sticky, kPublishWait);
   }
   close(sticky);
   {

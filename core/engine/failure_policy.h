@@ -5,7 +5,7 @@
 // queued and later collective fails with the same error (prefixed by its own
 // description) and failure() returns it from then on. giveUp() is the failure path of
 // the thread that runs collectives (it holds the connections): it explains the error
-// with what the peer at fault left on the FailureBoard (so that every rank of a failed
+// with what the peer at fault left on the FailureReasons (so that every rank of a failed
 // job names the same root cause), makes it the sticky failure, publishes it for the
 // peers, has the caller close every connection (which makes the peers fail at once
 // instead of at their timeout) and marks the communicator closed. abort() raises the
@@ -27,7 +27,7 @@
 #include <memory>
 #include <mutex>
 
-#include "core/engine/failure_board.h"
+#include "core/engine/failure_reasons.h"
 
 namespace collie {
 
@@ -38,8 +38,8 @@ class FailurePolicy {
   static constexpr std::chrono::milliseconds kPublishWait{300};
   static constexpr std::chrono::milliseconds kLookupWait{200};
 
-  // `board` may be null: failures are then not explained across ranks.
-  FailurePolicy(int rank, std::unique_ptr<FailureBoard> board);
+  // `reasons` may be null: failures are then not explained across ranks.
+  FailurePolicy(int rank, std::unique_ptr<FailureReasons> reasons);
 
   // The sticky failure: OK while healthy, else the first error (or Aborted).
   Status failure() const;
@@ -65,7 +65,7 @@ class FailurePolicy {
 
  private:
   const int rank_;
-  const std::unique_ptr<FailureBoard> board_;
+  const std::unique_ptr<FailureReasons> reasons_;
   mutable std::mutex mutex_;  // guards failed_ and closed_
   std::condition_variable closedCv_;
   Status failed_;

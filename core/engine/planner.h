@@ -11,7 +11,7 @@
 // Unsupported) the same way on every rank, before anything is queued: a forced team algorithm that
 // this communicator's team cannot run is such a failure.
 //
-// The team offer (core/plan/team.h) is the communicator's team's, the same on every
+// The team offer (core/plan/team_step.h) is the communicator's team's, the same on every
 // rank; with it the tuner puts a team step first in every collective but
 // point-to-point (unless a schedule algorithm is forced).
 //

@@ -10,7 +10,7 @@
 #include "core/plan/oneshot.h"
 #include "core/plan/point_to_point.h"
 #include "core/plan/ring.h"
-#include "core/plan/team.h"
+#include "core/plan/team_step.h"
 #include "core/plan/tree.h"
 
 namespace collie {

@@ -20,7 +20,7 @@
 //                   `team`'s algorithms whose condition holds on every rank; then the
 //                   steps after it, on every channel, are skipped; when none does
 //                   (every rank alike) they run instead. First on channel 0 only; see
-//                   core/plan/team.h.
+//                   core/plan/team_step.h.
 // `incomingFirst` on a kRecvReduce* step swaps the operands: dst = op(incoming, src).
 // Schedules where several ranks compute the same reduction themselves (one-shot) use
 // it so that every rank combines the inputs in rank order, bit for bit alike.
@@ -54,7 +54,7 @@ enum class StepKind : uint8_t {
   kTeam,
 };
 
-// A set of team algorithms (core/plan/team.h): bit 1 << Algorithm.
+// A set of team algorithms (core/plan/team_step.h): bit 1 << Algorithm.
 using TeamAlgorithms = uint16_t;
 
 enum class BufferId : uint8_t { kInput, kOutput, kScratch };
@@ -148,7 +148,7 @@ struct PlanParams {
   // finishing its sends. Off where the caller checks the fingerprints itself (the
   // device path's launch check).
   bool agreeOnRoot = true;
-  // A team step first (core/plan/team.h), trying `team`; `algorithm`'s steps follow as
+  // A team step first (core/plan/team_step.h), trying `team`; `algorithm`'s steps follow as
   // its fallback unless `teamFallback` is false (a forced team algorithm, or a board
   // that takes every collective of this size: nothing to fall back to).
   bool teamStep = false;

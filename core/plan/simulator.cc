@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "core/kernel/reduce_backend.h"
-#include "core/plan/team.h"
+#include "core/plan/team_step.h"
 
 namespace collie {
 namespace {

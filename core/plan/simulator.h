@@ -10,7 +10,7 @@
 // wakes its receiver), so the cost is linear in the number of steps. Used by the
 // schedule tests and `collie sim`.
 //
-// A team step (core/plan/team.h) must be first on channel 0 of every rank's schedule
+// A team step (core/plan/team_step.h) must be first on channel 0 of every rank's schedule
 // or of none, with the same set everywhere. The simulated team either runs it, as the
 // reference of the team algorithms (every rank's output computed from every rank's
 // input, combined in rank order with the host kernels as the board and the single-copy

@@ -36,13 +36,13 @@
 #include "collie/unique_id.h"
 #include "core/config/config.h"
 #include "core/kernel/reduce_backend.h"
-#include "core/plan/team.h"
+#include "core/plan/team_step.h"
 
 namespace collie {
 
 class DeviceRuntime;         // core/device/device_runtime.h
 class DeviceWindowProvider;  // core/transport/device_windows.h
-class TeamCollectives;       // core/transport/team.h
+class TeamCollectives;       // core/transport/team_collectives.h
 
 // Set by a transport when an operation ends. `status` is OK on success. A receive
 // that failed with kMismatch because the peer's message carried another tag also
@@ -173,7 +173,7 @@ class Transport {
   // `maxWait` passed. May return early spuriously. Used after spinning found no work.
   virtual void waitForActivity(std::chrono::microseconds maxWait) = 0;
 
-  // The transport's team collectives (core/transport/team.h), or null. Only meaningful
+  // The transport's team collectives (core/transport/team_collectives.h), or null. Only meaningful
   // after connect() and only when this transport serves every peer of the communicator.
   virtual TeamCollectives* team() { return nullptr; }
 
@@ -195,7 +195,7 @@ struct TransportFactory {
   // COLLIE_TRANSPORT forces another transport for host messages.
   bool offersDeviceWindows = false;
   // Optional, for `collie info --tuning` and `collie sim`: the team offer
-  // (core/plan/team.h) a communicator of `nranks` ranks, all on this host and served by
+  // (core/plan/team_step.h) a communicator of `nranks` ranks, all on this host and served by
   // this transport alone, would get with `config`; nullptr when the transport has no
   // team collectives.
   TeamOffer (*teamOffer)(const Config& config, int nranks) = nullptr;

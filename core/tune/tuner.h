@@ -21,7 +21,7 @@
 //                      peer (alltoallv) always pairwise, since ranks know only their counts
 //   gather / scatter (S = one block) linear (d + c) alpha + (n-1) S / beta
 //   several hosts: predictHostsMicros() (hier, two levels; the others paced by the network)
-//   team algorithms (board, direct, cma): core/plan/team.h, with the team's own constants
+//   team algorithms (board, direct, cma): core/plan/team_step.h, with the team's own constants
 // Channels run on one progress thread, so in the model they add messages, not
 // bandwidth: unless COLLIE_NCHANNELS fixes it, the channel count is the cheapest of
 // 1..configured that gives each channel a chunk (a tie keeps more channels).
@@ -32,7 +32,7 @@
 // kRobustMargin faster. A forced algorithm gets the same chunk and channel choice as auto would
 // give it.
 //
-// Team collectives (core/plan/team.h): when the communicator has a team (TuneLimits::
+// Team collectives (core/plan/team_step.h): when the communicator has a team (TuneLimits::
 // team) every collective but point-to-point gets a team step first. The board, where
 // every rank's part fits it, is the robust default against the schedules (it needs no
 // FIFO and no thread hand-off): a schedule wins only when predicted kRobustMargin
@@ -50,7 +50,7 @@
 #include <string>
 
 #include "collie/types.h"
-#include "core/plan/team.h"
+#include "core/plan/team_step.h"
 
 namespace collie {
 

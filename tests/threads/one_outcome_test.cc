@@ -121,7 +121,7 @@ TEST(OneOutcomeTest, LateRankFailsACollectiveItsPeerFailed) {
     const std::string& message = outcomes[i].late.message();
     EXPECT_EQ(outcomes[i].late.peer(), 0) << outcomes[i].late.toString();
     EXPECT_NE(message.find("rank 0"), std::string::npos) << outcomes[i].late.toString();
-    // Why rank 0 failed it: its own error, as rank 0 left it on the failure board.
+    // Why rank 0 failed it: its own error, as rank 0 left it in the failure reasons.
     EXPECT_NE(message.find(outcomes[i].early.message()), std::string::npos)
         << outcomes[i].late.toString() << "\nrank 0: " << outcomes[i].early.toString();
   }

@@ -1,5 +1,5 @@
 // FailurePolicy: the first failure sticks; giveUp() explains an error about a peer
-// with what that peer left on the failure board, publishes the sticky failure for the
+// with what that peer left in the failure reasons, publishes the sticky failure for the
 // others, closes once (the close callback sees the sticky failure) and lets
 // waitClosed() return; abort() raises the flag and makes Aborted sticky unless an
 // error came first; a destroyed idle communicator publishes nothing.
@@ -14,8 +14,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::unique_ptr<FailureBoard> boardOf(const std::shared_ptr<Store>& store, int rank) {
-  return std::make_unique<FailureBoard>(store, "job", rank);
+std::unique_ptr<FailureReasons> boardOf(const std::shared_ptr<Store>& store, int rank) {
+  return std::make_unique<FailureReasons>(store, "job", rank);
 }
 
 TEST(FailurePolicyTest, HealthyUntilTheFirstFailureWhichSticks) {
@@ -65,7 +65,7 @@ TEST(FailurePolicyTest, ExplainsWithThePeersReasonAndPublishesItsOwn) {
       << explained.toString();
   EXPECT_EQ(rank0.failure().peer(), 5);  // the explained error is the sticky one
   // And rank 0 published it in turn.
-  std::optional<Status> published = FailureBoard(store, "job", 1).lookup(0, 1s);
+  std::optional<Status> published = FailureReasons(store, "job", 1).lookup(0, 1s);
   ASSERT_TRUE(published.has_value());
   EXPECT_EQ(published->peer(), 5);
 }
@@ -86,7 +86,7 @@ TEST(FailurePolicyTest, AbortIsStickyAndWaitClosedFollowsGiveUp) {
   });
   EXPECT_TRUE(policy.waitClosed(5s));
   closer.join();
-  std::optional<Status> published = FailureBoard(store, "job", 0).lookup(1, 1s);
+  std::optional<Status> published = FailureReasons(store, "job", 0).lookup(1, 1s);
   ASSERT_TRUE(published.has_value());
   EXPECT_EQ(published->code(), StatusCode::kAborted);
 }
@@ -99,7 +99,7 @@ TEST(FailurePolicyTest, DestroyedIdlePublishesNothing) {
   policy.giveUp(policy.failure(), false, [&](const Status&) { closed = true; });
   EXPECT_TRUE(closed);
   EXPECT_TRUE(policy.closed());
-  EXPECT_FALSE(FailureBoard(store, "job", 0).lookup(3, 50ms).has_value());
+  EXPECT_FALSE(FailureReasons(store, "job", 0).lookup(3, 50ms).has_value());
 }
 
 }  // namespace

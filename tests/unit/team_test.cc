@@ -1,17 +1,16 @@
-// Team collectives as planned data (core/plan/team.h): the tuner's choice among board,
+// Team collectives as planned data (core/plan/team_step.h): the tuner's choice among board,
 // direct, cma and the schedules for a shm-like team offer (2 and 4 ranks, with and
 // without more ranks than cores), forced team algorithms and where they cannot run, the
 // team step in a schedule and its JSON, and the simulator running the team step (the
 // reference of the team algorithms) and declining it (the fallback), both against a
 // float64 reference, bitwise alike on every rank.
-#include "core/plan/team.h"
-
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <vector>
 
 #include "core/plan/simulator.h"
+#include "core/plan/team_step.h"
 #include "core/tune/tuner.h"
 
 namespace collie {

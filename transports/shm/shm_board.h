@@ -1,4 +1,4 @@
-// The shm transport's team collectives (core/transport/team.h) for ranks that all share
+// The shm transport's team collectives (core/transport/team_collectives.h) for ranks that all share
 // one host: the board, and the single-copy all-reduces direct and cma.
 //
 // Board: every rank owns a small board segment with two slots (double buffering by
@@ -66,7 +66,7 @@
 #include <string>
 #include <vector>
 
-#include "core/transport/team.h"
+#include "core/transport/team_collectives.h"
 #include "core/transport/transport.h"
 #include "core/transport/wait_policy.h"
 #include "transports/shm/shm_cma.h"

@@ -22,7 +22,7 @@
 #include "core/net/socket.h"
 #include "core/transport/transport.h"
 #include "transports/tcp/frame.h"
-#include "transports/tcp/ring.h"
+#include "transports/tcp/ring_queue.h"
 
 namespace collie::tcp {
 
@@ -71,14 +71,14 @@ class TcpConnection final : public Connection {
   };
   struct Lane {
     net::Socket sock;
-    Ring<SendItem> sends;
-    Ring<RecvItem> recvs;
+    RingQueue<SendItem> sends;
+    RingQueue<RecvItem> recvs;
     std::unique_ptr<uint8_t[]> rx;  // read-ahead, kReadAheadBytes, allocated on first use
     size_t rxHead = 0;              // [rxHead, rxTail) are read, not yet parsed
     size_t rxTail = 0;
   };
   struct OpQueue {
-    Ring<Op> ops;
+    RingQueue<Op> ops;
     uint64_t frontSeq = 0;  // sequence number of ops.front()
     uint64_t nextSeq = 0;
     Op& at(uint64_t seq) { return ops[seq - frontSeq]; }

@@ -2,7 +2,7 @@
 // much of the board one collective needs.
 //
 // A transport that connects every rank of a communicator may run whole collectives
-// itself (UCC's "team" collectives; core/transport/team.h is the seam): shm, when every
+// itself (UCC's "team" collectives; core/transport/team_collectives.h is the seam): shm, when every
 // rank is on one host, runs the board (every rank publishes its part on a shared board
 // and computes its output from every part, in rank order), the direct all-reduce
 // (single copy through buffers every rank registered) and the cma all-reduce (single

@@ -1,4 +1,4 @@
-#include "core/engine/failure_board.h"
+#include "core/engine/failure_reasons.h"
 
 #include <charconv>
 #include <future>
@@ -56,21 +56,21 @@ std::optional<Status> decode(const Bytes& bytes) {
 
 }  // namespace
 
-FailureBoard::FailureBoard(std::shared_ptr<Store> store, std::string jobKey, int rank)
+FailureReasons::FailureReasons(std::shared_ptr<Store> store, std::string jobKey, int rank)
     : store_(std::move(store)), jobKey_(std::move(jobKey)), rank_(rank) {}
 
-std::string FailureBoard::keyOf(int rank) const {
+std::string FailureReasons::keyOf(int rank) const {
   return jobKey_ + "/failed/" + std::to_string(rank);
 }
 
-void FailureBoard::publish(const Status& status, std::chrono::milliseconds wait) const {
+void FailureReasons::publish(const Status& status, std::chrono::milliseconds wait) const {
   if (!store_ || status.isOk()) return;
   runBounded<bool>([store = store_, key = keyOf(rank_),
                     value = encode(status)] { return store->set(key, value).isOk(); },
                    wait);
 }
 
-std::optional<Status> FailureBoard::lookup(int peer, std::chrono::milliseconds wait) const {
+std::optional<Status> FailureReasons::lookup(int peer, std::chrono::milliseconds wait) const {
   if (!store_ || peer < 0 || peer == rank_) return std::nullopt;
   std::optional<std::optional<Status>> found = runBounded<std::optional<Status>>(
       [store = store_, key = keyOf(peer), wait]() -> std::optional<Status> {
@@ -82,7 +82,7 @@ std::optional<Status> FailureBoard::lookup(int peer, std::chrono::milliseconds w
   return found ? *found : std::nullopt;
 }
 
-Status FailureBoard::explain(const Status& own, std::chrono::milliseconds wait) const {
+Status FailureReasons::explain(const Status& own, std::chrono::milliseconds wait) const {
   const int peer = own.peer();
   if (own.isOk() || peer < 0 || peer == rank_ ||
       (own.code() != StatusCode::kRemoteError && own.code() != StatusCode::kTimeout)) {

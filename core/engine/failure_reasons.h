@@ -1,4 +1,4 @@
-// FailureBoard: where the ranks of a communicator leave the reason they gave up, so
+// FailureReasons: where the ranks of a communicator leave the reason they gave up, so
 // that a rank that only sees "rank 3 closed its connection" can report the root cause
 // ("... because rank 3 lost rank 5: it died").
 //
@@ -22,9 +22,9 @@
 
 namespace collie {
 
-class FailureBoard {
+class FailureReasons {
  public:
-  FailureBoard(std::shared_ptr<Store> store, std::string jobKey, int rank);
+  FailureReasons(std::shared_ptr<Store> store, std::string jobKey, int rank);
 
   // Leaves `status` for the peers; waits at most `wait` for the store to take it.
   void publish(const Status& status, std::chrono::milliseconds wait) const;

@@ -1,4 +1,4 @@
-// Ring<T>: a FIFO queue over a power-of-two array that grows by doubling only when
+// RingQueue<T>: a FIFO queue over a power-of-two array that grows by doubling only when
 // full, so steady-state push/pop never allocates. Not thread-safe.
 #pragma once
 
@@ -9,9 +9,9 @@
 namespace collie::tcp {
 
 template <typename T>
-class Ring {
+class RingQueue {
  public:
-  explicit Ring(size_t capacity = 64) {
+  explicit RingQueue(size_t capacity = 64) {
     size_t c = 1;
     while (c < capacity) c <<= 1;
     slots_.resize(c);

@@ -1,4 +1,4 @@
-#include "core/plan/team.h"
+#include "core/plan/team_step.h"
 
 #include <algorithm>
 

@@ -3,10 +3,10 @@
 //
 // A Transport that can (shm with every rank on one host: board, direct, cma) returns a
 // TeamCollectives from Transport::team() once connected. offer() says which team
-// algorithms it runs and the constants of their cost model (core/plan/team.h); it is
+// algorithms it runs and the constants of their cost model (core/plan/team_step.h); it is
 // the same value on every rank (the team agrees on it while connecting), so the tuner,
 // which plans with it, decides alike on every rank. The planner then puts a team step
-// first in a collective's schedule (core/plan/team.h says what it means), and the
+// first in a collective's schedule (core/plan/team_step.h says what it means), and the
 // executor hands that step to run(). A collective that is not point-to-point goes
 // through the team step whenever the communicator has a team and the algorithm is
 // auto or a team algorithm: even one the tuner gave to ring or tree meets the other
@@ -23,7 +23,7 @@
 #include <cstdint>
 
 #include "collie/status.h"
-#include "core/plan/team.h"
+#include "core/plan/team_step.h"
 
 namespace collie {
 

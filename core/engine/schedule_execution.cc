@@ -1,4 +1,4 @@
-#include "core/engine/execution.h"
+#include "core/engine/schedule_execution.h"
 
 #include <algorithm>
 #include <cstring>

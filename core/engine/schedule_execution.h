@@ -15,7 +15,7 @@
 // executor's TagMatcher (core/engine/tag_matcher.h), which completes each channel's
 // receive when its part landed (straight, or from a send it held).
 //
-// A team step (core/plan/team.h) is the Executor's to run before an Execution exists;
+// A team step (core/plan/team_step.h) is the Executor's to run before an Execution exists;
 // an Execution is made only for a collective whose team declined it, so here the team
 // step does nothing and the fallback steps after it run.
 #pragma once
