@@ -2,9 +2,10 @@
 //
 // Layout: one loop template per aliasing case (so that __restrict is only promised
 // where it holds), a block path for Half/BFloat16 (widen a block to float, reduce,
-// narrow once), and two entry points per (type, op): Baseline (default ISA) and Avx2
-// (target attribute; loops are force-inlined into it and vectorised for AVX2). Tables
-// of function pointers are built from the templates at compile time.
+// narrow once), and entry points per (type, op): Baseline (default ISA), Avx2 (target
+// attribute; loops are force-inlined into it and vectorised for AVX2), and Avx512 and
+// Avx512Fp16 (Avx2 with the Half/BFloat16 register kernels of half_like_avx512.h).
+// Tables of function pointers are built from the templates at compile time.
 #include "kernels/cpu/cpu_reduce.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -508,7 +509,7 @@ struct Avx2Isa {
 // and a reduce whose output streams past the cache (memory-bound), is Avx2Isa's.
 struct Avx512Isa : Avx2Isa {
   template <typename T, ReduceOp kOp>
-  __attribute__((target("avx2,f16c,avx512f,avx512dq,avx512bf16"))) static void reduce(
+  __attribute__((target("avx2,f16c,avx512f,avx512dq,avx512bw,avx512bf16"))) static void reduce(
       void* dst, const void* a, const void* b, size_t n, int divisor) {
     constexpr bool kRegisterKernel =
         kIsHalfLike<T> && (kOp == ReduceOp::kSum || kOp == ReduceOp::kProd ||
@@ -525,7 +526,7 @@ struct Avx512Isa : Avx2Isa {
 
  private:
   template <typename T, ReduceOp kOp, typename Load>
-  __attribute__((target("avx2,f16c,avx512f,avx512dq,avx512bf16"))) static void reduceWith(
+  __attribute__((target("avx2,f16c,avx512f,avx512dq,avx512bw,avx512bf16"))) static void reduceWith(
       T* dst, const T* a, const T* b, size_t n) {
     if constexpr (std::is_same_v<T, BFloat16>) {
       cpu::reduceBFloat16Avx512<kOp, Load>(dst, a, b, n, opFor<float, kOp>());
@@ -534,13 +535,42 @@ struct Avx512Isa : Avx2Isa {
     }
   }
   template <typename T, ReduceOp kOp>
-  __attribute__((target("avx2,f16c,avx512f,avx512dq,avx512bf16"))) static void reduceHalfLike(
-      T* dst, const T* a, const T* b, size_t n) {
+  __attribute__((target("avx2,f16c,avx512f,avx512dq,avx512bw,avx512bf16"))) static void
+  reduceHalfLike(T* dst, const T* a, const T* b, size_t n) {
     if (inputsAligned<T>(a, b)) {
       reduceWith<T, kOp, AlignedLoad>(dst, a, b, n);
     } else {
       reduceWith<T, kOp, AnyAddressLoad>(dst, a, b, n);
     }
+  }
+};
+
+// Avx512Isa with Half sum and prod in AVX512-FP16's own arithmetic (half_like_avx512.h),
+// for CPUs that have it.
+struct Avx512Fp16Isa : Avx512Isa {
+  template <typename T, ReduceOp kOp>
+  __attribute__((
+      target("avx2,f16c,avx512f,avx512dq,avx512bw,avx512vl,avx512bf16,avx512fp16"))) static void
+  reduce(void* dst, const void* a, const void* b, size_t n, int divisor) {
+    // Not min and max: vminph/vmaxph return a signalling NaN operand as it is, where
+    // the definition's widening to float has quieted it (kernels_test's every-pattern
+    // check).
+    constexpr bool kNative =
+        std::is_same_v<T, Half> && (kOp == ReduceOp::kSum || kOp == ReduceOp::kProd);
+    if constexpr (kNative) {
+      if (!streamsOutput(dst, a, b, n * sizeof(T))) {
+        auto* out = static_cast<Half*>(dst);
+        const auto* x = static_cast<const Half*>(a);
+        const auto* y = static_cast<const Half*>(b);
+        if (inputsAligned<T>(a, b)) {
+          cpu::reduceHalfAvx512Fp16<kOp, AlignedLoad>(out, x, y, n, opFor<float, kOp>());
+        } else {
+          cpu::reduceHalfAvx512Fp16<kOp, AnyAddressLoad>(out, x, y, n, opFor<float, kOp>());
+        }
+        return;
+      }
+    }
+    Avx512Isa::reduce<T, kOp>(dst, a, b, n, divisor);
   }
 };
 #endif  // COLLIE_X86
@@ -723,6 +753,9 @@ constexpr ReduceBackend kAvx2Backend{"cpu-avx2", &reduceEntry<Avx2Isa>, &divideE
 constexpr ReduceBackend kAvx512Backend{"cpu-avx512", &reduceEntry<Avx512Isa>,
                                        &divideEntry<Avx512Isa>, &scaleEntry<Avx512Isa>,
                                        &reduceFanOutEntry<Avx512Isa>};
+constexpr ReduceBackend kAvx512Fp16Backend{"cpu-avx512fp16", &reduceEntry<Avx512Fp16Isa>,
+                                           &divideEntry<Avx512Fp16Isa>, &scaleEntry<Avx512Fp16Isa>,
+                                           &reduceFanOutEntry<Avx512Fp16Isa>};
 
 bool cpuHasAvx2F16c() {
   // avx2 through the compiler (it also checks that the OS saves ymm state); f16c
@@ -733,17 +766,23 @@ bool cpuHasAvx2F16c() {
   return __builtin_cpu_supports("avx2") && f16c;
 }
 
-// AVX512F and DQ, and AVX512_BF16 (vcvtneps2bf16); the compiler checks that the OS saves
+// AVX512F, DQ and BW, and AVX512_BF16 (vcvtneps2bf16); the compiler checks that the OS saves
 // the zmm and mask state.
 bool cpuHasAvx512Bf16() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-         __builtin_cpu_supports("avx512bf16");
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512bf16");
+}
+
+bool cpuHasAvx512Fp16() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512fp16");
 }
 #endif  // COLLIE_X86
 
 struct Variants {
-  std::array<const ReduceBackend*, 3> list{};
+  std::array<const ReduceBackend*, 4> list{};
   size_t size = 0;
 };
 
@@ -754,7 +793,10 @@ const Variants& variants() {
 #if COLLIE_X86
     if (cpuHasAvx2F16c()) {
       out.list[out.size++] = &kAvx2Backend;
-      if (cpuHasAvx512Bf16()) out.list[out.size++] = &kAvx512Backend;
+      if (cpuHasAvx512Bf16()) {
+        out.list[out.size++] = &kAvx512Backend;
+        if (cpuHasAvx512Fp16()) out.list[out.size++] = &kAvx512Fp16Backend;
+      }
     }
 #endif
     return out;
