@@ -49,9 +49,11 @@ LAYERS = {
     "transport_seam": (["core/transport"], BOTTOM),
     "kernel_seam": (["core/kernel"], BOTTOM),
     # `DeviceRuntime`, which the table names as a dependency of its own (core/device,
-    # transports/cuda_ipc): the interface header, and the selection next to it, form a
-    # third seam. Its implementations live in kernels/cuda (docs/cuda.md).
-    "device_runtime": (["core/device/device_runtime.h", "core/device/device_runtime.cc"],
+    # transports/cuda_ipc): the interface header, the selection next to it and the step
+    # handles it passes to the kernels (device_steps.h) form a third seam. Its
+    # implementations live in kernels/cuda (docs/cuda.md).
+    "device_runtime": (["core/device/device_runtime.h", "core/device/device_runtime.cc",
+                        "core/device/device_steps.h"],
                        BOTTOM),
     "engine": (["core/engine"], BOTTOM + ["plan", "tune"] + CORE_SEAMS),
     # Table: "plan, transport seam, DeviceRuntime".

@@ -62,8 +62,24 @@ class DeviceComm::Launcher {
         reinterpret_cast<uint32_t*>(c_.region_ + Region::counter(c_.config_.nranks));
     sync.error = c_.outcome_->error;
     sync.timeoutNs = static_cast<uint64_t>(c_.config_.timeout.count()) * 1000;
-    sync.profile = c_.profile_;
+    sync.profile = reinterpret_cast<unsigned long long*>(c_.profile_);
     return sync;
+  }
+
+  // Wait `index` of sync: until *flag >= *base + value (a signed offset), else error
+  // code `error`; post `index`: *flag = *base + value.
+  static void wait(DeviceStepSync* sync, int index, const uint64_t* flag, uint64_t value,
+                   int32_t error, const uint64_t* base) {
+    sync->waitFlags[index] = flag;
+    sync->waitValues[index] = value;
+    sync->waitErrors[index] = error;
+    sync->waitBase[index] = base;
+  }
+  static void post(DeviceStepSync* sync, int index, uint64_t* flag, uint64_t value,
+                   const uint64_t* base) {
+    sync->postFlags[index] = flag;
+    sync->postValues[index] = value;
+    sync->postBase[index] = base;
   }
 
   // The next message to `peer`: waits until its slot is free, posts "sent", advances
@@ -73,10 +89,9 @@ class DeviceComm::Launcher {
     const int n = c_.config_.nranks;
     const uint64_t* count = c_.counters_ + Counters::sent(peer);
     // Message m (= *count) may go once the peer consumed m + 1 - kSlots messages.
-    sync->waits[index] = {flag(peer, Region::consumed(n, c_.config_.rank)),
-                          static_cast<uint64_t>(1 - static_cast<int64_t>(kSlots)),
-                          kPeerTimeoutBase + peer, count};
-    sync->posts[index] = {flag(c_.config_.rank, Region::sent(peer)), 1, count};
+    wait(sync, index, flag(peer, Region::consumed(n, c_.config_.rank)),
+         static_cast<uint64_t>(1 - static_cast<int64_t>(kSlots)), kPeerTimeoutBase + peer, count);
+    post(sync, index, flag(c_.config_.rank, Region::sent(peer)), 1, count);
     sync->advance[index] = c_.counters_ + Counters::sent(peer);
     sync->sendCount = count;
     selectSlots(sync);
@@ -89,9 +104,8 @@ class DeviceComm::Launcher {
   const uint8_t* recv(int peer, DeviceStepSync* sync, int index) {
     const int n = c_.config_.nranks;
     const uint64_t* count = c_.counters_ + Counters::received(n, peer);
-    sync->waits[index] = {flag(peer, Region::sent(c_.config_.rank)), 1, kPeerTimeoutBase + peer,
-                          count};
-    sync->posts[index] = {flag(c_.config_.rank, Region::consumed(n, peer)), 1, count};
+    wait(sync, index, flag(peer, Region::sent(c_.config_.rank)), 1, kPeerTimeoutBase + peer, count);
+    post(sync, index, flag(c_.config_.rank, Region::consumed(n, peer)), 1, count);
     sync->advance[index] = c_.counters_ + Counters::received(n, peer);
     sync->recvCount = count;
     selectSlots(sync);

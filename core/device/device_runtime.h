@@ -50,114 +50,14 @@
 #include "collie/status.h"
 #include "collie/types.h"
 #include "core/config/config.h"
+#include "core/device/device_steps.h"
 
 namespace collie {
 
 using DeviceStream = void*;  // cudaStream_t, or an emulated stream
 using DeviceEvent = void*;
 
-inline constexpr int kDeviceMaxWaits = 2;
-inline constexpr int kDeviceMaxPosts = 2;
 inline constexpr int kEmulatedDevices = 8;  // ordinals the emulated runtime accepts
-
-// Device-side ordering of one step (StepSync of kernels/cuda/device_handles.h): wait
-// until every non-null waits[i].flag >= its target (else, after timeoutNs, store
-// waits[i].errorCode into *error and skip), skip when *error is already set, run,
-// then store every non-null posts[j].flag = its value, then add 1 to every non-null
-// advance[k]. A wait's target and a post's value are `value`, or with `base` set
-// *base + value (a signed offset; a target <= 0 is no wait), read on the device when
-// the step runs: message counts kept in device memory, so that a kernel captured into
-// a CUDA graph computes them afresh at every replay. With recvCount / sendCount set,
-// the step's received-from slot (incoming, or a copy's src) and its send slot
-// (peerOut) are the addresses of slot 0, and the kernel adds
-// (*count % slots) * slotBytes.
-struct DeviceStepSync {
-  struct Wait {
-    const uint64_t* flag = nullptr;
-    uint64_t value = 0;
-    int32_t errorCode = 0;
-    const uint64_t* base = nullptr;
-  };
-  struct Post {
-    uint64_t* flag = nullptr;
-    uint64_t value = 0;
-    const uint64_t* base = nullptr;
-  };
-  Wait waits[kDeviceMaxWaits];
-  Post posts[kDeviceMaxPosts];
-  uint64_t* advance[kDeviceMaxPosts] = {};
-  const uint64_t* recvCount = nullptr;
-  const uint64_t* sendCount = nullptr;
-  uint64_t slotBytes = 0;
-  uint32_t slots = 1;
-  uint32_t* blockCounter = nullptr;  // zeroed device memory, one per stream
-  int32_t* error = nullptr;          // mapped memory
-  uint64_t timeoutNs = 0;
-  uint64_t* profile = nullptr;  // optional, device memory: [0] += ns waited, [1] += 1 kernel
-};
-
-// out / peerOut = op(local, incoming) (count elements of dtype); either may be null.
-struct DeviceReduceStep {
-  const void* local = nullptr;
-  const void* incoming = nullptr;
-  void* out = nullptr;
-  void* peerOut = nullptr;
-  uint64_t count = 0;
-  DataType dtype = DataType::kFloat32;
-  ReduceOp op = ReduceOp::kSum;
-  int32_t divisor = 0;
-  DeviceStepSync sync;
-};
-
-// out / peerOut = src (bytes); either may be null; out == src copies nothing there.
-struct DeviceCopyStep {
-  const void* src = nullptr;
-  void* out = nullptr;
-  void* peerOut = nullptr;
-  uint64_t bytes = 0;
-  DeviceStepSync sync;
-};
-
-// PREMUL_SUM's multiply: dst = src x factor, count elements of dtype (the host backend's
-// `scale` rounding); factor holds one element of dtype in its low bytes (little-endian),
-// or, with factorAt set, the element at factorAt (device memory) read when it runs.
-struct DeviceScaleStep {
-  const void* src = nullptr;
-  void* dst = nullptr;
-  uint64_t count = 0;
-  DataType dtype = DataType::kFloat32;
-  uint64_t factor = 0;
-  const void* factorAt = nullptr;
-};
-
-// The fingerprint check that opens a device collective (FingerprintCheck of
-// kernels/cuda/device_handles.h, field for field): publish this rank's fingerprint,
-// wait for each listed peer's, compare; on a difference store the peer's value into
-// *peerFingerprint, this rank's into *ownFingerprint, and mismatchBase + peer into
-// *error. With `sequence` set (device memory: the collectives this rank checked so
-// far), s = *sequence selects the slots (own and peers' slot 0 addresses + s % 2),
-// the posted value is s + posted and the fingerprint gets s << sequenceShift; the
-// launch with advanceSequence adds 1 to *sequence at its end.
-inline constexpr int kDeviceMaxCheckPeers = 16;
-struct DeviceFingerprintCheck {
-  uint64_t* ownSlot = nullptr;  // null: only check (a later launch for more peers)
-  uint64_t* ownPosted = nullptr;
-  const uint64_t* peerSlot[kDeviceMaxCheckPeers] = {};
-  const uint64_t* peerPosted[kDeviceMaxCheckPeers] = {};
-  int32_t peerRank[kDeviceMaxCheckPeers] = {};
-  int32_t npeers = 0;
-  uint64_t fingerprint = 0;
-  uint64_t posted = 0;
-  int32_t* error = nullptr;             // mapped
-  uint64_t* peerFingerprint = nullptr;  // mapped
-  uint64_t* ownFingerprint = nullptr;   // mapped; optional
-  uint64_t timeoutNs = 0;
-  int32_t timeoutBase = 0;
-  int32_t mismatchBase = 0;
-  uint64_t* sequence = nullptr;  // device memory; optional
-  bool advanceSequence = false;
-  uint32_t sequenceShift = 0;
-};
 
 class DeviceRuntime {
  public:

@@ -5,8 +5,8 @@
 // divisor = nranks on the final step); the copy kernels move bytes and have no
 // template parameters. Instantiations come from kernels/cuda/kernel_table.h.
 //
-// Every kernel: 1-D grid and block, any size; waits on its StepSync, does its part of
-// the work in grid-stride loops (reduce_copy.cuh), then posts its StepSync.
+// Every kernel: 1-D grid and block, any size; waits on its DeviceStepSync, does its part of
+// the work in grid-stride loops (reduce_copy.cuh), then posts its DeviceStepSync.
 // Thread safety: device code.
 #pragma once
 
@@ -48,7 +48,7 @@ __global__ void streamingReduceCopyKernel(const ReduceCopyArgs args) {
 
 // Ring reduce-scatter step: r = op(local, incoming) to out and/or the next rank.
 template <typename T, typename Op>
-__global__ void ringReduceScatterStepKernel(const RingReduceStep step) {
+__global__ void ringReduceScatterStepKernel(const DeviceReduceStep step) {
   if (!stepWait(step.sync)) return;
   ReduceCopyArgs args;
   args.srcs[0] = step.local;
@@ -71,7 +71,7 @@ struct CopyUnitIsByte {
 
 // Ring all-gather step: copy src to out (unless it is src) and to the next rank.
 template <typename Unit = uint8_t>
-__global__ void ringAllGatherStepKernel(const RingCopyStep step) {
+__global__ void ringAllGatherStepKernel(const DeviceCopyStep step) {
   (void)CopyUnitIsByte<Unit>();
   if (!stepWait(step.sync)) return;
   const void* src = slotAt(step.src, step.sync.recvCount, step.sync);
@@ -119,11 +119,11 @@ __global__ void treeBroadcastKernel(const TreeBroadcastStep step) {
   stepPost(step.sync);
 }
 
-// The fingerprint check that opens a collective (FingerprintCheck): thread 0 of
+// The fingerprint check that opens a collective (DeviceFingerprintCheck): thread 0 of
 // block 0 does it all; the check moves no data. A template only so that this header
 // can be included by several translation units (used with Unit = uint8_t).
 template <typename Unit = uint8_t>
-__global__ void fingerprintCheckKernel(const FingerprintCheck check) {
+__global__ void fingerprintCheckKernel(const DeviceFingerprintCheck check) {
   (void)CopyUnitIsByte<Unit>();
   if (blockIdx.x != 0 || !isFirstThreadOfBlock()) return;
   if (loadErrorWord(check.error) != 0) return;
@@ -141,7 +141,7 @@ __global__ void fingerprintCheckKernel(const FingerprintCheck check) {
   }
   const uint64_t timeout = check.timeoutNs != 0 ? check.timeoutNs : kDefaultStepTimeoutNs;
   const uint64_t start = globalTimerNs();
-  for (int i = 0; i < check.npeers && i < kMaxCheckPeers; ++i) {
+  for (int i = 0; i < check.npeers && i < kDeviceMaxCheckPeers; ++i) {
     for (uint32_t poll = 0; loadAcquireSys(check.peerPosted[i]) < posted; ++poll) {
       if (failedMeanwhile(check.error, poll)) return;
       if (globalTimerNs() - start > timeout) {

@@ -169,23 +169,22 @@ class CudaRuntime final : public DeviceRuntime {
   Status launchReduce(const DeviceReduceStep& step, DeviceStream stream) override {
     cuda::LaunchConfig config;
     config.stream = stream;
-    return cuda::launchRingReduceScatterStep(cuda::toRingReduceStep(step), step.dtype, step.op,
-                                             config);
+    return cuda::launchRingReduceScatterStep(step, step.dtype, step.op, config);
   }
   Status launchCopy(const DeviceCopyStep& step, DeviceStream stream) override {
     cuda::LaunchConfig config;
     config.stream = stream;
-    return cuda::launchRingAllGatherStep(cuda::toRingCopyStep(step), config);
+    return cuda::launchRingAllGatherStep(step, config);
   }
   Status launchScale(const DeviceScaleStep& step, DeviceStream stream) override {
     cuda::LaunchConfig config;
     config.stream = stream;
-    return cuda::launchScale(cuda::toScaleArgs(step), step.dtype, config);
+    return cuda::launchScale(step, step.dtype, config);
   }
   Status launchFingerprintCheck(const DeviceFingerprintCheck& check, DeviceStream stream) override {
     cuda::LaunchConfig config;
     config.stream = stream;
-    return cuda::launchFingerprintCheck(cuda::toFingerprintCheck(check), config);
+    return cuda::launchFingerprintCheck(check, config);
   }
 
  private:

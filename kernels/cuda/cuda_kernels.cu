@@ -133,7 +133,7 @@ Status launchReduceCopy(const ReduceCopyArgs& args, DataType dtype, ReduceOp op,
   return launch(kernel, args, bytes, sized, "reduce-copy launch");
 }
 
-Status launchScale(const ScaleArgs& args, DataType dtype, const LaunchConfig& config) {
+Status launchScale(const DeviceScaleStep& args, DataType dtype, const LaunchConfig& config) {
   if (nonEmptyHasNull(args.count, {args.src, args.dst})) {
     return invalidArgument("cuda: scale has a null buffer");
   }
@@ -150,14 +150,14 @@ Status launchScale(const ScaleArgs& args, DataType dtype, const LaunchConfig& co
   return launch(kernel, args, bytes, sized, "scale launch");
 }
 
-Status launchRingReduceScatterStep(const RingReduceStep& step, DataType dtype, ReduceOp op,
+Status launchRingReduceScatterStep(const DeviceReduceStep& step, DataType dtype, ReduceOp op,
                                    const LaunchConfig& config) {
   COLLIE_RETURN_IF_ERROR(checkRingReduceStep(step));
   return launch(kernelFor<RingReduceScatterFamily>(dtype, op), step,
                 step.count * dataTypeSize(dtype), config, "ring reduce-scatter launch");
 }
 
-Status launchRingAllGatherStep(const RingCopyStep& step, const LaunchConfig& config) {
+Status launchRingAllGatherStep(const DeviceCopyStep& step, const LaunchConfig& config) {
   COLLIE_RETURN_IF_ERROR(checkRingCopyStep(step));
   return launch(&ringAllGatherStepKernel<>, step, step.bytes, config, "ring all-gather launch");
 }
@@ -192,7 +192,7 @@ Status launchTreeBroadcast(const TreeBroadcastStep& step, const LaunchConfig& co
   return launch(&treeBroadcastKernel<>, step, step.bytes, config, "tree broadcast launch");
 }
 
-Status launchFingerprintCheck(const FingerprintCheck& check, const LaunchConfig& config) {
+Status launchFingerprintCheck(const DeviceFingerprintCheck& check, const LaunchConfig& config) {
   COLLIE_RETURN_IF_ERROR(checkFingerprintCheck(check));
   LaunchConfig one = config;
   one.grid = 1;

@@ -9,7 +9,7 @@
 //     config.stream (a cudaStream_t; null is the legacy default stream) and return
 //     at once. A launch failure (no device, bad configuration) is a SystemError-style
 //     Unsupported/Internal status naming the CUDA error. Errors that happen while the
-//     kernel runs (a step timeout) are reported through the handle's StepSync::error.
+//     kernel runs (a step timeout) are reported through the handle's DeviceStepSync::error.
 //   - deviceCount() is 0 when there is no driver or no device (never an error).
 //   - isDevicePointer(p) is true for device or managed memory of any device.
 // Thread safety: all functions may be called from any thread (CUDA runtime rules).
@@ -33,17 +33,17 @@ struct LaunchConfig {
 
 Status launchReduceCopy(const ReduceCopyArgs& args, DataType dtype, ReduceOp op,
                         const LaunchConfig& config);
-// PREMUL_SUM's multiply (ScaleArgs); a null pointer with a non-zero count or a bad dtype
+// PREMUL_SUM's multiply (DeviceScaleStep); a null pointer with a non-zero count or a bad dtype
 // is InvalidArgument.
-Status launchScale(const ScaleArgs& args, DataType dtype, const LaunchConfig& config);
-Status launchRingReduceScatterStep(const RingReduceStep& step, DataType dtype, ReduceOp op,
+Status launchScale(const DeviceScaleStep& args, DataType dtype, const LaunchConfig& config);
+Status launchRingReduceScatterStep(const DeviceReduceStep& step, DataType dtype, ReduceOp op,
                                    const LaunchConfig& config);
-Status launchRingAllGatherStep(const RingCopyStep& step, const LaunchConfig& config);
+Status launchRingAllGatherStep(const DeviceCopyStep& step, const LaunchConfig& config);
 Status launchTreeReduce(const TreeReduceStep& step, DataType dtype, ReduceOp op,
                         const LaunchConfig& config);
 Status launchTreeBroadcast(const TreeBroadcastStep& step, const LaunchConfig& config);
 // One block of config.block threads (config.grid is ignored).
-Status launchFingerprintCheck(const FingerprintCheck& check, const LaunchConfig& config);
+Status launchFingerprintCheck(const DeviceFingerprintCheck& check, const LaunchConfig& config);
 
 int deviceCount();
 bool isDevicePointer(const void* ptr);

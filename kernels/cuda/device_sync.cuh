@@ -1,4 +1,4 @@
-// Device-side step synchronisation through flags in device memory (StepSync of
+// Device-side step synchronisation through flags in device memory (DeviceStepSync of
 // device_handles.h): acquire loads and release stores at system scope, a global
 // nanosecond timer for deadlines, and the wait / post protocol.
 //
@@ -98,13 +98,13 @@ __device__ __forceinline__ bool failedMeanwhile(const int32_t* error, uint32_t p
 
 // Thread 0 checks the error word and polls the flags; the block learns the outcome
 // from the barrier.
-__device__ __forceinline__ bool stepWait(const StepSync& sync) {
+__device__ __forceinline__ bool stepWait(const DeviceStepSync& sync) {
   int ok = 1;
   if (isFirstThreadOfBlock()) {
     const uint64_t start = globalTimerNs();
     if (sync.error != nullptr && loadErrorWord(sync.error) != 0) ok = 0;
     const uint64_t timeout = sync.timeoutNs != 0 ? sync.timeoutNs : kDefaultStepTimeoutNs;
-    for (int i = 0; i < kMaxStepWaits && ok; ++i) {
+    for (int i = 0; i < kDeviceMaxWaits && ok; ++i) {
       if (sync.waitFlags[i] == nullptr) continue;
       uint64_t target = sync.waitValues[i];
       if (sync.waitBase[i] != nullptr) {
@@ -137,14 +137,15 @@ __device__ __forceinline__ bool stepWait(const StepSync& sync) {
 
 // The address of the slot that `count` messages select: slot 0's address `at` plus
 // (*count % slots) * slotBytes; `at` itself without a count.
-__device__ __forceinline__ uint64_t slotOffset(const uint64_t* count, const StepSync& sync) {
+__device__ __forceinline__ uint64_t slotOffset(const uint64_t* count, const DeviceStepSync& sync) {
   return count != nullptr && sync.slots != 0 ? (*count % sync.slots) * sync.slotBytes : 0;
 }
 __device__ __forceinline__ const void* slotAt(const void* at, const uint64_t* count,
-                                              const StepSync& sync) {
+                                              const DeviceStepSync& sync) {
   return at == nullptr ? at : static_cast<const uint8_t*>(at) + slotOffset(count, sync);
 }
-__device__ __forceinline__ void* slotAt(void* at, const uint64_t* count, const StepSync& sync) {
+__device__ __forceinline__ void* slotAt(void* at, const uint64_t* count,
+                                        const DeviceStepSync& sync) {
   return at == nullptr ? at : static_cast<uint8_t*>(at) + slotOffset(count, sync);
 }
 
@@ -152,7 +153,7 @@ __device__ __forceinline__ void* slotAt(void* at, const uint64_t* count, const S
 // publishes the flags, then advances the device-held counts (and rearms the block
 // counter for the next launch). Every block read the counts before it finished, so the
 // last block's advance comes after every read of this launch.
-__device__ __forceinline__ void stepPost(const StepSync& sync) {
+__device__ __forceinline__ void stepPost(const DeviceStepSync& sync) {
   if (sync.postFlags[0] == nullptr && sync.postFlags[1] == nullptr && sync.advance[0] == nullptr &&
       sync.advance[1] == nullptr) {
     return;
@@ -164,12 +165,12 @@ __device__ __forceinline__ void stepPost(const StepSync& sync) {
     if (finished == gridDim.x) {
       atomicExch(sync.blockCounter, 0u);
       __threadfence_system();
-      for (int j = 0; j < kMaxStepPosts; ++j) {
+      for (int j = 0; j < kDeviceMaxPosts; ++j) {
         if (sync.postFlags[j] == nullptr) continue;
         const uint64_t base = sync.postBase[j] != nullptr ? *sync.postBase[j] : 0;
         storeReleaseSys(sync.postFlags[j], base + sync.postValues[j]);
       }
-      for (int k = 0; k < kMaxStepPosts; ++k) {
+      for (int k = 0; k < kDeviceMaxPosts; ++k) {
         if (sync.advance[k] != nullptr) *sync.advance[k] += 1;
       }
       __threadfence();

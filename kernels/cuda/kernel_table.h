@@ -71,7 +71,7 @@ struct StreamingReduceCopyFamily {
   }
 };
 struct RingReduceScatterFamily {
-  using Fn = void (*)(RingReduceStep);
+  using Fn = void (*)(DeviceReduceStep);
   template <typename T, typename Op>
   static Fn get() {
     return &ringReduceScatterStepKernel<T, Op>;
@@ -126,7 +126,7 @@ typename Family::Fn kernelFor(DataType dtype, ReduceOp op) {
 }
 
 // PREMUL_SUM's multiply for dtype (scale_kernel.cuh), or null for an invalid dtype.
-using ScaleFn = void (*)(ScaleArgs);
+using ScaleFn = void (*)(DeviceScaleStep);
 inline ScaleFn scaleKernelFor(DataType dtype) {
   return visitDataType(
       dtype, [](auto tag) -> ScaleFn { return &scaleKernel<typename decltype(tag)::type>; },

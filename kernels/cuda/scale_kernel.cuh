@@ -1,4 +1,4 @@
-// PREMUL_SUM's multiply on the device (ScaleArgs of device_handles.h): every element
+// PREMUL_SUM's multiply on the device (DeviceScaleStep of device_handles.h): every element
 // times this rank's factor, with the rounding of ProdOp (kernels/common/ops.h), so the
 // bytes equal the host backend's `scale`. 16-byte packs where source and destination
 // are congruent modulo 16, element by element otherwise (byte loads where a pointer is
@@ -24,7 +24,7 @@ __device__ __forceinline__ T factorOf(uint64_t bits) {
 }
 
 template <typename T>
-__global__ void scaleKernel(const ScaleArgs args) {
+__global__ void scaleKernel(const DeviceScaleStep args) {
   const uint64_t thread = gridThreadIndex();
   const uint64_t nthreads = gridThreadCount();
   const T factor = args.factorAt != nullptr

@@ -1,7 +1,7 @@
 // Whole collectives composed from the kernels of kernels/cuda, as the cuda_ipc path
 // runs them: each emulated rank is a host thread (an emulated GPU) that launches its
 // steps in order; peers' buffers are plain pointers (what CUDA IPC maps) and steps are
-// ordered only by the flags of StepSync. Checked against the exact references of
+// ordered only by the flags of DeviceStepSync. Checked against the exact references of
 // tests/support/reference.h. Also: a wait that is never satisfied times out.
 #include <gtest/gtest.h>
 
@@ -31,9 +31,9 @@ struct RankMemory {
   int32_t error = 0;
 };
 
-StepSync makeSync(const uint64_t* wait0, const uint64_t* wait1, uint64_t waitValue, uint64_t* post,
-                  uint32_t* counter, uint64_t postValue, int32_t* error) {
-  StepSync sync;
+DeviceStepSync makeSync(const uint64_t* wait0, const uint64_t* wait1, uint64_t waitValue,
+                        uint64_t* post, uint32_t* counter, uint64_t postValue, int32_t* error) {
+  DeviceStepSync sync;
   sync.waitFlags[0] = wait0;
   sync.waitFlags[1] = wait1;
   sync.waitValues[0] = waitValue;
@@ -65,7 +65,7 @@ void ringAllReduce(std::vector<RankMemory>& ranks, size_t count, DataType dtype,
       RankMemory& next = ranks[mod(r + 1)];
       RankMemory& prev = ranks[mod(r - 1)];
       // Reduce-scatter. Step 0 sends the own chunk r; step s combines chunk r - s.
-      RingCopyStep first;
+      DeviceCopyStep first;
       first.src = me.input.data() + chunkBegin(r) * es;
       first.peerOut = next.slots[0].data();
       first.bytes = chunkCount(r) * es;
@@ -74,7 +74,7 @@ void ringAllReduce(std::vector<RankMemory>& ranks, size_t count, DataType dtype,
       for (int s = 1; s < n; ++s) {
         const int c = mod(r - s);
         const bool last = s == n - 1;
-        RingReduceStep step;
+        DeviceReduceStep step;
         step.local = me.input.data() + chunkBegin(c) * es;
         step.incoming = me.slots[s - 1].data();
         step.out = last ? me.output.data() + chunkBegin(c) * es : nullptr;
@@ -88,7 +88,7 @@ void ringAllReduce(std::vector<RankMemory>& ranks, size_t count, DataType dtype,
       // All-gather on flag2: step t forwards chunk (r + 1 - t) into the next output.
       for (int t = 0; t < n - 1; ++t) {
         const int c = mod(r + 1 - t);
-        RingCopyStep step;
+        DeviceCopyStep step;
         step.src = me.output.data() + chunkBegin(c) * es;
         step.out = me.output.data() + chunkBegin(c) * es;
         step.peerOut = next.output.data() + chunkBegin(c) * es;
@@ -98,7 +98,7 @@ void ringAllReduce(std::vector<RankMemory>& ranks, size_t count, DataType dtype,
         emulatedLaunch(&ringAllGatherStepKernel<>, dim3(gridFor(step.bytes)), dim3(kBlock), step);
       }
       // The last chunk arrives with the previous rank's final step.
-      RingCopyStep wait;
+      DeviceCopyStep wait;
       wait.src = me.output.data();
       wait.sync = makeSync(&prev.flag2, nullptr, n - 1, nullptr, nullptr, 0, &me.error);
       emulatedLaunch(&ringAllGatherStepKernel<>, dim3(1), dim3(kBlock), wait);
@@ -214,7 +214,7 @@ TEST(CudaEmulationCollectives, UnsatisfiedWaitTimesOutAndSkipsTheStep) {
   uint32_t counter = 0;
   int32_t error = 0;
   std::vector<unsigned char> src(64, 1), out(64, 0);
-  RingCopyStep step;
+  DeviceCopyStep step;
   step.src = src.data();
   step.out = out.data();
   step.bytes = 64;

@@ -30,12 +30,12 @@ class EmulationLauncher : public testing::KernelLauncher {
     ASSERT_NE(kernel, nullptr);
     emulatedLaunch(kernel, dim3(gridFor(args.count * dataTypeSize(dtype))), dim3(kBlock), args);
   }
-  void ringReduceStep(testing::KernelArena&, const RingReduceStep& step, DataType dtype,
+  void ringReduceStep(testing::KernelArena&, const DeviceReduceStep& step, DataType dtype,
                       ReduceOp op) override {
     emulatedLaunch(kernelFor<RingReduceScatterFamily>(dtype, op),
                    dim3(gridFor(step.count * dataTypeSize(dtype))), dim3(kBlock), step);
   }
-  void ringCopyStep(testing::KernelArena&, const RingCopyStep& step) override {
+  void ringCopyStep(testing::KernelArena&, const DeviceCopyStep& step) override {
     emulatedLaunch(&ringAllGatherStepKernel<>, dim3(gridFor(step.bytes)), dim3(kBlock), step);
   }
   void treeReduce(testing::KernelArena&, const TreeReduceStep& step, DataType dtype,
@@ -46,7 +46,7 @@ class EmulationLauncher : public testing::KernelLauncher {
   void treeBroadcast(testing::KernelArena&, const TreeBroadcastStep& step) override {
     emulatedLaunch(&treeBroadcastKernel<>, dim3(gridFor(step.bytes)), dim3(kBlock), step);
   }
-  void scale(testing::KernelArena&, const ScaleArgs& args, DataType dtype) override {
+  void scale(testing::KernelArena&, const DeviceScaleStep& args, DataType dtype) override {
     auto kernel = scaleKernelFor(dtype);
     ASSERT_NE(kernel, nullptr);
     emulatedLaunch(kernel, dim3(gridFor(args.count * dataTypeSize(dtype))), dim3(kBlock), args);

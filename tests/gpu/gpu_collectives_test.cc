@@ -45,9 +45,9 @@ class GpuLauncher : public testing::KernelLauncher {
     for (void*& p : moved.dsts) p = relocate(arena, p);
     finish(arena, cuda::launchReduceCopy(moved, dtype, op, config_));
   }
-  void ringReduceStep(testing::KernelArena& arena, const cuda::RingReduceStep& step, DataType dtype,
+  void ringReduceStep(testing::KernelArena& arena, const DeviceReduceStep& step, DataType dtype,
                       ReduceOp op) override {
-    cuda::RingReduceStep moved = step;
+    DeviceReduceStep moved = step;
     if (!toDevice(arena)) return;
     moved.local = relocate(arena, step.local);
     moved.incoming = relocate(arena, step.incoming);
@@ -55,8 +55,8 @@ class GpuLauncher : public testing::KernelLauncher {
     moved.peerOut = relocate(arena, step.peerOut);
     finish(arena, cuda::launchRingReduceScatterStep(moved, dtype, op, config_));
   }
-  void ringCopyStep(testing::KernelArena& arena, const cuda::RingCopyStep& step) override {
-    cuda::RingCopyStep moved = step;
+  void ringCopyStep(testing::KernelArena& arena, const DeviceCopyStep& step) override {
+    DeviceCopyStep moved = step;
     if (!toDevice(arena)) return;
     moved.src = relocate(arena, step.src);
     moved.out = relocate(arena, step.out);
@@ -80,8 +80,8 @@ class GpuLauncher : public testing::KernelLauncher {
     for (void*& p : moved.childOut) p = relocate(arena, p);
     finish(arena, cuda::launchTreeBroadcast(moved, config_));
   }
-  void scale(testing::KernelArena& arena, const cuda::ScaleArgs& args, DataType dtype) override {
-    cuda::ScaleArgs moved = args;
+  void scale(testing::KernelArena& arena, const DeviceScaleStep& args, DataType dtype) override {
+    DeviceScaleStep moved = args;
     if (!toDevice(arena)) return;
     moved.src = relocate(arena, args.src);
     moved.dst = relocate(arena, args.dst);

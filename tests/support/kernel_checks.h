@@ -85,13 +85,13 @@ class KernelLauncher {
   virtual ~KernelLauncher() = default;
   virtual void reduceCopy(KernelArena& arena, const cuda::ReduceCopyArgs& args, DataType dtype,
                           ReduceOp op) = 0;
-  virtual void ringReduceStep(KernelArena& arena, const cuda::RingReduceStep& step, DataType dtype,
+  virtual void ringReduceStep(KernelArena& arena, const DeviceReduceStep& step, DataType dtype,
                               ReduceOp op) = 0;
-  virtual void ringCopyStep(KernelArena& arena, const cuda::RingCopyStep& step) = 0;
+  virtual void ringCopyStep(KernelArena& arena, const DeviceCopyStep& step) = 0;
   virtual void treeReduce(KernelArena& arena, const cuda::TreeReduceStep& step, DataType dtype,
                           ReduceOp op) = 0;
   virtual void treeBroadcast(KernelArena& arena, const cuda::TreeBroadcastStep& step) = 0;
-  virtual void scale(KernelArena& arena, const cuda::ScaleArgs& args, DataType dtype) = 0;
+  virtual void scale(KernelArena& arena, const DeviceScaleStep& args, DataType dtype) = 0;
 };
 
 inline std::string kernelLabel(DataType dtype, ReduceOp op, size_t count) {
@@ -202,7 +202,7 @@ inline void checkScale(KernelLauncher& launcher, std::mt19937_64& rng, DataType 
   fillRandom(rng, dtype, factor, 1);
   std::vector<unsigned char> expected(bytes);
   hostReduceBackend().scale(expected.data(), src, factor, count, dtype);
-  cuda::ScaleArgs args;
+  DeviceScaleStep args;
   args.src = src;
   args.dst = dst;
   args.count = count;
@@ -243,7 +243,7 @@ inline void checkRingSteps(KernelLauncher& launcher, std::mt19937_64& rng, DataT
   unsigned char* forwarded = arena.take(bytes, offset);
   fillRandom(rng, dtype, local, count);
   fillRandom(rng, dtype, incoming, count);
-  cuda::RingReduceStep step;
+  DeviceReduceStep step;
   step.local = local;
   step.incoming = incoming;
   step.out = out;
@@ -256,7 +256,7 @@ inline void checkRingSteps(KernelLauncher& launcher, std::mt19937_64& rng, DataT
   ASSERT_EQ(0, std::memcmp(peerOut, expected.data(), bytes));
   ASSERT_EQ(peerOut[bytes], kGuardByte);
 
-  cuda::RingCopyStep copy;
+  DeviceCopyStep copy;
   copy.src = out;
   copy.out = gathered;
   copy.peerOut = forwarded;

@@ -191,33 +191,29 @@ class EmulatedRuntime final : public DeviceRuntime {
     releaseIfUnused(it);
   }
 
-  Status launchReduce(const DeviceReduceStep& in, DeviceStream stream) override {
-    const cuda::RingReduceStep step = cuda::toRingReduceStep(in);
+  Status launchReduce(const DeviceReduceStep& step, DeviceStream stream) override {
     COLLIE_RETURN_IF_ERROR(cuda::checkRingReduceStep(step));
-    auto kernel = cuda::kernelFor<cuda::RingReduceScatterFamily>(in.dtype, in.op);
+    auto kernel = cuda::kernelFor<cuda::RingReduceScatterFamily>(step.dtype, step.op);
     if (kernel == nullptr) return invalidArgument("emulated device: bad dtype or op");
-    return enqueueLaunch(kernel, step, step.count * dataTypeSize(in.dtype), stream);
+    return enqueueLaunch(kernel, step, step.count * dataTypeSize(step.dtype), stream);
   }
 
-  Status launchCopy(const DeviceCopyStep& in, DeviceStream stream) override {
-    const cuda::RingCopyStep step = cuda::toRingCopyStep(in);
+  Status launchCopy(const DeviceCopyStep& step, DeviceStream stream) override {
     COLLIE_RETURN_IF_ERROR(cuda::checkRingCopyStep(step));
     return enqueueLaunch(&cuda::ringAllGatherStepKernel<>, step, step.bytes, stream);
   }
 
-  Status launchScale(const DeviceScaleStep& in, DeviceStream stream) override {
-    const cuda::ScaleArgs args = cuda::toScaleArgs(in);
+  Status launchScale(const DeviceScaleStep& args, DeviceStream stream) override {
     if (cuda::nonEmptyHasNull(args.count, {args.src, args.dst})) {
       return invalidArgument("emulated device: scale has a null buffer");
     }
-    auto kernel = cuda::scaleKernelFor(in.dtype);
+    auto kernel = cuda::scaleKernelFor(args.dtype);
     if (kernel == nullptr) return invalidArgument("emulated device: bad dtype");
     if (args.count == 0) return Status();
-    return enqueueLaunch(kernel, args, args.count * dataTypeSize(in.dtype), stream);
+    return enqueueLaunch(kernel, args, args.count * dataTypeSize(args.dtype), stream);
   }
 
-  Status launchFingerprintCheck(const DeviceFingerprintCheck& in, DeviceStream stream) override {
-    const cuda::FingerprintCheck check = cuda::toFingerprintCheck(in);
+  Status launchFingerprintCheck(const DeviceFingerprintCheck& check, DeviceStream stream) override {
     COLLIE_RETURN_IF_ERROR(cuda::checkFingerprintCheck(check));
     return enqueueLaunch(&cuda::fingerprintCheckKernel<>, check, 0, stream);
   }

@@ -1,0 +1,156 @@
+// The device step handles: plain structs that the engine's device path
+// (core/device) fills in and a DeviceRuntime (kernels/cuda: the CUDA runtime and the
+// emulation) passes by value to the step kernels of kernels/cuda, whose __device__ code
+// reads their fields. One declaration for both sides: this header includes nothing but
+// <cstdint> and collie/types.h, so nvcc compiles it into the kernels as it is.
+//
+// Contract:
+//   - Every pointer is a device address the kernel's GPU can load from or store to:
+//     its own memory or a peer's mapped through CUDA IPC / P2P (see
+//     transports/cuda_ipc). Host code never dereferences them.
+//   - Buffers given to one step must not overlap, except that a destination may be
+//     exactly a source (in place).
+//   - Pointers need not be 16-byte aligned: when all of a step's pointers share the
+//     same offset modulo 16 the body moves 16-byte vectors and the unaligned head and
+//     tail elements are done one by one; otherwise the step runs element by element
+//     (and byte by byte when a pointer is not even aligned to its element size).
+//   - Counts are in elements of the step's dtype (bytes for the copy steps).
+//   - divisor > 0 on the step that produces final values of kAvg: the reduced value
+//     (a sum) is divided by it, as core/kernel/reduce_backend.h specifies.
+//   - StepSync orders a step after peers' steps through flags in device memory: wait
+//     until *waitFlags[i] >= waitValues[i] for every non-null entry (acquire, system
+//     scope; usually the peers' own flags, read over P2P), run, then after every block
+//     finished set *postFlags[j] = postValues[j] for every non-null entry (release,
+//     system scope; usually this rank's own flags, which its peers poll). Flag values
+//     only grow (a per-communicator message count), so flags never need resetting.
+//     blockCounter (zero at launch; one per stream, since launches on a stream run one
+//     at a time) counts finished blocks; the last block resets it.
+//     A wait that outlasts timeoutNs (0 means kDefaultStepTimeoutNs) stores
+//     waitErrors[i] (0: kStepErrorTimeout) into *error and abandons the step, so a dead
+//     peer ends the collective instead of hanging the GPU; a step that finds *error
+//     already set skips itself (without waiting), so the rest of a failed collective
+//     drains at once, and a wait in progress rereads *error every few hundred polls
+//     and gives up once it is set (the host's abort stores a code there). Grids must
+//     be one-dimensional.
+//   - Counts on the device: with waitBase[i] set, wait i's target is *waitBase[i] +
+//     waitValues[i] (signed; a target <= 0 is no wait); with postBase[j] set, post j
+//     stores *postBase[j] + postValues[j]; after the posts the last block adds 1 to
+//     every non-null advance[k]. With recvCount (sendCount) set, the step's incoming
+//     slot (a copy's src) (its peerOut) is the address of slot 0 and the kernel adds
+//     (*recvCount % slots) * slotBytes. Every block reads the counts before the last
+//     block advances them, so all blocks agree; a CUDA graph that captured the kernel
+//     reads them afresh at every replay.
+// Thread safety: values.
+#pragma once
+
+#include <cstdint>
+
+#include "collie/types.h"
+
+namespace collie {
+
+inline constexpr int kDeviceMaxWaits = 2;  // tree reduce waits for both children
+inline constexpr int kDeviceMaxPosts = 2;  // a forwarding step: "sent" and "slot consumed"
+inline constexpr int kDeviceMaxCheckPeers = 16;
+inline constexpr uint64_t kDefaultStepTimeoutNs = 30ull * 1000 * 1000 * 1000;
+inline constexpr int32_t kStepErrorTimeout = 1;
+
+// Device-side ordering of one step (the StepSync rules of the contract above).
+struct DeviceStepSync {
+  const uint64_t* waitFlags[kDeviceMaxWaits] = {};  // null entries: no wait
+  uint64_t waitValues[kDeviceMaxWaits] = {};
+  int32_t waitErrors[kDeviceMaxWaits] = {};   // error code per wait; 0: kStepErrorTimeout
+  uint64_t* postFlags[kDeviceMaxPosts] = {};  // null entries: no post
+  uint64_t postValues[kDeviceMaxPosts] = {};
+  // Device-held counts (optional; see "Counts on the device" above).
+  const uint64_t* waitBase[kDeviceMaxWaits] = {};
+  const uint64_t* postBase[kDeviceMaxPosts] = {};
+  uint64_t* advance[kDeviceMaxPosts] = {};
+  const uint64_t* recvCount = nullptr;
+  const uint64_t* sendCount = nullptr;
+  uint64_t slotBytes = 0;
+  uint32_t slots = 1;
+  uint32_t* blockCounter = nullptr;  // zeroed device memory, one per stream; required
+                                     // when a post flag is set
+  int32_t* error = nullptr;          // mapped memory; required when a wait flag is set
+  uint64_t timeoutNs = 0;
+  // Optional, device memory: [0] += nanoseconds block 0 waited for the flags,
+  // [1] += 1 per kernel (COLLIE_DEVICE_PROFILE).
+  unsigned long long* profile = nullptr;
+};
+
+// One ring reduce-scatter step (RecvReduceSend / RecvReduceCopy of core/plan/schedule.h
+// with the peer's data read in place): r = op(local, incoming), count elements of dtype;
+// write r to `out` (this rank's buffer; null on a forwarding step) and to `peerOut` (the
+// next rank's receive slot; null on the final step). dtype and op choose the kernel.
+struct DeviceReduceStep {
+  const void* local = nullptr;
+  const void* incoming = nullptr;
+  void* out = nullptr;
+  void* peerOut = nullptr;
+  uint64_t count = 0;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  int32_t divisor = 0;
+  DeviceStepSync sync;
+};
+
+// One ring all-gather step (RecvCopySend / Copy): copy `bytes` from src to `out`
+// and/or `peerOut` (at least one). src == out is allowed (only the forward happens in
+// effect).
+struct DeviceCopyStep {
+  const void* src = nullptr;
+  void* out = nullptr;
+  void* peerOut = nullptr;
+  uint64_t bytes = 0;
+  DeviceStepSync sync;
+};
+
+// PREMUL_SUM's multiply: dst[i] = ProdOp(src[i], factor) for i < count elements of dtype
+// (half types in float with one rounding, integers wrapping: the host backend's
+// `scale`). `factor` holds one element of dtype in its low bytes (little-endian), or,
+// with factorAt set, the element at factorAt (device memory) read when it runs. dst may
+// be src.
+struct DeviceScaleStep {
+  const void* src = nullptr;
+  void* dst = nullptr;
+  uint64_t count = 0;
+  DataType dtype = DataType::kFloat32;
+  uint64_t factor = 0;
+  const void* factorAt = nullptr;
+};
+
+// The fingerprint check that opens a device collective (one block, thread 0): store
+// `fingerprint` to *ownSlot and then `posted` to *ownPosted (release; skipped when
+// ownSlot is null: a later launch of the same check, for more peers); then for each
+// peer i wait until *peerPosted[i] >= posted and compare *peerSlot[i] with
+// `fingerprint`. A difference stores the peer's value into *peerFingerprint (and this
+// rank's into *ownFingerprint when set) and then
+// mismatchBase + peerRank[i] into *error; a wait longer than timeoutNs stores
+// timeoutBase + peerRank[i]. Nothing happens when *error is already set. The steps
+// after it find the error word set and skip, so no output byte is written.
+struct DeviceFingerprintCheck {
+  uint64_t* ownSlot = nullptr;
+  uint64_t* ownPosted = nullptr;
+  const uint64_t* peerSlot[kDeviceMaxCheckPeers] = {};
+  const uint64_t* peerPosted[kDeviceMaxCheckPeers] = {};
+  int32_t peerRank[kDeviceMaxCheckPeers] = {};
+  int32_t npeers = 0;
+  uint64_t fingerprint = 0;
+  uint64_t posted = 0;
+  int32_t* error = nullptr;             // mapped memory
+  uint64_t* peerFingerprint = nullptr;  // mapped memory
+  uint64_t* ownFingerprint = nullptr;   // mapped; optional: this rank's side of a mismatch
+  uint64_t timeoutNs = 0;
+  int32_t timeoutBase = kStepErrorTimeout;
+  int32_t mismatchBase = 0;
+  // Optional, device memory: the collectives checked so far. When set, s = *sequence
+  // picks slot s % 2 of ownSlot and of every peerSlot (each the address of slot 0), the
+  // posted value is s + posted and the fingerprint gets (s & 0xFFFFF) << sequenceShift;
+  // with advanceSequence the launch adds 1 to *sequence at its end.
+  uint64_t* sequence = nullptr;
+  bool advanceSequence = false;
+  uint32_t sequenceShift = 0;
+};
+
+}  // namespace collie
