@@ -385,14 +385,22 @@ int runPerf(const PerfCliOptions& raw) {
     *writable = 1;
     if (c.rank() == 0 && !args->jsonPath.empty()) {
       *writable = std::ofstream(args->jsonPath, std::ios::app) ? 1 : 0;
+      // Said before the agreement: once it completes, another rank may exit first and
+      // its launcher end this one before it could print.
+      if (*writable == 0) {
+        std::fprintf(stderr, "collie perf: rank 0 cannot write --json %s\n",
+                     args->jsonPath.c_str());
+      }
     }
+    const bool refusedHere = *writable == 0;
     auto agreed = c.allReduce(writable, writable, 1, DataType::kInt32, ReduceOp::kMin);
     Status st = agreed.isOk() ? agreed->wait() : agreed.status();
     if (!st.isOk() || *writable == 0) {
-      std::fprintf(stderr, "collie perf: %s\n",
-                   !st.isOk()      ? st.toString().c_str()
-                   : c.rank() == 0 ? ("rank 0 cannot write --json " + args->jsonPath).c_str()
-                                   : "rank 0 cannot write its --json file");
+      if (!st.isOk()) {
+        std::fprintf(stderr, "collie perf: %s\n", st.toString().c_str());
+      } else if (!refusedHere) {
+        std::fprintf(stderr, "collie perf: rank 0 cannot write its --json file\n");
+      }
       return 2;
     }
   }
