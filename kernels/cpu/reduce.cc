@@ -505,7 +505,7 @@ struct Avx2Isa {
 
 // Avx2Isa with the Half and BFloat16 register kernels at 512 bits
 // (half_like_avx512.h): twice the elements per instruction, and BFloat16 narrowed by
-// vcvtneps2bf16 instead of about ten integer operations per vector. Everything else,
+// vcvtne2ps2bf16 instead of about ten integer operations per vector. Everything else,
 // and a reduce whose output streams past the cache (memory-bound), is Avx2Isa's.
 struct Avx512Isa : Avx2Isa {
   template <typename T, ReduceOp kOp>
