@@ -17,10 +17,12 @@
 #include <vector>
 
 #include "collie/communicator.h"
+#include "core/comm/comm_knobs.h"
 #include "core/config/config.h"
 #include "core/net/process_sockets.h"
 #include "ddp/demo/demo.h"
 #include "tools/commands.h"
+#include "tools/tool_knobs.h"
 
 namespace collie::tools {
 
@@ -101,9 +103,16 @@ long long tcpBytesSent() {
 
 int runDdpDemo(const DdpDemoCliOptions& options) {
   // `collie run` ends the whole job when a rank dies, unless --keep-going.
-  const Config launch = Config::fromEnvironment();
-  if (options.killRank >= 0 && launch.isSet("COLLIE_UNIQUE_ID") &&
-      launch.integer("COLLIE_KEEP_GOING") != 1) {
+  const Config environment = Config::fromEnvironment();
+  Result<LaunchKnobs> launch = LaunchKnobs::parse(environment);
+  Result<ToolKnobs> tool = ToolKnobs::parse(environment);
+  for (const Status& status : {launch.status(), tool.status()}) {
+    if (!status.isOk()) {
+      std::fprintf(stderr, "collie ddp-demo: %s\n", status.message().c_str());
+      return 2;
+    }
+  }
+  if (options.killRank >= 0 && !launch->uniqueId.empty() && !launch->keepGoing) {
     std::fprintf(stderr,
                  "collie ddp-demo: --kill-rank needs `collie run --keep-going`: without it the "
                  "launcher ends the whole job when rank %d dies\n",
@@ -116,7 +125,7 @@ int runDdpDemo(const DdpDemoCliOptions& options) {
     return 1;
   }
   ddp::demo::DemoOptions demoOptions = options;
-  if (demoOptions.tracePath.empty()) demoOptions.tracePath = launch.text("COLLIE_TRACE");
+  if (demoOptions.tracePath.empty()) demoOptions.tracePath = tool->tracePath;
   demoOptions.tcpBytesSent = &tcpBytesSent;
   ddp::demo::Demo demo(std::move(*comm), demoOptions);
   Status status = demo.run();

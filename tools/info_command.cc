@@ -12,8 +12,12 @@
 #include <sstream>
 #include <string>
 
+#include "core/comm/comm_knobs.h"
 #include "core/config/config.h"
+#include "core/device/device_knobs.h"
 #include "core/device/device_runtime.h"
+#include "core/engine/engine_knobs.h"
+#include "core/net/net_knobs.h"
 #include "core/net/process_sockets.h"
 #include "core/transport/device_windows.h"
 #include "core/transport/transport.h"
@@ -73,7 +77,9 @@ void printTransports() {
   ctx.jobKey = "collie-info/" + std::to_string(getpid());
   ctx.store = makeInMemoryStore();
   ctx.timeout = std::chrono::milliseconds(1000);
-  Result<DeviceRuntime*> runtime = selectDeviceRuntime(Config::fromEnvironment());
+  Result<DeviceKnobs> device = DeviceKnobs::parse(Config::fromEnvironment());
+  Result<DeviceRuntime*> runtime = device.isOk() ? selectDeviceRuntime(device->emulation)
+                                                 : Result<DeviceRuntime*>(device.status());
   ctx.deviceRuntime = runtime.isOk() ? *runtime : nullptr;
   for (const TransportFactory& factory : TransportRegistry::instance().factories()) {
     Result<std::unique_ptr<Transport>> probe = factory.create(ctx);
@@ -180,18 +186,26 @@ std::string teamTables(const Config& config, const TransportFactory& factory, Tu
 // The decision table a communicator configured by this environment would plan with.
 int printTuning() {
   const Config config = Config::fromEnvironment();
+  Result<CommunicatorKnobs> communicator = CommunicatorKnobs::parse(config);
+  Result<EngineKnobs> engine = EngineKnobs::parse(config);
+  Result<TuneKnobs> tune = TuneKnobs::parse(config);
+  for (const Status& status : {communicator.status(), engine.status(), tune.status()}) {
+    if (!status.isOk()) {
+      std::fprintf(stderr, "collie info --tuning: %s\n", status.message().c_str());
+      return 1;
+    }
+  }
   TuneLimits limits;
-  limits.maxChannels = static_cast<int>(config.integer("COLLIE_NCHANNELS"));
-  limits.channelsFixed = config.isSet("COLLIE_NCHANNELS");
-  limits.chunkBytes = config.isSet("COLLIE_CHUNKSIZE")
-                          ? static_cast<size_t>(config.integer("COLLIE_CHUNKSIZE"))
-                          : 0;
-  limits.forced = parseAlgorithm(config.text("COLLIE_ALGO")).value_or(Algorithm::kAuto);
-  limits.measuredCmaMaxBytes = static_cast<size_t>(config.integer("COLLIE_TUNE_ADAPT_MAX"));
+  limits.maxChannels = communicator->nchannels;
+  limits.channelsFixed = communicator->channelsFixed;
+  limits.chunkBytes = communicator->chunkBytes;
+  limits.forced = communicator->algorithm;
+  limits.hostStage = communicator->hostStage;
+  limits.measuredCmaMaxBytes = engine->adaptMaxBytes;
   bool printed = false;
   for (const TransportFactory& factory : TransportRegistry::instance().factories()) {
     TuneConstants constants;
-    if (!storedTuneConstants(config, factory.name, &constants)) continue;
+    if (!storedTuneConstants(*tune, factory.name, &constants)) continue;
     std::printf("== transport %s\n%s%s\n", factory.name.c_str(),
                 decisionTable(limits, constants).c_str(),
                 teamTables(config, factory, limits, constants).c_str());
@@ -222,7 +236,9 @@ int runInfo(bool tuning) {
   std::printf("network interfaces:\n");
   printInterfaces();
   const Config config = Config::fromEnvironment();
-  const std::string congestion = config.text("COLLIE_TCP_CONGESTION");
+  Result<NetKnobs> net = NetKnobs::parse(config);
+  const std::string congestion =
+      net.isOk() ? net->tcpCongestion : "(" + net.status().message() + ")";
   std::printf("TCP congestion control: system default %s; tcp's and UCX's sockets: %s\n",
               net::systemCongestionControl().c_str(),
               net::setsCongestionControl(congestion) ? congestion.c_str() : "the system default");

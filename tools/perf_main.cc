@@ -23,6 +23,8 @@
 
 #include "collie/communicator.h"
 #include "collie/shared_memory.h"
+#include "core/config/config.h"
+#include "core/device/device_knobs.h"
 #include "core/device/device_runtime.h"
 #include "tools/commands.h"
 #include "tools/perf_data.h"
@@ -82,7 +84,9 @@ class DeviceBuffers {
     if (stream_ != nullptr) runtime_->destroyStream(stream_);
   }
   Status open(size_t sendBytes, size_t recvBytes) {
-    Result<DeviceRuntime*> runtime = selectDeviceRuntime(Config::fromEnvironment());
+    Result<DeviceKnobs> knobs = DeviceKnobs::parse(Config::fromEnvironment());
+    if (!knobs.isOk()) return knobs.status().withContext("collie perf --device 1");
+    Result<DeviceRuntime*> runtime = selectDeviceRuntime(knobs->emulation);
     if (!runtime.isOk()) return runtime.status().withContext("collie perf --device 1");
     runtime_ = *runtime;
     if (runtime_ == nullptr) {

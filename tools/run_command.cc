@@ -19,6 +19,8 @@
 
 #include "collie/store.h"
 #include "collie/unique_id.h"
+#include "core/bootstrap/store_knobs.h"
+#include "core/comm/comm_knobs.h"
 #include "core/comm/join_agreement.h"
 #include "core/config/config.h"
 #include "core/config/knob.h"
@@ -91,9 +93,10 @@ Result<UniqueId> multiHostId(const RunCliOptions& options) {
                              options.secretFile + "'");
     }
     source = "--secret-file " + options.secretFile;
-  } else if (const Config env = Config::fromEnvironment(); env.isSet("COLLIE_JOB_SECRET")) {
-    COLLIE_RETURN_IF_ERROR(env.check("COLLIE_JOB_SECRET"));
-    hex = env.text("COLLIE_JOB_SECRET");
+  } else if (Result<LaunchKnobs> launch = LaunchKnobs::parse(Config::fromEnvironment());
+             !launch.isOk() || !launch->jobSecret.empty()) {
+    if (!launch.isOk()) return launch.status();
+    hex = launch->jobSecret;
     source = "COLLIE_JOB_SECRET";
   } else {
     return invalidArgument(
@@ -158,7 +161,12 @@ int runLauncher(const RunCliOptions& options) {
     // The store listens on the master address itself, or where COLLIE_STORE_BIND says
     // ('*': every interface, only when asked for). A master address that is not this
     // host's is refused rather than silently listening on every interface.
-    const std::string bind = Config::fromEnvironment().text("COLLIE_STORE_BIND");
+    Result<StoreKnobs> storeKnobs = StoreKnobs::parse(Config::fromEnvironment());
+    if (!storeKnobs.isOk()) {
+      std::fprintf(stderr, "collie run: %s\n", storeKnobs.status().message().c_str());
+      return 2;
+    }
+    const std::string bind = storeKnobs->bind;
     const std::string bindHost = !multiHost || bind.empty() ? uid->host
                                  : bind == "*"              ? std::string("0.0.0.0")
                                                             : bind;

@@ -1,5 +1,8 @@
 // The rendezvous store's knobs (core/bootstrap/tcp_store_server.cc, and where the store
 // of a torchrun/mpirun job listens, core/comm/launcher_environment.cc).
+#include "core/bootstrap/store_knobs.h"
+
+#include "core/config/knob_reader.h"
 #include "core/config/knob_registry.h"
 
 namespace collie {
@@ -24,7 +27,18 @@ void registerStoreKnobs(KnobRegistry& registry) {
                "address the store of a torchrun/mpirun job listens on (default: MASTER_ADDR's "
                "or COLLIE_MASTER_ADDR's when local, else COLLIE_SOCKET_IFNAME's interface, else "
                "all; '*' for all)"),
-      }});
+      },
+      [](const Config& config) { return StoreKnobs::parse(config).status(); }});
+}
+
+Result<StoreKnobs> StoreKnobs::parse(const Config& config) {
+  KnobReader read(config);
+  StoreKnobs knobs;
+  knobs.handshakeTimeout = read.duration("COLLIE_STORE_HANDSHAKE_TIMEOUT");
+  knobs.maxPending = static_cast<size_t>(read.integer("COLLIE_STORE_MAX_PENDING"));
+  knobs.maxPendingPerHost = static_cast<size_t>(read.integer("COLLIE_STORE_MAX_PENDING_PER_HOST"));
+  knobs.bind = read.text("COLLIE_STORE_BIND");
+  return read.finish(knobs);
 }
 
 }  // namespace collie

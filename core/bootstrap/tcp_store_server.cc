@@ -32,6 +32,7 @@
 
 #include "collie/store.h"
 #include "core/bootstrap/pending_connections.h"
+#include "core/bootstrap/store_knobs.h"
 #include "core/bootstrap/store_protocol.h"
 #include "core/bootstrap/store_server.h"
 #include "core/config/config.h"
@@ -87,16 +88,14 @@ struct Client {
 class TcpStoreServer final : public StoreServer {
  public:
   TcpStoreServer(net::Socket listener, uint16_t port, const JobSecret& secret, int wakeRead,
-                 int wakeWrite, const Config& config)
+                 int wakeWrite, const StoreKnobs& knobs)
       : listener_(std::move(listener)),
         port_(port),
         secret_(secret),
         wakeRead_(wakeRead),
         wakeWrite_(wakeWrite),
-        handshakeTimeout_(config.duration("COLLIE_STORE_HANDSHAKE_TIMEOUT")),
-        pending_(static_cast<size_t>(config.integer("COLLIE_STORE_MAX_PENDING")),
-                 static_cast<size_t>(config.integer("COLLIE_STORE_MAX_PENDING_PER_HOST")),
-                 kCapEvictionGrace),
+        handshakeTimeout_(knobs.handshakeTimeout),
+        pending_(knobs.maxPending, knobs.maxPendingPerHost, kCapEvictionGrace),
         reserve_(openReserve()) {
     thread_ = std::thread([this] { run(); });
   }
@@ -450,6 +449,8 @@ Result<std::unique_ptr<StoreServer>> StoreServer::start(const std::string& bindH
 Result<std::unique_ptr<StoreServer>> startStoreServer(const std::string& bindHost, uint16_t port,
                                                       const JobSecret& secret,
                                                       const Config& config) {
+  Result<StoreKnobs> knobs = StoreKnobs::parse(config);
+  if (!knobs.isOk()) return knobs.status().withContext("store server");
   Result<net::Socket> listener = net::listen(bindHost, port);
   if (!listener.isOk()) return listener.status().withContext("store server");
   COLLIE_RETURN_IF_ERROR(net::setNonBlocking(listener->fd(), true));
@@ -460,7 +461,7 @@ Result<std::unique_ptr<StoreServer>> startStoreServer(const std::string& bindHos
   COLLIE_LOG(INFO, BOOTSTRAP) << "store server listening on "
                               << net::joinHostPort(bindHost, *bound);
   return std::unique_ptr<StoreServer>(
-      new TcpStoreServer(std::move(*listener), *bound, secret, pipeFds[0], pipeFds[1], config));
+      new TcpStoreServer(std::move(*listener), *bound, secret, pipeFds[0], pipeFds[1], *knobs));
 }
 
 }  // namespace collie

@@ -13,16 +13,21 @@
 #include <sstream>
 
 #include "collie/communicator.h"
+#include "core/comm/comm_knobs.h"
 #include "core/comm/communicator_impl.h"
 #include "core/comm/join_agreement.h"
 #include "core/comm/options_config.h"
 #include "core/config/config.h"
+#include "core/config/knob_reader.h"
+#include "core/device/device_knobs.h"
+#include "core/engine/engine_knobs.h"
 #include "core/kernel/device_memory.h"
 #include "core/log/log.h"
 #include "core/net/job_secret.h"
 #include "core/transport/device_windows.h"
 #include "core/transport/transport.h"
 #include "core/transport/wait_policy.h"
+#include "core/tune/tune_knobs.h"
 #include "core/tune/tune_probe.h"
 
 namespace collie {
@@ -66,46 +71,63 @@ Status checkArguments(const UniqueId& id, int rank, int nranks) {
   return checkJobSecret(id.secret, "the unique id of rank " + std::to_string(rank));
 }
 
-// COLLIE_ALGO of the snapshot (the typed Options::algorithm is an override of it).
-Result<Algorithm> resolveAlgorithm(const Config& settings) {
-  std::string name = settings.text("COLLIE_ALGO");
-  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  // An NCCL_ALGO collie does not know (^nvls, allreduce:tree, ...) reads as the
-  // default (validation warned about it).
-  std::optional<Algorithm> parsed = parseAlgorithm(name);
-  if (!parsed) {
-    return invalidArgument("COLLIE_ALGO='" + settings.text("COLLIE_ALGO") + "' is not one of " +
-                           algorithmNames());
-  }
-  return *parsed;
+// The core tables of a communicator's snapshot, parsed once at its creation: a name a
+// parse reads that no table declares fails the creation here, before anything connects.
+// (The transports parse their own tables when they are created.)
+struct CoreKnobs {
+  CommunicatorKnobs communicator;
+  LaunchKnobs launch;
+  EngineKnobs engine;
+  WaitKnobs wait;
+  TuneKnobs tune;
+  DeviceKnobs device;
+};
+
+Result<CoreKnobs> parseCoreKnobs(const Config& settings) {
+  // Every table's, those of components this communicator will not create included.
+  COLLIE_RETURN_IF_ERROR(parseEveryKnobTable(settings));
+  CoreKnobs knobs;
+  Result<CommunicatorKnobs> communicator = CommunicatorKnobs::parse(settings);
+  if (!communicator.isOk()) return communicator.status();
+  knobs.communicator = *communicator;
+  Result<LaunchKnobs> launch = LaunchKnobs::parse(settings);
+  if (!launch.isOk()) return launch.status();
+  knobs.launch = *launch;
+  Result<EngineKnobs> engine = EngineKnobs::parse(settings);
+  if (!engine.isOk()) return engine.status();
+  knobs.engine = *engine;
+  Result<WaitKnobs> wait = WaitKnobs::parse(settings);
+  if (!wait.isOk()) return wait.status();
+  knobs.wait = *wait;
+  Result<TuneKnobs> tune = TuneKnobs::parse(settings);
+  if (!tune.isOk()) return tune.status();
+  knobs.tune = *tune;
+  Result<DeviceKnobs> device = DeviceKnobs::parse(settings);
+  if (!device.isOk()) return device.status();
+  knobs.device = *device;
+  return knobs;
 }
 
-// The engine's settings, from the communicator's snapshot.
-Result<EngineConfig> resolveConfig(int rank, int nranks, const Config& settings) {
+// The engine's settings, from the communicator's parsed knobs.
+EngineConfig resolveConfig(int rank, int nranks, const CoreKnobs& knobs) {
   EngineConfig config;
   config.rank = rank;
   config.nranks = nranks;
-  config.timeout = settings.duration("COLLIE_TIMEOUT");
+  config.timeout = knobs.communicator.timeout;
   // On one host until the topology says otherwise (Impl::create adapts it).
-  config.wait = waitPolicyFor(settings.duration("COLLIE_BUSY_POLL"), 1, cpusAvailable(settings));
-  config.reduceOnReceive = settings.integer("COLLIE_RECV_REDUCE") != 0;
-  config.adaptMaxBytes = static_cast<size_t>(settings.integer("COLLIE_TUNE_ADAPT_MAX"));
-  config.rootAgreement = settings.integer("COLLIE_ROOT_AGREEMENT") != 0;
-  config.traceDepth =
-      static_cast<size_t>(std::max<int64_t>(0, settings.integer("COLLIE_TRACE_DEPTH")));
-  config.traceDump = settings.text("COLLIE_TRACE_DUMP");
-  config.nchannels =
-      static_cast<int>(std::clamp<int64_t>(settings.integer("COLLIE_NCHANNELS"), 1, 16));
-  config.channelsFixed = settings.isSet("COLLIE_NCHANNELS");
+  config.wait = waitPolicyFor(knobs.engine.busyPoll, 1, cpusAvailable(knobs.wait));
+  config.reduceOnReceive = knobs.engine.reduceOnReceive;
+  config.adaptMaxBytes = knobs.engine.adaptMaxBytes;
+  config.rootAgreement = knobs.engine.rootAgreement;
+  config.traceDepth = knobs.engine.traceDepth;
+  config.traceDump = knobs.engine.traceDump;
+  config.nchannels = knobs.communicator.nchannels;
+  config.channelsFixed = knobs.communicator.channelsFixed;
   // Chunk size: fixed when Options or COLLIE_CHUNKSIZE set it, else tuned (0).
-  config.chunkBytes =
-      settings.isSet("COLLIE_CHUNKSIZE")
-          ? static_cast<size_t>(std::max<int64_t>(64, settings.integer("COLLIE_CHUNKSIZE")))
-          : 0;
-  Result<Algorithm> algorithm = resolveAlgorithm(settings);
-  if (!algorithm.isOk()) return algorithm.status();
-  config.algorithm = *algorithm;
-  config.config = settings;
+  config.chunkBytes = knobs.communicator.chunkBytes;
+  config.algorithm = knobs.communicator.algorithm;
+  config.hostStage = knobs.communicator.hostStage;
+  config.tune = knobs.tune;
   return config;
 }
 
@@ -122,19 +144,21 @@ Result<std::shared_ptr<Store>> reachStore(const UniqueId& id, int rank,
 }
 
 TransportContext makeTransportContext(const UniqueId& id, const EngineConfig& config,
+                                      const CoreKnobs& knobs, const Config& settings,
                                       std::shared_ptr<Store> store, DeviceRuntime* deviceRuntime) {
   TransportContext context;
   context.rank = config.rank;
   context.nranks = config.nranks;
   context.nchannels = config.nchannels;
-  const std::string hostId = config.config.text("COLLIE_HOST_ID");
+  const std::string& hostId = knobs.communicator.hostId;
   context.hostId = !hostId.empty() ? hostId : defaultHostId();
   context.jobKey = communicatorKey(id, config.rank);
   context.secret = id.secret;
   context.store = std::move(store);
   context.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config.timeout);
   context.deviceRuntime = deviceRuntime;
-  context.config = config.config;
+  context.launcher = knobs.launch.launcherScope();
+  context.config = settings;
   return context;
 }
 
@@ -346,40 +370,42 @@ Result<std::unique_ptr<Communicator>> Communicator::Impl::create(const UniqueId&
                                                                  std::shared_ptr<Store> given) {
   COLLIE_RETURN_IF_ERROR(checkArguments(id, rank, nranks));
   setLogRank(rank);
-  Result<EngineConfig> config = resolveConfig(rank, nranks, settings);
-  if (!config.isOk()) return config.status();
-  Result<DeviceRuntime*> deviceRuntime = selectDeviceRuntime(settings);
+  Result<CoreKnobs> knobs = parseCoreKnobs(settings);
+  if (!knobs.isOk()) return knobs.status().withContext("rank " + std::to_string(rank));
+  EngineConfig config = resolveConfig(rank, nranks, *knobs);
+  Result<DeviceRuntime*> deviceRuntime = selectDeviceRuntime(knobs->device.emulation);
   if (!deviceRuntime.isOk()) {
     return deviceRuntime.status().withContext("rank " + std::to_string(rank));
   }
-  const Deadline deadline = Clock::now() + config->timeout;
+  const Deadline deadline = Clock::now() + config.timeout;
   Result<std::shared_ptr<Store>> store = reachStore(id, rank, std::move(given), deadline);
   if (!store.isOk()) return store.status();
-  const TransportContext context = makeTransportContext(id, *config, *store, *deviceRuntime);
-  const std::string forced = settings.text("COLLIE_TRANSPORT");
+  const TransportContext context =
+      makeTransportContext(id, config, *knobs, settings, *store, *deviceRuntime);
+  const std::string& forced = knobs->communicator.transport;
 
-  Result<std::vector<std::string>> hosts = exchangeHostIds(context, *config, forced, id, deadline);
+  Result<std::vector<std::string>> hosts = exchangeHostIds(context, config, forced, id, deadline);
   if (!hosts.isOk()) return hosts.status();
   Result<Connected> connected = connectTransports(context, *hosts, forced);
   if (!connected.isOk()) return connected.status();
   Topology topology = makeTopology(rank, *hosts, connected->set);
   COLLIE_LOG(INFO, INIT) << "topology: "
                          << (rank == 0 ? topology.describe() : topology.describe(false));
-  if (topology.nhosts() > 1) config->hosts = std::make_shared<const HostLayout>(topology.layout());
-  config->wait = waitPolicyFor(settings.duration("COLLIE_BUSY_POLL"), topology.localSize(),
-                               cpusAvailable(settings));
-  if (config->wait.oversubscribed) {
+  if (topology.nhosts() > 1) config.hosts = std::make_shared<const HostLayout>(topology.layout());
+  config.wait =
+      waitPolicyFor(knobs->engine.busyPoll, topology.localSize(), cpusAvailable(knobs->wait));
+  if (config.wait.oversubscribed) {
     COLLIE_LOG(INFO, INIT) << "rank " << rank << ": " << topology.localSize()
-                           << " ranks on this host for " << cpusAvailable(settings)
+                           << " ranks on this host for " << cpusAvailable(knobs->wait)
                            << " CPU(s): waits yield from the start (no pure spin)";
   }
-  const size_t slotBytes = static_cast<size_t>(settings.integer("COLLIE_DEVICE_SLOT_BYTES"));
+  const size_t slotBytes = knobs->device.slotBytes;
   Result<std::unique_ptr<DeviceWindows>> windows =
       openDeviceWindows(context, connected->windowProvider, slotBytes, deadline);
   if (!windows.isOk()) return windows.status();
   connected->windowTransport.reset();  // the windows do not need it
   Result<std::unique_ptr<Engine>> engine =
-      startEngine(*config, std::move(connected->set), context, deadline);
+      startEngine(config, std::move(connected->set), context, deadline);
   if (!engine.isOk()) return engine.status();
 
   auto impl = std::make_unique<Impl>();
@@ -394,8 +420,8 @@ Result<std::unique_ptr<Communicator>> Communicator::Impl::create(const UniqueId&
     if (!device.isOk()) return device.status().withContext("rank " + std::to_string(rank));
     impl->deviceOrdinal = *device;
   }
-  COLLIE_RETURN_IF_ERROR(impl->openDevicePath(
-      *config, slotBytes, settings.integer("COLLIE_DEVICE_PROFILE") != 0, std::move(*windows)));
+  COLLIE_RETURN_IF_ERROR(
+      impl->openDevicePath(config, slotBytes, knobs->device.profile, std::move(*windows)));
   impl->id = id;
   impl->store = *store;
   impl->config = settings;

@@ -1,5 +1,11 @@
 // The knobs of a communicator as a whole (core/comm/bootstrap.cc), and the variables a
 // launcher hands its ranks (core/comm/launcher_environment.cc, `collie run`).
+#include "core/comm/comm_knobs.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "core/config/knob_reader.h"
 #include "core/config/knob_registry.h"
 
 namespace collie {
@@ -39,7 +45,8 @@ void registerCommunicatorKnobs(KnobRegistry& registry) {
                   "bytes per pipelined chunk of a collective (unset: the tuner picks)"),
           text("COLLIE_HOST_ID", "",
                "override this rank's host identity (ranks with equal ids use shm between them)"),
-      }});
+      },
+      [](const Config& config) { return CommunicatorKnobs::parse(config).status(); }});
 }
 
 void registerLaunchKnobs(KnobRegistry& registry) {
@@ -73,7 +80,70 @@ void registerLaunchKnobs(KnobRegistry& registry) {
           processWide(text("COLLIE_TMPDIR", "/tmp",
                            "directory of the rendezvous files of single-host jobs started by "
                            "mpirun or srun, and of torch_collie under `collie run`")),
-      }});
+      },
+      [](const Config& config) { return LaunchKnobs::parse(config).status(); }});
+}
+
+namespace {
+
+std::optional<int> optionalInteger(KnobReader& read, const char* name) {
+  if (!read.isSet(name)) return std::nullopt;
+  return static_cast<int>(read.integer(name));
+}
+
+}  // namespace
+
+std::optional<LauncherScope> LaunchKnobs::launcherScope() const {
+  if (uniqueId.empty()) return std::nullopt;
+  // A unique id that does not parse names nothing: the communicator it launched fails on
+  // it (core/comm/launcher_environment.cc).
+  Result<UniqueId> launched = UniqueId::parse(uniqueId);
+  if (!launched.isOk()) return std::nullopt;
+  return LauncherScope{launched->secret, nodeRank};
+}
+
+Result<CommunicatorKnobs> CommunicatorKnobs::parse(const Config& config) {
+  KnobReader read(config);
+  CommunicatorKnobs knobs;
+  knobs.timeout = read.duration("COLLIE_TIMEOUT");
+  knobs.transport = read.text("COLLIE_TRANSPORT");
+  const std::string algorithm = read.text("COLLIE_ALGO");
+  std::string lower = algorithm;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  // An NCCL_ALGO collie does not know (^nvls, allreduce:tree, ...) reads as the default
+  // (validation warned about it).
+  std::optional<Algorithm> parsed = parseAlgorithm(lower);
+  if (!parsed) {
+    return invalidArgument("COLLIE_ALGO='" + algorithm + "' is not one of " + algorithmNames());
+  }
+  knobs.algorithm = *parsed;
+  const std::string stage = read.text("COLLIE_HIER_HOSTS");
+  knobs.hostStage = stage == "ring"   ? HostStage::kRing
+                    : stage == "tree" ? HostStage::kTree
+                                      : HostStage::kAuto;
+  knobs.nchannels = static_cast<int>(std::clamp<int64_t>(read.integer("COLLIE_NCHANNELS"), 1, 16));
+  knobs.channelsFixed = read.isSet("COLLIE_NCHANNELS");
+  knobs.chunkBytes =
+      read.isSet("COLLIE_CHUNKSIZE")
+          ? static_cast<size_t>(std::max<int64_t>(64, read.integer("COLLIE_CHUNKSIZE")))
+          : 0;
+  knobs.hostId = read.text("COLLIE_HOST_ID");
+  return read.finish(knobs);
+}
+
+Result<LaunchKnobs> LaunchKnobs::parse(const Config& config) {
+  KnobReader read(config);
+  LaunchKnobs knobs;
+  knobs.uniqueId = read.text("COLLIE_UNIQUE_ID");
+  knobs.jobSecret = read.text("COLLIE_JOB_SECRET");
+  knobs.rank = optionalInteger(read, "COLLIE_RANK");
+  knobs.worldSize = optionalInteger(read, "COLLIE_WORLD_SIZE");
+  knobs.localRank = optionalInteger(read, "COLLIE_LOCAL_RANK");
+  knobs.nodeRank = static_cast<int>(read.integer("COLLIE_NODE_RANK"));
+  knobs.masterAddr = read.text("COLLIE_MASTER_ADDR");
+  knobs.keepGoing = read.integer("COLLIE_KEEP_GOING") == 1;
+  knobs.tmpdir = read.text("COLLIE_TMPDIR");
+  return read.finish(knobs);
 }
 
 }  // namespace collie

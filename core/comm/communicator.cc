@@ -139,9 +139,9 @@ Status Communicator::Impl::readDeviceScalar(ReduceScalar* scalar, DataType dtype
     Status copied = deviceRuntime->memcpyAsync(scalar->bytes, scalar->device, bytes, *stream);
     Result<DeviceEvent> event =
         copied.isOk() ? deviceRuntime->recordEvent(*stream) : Result<DeviceEvent>(copied);
-    const bool done = event.isOk() && waitForEvent(*deviceRuntime, *event,
-                                                   std::chrono::steady_clock::now() +
-                                                       config.duration("COLLIE_TIMEOUT"));
+    const bool done =
+        event.isOk() && waitForEvent(*deviceRuntime, *event,
+                                     std::chrono::steady_clock::now() + engine->config().timeout);
     if (event.isOk()) deviceRuntime->destroyEvent(*event);
     deviceRuntime->destroyStream(*stream);
     if (!event.isOk()) return event.status().withContext(what + "reading the factor");

@@ -87,11 +87,7 @@ std::vector<std::pair<std::string, std::string>> mustMatchSettings(
     const Knob& knob = *entry.knob;
     if (!knob.mustMatch) continue;
     // Values compare as what they mean: 256K and 262144 agree.
-    std::string value = knob.kind == KnobKind::kInteger ? std::to_string(config.integer(knob.name))
-                        : knob.kind == KnobKind::kDuration
-                            ? std::to_string(config.duration(knob.name).count()) + "us"
-                            : config.text(knob.name);
-    fields.emplace_back(knob.name, value);
+    fields.emplace_back(knob.name, config.comparable(entry));
   }
   return fields;
 }

@@ -1,8 +1,8 @@
 // Communicator::createFromEnvironment: join a job started by collie run, torchrun,
 // Open MPI or Slurm, from the variables those launchers set. collie's own launch
-// variables (COLLIE_UNIQUE_ID, COLLIE_RANK, ...) are process-wide knobs read through the
-// communicator's snapshot, which also configures the store this rank may host; the
-// other launchers' variables (RANK, OMPI_COMM_WORLD_*, SLURM_*) are read here directly.
+// variables (COLLIE_UNIQUE_ID, COLLIE_RANK, ...) are process-wide knobs parsed
+// (LaunchKnobs) from the communicator's snapshot, which also configures the store this rank may
+// host; the other launchers' variables (RANK, OMPI_COMM_WORLD_*, SLURM_*) are read here directly.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,13 +14,16 @@
 #include <thread>
 
 #include "collie/communicator.h"
+#include "core/bootstrap/store_knobs.h"
 #include "core/bootstrap/store_server.h"
+#include "core/comm/comm_knobs.h"
 #include "core/comm/communicator_impl.h"
 #include "core/comm/options_config.h"
 #include "core/config/config.h"
 #include "core/config/knob.h"
 #include "core/log/log.h"
 #include "core/net/job_secret.h"
+#include "core/net/net_knobs.h"
 #include "core/net/socket.h"
 
 namespace collie {
@@ -70,15 +73,42 @@ std::string octal(unsigned mode) {
   return text;
 }
 
-Result<int> intKnob(const Config& config, const char* name) {
-  if (!config.isSet(name)) return notFound(std::string(name) + " is not set");
-  return static_cast<int>(config.integer(name));
+// The communicator's snapshot and the tables of it this file reads, parsed once.
+struct LaunchSettings {
+  Config config;  // also configures the store server this rank may start
+  LaunchKnobs launch;
+  StoreKnobs store;
+  NetKnobs net;
+  std::chrono::microseconds timeout{0};  // COLLIE_TIMEOUT
+};
+
+Result<LaunchSettings> parseLaunchSettings(const Config& config) {
+  LaunchSettings settings;
+  settings.config = config;
+  Result<LaunchKnobs> launch = LaunchKnobs::parse(config);
+  if (!launch.isOk()) return launch.status();
+  settings.launch = *launch;
+  Result<StoreKnobs> store = StoreKnobs::parse(config);
+  if (!store.isOk()) return store.status();
+  settings.store = *store;
+  Result<NetKnobs> net = NetKnobs::parse(config);
+  if (!net.isOk()) return net.status();
+  settings.net = *net;
+  Result<CommunicatorKnobs> communicator = CommunicatorKnobs::parse(config);
+  if (!communicator.isOk()) return communicator.status();
+  settings.timeout = communicator->timeout;
+  return settings;
+}
+
+Result<int> launchedAs(const std::optional<int>& value, const char* name) {
+  if (!value) return notFound(std::string(name) + " is not set");
+  return *value;
 }
 
 // The job secret of ranks not started by collie run, whose launcher (torchrun, mpirun
 // on several hosts) has no secret of collie's to hand out: the user must set one.
-Result<JobSecret> externalSecret(const Config& config, const char* launcher) {
-  const std::string hex = config.text("COLLIE_JOB_SECRET");
+Result<JobSecret> externalSecret(const LaunchKnobs& launch, const char* launcher) {
+  const std::string& hex = launch.jobSecret;
   if (hex.empty()) {
     return invalidArgument(std::string("ranks started by ") + launcher +
                            " need COLLIE_JOB_SECRET, the same on every rank, so that only "
@@ -112,12 +142,12 @@ Result<std::pair<std::string, uint16_t>> splitHostPort(const std::string& text) 
 // The one address the store of an externally launched job listens on: COLLIE_STORE_BIND
 // ('*': every interface), else the master address when it is this host's, else the
 // interface COLLIE_SOCKET_IFNAME selects, else (with a warning) every interface.
-std::string storeBindHost(const Config& config, const std::string& master) {
-  const std::string chosen = config.text("COLLIE_STORE_BIND");
+std::string storeBindHost(const LaunchSettings& settings, const std::string& master) {
+  const std::string& chosen = settings.store.bind;
   if (chosen == "*") return "0.0.0.0";
   if (!chosen.empty()) return chosen;
   if (net::isAddressOfThisHost(master)) return master;
-  const std::string spec = config.text("COLLIE_SOCKET_IFNAME");
+  const std::string& spec = settings.net.socketInterfaces;
   if (!spec.empty()) {
     Result<net::InterfaceAddress> ifc = net::selectInterface(spec);
     if (ifc.isOk()) return ifc->address;
@@ -130,9 +160,10 @@ std::string storeBindHost(const Config& config, const std::string& master) {
 
 // Rank 0 of an externally launched job hosts the store at the address every rank was
 // given (id.port on storeBindHost(id.host)).
-Status startStore(const Config& config, const UniqueId& id, std::unique_ptr<StoreServer>* server) {
+Status startStore(const LaunchSettings& settings, const UniqueId& id,
+                  std::unique_ptr<StoreServer>* server) {
   Result<std::unique_ptr<StoreServer>> started =
-      startStoreServer(storeBindHost(config, id.host), id.port, id.secret, config);
+      startStoreServer(storeBindHost(settings, id.host), id.port, id.secret, settings.config);
   if (!started.isOk()) return started.status().withContext("rank 0 starting the store");
   *server = std::move(*started);
   return Status();
@@ -140,12 +171,12 @@ Status startStore(const Config& config, const UniqueId& id, std::unique_ptr<Stor
 
 // Ranks started by another launcher at a known store address: the job secret is the
 // user's (COLLIE_JOB_SECRET), and rank 0 hosts the store.
-Status joinExternalStore(const Config& config, const char* launcher, int rank, UniqueId* id,
-                         std::unique_ptr<StoreServer>* server) {
-  Result<JobSecret> secret = externalSecret(config, launcher);
+Status joinExternalStore(const LaunchSettings& settings, const char* launcher, int rank,
+                         UniqueId* id, std::unique_ptr<StoreServer>* server) {
+  Result<JobSecret> secret = externalSecret(settings.launch, launcher);
   if (!secret.isOk()) return secret.status();
   id->secret = *secret;
-  return rank == 0 ? startStore(config, *id, server) : Status();
+  return rank == 0 ? startStore(settings, *id, server) : Status();
 }
 
 // The one place a single-host rendezvous file may live: `base`/collie-<uid>, a 0700
@@ -223,14 +254,14 @@ Status publishIdFile(const std::string& path, const std::string& text) {
 // A single-host rendezvous through a file: rank 0 hosts the store on loopback with a
 // fresh secret and publishes the id in `path`, a 0600 file in this user's private
 // directory (privateRendezvousDir) named after the launcher's job id.
-Result<UniqueId> rendezvousByFile(const Config& config, const std::string& path, int rank,
+Result<UniqueId> rendezvousByFile(const LaunchSettings& settings, const std::string& path, int rank,
                                   std::unique_ptr<StoreServer>* server, std::string* cleanup,
                                   Deadline deadline) {
   if (rank == 0) {
     Result<UniqueId> id = UniqueId::generate("127.0.0.1", 0);
     if (!id.isOk()) return id.status();
     Result<std::unique_ptr<StoreServer>> started =
-        startStoreServer("127.0.0.1", 0, id->secret, config);
+        startStoreServer("127.0.0.1", 0, id->secret, settings.config);
     if (!started.isOk()) return started.status();
     id->port = (*started)->port();
     *server = std::move(*started);
@@ -259,15 +290,18 @@ Result<std::unique_ptr<Communicator>> Communicator::createFromEnvironment(const 
   Result<Config> settings = communicatorConfig(options);
   if (!settings.isOk()) return settings.status();
   const Config& config = *settings;
-  const Deadline deadline = Clock::now() + config.duration("COLLIE_TIMEOUT");
+  Result<LaunchSettings> parsed = parseLaunchSettings(config);
+  if (!parsed.isOk()) return parsed.status();
+  const LaunchSettings& launch = *parsed;
+  const Deadline deadline = Clock::now() + launch.timeout;
 
   // collie run.
-  if (config.isSet("COLLIE_UNIQUE_ID")) {
-    Result<int> rank = intKnob(config, "COLLIE_RANK");
-    Result<int> size = intKnob(config, "COLLIE_WORLD_SIZE");
+  if (!launch.launch.uniqueId.empty()) {
+    Result<int> rank = launchedAs(launch.launch.rank, "COLLIE_RANK");
+    Result<int> size = launchedAs(launch.launch.worldSize, "COLLIE_WORLD_SIZE");
     if (!rank.isOk()) return rank.status();
     if (!size.isOk()) return size.status();
-    Result<UniqueId> id = UniqueId::parse(config.text("COLLIE_UNIQUE_ID"));
+    Result<UniqueId> id = UniqueId::parse(launch.launch.uniqueId);
     if (!id.isOk()) return id.status().withContext("COLLIE_UNIQUE_ID");
     return Impl::create(*id, *rank, *size, config, options.store);
   }
@@ -311,21 +345,20 @@ Result<std::unique_ptr<Communicator>> Communicator::createFromEnvironment(const 
     id.host = env("MASTER_ADDR");
     id.port = static_cast<uint16_t>(*port + 1);
     COLLIE_RETURN_IF_ERROR(
-        joinExternalStore(config, "torchrun (MASTER_ADDR)", info.rank, &id, &server));
-  } else if (config.isSet("COLLIE_MASTER_ADDR")) {
-    Result<std::pair<std::string, uint16_t>> address =
-        splitHostPort(config.text("COLLIE_MASTER_ADDR"));
+        joinExternalStore(launch, "torchrun (MASTER_ADDR)", info.rank, &id, &server));
+  } else if (!launch.launch.masterAddr.empty()) {
+    Result<std::pair<std::string, uint16_t>> address = splitHostPort(launch.launch.masterAddr);
     if (!address.isOk()) return address.status().withContext("COLLIE_MASTER_ADDR");
     id.host = address->first;
     id.port = address->second;
     COLLIE_RETURN_IF_ERROR(
-        joinExternalStore(config, "COLLIE_MASTER_ADDR", info.rank, &id, &server));
+        joinExternalStore(launch, "COLLIE_MASTER_ADDR", info.rank, &id, &server));
   } else {
-    Result<std::string> dir = privateRendezvousDir(config.text("COLLIE_TMPDIR"));
+    Result<std::string> dir = privateRendezvousDir(launch.launch.tmpdir);
     if (!dir.isOk())
       return dir.status().withContext(std::string("rank ") + std::to_string(info.rank));
     const std::string path = *dir + "/" + jobName + ".id";
-    Result<UniqueId> found = rendezvousByFile(config, path, info.rank, &server, &cleanup, deadline);
+    Result<UniqueId> found = rendezvousByFile(launch, path, info.rank, &server, &cleanup, deadline);
     if (!found.isOk()) return found.status();
     id = *found;
   }

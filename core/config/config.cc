@@ -205,6 +205,13 @@ std::string Config::display(std::string_view name) const {
   return isSecretKnob(*found->knob) && !value.empty() ? "(set, hidden)" : value;
 }
 
+std::string Config::comparable(const Entry& entry) const {
+  const Knob& knob = *entry.knob;
+  if (knob.kind == KnobKind::kInteger) return std::to_string(integer(knob.name));
+  if (knob.kind == KnobKind::kDuration) return std::to_string(duration(knob.name).count()) + "us";
+  return text(knob.name);
+}
+
 const std::vector<Config::Entry>& Config::entries() const { return *entries_; }
 
 }  // namespace collie

@@ -72,22 +72,13 @@ class Config {
   // OK, or the first refused value, as checkKnobValue's error. Warns once per process
   // about refused NCCL_* alias values.
   Status validate() const;
-  // OK, or the refusal of `name`'s value (for a process-wide knob read from an
-  // unvalidated fromEnvironment(), where a refused value must not pass as the default).
-  Status check(std::string_view name) const;
-
-  // The knob's value: as given when accepted, else its default. An unregistered name is
-  // a bug: it logs a warning and reads as "" (0).
-  std::string text(std::string_view name) const;
-  int64_t integer(std::string_view name) const;
-  std::chrono::microseconds duration(std::string_view name) const;
-  KnobSource source(std::string_view name) const;
-  // "default", "env", the alias's name, or "option".
+  // Where `name`'s value came from: "default", "env", the alias's name, or "option".
   std::string sourceName(std::string_view name) const;
-  // Set by the environment, an alias or an override (not the default).
-  bool isSet(std::string_view name) const { return source(name) != KnobSource::kDefault; }
   // The value `collie info` shows: secrets are hidden.
   std::string display(std::string_view name) const;
+  // `entry`'s value as what it means, for comparing ranks' values: integers in bytes and
+  // durations in microseconds ("256K" and "262144" compare equal), text as it reads.
+  std::string comparable(const Entry& entry) const;
 
   // Every knob, in registry order.
   const std::vector<Entry>& entries() const;
@@ -95,8 +86,22 @@ class Config {
   const Entry* find(std::string_view name) const;
 
  private:
+  // Reading a value by name is for the components' typed parses only, through
+  // KnobReader (core/config/knob_reader.h), which turns an unknown name into a failure.
+  friend class KnobReader;
+
   explicit Config(std::shared_ptr<const std::vector<Entry>> entries);
   const Entry* entry(std::string_view name) const;
+  // OK, or the refusal of `name`'s value (for a process-wide knob read from an
+  // unvalidated fromEnvironment(), where a refused value must not pass as the default).
+  Status check(std::string_view name) const;
+  // The knob's value: as given when accepted, else its default. An unregistered name
+  // logs a warning and reads as "" (0); KnobReader never asks for one.
+  std::string text(std::string_view name) const;
+  int64_t integer(std::string_view name) const;
+  std::chrono::microseconds duration(std::string_view name) const;
+  KnobSource source(std::string_view name) const;
+  bool isSet(std::string_view name) const { return source(name) != KnobSource::kDefault; }
   std::shared_ptr<const std::vector<Entry>> entries_;
 };
 

@@ -28,10 +28,17 @@
 
 namespace collie {
 
+class Config;
+
 struct KnobTable {
   std::string component;  // "shm", "engine": `collie info` groups knobs under it
   std::string about;      // one line: what the component is
   std::vector<Knob> knobs;
+  // The component's typed parse of this table (`ShmKnobs::parse`, ...; its status only),
+  // the one place the table's knobs are read by name (core/config/knob_reader.h). Every
+  // communicator runs every table's at creation (parseEveryKnobTable), so a name a parse
+  // reads that no table declares fails creation, whichever components it then uses.
+  Status (*parse)(const Config& config) = nullptr;
 };
 
 class KnobRegistry {

@@ -1,4 +1,7 @@
 // The device path's knobs (core/device/device_runtime.h).
+#include "core/device/device_knobs.h"
+
+#include "core/config/knob_reader.h"
 #include "core/config/knob_registry.h"
 
 namespace collie {
@@ -22,7 +25,17 @@ void registerDeviceKnobs(KnobRegistry& registry) {
                         "1: the device path's step kernels add up how long they wait for their "
                         "peers' flags; each rank logs the sum (INFO) when its communicator "
                         "is destroyed"),
-      }});
+      },
+      [](const Config& config) { return DeviceKnobs::parse(config).status(); }});
+}
+
+Result<DeviceKnobs> DeviceKnobs::parse(const Config& config) {
+  KnobReader read(config);
+  DeviceKnobs knobs;
+  knobs.emulation = read.integer("COLLIE_DEVICE_EMULATION") != 0;
+  knobs.slotBytes = static_cast<size_t>(read.integer("COLLIE_DEVICE_SLOT_BYTES"));
+  knobs.profile = read.integer("COLLIE_DEVICE_PROFILE") != 0;
+  return read.finish(knobs);
 }
 
 }  // namespace collie

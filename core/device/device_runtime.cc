@@ -2,13 +2,11 @@
 
 #include <thread>
 
-#include "core/config/config.h"
-
 namespace collie {
 
-Result<DeviceRuntime*> selectDeviceRuntime(const Config& config) {
+Result<DeviceRuntime*> selectDeviceRuntime(bool emulation) {
   if (DeviceRuntime* hardware = hardwareDeviceRuntime()) return hardware;
-  if (config.integer("COLLIE_DEVICE_EMULATION") == 0) return static_cast<DeviceRuntime*>(nullptr);
+  if (!emulation) return static_cast<DeviceRuntime*>(nullptr);
   Result<DeviceRuntime*> emulated = emulatedDeviceRuntime();
   if (!emulated.isOk()) return emulated.status().withContext("COLLIE_DEVICE_EMULATION=1");
   return emulated;

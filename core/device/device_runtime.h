@@ -49,7 +49,6 @@
 
 #include "collie/status.h"
 #include "collie/types.h"
-#include "core/config/config.h"
 #include "core/device/device_steps.h"
 
 namespace collie {
@@ -101,12 +100,11 @@ class DeviceRuntime {
 DeviceRuntime* hardwareDeviceRuntime();
 Result<DeviceRuntime*> emulatedDeviceRuntime();
 
-// The runtime a new communicator with configuration `config` uses: a real device first,
-// then the emulation when its COLLIE_DEVICE_EMULATION is 1, else null (device buffers
-// are then Unsupported). Fails (NotFound, naming the knob) only when
-// COLLIE_DEVICE_EMULATION=1 asks for an emulation that is not there and no device is
-// present.
-Result<DeviceRuntime*> selectDeviceRuntime(const Config& config);
+// The runtime a new communicator uses: a real device first, then the emulation when
+// `emulation` (its COLLIE_DEVICE_EMULATION, core/device/device_knobs.h) asks for it, else
+// null (device buffers are then Unsupported). Fails (NotFound, naming the knob) only when
+// the emulation is asked for, is not there, and no device is present.
+Result<DeviceRuntime*> selectDeviceRuntime(bool emulation);
 
 // Polls `event` (sleeping between polls) until it completed, true, or `deadline` passed,
 // false.

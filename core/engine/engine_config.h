@@ -8,9 +8,10 @@
 #include <string>
 
 #include "collie/types.h"
-#include "core/config/config.h"
 #include "core/plan/layout.h"
 #include "core/transport/wait_policy.h"
+#include "core/tune/tune_knobs.h"
+#include "core/tune/tuner.h"
 
 namespace collie {
 
@@ -36,9 +37,10 @@ struct EngineConfig {
   // The ranks' hosts (core/plan/layout.h) when they span several, from the topology at
   // creation; null on one host. Schedules are planned host after host on it.
   HostLayoutPtr hosts;
-  // The communicator's whole snapshot, for what the engine's users read beyond the
-  // fields above (the tuner's probe, core/tune/tune_probe.h).
-  Config config;
+  // COLLIE_HIER_HOSTS: the inter-host stage of hier (core/plan/hier.h).
+  HostStage hostStage = HostStage::kAuto;
+  // The tuner's knobs, for its probe (core/tune/tune_probe.h).
+  TuneKnobs tune;
 };
 
 }  // namespace collie

@@ -1,4 +1,7 @@
 // The engine's knobs, resolved into EngineConfig at creation (core/comm/bootstrap.cc).
+#include "core/engine/engine_knobs.h"
+
+#include "core/config/knob_reader.h"
 #include "core/config/knob_registry.h"
 
 namespace collie {
@@ -12,11 +15,6 @@ void registerEngineKnobs(KnobRegistry& registry) {
           duration("COLLIE_BUSY_POLL", "50us", 0, kKnobSecond,
                    "how long the engine spins for progress before blocking (yielding from "
                    "the start where a host's ranks outnumber its CPUs)"),
-          integer("COLLIE_CPUS", "0", 0, 1 << 20,
-                  "CPUs this rank's host gives its ranks (0: those of the process's affinity "
-                  "mask; set it where a CPU quota limits a container): with more ranks on the "
-                  "host than these, waits yield from the start and shm's board takes every "
-                  "size it carries"),
           everyRankAlike(
               choice("COLLIE_ROOT_AGREEMENT", "1", "0,1",
                      "1: broadcast (after its data) and reduce (before it) run a barrier whose "
@@ -37,7 +35,20 @@ void registerEngineKnobs(KnobRegistry& registry) {
           outputPath("COLLIE_TRACE_DUMP", "stderr",
                      "write the flight recorder as JSON on failure and at communicator "
                      "destruction: 'stderr' or a file path where %r becomes the rank"),
-      }});
+      },
+      [](const Config& config) { return EngineKnobs::parse(config).status(); }});
+}
+
+Result<EngineKnobs> EngineKnobs::parse(const Config& config) {
+  KnobReader read(config);
+  EngineKnobs knobs;
+  knobs.busyPoll = read.duration("COLLIE_BUSY_POLL");
+  knobs.rootAgreement = read.integer("COLLIE_ROOT_AGREEMENT") != 0;
+  knobs.reduceOnReceive = read.integer("COLLIE_RECV_REDUCE") != 0;
+  knobs.adaptMaxBytes = static_cast<size_t>(read.integer("COLLIE_TUNE_ADAPT_MAX"));
+  knobs.traceDepth = static_cast<size_t>(read.integer("COLLIE_TRACE_DEPTH"));
+  knobs.traceDump = read.text("COLLIE_TRACE_DUMP");
+  return read.finish(knobs);
 }
 
 }  // namespace collie

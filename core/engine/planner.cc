@@ -50,10 +50,7 @@ TuneLimits Planner::limitsLocked() const {
     limits.nhosts = config_.hosts->nhosts;
     limits.localSize = config_.hosts->localSize;
   }
-  const std::string stage = config_.config.text("COLLIE_HIER_HOSTS");
-  limits.hostStage = stage == "ring"   ? HostStage::kRing
-                     : stage == "tree" ? HostStage::kTree
-                                       : HostStage::kAuto;
+  limits.hostStage = config_.hostStage;
   return limits;
 }
 

@@ -1,5 +1,8 @@
 // The knobs of collie's sockets: which interface the store, the unique id and the tcp
 // transport use, and the congestion control of data sockets (tcp's and UCX's).
+#include "core/net/net_knobs.h"
+
+#include "core/config/knob_reader.h"
 #include "core/config/knob_registry.h"
 
 namespace collie {
@@ -16,7 +19,16 @@ void registerNetKnobs(KnobRegistry& registry) {
           knobs::text("COLLIE_TCP_CONGESTION", "cubic",
                       "TCP congestion control of tcp's and UCX's sockets ('system' keeps the "
                       "default)"),
-      }});
+      },
+      [](const Config& config) { return NetKnobs::parse(config).status(); }});
+}
+
+Result<NetKnobs> NetKnobs::parse(const Config& config) {
+  KnobReader read(config);
+  NetKnobs knobs;
+  knobs.socketInterfaces = read.text("COLLIE_SOCKET_IFNAME");
+  knobs.tcpCongestion = read.text("COLLIE_TCP_CONGESTION");
+  return read.finish(knobs);
 }
 
 }  // namespace collie

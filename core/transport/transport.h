@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -132,6 +133,13 @@ class Connection {
   }
 };
 
+// The launcher that started this process (`collie run`), as the shm transport names its
+// segments after it.
+struct LauncherScope {
+  JobSecret secret{};  // the secret of the launcher's unique id
+  int nodeRank = 0;    // this host's launcher among the job's hosts
+};
+
 // What a transport learns about the communicator when it is created.
 struct TransportContext {
   int rank = 0;
@@ -141,14 +149,22 @@ struct TransportContext {
   std::string jobKey;  // unique per communicator; prefix for store keys, shm names
   JobSecret secret{};  // every connection between ranks must prove it
   std::shared_ptr<Store> store;
-  std::chrono::milliseconds timeout{0};  // deadline for connection setup
+  // The communicator's COLLIE_TIMEOUT (its default when a test builds the context): the
+  // deadline of connection setup and of every blocking wait the transport makes.
+  std::chrono::milliseconds timeout{300'000};
   bool forced = false;  // the user forced this transport for every pair (COLLIE_TRANSPORT)
   // The communicator's device runtime (null when device buffers are not supported):
   // what a transport offering device windows allocates and maps them with.
   DeviceRuntime* deviceRuntime = nullptr;
-  // The communicator's configuration snapshot: where a transport reads its knobs (its
-  // own table's and shared ones such as COLLIE_TIMEOUT), never the environment.
-  // Default-constructed: every knob at its default.
+  // Set when `collie run` started this process: the secret of its unique id and this
+  // host's node rank, which name the job's shared-memory segments so that the launcher
+  // can remove what a killed rank left (transports/shm/shm_names.h).
+  std::optional<LauncherScope> launcher;
+  // The communicator's configuration snapshot, never the environment: a transport parses
+  // its own knob table from it when it is created (`ShmKnobs::parse`, ...), and the
+  // lower layers' tables it shares (core/net/net_knobs.h, core/transport/wait_policy.h).
+  // Values other components own come typed, in the fields above. Default-constructed:
+  // every knob at its default.
   Config config;
 };
 

@@ -7,8 +7,8 @@
 
 namespace collie {
 
-int cpusAvailable(const Config& config) {
-  const int64_t configured = config.integer("COLLIE_CPUS");
+int cpusAvailable(const WaitKnobs& knobs) {
+  const int64_t configured = knobs.cpus;
   if (configured > 0) return static_cast<int>(configured);
   const std::vector<int> cpus = affinityCpus();
   if (!cpus.empty()) return static_cast<int>(cpus.size());

@@ -2,7 +2,7 @@
 // outnumber the CPUs they may run on (oversubscribed, as CPU-only training often is).
 //
 // Contract:
-// - cpusAvailable(config) is COLLIE_CPUS when set above 0, else the CPUs in the calling
+// - cpusAvailable(knobs) is COLLIE_CPUS when set above 0, else the CPUs in the calling
 //   thread's affinity mask (sched_getaffinity), else hardware_concurrency(); at least 1.
 //   A container's CPU quota does not show in the mask: COLLIE_CPUS says it.
 // - waitPolicyFor() is pure. With a core per rank it keeps the configured poll: spin
@@ -23,8 +23,10 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <vector>
 
+#include "collie/status.h"
 #include "core/config/config.h"
 
 namespace collie {
@@ -38,7 +40,17 @@ struct WaitPolicy {
 // The pure spin with a core per rank: a peer on another core usually answers within it.
 inline constexpr std::chrono::microseconds kPureSpin{5};
 
-int cpusAvailable(const Config& config);
+// The waiting knobs (their table is in wait_knobs.cc): COLLIE_CPUS lives here, the
+// lowest layer that reads it, because both the engine and the shm transport size their
+// waits by it.
+struct WaitKnobs {
+  int64_t cpus = 0;  // COLLIE_CPUS; 0: the affinity mask's
+  // Fails naming a knob this parse reads that no table declares (a bug), or a value the
+  // snapshot refused.
+  static Result<WaitKnobs> parse(const Config& config);
+};
+
+int cpusAvailable(const WaitKnobs& knobs);
 // The CPUs in the calling thread's affinity mask, in increasing order; empty when the mask
 // cannot be read.
 std::vector<int> affinityCpus();

@@ -1,5 +1,8 @@
 // The tuner's knobs: fixed constants instead of a probe, and where probes are cached
 // (core/tune/tune_probe.h).
+#include "core/tune/tune_knobs.h"
+
+#include "core/config/knob_reader.h"
 #include "core/config/knob_registry.h"
 
 namespace collie {
@@ -22,7 +25,19 @@ void registerTuneKnobs(KnobRegistry& registry) {
           knobs::text("COLLIE_TUNE_CACHE", "",
                       "directory of the tuner's probe cache (default $XDG_CACHE_HOME/collie or "
                       "~/.cache/collie; off: always probe)"),
-      }});
+      },
+      [](const Config& config) { return TuneKnobs::parse(config).status(); }});
+}
+
+Result<TuneKnobs> TuneKnobs::parse(const Config& config) {
+  KnobReader read(config);
+  TuneKnobs knobs;
+  knobs.alphaUs = read.text("COLLIE_TUNE_ALPHA_US");
+  knobs.bwGBps = read.text("COLLIE_TUNE_BW_GBPS");
+  knobs.netAlphaUs = read.text("COLLIE_TUNE_NET_ALPHA_US");
+  knobs.netBwGBps = read.text("COLLIE_TUNE_NET_BW_GBPS");
+  knobs.cacheDir = read.text("COLLIE_TUNE_CACHE");
+  return read.finish(knobs);
 }
 
 }  // namespace collie

@@ -31,9 +31,9 @@ std::string cpuModel() {
   return "unknown-cpu";
 }
 
-bool fromConfig(const Config& config, TuneConstants* out) {
-  std::string alpha = config.text("COLLIE_TUNE_ALPHA_US");
-  std::string bw = config.text("COLLIE_TUNE_BW_GBPS");
+bool fromConfig(const TuneKnobs& knobs, TuneConstants* out) {
+  const std::string& alpha = knobs.alphaUs;
+  const std::string& bw = knobs.bwGBps;
   if (alpha.empty() || bw.empty()) return false;
   if (!decodeTuneConstants(alpha + " " + bw + " config", out)) {
     COLLIE_LOG(WARN, INIT) << "ignoring COLLIE_TUNE_ALPHA_US='" << alpha
@@ -164,9 +164,9 @@ int netPeer(const EngineConfig& config) {
   return -1;
 }
 
-bool netFromConfig(const Config& config, TuneConstants* out) {
-  std::string alpha = config.text("COLLIE_TUNE_NET_ALPHA_US");
-  std::string bw = config.text("COLLIE_TUNE_NET_BW_GBPS");
+bool netFromConfig(const TuneKnobs& knobs, TuneConstants* out) {
+  const std::string& alpha = knobs.netAlphaUs;
+  const std::string& bw = knobs.netBwGBps;
   if (alpha.empty() || bw.empty()) return false;
   TuneConstants net;
   if (!decodeTuneConstants(alpha + " " + bw + " config", &net)) return false;
@@ -187,7 +187,7 @@ Status agreeOnNetConstants(Engine& engine, Store& store, const std::string& jobK
   const std::string valueKey = jobKey + "/tune/net";
   if (config.rank == 0) {
     TuneConstants net = *constants;
-    const bool known = netFromConfig(config.config, &net);
+    const bool known = netFromConfig(config.tune, &net);
     COLLIE_RETURN_IF_ERROR(store.set(planKey, toBytes(known ? "known" : "probe")));
     if (!known && peer == intraPeer(config)) {
       net.netAlphaUs = constants->alphaUs;  // the first probe crossed between hosts
@@ -255,8 +255,8 @@ bool decodeTuneConstants(const std::string& text, TuneConstants* out) {
   return true;
 }
 
-std::string tuneCachePath(const Config& config, const std::string& transport) {
-  std::string dir = config.text("COLLIE_TUNE_CACHE");
+std::string tuneCachePath(const TuneKnobs& knobs, const std::string& transport) {
+  std::string dir = knobs.cacheDir;
   if (dir == "off" || dir == "0") return "";
   if (dir.empty()) {
     const char* xdg = std::getenv("XDG_CACHE_HOME");
@@ -281,9 +281,9 @@ std::string tuneCachePath(const Config& config, const std::string& transport) {
   return dir + "/" + name;
 }
 
-bool storedTuneConstants(const Config& config, const std::string& transport, TuneConstants* out) {
-  if (fromConfig(config, out)) return true;
-  const std::string path = tuneCachePath(config, transport);
+bool storedTuneConstants(const TuneKnobs& knobs, const std::string& transport, TuneConstants* out) {
+  if (fromConfig(knobs, out)) return true;
+  const std::string path = tuneCachePath(knobs, transport);
   if (path.empty()) return false;
   std::ifstream in(path);
   std::string line;
@@ -306,9 +306,9 @@ Result<TuneConstants> agreeOnTuneConstants(Engine& engine, Store& store, const s
   const std::string limits = limitsText(engine.config());
   const int partner = intraPeer(engine.config());
   if (rank == 0) {
-    const Config& config = engine.config().config;
-    const std::string path = tuneCachePath(config, engine.transportTo(partner));
-    bool known = storedTuneConstants(config, engine.transportTo(partner), &constants);
+    const TuneKnobs& knobs = engine.config().tune;
+    const std::string path = tuneCachePath(knobs, engine.transportTo(partner));
+    bool known = storedTuneConstants(knobs, engine.transportTo(partner), &constants);
     if (known && constants.source != "config") constants.source = "cache";
     COLLIE_RETURN_IF_ERROR(store.set(planKey, toBytes(known ? "known" : "probe")));
     if (!known) {

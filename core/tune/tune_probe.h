@@ -25,6 +25,7 @@
 
 #include "collie/store.h"
 #include "core/engine/engine.h"
+#include "core/tune/tune_knobs.h"
 #include "core/tune/tuner.h"
 
 namespace collie {
@@ -45,12 +46,12 @@ Result<int> agreeOnPlanChannels(Engine& engine, Store& store, const std::string&
 std::string encodeTuneConstants(const TuneConstants& constants);
 bool decodeTuneConstants(const std::string& text, TuneConstants* out);
 
-// The cache file rank 0 would use for `transport` with configuration `config` ("" when
-// caching is off).
-std::string tuneCachePath(const Config& config, const std::string& transport);
+// The cache file rank 0 would use for `transport` with the tuner's knobs `knobs` (""
+// when caching is off).
+std::string tuneCachePath(const TuneKnobs& knobs, const std::string& transport);
 
-// The constants rank 0 would start from without probing: `config`'s, else the cache of
+// The constants rank 0 would start from without probing: the knobs', else the cache of
 // `transport`. False when neither has them (a communicator would probe).
-bool storedTuneConstants(const Config& config, const std::string& transport, TuneConstants* out);
+bool storedTuneConstants(const TuneKnobs& knobs, const std::string& transport, TuneConstants* out);
 
 }  // namespace collie

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "collie/communicator.h"
+#include "core/device/device_knobs.h"
 #include "core/device/device_runtime.h"
 #include "kernels/cuda/emulation/emulated_runtime.h"
 #include "kernels/cuda/emulation/emulated_stream.h"
@@ -547,8 +548,8 @@ int main(int argc, char** argv) {
   auto created = Communicator::createFromEnvironment(options);
   if (!created.isOk()) return failed(-1, created.status().toString());
   Communicator& comm = **created;
-  collie::Result<DeviceRuntime*> runtime =
-      collie::selectDeviceRuntime(collie::Config::fromEnvironment());
+  collie::Result<DeviceRuntime*> runtime = collie::selectDeviceRuntime(
+      collie::DeviceKnobs::parse(collie::Config::fromEnvironment())->emulation);
   if (!runtime.isOk()) return failed(comm.rank(), runtime.status().toString());
   if (*runtime == nullptr) {
     return failed(comm.rank(), "no device runtime (no GPU, COLLIE_DEVICE_EMULATION unset)");

@@ -292,7 +292,10 @@ INSTANTIATE_TEST_SUITE_P(Ranks, DirectBeforeBoardTest, ::testing::Values(2, 3, 4
 // The crossover each rank offers: the knob, at least 16 KiB where ranks outnumber cores.
 TEST(DirectCrossover, TheKnobAtLeast16KWhereRanksOutnumberCores) {
   for (auto [knob, bytes] : {std::pair{"2K", size_t{2048}}, std::pair{"1M", size_t{1} << 20}}) {
-    const Config config = Config::fromVariables({{"COLLIE_SHM_DIRECT_MIN", knob}});
+    Result<ShmKnobs> parsed =
+        ShmKnobs::parse(Config::fromVariables({{"COLLIE_SHM_DIRECT_MIN", knob}}));
+    ASSERT_TRUE(parsed.isOk()) << parsed.status().toString();
+    const ShmKnobs& config = *parsed;
     EXPECT_EQ(shm::boardTeamOffer(config, 2, false).directCrossoverBytes, bytes) << knob;
     EXPECT_EQ(shm::boardTeamOffer(config, 4, true).directCrossoverBytes,
               std::max(bytes, shm::kOversubscribedDirectMin))

@@ -6,18 +6,38 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <atomic>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "collie/communicator.h"
 #include "collie/store.h"
+#include "core/comm/comm_knobs.h"
 #include "core/comm/options_config.h"
+#include "core/config/knob_reader.h"
+#include "core/log/log_knobs.h"
+#include "transports/shm/shm_knobs.h"
 
 namespace collie {
 namespace {
 
 std::vector<const Knob*> allKnobs() { return KnobRegistry::instance().knobs(); }
+
+// A snapshot's values as Config holds them (a refused value reads as the default),
+// through the reader the components' typed parses use.
+std::string textOf(const Config& config, const char* name) {
+  return KnobReader(config, KnobReader::RefusedValue::kReadDefault).text(name);
+}
+int64_t integerOf(const Config& config, const char* name) {
+  return KnobReader(config, KnobReader::RefusedValue::kReadDefault).integer(name);
+}
+std::chrono::microseconds durationOf(const Config& config, const char* name) {
+  return KnobReader(config, KnobReader::RefusedValue::kReadDefault).duration(name);
+}
+bool isSetOf(const Config& config, const char* name) {
+  return KnobReader(config, KnobReader::RefusedValue::kReadDefault).isSet(name);
+}
 
 TEST(KnobTables, EveryKnobIsDeclaredOnceWithAMeaningAndAnAcceptedDefault) {
   EXPECT_TRUE(KnobRegistry::instance().status().isOk())
@@ -66,19 +86,19 @@ TEST(KnobTables, ARepeatedNameOrARefusedDefaultIsRefused) {
 
 TEST(Config, DefaultsThenEnvironmentThenNcclAlias) {
   Config none = Config::fromVariables({});
-  EXPECT_EQ(none.integer("COLLIE_BUFFSIZE"), 4 << 20);
+  EXPECT_EQ(integerOf(none, "COLLIE_BUFFSIZE"), 4 << 20);
   EXPECT_EQ(none.sourceName("COLLIE_BUFFSIZE"), "default");
-  EXPECT_FALSE(none.isSet("COLLIE_BUFFSIZE"));
+  EXPECT_FALSE(isSetOf(none, "COLLIE_BUFFSIZE"));
   Config alias = Config::fromVariables({{"NCCL_BUFFSIZE", "1M"}});
-  EXPECT_EQ(alias.integer("COLLIE_BUFFSIZE"), 1 << 20);
+  EXPECT_EQ(integerOf(alias, "COLLIE_BUFFSIZE"), 1 << 20);
   EXPECT_EQ(alias.sourceName("COLLIE_BUFFSIZE"), "NCCL_BUFFSIZE");
   Config both = Config::fromVariables({{"NCCL_BUFFSIZE", "1M"}, {"COLLIE_BUFFSIZE", "65536"}});
-  EXPECT_EQ(both.integer("COLLIE_BUFFSIZE"), 65536);
+  EXPECT_EQ(integerOf(both, "COLLIE_BUFFSIZE"), 65536);
   EXPECT_EQ(both.sourceName("COLLIE_BUFFSIZE"), "env");
   Config empty = Config::fromVariables({{"COLLIE_BUFFSIZE", ""}});  // empty is unset
   EXPECT_EQ(empty.sourceName("COLLIE_BUFFSIZE"), "default");
   Config bad = Config::fromVariables({{"COLLIE_BUFFSIZE", "lots"}});
-  EXPECT_EQ(bad.integer("COLLIE_BUFFSIZE"), 4 << 20);  // malformed: the default
+  EXPECT_EQ(integerOf(bad, "COLLIE_BUFFSIZE"), 4 << 20);  // malformed: the default
   EXPECT_EQ(bad.validate().code(), StatusCode::kInvalidArgument);
 }
 
@@ -87,27 +107,27 @@ TEST(Config, EnvironmentIsReadOnceWhenTheSnapshotIsTaken) {
   setenv("COLLIE_SHM_SPIN", "7us", 1);
   const Config taken = Config::fromEnvironment();
   setenv("COLLIE_SHM_SPIN", "9us", 1);
-  EXPECT_EQ(taken.duration("COLLIE_SHM_SPIN").count(), 7);
+  EXPECT_EQ(durationOf(taken, "COLLIE_SHM_SPIN").count(), 7);
   EXPECT_EQ(taken.sourceName("COLLIE_SHM_SPIN"), "env");
-  EXPECT_EQ(Config::fromEnvironment().duration("COLLIE_SHM_SPIN").count(), 9);
+  EXPECT_EQ(durationOf(Config::fromEnvironment(), "COLLIE_SHM_SPIN").count(), 9);
   unsetenv("COLLIE_SHM_SPIN");
-  EXPECT_EQ(Config::fromEnvironment().duration("COLLIE_SHM_SPIN").count(), 50);
+  EXPECT_EQ(durationOf(Config::fromEnvironment(), "COLLIE_SHM_SPIN").count(), 50);
 }
 
 TEST(Config, ValuesOutsideAKnobsRangeReadAsTheDefault) {
-  EXPECT_EQ(Config::fromVariables({{"COLLIE_STORE_HANDSHAKE_TIMEOUT", "2s"}})
-                .duration("COLLIE_STORE_HANDSHAKE_TIMEOUT")
+  EXPECT_EQ(durationOf(Config::fromVariables({{"COLLIE_STORE_HANDSHAKE_TIMEOUT", "2s"}}),
+                       "COLLIE_STORE_HANDSHAKE_TIMEOUT")
                 .count(),
             2'000'000);
   for (const char* value : {"1ms", "1h"}) {  // below 100ms, above 120s
-    EXPECT_EQ(Config::fromVariables({{"COLLIE_STORE_HANDSHAKE_TIMEOUT", value}})
-                  .duration("COLLIE_STORE_HANDSHAKE_TIMEOUT")
+    EXPECT_EQ(durationOf(Config::fromVariables({{"COLLIE_STORE_HANDSHAKE_TIMEOUT", value}}),
+                         "COLLIE_STORE_HANDSHAKE_TIMEOUT")
                   .count(),
               5'000'000)
         << value;
   }
-  EXPECT_EQ(Config::fromVariables({{"COLLIE_STORE_MAX_PENDING_PER_HOST", "0"}})
-                .integer("COLLIE_STORE_MAX_PENDING_PER_HOST"),
+  EXPECT_EQ(integerOf(Config::fromVariables({{"COLLIE_STORE_MAX_PENDING_PER_HOST", "0"}}),
+                      "COLLIE_STORE_MAX_PENDING_PER_HOST"),
             32);
 }
 
@@ -215,20 +235,20 @@ TEST(Config, ReadersNeverOverflow) {
   Config config = Config::fromVariables({{"COLLIE_TIMEOUT", "9999999999"}});
   Status st = config.validate();
   EXPECT_NE(st.message().find("COLLIE_TIMEOUT='9999999999'"), std::string::npos) << st.toString();
-  EXPECT_EQ(config.duration("COLLIE_TIMEOUT"), std::chrono::seconds(300));
+  EXPECT_EQ(durationOf(config, "COLLIE_TIMEOUT"), std::chrono::seconds(300));
   config = Config::fromVariables({{"COLLIE_TRACE_DEPTH", "1000000000000"}});
   EXPECT_FALSE(config.validate().isOk());
-  EXPECT_EQ(config.integer("COLLIE_TRACE_DEPTH"), 64);
+  EXPECT_EQ(integerOf(config, "COLLIE_TRACE_DEPTH"), 64);
 }
 
 TEST(Config, NcclAliasValuesCollieDoesNotKnowFallBackToTheDefault) {
   Config config = Config::fromVariables({{"NCCL_DEBUG", "VERSION"}, {"NCCL_ALGO", "^nvls"}});
   EXPECT_TRUE(config.validate().isOk());  // meant for NCCL: a warning, not an error
-  EXPECT_EQ(config.text("COLLIE_DEBUG"), "WARN");
+  EXPECT_EQ(textOf(config, "COLLIE_DEBUG"), "WARN");
   EXPECT_EQ(config.sourceName("COLLIE_DEBUG"), "default");
-  EXPECT_EQ(config.text("COLLIE_ALGO"), "auto");
+  EXPECT_EQ(textOf(config, "COLLIE_ALGO"), "auto");
   Config tree = Config::fromVariables({{"NCCL_ALGO", "Tree"}});
-  EXPECT_EQ(tree.text("COLLIE_ALGO"), "Tree");
+  EXPECT_EQ(textOf(tree, "COLLIE_ALGO"), "Tree");
   EXPECT_EQ(tree.sourceName("COLLIE_ALGO"), "NCCL_ALGO");
 }
 
@@ -248,12 +268,12 @@ TEST(ConfigOverrides, BeatTheEnvironmentAndAnEmptyOneRestoresTheDefault) {
   Config env = Config::fromVariables({{"COLLIE_SHM_CMA_MAX", "1M"}, {"COLLIE_NCHANNELS", "4"}});
   Result<Config> over = env.withOverrides({{"COLLIE_SHM_CMA_MAX", "0"}, {"COLLIE_NCHANNELS", ""}});
   ASSERT_TRUE(over.isOk()) << over.status().toString();
-  EXPECT_EQ(over->integer("COLLIE_SHM_CMA_MAX"), 0);
+  EXPECT_EQ(integerOf(*over, "COLLIE_SHM_CMA_MAX"), 0);
   EXPECT_EQ(over->sourceName("COLLIE_SHM_CMA_MAX"), "option");
-  EXPECT_EQ(over->integer("COLLIE_NCHANNELS"), 2);
-  EXPECT_FALSE(over->isSet("COLLIE_NCHANNELS"));
+  EXPECT_EQ(integerOf(*over, "COLLIE_NCHANNELS"), 2);
+  EXPECT_FALSE(isSetOf(*over, "COLLIE_NCHANNELS"));
   // The snapshot overridden is unchanged.
-  EXPECT_EQ(env.integer("COLLIE_SHM_CMA_MAX"), 1 << 20);
+  EXPECT_EQ(integerOf(env, "COLLIE_SHM_CMA_MAX"), 1 << 20);
 }
 
 TEST(ConfigOverrides, UnknownNamesProcessWideKnobsAndBadEnvironmentAreErrors) {
@@ -289,13 +309,13 @@ TEST(ConfigOverrides, TypedOptionsAreOverridesAndMustAgreeWithTheMap) {
   options.config = {{"COLLIE_NCHANNELS", "3"}, {"COLLIE_BUFFSIZE", "64K"}};
   Result<Config> config = configWithOptions(Config(), options);
   ASSERT_TRUE(config.isOk()) << config.status().toString();
-  EXPECT_EQ(config->duration("COLLIE_TIMEOUT").count(), 1'500'000);
-  EXPECT_EQ(config->text("COLLIE_TRANSPORT"), "tcp");
-  EXPECT_EQ(config->text("COLLIE_ALGO"), "tree");
-  EXPECT_EQ(config->integer("COLLIE_NCHANNELS"), 3);
-  EXPECT_EQ(config->integer("COLLIE_CHUNKSIZE"), 4096);
-  EXPECT_EQ(config->text("COLLIE_HOST_ID"), "h1");
-  EXPECT_EQ(config->integer("COLLIE_BUFFSIZE"), 64 << 10);
+  EXPECT_EQ(durationOf(*config, "COLLIE_TIMEOUT").count(), 1'500'000);
+  EXPECT_EQ(textOf(*config, "COLLIE_TRANSPORT"), "tcp");
+  EXPECT_EQ(textOf(*config, "COLLIE_ALGO"), "tree");
+  EXPECT_EQ(integerOf(*config, "COLLIE_NCHANNELS"), 3);
+  EXPECT_EQ(integerOf(*config, "COLLIE_CHUNKSIZE"), 4096);
+  EXPECT_EQ(textOf(*config, "COLLIE_HOST_ID"), "h1");
+  EXPECT_EQ(integerOf(*config, "COLLIE_BUFFSIZE"), 64 << 10);
   for (const auto& [name, entry] : std::vector<std::pair<const char*, const char*>>{
            {"COLLIE_TIMEOUT", "option"}, {"COLLIE_SHM_SPIN", "default"}}) {
     EXPECT_EQ(config->sourceName(name), entry) << name;
@@ -350,6 +370,103 @@ TEST(Config, CommunicatorRefusesBadKnobsAndZeroSecrets) {
   ASSERT_FALSE(comm.isOk());
   EXPECT_NE(comm.status().message().find("all zeros"), std::string::npos)
       << comm.status().toString();
+}
+
+// Knobs are read by name only in the components' typed parses, through KnobReader: a
+// name no table declares is a failure of the parse, never a silent 0.
+TEST(TypedKnobs, AMisspeltNameFailsTheParseNamingIt) {
+  KnobReader read(Config{});
+  EXPECT_EQ(read.duration("COLLIE_TIMEOTU").count(), 0);
+  EXPECT_EQ(read.text("COLLIE_TIMEOUT"), "300s");  // later reads still work
+  Result<int> finished = read.finish(1);
+  ASSERT_FALSE(finished.isOk());
+  EXPECT_EQ(finished.status().code(), StatusCode::kInternal);
+  EXPECT_NE(finished.status().message().find("COLLIE_TIMEOTU"), std::string::npos)
+      << finished.status().toString();
+}
+
+TEST(TypedKnobs, EveryTableHasATypedParseThatReadsOnlyDeclaredKnobs) {
+  for (const KnobTable* table : KnobRegistry::instance().tables()) {
+    ASSERT_NE(table->parse, nullptr) << table->component << " has no typed parse";
+    EXPECT_TRUE(table->parse(Config{}).isOk())
+        << table->component << ": " << table->parse(Config{}).toString();
+  }
+  EXPECT_TRUE(parseEveryKnobTable(Config{}).isOk());
+}
+
+// A process-wide knob read from the environment is not validated by a communicator: its
+// typed parse refuses the value (never fail open), naming it; the log filter alone reads
+// the default (it exists before any validation).
+TEST(TypedKnobs, ARefusedValueOfAnUnvalidatedSnapshotFailsTheParse) {
+  const Config environment =
+      Config::fromVariables({{"COLLIE_RANK", "three"}, {"COLLIE_DEBUG", "LOUD"}});
+  Result<LaunchKnobs> launch = LaunchKnobs::parse(environment);
+  ASSERT_FALSE(launch.isOk());
+  EXPECT_NE(launch.status().message().find("COLLIE_RANK='three'"), std::string::npos)
+      << launch.status().toString();
+  Result<LogKnobs> log = LogKnobs::parse(environment);
+  ASSERT_TRUE(log.isOk()) << log.status().toString();
+  EXPECT_EQ(log->level, "WARN");
+}
+
+TEST(TypedKnobs, TheCommunicatorsKnobsReadAsTheyMean) {
+  Result<CommunicatorKnobs> knobs =
+      CommunicatorKnobs::parse(Config::fromVariables({{"NCCL_ALGO", "Tree"},
+                                                      {"COLLIE_HIER_HOSTS", "ring"},
+                                                      {"COLLIE_NCHANNELS", "3"},
+                                                      {"COLLIE_CHUNKSIZE", "64K"},
+                                                      {"COLLIE_TIMEOUT", "2s"}}));
+  ASSERT_TRUE(knobs.isOk()) << knobs.status().toString();
+  EXPECT_EQ(knobs->algorithm, Algorithm::kTree);
+  EXPECT_EQ(knobs->hostStage, HostStage::kRing);
+  EXPECT_EQ(knobs->nchannels, 3);
+  EXPECT_TRUE(knobs->channelsFixed);
+  EXPECT_EQ(knobs->chunkBytes, 64u << 10);
+  EXPECT_EQ(knobs->timeout.count(), 2'000'000);
+  Result<CommunicatorKnobs> defaults = CommunicatorKnobs::parse(Config{});
+  ASSERT_TRUE(defaults.isOk());
+  EXPECT_EQ(defaults->algorithm, Algorithm::kAuto);
+  EXPECT_EQ(defaults->nchannels, 2);
+  EXPECT_FALSE(defaults->channelsFixed);
+  EXPECT_EQ(defaults->chunkBytes, 0u);  // the tuner picks
+  Result<ShmKnobs> shm = ShmKnobs::parse(Config::fromVariables({{"NCCL_BUFFSIZE", "1M"}}));
+  ASSERT_TRUE(shm.isOk());
+  EXPECT_EQ(shm->fifoBytes, 1 << 20);
+  EXPECT_EQ(shm->spin.count(), 50);
+}
+
+// A component whose typed parse reads a name its table does not declare (as a typo in
+// the source would): communicator creation fails naming the name, whichever components
+// the communicator uses (this one is never created), instead of running with a 0.
+std::atomic<bool> gReadMisspeltKnob{false};
+
+TEST(TypedKnobs, AMisspeltKnobNameInAnyComponentFailsCommunicatorCreation) {
+  ASSERT_TRUE(KnobRegistry::instance()
+                  .add(KnobTable{"typo-test",
+                                 "a component of this test",
+                                 {knobs::integer("COLLIE_TYPO_TEST_LIMIT", "4", 0, 8, "a limit")},
+                                 [](const Config& config) {
+                                   KnobReader read(config);
+                                   read.integer(gReadMisspeltKnob ? "COLLIE_TYPO_TEST_LIMTI"
+                                                                  : "COLLIE_TYPO_TEST_LIMIT");
+                                   return read.status();
+                                 }})
+                  .isOk());
+  Options options;
+  options.store = makeInMemoryStore();
+  UniqueId id;
+  id.host = "127.0.0.1";
+  id.secret.fill(9);
+  gReadMisspeltKnob = true;
+  Result<std::unique_ptr<Communicator>> comm = Communicator::create(id, 0, 1, options);
+  gReadMisspeltKnob = false;
+  ASSERT_FALSE(comm.isOk());
+  EXPECT_NE(comm.status().message().find("COLLIE_TYPO_TEST_LIMTI"), std::string::npos)
+      << comm.status().toString();
+  EXPECT_NE(comm.status().message().find("typo-test"), std::string::npos)
+      << comm.status().toString();
+  comm = Communicator::create(id, 0, 1, options);
+  EXPECT_TRUE(comm.isOk()) << comm.status().toString();
 }
 
 }  // namespace

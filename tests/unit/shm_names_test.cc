@@ -8,9 +8,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/comm/comm_knobs.h"
 #include "core/net/job_secret.h"
 
 namespace collie::shm {
@@ -20,6 +23,14 @@ JobSecret secretOf(uint8_t fill) {
   JobSecret secret;
   secret.fill(fill);
   return secret;
+}
+
+// The launcher scope a communicator's transports get when the process environment holds
+// `variables` (core/comm/comm_knobs.h).
+std::optional<LauncherScope> launcherOf(const std::map<std::string, std::string>& variables) {
+  Result<LaunchKnobs> launch = LaunchKnobs::parse(Config::fromVariables(variables));
+  EXPECT_TRUE(launch.isOk()) << launch.status().toString();
+  return launch.isOk() ? launch->launcherScope() : std::nullopt;
 }
 
 bool exists(const std::string& name) { return access(("/dev/shm" + name).c_str(), F_OK) == 0; }
@@ -67,12 +78,13 @@ TEST(ShmNamesTest, MalformedPeerNamesAreRejected) {
 }
 
 TEST(ShmNamesTest, TheJobTagIsTheLaunchersWhenCollieRunStartedUs) {
-  EXPECT_EQ(jobScopeTag(secretOf(1), Config::fromVariables({})), publicJobTag(secretOf(1)));
+  EXPECT_EQ(jobScopeTag(secretOf(1), launcherOf({})), publicJobTag(secretOf(1)));
   Result<UniqueId> launched = UniqueId::generate("127.0.0.1", 1234);
   ASSERT_TRUE(launched.isOk());
   // As `collie run` starts a rank: COLLIE_UNIQUE_ID in its environment. A split or shrink
   // child has another secret but keeps the launcher's tag.
-  const Config underCollieRun = Config::fromVariables({{"COLLIE_UNIQUE_ID", launched->toString()}});
+  const std::optional<LauncherScope> underCollieRun =
+      launcherOf({{"COLLIE_UNIQUE_ID", launched->toString()}});
   EXPECT_EQ(jobScopeTag(secretOf(1), underCollieRun), publicJobTag(launched->secret));
 }
 
@@ -83,7 +95,7 @@ TEST(ShmNamesTest, EachLaunchersRanksNameWithTheirNodesTagAndItRemovesOnlyThose)
   Result<UniqueId> launched = UniqueId::generate("127.0.0.1", 1234);
   ASSERT_TRUE(launched.isOk());
   auto rankOf = [&](int node) {
-    return Config::fromVariables(
+    return launcherOf(
         {{"COLLIE_UNIQUE_ID", launched->toString()}, {"COLLIE_NODE_RANK", std::to_string(node)}});
   };
   const std::string node0 = jobScopeTag(secretOf(1), rankOf(0));

@@ -5,18 +5,27 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
+#include <map>
+#include <string>
+
 namespace collie {
 namespace {
 
 using namespace std::chrono_literals;
 
+WaitKnobs waitKnobsOf(const std::map<std::string, std::string>& variables) {
+  Result<WaitKnobs> knobs = WaitKnobs::parse(Config::fromVariables(variables));
+  EXPECT_TRUE(knobs.isOk()) << knobs.status().toString();
+  return knobs.isOk() ? *knobs : WaitKnobs{};
+}
+
 TEST(WaitPolicy, CountsTheAffinityMaskUnlessCollieCpusSaysOtherwise) {
   cpu_set_t set;
   CPU_ZERO(&set);
   ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
-  EXPECT_EQ(cpusAvailable(Config::fromVariables({})), CPU_COUNT(&set));
-  EXPECT_EQ(cpusAvailable(Config::fromVariables({{"COLLIE_CPUS", "0"}})), CPU_COUNT(&set));
-  EXPECT_EQ(cpusAvailable(Config::fromVariables({{"COLLIE_CPUS", "3"}})), 3);
+  EXPECT_EQ(cpusAvailable(waitKnobsOf({})), CPU_COUNT(&set));
+  EXPECT_EQ(cpusAvailable(waitKnobsOf({{"COLLIE_CPUS", "0"}})), CPU_COUNT(&set));
+  EXPECT_EQ(cpusAvailable(waitKnobsOf({{"COLLIE_CPUS", "3"}})), 3);
 }
 
 TEST(WaitPolicy, ACorePerRankKeepsTheConfiguredPoll) {

@@ -1,5 +1,10 @@
 // The ibverbs transport's knobs, registered with the transport
 // (transports/ibverbs/CMakeLists.txt).
+#include "transports/ibverbs/ib_knobs.h"
+
+#include <algorithm>
+
+#include "core/config/knob_reader.h"
 #include "core/config/knob_registry.h"
 
 namespace collie {
@@ -18,7 +23,24 @@ void registerIbverbsKnobs(KnobRegistry& registry) {
                "NCCL_IB_GID_INDEX", KnobKind::kAutoOrInteger, 0, 255},
           knobs::integer("COLLIE_IB_MR_CACHE", "256", 1, 1 << 20,
                          "idle memory registrations the ibverbs transport keeps"),
-      }});
+      },
+      [](const Config& config) { return IbKnobs::parse(config).status(); }});
+}
+
+Result<IbKnobs> IbKnobs::parse(const Config& config) {
+  KnobReader read(config);
+  IbKnobs knobs;
+  knobs.ports = read.text("COLLIE_IB_HCA");
+  const std::string gid = read.text("COLLIE_IB_GID_INDEX");
+  if (gid != "auto") {
+    Result<int64_t> index = parseSize(gid);
+    if (!index.isOk() || *index < 0 || *index > 255) {
+      return invalidArgument("COLLIE_IB_GID_INDEX='" + gid + "' is not auto or 0..255");
+    }
+    knobs.gidIndex = static_cast<int>(*index);
+  }
+  knobs.mrCacheSize = static_cast<size_t>(std::max<int64_t>(1, read.integer("COLLIE_IB_MR_CACHE")));
+  return read.finish(knobs);
 }
 
 }  // namespace collie

@@ -23,6 +23,7 @@
 #include "core/net/handshake.h"
 #include "core/transport/transport.h"
 #include "transports/ibverbs/ib_connection.h"
+#include "transports/ibverbs/ib_knobs.h"
 
 namespace collie {
 namespace ib {
@@ -71,10 +72,7 @@ class IbTransport final : public Transport {
 
 Result<std::vector<std::unique_ptr<Connection>>> IbTransport::connect(
     const std::vector<int>& peers) {
-  auto timeout =
-      ctx_.timeout.count() > 0
-          ? std::chrono::duration_cast<Clock::duration>(ctx_.timeout)
-          : std::chrono::duration_cast<Clock::duration>(ctx_.config.duration("COLLIE_TIMEOUT"));
+  const auto timeout = std::chrono::duration_cast<Clock::duration>(ctx_.timeout);
   const Deadline until = Clock::now() + timeout;
   const std::string prefix = ctx_.jobKey + "/ib/";
   std::vector<std::unique_ptr<IbConnection>> conns;
@@ -137,24 +135,15 @@ Result<std::vector<std::unique_ptr<Connection>>> IbTransport::connect(
 Result<std::unique_ptr<Transport>> createIbTransport(const TransportContext& ctx) {
   if (ctx.store == nullptr) return invalidArgument("ibverbs transport needs a store");
   auto shared = std::make_shared<IbShared>();
-  std::string gidText = ctx.config.text("COLLIE_IB_GID_INDEX");
-  int gidIndex = -1;
-  if (gidText != "auto") {
-    Result<int64_t> parsed = parseSize(gidText);
-    if (!parsed.isOk() || *parsed > 255) {
-      return invalidArgument("COLLIE_IB_GID_INDEX='" + gidText + "' is not auto or 0..255");
-    }
-    gidIndex = static_cast<int>(*parsed);
-  }
-  Result<std::unique_ptr<IbPort>> port = openIbPort(ctx.config.text("COLLIE_IB_HCA"), gidIndex);
+  Result<IbKnobs> knobs = IbKnobs::parse(ctx.config);
+  if (!knobs.isOk()) return knobs.status().withContext("ibverbs transport");
+  Result<std::unique_ptr<IbPort>> port = openIbPort(knobs->ports, knobs->gidIndex);
   if (!port.isOk()) return port.status();
   shared->port = std::move(*port);
   shared->channel = ibv_create_comp_channel(shared->port->context);
   if (shared->channel == nullptr) return systemError("ibverbs: ibv_create_comp_channel", errno);
   fcntl(shared->channel->fd, F_SETFL, fcntl(shared->channel->fd, F_GETFL) | O_NONBLOCK);
-  shared->mrs = std::make_unique<MrCache>(
-      shared->port->pd,
-      static_cast<size_t>(std::max<int64_t>(1, ctx.config.integer("COLLIE_IB_MR_CACHE"))));
+  shared->mrs = std::make_unique<MrCache>(shared->port->pd, knobs->mrCacheSize);
   return std::unique_ptr<Transport>(new IbTransport(ctx, std::move(shared)));
 }
 

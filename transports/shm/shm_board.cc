@@ -11,7 +11,6 @@
 #include <atomic>
 #include <cstring>
 
-#include "core/config/config.h"
 #include "core/kernel/reduce_backend.h"
 #include "core/log/log.h"
 #include "core/memory/shared_region.h"
@@ -62,8 +61,8 @@ uint64_t boardTwoShotCount() { return gTwoShots.load(std::memory_order_relaxed);
 uint64_t boardSharedCpuWaitCount() { return gSharedCpuWaits.load(std::memory_order_relaxed); }
 uint64_t boardDirectFirstCount() { return gDirectFirst.load(std::memory_order_relaxed); }
 
-uint64_t boardTwoShotMin(const Config& config, bool ranksOutnumberCores) {
-  const int64_t configured = config.integer("COLLIE_SHM_TWOSHOT_MIN");
+uint64_t boardTwoShotMin(const ShmKnobs& knobs, bool ranksOutnumberCores) {
+  const int64_t configured = knobs.twoShotMinBytes;
   if (configured <= 0) return UINT64_MAX;
   // Measured (docs/decisions/two-shot-board.md): with a core per rank two shots win
   // from 4 KiB on 2 ranks; 4 ranks on 2 cores pay a context switch for the meeting and
@@ -72,36 +71,32 @@ uint64_t boardTwoShotMin(const Config& config, bool ranksOutnumberCores) {
                              : static_cast<uint64_t>(configured);
 }
 
-TeamOffer boardTeamOffer(const Config& config, int nranks, bool ranksOutnumberCores) {
+TeamOffer boardTeamOffer(const ShmKnobs& knobs, int nranks, bool ranksOutnumberCores) {
   TeamOffer offer;
-  const int64_t slot = config.integer("COLLIE_SHM_ONESHOT_MAX");
+  const int64_t slot = knobs.oneShotMaxBytes;
   if (nranks < 2 || slot <= 0) return offer;
   offer.boardBytes = static_cast<size_t>(std::clamp<int64_t>(slot, 0, 16 << 20));
-  offer.cmaMaxBytes =
-      static_cast<size_t>(std::max<int64_t>(0, config.integer("COLLIE_SHM_CMA_MAX")));
+  offer.cmaMaxBytes = static_cast<size_t>(std::max<int64_t>(0, knobs.cmaMaxBytes));
   // Measured on 2 ranks with a core each (docs/decisions/two-shot-board.md): the board
   // in two shots beats cross-memory attach at every size it carries (2 MiB), as it
   // does with more ranks than cores.
   offer.cmaCrossoverBytes =
-      ranksOutnumberCores
-          ? SIZE_MAX
-          : static_cast<size_t>(std::max<int64_t>(0, config.integer("COLLIE_SHM_CMA_MIN")));
+      ranksOutnumberCores ? SIZE_MAX : static_cast<size_t>(std::max<int64_t>(0, knobs.cmaMinBytes));
   // Registered buffers need no copy through the slots: direct beat the board from 2-4 KiB
   // on 2 ranks, and from 16-32 KiB on 4 ranks sharing 2 cores, where every meeting may
   // wait for a descheduled rank (docs/decisions/direct-before-board.md).
-  const auto directMin =
-      static_cast<size_t>(std::max<int64_t>(0, config.integer("COLLIE_SHM_DIRECT_MIN")));
+  const auto directMin = static_cast<size_t>(std::max<int64_t>(0, knobs.directMinBytes));
   offer.directCrossoverBytes =
       ranksOutnumberCores ? std::max(directMin, kOversubscribedDirectMin) : directMin;
   offer.boardTwoShotBytes = static_cast<size_t>(
-      std::min<uint64_t>(boardTwoShotMin(config, ranksOutnumberCores), SIZE_MAX));
+      std::min<uint64_t>(boardTwoShotMin(knobs, ranksOutnumberCores), SIZE_MAX));
   offer.algorithms = teamBit(Algorithm::kBoard) | teamBit(Algorithm::kDirect);
   if (offer.cmaMaxBytes > 0) offer.algorithms |= teamBit(Algorithm::kCma);
   return offer;
 }
 
-Board::Board(const TransportContext& ctx, std::shared_ptr<ShmShared> shared, size_t slotBytes,
-             const WaitPolicy& wait)
+Board::Board(const TransportContext& ctx, const ShmKnobs& knobs, std::shared_ptr<ShmShared> shared,
+             size_t slotBytes, const WaitPolicy& wait)
     : ctx_(ctx),
       shared_(std::move(shared)),
       slotBytes_(slotBytes),
@@ -109,9 +104,8 @@ Board::Board(const TransportContext& ctx, std::shared_ptr<ShmShared> shared, siz
       wait_(wait),
       pidNamespace_(currentPidNamespace()),
       scratch_(static_cast<uint8_t*>(std::aligned_alloc(64, kDirectTileBytes))),
-      hugePages_(
-          static_cast<size_t>(std::max<int64_t>(0, ctx.config.integer("COLLIE_SHM_THP_MIN"))),
-          kHugePageBudgetBytes),
+      hugePages_(static_cast<size_t>(std::max<int64_t>(0, knobs.hugePageMinBytes)),
+                 kHugePageBudgetBytes),
       headerCopies_(ctx.nranks),
       directInputs_(ctx.nranks),
       directOutputs_(ctx.nranks),
@@ -124,15 +118,15 @@ Board::~Board() {
   if (!name_.empty()) shm_unlink(name_.c_str());
 }
 
-Result<std::unique_ptr<Board>> Board::connect(const TransportContext& ctx,
+Result<std::unique_ptr<Board>> Board::connect(const TransportContext& ctx, const ShmKnobs& knobs,
                                               std::shared_ptr<ShmShared> shared,
                                               const WaitPolicy& wait) {
-  const TeamOffer mine = boardTeamOffer(ctx.config, ctx.nranks, wait.oversubscribed);
+  const TeamOffer mine = boardTeamOffer(knobs, ctx.nranks, wait.oversubscribed);
   const size_t slotBytes = mine.boardBytes;
-  std::unique_ptr<Board> board(new Board(ctx, std::move(shared), slotBytes, wait));
+  std::unique_ptr<Board> board(new Board(ctx, knobs, std::move(shared), slotBytes, wait));
   const size_t bytes = boardBytes(slotBytes);
 
-  Result<std::string> name = newShmName(jobScopeTag(ctx.secret, ctx.config), kBoardKind);
+  Result<std::string> name = newShmName(jobScopeTag(ctx.secret, ctx.launcher), kBoardKind);
   if (!name.isOk()) return name.status();
   // From here on the destructor unlinks the name on every failure path, at once.
   board->name_ = std::move(*name);
@@ -159,7 +153,7 @@ Result<std::unique_ptr<Board>> Board::connect(const TransportContext& ctx,
   header->crossMemoryCrossover = mine.cmaCrossoverBytes;
   header->crossMemoryMax = teamHas(mine.algorithms, Algorithm::kCma) ? mine.cmaMaxBytes : 0;
   header->directCrossover = mine.directCrossoverBytes;
-  header->twoShotMin = boardTwoShotMin(ctx.config, wait.oversubscribed);  // as in `mine`
+  header->twoShotMin = boardTwoShotMin(knobs, wait.oversubscribed);  // as in `mine`
   uint64_t crossover = header->crossMemoryCrossover;
   uint64_t twoShotMin = header->twoShotMin;
   uint64_t crossMemoryMax = header->crossMemoryMax;

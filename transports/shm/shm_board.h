@@ -73,11 +73,12 @@
 #include "transports/shm/shm_connection.h"
 #include "transports/shm/shm_direct.h"
 #include "transports/shm/shm_huge_pages.h"
+#include "transports/shm/shm_knobs.h"
 #include "transports/shm/shm_verdict.h"
 
 namespace collie::shm {
 
-// The team offer this process's configuration gives a board of `nranks` ranks, before
+// The team offer these knobs give a board of `nranks` ranks, before
 // the ranks agree (connect() takes the largest crossover and the smallest cma maximum
 // any rank published): the board up to COLLIE_SHM_ONESHOT_MAX bytes per rank, direct,
 // and cma unless COLLIE_SHM_CMA_MAX is 0, crossing the board at COLLIE_SHM_CMA_MIN
@@ -86,14 +87,14 @@ namespace collie::shm {
 // least kOversubscribedDirectMin where `ranksOutnumberCores`). Empty when
 // COLLIE_SHM_ONESHOT_MAX is 0.
 inline constexpr size_t kOversubscribedDirectMin = 16 * 1024;
-TeamOffer boardTeamOffer(const Config& config, int nranks, bool ranksOutnumberCores);
+TeamOffer boardTeamOffer(const ShmKnobs& knobs, int nranks, bool ranksOutnumberCores);
 
-// The smallest board all-reduce this process's configuration runs in two shots
+// The smallest board all-reduce these knobs run in two shots
 // (COLLIE_SHM_TWOSHOT_MIN, at least kOversubscribedTwoShotMin where
 // `ranksOutnumberCores`; UINT64_MAX when it is 0). connect() takes the largest any rank
 // published.
 inline constexpr uint64_t kOversubscribedTwoShotMin = 64 * 1024;
-uint64_t boardTwoShotMin(const Config& config, bool ranksOutnumberCores);
+uint64_t boardTwoShotMin(const ShmKnobs& knobs, bool ranksOutnumberCores);
 
 // How many board all-reduces this process ran in two shots (tests: shows the path ran).
 uint64_t boardTwoShotCount();
@@ -108,7 +109,7 @@ class Board final : public TeamCollectives {
  public:
   // Creates this rank's board, publishes it, maps every peer's and unlinks the names
   // once all ranks mapped them. `shared` provides peer liveness and doorbells.
-  static Result<std::unique_ptr<Board>> connect(const TransportContext& ctx,
+  static Result<std::unique_ptr<Board>> connect(const TransportContext& ctx, const ShmKnobs& knobs,
                                                 std::shared_ptr<ShmShared> shared,
                                                 const WaitPolicy& wait);
   ~Board() override;
@@ -142,8 +143,8 @@ class Board final : public TeamCollectives {
     std::chrono::microseconds timeout;
     const std::atomic<bool>& cancelled;
   };
-  Board(const TransportContext& ctx, std::shared_ptr<ShmShared> shared, size_t slotBytes,
-        const WaitPolicy& wait);
+  Board(const TransportContext& ctx, const ShmKnobs& knobs, std::shared_ptr<ShmShared> shared,
+        size_t slotBytes, const WaitPolicy& wait);
 
   // The board itself (the collective fits the slots; `bytes`: its count's bytes).
   // `offersDirect`: an all-reduce whose step offers direct (it publishes whether its

@@ -1,4 +1,7 @@
 // The shm transport's knobs, registered with the transport (transports/shm/CMakeLists.txt).
+#include "transports/shm/shm_knobs.h"
+
+#include "core/config/knob_reader.h"
 #include "core/config/knob_registry.h"
 
 namespace collie {
@@ -48,7 +51,22 @@ void registerShmKnobs(KnobRegistry& registry) {
               "COLLIE_SHM_SPIN", "50us", 0, kKnobSecond,
               "how long shm waits spin before blocking on a futex (yielding from the start where "
               "a host's ranks outnumber its CPUs)"),
-      }});
+      },
+      [](const Config& config) { return ShmKnobs::parse(config).status(); }});
+}
+
+Result<ShmKnobs> ShmKnobs::parse(const Config& config) {
+  KnobReader read(config);
+  ShmKnobs knobs;
+  knobs.fifoBytes = read.integer("COLLIE_BUFFSIZE");
+  knobs.oneShotMaxBytes = read.integer("COLLIE_SHM_ONESHOT_MAX");
+  knobs.cmaMaxBytes = read.integer("COLLIE_SHM_CMA_MAX");
+  knobs.cmaMinBytes = read.integer("COLLIE_SHM_CMA_MIN");
+  knobs.directMinBytes = read.integer("COLLIE_SHM_DIRECT_MIN");
+  knobs.twoShotMinBytes = read.integer("COLLIE_SHM_TWOSHOT_MIN");
+  knobs.hugePageMinBytes = read.integer("COLLIE_SHM_THP_MIN");
+  knobs.spin = read.duration("COLLIE_SHM_SPIN");
+  return read.finish(knobs);
 }
 
 }  // namespace collie

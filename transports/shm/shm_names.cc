@@ -8,7 +8,6 @@
 
 #include <cerrno>
 
-#include "core/config/config.h"
 #include "core/net/job_secret.h"
 #include "transports/shm/shm_segment.h"
 
@@ -28,13 +27,8 @@ bool isTag(std::string_view tag) {
 
 }  // namespace
 
-std::string jobScopeTag(const JobSecret& secret, const Config& config) {
-  const std::string launched = config.text("COLLIE_UNIQUE_ID");
-  if (!launched.empty()) {
-    Result<UniqueId> id = UniqueId::parse(launched);
-    if (id.isOk())
-      return launcherShmTag(id->secret, static_cast<int>(config.integer("COLLIE_NODE_RANK")));
-  }
+std::string jobScopeTag(const JobSecret& secret, const std::optional<LauncherScope>& launcher) {
+  if (launcher) return launcherShmTag(launcher->secret, launcher->nodeRank);
   return publicJobTag(secret);
 }
 

@@ -15,13 +15,14 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "collie/status.h"
 #include "collie/unique_id.h"
-#include "core/config/config.h"
+#include "core/transport/transport.h"
 
 namespace collie::shm {
 
@@ -33,11 +34,11 @@ inline constexpr std::string_view kShmNamePrefix = "/collie-";
 inline constexpr std::string_view kBoardKind = "board-";
 
 // The tag this process's names carry: the tag of the `collie run` launcher that started
-// it (launcherShmTag of the secret of `config`'s COLLIE_UNIQUE_ID and its
-// COLLIE_NODE_RANK, process-wide knobs, which is what that launcher removes), so that
-// children of split() and shrink() carry it too; else the public tag of `secret` (the
-// communicator's own: under other launchers nobody removes leftovers).
-std::string jobScopeTag(const JobSecret& secret, const Config& config);
+// it (launcherShmTag of `launcher`'s secret and node rank, TransportContext::launcher,
+// which is what that launcher removes), so that children of split() and shrink() carry
+// it too; else the public tag of `secret` (the communicator's own: under other launchers
+// nobody removes leftovers).
+std::string jobScopeTag(const JobSecret& secret, const std::optional<LauncherScope>& launcher);
 
 // The tag of the names made by the ranks of one `collie run` launcher: node 0's is the
 // job's public tag, node R's that of a secret derived for node R. Hosts that share one

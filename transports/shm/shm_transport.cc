@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <thread>
 
-#include "core/config/config.h"
 #include "core/log/log.h"
 #include "core/transport/wait_policy.h"
 #include "transports/shm/shm_board.h"
 #include "transports/shm/shm_connection.h"
+#include "transports/shm/shm_knobs.h"
 #include "transports/shm/shm_names.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -42,8 +42,8 @@ uint64_t floorPowerOfTwo(uint64_t v) {
   return p;
 }
 
-uint64_t chooseFifoBytes(const Config& config, size_t fifos) {
-  int64_t configured = config.integer("COLLIE_BUFFSIZE");
+uint64_t chooseFifoBytes(const ShmKnobs& knobs, size_t fifos) {
+  const int64_t configured = knobs.fifoBytes;
   uint64_t bytes = floorPowerOfTwo(std::clamp<uint64_t>(
       static_cast<uint64_t>(std::max<int64_t>(configured, 0)), kMinFifoBytes, uint64_t{1} << 30));
   if (fifos > 0 && bytes * fifos > kMaxSegmentFifoBytes) {
@@ -69,7 +69,8 @@ int openPidfd(int pid) {
 
 class ShmTransport final : public Transport {
  public:
-  explicit ShmTransport(const TransportContext& ctx) : ctx_(ctx) {}
+  ShmTransport(const TransportContext& ctx, const ShmKnobs& knobs, const WaitKnobs& waitKnobs)
+      : ctx_(ctx), knobs_(knobs), waitKnobs_(waitKnobs) {}
 
   const char* name() const override { return "shm"; }
 
@@ -96,6 +97,8 @@ class ShmTransport final : public Transport {
   bool anyReady() const;
 
   TransportContext ctx_;
+  const ShmKnobs knobs_;
+  const WaitKnobs waitKnobs_;
   bool connected_ = false;
   std::shared_ptr<ShmShared> shared_;
   WaitPolicy wait_;                    // COLLIE_SHM_SPIN, adapted to ranks outnumbering CPUs
@@ -185,19 +188,16 @@ Result<std::vector<std::unique_ptr<Connection>>> ShmTransport::connect(
   if (ctx_.nchannels < 1 || !ctx_.store) {
     return invalidArgument("shm: the transport context needs a store and nchannels >= 1");
   }
-  auto timeout =
-      ctx_.timeout.count() > 0
-          ? std::chrono::duration_cast<Clock::duration>(ctx_.timeout)
-          : std::chrono::duration_cast<Clock::duration>(ctx_.config.duration("COLLIE_TIMEOUT"));
+  const auto timeout = std::chrono::duration_cast<Clock::duration>(ctx_.timeout);
   const Deadline deadline = Clock::now() + timeout;
   std::vector<std::unique_ptr<Connection>> connections;
   shared_ = std::make_shared<ShmShared>(ctx_.rank);
   if (peers.empty()) return connections;
 
-  const uint64_t fifoBytes = chooseFifoBytes(ctx_.config, peers.size() * ctx_.nchannels);
+  const uint64_t fifoBytes = chooseFifoBytes(knobs_, peers.size() * ctx_.nchannels);
   Result<std::unique_ptr<Segment>> mine =
       Segment::create({ctx_.rank, ctx_.nranks, ctx_.nchannels, fifoBytes}, peers,
-                      shm::jobScopeTag(ctx_.secret, ctx_.config));
+                      shm::jobScopeTag(ctx_.secret, ctx_.launcher));
   if (!mine.isOk()) return mine.status();
   shared_->mine = std::move(*mine);
   const Status attached = publishAndAttach(peers, deadline);
@@ -222,12 +222,10 @@ Result<std::vector<std::unique_ptr<Connection>>> ShmTransport::connect(
   // Ranks outnumbering the CPUs (core/transport/wait_policy.h): waits yield from the start,
   // and the board's crossover moves, which every rank's board then agrees on (the
   // largest wins).
-  wait_ = waitPolicyFor(ctx_.config.duration("COLLIE_SHM_SPIN"), static_cast<int>(peers.size()) + 1,
-                        cpusAvailable(ctx_.config));
+  wait_ = waitPolicyFor(knobs_.spin, static_cast<int>(peers.size()) + 1, cpusAvailable(waitKnobs_));
   const bool oversubscribed = wait_.oversubscribed;
-  if (static_cast<int>(peers.size()) == ctx_.nranks - 1 &&
-      ctx_.config.integer("COLLIE_SHM_ONESHOT_MAX") > 0) {
-    Result<std::unique_ptr<shm::Board>> board = shm::Board::connect(ctx_, shared_, wait_);
+  if (static_cast<int>(peers.size()) == ctx_.nranks - 1 && knobs_.oneShotMaxBytes > 0) {
+    Result<std::unique_ptr<shm::Board>> board = shm::Board::connect(ctx_, knobs_, shared_, wait_);
     if (!board.isOk()) return board.status();
     board_ = std::move(*board);
   }
@@ -283,8 +281,13 @@ Result<std::unique_ptr<Transport>> createShm(const TransportContext& ctx) {
   return createShmTransport(ctx);
 }
 
+// For `collie info --tuning` and `collie sim`: knobs a table does not declare (a bug the
+// unit tests catch) offer nothing.
 TeamOffer shmTeamOffer(const Config& config, int nranks) {
-  return shm::boardTeamOffer(config, nranks, nranks > cpusAvailable(config));
+  Result<ShmKnobs> knobs = ShmKnobs::parse(config);
+  Result<WaitKnobs> waitKnobs = WaitKnobs::parse(config);
+  if (!knobs.isOk() || !waitKnobs.isOk()) return TeamOffer{};
+  return shm::boardTeamOffer(*knobs, nranks, nranks > cpusAvailable(*waitKnobs));
 }
 
 }  // namespace
@@ -293,7 +296,11 @@ Result<std::unique_ptr<Transport>> createShmTransport(const TransportContext& ct
   if (ctx.rank < 0 || ctx.rank >= ctx.nranks || ctx.jobKey.empty()) {
     return invalidArgument("shm: transport context needs 0 <= rank < nranks and a job key");
   }
-  return std::unique_ptr<Transport>(new ShmTransport(ctx));
+  Result<ShmKnobs> knobs = ShmKnobs::parse(ctx.config);
+  if (!knobs.isOk()) return knobs.status().withContext("shm transport");
+  Result<WaitKnobs> waitKnobs = WaitKnobs::parse(ctx.config);
+  if (!waitKnobs.isOk()) return waitKnobs.status().withContext("shm transport");
+  return std::unique_ptr<Transport>(new ShmTransport(ctx, *knobs, *waitKnobs));
 }
 
 void registerShmTransport(TransportRegistry& registry) {

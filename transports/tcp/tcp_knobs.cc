@@ -1,5 +1,8 @@
 // The tcp transport's knobs, registered with the transport (transports/tcp/CMakeLists.txt).
 // Its interfaces and congestion control are the net table's (core/net/net_knobs.cc).
+#include "transports/tcp/tcp_knobs.h"
+
+#include "core/config/knob_reader.h"
 #include "core/config/knob_registry.h"
 
 namespace collie {
@@ -15,7 +18,16 @@ void registerTcpKnobs(KnobRegistry& registry) {
                                                "NCCL_NSOCKS_PERTHREAD")),
           knobs::integer("COLLIE_SOCKET_BUFSIZE", "4M", 0, kKnobGiB,
                          "SO_SNDBUF/SO_RCVBUF of tcp data sockets (0: the system's)"),
-      }});
+      },
+      [](const Config& config) { return TcpKnobs::parse(config).status(); }});
+}
+
+Result<TcpKnobs> TcpKnobs::parse(const Config& config) {
+  KnobReader read(config);
+  TcpKnobs knobs;
+  knobs.socketsPerPeer = static_cast<int>(read.integer("COLLIE_NSOCKS_PERPEER"));
+  knobs.socketBufferBytes = read.integer("COLLIE_SOCKET_BUFSIZE");
+  return read.finish(knobs);
 }
 
 }  // namespace collie

@@ -23,9 +23,11 @@
 #include "core/log/log.h"
 #include "core/net/fd_limit.h"
 #include "core/net/handshake.h"
+#include "core/net/net_knobs.h"
 #include "core/net/socket.h"
 #include "core/transport/transport.h"
 #include "transports/tcp/tcp_connection.h"
+#include "transports/tcp/tcp_knobs.h"
 
 namespace collie {
 namespace tcp {
@@ -52,14 +54,15 @@ struct PendingConnect {
 
 class TcpTransport final : public Transport {
  public:
-  TcpTransport(const TransportContext& ctx, net::Socket listener, std::string address,
-               std::shared_ptr<EpollHandle> epoll)
-      : ctx_(ctx), listener_(std::move(listener)), address_(std::move(address)), epoll_(epoll) {
-    nsocks_ = static_cast<int>(
-        std::clamp<int64_t>(ctx.config.integer("COLLIE_NSOCKS_PERPEER"), 1, kMaxSockets));
-    bufBytes_ = ctx.config.integer("COLLIE_SOCKET_BUFSIZE");
-    congestion_ = ctx.config.text("COLLIE_TCP_CONGESTION");
-  }
+  TcpTransport(const TransportContext& ctx, const TcpKnobs& knobs, const NetKnobs& net,
+               net::Socket listener, std::string address, std::shared_ptr<EpollHandle> epoll)
+      : ctx_(ctx),
+        listener_(std::move(listener)),
+        address_(std::move(address)),
+        epoll_(epoll),
+        nsocks_(std::clamp(knobs.socketsPerPeer, 1, kMaxSockets)),
+        bufBytes_(knobs.socketBufferBytes),
+        congestion_(net.tcpCongestion) {}
 
   const char* name() const override { return "tcp"; }
   TransportCaps caps() const override {
@@ -79,10 +82,7 @@ class TcpTransport final : public Transport {
 
  private:
   Deadline deadline() const {
-    auto timeout =
-        ctx_.timeout.count() > 0
-            ? std::chrono::duration_cast<Clock::duration>(ctx_.timeout)
-            : std::chrono::duration_cast<Clock::duration>(ctx_.config.duration("COLLIE_TIMEOUT"));
+    const auto timeout = std::chrono::duration_cast<Clock::duration>(ctx_.timeout);
     return Clock::now() + timeout;
   }
   size_t slot(size_t peerIndex, uint32_t channel, uint32_t index) const {
@@ -374,10 +374,13 @@ Status TcpTransport::checkHello(PendingAccept& p, const std::vector<int>& peers,
 
 Result<std::unique_ptr<Transport>> createTcpTransport(const TransportContext& ctx) {
   if (ctx.store == nullptr) return invalidArgument("tcp transport needs a store");
-  std::string spec = ctx.config.text("COLLIE_SOCKET_IFNAME");
-  Result<net::InterfaceAddress> ifc = net::selectInterface(spec);
+  Result<TcpKnobs> knobs = TcpKnobs::parse(ctx.config);
+  if (!knobs.isOk()) return knobs.status().withContext("tcp transport");
+  Result<NetKnobs> netKnobs = NetKnobs::parse(ctx.config);
+  if (!netKnobs.isOk()) return netKnobs.status().withContext("tcp transport");
+  Result<net::InterfaceAddress> ifc = net::selectInterface(netKnobs->socketInterfaces);
   if (!ifc.isOk()) return ifc.status().withContext("tcp transport");
-  int64_t bufBytes = ctx.config.integer("COLLIE_SOCKET_BUFSIZE");
+  const int64_t bufBytes = knobs->socketBufferBytes;
   Result<net::Socket> listener =
       net::listen(ifc->address, 0, [bufBytes](int fd) { net::tuneDataSocket(fd, bufBytes, ""); });
   if (!listener.isOk()) return listener.status().withContext("tcp transport");
@@ -393,7 +396,7 @@ Result<std::unique_ptr<Transport>> createTcpTransport(const TransportContext& ct
   COLLIE_LOG(INFO, NET) << "tcp: rank " << ctx.rank << " listens on " << address << " ("
                         << ifc->name << ")";
   return std::unique_ptr<Transport>(
-      new TcpTransport(ctx, std::move(*listener), address, std::move(epoll)));
+      new TcpTransport(ctx, *knobs, *netKnobs, std::move(*listener), address, std::move(epoll)));
 }
 
 }  // namespace

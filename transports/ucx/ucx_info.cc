@@ -19,7 +19,9 @@ std::string describeUcx() {
   for (const UctResource& resource : resources) {
     out += " " + resource.transport + "/" + resource.device;
   }
-  out += rdmaWireIn(resources, tlsList(UcxSelection::of(Config::fromEnvironment())))
+  Result<UcxSelection> selection = UcxSelection::parse(Config::fromEnvironment());
+  if (!selection.isOk()) return out + "; " + selection.status().message();
+  out += rdmaWireIn(resources, tlsList(*selection))
              ? "; RDMA wire: yes (ucx serves peers on other hosts)"
              : "; RDMA wire: none (peers on other hosts use tcp unless COLLIE_TRANSPORT=ucx)";
   return out;

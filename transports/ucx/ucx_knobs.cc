@@ -1,7 +1,9 @@
 // The ucx transport's knobs, registered with the transport (transports/ucx/CMakeLists.txt):
 // which UCX transports and devices one communicator's UCX context may use, set on that
 // context (ucp_config_modify) instead of the process-wide UCX_* variables.
+#include "core/config/knob_reader.h"
 #include "core/config/knob_registry.h"
+#include "transports/ucx/ucx_wires.h"
 
 namespace collie {
 
@@ -16,7 +18,19 @@ void registerUcxKnobs(KnobRegistry& registry) {
           knobs::text("COLLIE_UCX_NET_DEVICES", "",
                       "network devices of this communicator's UCX context, as UCX_NET_DEVICES "
                       "(lo; eth0; mlx5_0:1); empty: the environment's UCX_NET_DEVICES, else all"),
-      }});
+      },
+      [](const Config& config) { return ucx::UcxSelection::parse(config).status(); }});
 }
 
+namespace ucx {
+
+Result<UcxSelection> UcxSelection::parse(const Config& config) {
+  KnobReader read(config);
+  UcxSelection selection;
+  selection.tls = read.text("COLLIE_UCX_TLS");
+  selection.netDevices = read.text("COLLIE_UCX_NET_DEVICES");
+  return read.finish(selection);
+}
+
+}  // namespace ucx
 }  // namespace collie

@@ -24,9 +24,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/config/config.h"
 #include "core/log/log.h"
 #include "core/net/handshake.h"
+#include "core/net/net_knobs.h"
 #include "core/net/process_sockets.h"
 #include "core/transport/transport.h"
 #include "transports/ucx/ucx_connection.h"
@@ -66,8 +66,9 @@ Message encodeProofMessage(const Sha256Digest& proof) {
 
 class UcxTransport final : public Transport {
  public:
-  UcxTransport(const TransportContext& ctx, bool rdma, bool rdmaWire)
-      : ctx_(ctx), rdma_(rdma), rdmaWire_(rdmaWire) {}
+  UcxTransport(const TransportContext& ctx, const UcxSelection& selection, const NetKnobs& net,
+               bool rdma, bool rdmaWire)
+      : ctx_(ctx), selection_(selection), net_(net), rdma_(rdma), rdmaWire_(rdmaWire) {}
 
   const char* name() const override { return "ucx"; }
   TransportCaps caps() const override {
@@ -99,6 +100,8 @@ class UcxTransport final : public Transport {
   Deadline setupDeadline() const;
 
   TransportContext ctx_;
+  const UcxSelection selection_;
+  const NetKnobs net_;
   bool rdma_;      // unforced and this rank's UCX has an RDMA wire (published for the peers)
   bool rdmaWire_;  // this rank's UCX has an RDMA wire, forced or not
   std::shared_ptr<UcxWorker> worker_;
@@ -146,10 +149,7 @@ void UcxTransport::tuneOutgoingTcp(const std::vector<int>& peers, const std::str
 }
 
 Deadline UcxTransport::setupDeadline() const {
-  auto timeout =
-      ctx_.timeout.count() > 0
-          ? std::chrono::duration_cast<Clock::duration>(ctx_.timeout)
-          : std::chrono::duration_cast<Clock::duration>(ctx_.config.duration("COLLIE_TIMEOUT"));
+  const auto timeout = std::chrono::duration_cast<Clock::duration>(ctx_.timeout);
   return Clock::now() + timeout;
 }
 
@@ -167,10 +167,9 @@ Result<std::vector<std::unique_ptr<Connection>>> UcxTransport::connect(
   if (ctx_.nchannels > kMaxChannels) {
     return invalidArgument("ucx: at most " + std::to_string(kMaxChannels) + " channels");
   }
-  const std::string congestion = ctx_.config.text("COLLIE_TCP_CONGESTION");
   if (!worker_) {
     Result<std::shared_ptr<UcxWorker>> worker =
-        UcxWorker::create(ctx_.rank, ctx_.nranks, congestion, UcxSelection::of(ctx_.config));
+        UcxWorker::create(ctx_.rank, ctx_.nranks, net_.tcpCongestion, selection_);
     if (!worker.isOk()) return worker.status();
     worker_ = *worker;
     // Published before the address: a peer that read the address finds these too.
@@ -193,7 +192,9 @@ Result<std::vector<std::unique_ptr<Connection>>> UcxTransport::connect(
         worker_->connect(peer, address->data(), address->size(), std::min(ctx_.nchannels, 4)));
   }
   COLLIE_RETURN_IF_ERROR(handshake(peers, until));
-  if (net::setsCongestionControl(congestion)) tuneOutgoingTcp(peers, congestion, until);
+  if (net::setsCongestionControl(net_.tcpCongestion)) {
+    tuneOutgoingTcp(peers, net_.tcpCongestion, until);
+  }
 
   std::vector<std::unique_ptr<Connection>> out;
   for (int peer : peers) {
@@ -321,7 +322,11 @@ Status UcxTransport::handshake(const std::vector<int>& peers, Deadline until) {
 Result<std::unique_ptr<Transport>> createUcxTransport(const TransportContext& ctx) {
   if (ctx.store == nullptr) return invalidArgument("ucx transport needs a store");
   // Forced, every pair uses ucx whatever its wire; the flag matters only unforced.
-  const bool rdmaWire = rdmaWireUsable(UcxSelection::of(ctx.config));
+  Result<UcxSelection> selection = UcxSelection::parse(ctx.config);
+  if (!selection.isOk()) return selection.status().withContext("ucx transport");
+  Result<NetKnobs> net = NetKnobs::parse(ctx.config);
+  if (!net.isOk()) return net.status().withContext("ucx transport");
+  const bool rdmaWire = rdmaWireUsable(*selection);
   const bool rdma = !ctx.forced && rdmaWire;
   COLLIE_RETURN_IF_ERROR(
       ctx.store->set(rdmaKey(ctx.jobKey, ctx.rank), Bytes{static_cast<uint8_t>(rdma ? '1' : '0')}));
@@ -329,7 +334,7 @@ Result<std::unique_ptr<Transport>> createUcxTransport(const TransportContext& ct
     COLLIE_LOG(INFO, NET) << "ucx: no RDMA wire (rc, ud, dc) on this host; peers on other "
                              "hosts use tcp (COLLIE_TRANSPORT=ucx forces ucx)";
   }
-  return std::unique_ptr<Transport>(new UcxTransport(ctx, rdma, rdmaWire));
+  return std::unique_ptr<Transport>(new UcxTransport(ctx, *selection, *net, rdma, rdmaWire));
 }
 
 }  // namespace

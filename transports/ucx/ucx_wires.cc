@@ -30,10 +30,6 @@ bool tlsAllows(const std::vector<std::string>& tls, const char* family) {
 
 }  // namespace
 
-UcxSelection UcxSelection::of(const Config& config) {
-  return UcxSelection{config.text("COLLIE_UCX_TLS"), config.text("COLLIE_UCX_NET_DEVICES")};
-}
-
 std::string UcxSelection::effectiveTls() const {
   if (!tls.empty()) return tls;
   const char* env = std::getenv("UCX_TLS");

@@ -16,12 +16,14 @@
 namespace collie::ucx {
 
 // What one communicator asks of its UCX context: its COLLIE_UCX_TLS and
-// COLLIE_UCX_NET_DEVICES (ucx_knobs.cc). Empty fields leave the environment's UCX_TLS
-// and UCX_NET_DEVICES (which UCX reads itself), or UCX's defaults.
+// COLLIE_UCX_NET_DEVICES (the ucx table's knobs, ucx_knobs.cc). Empty fields leave the
+// environment's UCX_TLS and UCX_NET_DEVICES (which UCX reads itself), or UCX's defaults.
 struct UcxSelection {
   std::string tls;
   std::string netDevices;
-  static UcxSelection of(const Config& config);
+  // The knobs' typed parse (ucx_knobs.cc): fails naming a knob it reads that no table
+  // declares (a bug), or a value the snapshot refused.
+  static Result<UcxSelection> parse(const Config& config);
   // The UCX_TLS in effect: `tls`, else the environment's UCX_TLS ("" when neither).
   std::string effectiveTls() const;
 };

@@ -13,8 +13,11 @@
 
 #include "collie/store.h"
 #include "core/api/nccl/nccl_internal.h"
+#include "core/comm/comm_knobs.h"
 #include "core/config/config.h"
+#include "core/device/device_knobs.h"
 #include "core/log/log.h"
+#include "core/net/net_knobs.h"
 #include "core/net/socket.h"
 
 namespace collie::nccl {
@@ -75,7 +78,10 @@ void noteIgnoredVariables() {
 }  // namespace
 
 DeviceRuntime* deviceRuntimeFromEnvironment() {
-  Result<DeviceRuntime*> runtime = selectDeviceRuntime(Config::fromEnvironment());
+  // A refused COLLIE_DEVICE_EMULATION fails the communicator's creation, which names it.
+  Result<DeviceKnobs> knobs = DeviceKnobs::parse(Config::fromEnvironment());
+  if (!knobs.isOk()) return nullptr;
+  Result<DeviceRuntime*> runtime = selectDeviceRuntime(knobs->emulation);
   return runtime.isOk() ? *runtime : nullptr;
 }
 
@@ -86,8 +92,10 @@ Options optionsFromEnvironment() {
   noteIgnoredVariables();
   Options options;
   const char* shmDisable = env("NCCL_SHM_DISABLE");
-  if (shmDisable != nullptr && std::string(shmDisable) == "1" &&
-      Config::fromEnvironment().text("COLLIE_TRANSPORT").empty()) {
+  // Knobs that do not parse leave the choice as it is: the creation then names them.
+  Result<CommunicatorKnobs> knobs = CommunicatorKnobs::parse(Config::fromEnvironment());
+  if (shmDisable != nullptr && std::string(shmDisable) == "1" && knobs.isOk() &&
+      knobs->transport.empty()) {
     options.transport = "tcp";
   }
   return options;
@@ -324,8 +332,9 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
     } else {
       // No communicator yet: the environment's interface (NCCL programs configure
       // through the environment).
-      Result<net::InterfaceAddress> ifc =
-          net::selectInterface(Config::fromEnvironment().text("COLLIE_SOCKET_IFNAME"));
+      Result<NetKnobs> knobs = NetKnobs::parse(Config::fromEnvironment());
+      if (!knobs.isOk()) return fail(knobs.status().withContext("ncclGetUniqueId"));
+      Result<net::InterfaceAddress> ifc = net::selectInterface(knobs->socketInterfaces);
       if (ifc.isOk()) host = ifc->address;
     }
     Result<UniqueId> id = UniqueId::generate(host, port);
