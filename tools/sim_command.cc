@@ -264,7 +264,7 @@ int runSim(const SimCliOptions& o) {
 
   std::printf("collie sim: %s of %zu bytes (%zu x %s) on %d ranks: %s%s", o.collective.c_str(),
               static_cast<size_t>(*bytes), args.count, std::string(dataTypeName(*dtype)).c_str(), n,
-              std::string(algorithmName(decision.algorithm)).c_str(),
+              algorithmSpecName(decision.algorithm).c_str(),
               decision.steps != Algorithm::kHier ? ""
               : decision.hostTree                ? " (tree between hosts)"
                                                  : " (ring/chain between hosts)");
@@ -276,7 +276,7 @@ int runSim(const SimCliOptions& o) {
     std::printf("plan: team step %s%s\n", teamAlgorithmsText(decision.team).c_str(),
                 decision.steps == Algorithm::kAuto
                     ? ", nothing after it"
-                    : (", then (declined) " + std::string(algorithmName(decision.steps))).c_str());
+                    : (", then (declined) " + algorithmSpecName(decision.steps)).c_str());
   }
   // With a team step: once as the team runs it, once as every rank declines it (the
   // fallback), where there is one.
@@ -287,8 +287,8 @@ int runSim(const SimCliOptions& o) {
   auto modeName = [&](TeamSimulation mode) {
     if (!decision.teamStep) return std::string();
     return mode == TeamSimulation::kRun && decision.team != 0
-               ? " (team: " + std::string(algorithmName(decision.algorithm)) + ")"
-               : " (team declined: " + std::string(algorithmName(decision.steps)) + ")";
+               ? " (team: " + algorithmSpecName(decision.algorithm) + ")"
+               : " (team declined: " + algorithmSpecName(decision.steps) + ")";
   };
   auto start = std::chrono::steady_clock::now();
   SimulationStats stats;
@@ -350,10 +350,16 @@ int runSim(const SimCliOptions& o) {
                 constants.netBwGBps);
   }
   std::printf("\n");
-  for (Algorithm candidate : kAllAlgorithms) {
-    if (candidate == Algorithm::kAuto || !algorithmSupports(candidate, *kind)) continue;
-    if (candidate == Algorithm::kOneShot && n != 2) continue;
-    if (candidate == Algorithm::kHier && !(hosts && hosts->twoLevel())) continue;
+  // Every schedule algorithm that runs here (core/plan/algorithm_spec.h), then the team's.
+  std::vector<Algorithm> candidates;
+  const CommShape shape{n, limits.nhosts, limits.localSize};
+  for (const AlgorithmSpec* spec : AlgorithmRegistry::instance().all()) {
+    if (spec->implements(*kind) && spec->runsOn(*kind, shape)) candidates.push_back(spec->id());
+  }
+  for (Algorithm team : kAllAlgorithms) {
+    if (isTeamAlgorithm(team) && teamSupports(team, *kind)) candidates.push_back(team);
+  }
+  for (Algorithm candidate : candidates) {
     TuneLimits only = limits;
     only.forced = candidate;
     if (isTeamAlgorithm(candidate) && !forcedTeamUnavailable(*kind, planBytes, n, only).empty()) {
@@ -364,9 +370,8 @@ int runSim(const SimCliOptions& o) {
                         candidate == decision.steps;
     if (candidate != Algorithm::kHier) {
       TuneDecision d = decide(*kind, planBytes, n, only, constants);
-      std::printf("predicted time %-7s: %12.1f us%s\n",
-                  std::string(algorithmName(candidate)).c_str(), d.predictedUs,
-                  chosen ? "  <- simulated" : "");
+      std::printf("predicted time %-7s: %12.1f us%s\n", algorithmSpecName(candidate).c_str(),
+                  d.predictedUs, chosen ? "  <- simulated" : "");
       continue;
     }
     // Hier with each inter-host stage (all-gather and reduce-scatter have a ring only).

@@ -8,6 +8,7 @@
 #include "core/device/device_comm_parts.h"
 #include "core/engine/engine.h"
 #include "core/log/log.h"
+#include "core/plan/algorithm_spec.h"
 #include "core/plan/fingerprint.h"
 
 namespace collie {
@@ -404,7 +405,13 @@ Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, v
   params.nranks = config_.nranks;
   params.nchannels = 1;
   params.chunkBytes = config_.slotBytes;
-  params.algorithm = config_.algorithm;
+  // A forced algorithm that lacks this collective, or does not run on these ranks, gives
+  // way to the kind's robust default, as the host path's tuner gives way to its choice.
+  const AlgorithmSpec* forced = AlgorithmRegistry::instance().find(config_.algorithm);
+  params.algorithm = forced == nullptr || (forced->implements(args.kind) &&
+                                           forced->runsOn(args.kind, CommShape{config_.nranks}))
+                         ? config_.algorithm
+                         : Algorithm::kAuto;
   params.agreeOnRoot = false;  // launchCheck() compares every rank's fingerprint first
   if (isTeamAlgorithm(params.algorithm)) {
     return unsupported("algorithm " + std::string(algorithmName(params.algorithm)) +

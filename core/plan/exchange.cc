@@ -190,4 +190,11 @@ Status planExchange(const CollectiveArgs& args, const PlanParams& params, Schedu
   return Status();
 }
 
+Status planExchangeAs(Algorithm algorithm, const CollectiveArgs& args, const PlanParams& params,
+                      Schedule* schedule) {
+  PlanParams as = params;
+  as.algorithm = algorithm;
+  return planExchange(args, as, schedule);
+}
+
 }  // namespace collie

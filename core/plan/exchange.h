@@ -29,6 +29,10 @@ namespace collie {
 // all-to-all, pairwise for a gather); InvalidArgument for a kAllToAllV without a layout
 // of params.nranks entries or a root out of range.
 Status planExchange(const CollectiveArgs& args, const PlanParams& params, Schedule* schedule);
+// planExchange() with `algorithm` in place of params.algorithm (the specs of pairwise and
+// linear, core/plan/pairwise_spec.cc, linear_spec.cc).
+Status planExchangeAs(Algorithm algorithm, const CollectiveArgs& args, const PlanParams& params,
+                      Schedule* schedule);
 
 // The algorithm `requested` (kAuto: the default) resolves to for exchange `kind`, or
 // kAuto when the collective does not implement it.

@@ -12,6 +12,11 @@
 
 namespace collie {
 
+// Largest all-reduce the one-shot schedule (2 ranks) is weighed for: beyond it the
+// unpipelined whole-buffer message and reduction cost more than the ring's extra
+// latency saves.
+inline constexpr size_t kOneShotMaxBytes = 64 * 1024;
+
 void planOneShotAllReduce(const CollectiveArgs& args, const PlanParams& params, Schedule* schedule);
 
 }  // namespace collie

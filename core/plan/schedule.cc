@@ -4,14 +4,9 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "core/plan/chain.h"
-#include "core/plan/exchange.h"
-#include "core/plan/hier.h"
-#include "core/plan/oneshot.h"
+#include "core/plan/algorithm_spec.h"
 #include "core/plan/point_to_point.h"
-#include "core/plan/ring.h"
 #include "core/plan/team_step.h"
-#include "core/plan/tree.h"
 
 namespace collie {
 
@@ -163,6 +158,60 @@ bool inPositions(const CollectiveArgs& args, const PlanParams& params) {
   return !isRooted(args.kind) || (args.root >= 0 && args.root < params.nranks);
 }
 
+// The spec that plans `kind` with `algorithm` (kAuto: the kind's robust default), or null
+// when none is registered under it.
+const AlgorithmSpec* specToPlan(CollectiveKind kind, Algorithm algorithm) {
+  const AlgorithmRegistry& registry = AlgorithmRegistry::instance();
+  return algorithm == Algorithm::kAuto ? &registry.robustDefault(kind) : registry.find(algorithm);
+}
+
+// The steps of a collective that has an algorithm choice (every kind but point-to-point
+// and the barrier), by its algorithm's spec; what every algorithm shares is here: the
+// root check and root agreement of broadcast and reduce, the copy of one rank.
+Status planWithSpec(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
+                    Schedule* schedule) {
+  const AlgorithmSpec* spec = specToPlan(args.kind, params.algorithm);
+  if (spec == nullptr || !spec->implements(args.kind)) {
+    return unsupported(algorithmSpecName(params.algorithm) + " " +
+                       std::string(collectiveName(args.kind)) + " is not implemented; use " +
+                       AlgorithmRegistry::instance().namesImplementing(args.kind) + " or auto");
+  }
+  schedule->algorithm = spec->id();
+  const size_t es = dataTypeSize(args.dtype);
+  switch (args.kind) {
+    case CollectiveKind::kBroadcast:
+      COLLIE_RETURN_IF_ERROR(checkRoot(args, params));
+      COLLIE_RETURN_IF_ERROR(spec->plan(args, params, chunkElems, schedule));
+      // After the data: a broadcast's data always flows (its root only sends), and a
+      // rank that believes in another root sent data that this rank's receives reject.
+      if (params.agreeOnRoot && params.nranks > 1) planBarrier(params, schedule);
+      return Status();
+    case CollectiveKind::kReduce:
+      COLLIE_RETURN_IF_ERROR(checkRoot(args, params));
+      // Before the data: two ranks that both believe they are a reduce's root only
+      // receive, so without it nothing would ever reach them.
+      if (params.agreeOnRoot && params.nranks > 1) planBarrier(params, schedule);
+      return spec->plan(args, params, chunkElems, schedule);
+    default:
+      break;
+  }
+  if (isExchange(args.kind) || params.nranks > 1) {
+    return spec->plan(args, params, chunkElems, schedule);
+  }
+  // One rank: its input is its output.
+  Step copy;
+  copy.kind = StepKind::kCopy;
+  copy.src = Slice{BufferId::kInput, 0};
+  copy.dst = Slice{BufferId::kOutput, 0};
+  copy.bytes = args.count * es;
+  copy.divisor = args.op == ReduceOp::kAvg && args.kind != CollectiveKind::kAllGather &&
+                         args.kind != CollectiveKind::kAllGatherV
+                     ? 1
+                     : 0;
+  if (copy.bytes > 0) schedule->channels[0].push_back(copy);
+  return Status();
+}
+
 void toRanks(const HostLayout& hosts, Step* step) {
   if (step->kind == StepKind::kTeam) return;
   if (step->sendPeer >= 0) step->sendPeer = hosts.order[step->sendPeer];
@@ -185,30 +234,19 @@ Result<std::vector<Generator<Step>>> streamSchedule(const CollectiveArgs& args,
                                                     size_t* scratchBytesPerChannel) {
   COLLIE_RETURN_IF_ERROR(checkCommon(args, params));
   std::vector<Generator<Step>> channels;
-  // A team step comes first, so only plain ring schedules stream.
-  const bool ring = !params.teamStep &&
-                    (params.algorithm == Algorithm::kRing || params.algorithm == Algorithm::kAuto);
+  // A team step comes first, so only schedules without one stream.
   const size_t chunkElems = std::max<size_t>(1, params.chunkBytes / dataTypeSize(args.dtype));
-  const bool hier = params.algorithm == Algorithm::kHier &&
-                    args.kind == CollectiveKind::kAllReduce && params.hosts &&
-                    params.hosts->twoLevel();
-  const bool reduceScatter =
-      args.kind == CollectiveKind::kReduceScatter || args.kind == CollectiveKind::kReduceScatterV;
-  if ((ring || hier) && params.nranks > 1 && checkBlocks(args, params).isOk() &&
-      (args.kind == CollectiveKind::kAllReduce || reduceScatter ||
-       args.kind == CollectiveKind::kAllGather || args.kind == CollectiveKind::kAllGatherV)) {
-    auto generate = hier                                      ? hierAllReduceSteps
-                    : args.kind == CollectiveKind::kAllReduce ? ringAllReduceSteps
-                    : reduceScatter                           ? ringReduceScatterSteps
-                                                              : ringAllGatherSteps;
+  const AlgorithmSpec* spec = specToPlan(args.kind, params.algorithm);
+  if (spec != nullptr && !params.teamStep && params.nranks > 1 &&
+      checkBlocks(args, params).isOk() && spec->streams(args, params)) {
     PlanParams positions = params;
     if (inPositions(args, params)) positions.rank = params.hosts->position[params.rank];
     for (int c = 0; c < params.nchannels; ++c) {
-      Generator<Step> steps = generate(args, positions, chunkElems, c);
+      Generator<Step> steps = spec->stream(args, positions, chunkElems, c);
       channels.push_back(inPositions(args, params) ? stepsToRanks(std::move(steps), params.hosts)
                                                    : std::move(steps));
     }
-    *scratchBytesPerChannel = reduceScatter ? ringReduceScatterScratch(args, chunkElems) : 0;
+    *scratchBytesPerChannel = spec->streamScratchBytes(args, chunkElems);
     return channels;
   }
   Result<Schedule> built = buildSchedule(args, params);
@@ -239,21 +277,6 @@ Result<Schedule> buildSchedule(const CollectiveArgs& args, const PlanParams& par
 }
 
 namespace {
-// Hierarchical schedules need ranks on several hosts, as many, more than one, on each.
-Status checkHier(const CollectiveArgs& args, const PlanParams& params) {
-  if (params.nranks <= 1 || (params.hosts && params.hosts->twoLevel())) return Status();
-  return unsupported(
-      "hier " + std::string(collectiveName(args.kind)) +
-      " needs ranks on several hosts with as many, more than one, on each; this communicator "
-      "has " +
-      (params.hosts ? std::to_string(params.hosts->nhosts) + " hosts" +
-                          (params.hosts->localSize == 0
-                               ? " with uneven rank counts"
-                               : " of " + std::to_string(params.hosts->localSize) + " rank(s)")
-                    : std::string("1 host")) +
-      "; use ring, tree, chain or auto");
-}
-
 Result<Schedule> buildInRankOrder(const CollectiveArgs& args, const PlanParams& params) {
   COLLIE_RETURN_IF_ERROR(checkCommon(args, params));
   COLLIE_RETURN_IF_ERROR(checkBlocks(args, params));
@@ -277,95 +300,7 @@ Result<Schedule> buildInRankOrder(const CollectiveArgs& args, const PlanParams& 
     return unsupported(std::string(algorithmName(params.algorithm)) +
                        " is a team collective: it runs in a team step, not in steps of messages");
   }
-  if (!isExchange(args.kind) &&
-      (params.algorithm == Algorithm::kPairwise || params.algorithm == Algorithm::kLinear)) {
-    return unsupported(std::string(algorithmName(params.algorithm)) + " " +
-                       std::string(collectiveName(args.kind)) +
-                       " is not implemented (exchanges only: alltoall, gather, scatter); use auto");
-  }
-  const bool wantsTree = params.algorithm == Algorithm::kTree;
-
   switch (args.kind) {
-    case CollectiveKind::kAllReduce:
-    case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllGather:
-    case CollectiveKind::kReduceScatterV:
-    case CollectiveKind::kAllGatherV: {
-      const bool treeAllReduce = wantsTree && args.kind == CollectiveKind::kAllReduce;
-      const bool oneShot = params.algorithm == Algorithm::kOneShot;
-      if (oneShot && (args.kind != CollectiveKind::kAllReduce || params.nranks > 2)) {
-        return unsupported("oneshot " + std::string(collectiveName(args.kind)) + " on " +
-                           std::to_string(params.nranks) +
-                           " ranks is not implemented (all-reduce on 2 ranks only); use ring, "
-                           "tree or auto");
-      }
-      const bool hier = params.algorithm == Algorithm::kHier;
-      if (hier) COLLIE_RETURN_IF_ERROR(checkHier(args, params));
-      if ((wantsTree && !treeAllReduce) || params.algorithm == Algorithm::kChain) {
-        return unsupported(std::string(algorithmName(params.algorithm)) + " " +
-                           std::string(collectiveName(args.kind)) +
-                           " is not implemented; use ring or auto");
-      }
-      schedule.algorithm = oneShot         ? Algorithm::kOneShot
-                           : treeAllReduce ? Algorithm::kTree
-                           : hier          ? Algorithm::kHier
-                                           : Algorithm::kRing;
-      if (params.nranks == 1) {
-        Step copy;
-        copy.kind = StepKind::kCopy;
-        copy.src = Slice{BufferId::kInput, 0};
-        copy.dst = Slice{BufferId::kOutput, 0};
-        copy.bytes = args.count * es;
-        copy.divisor = args.op == ReduceOp::kAvg && args.kind != CollectiveKind::kAllGather &&
-                               args.kind != CollectiveKind::kAllGatherV
-                           ? 1
-                           : 0;
-        if (copy.bytes > 0) schedule.channels[0].push_back(copy);
-      } else if (oneShot) {
-        planOneShotAllReduce(args, params, &schedule);
-      } else if (hier) {
-        (args.kind == CollectiveKind::kAllReduce ? planHierAllReduce
-         : args.kind == CollectiveKind::kReduceScatter
-             ? planHierReduceScatter
-             : planHierAllGather)(args, params, chunkElems, &schedule);
-      } else if (treeAllReduce) {
-        planTreeAllReduce(args, params, chunkElems, &schedule);
-      } else if (args.kind == CollectiveKind::kAllReduce) {
-        planRingAllReduce(args, params, chunkElems, &schedule);
-      } else if (args.kind == CollectiveKind::kReduceScatter ||
-                 args.kind == CollectiveKind::kReduceScatterV) {
-        planRingReduceScatter(args, params, chunkElems, &schedule);
-      } else {
-        planRingAllGather(args, params, chunkElems, &schedule);
-      }
-      break;
-    }
-    case CollectiveKind::kBroadcast:
-    case CollectiveKind::kReduce: {
-      COLLIE_RETURN_IF_ERROR(checkRoot(args, params));
-      // Hier on one rank is the chain's copy.
-      const bool hier = params.algorithm == Algorithm::kHier && params.nranks > 1;
-      if (hier) COLLIE_RETURN_IF_ERROR(checkHier(args, params));
-      schedule.algorithm = hier        ? Algorithm::kHier
-                           : wantsTree ? Algorithm::kTree
-                                       : Algorithm::kChain;
-      if (args.kind == CollectiveKind::kBroadcast) {
-        (hier        ? planHierBroadcast
-         : wantsTree ? planTreeBroadcast
-                     : planChainBroadcast)(args, params, chunkElems, &schedule);
-        // After the data: a broadcast's data always flows (its root only sends), and a
-        // rank that believes in another root sent data that this rank's receives reject.
-        if (params.agreeOnRoot && params.nranks > 1) planBarrier(params, &schedule);
-      } else {
-        // Before the data: two ranks that both believe they are a reduce's root only
-        // receive, so without it nothing would ever reach them.
-        if (params.agreeOnRoot && params.nranks > 1) planBarrier(params, &schedule);
-        (hier        ? planHierReduce
-         : wantsTree ? planTreeReduce
-                     : planChainReduce)(args, params, chunkElems, &schedule);
-      }
-      break;
-    }
     case CollectiveKind::kSend:
     case CollectiveKind::kRecv:
       if (args.peer < 0 || args.peer >= params.nranks || args.peer == params.rank) {
@@ -380,11 +315,8 @@ Result<Schedule> buildInRankOrder(const CollectiveArgs& args, const PlanParams& 
       schedule.algorithm = Algorithm::kRing;
       planBarrier(params, &schedule);
       break;
-    case CollectiveKind::kAllToAll:
-    case CollectiveKind::kGather:
-    case CollectiveKind::kScatter:
-    case CollectiveKind::kAllToAllV:
-      COLLIE_RETURN_IF_ERROR(planExchange(args, params, &schedule));
+    default:
+      COLLIE_RETURN_IF_ERROR(planWithSpec(args, params, chunkElems, &schedule));
       break;
   }
   if (params.teamStep && params.team != 0) {

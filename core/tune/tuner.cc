@@ -8,14 +8,6 @@
 namespace collie {
 namespace {
 
-double ceilDivD(double a, double b) { return std::max(1.0, std::ceil(a / b)); }
-
-int depthOf(int nranks) {
-  int depth = 0;
-  while ((1 << depth) < nranks) ++depth;
-  return depth;
-}
-
 std::string sizeText(size_t bytes) {
   const char* units[] = {"B", "K", "M", "G"};
   int unit = 0;
@@ -29,165 +21,55 @@ std::string sizeText(size_t bytes) {
 }  // namespace
 
 bool algorithmSupports(Algorithm algorithm, CollectiveKind kind) {
-  switch (algorithm) {
-    case Algorithm::kRing:
-      return kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter ||
-             kind == CollectiveKind::kAllGather || hasBlockCounts(kind);
-    case Algorithm::kTree:
-      return kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kBroadcast ||
-             kind == CollectiveKind::kReduce;
-    case Algorithm::kChain:
-      return kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce;
-    case Algorithm::kOneShot:
-      return kind == CollectiveKind::kAllReduce;
-    case Algorithm::kHier:
-      return kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter ||
-             kind == CollectiveKind::kAllGather || kind == CollectiveKind::kBroadcast ||
-             kind == CollectiveKind::kReduce;
-    case Algorithm::kPairwise:
-      return kind == CollectiveKind::kAllToAll || kind == CollectiveKind::kAllToAllV;
-    case Algorithm::kLinear:
-      return isExchange(kind);
-    case Algorithm::kAuto:
-      return true;
-    case Algorithm::kBoard:
-    case Algorithm::kDirect:
-    case Algorithm::kCma:
-      return teamSupports(algorithm, kind);
-  }
-  return false;
-}
-
-double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int nranks,
-                     int nchannels, size_t chunkBytes, const TuneConstants& constants) {
-  const double n = nranks;
-  const double s = static_cast<double>(bytes);
-  const double c = nchannels;
-  const double k = static_cast<double>(std::max<size_t>(chunkBytes, 1));
-  const double alpha = constants.alphaUs;
-  const double beta = std::max(constants.bwGBps, 1e-6) * 1000.0;  // bytes per us
-  const double d = depthOf(nranks);
-  if (nranks <= 1) return alpha;
-  switch (kind) {
-    case CollectiveKind::kAllReduce:
-      if (algorithm == Algorithm::kOneShot) return alpha + (n - 1) * s / beta;
-      if (algorithm == Algorithm::kTree) {
-        const double chunks = ceilDivD(s, 2 * c * k);
-        return (2 * d + 1 + 8 * (chunks * c - 1)) * alpha + 2 * s / beta;
-      } else {
-        const double rounds = ceilDivD(s, c * k * n);
-        return 2 * (n - 1) * rounds * c * alpha + 2 * (n - 1) / n * s / beta;
-      }
-    case CollectiveKind::kBroadcast:
-    case CollectiveKind::kReduce: {
-      const double chunks = ceilDivD(s, c * k);
-      const double piece = std::min(k, s);
-      if (algorithm == Algorithm::kTree) {
-        return (d + 3 * (chunks * c - 1)) * alpha + (2 * s + d * piece) / beta;
-      }
-      return (n - 1 + 2 * (chunks * c - 1)) * alpha + (s + (n - 2) * piece) / beta;
-    }
-    case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllGather: {
-      const double total = s * n;  // the full vector
-      const double rounds = ceilDivD(s, c * k);
-      return (n - 1) * rounds * c * alpha + (n - 1) / n * total / beta;
-    }
-    case CollectiveKind::kReduceScatterV:
-    case CollectiveKind::kAllGatherV: {  // S = the sum of the blocks, costed as equal ones
-      const double rounds = ceilDivD(s / n, c * k);
-      return (n - 1) * rounds * c * alpha + (n - 1) / n * s / beta;
-    }
-    case CollectiveKind::kBarrier:
-      return d * alpha;
-    case CollectiveKind::kAllToAll:
-    case CollectiveKind::kAllToAllV:
-      if (algorithm == Algorithm::kLinear) return c * alpha + (n - 1) * s / beta;
-      return (n - 1) * (c * alpha + s / beta);
-    case CollectiveKind::kGather:
-    case CollectiveKind::kScatter:
-      return (d + c) * alpha + (n - 1) * s / beta;
-    default:
-      return alpha;
-  }
+  if (algorithm == Algorithm::kAuto) return true;
+  if (isTeamAlgorithm(algorithm)) return teamSupports(algorithm, kind);
+  const AlgorithmSpec* spec = AlgorithmRegistry::instance().find(algorithm);
+  return spec != nullptr && spec->implements(kind);
 }
 
 namespace {
 
-// The hierarchical schedules (core/plan/hier.h) as tuner.h describes them.
-double predictHierMicros(CollectiveKind kind, size_t bytes, int nranks, int nhosts, int localSize,
-                         int nchannels, size_t chunkBytes, const TuneConstants& constants,
-                         const TuneConstants& net, HostStage stage, bool* hostTree) {
-  const double s = static_cast<double>(bytes);
-  const double c = nchannels;
-  const double k = static_cast<double>(std::max<size_t>(chunkBytes, 1));
-  const double n = nranks;
-  const double local = std::max(localSize, 1);
-  const double hosts = std::max(nhosts, 1);
-  const double alpha = constants.alphaUs;
-  const double netAlpha = net.alphaUs;
-  const double beta = std::max(constants.bwGBps, 1e-6) * 1000.0;
-  const double netBeta = std::max(net.bwGBps, 1e-6) * 1000.0;
-  const double d = depthOf(nhosts);
-  *hostTree = false;
-  switch (kind) {
-    case CollectiveKind::kAllReduce: {
-      const double rounds = ceilDivD(s, c * k * n);
-      const double within =
-          2 * (local - 1) * rounds * c * alpha + 2 * (local - 1) / local * s / beta;
-      const double ring =
-          2 * (hosts - 1) * rounds * c * netAlpha + 2 * (hosts - 1) / hosts * s / netBeta;
-      const double segment = std::min(s, c * k * n) / (c * local);  // one tree's bytes a round
-      const double chunks = ceilDivD(segment, 2 * k);
-      const double tree = rounds * c * (2 * d + 1 + 8 * (chunks - 1)) * netAlpha + 2 * s / netBeta;
-      *hostTree = stage == HostStage::kAuto ? tree < ring : stage == HostStage::kTree;
-      return within + (*hostTree ? tree : ring);
-    }
-    case CollectiveKind::kAllGather:
-    case CollectiveKind::kReduceScatter: {
-      const double total = s * n;  // the full vector
-      const double rounds = ceilDivD(s, c * ceilDivD(k, hosts));
-      return rounds * c * ((hosts - 1) * netAlpha + hosts * (local - 1) * alpha) +
-             (hosts - 1) / hosts * total / netBeta + (local - 1) / local * total / beta;
-    }
-    case CollectiveKind::kBroadcast:
-    case CollectiveKind::kReduce: {
-      const double chunks = ceilDivD(s, c * k);
-      const double piece = std::min(k, s);
-      const double within = (local - 1) * (alpha + piece / beta);
-      const double chain = (hosts - 1) * (netAlpha + piece / netBeta) +
-                           2 * (chunks * c - 1) * netAlpha + s / netBeta;
-      const double tree =
-          d * (netAlpha + piece / netBeta) + 3 * (chunks * c - 1) * netAlpha + 2 * s / netBeta;
-      *hostTree = stage == HostStage::kAuto ? tree < chain : stage == HostStage::kTree;
-      return within + (*hostTree ? tree : chain);
-    }
-    default:
-      return predictMicros(kind, Algorithm::kRing, bytes, nranks, nchannels, chunkBytes, net);
-  }
-}
-
-}  // namespace
-
-double predictHostsMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int nranks,
-                          int nhosts, int localSize, int nchannels, size_t chunkBytes,
-                          const TuneConstants& constants, bool* hostTree, HostStage stage) {
+// The inter-host constants where known, else the intra-host ones.
+TuneConstants netConstants(const TuneConstants& constants) {
   TuneConstants net = constants;
   if (constants.netBwGBps > 0) {
     net.alphaUs = constants.netAlphaUs;
     net.bwGBps = constants.netBwGBps;
   }
-  bool tree = false;
-  double micros;
-  if (algorithm == Algorithm::kHier && algorithmSupports(algorithm, kind)) {
-    micros = predictHierMicros(kind, bytes, nranks, nhosts, localSize, nchannels, chunkBytes,
-                               constants, net, stage, &tree);
-  } else {
-    micros = predictMicros(kind, algorithm, bytes, nranks, nchannels, chunkBytes,
-                           nhosts > 1 ? net : constants);
-  }
-  if (hostTree != nullptr) *hostTree = tree;
-  return micros;
+  return net;
+}
+
+// `spec`'s prediction; one rank costs a latency.
+double predictWith(const AlgorithmSpec& spec, const CostQuery& query, bool* hostTree) {
+  if (hostTree != nullptr) *hostTree = false;
+  if (query.nranks <= 1) return query.pacing().alphaUs;
+  return spec.predict(query, hostTree);
+}
+
+}  // namespace
+
+double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int nranks,
+                     int nchannels, size_t chunkBytes, const TuneConstants& constants) {
+  // One host: every spec is paced by `constants` (CostQuery::pacing()).
+  return predictHostsMicros(kind, algorithm, bytes, nranks, 1, 0, nchannels, chunkBytes,
+                            constants);
+}
+
+double predictHostsMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int nranks,
+                          int nhosts, int localSize, int nchannels, size_t chunkBytes,
+                          const TuneConstants& constants, bool* hostTree, HostStage stage) {
+  CostQuery query;
+  query.kind = kind;
+  query.bytes = bytes;
+  query.nranks = nranks;
+  query.nhosts = nhosts;
+  query.localSize = localSize;
+  query.nchannels = nchannels;
+  query.chunkBytes = chunkBytes;
+  query.constants = constants;
+  query.net = netConstants(constants);
+  query.stage = stage;
+  return predictWith(AlgorithmRegistry::instance().resolve(algorithm, kind), query, hostTree);
 }
 
 TuneConstants clampConstants(TuneConstants constants) {
@@ -204,70 +86,61 @@ namespace {
 // a forced team algorithm counts as auto here.
 TuneDecision decideSchedule(CollectiveKind kind, size_t bytes, int nranks, const TuneLimits& limits,
                             const TuneConstants& constants) {
-  // The first algorithm is the robust default.
-  std::vector<Algorithm> algorithms;
-  const bool oneShotFits = kind == CollectiveKind::kAllReduce && nranks == 2;
-  const bool twoLevel = limits.nhosts > 1 && limits.localSize > 1;
-  if (limits.forced != Algorithm::kAuto && !isTeamAlgorithm(limits.forced) &&
-      algorithmSupports(limits.forced, kind) &&
-      (limits.forced != Algorithm::kOneShot || oneShotFits) &&
-      (limits.forced != Algorithm::kHier || twoLevel)) {
-    algorithms = {limits.forced};
-  } else if (kind == CollectiveKind::kAllReduce) {
-    algorithms = {Algorithm::kRing, Algorithm::kTree};
-    if (oneShotFits && bytes <= kOneShotMaxBytes) algorithms.push_back(Algorithm::kOneShot);
-    if (twoLevel) algorithms.push_back(Algorithm::kHier);
-  } else if (kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce) {
-    algorithms = {Algorithm::kChain, Algorithm::kTree};
-    if (twoLevel) algorithms.push_back(Algorithm::kHier);
-  } else if (kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllGather) {
-    algorithms = {Algorithm::kRing};
-    if (twoLevel) algorithms.push_back(Algorithm::kHier);
-  } else if (kind == CollectiveKind::kAllToAll) {
-    algorithms = {Algorithm::kPairwise, Algorithm::kLinear};
-  } else if (kind == CollectiveKind::kAllToAllV) {
-    // Its counts differ between ranks, and every rank must decide alike: no sizes.
-    algorithms = {Algorithm::kPairwise};
-  } else if (isExchange(kind)) {
-    algorithms = {Algorithm::kLinear};
+  // The robust default first, then the others in the registry's order.
+  const AlgorithmRegistry& registry = AlgorithmRegistry::instance();
+  const CommShape shape{nranks, limits.nhosts, limits.localSize};
+  std::vector<const AlgorithmSpec*> algorithms;
+  const AlgorithmSpec* forced = registry.find(limits.forced);
+  if (forced != nullptr && forced->implements(kind) && forced->runsOn(kind, shape)) {
+    algorithms = {forced};
   } else {
-    algorithms = {Algorithm::kRing};
+    const AlgorithmSpec& robust = registry.robustDefault(kind);
+    algorithms = {&robust};
+    for (const AlgorithmSpec* spec : registry.all()) {
+      if (spec != &robust && spec->implements(kind) && spec->offeredFor(kind, bytes, shape)) {
+        algorithms.push_back(spec);
+      }
+    }
   }
   std::vector<size_t> chunks = {limits.chunkBytes};
   if (limits.chunkBytes == 0) chunks = {128 << 10, 256 << 10, 512 << 10, 1 << 20};
   TuneDecision best;
+  CostQuery query;
+  query.kind = kind;
+  query.bytes = bytes;
+  query.nranks = nranks;
+  query.nhosts = limits.nhosts;
+  query.localSize = limits.localSize;
+  query.constants = constants;
+  query.net = limits.nhosts > 1 ? netConstants(constants) : constants;
+  query.stage = limits.hostStage;
   for (size_t a = 0; a < algorithms.size(); ++a) {
-    const Algorithm algorithm = algorithms[a];
+    const AlgorithmSpec& spec = *algorithms[a];
     TuneDecision mine;
     bool first = true;
     for (size_t chunk : chunks) {
       // Channels: the configured count when fixed, else every count that gives each
       // channel a chunk, most first, so that a tie keeps the parallel pipelines.
       const int most = std::max(1, limits.maxChannels);
-      const size_t perChannel =
-          algorithm == Algorithm::kTree && kind == CollectiveKind::kAllReduce ? 2 * chunk : chunk;
-      int start = limits.channelsFixed
-                      ? most
-                      : static_cast<int>(std::clamp<size_t>(bytes / perChannel, 1, most));
+      const size_t perChannel = spec.bytesPerChannel(kind, chunk);
+      int start = limits.channelsFixed ? most
+                                       : static_cast<int>(std::clamp<size_t>(
+                                             bytes / std::max<size_t>(perChannel, 1), 1, most));
       int fewest = limits.channelsFixed ? most : 1;
-      if (algorithm == Algorithm::kOneShot) start = fewest = 1;  // one message each way
+      if (perChannel == 0) start = fewest = 1;  // one message each way
       for (int channels = start; channels >= fewest; --channels) {
         bool hostTree = false;
-        const double t =
-            limits.nhosts > 1
-                ? predictHostsMicros(kind, algorithm, bytes, nranks, limits.nhosts,
-                                     limits.localSize, channels, chunk, constants, &hostTree,
-                                     limits.hostStage)
-                : predictMicros(kind, algorithm, bytes, nranks, channels, chunk, constants);
+        query.nchannels = channels;
+        query.chunkBytes = chunk;
+        const double t = predictWith(spec, query, &hostTree);
         if (first || t < mine.predictedUs) {
-          mine = TuneDecision{algorithm, chunk, channels, t};
+          mine = TuneDecision{spec.id(), chunk, channels, t};
           mine.hostTree = hostTree;
           first = false;
         }
       }
     }
-    const double margin = algorithm == Algorithm::kHier ? kHierMargin : kRobustMargin;
-    if (a == 0 || mine.predictedUs < (1.0 - margin) * best.predictedUs) best = mine;
+    if (a == 0 || mine.predictedUs < (1.0 - spec.margin()) * best.predictedUs) best = mine;
   }
   best.steps = best.algorithm;
   return best;
@@ -359,8 +232,8 @@ std::string decisionText(const TuneDecision& d) {
   if (d.teamStep) text = teamAlgorithmsText(d.team);
   if (d.steps == Algorithm::kAuto) return text;
   if (!text.empty()) text += ">";
-  const std::string stage = d.steps == Algorithm::kHier && d.hostTree ? "+tree" : "";
-  return text + std::string(algorithmName(d.steps)) + stage + "/" + sizeText(d.chunkBytes) + "/" +
+  const std::string stage = d.hostTree ? "+tree" : "";
+  return text + algorithmSpecName(d.steps) + stage + "/" + sizeText(d.chunkBytes) + "/" +
          std::to_string(d.nchannels);
 }
 
@@ -402,12 +275,17 @@ std::string decisionTable(const TuneLimits& limits, const TuneConstants& constan
 
 std::string algorithmTable(const TuneLimits& limits, const TuneConstants& constants, int nranks) {
   const CollectiveKind kind = CollectiveKind::kAllReduce;
+  // The schedule algorithms that run here, then the team's.
   std::vector<Algorithm> algorithms;
+  const CommShape shape{nranks, limits.nhosts, limits.localSize};
+  for (const AlgorithmSpec* spec : AlgorithmRegistry::instance().all()) {
+    if (spec->implements(kind) && spec->runsOn(kind, shape)) algorithms.push_back(spec->id());
+  }
   for (Algorithm algo : kAllAlgorithms) {
-    if (algo == Algorithm::kAuto || !algorithmSupports(algo, kind)) continue;
-    if (algo == Algorithm::kOneShot && nranks != 2) continue;
-    if (isTeamAlgorithm(algo) && !teamHas(limits.team.algorithms, algo)) continue;
-    algorithms.push_back(algo);
+    if (isTeamAlgorithm(algo) && teamHas(limits.team.algorithms, algo) &&
+        teamSupports(algo, kind)) {
+      algorithms.push_back(algo);
+    }
   }
   char cell[64];
   std::string out = "allreduce on " + std::to_string(nranks) +
@@ -415,7 +293,7 @@ std::string algorithmTable(const TuneLimits& limits, const TuneConstants& consta
   std::snprintf(cell, sizeof cell, "%8s", "bytes");
   out += cell;
   for (Algorithm algo : algorithms) {
-    std::snprintf(cell, sizeof cell, " %9s", std::string(algorithmName(algo)).c_str());
+    std::snprintf(cell, sizeof cell, " %9s", algorithmSpecName(algo).c_str());
     out += cell;
   }
   out += "  plan\n";

@@ -7,21 +7,16 @@
 // tune_probe.h). Every rank must decide the same: decide() is a pure function of its
 // arguments and every rank uses rank 0's constants.
 //
-// The model (S = bytes, n = ranks, c = channels, k = chunk bytes, d = ceil(log2 n)):
-//   ring all-reduce   R = ceil(S / (c k n)) rounds; 2(n-1) R c alpha + 2 (n-1)/n S / beta
-//   tree all-reduce   K = ceil(S / (2 c k)); (2d + 1 + 8 (K c - 1)) alpha + 2 S / beta
-//   chain bcast/reduce K = ceil(S / (c k)); (n - 1 + 2 (K c - 1)) alpha
-//                                            + (S + (n - 2) min(k, S)) / beta
-//   tree bcast/reduce (d + 3 (K c - 1)) alpha + (2 S + d min(k, S)) / beta
-//   oneshot all-reduce (n = 2, S <= kOneShotMaxBytes)   alpha + S / beta
-//   ring reduce-scatter / all-gather (only choice): (n - 1) R c alpha + (n - 1)/n S' / beta
-//   dissemination barrier ceil(log2 n) alpha
-//   all-to-all (S = one block) pairwise (n-1)(c alpha + S / beta); linear c alpha
-//                      + (n-1) S / beta (posted at once: one latency); with a count per
-//                      peer (alltoallv) always pairwise, since ranks know only their counts
-//   gather / scatter (S = one block) linear (d + c) alpha + (n-1) S / beta
-//   several hosts: predictHostsMicros() (hier, two levels; the others paced by the network)
-//   team algorithms (board, direct, cma): core/plan/team_step.h, with the team's own constants
+// The model of each schedule algorithm is its spec's (core/plan/<name>_spec.cc, registered
+// in core/plan/algorithm_spec.h's AlgorithmRegistry): ring, tree, chain, oneshot, hier,
+// pairwise, linear. The tuner weighs a collective's candidates from that registry: the
+// kind's robust default first (ring for all-reduce, reduce-scatter, all-gather, the
+// barrier and point-to-point; chain for broadcast and reduce; pairwise for all-to-all;
+// linear for gather and scatter), then every other spec that implements the kind and is
+// offered for it (oneshot: 2 ranks, up to kOneShotMaxBytes; hier: two levels; linear:
+// not alltoallv), in registration order; one replaces the best so far only when
+// predicted its margin() faster. Team algorithms (board, direct, cma):
+// core/plan/team_step.h, with the team's own constants.
 // Channels run on one progress thread, so in the model they add messages, not
 // bandwidth: unless COLLIE_NCHANNELS fixes it, the channel count is the cheapest of
 // 1..configured that gives each channel a chunk (a tie keeps more channels).
@@ -50,39 +45,19 @@
 #include <string>
 
 #include "collie/types.h"
+#include "core/plan/algorithm_spec.h"
+#include "core/plan/cost_model.h"
+#include "core/plan/oneshot.h"
 #include "core/plan/team_step.h"
 
 namespace collie {
-
-// Largest all-reduce the one-shot schedule (2 ranks) is considered for: beyond it the
-// unpipelined whole-buffer message and reduction cost more than the ring's extra
-// latency saves.
-inline constexpr size_t kOneShotMaxBytes = 64 * 1024;
-
-struct TuneConstants {
-  double alphaUs = 20.0;           // per message
-  double bwGBps = 2.0;             // per link, 1 GB/s = 1000 bytes/us
-  std::string source = "default";  // default, config, cache, probe
-  // Between hosts (a communicator over several): per message, and per host's link,
-  // which its ranks share. 0: not known; the model then uses the constants above.
-  double netAlphaUs = 0;
-  double netBwGBps = 0;
-};
 
 // Constants outside these bounds are measurement errors (a probe descheduled mid-way),
 // not hardware: clampConstants() pulls them in.
 inline constexpr double kMinAlphaUs = 0.2, kMaxAlphaUs = 1000.0;
 inline constexpr double kMinBwGBps = 0.05, kMaxBwGBps = 400.0;
-// How much faster than the robust default another algorithm must be predicted.
-inline constexpr double kRobustMargin = 0.25;
-// The same for the hierarchical schedules against the flat ones over several hosts: both
-// are paced by the measured inter-host link, whose bytes the model counts exactly.
-inline constexpr double kHierMargin = 0.1;
 
 TuneConstants clampConstants(TuneConstants constants);
-
-// Hier's inter-host stage (COLLIE_HIER_HOSTS): the cost model's choice, or forced.
-enum class HostStage : uint8_t { kAuto, kRing, kTree };
 
 struct TuneLimits {
   int maxChannels = 2;                  // connections per peer
@@ -115,34 +90,21 @@ struct TuneDecision {
   bool hostTree = false;
 };
 
-// Whether `algorithm` implements `kind` (ring: all-reduce, reduce-scatter, all-gather;
-// tree: all-reduce, broadcast, reduce; chain: broadcast, reduce; oneshot: all-reduce on
-// 2 ranks; pairwise: all-to-all; linear: all-to-all, gather, scatter; team algorithms:
-// teamSupports()).
+// Whether `algorithm` implements `kind`: its spec's implements(), teamSupports() for a
+// team algorithm, true for kAuto.
 bool algorithmSupports(Algorithm algorithm, CollectiveKind kind);
 
 // Predicted microseconds of one collective of `bytes` (the per-rank buffer size of the
-// collective's count) on `nranks` ranks with a schedule algorithm.
+// collective's count) on `nranks` ranks with schedule algorithm `algorithm`'s spec (the
+// kind's robust default's when `algorithm` does not implement `kind`, or is kAuto).
 double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int nranks,
                      int nchannels, size_t chunkBytes, const TuneConstants& constants);
 
 // The same on `nhosts` hosts of `localSize` ranks each (schedules in host order, the
-// inter-host constants from `constants` where known). A ring or tree is paced by its
-// slowest link, an inter-host one: the model above with the inter-host constants.
-// Hierarchical schedules (core/plan/hier.h; L = localSize, M = nhosts, d = ceil(log2 M)):
-//   all-reduce, R = ceil(S / (c k n)) rounds:
-//     2 (L-1) R c alpha + 2 (L-1)/L S / beta                (within hosts, twice)
-//     + the cheaper between hosts (a host's L rings or trees share its link):
-//       ring  2 (M-1) R c netAlpha + 2 (M-1)/M S / netBeta
-//       tree  R c (2d + 1 + 8 (K-1)) netAlpha + 2 S / netBeta, K = ceil(min(S, c k n)
-//             / (c L) / 2k) chunks per tree and round (*hostTree: the tree is cheaper,
-//             or `stage` forces it)
-//   all-gather / reduce-scatter (S one block, S' = n S), R = ceil(S / (c ceil(k / M))):
-//     R c ((M-1) netAlpha + M (L-1) alpha) + (M-1)/M S' / netBeta + (L-1)/L S' / beta
-//   broadcast / reduce, K = ceil(S / (c k)), p = min(k, S):
-//     (L-1)(alpha + p / beta) + the cheaper between hosts:
-//       chain (M-1)(netAlpha + p / netBeta) + 2 (K c - 1) netAlpha + S / netBeta
-//       tree  d (netAlpha + p / netBeta) + 3 (K c - 1) netAlpha + 2 S / netBeta
+// inter-host constants from `constants` where known). A flat ring or tree is paced by
+// its slowest link, an inter-host one; hier (core/plan/hier_spec.cc) costs its levels
+// and sets *hostTree where its inter-host stage is a tree (cheaper, or `stage` forces
+// it).
 double predictHostsMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int nranks,
                           int nhosts, int localSize, int nchannels, size_t chunkBytes,
                           const TuneConstants& constants, bool* hostTree = nullptr,

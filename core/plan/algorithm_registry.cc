@@ -1,0 +1,84 @@
+#include <string>
+
+#include "core/plan/algorithm_spec.h"
+
+namespace collie {
+
+Generator<Step> AlgorithmSpec::stream(const CollectiveArgs& args, const PlanParams& params,
+                                      size_t chunkElems, int channel) const {
+  (void)args, (void)params, (void)chunkElems, (void)channel;
+  co_return;
+}
+
+AlgorithmRegistry& AlgorithmRegistry::instance() {
+  static AlgorithmRegistry* registry = [] {
+    auto* made = new AlgorithmRegistry();
+    registerBuiltinAlgorithms(*made);
+    return made;
+  }();
+  return *registry;
+}
+
+Status AlgorithmRegistry::add(std::unique_ptr<const AlgorithmSpec> spec) {
+  if (spec == nullptr) return invalidArgument("algorithm registry: no spec");
+  const Algorithm id = spec->id();
+  if (id == Algorithm::kAuto || isTeamAlgorithm(id)) {
+    return invalidArgument("algorithm registry: " + std::string(spec->name()) +
+                           " takes the id of auto or of a team algorithm");
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const AlgorithmSpec* mine : all()) {
+    if (mine->id() == id || std::string_view(mine->name()) == spec->name()) {
+      return invalidArgument("algorithm registry: " + std::string(spec->name()) +
+                             " repeats the id or name of " + mine->name());
+    }
+  }
+  const size_t count = count_.load(std::memory_order_relaxed);
+  if (count == kMaxSpecs) return invalidArgument("algorithm registry: full");
+  specs_[count] = spec.release();  // never removed: it lives as long as the process
+  count_.store(count + 1, std::memory_order_release);
+  return Status();
+}
+
+const AlgorithmSpec* AlgorithmRegistry::find(Algorithm id) const {
+  for (const AlgorithmSpec* spec : all()) {
+    if (spec->id() == id) return spec;
+  }
+  return nullptr;
+}
+
+const AlgorithmSpec* AlgorithmRegistry::find(std::string_view name) const {
+  for (const AlgorithmSpec* spec : all()) {
+    if (name == spec->name()) return spec;
+  }
+  return nullptr;
+}
+
+const AlgorithmSpec& AlgorithmRegistry::robustDefault(CollectiveKind kind) const {
+  const AlgorithmSpec* ring = nullptr;
+  for (const AlgorithmSpec* spec : all()) {
+    if (spec->robustDefaultFor(kind)) return *spec;
+    if (spec->id() == Algorithm::kRing) ring = spec;
+  }
+  return *ring;  // registered first, always (registerBuiltinAlgorithms)
+}
+
+const AlgorithmSpec& AlgorithmRegistry::resolve(Algorithm id, CollectiveKind kind) const {
+  const AlgorithmSpec* spec = find(id);
+  return spec != nullptr && spec->implements(kind) ? *spec : robustDefault(kind);
+}
+
+std::string AlgorithmRegistry::namesImplementing(CollectiveKind kind) const {
+  std::string names;
+  for (const AlgorithmSpec* spec : all()) {
+    if (spec->implements(kind)) names += (names.empty() ? "" : ", ") + std::string(spec->name());
+  }
+  return names;
+}
+
+std::string algorithmSpecName(Algorithm id) {
+  const AlgorithmSpec* spec = AlgorithmRegistry::instance().find(id);
+  return spec != nullptr ? spec->name() : std::string(algorithmName(id));
+}
+
+}  // namespace collie

@@ -1,0 +1,71 @@
+// The cost model's inputs: the constants a communicator's ranks agree on (measured by
+// the tuner's probe, core/tune/tune_probe.h), and what one prediction is asked about.
+// Every algorithm's predict() (core/plan/algorithm_spec.h) reads them; the tuner
+// (core/tune/tuner.h) compares the predictions.
+//
+// Thread safety: plain values.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "collie/types.h"
+
+namespace collie {
+
+struct TuneConstants {
+  double alphaUs = 20.0;           // per message
+  double bwGBps = 2.0;             // per link, 1 GB/s = 1000 bytes/us
+  std::string source = "default";  // default, config, cache, probe
+  // Between hosts (a communicator over several): per message, and per host's link,
+  // which its ranks share. 0: not known; the model then uses the constants above.
+  double netAlphaUs = 0;
+  double netBwGBps = 0;
+};
+
+// How much faster than the robust default another algorithm must be predicted.
+inline constexpr double kRobustMargin = 0.25;
+// The same for the hierarchical schedules against the flat ones over several hosts: both
+// are paced by the measured inter-host link, whose bytes the model counts exactly.
+inline constexpr double kHierMargin = 0.1;
+
+// Hier's inter-host stage (COLLIE_HIER_HOSTS): the cost model's choice, or forced.
+enum class HostStage : uint8_t { kAuto, kRing, kTree };
+
+// One prediction: `kind` of `bytes` (the per-rank buffer size of the collective's
+// count) on `nranks` ranks, spread over `nhosts` hosts of `localSize` ranks each (0:
+// uneven), with `nchannels` channels of `chunkBytes` chunks.
+struct CostQuery {
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  size_t bytes = 0;
+  int nranks = 1;
+  int nhosts = 1;
+  int localSize = 0;
+  int nchannels = 1;
+  size_t chunkBytes = 1;
+  TuneConstants constants;  // within a host
+  TuneConstants net;        // between hosts: the inter-host constants where known, else
+                            // `constants`
+  HostStage stage = HostStage::kAuto;
+
+  // What paces a flat schedule: over several hosts its slowest link, an inter-host one.
+  const TuneConstants& pacing() const { return nhosts > 1 ? net : constants; }
+};
+
+// Helpers of the formulas.
+inline double ceilDivD(double a, double b) { return std::max(1.0, std::ceil(a / b)); }
+// ceil(log2 n): the depth of a binary tree of n ranks, the rounds of a dissemination.
+inline int depthOf(int nranks) {
+  int depth = 0;
+  while ((1 << depth) < nranks) ++depth;
+  return depth;
+}
+// Bytes per microsecond of a link.
+inline double bytesPerUs(const TuneConstants& constants) {
+  return std::max(constants.bwGBps, 1e-6) * 1000.0;
+}
+
+}  // namespace collie
