@@ -350,14 +350,14 @@ int runSim(const SimCliOptions& o) {
                 constants.netBwGBps);
   }
   std::printf("\n");
-  // Every schedule algorithm that runs here (core/plan/algorithm_spec.h), then the team's.
+  // Every algorithm that runs here (core/plan/algorithm_spec.h); a team algorithm where
+  // the transport's team would run it (checked below).
   std::vector<Algorithm> candidates;
   const CommShape shape{n, limits.nhosts, limits.localSize};
   for (const AlgorithmSpec* spec : AlgorithmRegistry::instance().all()) {
-    if (spec->implements(*kind) && spec->runsOn(*kind, shape)) candidates.push_back(spec->id());
-  }
-  for (Algorithm team : kAllAlgorithms) {
-    if (isTeamAlgorithm(team) && teamSupports(team, *kind)) candidates.push_back(team);
+    if (spec->implements(*kind) && (spec->isTeam() || spec->runsOn(*kind, shape))) {
+      candidates.push_back(spec->id());
+    }
   }
   for (Algorithm candidate : candidates) {
     TuneLimits only = limits;

@@ -22,9 +22,10 @@ AlgorithmRegistry& AlgorithmRegistry::instance() {
 Status AlgorithmRegistry::add(std::unique_ptr<const AlgorithmSpec> spec) {
   if (spec == nullptr) return invalidArgument("algorithm registry: no spec");
   const Algorithm id = spec->id();
-  if (id == Algorithm::kAuto || isTeamAlgorithm(id)) {
+  if (id == Algorithm::kAuto || isTeamAlgorithm(id) != spec->isTeam()) {
     return invalidArgument("algorithm registry: " + std::string(spec->name()) +
-                           " takes the id of auto or of a team algorithm");
+                           " takes the id of auto, or a team algorithm's id without being one "
+                           "(or the reverse)");
   }
   std::lock_guard<std::mutex> lock(mutex_);
   for (const AlgorithmSpec* mine : all()) {
@@ -65,13 +66,15 @@ const AlgorithmSpec& AlgorithmRegistry::robustDefault(CollectiveKind kind) const
 
 const AlgorithmSpec& AlgorithmRegistry::resolve(Algorithm id, CollectiveKind kind) const {
   const AlgorithmSpec* spec = find(id);
-  return spec != nullptr && spec->implements(kind) ? *spec : robustDefault(kind);
+  return spec != nullptr && !spec->isTeam() && spec->implements(kind) ? *spec : robustDefault(kind);
 }
 
 std::string AlgorithmRegistry::namesImplementing(CollectiveKind kind) const {
   std::string names;
   for (const AlgorithmSpec* spec : all()) {
-    if (spec->implements(kind)) names += (names.empty() ? "" : ", ") + std::string(spec->name());
+    if (!spec->isTeam() && spec->implements(kind)) {
+      names += (names.empty() ? "" : ", ") + std::string(spec->name());
+    }
   }
   return names;
 }

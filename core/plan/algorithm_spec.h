@@ -11,9 +11,11 @@
 // test registers a toy algorithm that the tuner then chooses, the planner plans and the
 // simulator checks (tests/unit/algorithm_spec_test.cc).
 //
-// The team algorithms (board, direct, cma) run in a team step that a transport carries
-// out; they are costed and chosen from the transport's offer (core/plan/team_step.h), not
-// from this registry.
+// The team algorithms (board, direct, cma; core/plan/<name>_spec.cc too) are specs
+// whose isTeam() is true: a transport that connects every rank runs them in a team step
+// (core/plan/team_step.h), so they plan no steps, and their cost comes from the team's
+// offer (CostQuery::team). The tuner weighs them against the schedule it chose, by the
+// team's rules (core/tune/tuner.h), not as schedule candidates.
 //
 // What stays with the planner, whatever the algorithm: the team step, the copy of a
 // one-rank all-reduce, reduce-scatter or all-gather, the root check and the root
@@ -61,6 +63,8 @@ class AlgorithmSpec {
   // Whether it implements `kind` at all. A forced algorithm that does not is ignored
   // for that collective (the tuner's choice runs).
   virtual bool implements(CollectiveKind kind) const = 0;
+  // A team algorithm (see above): its id is one of isTeamAlgorithm()'s.
+  virtual bool isTeam() const { return false; }
   // Whether it runs `kind` on `shape` when forced (oneshot: 2 ranks; hier: two levels);
   // else the tuner's choice runs. Only asked when implements(kind).
   virtual bool runsOn(CollectiveKind kind, const CommShape& shape) const {
@@ -89,8 +93,9 @@ class AlgorithmSpec {
     return chunkBytes;
   }
 
-  // Predicted microseconds of `query` (query.kind implemented, query.nranks > 1). An
-  // algorithm with an inter-host stage sets *hostTree when that stage is a tree.
+  // Predicted microseconds of `query` (query.kind implemented, query.nranks > 1; a team
+  // algorithm's with query.team set). An algorithm with an inter-host stage sets
+  // *hostTree when that stage is a tree.
   virtual double predict(const CostQuery& query, bool* hostTree) const = 0;
 
   // Plans this rank's steps of `args` into `schedule`, whose channels exist and whose
@@ -120,24 +125,24 @@ class AlgorithmRegistry {
   // The process's registry, with the built-in specs (registered on first use).
   static AlgorithmRegistry& instance();
 
-  // Adds `spec`. InvalidArgument (nothing added) when its id or name is taken, or its id
-  // is kAuto or a team algorithm's.
+  // Adds `spec`. InvalidArgument (nothing added) when its id or name is taken, its id is
+  // kAuto, or its id and isTeam() disagree (isTeamAlgorithm).
   Status add(std::unique_ptr<const AlgorithmSpec> spec);
   // Every spec in registration order (which breaks the tuner's ties). Lock-free: the
   // tuner reads it for every collective it decides.
   std::span<const AlgorithmSpec* const> all() const {
     return {specs_.data(), count_.load(std::memory_order_acquire)};
   }
-  // The spec of `id`, or null (kAuto, the team algorithms, an unknown id).
+  // The spec of `id`, or null (kAuto, an unknown id).
   const AlgorithmSpec* find(Algorithm id) const;
   const AlgorithmSpec* find(std::string_view name) const;
   // The robust default for `kind`: its spec's robustDefaultFor, else ring's.
   const AlgorithmSpec& robustDefault(CollectiveKind kind) const;
-  // `id` itself when it implements `kind` (and is not hier on one host, whose cost is
-  // the flat one), else robustDefault(kind): what "algorithm for this kind" means for
-  // a caller that may pass kAuto or one that does not apply.
+  // `id`'s spec when it is a schedule algorithm implementing `kind`, else
+  // robustDefault(kind): what "the schedule for this kind" means for a caller that may
+  // pass kAuto, a team algorithm or one that does not apply.
   const AlgorithmSpec& resolve(Algorithm id, CollectiveKind kind) const;
-  // "ring, hier" (every spec implementing `kind`, registration order).
+  // "ring, hier" (every schedule spec implementing `kind`, registration order).
   std::string namesImplementing(CollectiveKind kind) const;
 
  private:

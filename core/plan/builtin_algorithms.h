@@ -1,4 +1,4 @@
-// The built-in schedule algorithms' specs (core/plan/algorithm_spec.h), one file each.
+// The built-in algorithms' specs (core/plan/algorithm_spec.h), one file each.
 //
 // Thread safety: the factories are pure.
 #pragma once
@@ -16,5 +16,8 @@ std::unique_ptr<const AlgorithmSpec> makeOneShotSpec();   // oneshot_spec.cc
 std::unique_ptr<const AlgorithmSpec> makeHierSpec();      // hier_spec.cc
 std::unique_ptr<const AlgorithmSpec> makePairwiseSpec();  // pairwise_spec.cc
 std::unique_ptr<const AlgorithmSpec> makeLinearSpec();    // linear_spec.cc
+std::unique_ptr<const AlgorithmSpec> makeBoardSpec();     // board_spec.cc (team)
+std::unique_ptr<const AlgorithmSpec> makeDirectSpec();    // direct_spec.cc (team)
+std::unique_ptr<const AlgorithmSpec> makeCmaSpec();       // cma_spec.cc (team)
 
 }  // namespace collie

@@ -16,6 +16,8 @@
 
 namespace collie {
 
+struct TeamOffer;  // core/plan/team_step.h
+
 struct TuneConstants {
   double alphaUs = 20.0;           // per message
   double bwGBps = 2.0;             // per link, 1 GB/s = 1000 bytes/us
@@ -50,6 +52,8 @@ struct CostQuery {
   TuneConstants net;        // between hosts: the inter-host constants where known, else
                             // `constants`
   HostStage stage = HostStage::kAuto;
+  // The team's offer, for a team algorithm's cost (its own constants): null otherwise.
+  const TeamOffer* team = nullptr;
 
   // What paces a flat schedule: over several hosts its slowest link, an inter-host one.
   const TuneConstants& pacing() const { return nhosts > 1 ? net : constants; }

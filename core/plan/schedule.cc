@@ -296,10 +296,7 @@ Result<Schedule> buildInRankOrder(const CollectiveArgs& args, const PlanParams& 
       return schedule;
     }
   }
-  if (isTeamAlgorithm(params.algorithm)) {
-    return unsupported(std::string(algorithmName(params.algorithm)) +
-                       " is a team collective: it runs in a team step, not in steps of messages");
-  }
+  if (isTeamAlgorithm(params.algorithm)) return teamStepOnly(params.algorithm);
   switch (args.kind) {
     case CollectiveKind::kSend:
     case CollectiveKind::kRecv:

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/plan/algorithm_spec.h"
+
 namespace collie {
 
 Algorithm firstTeamAlgorithm(TeamAlgorithms set) {
@@ -20,17 +22,8 @@ std::string teamAlgorithmsText(TeamAlgorithms set) {
 }
 
 bool teamSupports(Algorithm algo, CollectiveKind kind) {
-  switch (algo) {
-    case Algorithm::kBoard:
-      return kind != CollectiveKind::kSend && kind != CollectiveKind::kRecv &&
-             kind != CollectiveKind::kAllToAllV && !hasBlockCounts(kind);
-    case Algorithm::kDirect:
-      return kind == CollectiveKind::kAllReduce;
-    case Algorithm::kCma:
-      return kind == CollectiveKind::kAllReduce || isEqualExchange(kind);
-    default:
-      return false;
-  }
+  const AlgorithmSpec* spec = AlgorithmRegistry::instance().find(algo);
+  return spec != nullptr && spec->isTeam() && spec->implements(kind);
 }
 
 bool cmaIsMeasured(CollectiveKind kind, size_t bytes, TeamAlgorithms algorithms,
@@ -76,6 +69,8 @@ double boardTraffic(CollectiveKind kind, double s, double n) {
   }
 }
 
+}  // namespace
+
 double boardMicros(CollectiveKind kind, double s, double n, const TeamOffer& offer) {
   const TeamCosts& c = offer.costs;
   if (kind == CollectiveKind::kAllReduce && s >= static_cast<double>(offer.boardTwoShotBytes)) {
@@ -84,43 +79,28 @@ double boardMicros(CollectiveKind kind, double s, double n, const TeamOffer& off
   return c.boardAlphaUs * (n - 1) + boardTraffic(kind, s, n) / c.boardBytesPerUs;
 }
 
-// Microseconds per byte of a single-copy all-reduce.
-double perByte(Algorithm algo, double n, const TeamCosts& c) {
-  return algo == Algorithm::kDirect ? 2 / c.directBytesPerUs : 2 * (n - 1) / n / c.cmaBytesPerUs;
+double singleCopyFixedMicros(size_t crossoverBytes, double perByteUs, double n,
+                             const TeamOffer& offer) {
+  const double crossover =
+      static_cast<double>(std::max<size_t>(1, std::min(crossoverBytes, offer.boardBytes)));
+  return boardMicros(CollectiveKind::kAllReduce, crossover, n, offer) - perByteUs * crossover;
 }
-
-// The fixed cost of a single-copy all-reduce: it costs what the board costs at its
-// crossover (positive: the board's per-byte cost is the highest of the three).
-double singleCopyMicros(Algorithm algo, double n, const TeamOffer& offer) {
-  const size_t at =
-      algo == Algorithm::kDirect ? offer.directCrossoverBytes : offer.cmaCrossoverBytes;
-  const double crossover = static_cast<double>(std::max<size_t>(1, std::min(at, offer.boardBytes)));
-  return boardMicros(CollectiveKind::kAllReduce, crossover, n, offer) -
-         perByte(algo, n, offer.costs) * crossover;
-}
-
-}  // namespace
 
 double predictTeamMicros(Algorithm algo, CollectiveKind kind, size_t bytes, int nranks,
                          const TeamOffer& offer) {
-  const double s = static_cast<double>(bytes);
-  const double n = std::max(nranks, 2);
-  const TeamCosts& c = offer.costs;
-  switch (algo) {
-    case Algorithm::kBoard:
-      return boardMicros(kind, s, n, offer);
-    case Algorithm::kDirect:
-    case Algorithm::kCma:
-      if (isEqualExchange(kind)) {
-        // One pull per block a rank receives (the root's n - 1 for a gather, one for a
-        // scatter's leaves), straight from the sender's buffer into the output.
-        const double pulled = kind == CollectiveKind::kScatter ? s : (n - 1) * s;
-        return singleCopyMicros(algo, n, offer) + pulled / c.cmaBytesPerUs;
-      }
-      return singleCopyMicros(algo, n, offer) + perByte(algo, n, c) * s;
-    default:
-      return 0;
-  }
+  const AlgorithmSpec* spec = AlgorithmRegistry::instance().find(algo);
+  if (spec == nullptr || !spec->isTeam()) return 0;
+  CostQuery query;
+  query.kind = kind;
+  query.bytes = bytes;
+  query.nranks = nranks;
+  query.team = &offer;
+  return spec->predict(query, nullptr);
+}
+
+Status teamStepOnly(Algorithm algo) {
+  return unsupported(std::string(algorithmName(algo)) +
+                     " is a team collective: it runs in a team step, not in steps of messages");
 }
 
 void planTeamStep(const PlanParams& params, Schedule* schedule) {

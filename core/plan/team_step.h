@@ -113,9 +113,22 @@ struct TeamOffer {
 };
 
 // Predicted microseconds of `kind` of `bytes` per rank on `nranks` ranks with team
-// algorithm `algo`, which must implement `kind`.
+// algorithm `algo`, which must implement `kind`: its spec's (core/plan/board_spec.cc,
+// direct_spec.cc, cma_spec.cc).
 double predictTeamMicros(Algorithm algo, CollectiveKind kind, size_t bytes, int nranks,
                          const TeamOffer& offer);
+
+// The team cost model's shared terms (the specs' formulas above): the board's time for
+// `kind` of S bytes per rank on n ranks, and the fixed cost F of a single-copy
+// all-reduce whose per-byte cost is `perByteUs`, calibrated to cost what the board costs
+// at `crossoverBytes` (at most the board's size, at least 1 byte).
+double boardMicros(CollectiveKind kind, double s, double n, const TeamOffer& offer);
+double singleCopyFixedMicros(size_t crossoverBytes, double perByteUs, double n,
+                             const TeamOffer& offer);
+
+// Unsupported: team algorithm `algo` runs in a team step, not in steps of messages (what
+// a team algorithm's spec answers when asked to plan steps).
+Status teamStepOnly(Algorithm algo);
 
 // Appends the team step (params.team) to channel 0 of `schedule`.
 void planTeamStep(const PlanParams& params, Schedule* schedule);

@@ -22,7 +22,6 @@ std::string sizeText(size_t bytes) {
 
 bool algorithmSupports(Algorithm algorithm, CollectiveKind kind) {
   if (algorithm == Algorithm::kAuto) return true;
-  if (isTeamAlgorithm(algorithm)) return teamSupports(algorithm, kind);
   const AlgorithmSpec* spec = AlgorithmRegistry::instance().find(algorithm);
   return spec != nullptr && spec->implements(kind);
 }
@@ -51,8 +50,7 @@ double predictWith(const AlgorithmSpec& spec, const CostQuery& query, bool* host
 double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int nranks,
                      int nchannels, size_t chunkBytes, const TuneConstants& constants) {
   // One host: every spec is paced by `constants` (CostQuery::pacing()).
-  return predictHostsMicros(kind, algorithm, bytes, nranks, 1, 0, nchannels, chunkBytes,
-                            constants);
+  return predictHostsMicros(kind, algorithm, bytes, nranks, 1, 0, nchannels, chunkBytes, constants);
 }
 
 double predictHostsMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int nranks,
@@ -91,13 +89,15 @@ TuneDecision decideSchedule(CollectiveKind kind, size_t bytes, int nranks, const
   const CommShape shape{nranks, limits.nhosts, limits.localSize};
   std::vector<const AlgorithmSpec*> algorithms;
   const AlgorithmSpec* forced = registry.find(limits.forced);
-  if (forced != nullptr && forced->implements(kind) && forced->runsOn(kind, shape)) {
+  if (forced != nullptr && !forced->isTeam() && forced->implements(kind) &&
+      forced->runsOn(kind, shape)) {
     algorithms = {forced};
   } else {
     const AlgorithmSpec& robust = registry.robustDefault(kind);
     algorithms = {&robust};
     for (const AlgorithmSpec* spec : registry.all()) {
-      if (spec != &robust && spec->implements(kind) && spec->offeredFor(kind, bytes, shape)) {
+      if (spec != &robust && !spec->isTeam() && spec->implements(kind) &&
+          spec->offeredFor(kind, bytes, shape)) {
         algorithms.push_back(spec);
       }
     }
@@ -275,17 +275,13 @@ std::string decisionTable(const TuneLimits& limits, const TuneConstants& constan
 
 std::string algorithmTable(const TuneLimits& limits, const TuneConstants& constants, int nranks) {
   const CollectiveKind kind = CollectiveKind::kAllReduce;
-  // The schedule algorithms that run here, then the team's.
+  // Every algorithm that runs here: the schedule algorithms, and the team's it offers.
   std::vector<Algorithm> algorithms;
   const CommShape shape{nranks, limits.nhosts, limits.localSize};
   for (const AlgorithmSpec* spec : AlgorithmRegistry::instance().all()) {
-    if (spec->implements(kind) && spec->runsOn(kind, shape)) algorithms.push_back(spec->id());
-  }
-  for (Algorithm algo : kAllAlgorithms) {
-    if (isTeamAlgorithm(algo) && teamHas(limits.team.algorithms, algo) &&
-        teamSupports(algo, kind)) {
-      algorithms.push_back(algo);
-    }
+    const bool runs =
+        spec->isTeam() ? teamHas(limits.team.algorithms, spec->id()) : spec->runsOn(kind, shape);
+    if (spec->implements(kind) && runs) algorithms.push_back(spec->id());
   }
   char cell[64];
   std::string out = "allreduce on " + std::to_string(nranks) +

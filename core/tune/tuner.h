@@ -15,8 +15,8 @@
 // linear for gather and scatter), then every other spec that implements the kind and is
 // offered for it (oneshot: 2 ranks, up to kOneShotMaxBytes; hier: two levels; linear:
 // not alltoallv), in registration order; one replaces the best so far only when
-// predicted its margin() faster. Team algorithms (board, direct, cma):
-// core/plan/team_step.h, with the team's own constants.
+// predicted its margin() faster. Team algorithms (board, direct, cma) are specs too,
+// costed from the team's offer (core/plan/team_step.h), weighed by the rules below.
 // Channels run on one progress thread, so in the model they add messages, not
 // bandwidth: unless COLLIE_NCHANNELS fixes it, the channel count is the cheapest of
 // 1..configured that gives each channel a chunk (a tie keeps more channels).

@@ -60,6 +60,7 @@ class ToyDirectAllGather final : public AlgorithmSpec {
 };
 
 TEST(AlgorithmRegistry, TheBuiltInSpecsCarryTheirPublicNamesAndEachKindHasOneRobustDefault) {
+  // Every Algorithm value has its spec, team algorithms marked as such.
   const AlgorithmRegistry& registry = AlgorithmRegistry::instance();
   std::set<std::string> names;
   for (const AlgorithmSpec* spec : registry.all()) {
@@ -69,7 +70,12 @@ TEST(AlgorithmRegistry, TheBuiltInSpecsCarryTheirPublicNamesAndEachKindHasOneRob
     names.insert(spec->name());
   }
   EXPECT_EQ(names, (std::set<std::string>{"ring", "tree", "chain", "oneshot", "hier", "pairwise",
-                                          "linear"}));
+                                          "linear", "board", "direct", "cma"}));
+  for (Algorithm algo : kAllAlgorithms) {
+    if (algo == Algorithm::kAuto) continue;
+    ASSERT_NE(registry.find(algo), nullptr) << algorithmName(algo);
+    EXPECT_EQ(registry.find(algo)->isTeam(), isTeamAlgorithm(algo)) << algorithmName(algo);
+  }
   for (CollectiveKind kind :
        {CollectiveKind::kAllReduce, CollectiveKind::kBroadcast, CollectiveKind::kReduce,
         CollectiveKind::kAllGather, CollectiveKind::kReduceScatter, CollectiveKind::kAllToAll,
