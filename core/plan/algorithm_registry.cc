@@ -36,16 +36,26 @@ Status AlgorithmRegistry::add(std::unique_ptr<const AlgorithmSpec> spec) {
   }
   const size_t count = count_.load(std::memory_order_relaxed);
   if (count == kMaxSpecs) return invalidArgument("algorithm registry: full");
-  specs_[count] = spec.release();  // never removed: it lives as long as the process
+  const AlgorithmSpec* added = spec.release();  // never removed: lives as long as the process
+  specs_[count] = added;
   count_.store(count + 1, std::memory_order_release);
+  byId_[static_cast<uint8_t>(id)].store(added, std::memory_order_release);
+  for (size_t kind = 0; kind < kKindSlots; ++kind) {
+    const AlgorithmSpec* chosen = nullptr;
+    const AlgorithmSpec* ring = nullptr;
+    for (const AlgorithmSpec* mine : all()) {
+      if (chosen == nullptr && mine->robustDefaultFor(static_cast<CollectiveKind>(kind))) {
+        chosen = mine;
+      }
+      if (mine->id() == Algorithm::kRing) ring = mine;
+    }
+    robustDefault_[kind].store(chosen != nullptr ? chosen : ring, std::memory_order_release);
+  }
   return Status();
 }
 
 const AlgorithmSpec* AlgorithmRegistry::find(Algorithm id) const {
-  for (const AlgorithmSpec* spec : all()) {
-    if (spec->id() == id) return spec;
-  }
-  return nullptr;
+  return byId_[static_cast<uint8_t>(id)].load(std::memory_order_acquire);
 }
 
 const AlgorithmSpec* AlgorithmRegistry::find(std::string_view name) const {
@@ -56,6 +66,12 @@ const AlgorithmSpec* AlgorithmRegistry::find(std::string_view name) const {
 }
 
 const AlgorithmSpec& AlgorithmRegistry::robustDefault(CollectiveKind kind) const {
+  const size_t slot = static_cast<size_t>(kind);
+  if (slot < kKindSlots) {
+    if (const AlgorithmSpec* spec = robustDefault_[slot].load(std::memory_order_acquire)) {
+      return *spec;
+    }
+  }
   const AlgorithmSpec* ring = nullptr;
   for (const AlgorithmSpec* spec : all()) {
     if (spec->robustDefaultFor(kind)) return *spec;

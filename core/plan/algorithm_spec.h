@@ -122,6 +122,9 @@ class AlgorithmSpec {
 
 class AlgorithmRegistry {
  public:
+  // At most this many specs (the built-in ones and a few of tests').
+  static constexpr size_t kMaxSpecs = 32;
+
   // The process's registry, with the built-in specs (registered on first use).
   static AlgorithmRegistry& instance();
 
@@ -146,13 +149,17 @@ class AlgorithmRegistry {
   std::string namesImplementing(CollectiveKind kind) const;
 
  private:
-  // At most this many specs (the built-in ones and a few of tests').
-  static constexpr size_t kMaxSpecs = 32;
+  // Slots of the robust default per CollectiveKind value (all of them fit).
+  static constexpr size_t kKindSlots = 16;
 
   AlgorithmRegistry() = default;
   std::mutex mutex_;                                     // serialises add()
   std::array<const AlgorithmSpec*, kMaxSpecs> specs_{};  // [0, count_) published
   std::atomic<size_t> count_{0};
+  // find() and robustDefault() in one load: the tuner asks them several times for every
+  // collective it decides. Rewritten by add().
+  std::array<std::atomic<const AlgorithmSpec*>, 256> byId_{};
+  std::array<std::atomic<const AlgorithmSpec*>, kKindSlots> robustDefault_{};
 };
 
 // Defined by the built-in specs' files (core/plan/builtin_algorithms.cc): the specs in

@@ -37,6 +37,20 @@ inline constexpr double kHierMargin = 0.1;
 // Hier's inter-host stage (COLLIE_HIER_HOSTS): the cost model's choice, or forced.
 enum class HostStage : uint8_t { kAuto, kRing, kTree };
 
+// One link's cost, what the formulas read of the constants.
+struct LinkCost {
+  double alphaUs = 20.0;  // per message
+  double bwGBps = 2.0;    // 1 GB/s = 1000 bytes/us
+};
+inline LinkCost linkOf(const TuneConstants& constants) {
+  return LinkCost{constants.alphaUs, constants.bwGBps};
+}
+// The inter-host link where the constants know it, else the intra-host one.
+inline LinkCost netLinkOf(const TuneConstants& constants) {
+  return constants.netBwGBps > 0 ? LinkCost{constants.netAlphaUs, constants.netBwGBps}
+                                 : linkOf(constants);
+}
+
 // One prediction: `kind` of `bytes` (the per-rank buffer size of the collective's
 // count) on `nranks` ranks, spread over `nhosts` hosts of `localSize` ranks each (0:
 // uneven), with `nchannels` channels of `chunkBytes` chunks.
@@ -48,15 +62,14 @@ struct CostQuery {
   int localSize = 0;
   int nchannels = 1;
   size_t chunkBytes = 1;
-  TuneConstants constants;  // within a host
-  TuneConstants net;        // between hosts: the inter-host constants where known, else
-                            // `constants`
+  LinkCost constants;  // within a host
+  LinkCost net;        // between hosts: the inter-host link where known, else `constants`
   HostStage stage = HostStage::kAuto;
   // The team's offer, for a team algorithm's cost (its own constants): null otherwise.
   const TeamOffer* team = nullptr;
 
   // What paces a flat schedule: over several hosts its slowest link, an inter-host one.
-  const TuneConstants& pacing() const { return nhosts > 1 ? net : constants; }
+  const LinkCost& pacing() const { return nhosts > 1 ? net : constants; }
 };
 
 // Helpers of the formulas.
@@ -68,8 +81,6 @@ inline int depthOf(int nranks) {
   return depth;
 }
 // Bytes per microsecond of a link.
-inline double bytesPerUs(const TuneConstants& constants) {
-  return std::max(constants.bwGBps, 1e-6) * 1000.0;
-}
+inline double bytesPerUs(const LinkCost& link) { return std::max(link.bwGBps, 1e-6) * 1000.0; }
 
 }  // namespace collie

@@ -1,8 +1,10 @@
 #include "core/tune/tuner.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
+#include <span>
 #include <vector>
 
 namespace collie {
@@ -27,16 +29,6 @@ bool algorithmSupports(Algorithm algorithm, CollectiveKind kind) {
 }
 
 namespace {
-
-// The inter-host constants where known, else the intra-host ones.
-TuneConstants netConstants(const TuneConstants& constants) {
-  TuneConstants net = constants;
-  if (constants.netBwGBps > 0) {
-    net.alphaUs = constants.netAlphaUs;
-    net.bwGBps = constants.netBwGBps;
-  }
-  return net;
-}
 
 // `spec`'s prediction; one rank costs a latency.
 double predictWith(const AlgorithmSpec& spec, const CostQuery& query, bool* hostTree) {
@@ -64,8 +56,8 @@ double predictHostsMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes
   query.localSize = localSize;
   query.nchannels = nchannels;
   query.chunkBytes = chunkBytes;
-  query.constants = constants;
-  query.net = netConstants(constants);
+  query.constants = linkOf(constants);
+  query.net = netLinkOf(constants);
   query.stage = stage;
   return predictWith(AlgorithmRegistry::instance().resolve(algorithm, kind), query, hostTree);
 }
@@ -87,23 +79,28 @@ TuneDecision decideSchedule(CollectiveKind kind, size_t bytes, int nranks, const
   // The robust default first, then the others in the registry's order.
   const AlgorithmRegistry& registry = AlgorithmRegistry::instance();
   const CommShape shape{nranks, limits.nhosts, limits.localSize};
-  std::vector<const AlgorithmSpec*> algorithms;
+  // No allocation: the planner decides before it looks in its schedule cache.
+  std::array<const AlgorithmSpec*, AlgorithmRegistry::kMaxSpecs> candidates{};
+  size_t count = 0;
   const AlgorithmSpec* forced = registry.find(limits.forced);
   if (forced != nullptr && !forced->isTeam() && forced->implements(kind) &&
       forced->runsOn(kind, shape)) {
-    algorithms = {forced};
+    candidates[count++] = forced;
   } else {
     const AlgorithmSpec& robust = registry.robustDefault(kind);
-    algorithms = {&robust};
+    candidates[count++] = &robust;
     for (const AlgorithmSpec* spec : registry.all()) {
       if (spec != &robust && !spec->isTeam() && spec->implements(kind) &&
           spec->offeredFor(kind, bytes, shape)) {
-        algorithms.push_back(spec);
+        candidates[count++] = spec;
       }
     }
   }
-  std::vector<size_t> chunks = {limits.chunkBytes};
-  if (limits.chunkBytes == 0) chunks = {128 << 10, 256 << 10, 512 << 10, 1 << 20};
+  const std::span<const AlgorithmSpec* const> algorithms(candidates.data(), count);
+  static constexpr size_t kTunedChunks[] = {128 << 10, 256 << 10, 512 << 10, 1 << 20};
+  const std::span<const size_t> chunks = limits.chunkBytes == 0
+                                             ? std::span<const size_t>(kTunedChunks)
+                                             : std::span<const size_t>(&limits.chunkBytes, 1);
   TuneDecision best;
   CostQuery query;
   query.kind = kind;
@@ -111,8 +108,8 @@ TuneDecision decideSchedule(CollectiveKind kind, size_t bytes, int nranks, const
   query.nranks = nranks;
   query.nhosts = limits.nhosts;
   query.localSize = limits.localSize;
-  query.constants = constants;
-  query.net = limits.nhosts > 1 ? netConstants(constants) : constants;
+  query.constants = linkOf(constants);
+  query.net = limits.nhosts > 1 ? netLinkOf(constants) : query.constants;
   query.stage = limits.hostStage;
   for (size_t a = 0; a < algorithms.size(); ++a) {
     const AlgorithmSpec& spec = *algorithms[a];
