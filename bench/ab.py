@@ -78,7 +78,8 @@ def collie_binary(build):
 
 
 def sweep(collie, ranks, lo, hi, iters, warmup, transport, extra, env):
-    """One `collie perf` sweep; returns {size: {"in_place": us, "out_of_place": us}}."""
+    """One `collie perf` sweep; returns {size: {"in_place": us, "out_of_place": us}}, without
+    the placements the collective does not have."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         cmd = [collie, "run", "-n", str(ranks), "--", collie, "perf", COLLECTIVE[0],
                "-b", str(lo), "-e", str(hi), "-f", "4", "-n", str(iters), "-w", str(warmup),
@@ -92,7 +93,8 @@ def sweep(collie, ranks, lo, hi, iters, warmup, transport, extra, env):
         doc = json.load(open(out.name))
     if doc.get("wrong_total", 0):
         sys.exit(f"ab.py: {collie} computed wrong results")
-    return {r["size"]: {k: r[k]["median_us"] for k in ("in_place", "out_of_place")}
+    # A collective without an in-place form (all-to-all, gather, scatter) has null there.
+    return {r["size"]: {k: r[k]["median_us"] for k in ("in_place", "out_of_place") if r.get(k)}
             for r in doc["results"]}
 
 
@@ -178,6 +180,8 @@ def main():
     print("|---|---|---|---|---|---|")
     for size in sizes:
         for place in ("in_place", "out_of_place"):
+            if any(place not in x["A"][size] or place not in x["B"][size] for x in rounds):
+                continue  # the collective has no such form
             a = [x["A"][size][place] for x in rounds]
             b = [x["B"][size][place] for x in rounds]
             paired = statistics.median(bb / aa for aa, bb in zip(a, b))
