@@ -6,20 +6,21 @@
 // NCCL_* alias, for knobs that have one), then the overrides given in code
 // (Options::config and the typed Options fields). It is validated then, once: a value
 // the knob does not accept refuses the start, naming the knob, the value and what is
-// accepted (never fail open). The snapshot then travels to every component of that
-// communicator (TransportContext::config, EngineConfig::config, the tuner's probe, the
-// device path), so two communicators of one process can run with different settings,
-// and nothing reads the environment after creation.
+// accepted (never fail open). Creation then parses every table into its component's
+// typed struct (core/config/knob_reader.h: the one way to read a value by name), core's
+// into EngineConfig and the transport context, each transport's from
+// TransportContext::config when it is created, so two communicators of one process can
+// run with different settings, and nothing reads the environment after creation.
 //
 // Process-wide knobs (Knob::processWide: the log filter, read before any communicator
-// exists; the launcher's variables) are read from Config::fromEnvironment() by the code
+// exists; the launcher's variables) are parsed from Config::fromEnvironment() by the code
 // that needs them; overrides cannot set them.
 //
 // An NCCL_* alias whose value collie does not accept (NCCL_DEBUG=VERSION,
 // NCCL_ALGO=^nvls) was meant for NCCL: it is not an error; the knob keeps its default and
-// validation logs a warning once per process. The typed readers never return a value
-// outside the knob's range: an unvalidated bad value (fromEnvironment() of a process
-// that will refuse to start) reads as the default.
+// validation logs a warning once per process. The readers never return a value outside
+// the knob's range: an unvalidated bad value (fromEnvironment() of a process that will
+// refuse to start) reads as the default, and KnobReader reports it.
 //
 // Thread safety: a Config is immutable; copies share one snapshot and may be read from
 // any thread. Only validate() and withOverrides() log (the alias warnings).
