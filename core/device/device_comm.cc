@@ -405,20 +405,18 @@ Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, v
   params.nranks = config_.nranks;
   params.nchannels = 1;
   params.chunkBytes = config_.slotBytes;
-  // A forced algorithm that lacks this collective, or does not run on these ranks, gives
-  // way to the kind's robust default, as the host path's tuner gives way to its choice.
-  const AlgorithmSpec* forced = AlgorithmRegistry::instance().find(config_.algorithm);
-  params.algorithm = forced == nullptr || (forced->implements(args.kind) &&
-                                           forced->runsOn(args.kind, CommShape{config_.nranks}))
-                         ? config_.algorithm
-                         : Algorithm::kAuto;
   params.agreeOnRoot = false;  // launchCheck() compares every rank's fingerprint first
-  if (isTeamAlgorithm(params.algorithm)) {
-    return unsupported("algorithm " + std::string(algorithmName(params.algorithm)) +
+  if (isTeamAlgorithm(config_.algorithm)) {
+    return unsupported("algorithm " + std::string(algorithmName(config_.algorithm)) +
                        " is a team collective of host buffers (shm); device buffers run ring, "
                        "tree, chain or auto")
         .withContext(what);
   }
+  // A forced algorithm that lacks this collective, or does not run on these ranks, gives
+  // way to the kind's robust default (no tuner here), by the host path's rule.
+  const AlgorithmSpec* forced = AlgorithmRegistry::instance().forcedSchedule(
+      config_.algorithm, args.kind, CommShape{config_.nranks});
+  params.algorithm = forced != nullptr ? forced->id() : Algorithm::kAuto;
   Result<Schedule> schedule = buildSchedule(args, params);
   if (!schedule.isOk()) return schedule.status().withContext(what);
   COLLIE_RETURN_IF_ERROR(

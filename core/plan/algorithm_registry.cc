@@ -85,6 +85,14 @@ const AlgorithmSpec& AlgorithmRegistry::resolve(Algorithm id, CollectiveKind kin
   return spec != nullptr && !spec->isTeam() && spec->implements(kind) ? *spec : robustDefault(kind);
 }
 
+const AlgorithmSpec* AlgorithmRegistry::forcedSchedule(Algorithm id, CollectiveKind kind,
+                                                       const CommShape& shape) const {
+  const AlgorithmSpec* spec = find(id);
+  return spec != nullptr && !spec->isTeam() && spec->implements(kind) && spec->runsOn(kind, shape)
+             ? spec
+             : nullptr;
+}
+
 std::string AlgorithmRegistry::namesImplementing(CollectiveKind kind) const {
   std::string names;
   for (const AlgorithmSpec* spec : all()) {

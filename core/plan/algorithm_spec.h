@@ -145,6 +145,11 @@ class AlgorithmRegistry {
   // robustDefault(kind): what "the schedule for this kind" means for a caller that may
   // pass kAuto, a team algorithm or one that does not apply.
   const AlgorithmSpec& resolve(Algorithm id, CollectiveKind kind) const;
+  // The spec of forced algorithm `id` when it is a schedule algorithm that implements
+  // `kind` and runs on `shape`; null otherwise, and then the tuner's choice (or, without
+  // a tuner, the robust default) runs: COLLIE_ALGO's rule for collectives that lack it.
+  const AlgorithmSpec* forcedSchedule(Algorithm id, CollectiveKind kind,
+                                      const CommShape& shape) const;
   // "ring, hier" (every schedule spec implementing `kind`, registration order).
   std::string namesImplementing(CollectiveKind kind) const;
 

@@ -20,12 +20,7 @@ class ChainSpec final : public AlgorithmSpec {
 
   double predict(const CostQuery& q, bool* hostTree) const override {
     (void)hostTree;
-    const double n = q.nranks;
-    const double s = static_cast<double>(q.bytes);
-    const double c = q.nchannels;
-    const double k = static_cast<double>(std::max<size_t>(q.chunkBytes, 1));
-    const double alpha = q.pacing().alphaUs;
-    const double beta = bytesPerUs(q.pacing());
+    const auto [n, s, c, k, alpha, beta] = FlatTerms(q);
     const double chunks = ceilDivD(s, c * k);
     const double piece = std::min(k, s);
     return (n - 1 + 2 * (chunks * c - 1)) * alpha + (s + (n - 2) * piece) / beta;

@@ -83,4 +83,17 @@ inline int depthOf(int nranks) {
 // Bytes per microsecond of a link.
 inline double bytesPerUs(const LinkCost& link) { return std::max(link.bwGBps, 1e-6) * 1000.0; }
 
+// The terms of a flat (one-level) formula: n ranks, S bytes, c channels, k chunk bytes
+// (at least 1), and alpha and beta (bytes/us) of the link that paces it.
+struct FlatTerms {
+  explicit FlatTerms(const CostQuery& q)
+      : n(q.nranks),
+        s(static_cast<double>(q.bytes)),
+        c(q.nchannels),
+        k(static_cast<double>(std::max<size_t>(q.chunkBytes, 1))),
+        alpha(q.pacing().alphaUs),
+        beta(bytesPerUs(q.pacing())) {}
+  double n, s, c, k, alpha, beta;
+};
+
 }  // namespace collie

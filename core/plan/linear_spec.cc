@@ -26,11 +26,7 @@ class LinearSpec final : public AlgorithmSpec {
 
   double predict(const CostQuery& q, bool* hostTree) const override {
     (void)hostTree;
-    const double n = q.nranks;
-    const double s = static_cast<double>(q.bytes);
-    const double c = q.nchannels;
-    const double alpha = q.pacing().alphaUs;
-    const double beta = bytesPerUs(q.pacing());
+    [[maybe_unused]] const auto [n, s, c, k, alpha, beta] = FlatTerms(q);
     if (q.kind == CollectiveKind::kGather || q.kind == CollectiveKind::kScatter) {
       return (depthOf(q.nranks) + c) * alpha + (n - 1) * s / beta;
     }

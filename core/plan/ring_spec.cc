@@ -30,12 +30,7 @@ class RingSpec final : public AlgorithmSpec {
 
   double predict(const CostQuery& q, bool* hostTree) const override {
     (void)hostTree;
-    const double n = q.nranks;
-    const double s = static_cast<double>(q.bytes);
-    const double c = q.nchannels;
-    const double k = static_cast<double>(std::max<size_t>(q.chunkBytes, 1));
-    const double alpha = q.pacing().alphaUs;
-    const double beta = bytesPerUs(q.pacing());
+    const auto [n, s, c, k, alpha, beta] = FlatTerms(q);
     switch (q.kind) {
       case CollectiveKind::kAllReduce: {
         const double rounds = ceilDivD(s, c * k * n);

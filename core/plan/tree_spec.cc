@@ -25,11 +25,7 @@ class TreeSpec final : public AlgorithmSpec {
 
   double predict(const CostQuery& q, bool* hostTree) const override {
     (void)hostTree;
-    const double s = static_cast<double>(q.bytes);
-    const double c = q.nchannels;
-    const double k = static_cast<double>(std::max<size_t>(q.chunkBytes, 1));
-    const double alpha = q.pacing().alphaUs;
-    const double beta = bytesPerUs(q.pacing());
+    [[maybe_unused]] const auto [n, s, c, k, alpha, beta] = FlatTerms(q);
     const double d = depthOf(q.nranks);
     if (q.kind == CollectiveKind::kAllReduce) {
       const double chunks = ceilDivD(s, 2 * c * k);

@@ -30,6 +30,22 @@ bool algorithmSupports(Algorithm algorithm, CollectiveKind kind) {
 
 namespace {
 
+// The query of `kind` of `bytes` on `nranks` ranks over `nhosts` hosts, channels and
+// chunk left to the caller.
+CostQuery queryOf(CollectiveKind kind, size_t bytes, int nranks, int nhosts, int localSize,
+                  const TuneConstants& constants, HostStage stage) {
+  CostQuery query;
+  query.kind = kind;
+  query.bytes = bytes;
+  query.nranks = nranks;
+  query.nhosts = nhosts;
+  query.localSize = localSize;
+  query.constants = linkOf(constants);
+  query.net = netLinkOf(constants);  // read only over several hosts (CostQuery::pacing)
+  query.stage = stage;
+  return query;
+}
+
 // `spec`'s prediction; one rank costs a latency.
 double predictWith(const AlgorithmSpec& spec, const CostQuery& query, bool* hostTree) {
   if (hostTree != nullptr) *hostTree = false;
@@ -48,17 +64,9 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int
 double predictHostsMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int nranks,
                           int nhosts, int localSize, int nchannels, size_t chunkBytes,
                           const TuneConstants& constants, bool* hostTree, HostStage stage) {
-  CostQuery query;
-  query.kind = kind;
-  query.bytes = bytes;
-  query.nranks = nranks;
-  query.nhosts = nhosts;
-  query.localSize = localSize;
+  CostQuery query = queryOf(kind, bytes, nranks, nhosts, localSize, constants, stage);
   query.nchannels = nchannels;
   query.chunkBytes = chunkBytes;
-  query.constants = linkOf(constants);
-  query.net = netLinkOf(constants);
-  query.stage = stage;
   return predictWith(AlgorithmRegistry::instance().resolve(algorithm, kind), query, hostTree);
 }
 
@@ -82,9 +90,7 @@ TuneDecision decideSchedule(CollectiveKind kind, size_t bytes, int nranks, const
   // No allocation: the planner decides before it looks in its schedule cache.
   std::array<const AlgorithmSpec*, AlgorithmRegistry::kMaxSpecs> candidates{};
   size_t count = 0;
-  const AlgorithmSpec* forced = registry.find(limits.forced);
-  if (forced != nullptr && !forced->isTeam() && forced->implements(kind) &&
-      forced->runsOn(kind, shape)) {
+  if (const AlgorithmSpec* forced = registry.forcedSchedule(limits.forced, kind, shape)) {
     candidates[count++] = forced;
   } else {
     const AlgorithmSpec& robust = registry.robustDefault(kind);
@@ -102,15 +108,8 @@ TuneDecision decideSchedule(CollectiveKind kind, size_t bytes, int nranks, const
                                              ? std::span<const size_t>(kTunedChunks)
                                              : std::span<const size_t>(&limits.chunkBytes, 1);
   TuneDecision best;
-  CostQuery query;
-  query.kind = kind;
-  query.bytes = bytes;
-  query.nranks = nranks;
-  query.nhosts = limits.nhosts;
-  query.localSize = limits.localSize;
-  query.constants = linkOf(constants);
-  query.net = limits.nhosts > 1 ? netLinkOf(constants) : query.constants;
-  query.stage = limits.hostStage;
+  CostQuery query =
+      queryOf(kind, bytes, nranks, limits.nhosts, limits.localSize, constants, limits.hostStage);
   for (size_t a = 0; a < algorithms.size(); ++a) {
     const AlgorithmSpec& spec = *algorithms[a];
     TuneDecision mine;
