@@ -55,12 +55,15 @@ LAYERS = {
     "device_runtime": (["core/device/device_runtime.h", "core/device/device_runtime.cc",
                         "core/device/device_steps.h"],
                        BOTTOM),
-    "engine": (["core/engine"], BOTTOM + ["plan", "tune"] + CORE_SEAMS),
+    # The team collectives (board, direct, cma) over the transport seam's team board; the
+    # engine's executor runs team steps through them.
+    "team": (["core/team"], BOTTOM + ["plan", "memory"] + CORE_SEAMS),
+    "engine": (["core/engine"], BOTTOM + ["plan", "tune", "team"] + CORE_SEAMS),
     # Table: "plan, transport seam, DeviceRuntime".
     "device": (["core/device"], BOTTOM + ["plan", "transport_seam", "device_runtime"]),
     # Table: "everything in core" (one row: api calls into comm).
     "comm": (["core/comm", "core/api"],
-             BOTTOM + ["net", "bootstrap", "memory", "plan", "tune", "engine", "device",
+             BOTTOM + ["net", "bootstrap", "memory", "plan", "tune", "team", "engine", "device",
                        "device_runtime"] + CORE_SEAMS),
     # Table: "core seams, net". memory added (the shm transport's regions; not in table).
     "transport_shm": (["transports/shm"], BOTTOM + CORE_SEAMS + ["net", "memory"]),
@@ -103,8 +106,11 @@ ALLOWED = [
     # collectives", "Where a new algorithm goes"; decisions/team-collectives.md).
     ("core/transport/transport.h", "core/plan/team_step.h",
      "TransportFactory::teamOffer returns the plan's TeamOffer"),
-    ("core/transport/team_collectives.h", "core/plan/team_step.h",
-     "TeamCollectives::offer/run take TeamOffer, TeamAlgorithms, CollectiveArgs"),
+    ("core/transport/team_board.h", "core/plan/team_step.h",
+     "TeamBoard::offer returns the plan's TeamOffer"),
+    # A board note says where a rank's registered buffers are (collie/shared_memory.h).
+    ("core/transport/team_board.h", "core/memory/shared_region.h",
+     "BoardNote carries SharedWindow"),
     # Connections reduce on receive with the communicator's kernels (architecture.md,
     # "One collective" step 3: postRecvReduce); TransportContext::kernels carries them.
     ("core/transport/transport.h", "core/kernel/reduce_backend.h",
@@ -135,12 +141,6 @@ KNOWN_VIOLATIONS = [
     ("core/tune/tune_probe.h", "core/engine/engine.h",
      "issue 48: move the probe (it runs over Engine's connections) to core/engine, or "
      "take an interface tune declares"),
-    ("transports/shm/shm_board.cc", "core/plan/fingerprint.h",
-     "issue 48: the board checks fingerprints itself; goes with splitting the board into a "
-     "primitive and engine-run steps (no transport names a collective)"),
-    ("transports/shm/shm_board_layout.h", "core/plan/schedule.h",
-     "issue 48: take sizes from the team seam, not CollectiveArgs/CollectiveKind "
-     "(goes with 'no transport names a collective kind')"),
     ("tools/ddp_demo_command.cc", "core/net/process_sockets.h", TOOLS_NOTE),
     ("tools/info_command.cc", "core/device/device_runtime.h", TOOLS_NOTE),
     ("tools/info_command.cc", "core/net/process_sockets.h", TOOLS_NOTE),

@@ -8,11 +8,13 @@
 #include "core/kernel/reduce_backend.h"
 #include "core/log/log.h"
 #include "core/plan/fingerprint.h"
+#include "core/team/board_collectives.h"
 
 namespace collie {
 
 Executor::Executor(const EngineConfig& config, TransportSet transports,
-                   const std::atomic<bool>& aborted, FlightRecorder* recorder)
+                   const std::atomic<bool>& aborted, FlightRecorder* recorder,
+                   TeamCollectives* scriptedTeam)
     : config_(config),
       matcher_(config.rank, config.nranks, config.nchannels, &transports_.connections),
       transports_(std::move(transports)),
@@ -36,7 +38,12 @@ Executor::Executor(const EngineConfig& config, TransportSet transports,
     }
   }
   if (transports_.transports.size() == 1 && config_.nranks > 1) {
-    team_ = transports_.transports[0]->team();
+    if (scriptedTeam != nullptr) {
+      team_ = scriptedTeam;
+    } else if (TeamBoard* board = transports_.transports[0]->teamBoard()) {
+      boardTeam_ = std::make_unique<BoardCollectives>(*board);
+      team_ = boardTeam_.get();
+    }
     if (team_ != nullptr) teamOffer_ = team_->offer();
   }
   singleCopy_ = SingleCopyChoice(config_.adaptMaxBytes, teamOffer_.boardBytes);
@@ -58,9 +65,11 @@ void Executor::abandon(uint64_t tag, const Status& why) {
 void Executor::closeConnections() {
   // Connections first: they may still point at completions of failed executions.
   // Destroying them is what tells the peers (closed sockets, shm segment marked closed).
+  // The team before them: it runs on the transport's board.
+  team_ = nullptr;
+  boardTeam_.reset();
   transports_.connections.clear();
   transports_.transports.clear();
-  team_ = nullptr;
   matcher_.reset();
   failedExecutions_.clear();
 }

@@ -19,11 +19,11 @@
 // still be pointed at by the connections) until closeConnections().
 //
 // A schedule whose channel 0 starts with a team step (core/plan/team_step.h) goes to the
-// team (core/transport/team_collectives.h: the transport's, when one transport serves every peer
-// and has one) first, bounded by the same timeout and abort flag (runTeam()); only when
-// every rank declined it do its fallback steps run. Where the step may try cma with a
-// schedule behind it, SingleCopyChoice (core/engine/single_copy_choice.h) may withhold
-// cma from it, and the whole collective is timed for that choice.
+// team (core/team/team_collectives.h: a BoardCollectives over the transport's team board,
+// when one transport serves every peer and has one) first, bounded by the same timeout and abort
+// flag (runTeam()); only when every rank declined it do its fallback steps run. Where the step may
+// try cma with a schedule behind it, SingleCopyChoice (core/engine/single_copy_choice.h) may
+// withhold cma from it, and the whole collective is timed for that choice.
 //
 // A pre-multiplied sum (ReduceOp::kPreMulSum) first multiplies this rank's input by its
 // factor (Pending::scalar) with the kernel backend's scale(), once, into the output
@@ -38,7 +38,7 @@
 // One outcome per collective: a collective run on the connections is reported a success
 // only when no peer it received from already left a record that it failed it
 // (Connection::abandoned; the failing rank's engine leaves them through abandon() before
-// it closes). A team keeps the same rule itself (core/transport/team_collectives.h).
+// it closes). A team keeps the same rule itself (core/team/team_collectives.h).
 //
 // Thread safety: teamOffer(), usefulChannels() and transportTo() are fixed at
 // construction and may be read from any thread; team() (null once closeConnections()
@@ -58,7 +58,7 @@
 #include "core/engine/schedule_execution.h"
 #include "core/engine/single_copy_choice.h"
 #include "core/engine/tag_matcher.h"
-#include "core/transport/team_collectives.h"
+#include "core/team/team_collectives.h"
 #include "core/transport/transport.h"
 
 namespace collie {
@@ -72,9 +72,11 @@ struct TransportSet {
 
 class Executor {
  public:
-  // `aborted` and `recorder` must outlive the executor.
+  // `aborted` and `recorder` must outlive the executor. `scriptedTeam` (tests; must
+  // outlive the executor) runs the team steps instead of the team built over the
+  // transport's board.
   Executor(const EngineConfig& config, TransportSet transports, const std::atomic<bool>& aborted,
-           FlightRecorder* recorder);
+           FlightRecorder* recorder, TeamCollectives* scriptedTeam = nullptr);
 
   // The team (null unless one transport serves every peer and has one) and its offer
   // (empty without a team).
@@ -146,7 +148,9 @@ class Executor {
   TransportSet transports_;
   std::vector<std::string> transportNames_;  // per peer
   int usefulChannels_;
-  TeamCollectives* team_ = nullptr;
+  // The team over the transport's board; after transports_, so that it goes first.
+  std::unique_ptr<TeamCollectives> boardTeam_;
+  TeamCollectives* team_ = nullptr;  // boardTeam_ or the scripted team
   TeamOffer teamOffer_;
   // Whether a large all-reduce's team step may try cma, timed against its schedule
   // (COLLIE_TUNE_ADAPT_MAX).

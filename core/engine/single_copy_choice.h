@@ -31,7 +31,7 @@
 // tuner made it.
 //
 // Agreement: a rank that withholds cma publishes no cma wish, and the team runs cma only
-// when every rank wishes it (core/transport/team_collectives.h: every rank reads the same headers),
+// when every rank wishes it (core/team/board_collectives.h: every rank reads the same notes),
 // so ranks whose timings decide differently still run one algorithm alike. Call counts
 // per class are equal on every rank (every rank runs the same collectives), so the
 // blocks and rechecks run in step. Outcomes are recorded by what ran (TeamOutcome), not by the

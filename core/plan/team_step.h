@@ -1,14 +1,14 @@
 // Team collectives in a schedule: the team step, what a team offers the tuner, and how
 // much of the board one collective needs.
 //
-// A transport that connects every rank of a communicator may run whole collectives
-// itself (UCC's "team" collectives; core/transport/team_collectives.h is the seam): shm, when every
-// rank is on one host, runs the board (every rank publishes its part on a shared board
-// and computes its output from every part, in rank order), the direct all-reduce
-// (single copy through buffers every rank registered) and the cma all-reduce (single
-// copy through cross-memory attach). They are algorithms like ring and tree: named in
-// `Algorithm`, costed and chosen by the tuner (core/tune/tuner.h), forced by
-// COLLIE_ALGO, checked by the simulator.
+// When one transport connects every rank of a communicator through memory they all map
+// (UCC's "team" collectives), core/team runs whole collectives on that transport's team
+// board (core/transport/team_board.h): with shm, every rank on one host, the board
+// (every rank publishes its part on a shared board and computes its output from every
+// part, in rank order), the direct all-reduce (single copy through buffers every rank
+// registered) and the cma all-reduce (single copy through cross-memory attach). They are
+// algorithms like ring and tree: named in `Algorithm`, costed and chosen by the tuner
+// (core/tune/tuner.h), forced by COLLIE_ALGO, checked by the simulator.
 //
 // A schedule runs them through one step, kTeam, first on channel 0. Its `team` is a set
 // of team algorithms, tried in kTeamOrder (direct, cma, board); each has a condition

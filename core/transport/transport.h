@@ -43,7 +43,7 @@ namespace collie {
 
 class DeviceRuntime;         // core/device/device_runtime.h
 class DeviceWindowProvider;  // core/transport/device_windows.h
-class TeamCollectives;       // core/transport/team_collectives.h
+class TeamBoard;             // core/transport/team_board.h
 
 // Set by a transport when an operation ends. `status` is OK on success. A receive
 // that failed with kMismatch because the peer's message carried another tag also
@@ -189,9 +189,10 @@ class Transport {
   // `maxWait` passed. May return early spuriously. Used after spinning found no work.
   virtual void waitForActivity(std::chrono::microseconds maxWait) = 0;
 
-  // The transport's team collectives (core/transport/team_collectives.h), or null. Only meaningful
-  // after connect() and only when this transport serves every peer of the communicator.
-  virtual TeamCollectives* team() { return nullptr; }
+  // The transport's team board (core/transport/team_board.h: memory every rank maps, on
+  // which core/team runs the team collectives), or null. Only meaningful after connect()
+  // and only when this transport serves every peer of the communicator.
+  virtual TeamBoard* teamBoard() { return nullptr; }
 
   // The transport's device windows (core/transport/device_windows.h), or null. Asked
   // right after create(), whether or not connect() was called: a transport may offer

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "collie/communicator.h"
-#include "transports/shm/shm_cma.h"
+#include "core/team/cross_memory.h"
 
 namespace {
 
@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
     failed +=
         check<int32_t>(**comm, collie::DataType::kInt32, collie::ReduceOp::kMax, inPlace, count);
   }
-  const uint64_t shares = collie::shm::crossMemoryShareCount();
+  const uint64_t shares = collie::crossMemoryShareCount();
   if (denied < 0 && shares != 4) {
     std::fprintf(stderr, "cma_rank %d: %llu cross-memory shares, expected 4\n", rank,
                  static_cast<unsigned long long>(shares));

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "collie/communicator.h"
+#include "core/team/cross_memory.h"
 #include "tests/support/huge_page_usage.h"
-#include "transports/shm/shm_cma.h"
 #include "transports/shm/shm_huge_pages.h"
 
 namespace {
@@ -98,10 +98,10 @@ int main() {
   const size_t hugeBefore = collie::testing::hugePageKiB(buffers);
   uint64_t lateShares = 0;
   for (int round = 0; round < kRounds && failed == 0; ++round) {
-    const uint64_t before = collie::shm::crossMemoryShareCount();
+    const uint64_t before = collie::crossMemoryShareCount();
     failed += roundOnce(**comm, send, recv, both, round);
     // Round 2 on: both all-reduces cross-memory (the out-of-place one only in huge pages).
-    if (round >= 2) lateShares += collie::shm::crossMemoryShareCount() - before;
+    if (round >= 2) lateShares += collie::crossMemoryShareCount() - before;
   }
   const size_t hugeKiB = collie::testing::hugePageKiB(buffers) - hugeBefore;
   const bool collapses = kernelCollapses();

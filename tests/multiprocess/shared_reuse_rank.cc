@@ -22,7 +22,7 @@
 
 #include "collie/communicator.h"
 #include "collie/shared_memory.h"
-#include "transports/shm/shm_direct.h"
+#include "core/team/direct_share.h"
 
 namespace {
 
@@ -50,12 +50,12 @@ int allReduceAndCheck(collie::Communicator& comm, int round, float* send, float*
   const int n = comm.size(), rank = comm.rank();
   for (size_t i = 0; i < kCount; ++i) send[i] = float((i * 7 + rank * 13 + round * 101) % 1009);
   std::memset(recv, 0xEE, kBytes);
-  const uint64_t before = collie::shm::directShareCount();
+  const uint64_t before = collie::directShareCount();
   auto work =
       comm.allReduce(send, recv, kCount, collie::DataType::kFloat32, collie::ReduceOp::kSum);
   collie::Status status = work.isOk() ? work->wait() : work.status();
   if (!status.isOk()) return fail(rank, round, status.toString());
-  *went = collie::shm::directShareCount() != before;
+  *went = collie::directShareCount() != before;
   for (size_t i = 0; i < kCount; ++i) {
     float expected = 0;
     for (int r = 0; r < n; ++r) expected += float((i * 7 + r * 13 + round * 101) % 1009);

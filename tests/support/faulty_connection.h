@@ -23,7 +23,7 @@
 // Receives are forwarded untouched. Fault::armed delays the counting until a flag is set.
 //
 // FaultyTransport forwards everything to the wrapped transport except
-// team() and deviceWindows() (null: every byte of a collective then
+// teamBoard() and deviceWindows() (null: every byte of a collective then
 // passes through the connections, where the faults are), and caps each
 // waitForActivity() at 1 ms so that a delayed message leaves on time.
 //

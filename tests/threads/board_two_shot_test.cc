@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "core/team/board_collectives.h"
 #include "support/rank_threads.h"
 #include "support/reference.h"
-#include "transports/shm/shm_board.h"
 
 namespace collie {
 namespace {
@@ -73,7 +73,7 @@ TEST_P(BoardTwoShotTest, EqualsTheOneShotBoardBitForBitOnEveryRank) {
   cases.push_back({DataType::kBFloat16, ReduceOp::kSum, 3001, false});
   cases.push_back({DataType::kFloat64, ReduceOp::kSum, 32767, true});
   Failures failures;
-  const uint64_t before = shm::boardTwoShotCount();
+  const uint64_t before = boardTwoShotCount();
   uint64_t expectedShots = 0;
   for (const Case& c : cases) {
     const std::string what = std::string(dataTypeName(c.dtype)) + " " +
@@ -93,7 +93,7 @@ TEST_P(BoardTwoShotTest, EqualsTheOneShotBoardBitForBitOnEveryRank) {
     }
   }
   for (const std::string& message : failures.messages) ADD_FAILURE() << message;
-  EXPECT_EQ(shm::boardTwoShotCount() - before, expectedShots);
+  EXPECT_EQ(boardTwoShotCount() - before, expectedShots);
 }
 
 // Ranks whose minimums differ run the largest alike: with 4K and 64K one shot at 32 KiB
@@ -111,7 +111,7 @@ TEST(BoardTwoShotAgreement, RanksTakeTheLargestMinimumAnyRankSet) {
     ASSERT_EQ(comms.size(), static_cast<size_t>(kRanks));
     Failures failures;
     for (size_t count : {size_t{8192}, size_t{16384}}) {  // 32 KiB, then 64 KiB
-      const uint64_t before = shm::boardTwoShotCount();
+      const uint64_t before = boardTwoShotCount();
       std::vector<std::vector<uint8_t>> got =
           run(comms, {DataType::kFloat32, ReduceOp::kSum, count, false}, &failures);
       std::vector<uint8_t> reference =
@@ -120,7 +120,7 @@ TEST(BoardTwoShotAgreement, RanksTakeTheLargestMinimumAnyRankSet) {
         if (got[r] != reference) failures.add("rank " + std::to_string(r) + " is wrong");
       }
       const bool twoShots = count == 16384 && std::string(other) == "64K";
-      EXPECT_EQ(shm::boardTwoShotCount() - before, twoShots ? 2u : 0u)
+      EXPECT_EQ(boardTwoShotCount() - before, twoShots ? 2u : 0u)
           << "minimums 4K and " << other << ", " << count * 4 << " bytes";
     }
     for (const std::string& message : failures.messages) ADD_FAILURE() << other << ": " << message;

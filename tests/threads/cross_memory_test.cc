@@ -3,6 +3,8 @@
 // other op, odd sizes that end shares and tiles mid-unit, in and out of place, 2..4
 // ranks; every rank's bytes equal the exact reference. COLLIE_SHM_CMA_MAX=0 keeps the
 // FIFO ring.
+#include "core/team/cross_memory.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -97,27 +99,27 @@ class CrossMemoryTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(CrossMemoryTest, PlainBuffersGoSingleCopyAndMatchTheReference) {
   const int nranks = GetParam();
-  const uint64_t before = shm::crossMemoryShareCount();
+  const uint64_t before = crossMemoryShareCount();
   const int collectives = runSampled(nranks, "1G");
   EXPECT_EQ(collectives, static_cast<int>(std::size(kCounts)) * kNumDataTypes * kOpsPerDtype * 2);
-  EXPECT_EQ(shm::crossMemoryShareCount() - before, static_cast<uint64_t>(collectives * nranks))
+  EXPECT_EQ(crossMemoryShareCount() - before, static_cast<uint64_t>(collectives * nranks))
       << "some all-reduces did not take the cross-memory path";
 }
 
 TEST_P(CrossMemoryTest, InPlaceOnesGoSingleCopyAboveTheLimit) {
   const int nranks = GetParam();
-  const uint64_t before = shm::crossMemoryShareCount();
+  const uint64_t before = crossMemoryShareCount();
   const int collectives = runSampled(nranks, "1K");  // below every sampled size
   EXPECT_EQ(collectives, static_cast<int>(std::size(kCounts)) * kNumDataTypes * kOpsPerDtype * 2);
-  EXPECT_EQ(shm::crossMemoryShareCount() - before, static_cast<uint64_t>(collectives / 2 * nranks))
+  EXPECT_EQ(crossMemoryShareCount() - before, static_cast<uint64_t>(collectives / 2 * nranks))
       << "expected exactly the in-place half on the cross-memory path";
 }
 
 TEST_P(CrossMemoryTest, ZeroMinimumKeepsTheFifoRing) {
   const int nranks = GetParam();
-  const uint64_t before = shm::crossMemoryShareCount();
+  const uint64_t before = crossMemoryShareCount();
   runSampled(nranks, "0");
-  EXPECT_EQ(shm::crossMemoryShareCount(), before);
+  EXPECT_EQ(crossMemoryShareCount(), before);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CrossMemoryTest, ::testing::Values(2, 3, 4));

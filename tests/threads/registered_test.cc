@@ -17,11 +17,12 @@
 
 #include "collie/shared_memory.h"
 #include "core/config/config.h"
+#include "core/team/board_collectives.h"
+#include "core/team/direct_share.h"
 #include "support/quick_matrix.h"
 #include "support/rank_threads.h"
 #include "support/reference.h"
 #include "transports/shm/shm_board.h"
-#include "transports/shm/shm_direct.h"
 
 namespace collie {
 namespace {
@@ -122,7 +123,7 @@ class RegisteredTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(RegisteredTest, EveryDtypeAndOpGoesDirect) {
   const int nranks = GetParam();
-  const uint64_t before = shm::directShareCount();
+  const uint64_t before = directShareCount();
   runEveryDtypeAndOp(nranks, std::vector<Buffers::Kind>(nranks, Buffers::kSharedRegistered));
   // One rank alone has no peers and no board: the engine runs it by itself.
   if (nranks > 1) {
@@ -135,7 +136,7 @@ TEST_P(RegisteredTest, EveryDtypeAndOpGoesDirect) {
                      : 0;
       }
     }
-    EXPECT_EQ(shm::directShareCount() - before, pairs * 2 * nranks);
+    EXPECT_EQ(directShareCount() - before, pairs * 2 * nranks);
   }
 }
 
@@ -145,9 +146,9 @@ TEST_P(RegisteredTest, MixedRegistrationFallsBackOnEveryRank) {
   std::vector<Buffers::Kind> kinds(nranks, Buffers::kSharedRegistered);
   kinds[nranks - 1] = Buffers::kHeap;
   if (nranks > 2) kinds[1] = Buffers::kSendOnlyRegistered;
-  const uint64_t before = shm::directShareCount();
+  const uint64_t before = directShareCount();
   runEveryDtypeAndOp(nranks, kinds);
-  EXPECT_EQ(shm::directShareCount(), before) << "a rank went direct without every rank's buffers";
+  EXPECT_EQ(directShareCount(), before) << "a rank went direct without every rank's buffers";
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, RegisteredTest, ::testing::Values(1, 2, 3, 4));
@@ -168,7 +169,7 @@ TEST(RegisteredStreaming, LargeOutOfPlaceMatchesTheReference) {
                              std::pair{DataType::kInt8, ReduceOp::kSum}}) {
       if (quick && (nranks != 2 || dtype != DataType::kInt8)) continue;
       const size_t es = dataTypeSize(dtype);
-      const size_t count = shm::kDirectStreamingMinBytes / es + 4099;
+      const size_t count = kDirectStreamingMinBytes / es + 4099;
       const size_t bytes = count * es;
       Options options;
       options.transport = "shm";
@@ -176,7 +177,7 @@ TEST(RegisteredStreaming, LargeOutOfPlaceMatchesTheReference) {
       auto comms = testing::makeCommunicators(nranks, options);
       ASSERT_EQ(comms.size(), static_cast<size_t>(nranks));
       const std::vector<uint8_t> expected = testing::expectedReduction(dtype, op, nranks, 0, count);
-      const uint64_t before = shm::directShareCount();
+      const uint64_t before = directShareCount();
       Failures failures;
       testing::onEveryRank(nranks, [&](int r) {
         Communicator& comm = *comms[r];
@@ -205,7 +206,7 @@ TEST(RegisteredStreaming, LargeOutOfPlaceMatchesTheReference) {
         }
       });
       for (const std::string& message : failures.messages) ADD_FAILURE() << message;
-      EXPECT_EQ(shm::directShareCount() - before, static_cast<uint64_t>(nranks))
+      EXPECT_EQ(directShareCount() - before, static_cast<uint64_t>(nranks))
           << "the direct path did not run";
     }
   }
@@ -256,7 +257,7 @@ TEST_P(DirectBeforeBoardTest, LearnsFromTheLastCallOnEveryRank) {
   struct Counts {
     uint64_t tried, direct;
   };
-  auto counts = [] { return Counts{shm::boardDirectFirstCount(), shm::directShareCount()}; };
+  auto counts = [] { return Counts{boardDirectFirstCount(), directShareCount()}; };
   auto expectSince = [&](const Counts& before, uint64_t tried, uint64_t direct,
                          const std::string& what) {
     const Counts now = counts();
@@ -325,7 +326,7 @@ TEST(DirectCrossover, RanksTakeTheLargestAnyRankSet) {
     EXPECT_EQ(*predicted[0], *predicted[1]) << "minimums 2K and " << other;
     const std::vector<uint8_t> expected =
         testing::expectedReduction(DataType::kFloat32, ReduceOp::kSum, kRanks, 0, kFloats);
-    const uint64_t before = shm::boardDirectFirstCount();
+    const uint64_t before = boardDirectFirstCount();
     Failures failures;
     testing::onEveryRank(kRanks, [&](int r) {
       Buffers buffers(*comms[r], Buffers::kSharedRegistered, kFloats * sizeof(float));
@@ -347,7 +348,7 @@ TEST(DirectCrossover, RanksTakeTheLargestAnyRankSet) {
       }
     });
     for (const std::string& message : failures.messages) ADD_FAILURE() << message;
-    EXPECT_EQ(shm::boardDirectFirstCount() - before, std::string(other) == "2K" ? 4u : 0u)
+    EXPECT_EQ(boardDirectFirstCount() - before, std::string(other) == "2K" ? 4u : 0u)
         << "minimums 2K and " << other;
   }
 }

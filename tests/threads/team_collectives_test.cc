@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "collie/shared_memory.h"
+#include "core/team/cross_memory.h"
+#include "core/team/direct_share.h"
 #include "support/rank_threads.h"
-#include "transports/shm/shm_cma.h"
-#include "transports/shm/shm_direct.h"
 
 namespace {
 // Allocations on the calling thread while `counting` is set on it.
@@ -155,7 +155,7 @@ TEST_P(TeamCollectivesTest, ForcedDirectRunsOnRegisteredBuffersAndRefusesOthers)
     ASSERT_TRUE(comms[r]->registerBuffer(send[r], maxCount * sizeof(float)).isOk());
     ASSERT_TRUE(comms[r]->registerBuffer(recv[r], maxCount * sizeof(float)).isOk());
   }
-  const uint64_t before = shm::directShareCount();
+  const uint64_t before = directShareCount();
   Failures failures;
   for (size_t count : {size_t{1000}, maxCount}) {
     for (bool inPlace : {false, true}) {
@@ -165,7 +165,7 @@ TEST_P(TeamCollectivesTest, ForcedDirectRunsOnRegisteredBuffersAndRefusesOthers)
     }
   }
   for (const std::string& message : failures.messages) ADD_FAILURE() << message;
-  EXPECT_EQ(shm::directShareCount() - before, 4u * n) << "not every call went direct";
+  EXPECT_EQ(directShareCount() - before, 4u * n) << "not every call went direct";
   // Heap buffers on one rank: every rank fails, naming the reason, nobody hangs.
   std::vector<Status> statuses(n);
   testing::onEveryRank(n, [&](int r) {
@@ -193,7 +193,7 @@ TEST_P(TeamCollectivesTest, ForcedCmaRunsOnPlainBuffers) {
   const int n = GetParam();
   auto comms = make(n, "shm", Algorithm::kCma);
   ASSERT_EQ(comms.size(), static_cast<size_t>(n));
-  const uint64_t before = shm::crossMemoryShareCount();
+  const uint64_t before = crossMemoryShareCount();
   Failures failures;
   for (size_t count : {size_t{3}, size_t{100003}}) {
     for (bool inPlace : {false, true}) checkAllReduce(comms, count, inPlace, nullptr, &failures);
@@ -203,7 +203,7 @@ TEST_P(TeamCollectivesTest, ForcedCmaRunsOnPlainBuffers) {
     GTEST_SKIP() << "cross-memory attach is denied here: " << failures.messages[0];
   }
   for (const std::string& message : failures.messages) ADD_FAILURE() << message;
-  EXPECT_EQ(shm::crossMemoryShareCount() - before, 4u * n) << "not every call went cma";
+  EXPECT_EQ(crossMemoryShareCount() - before, 4u * n) << "not every call went cma";
 }
 
 // auto above the board: the engine times cma against the ring it falls back to
@@ -226,15 +226,15 @@ TEST_P(TeamCollectivesTest, AutoTimesCmaAgainstTheRingInStepAndStaysExact) {
     ASSERT_EQ(comms.size(), static_cast<size_t>(n));
     const size_t count = 1200000;  // 4.8 MB: past the board's 2 MiB, within 8 MiB
     Failures failures;
-    const uint64_t before = shm::crossMemoryShareCount();
+    const uint64_t before = crossMemoryShareCount();
     for (int i = 0; i < 6; ++i) checkAllReduce(comms, count, true, nullptr, &failures);
-    EXPECT_EQ(shm::crossMemoryShareCount() - before, 0u)
+    EXPECT_EQ(crossMemoryShareCount() - before, 0u)
         << "calls 1..6 go the ring (one rank off: " << oneRankOff << ")";
     for (int i = 0; i < 6; ++i) checkAllReduce(comms, count, true, nullptr, &failures);
     if (!failures.messages.empty() && failures.messages[0].find("denied") != std::string::npos) {
       GTEST_SKIP() << "cross-memory attach is denied here: " << failures.messages[0];
     }
-    EXPECT_EQ(shm::crossMemoryShareCount() - before, 6u * n)
+    EXPECT_EQ(crossMemoryShareCount() - before, 6u * n)
         << "calls 7..12 go cma (one rank off: " << oneRankOff << ")";
     for (int i = 0; i < 24; ++i) checkAllReduce(comms, count, i % 3 == 0, nullptr, &failures);
     for (const std::string& message : failures.messages) ADD_FAILURE() << message;

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "core/team/cross_memory.h"
 #include "support/quick_matrix.h"
 #include "support/rank_threads.h"
-#include "transports/shm/shm_cma_exchange.h"
 
 namespace collie {
 namespace {
@@ -129,7 +129,7 @@ TEST_P(TeamExchangeTest, ForcedTeamAlgorithmDeliversEveryBlock) {
   const Algorithm algorithm = GetParam().algorithm;
   auto comms = make(n, algorithm);
   ASSERT_EQ(comms.size(), static_cast<size_t>(n));
-  const uint64_t before = shm::crossMemoryExchangeCount();
+  const uint64_t before = crossMemoryExchangeCount();
   Failures failures;
   uint64_t calls = 0;
   for (size_t count : countsFor(algorithm)) {
@@ -147,7 +147,7 @@ TEST_P(TeamExchangeTest, ForcedTeamAlgorithmDeliversEveryBlock) {
   }
   for (const std::string& message : failures.messages) ADD_FAILURE() << message;
   if (algorithm == Algorithm::kCma) {
-    EXPECT_EQ(shm::crossMemoryExchangeCount() - before, calls) << "not every call went cma";
+    EXPECT_EQ(crossMemoryExchangeCount() - before, calls) << "not every call went cma";
   } else {
     for (auto& comm : comms) EXPECT_TRUE(ranWith(*comm, "board")) << comm->dumpFlightRecorder();
   }
@@ -230,11 +230,11 @@ TEST(TeamExchangeAuto, ChoosesBoardSmallAndCmaLarge) {
   ASSERT_EQ(comms.size(), 2u);
   Failures failures;
   checkAllToAll(comms, 100, &failures);
-  const uint64_t before = shm::crossMemoryExchangeCount();
+  const uint64_t before = crossMemoryExchangeCount();
   checkAllToAll(comms, 1 << 20, &failures);
   for (const std::string& message : failures.messages) ADD_FAILURE() << message;
   for (auto& comm : comms) EXPECT_TRUE(ranWith(*comm, "board")) << comm->dumpFlightRecorder();
-  EXPECT_EQ(shm::crossMemoryExchangeCount() - before, 2u) << "the 4 MiB blocks did not go cma";
+  EXPECT_EQ(crossMemoryExchangeCount() - before, 2u) << "the 4 MiB blocks did not go cma";
 }
 
 }  // namespace

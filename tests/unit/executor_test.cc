@@ -86,8 +86,7 @@ class PipeConnection : public Connection {
 
 class PipeTransport : public Transport {
  public:
-  explicit PipeTransport(int useful = 0, TeamCollectives* team = nullptr)
-      : useful_(useful), team_(team) {}
+  explicit PipeTransport(int useful = 0) : useful_(useful) {}
   const char* name() const override { return "pipe"; }
   TransportCaps caps() const override {
     TransportCaps caps;
@@ -99,11 +98,9 @@ class PipeTransport : public Transport {
     return unsupported("connected by the test");
   }
   void waitForActivity(std::chrono::microseconds) override { std::this_thread::sleep_for(20us); }
-  TeamCollectives* team() override { return team_; }
 
  private:
   int useful_;
-  TeamCollectives* team_;
 };
 
 EngineConfig configOf(int rank, std::chrono::microseconds timeout = 10s) {
@@ -357,11 +354,9 @@ class ScriptedTeam : public TeamCollectives {
   std::chrono::microseconds seenTimeout{0};
 };
 
-// Rank `rank`'s side of the wire with `team` as its transport's team.
-TransportSet teamSet(const std::shared_ptr<Wire>& wire, int rank, TeamCollectives* team) {
-  TransportSet set = pipeSet(wire, rank, nullptr);
-  set.transports[0] = std::make_unique<PipeTransport>(0, team);
-  return set;
+// Rank `rank`'s side of the wire (the test gives the executor its scripted team).
+TransportSet teamSet(const std::shared_ptr<Wire>& wire, int rank) {
+  return pipeSet(wire, rank, nullptr);
 }
 
 TEST(ExecutorTest, TeamStepThatRunsEndsTheCollective) {
@@ -369,7 +364,7 @@ TEST(ExecutorTest, TeamStepThatRunsEndsTheCollective) {
   ScriptedTeam team;
   std::atomic<bool> aborted{false};
   FlightRecorder recorder(4);
-  Executor executor(configOf(0, 123ms), teamSet(wire, 0, &team), aborted, &recorder);
+  Executor executor(configOf(0, 123ms), teamSet(wire, 0), aborted, &recorder, &team);
   ASSERT_EQ(executor.team(), &team);
   EXPECT_EQ(executor.teamOffer().boardBytes, 4096u);
   std::vector<float> in(16, 1), out(16, -1);
@@ -404,7 +399,7 @@ TEST(ExecutorTest, TeamStepDeclinedOnEveryRankRunsTheFallback) {
     teams[r].outcome = TeamOutcome{};  // declined
     ranks.emplace_back([&, r] {
       FlightRecorder recorder(4);
-      Executor executor(configOf(r), teamSet(wire, r, &teams[r]), aborted, &recorder);
+      Executor executor(configOf(r), teamSet(wire, r), aborted, &recorder, &teams[r]);
       std::vector<float> in(count, 1.5f + r);
       Pending pending = pendingOf(r, allReduceOf(count), in.data(), out[r].data(), true,
                                   teamBit(Algorithm::kCma));
@@ -430,11 +425,11 @@ TEST(ExecutorTest, ReportsItsTransports) {
   config.nchannels = 4;
   TransportSet set;
   ScriptedTeam team;
-  set.transports.push_back(std::make_unique<PipeTransport>(0, &team));
+  set.transports.push_back(std::make_unique<PipeTransport>(0));
   set.transports.push_back(std::make_unique<PipeTransport>(2));
   set.transportOfPeer = {0, -1, 1};
   set.connections.resize(3);
-  Executor executor(config, std::move(set), aborted, &recorder);
+  Executor executor(config, std::move(set), aborted, &recorder, &team);
   EXPECT_EQ(executor.usefulChannels(), 2);  // the least nonzero limit
   EXPECT_EQ(executor.transportTo(0), "pipe");
   EXPECT_EQ(executor.transportTo(1), "self");

@@ -11,55 +11,25 @@
 #include <atomic>
 #include <cstring>
 
-#include "core/kernel/reduce_backend.h"
+#include "core/common/process_id.h"
 #include "core/log/log.h"
 #include "core/memory/shared_region.h"
-#include "core/plan/fingerprint.h"
 #include "transports/shm/shm_board_layout.h"
+#include "transports/shm/shm_cma.h"
 #include "transports/shm/shm_names.h"
 #include "transports/shm/shm_segment.h"
-
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
 
 namespace collie::shm {
 namespace {
 
-// Asks for the cache line at `p` in exclusive state, so that a later store to it does
-// not wait for other cores' copies to be invalidated. PREFETCHW where cpuid says the CPU
-// has it (leaf 0x80000001, ECX bit 8), else nothing.
-void prefetchForWrite(const void* p) {
-#if defined(__x86_64__)
-  static const bool supported = [] {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    return __get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 8)) != 0;
-  }();
-  if (supported) asm volatile("prefetchw (%0)" ::"r"(p));
-#else
-  (void)p;
-#endif
-}
-
-std::atomic<uint64_t> gTwoShots{0};
 std::atomic<uint64_t> gSharedCpuWaits{0};
-std::atomic<uint64_t> gDirectFirst{0};
 
 // Spins before a wait first reads the clock: a peer on another core usually answers
 // within them, and then the collective reads no clock at all.
 constexpr uint32_t kSpinsBeforeClock = 32;
-// The largest collective the board or direct (registered buffers) runs on the caller's
-// thread. An inline run blocks the caller until every rank has joined and the copies are
-// done; above this the progress thread runs it, so that the caller goes on computing (a
-// DDP bucket's all-reduce overlaps the rest of the backward pass). 256 KiB was the
-// board's whole size before it grew to 2 MiB.
-constexpr size_t kInlineBoardMaxBytes = 256 * 1024;
-
 }  // namespace
 
-uint64_t boardTwoShotCount() { return gTwoShots.load(std::memory_order_relaxed); }
 uint64_t boardSharedCpuWaitCount() { return gSharedCpuWaits.load(std::memory_order_relaxed); }
-uint64_t boardDirectFirstCount() { return gDirectFirst.load(std::memory_order_relaxed); }
 
 uint64_t boardTwoShotMin(const ShmKnobs& knobs, bool ranksOutnumberCores) {
   const int64_t configured = knobs.twoShotMinBytes;
@@ -101,15 +71,14 @@ Board::Board(const TransportContext& ctx, const ShmKnobs& knobs, std::shared_ptr
       shared_(std::move(shared)),
       slotBytes_(slotBytes),
       boards_(ctx.nranks),
+      views_(ctx.nranks),
+      pids_(ctx.nranks, currentPid()),
       wait_(wait),
       pidNamespace_(currentPidNamespace()),
-      scratch_(static_cast<uint8_t*>(std::aligned_alloc(64, kDirectTileBytes))),
       hugePages_(static_cast<size_t>(std::max<int64_t>(0, knobs.hugePageMinBytes)),
-                 kHugePageBudgetBytes),
-      headerCopies_(ctx.nranks),
-      directInputs_(ctx.nranks),
-      directOutputs_(ctx.nranks),
-      crossMemoryRanks_(ctx.nranks) {}
+                 kHugePageBudgetBytes) {
+  for (const auto& peer : shared_->peers) pids_[peer->rank] = peer->pid;
+}
 
 Board::~Board() {
   for (Mapping& board : boards_) {
@@ -160,14 +129,15 @@ Result<std::unique_ptr<Board>> Board::connect(const TransportContext& ctx, const
   uint64_t directCrossover = header->directCrossover;
   COLLIE_RETURN_IF_ERROR(randomBytes(header->nonce, sizeof(header->nonce)));
   for (int parity = 0; parity < 2; ++parity) {
-    new (control(base, parity)) SlotControl();
-    control(base, parity)->sequence.store(0, std::memory_order_release);
-    new (lineSlot(base, parity)) LineSlot();
-    lineSlot(base, parity)->sequence.store(0, std::memory_order_release);
+    new (note(base, parity)) BoardNote();
+    note(base, parity)->sequence.store(0, std::memory_order_release);
+    new (line(base, parity)) BoardLine();
+    line(base, parity)->sequence.store(0, std::memory_order_release);
   }
-  new (doneFlag(base)) DoneFlag();
-  doneFlag(base)->sequence.store(0, std::memory_order_release);
-  new (crossMemoryFlags(base)) CrossMemoryFlags();
+  for (BoardFlag* flag : {doneFlag(base), probedFlag(base)}) {
+    new (flag) BoardFlag();
+    flag->sequence.store(0, std::memory_order_release);
+  }
   new (placement(base)) Placement();
   placement(base)->cpu.store(-1, std::memory_order_relaxed);
 
@@ -228,67 +198,69 @@ Result<std::unique_ptr<Board>> Board::connect(const TransportContext& ctx, const
   }
   shm_unlink(board->name_.c_str());
   board->name_.clear();
+  for (int r = 0; r < ctx.nranks; ++r) {
+    void* peerBase = board->boards_[r].base;
+    BoardView& view = board->views_[r];
+    for (int parity = 0; parity < 2; ++parity) {
+      view.line[parity] = line(peerBase, parity);
+      view.note[parity] = note(peerBase, parity);
+      view.slot[parity] = slotData(peerBase, slotBytes, parity);
+    }
+    view.done = doneFlag(peerBase);
+    view.probed = probedFlag(peerBase);
+  }
   // Every rank read every header: every rank plans with the same offer.
   board->offer_ = mine;
   board->offer_.cmaCrossoverBytes = static_cast<size_t>(crossover);
   board->offer_.directCrossoverBytes =
       static_cast<size_t>(std::min<uint64_t>(directCrossover, SIZE_MAX));
-  board->twoShotMin_ = twoShotMin;
   board->offer_.boardTwoShotBytes = static_cast<size_t>(std::min<uint64_t>(twoShotMin, SIZE_MAX));
   board->offer_.cmaMaxBytes = static_cast<size_t>(crossMemoryMax);
   if (crossMemoryMax == 0) board->offer_.algorithms &= ~teamBit(Algorithm::kCma);
   return board;
 }
 
-bool Board::runsInline(const CollectiveArgs& args, TeamAlgorithms algorithms, const void* input,
-                       const void* output) const {
-  const size_t bytes = args.count * dataTypeSize(args.dtype);
-  // Larger ones are queued whatever their path, so that they overlap the caller's work (a
-  // DDP bucket beside the rest of backward); a caller that waits at once runs its queued
-  // collective itself (docs/decisions/who-runs-a-collective.md).
-  if (bytes > kInlineBoardMaxBytes) return false;
-  if (!isLarge(args, bytes, ctx_.nranks, slotBytes_)) return true;
-  if (args.kind != CollectiveKind::kAllReduce || !teamHas(algorithms, Algorithm::kDirect)) {
-    return false;  // a check, then declined; or cma, which waits for every rank
-  }
-  return buffersRegistered(input, output, bytes);
-}
-
-Result<TeamOutcome> Board::run(const CollectiveArgs& args, TeamAlgorithms algorithms, bool fallback,
-                               uint64_t tag, const void* input, void* output,
-                               std::chrono::microseconds timeout,
-                               const std::atomic<bool>& cancelled) {
+uint64_t Board::begin() {
   notePlacement();
-  const size_t bytes = args.count * dataTypeSize(args.dtype);
-  const bool board =
-      teamHas(algorithms, Algorithm::kBoard) && !isLarge(args, bytes, ctx_.nranks, slotBytes_);
-  const bool offersDirect =
-      args.kind == CollectiveKind::kAllReduce && teamHas(algorithms, Algorithm::kDirect);
-  // Where the board can run it, single copy goes first only while cma may run (the tuner
-  // tried it first because it is cheaper there), or direct when every rank's buffers were
-  // registered last time: else direct would pay a meeting before the board for nothing.
-  const bool cmaFirst = teamSupports(Algorithm::kCma, args.kind) &&
-                        teamHas(algorithms, Algorithm::kCma) &&
-                        crossMemoryStateFor(args.kind) != CrossMemoryState::kDenied;
-  const bool directFirst = offersDirect && directLikely_;
-  if (board && directFirst && !cmaFirst) gDirectFirst.fetch_add(1, std::memory_order_relaxed);
-  if (!board || cmaFirst || directFirst) {
-    // The board after it counts as its fallback.
-    const Call call{args,  algorithms, fallback || board, board,    tag,
-                    input, output,     timeout,           cancelled};
-    Result<TeamOutcome> outcome = runSingleCopy(call);
-    if (!board || !outcome.isOk() || !outcome->declined()) return outcome;
-    // Every rank read the same headers, so every rank goes on to the board alike, with
-    // the next sequence number.
-  }
-  return runBoard(args, bytes, tag, input, output, timeout, cancelled, offersDirect);
+  return ++sequence_;
 }
 
-bool Board::buffersRegistered(const void* input, const void* output, size_t bytes) const {
-  SharedWindow window;
-  return findSharedWindow(input, bytes, &window) &&
-         (output == input || findSharedWindow(output, bytes, &window));
+Status Board::publish(std::atomic<uint64_t>& word, uint64_t sequence, bool wake) {
+  COLLIE_RETURN_IF_ERROR(verdict::publish(word, sequence, ctx_.rank));
+  if (wake) {
+    ringPeers();
+    return Status();
+  }
+  // Only the peers that wait for this rank's note: Dekker with their publication, fence,
+  // check of ours before they sleep.
+  const int parity = static_cast<int>(sequence & 1);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  for (const auto& peer : shared_->peers) {
+    const BoardNote* theirs = views_[peer->rank].note[parity];
+    if (theirs->sequence.load(std::memory_order_acquire) == sequence && theirs->waits == 1) {
+      ringDoorbell(peer->segment->header());
+    }
+  }
+  return Status();
 }
+
+Result<uint8_t*> Board::resolveWindow(int peer, const SharedWindow& window, size_t bytes) {
+  return windows_.resolve(peer, window, bytes);
+}
+
+Status Board::pull(int peer, uint64_t remote, void* local, size_t bytes) {
+  return pullFromPeer(peer, pids_[peer], remote, local, bytes);
+}
+
+Status Board::push(int peer, uint64_t remote, const void* local, size_t bytes) {
+  return pushToPeer(peer, pids_[peer], remote, local, bytes);
+}
+
+Result<bool> Board::probe(int peer, uint64_t remote, size_t bytes, bool write, std::string* why) {
+  return probeAccess(peer, pids_[peer], remote, bytes, write, why);
+}
+
+bool Board::adviseHugePages(const void* p, size_t bytes) { return hugePages_.advise(p, bytes); }
 
 void Board::notePlacement() {
   const int cpu = sched_getcpu();
@@ -301,13 +273,10 @@ bool Board::peerSharesCpu(int peer) const {
   return cpu_ >= 0 && placement(boards_[peer].base)->cpu.load(std::memory_order_relaxed) == cpu_;
 }
 
-const uint8_t* Board::slotData(int rank, int parity) const {
-  return static_cast<const uint8_t*>(boards_[rank].base) + kDataOffset + parity * slotBytes_;
-}
-
 template <typename Ready, typename Claimed>
-Status Board::waitForAll(Ready ready, Claimed claimed, const char* what,
-                         std::chrono::microseconds timeout, const std::atomic<bool>& cancelled) {
+Status Board::waitForAll(Ready ready, Claimed claimed, const char* what, const BoardWait& wait) {
+  const std::chrono::microseconds timeout = wait.timeout;
+  const std::atomic<bool>& cancelled = *wait.cancelled;
   SegmentHeader* doorbell = shared_->mine->header();
   for (int peer = 0; peer < ctx_.nranks; ++peer) {
     if (peer == ctx_.rank) continue;
@@ -389,12 +358,11 @@ Status Board::claimPeers(uint64_t sequence, Status failure, Words words) {
   return everyone ? Status() : failure;
 }
 
-Status Board::waitForPublished(uint64_t sequence, std::chrono::microseconds timeout,
-                               const std::atomic<bool>& cancelled) {
+Status Board::awaitPublished(uint64_t sequence, const BoardWait& wait) {
   const int parity = static_cast<int>(sequence & 1);
   auto words = [&](int peer, std::atomic<uint64_t>** list) {
-    list[0] = &lineSlot(boards_[peer].base, parity)->sequence;
-    list[1] = &control(boards_[peer].base, parity)->sequence;
+    list[0] = &views_[peer].line[parity]->sequence;
+    list[1] = &views_[peer].note[parity]->sequence;
     return 2;
   };
   auto published = [&](int peer) {
@@ -407,66 +375,11 @@ Status Board::waitForPublished(uint64_t sequence, std::chrono::microseconds time
     std::atomic<uint64_t>* list[2];
     return verdict::markerAmong(list, words(peer, list));
   };
-  Status status = waitForAll(published, claimed, "join the board collective", timeout, cancelled);
+  Status status = waitForAll(published, claimed, "join the board collective", wait);
   if (status.isOk()) return status;
-  // This rank gives up: it completes the collective only if every part was published.
+  // This rank gives up: it completes the round only if every part was published.
   COLLIE_RETURN_IF_ERROR(claimPeers(sequence, std::move(status), words));
-  return waitForAll(published, claimed, "join the board collective", timeout, cancelled);
-}
-
-Status Board::waitForPeers(uint64_t sequence, uint64_t tag, size_t bytes, bool inLine,
-                           std::chrono::microseconds timeout, const std::atomic<bool>& cancelled) {
-  const int parity = static_cast<int>(sequence & 1);
-  // A peer publishes each sequence number in one place: its line, or its control block
-  // (a collective of another size). Watching both turns that disagreement into a
-  // Mismatch instead of a timeout; this rank's own layout is checked first.
-  auto inLineOf = [&](int peer) {
-    return lineSlot(boards_[peer].base, parity)->sequence.load(std::memory_order_acquire) ==
-           sequence;
-  };
-  auto inControlOf = [&](int peer) {
-    return control(boards_[peer].base, parity)->sequence.load(std::memory_order_acquire) ==
-           sequence;
-  };
-  auto published = [&](int peer) {
-    return inLine ? inLineOf(peer) || inControlOf(peer) : inControlOf(peer) || inLineOf(peer);
-  };
-  // The fast path: every peer is there. Else the wait that settles with claims.
-  bool everyone = true;
-  for (int peer = 0; peer < ctx_.nranks && everyone; ++peer) {
-    everyone = peer == ctx_.rank || published(peer);
-  }
-  if (!everyone) COLLIE_RETURN_IF_ERROR(waitForPublished(sequence, timeout, cancelled));
-  for (int peer = 0; peer < ctx_.nranks; ++peer) {
-    if (peer == ctx_.rank) continue;
-    const SlotControl* slot = control(boards_[peer].base, parity);
-    const bool peerInLine = inLineOf(peer);
-    const uint64_t peerTag = peerInLine ? lineSlot(boards_[peer].base, parity)->tag : slot->tag;
-    if (peerTag != tag) {
-      return mismatchError("rank " + std::to_string(ctx_.rank) + " runs " +
-                               describeFingerprint(tag) + " but rank " + std::to_string(peer) +
-                               " runs " + describeFingerprint(peerTag) + " (" +
-                               describeMismatch(tag, peerTag, peer) + ")",
-                           peer);
-    }
-    if (peerInLine != inLine) {
-      return mismatchError("rank " + std::to_string(peer) + " published " +
-                               (peerInLine ? "at most " : "more than ") +
-                               std::to_string(kLineBytes) + " bytes for " +
-                               describeFingerprint(tag) + ", rank " + std::to_string(ctx_.rank) +
-                               " the opposite (count differs)",
-                           peer);
-    }
-    // A line holds kLineBytes whatever was published; only read what this rank expects.
-    if (inLine) continue;
-    if (slot->bytes > slotBytes_ || (bytes != SIZE_MAX && slot->bytes != bytes)) {
-      return mismatchError("rank " + std::to_string(peer) + " published " +
-                               std::to_string(slot->bytes) + " bytes, expected " +
-                               std::to_string(bytes),
-                           peer);
-    }
-  }
-  return Status();
+  return waitForAll(published, claimed, "join the board collective", wait);
 }
 
 void Board::ringPeers() {
@@ -479,188 +392,29 @@ void Board::ringPeers() {
   }
 }
 
-Status Board::meet(std::atomic<uint64_t>* (*flag)(void*), uint64_t sequence, const char* what,
-                   std::chrono::microseconds timeout, const std::atomic<bool>& cancelled) {
-  COLLIE_RETURN_IF_ERROR(publish(*flag(boards_[ctx_.rank].base), sequence));
-  ringPeers();
+Status Board::meet(BoardMeeting which, uint64_t sequence, uint32_t value, const char* what,
+                   const BoardWait& wait) {
+  auto flag = [which](const BoardView& view) {
+    return &(which == BoardMeeting::kDone ? view.done : view.probed)->sequence;
+  };
+  (which == BoardMeeting::kDone ? views_[ctx_.rank].done : views_[ctx_.rank].probed)->value = value;
+  COLLIE_RETURN_IF_ERROR(publish(*flag(views_[ctx_.rank]), sequence, /*wake=*/true));
   auto words = [&](int peer, std::atomic<uint64_t>** list) {
-    list[0] = flag(boards_[peer].base);
+    list[0] = flag(views_[peer]);
     return 1;
   };
   auto arrived = [&](int peer) {
-    return verdict::published(flag(boards_[peer].base)->load(std::memory_order_acquire), sequence);
+    return verdict::published(flag(views_[peer])->load(std::memory_order_acquire), sequence);
   };
   auto claimed = [&](int peer) {
-    const uint64_t seen = flag(boards_[peer].base)->load(std::memory_order_acquire);
+    const uint64_t seen = flag(views_[peer])->load(std::memory_order_acquire);
     return verdict::isMarker(seen) ? seen : 0;
   };
-  Status status = waitForAll(arrived, claimed, what, timeout, cancelled);
+  Status status = waitForAll(arrived, claimed, what, wait);
   if (status.isOk()) return status;
   // Every rank arrived after all (the claims found every flag published), or none may
   // complete.
   return claimPeers(sequence, std::move(status), words);
-}
-
-// Inlined into run(), its one caller: the board's path is the small-message fast path.
-[[gnu::always_inline]] inline Result<TeamOutcome> Board::runBoard(
-    const CollectiveArgs& args, size_t bytes, uint64_t tag, const void* input, void* output,
-    std::chrono::microseconds timeout, const std::atomic<bool>& cancelled, bool offersDirect) {
-  const int n = ctx_.nranks;
-  const int rank = ctx_.rank;
-  const uint64_t sequence = ++sequence_;
-  const int parity = static_cast<int>(sequence & 1);
-
-  // Publish: in one line when every rank's part fits (every rank decides alike), else
-  // in the data slot with its header in the control block.
-  const size_t mine = publishedBytes(args, bytes, n, rank);
-  const bool inLine = publishedBytes(args, bytes, n, args.root) <= kLineBytes;
-  const bool twoShot =
-      args.kind == CollectiveKind::kAllReduce && !inLine && n > 1 && bytes >= twoShotMin_;
-  if (inLine) {
-    LineSlot* line = lineSlot(boards_[rank].base, parity);
-    if (mine > 0) std::memcpy(line->data, input, mine);
-    line->tag = tag;
-    COLLIE_RETURN_IF_ERROR(publish(line->sequence, sequence));
-  } else {
-    uint8_t* slot = const_cast<uint8_t*>(slotData(rank, parity));
-    if (twoShot && !twoShotReadsOwnSlot(input, output, rank)) {
-      // Each peer reads only its own share of this slot: this rank's share stays out.
-      const size_t es = dataTypeSize(args.dtype);
-      const ShareRange own = shareRange(args.count, es, n, rank);
-      std::memcpy(slot, input, own.begin * es);
-      std::memcpy(slot + own.end * es, static_cast<const uint8_t*>(input) + own.end * es,
-                  bytes - own.end * es);
-    } else if (mine > 0) {
-      std::memcpy(slot, input, mine);
-    }
-    SlotControl* control = shm::control(boards_[rank].base, parity);
-    control->tag = tag;
-    control->bytes = mine;
-    control->registered = offersDirect && buffersRegistered(input, output, bytes) ? 1 : 0;
-    COLLIE_RETURN_IF_ERROR(publish(control->sequence, sequence));
-  }
-  ringPeers();
-
-  // Everyone else's broadcast or scatter slot is empty; every other collective publishes
-  // alike.
-  const bool rootOnly =
-      args.kind == CollectiveKind::kBroadcast || args.kind == CollectiveKind::kScatter;
-  const size_t expected = rootOnly ? SIZE_MAX : mine;
-  COLLIE_RETURN_IF_ERROR(waitForPeers(sequence, tag, expected, inLine, timeout, cancelled));
-  if (offersDirect && !inLine) {
-    bool everyRank = true;
-    for (int r = 0; r < n; ++r)
-      everyRank = everyRank && control(boards_[r].base, parity)->registered == 1;
-    directLikely_ = everyRank;
-  }
-  auto slotOf = [&](int r) -> const uint8_t* {
-    return inLine ? lineSlot(boards_[r].base, parity)->data : slotData(r, parity);
-  };
-
-  const ReduceBackend& kernels = hostReduceBackend();
-  const int divisor = args.op == ReduceOp::kAvg ? n : 0;
-  auto reduceAll = [&](uint8_t* dst, size_t offset) {
-    if (n == 1) {
-      if (divisor > 1) {
-        kernels.divide(dst, slotOf(0) + offset, args.count, args.dtype, divisor);
-      } else if (dst != slotOf(0) + offset) {
-        std::memmove(dst, slotOf(0) + offset, bytes);
-      }
-      return;
-    }
-    kernels.reduce(dst, slotOf(0) + offset, slotOf(1) + offset, args.count, args.dtype, args.op,
-                   n == 2 ? divisor : 0);
-    for (int r = 2; r < n; ++r) {
-      kernels.reduce(dst, dst, slotOf(r) + offset, args.count, args.dtype, args.op,
-                     r == n - 1 ? divisor : 0);
-    }
-  };
-  uint8_t* out = static_cast<uint8_t*>(output);
-  switch (args.kind) {
-    case CollectiveKind::kAllReduce:
-      if (twoShot) {
-        COLLIE_RETURN_IF_ERROR(
-            twoShotAllReduce(args, input, out, sequence, parity, timeout, cancelled));
-      } else if (bytes) {
-        reduceAll(out, 0);
-      }
-      break;
-    case CollectiveKind::kReduce:
-      if (bytes && rank == args.root) reduceAll(out, 0);
-      break;
-    case CollectiveKind::kReduceScatter:
-      if (bytes) reduceAll(out, rank * bytes);
-      break;
-    case CollectiveKind::kAllGather:
-      for (int r = 0; r < n && bytes; ++r) {
-        if (out + r * bytes != slotOf(r)) std::memcpy(out + r * bytes, slotOf(r), bytes);
-      }
-      break;
-    case CollectiveKind::kBroadcast:
-      if (bytes) std::memcpy(out, slotOf(args.root), bytes);
-      break;
-    case CollectiveKind::kAllToAll:  // block `rank` of every rank's input
-      for (int r = 0; r < n && bytes; ++r)
-        std::memcpy(out + r * bytes, slotOf(r) + rank * bytes, bytes);
-      break;
-    case CollectiveKind::kGather:
-      for (int r = 0; r < n && bytes && rank == args.root; ++r) {
-        std::memcpy(out + r * bytes, slotOf(r), bytes);
-      }
-      break;
-    case CollectiveKind::kScatter:
-      if (bytes) std::memcpy(out, slotOf(args.root) + rank * bytes, bytes);
-      break;
-    default:
-      break;
-  }
-  // Own the line the next small collective publishes in while the caller works: in the
-  // VM's slow mode (a cache line takes ~180 ns between the cores) the publication then
-  // costs one crossing instead of two. 8 B, 2 ranks, interleaved, slow mode: 0.20-0.27
-  // against 0.31-0.36 us; fast mode 0.11-0.13 either way (docs/decisions/small-message-path.md).
-  if (inLine) prefetchForWrite(lineSlot(boards_[rank].base, parity ^ 1));
-  return TeamOutcome{Algorithm::kBoard};
-}
-
-Status Board::twoShotAllReduce(const CollectiveArgs& args, const void* input, uint8_t* out,
-                               uint64_t sequence, int parity, std::chrono::microseconds timeout,
-                               const std::atomic<bool>& cancelled) {
-  const int n = ctx_.nranks;
-  const int rank = ctx_.rank;
-  const size_t es = dataTypeSize(args.dtype);
-  const ReduceBackend& kernels = hostReduceBackend();
-  const int divisor = args.op == ReduceOp::kAvg ? n : 0;
-  gTwoShots.fetch_add(1, std::memory_order_relaxed);
-  // This rank's share, in rank order as the one-shot board reduces every element.
-  const ShareRange own = shareRange(args.count, es, n, rank);
-  const size_t offset = own.begin * es;
-  const size_t count = own.end - own.begin;
-  const bool ownFromSlot = twoShotReadsOwnSlot(input, out, rank);
-  auto source = [&](int r) {
-    return (r == rank && !ownFromSlot ? static_cast<const uint8_t*>(input) : slotData(r, parity)) +
-           offset;
-  };
-  uint8_t* dst = out + offset;
-  if (count > 0) {
-    kernels.reduce(dst, source(0), source(1), count, args.dtype, args.op, n == 2 ? divisor : 0);
-    for (int r = 2; r < n; ++r) {
-      kernels.reduce(dst, dst, source(r), count, args.dtype, args.op, r == n - 1 ? divisor : 0);
-    }
-    // Its result where the peers copy it from: this rank's own share of its slot, which
-    // no peer reads before this meeting.
-    std::memcpy(const_cast<uint8_t*>(slotData(rank, parity)) + offset, dst, count * es);
-  }
-  COLLIE_RETURN_IF_ERROR(meet(&doneSequence, sequence, "reduce its share of the board all-reduce",
-                              timeout, cancelled));
-  for (int r = 0; r < n; ++r) {
-    if (r == rank) continue;
-    const ShareRange theirs = shareRange(args.count, es, n, r);
-    if (theirs.end > theirs.begin) {
-      std::memcpy(out + theirs.begin * es, slotData(r, parity) + theirs.begin * es,
-                  (theirs.end - theirs.begin) * es);
-    }
-  }
-  return Status();
 }
 
 }  // namespace collie::shm

@@ -8,12 +8,8 @@
 #include <cstring>
 #include <string>
 
-#include "transports/shm/shm_direct.h"
-
 namespace collie::shm {
 namespace {
-
-std::atomic<uint64_t> gShares{0};
 
 bool deniedErrno(int err) { return err == EPERM || err == EACCES || err == ENOSYS; }
 
@@ -56,8 +52,6 @@ Status transfer(bool write, int peer, int32_t pid, uint64_t remote, uint8_t* loc
 
 }  // namespace
 
-uint64_t crossMemoryShareCount() { return gShares.load(std::memory_order_relaxed); }
-
 Status pullFromPeer(int peer, int32_t pid, uint64_t remote, void* local, size_t bytes) {
   return transfer(false, peer, pid, remote, static_cast<uint8_t*>(local), bytes);
 }
@@ -67,101 +61,30 @@ Status pushToPeer(int peer, int32_t pid, uint64_t remote, const void* local, siz
                   bytes);
 }
 
-Result<CrossMemoryAllReduce::Probe> CrossMemoryAllReduce::probe(
-    const std::vector<CrossMemoryRank>& ranks, int rank, size_t bytes, std::string* why) {
+Result<bool> probeAccess(int peer, int32_t pid, uint64_t remote, size_t bytes, bool write,
+                         std::string* why) {
   uint8_t sample[64];
   const size_t n = std::min(bytes, sizeof(sample));
-  for (int peer = 0; peer < static_cast<int>(ranks.size()); ++peer) {
-    if (peer == rank || n == 0) continue;
-    // Read the first bytes of its output and write them back: nobody writes outputs
-    // before every rank probed, so the bytes stay as they are.
-    iovec mine{sample, n};
-    iovec theirs{reinterpret_cast<void*>(ranks[peer].output), n};
-    const char* call = "process_vm_readv from ";
-    ssize_t done = process_vm_readv(ranks[peer].pid, &mine, 1, &theirs, 1, 0);
-    if (done == static_cast<ssize_t>(n)) {
-      call = "process_vm_writev to ";
-      done = process_vm_writev(ranks[peer].pid, &mine, 1, &theirs, 1, 0);
-    }
-    if (done == static_cast<ssize_t>(n)) continue;
-    const int err = done < 0 ? errno : EFAULT;
-    if (deniedErrno(err)) {
-      *why = call + rankName(peer, ranks[peer].pid) + " failed: " + std::strerror(err);
-      return Probe::kDenied;
-    }
-    // Not a denial: name the peer (gone, bad address).
-    COLLIE_RETURN_IF_ERROR(transfer(false, peer, ranks[peer].pid, ranks[peer].output, sample, n));
+  if (n == 0) return true;
+  // Read the first bytes and, to probe writing, write them back: the caller makes sure
+  // nobody writes there before every rank probed, so the bytes stay as they are.
+  iovec mine{sample, n};
+  iovec theirs{reinterpret_cast<void*>(remote), n};
+  const char* call = "process_vm_readv from ";
+  ssize_t done = process_vm_readv(pid, &mine, 1, &theirs, 1, 0);
+  if (write && done == static_cast<ssize_t>(n)) {
+    call = "process_vm_writev to ";
+    done = process_vm_writev(pid, &mine, 1, &theirs, 1, 0);
   }
-  return Probe::kAllowed;
-}
-
-Result<CrossMemoryAllReduce::Probe> CrossMemoryAllReduce::probeReads(
-    const std::vector<CrossMemoryRank>& ranks, const std::vector<int>& sources, size_t bytes,
-    std::string* why) {
-  uint8_t sample[64];
-  const size_t n = std::min(bytes, sizeof(sample));
-  for (int peer : sources) {
-    if (n == 0) break;
-    iovec mine{sample, n};
-    iovec theirs{reinterpret_cast<void*>(ranks[peer].input), n};
-    const ssize_t done = process_vm_readv(ranks[peer].pid, &mine, 1, &theirs, 1, 0);
-    if (done == static_cast<ssize_t>(n)) continue;
-    const int err = done < 0 ? errno : EFAULT;
-    if (deniedErrno(err)) {
-      *why = "process_vm_readv from " + rankName(peer, ranks[peer].pid) +
-             " failed: " + std::strerror(err);
-      return Probe::kDenied;
-    }
-    // Not a denial: name the peer (gone, bad address).
-    COLLIE_RETURN_IF_ERROR(transfer(false, peer, ranks[peer].pid, ranks[peer].input, sample, n));
+  if (done == static_cast<ssize_t>(n)) return true;
+  const int err = done < 0 ? errno : EFAULT;
+  if (deniedErrno(err)) {
+    *why = call + rankName(peer, pid) + " failed: " + std::strerror(err);
+    return false;
   }
-  return Probe::kAllowed;
-}
-
-Status CrossMemoryAllReduce::reduceShare(const std::vector<CrossMemoryRank>& ranks, int rank,
-                                         const void* input, void* output, size_t count,
-                                         DataType dtype, ReduceOp op) {
-  const int n = static_cast<int>(ranks.size());
-  const size_t es = dataTypeSize(dtype);
-  const size_t peers = static_cast<size_t>(std::max(1, n - 1));
-  const ShareRange share = shareRange(count, es, n, rank);
-  const size_t budget = (share.end - share.begin) * es >= kCrossMemoryLargeShareBytes
-                            ? kCrossMemoryLargeTileBytes
-                            : kCrossMemoryTileBytes;
-  const size_t tileBytes = std::max<size_t>(4096, budget / peers / 64 * 64);
-  const size_t need = (peers + 1) * tileBytes;  // a pulled tile per peer + scratch
-  if (bufferBytes_ < need) {
-    buffer_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, need)));
-    if (!buffer_) return systemError("shm: allocating the cross-memory tiles", ENOMEM);
-    bufferBytes_ = need;
-  }
-  gShares.fetch_add(1, std::memory_order_relaxed);
-  const size_t tile = tileBytes / es;
-  uint8_t* scratch = buffer_.get() + peers * tileBytes;
-  std::vector<const uint8_t*> sources(n);
-  for (size_t first = share.begin; first < share.end; first += tile) {
-    const size_t elems = std::min(tile, share.end - first);
-    const size_t offset = first * es;
-    uint8_t* pulled = buffer_.get();
-    for (int r = 0; r < n; ++r) {
-      if (r == rank) {
-        sources[r] = static_cast<const uint8_t*>(input) + offset;
-        continue;
-      }
-      COLLIE_RETURN_IF_ERROR(
-          pullFromPeer(r, ranks[r].pid, ranks[r].input + offset, pulled, elems * es));
-      sources[r] = pulled;
-      pulled += tileBytes;
-    }
-    uint8_t* result = static_cast<uint8_t*>(output) + offset;
-    reduceInOrder(result, sources, elems, dtype, op, scratch);
-    for (int r = 0; r < n; ++r) {
-      if (r == rank) continue;
-      COLLIE_RETURN_IF_ERROR(
-          pushToPeer(r, ranks[r].pid, ranks[r].output + offset, result, elems * es));
-    }
-  }
-  return Status();
+  // Not a denial: name the peer (gone, bad address).
+  COLLIE_RETURN_IF_ERROR(transfer(false, peer, pid, remote, sample, n));
+  return true;
 }
 
 }  // namespace collie::shm

@@ -86,7 +86,7 @@ class ShmTransport final : public Transport {
 
   Result<std::vector<std::unique_ptr<Connection>>> connect(const std::vector<int>& peers) override;
   void waitForActivity(std::chrono::microseconds maxWait) override;
-  TeamCollectives* team() override { return board_.get(); }
+  TeamBoard* teamBoard() override { return board_.get(); }
 
  private:
   std::string storeKey(int rank) const { return ctx_.jobKey + "/shm/" + std::to_string(rank); }

@@ -1,22 +1,13 @@
-// Single-copy all-reduce over registered buffers (see collie/shared_memory.h).
+// The direct all-reduce's arithmetic (core/team/board_collectives.h runs it over buffers
+// every rank registered, collie/shared_memory.h): rank r owns share r of the elements
+// (64-byte aligned cuts). It loads that share from every rank's input in rank order,
+// reduces tile by tile in a cache-resident scratch (no copy-then-reduce), and writes each
+// finished tile into every rank's output (plain stores; streaming ones out of place from
+// kDirectStreamingMinBytes). Every element is computed once, by one rank, in rank order,
+// so all outputs hold the same bits; in-place buffers are safe because only rank r touches
+// share r of any buffer.
 //
-// When every rank of a one-host communicator runs an all-reduce with registered send
-// and receive buffers, rank r owns share r of the elements (64-byte aligned cuts). It
-// loads that share from every rank's input in rank order, reduces tile by tile in a
-// cache-resident scratch (no copy-then-reduce), and writes each finished tile into
-// every rank's output (plain stores; streaming ones out of place from
-// kDirectStreamingMinBytes). Every element is computed once, by one rank, in rank order, so all
-// outputs hold the same bits; in-place buffers are safe because only rank r touches share r of any
-// buffer.
-//
-// PeerWindows maps other processes' allocShared regions (/proc/<pid>/fd/<fd>, checked
-// by inode) and caches the mappings by the region's random id; a new region of a peer
-// that overlaps a cached one in the peer's address space evicts it (the old one was
-// freed: a buffer reallocated at the same address). Ranks that are threads of this
-// process are used through their addresses.
-//
-// Thread safety: a PeerWindows is used by one thread at a time; the functions are
-// reentrant.
+// Thread safety: reentrant (the buffers aside).
 #pragma once
 
 #include <cstddef>
@@ -24,32 +15,8 @@
 #include <vector>
 
 #include "collie/types.h"
-#include "core/memory/shared_region.h"
 
-namespace collie::shm {
-
-class PeerWindows {
- public:
-  PeerWindows() = default;
-  PeerWindows(const PeerWindows&) = delete;
-  PeerWindows& operator=(const PeerWindows&) = delete;
-  ~PeerWindows();
-
-  // The address of `bytes` bytes of `window`, published by rank `peer`, in this
-  // process. Fails (RemoteError naming the peer) when the window is malformed or its
-  // region cannot be mapped.
-  Result<uint8_t*> resolve(int peer, const SharedWindow& window, size_t bytes);
-
- private:
-  struct Entry {
-    int peer;
-    uint64_t regionId;
-    uint64_t peerBase;  // the region's address in the peer's process
-    void* base;         // where it is mapped here
-    size_t bytes;
-  };
-  std::vector<Entry> entries_;
-};
+namespace collie {
 
 // The elements [begin, end) of share `rank` of `count` elements of `elementBytes` bytes
 // over `nranks` ranks: cuts at 64-byte boundaries (every element size divides 64), the
@@ -84,4 +51,4 @@ void directAllReduceShare(const std::vector<const uint8_t*>& inputs,
 // diagnostics: it shows that the direct path ran).
 uint64_t directShareCount();
 
-}  // namespace collie::shm
+}  // namespace collie

@@ -1,17 +1,18 @@
-// The team seam: collectives that a transport connecting every rank of a communicator
-// runs itself (UCC's "team" collectives), as named algorithms of the planner.
+// The team step's runner: collectives that every rank of a communicator runs together on
+// memory they all map (UCC's "team" collectives), as named algorithms of the planner.
 //
-// A Transport that can (shm with every rank on one host: board, direct, cma) returns a
-// TeamCollectives from Transport::team() once connected. offer() says which team
-// algorithms it runs and the constants of their cost model (core/plan/team_step.h); it is
-// the same value on every rank (the team agrees on it while connecting), so the tuner,
-// which plans with it, decides alike on every rank. The planner then puts a team step
-// first in a collective's schedule (core/plan/team_step.h says what it means), and the
-// executor hands that step to run(). A collective that is not point-to-point goes
-// through the team step whenever the communicator has a team and the algorithm is
-// auto or a team algorithm: even one the tuner gave to ring or tree meets the other
-// ranks here first (an empty set), so ranks that run different collectives fail with
-// Mismatch instead of waiting for each other's messages.
+// When one transport serves every peer and offers a team board (Transport::teamBoard(),
+// core/transport/team_board.h: shm with every rank on one host), the executor runs team
+// steps through a BoardCollectives over it (core/team/board_collectives.h: board, direct,
+// cma). offer() says which team algorithms it runs and the constants of their cost model
+// (core/plan/team_step.h); it is the same value on every rank (the team agrees on it
+// while connecting), so the tuner, which plans with it, decides alike on every rank. The
+// planner then puts a team step first in a collective's schedule (core/plan/team_step.h
+// says what it means), and the executor hands that step to run(). A collective that is
+// not point-to-point goes through the team step whenever the communicator has a team and
+// the algorithm is auto or a team algorithm: even one the tuner gave to ring or tree meets
+// the other ranks here first (an empty set), so ranks that run different collectives fail
+// with Mismatch instead of waiting for each other's messages.
 //
 // Thread safety: used by one thread at a time, the one holding the engine's running
 // claim (its progress thread, or a caller running a collective inline). offer() may
@@ -59,7 +60,7 @@ class TeamCollectives {
   // clock), kAborted soon after `cancelled` becomes true. One outcome per collective:
   // once a rank failed a collective, no rank reports it a success (a late rank fails with
   // kRemoteError naming the rank that failed it), and a rank about to fail one that
-  // another rank already completed completes it too (transports/shm/shm_verdict.h).
+  // another rank already completed completes it too (core/transport/team_board.h).
   virtual Result<TeamOutcome> run(const CollectiveArgs& args, TeamAlgorithms algorithms,
                                   bool fallback, uint64_t tag, const void* input, void* output,
                                   std::chrono::microseconds timeout,
