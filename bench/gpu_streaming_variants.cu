@@ -38,7 +38,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/common/half.h"
+#include "core/common/half.h"
 #include "kernels/common/ops.h"
 #include "kernels/cuda/collective_kernels.cuh"
 #include "kernels/cuda/kernel_table.h"

@@ -21,7 +21,7 @@
 #include "core/net/process_sockets.h"
 #include "core/transport/device_windows.h"
 #include "core/transport/transport.h"
-#include "core/tune/tune_probe.h"
+#include "core/engine/tune_probe.h"
 #include "kernels/cuda/emulation/emulated_runtime.h"
 #include "tools/commands.h"
 

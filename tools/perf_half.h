@@ -1,11 +1,11 @@
 // collie perf's view of float16/bfloat16: raw bit patterns, converted with the very
-// routines the kernels use (kernels/common/half.h), so the checker and the kernels
+// routines the kernels use (core/common/half.h), so the checker and the kernels
 // round identically.
 #pragma once
 
 #include <cstdint>
 
-#include "kernels/common/half.h"
+#include "core/common/half.h"
 
 namespace collie::tools {
 

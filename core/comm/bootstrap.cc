@@ -28,7 +28,7 @@
 #include "core/transport/transport.h"
 #include "core/transport/wait_policy.h"
 #include "core/tune/tune_knobs.h"
-#include "core/tune/tune_probe.h"
+#include "core/engine/tune_probe.h"
 
 namespace collie {
 namespace {

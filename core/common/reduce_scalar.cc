@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "collie/types.h"
-#include "kernels/common/half.h"
+#include "core/common/half.h"
 
 namespace collie {
 namespace {

@@ -39,7 +39,7 @@ struct EngineConfig {
   HostLayoutPtr hosts;
   // COLLIE_HIER_HOSTS: the inter-host stage of hier (core/plan/hier.h).
   HostStage hostStage = HostStage::kAuto;
-  // The tuner's knobs, for its probe (core/tune/tune_probe.h).
+  // The tuner's knobs, for its probe (core/engine/tune_probe.h).
   TuneKnobs tune;
 };
 

@@ -1,5 +1,5 @@
 // The cost model's inputs: the constants a communicator's ranks agree on (measured by
-// the tuner's probe, core/tune/tune_probe.h), and what one prediction is asked about.
+// the tuner's probe, core/engine/tune_probe.h), and what one prediction is asked about.
 // Every algorithm's predict() (core/plan/algorithm_spec.h) reads them; the tuner
 // (core/tune/tuner.h) compares the predictions.
 //

@@ -45,22 +45,6 @@ constexpr size_t kInlineBoardMaxBytes = 256 * 1024;
 uint64_t boardTwoShotCount() { return gTwoShots.load(std::memory_order_relaxed); }
 uint64_t boardDirectFirstCount() { return gDirectFirst.load(std::memory_order_relaxed); }
 
-size_t boardPartBytes(const CollectiveArgs& args, size_t bytes, int nranks, int rank) {
-  switch (args.kind) {
-    case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllToAll:
-      return bytes * nranks;
-    case CollectiveKind::kBroadcast:
-      return rank == args.root ? bytes : 0;
-    case CollectiveKind::kScatter:
-      return rank == args.root ? bytes * nranks : 0;
-    case CollectiveKind::kBarrier:
-      return 0;
-    default:
-      return bytes;
-  }
-}
-
 BoardCollectives::BoardCollectives(TeamBoard& board)
     : board_(board),
       rank_(board.rank()),
@@ -75,11 +59,6 @@ BoardCollectives::BoardCollectives(TeamBoard& board)
       crossMemoryRanks_(nranks_) {}
 
 BoardCollectives::~BoardCollectives() = default;
-
-bool BoardCollectives::isLarge(const CollectiveArgs& args, size_t bytes) const {
-  return boardPartBytes(args, bytes, nranks_, args.root) > slotBytes_ ||
-         boardPartBytes(args, bytes, nranks_, (args.root + 1) % nranks_) > slotBytes_;
-}
 
 bool BoardCollectives::runsInline(const CollectiveArgs& args, TeamAlgorithms algorithms,
                                   const void* input, const void* output) const {
@@ -188,7 +167,7 @@ Status BoardCollectives::waitForPeers(uint64_t sequence, uint64_t tag, size_t by
     const BoardWait& wait, bool offersDirect) {
   const int n = nranks_;
   const int rank = rank_;
-  const uint64_t sequence = board_.begin();
+  const uint64_t sequence = ++sequence_;
   const int parity = static_cast<int>(sequence & 1);
 
   // Publish: in one line when every rank's part fits (every rank decides alike), else

@@ -59,7 +59,21 @@
 namespace collie {
 
 // Bytes rank `rank` publishes for `args` (`bytes` = count * dtype size) on `nranks` ranks.
-size_t boardPartBytes(const CollectiveArgs& args, size_t bytes, int nranks, int rank);
+inline size_t boardPartBytes(const CollectiveArgs& args, size_t bytes, int nranks, int rank) {
+  switch (args.kind) {
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll:
+      return bytes * nranks;
+    case CollectiveKind::kBroadcast:
+      return rank == args.root ? bytes : 0;
+    case CollectiveKind::kScatter:
+      return rank == args.root ? bytes * nranks : 0;
+    case CollectiveKind::kBarrier:
+      return 0;
+    default:
+      return bytes;
+  }
+}
 
 // How many board all-reduces this process ran in two shots, and how many all-reduces
 // that the board could carry tried direct first because every rank's buffers were
@@ -99,7 +113,10 @@ class BoardCollectives final : public TeamCollectives {
 
   // Whether the collective is too large for the slots on some rank: only single copy
   // (an all-reduce, an equal exchange) or the fingerprint check can run it.
-  bool isLarge(const CollectiveArgs& args, size_t bytes) const;
+  bool isLarge(const CollectiveArgs& args, size_t bytes) const {
+    return boardPartBytes(args, bytes, nranks_, args.root) > slotBytes_ ||
+           boardPartBytes(args, bytes, nranks_, (args.root + 1) % nranks_) > slotBytes_;
+  }
   // The board itself (the collective fits the slots; `bytes`: its count's bytes).
   // `offersDirect`: an all-reduce whose step offers direct (it publishes whether its
   // buffers are registered, and learns directLikely_).
@@ -142,6 +159,7 @@ class BoardCollectives final : public TeamCollectives {
   const TeamOffer offer_;
   const BoardView* views_;
   const uint64_t pidNamespace_;
+  uint64_t sequence_ = 0;  // the last round this rank opened on the board
   // Every rank's buffers were registered at the last all-reduce whose team step offered
   // direct (read from the notes every rank read, so equal on every rank): the next one
   // that fits the board tries direct first. Direct before the board costs a meeting when

@@ -45,7 +45,7 @@ Result<TeamOutcome> BoardCollectives::runSingleCopy(const Call& call) {
   const CollectiveArgs& args = call.args;
   const int n = nranks_;
   const int rank = rank_;
-  const uint64_t sequence = board_.begin();
+  const uint64_t sequence = ++sequence_;
   const int parity = static_cast<int>(sequence & 1);
   const size_t bytes = args.count * dataTypeSize(args.dtype);
 

@@ -9,8 +9,8 @@
 // slotBytes() bytes; and two meeting flags (BoardFlag: done, probed). views() gives every
 // rank's addresses in this process, fixed from connect to close.
 //
-// Rounds. Every rank runs the same rounds in the same order. begin() opens the next one:
-// its sequence number s, whose parity s % 2 selects the line, note and slot. A rank
+// Rounds. Every rank runs the same rounds in the same order, numbered 1, 2, 3, ... by the
+// caller: round s's parity s % 2 selects the line, note and slot. A rank
 // writes its own line (or note and slot), then publish()es s in that line's or note's
 // sequence word; its peers read them once they see s there (awaitPublished() waits, with
 // the claims below, for every rank's line or note). Reusing parity s % 2 at s + 2 needs no
@@ -114,9 +114,6 @@ class TeamBoard {
   virtual const BoardView* views() const = 0;
   // This process's pid namespace: single copy needs every rank's to be the same.
   virtual uint64_t pidNamespace() const = 0;
-
-  // Opens the next round: its sequence number (the first is 1).
-  virtual uint64_t begin() = 0;
 
   // Publishes `sequence` in `word` (this rank's line, note or flag) unless a giving-up
   // rank claimed it (then the error naming the claimer). With `wake` it rings every peer

@@ -72,7 +72,7 @@ struct TransportCaps {
   size_t maxMessageBytes = SIZE_MAX;
   // Channels (connections per peer) beyond this many only add messages on this
   // transport's wire, not bandwidth; 0: no such limit. The engine plans with fewer
-  // channels when every rank's transports agree (see core/tune/tune_probe.h).
+  // channels when every rank's transports agree (see core/engine/tune_probe.h).
   int usefulChannels = 0;
   // connect() refuses a peer that does not prove ctx.secret (kUnauthenticated naming
   // it). False where the medium admits only this job otherwise (shm: segment names come

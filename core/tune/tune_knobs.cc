@@ -1,5 +1,5 @@
 // The tuner's knobs: fixed constants instead of a probe, and where probes are cached
-// (core/tune/tune_probe.h).
+// (core/engine/tune_probe.h).
 #include "core/tune/tune_knobs.h"
 
 #include "core/config/knob_reader.h"

@@ -13,7 +13,7 @@ namespace collie {
 
 struct TuneKnobs {
   // As given ("" when unset); the probe decodes and range-checks them together
-  // (core/tune/tune_probe.h).
+  // (core/engine/tune_probe.h).
   std::string alphaUs;     // COLLIE_TUNE_ALPHA_US
   std::string bwGBps;      // COLLIE_TUNE_BW_GBPS
   std::string netAlphaUs;  // COLLIE_TUNE_NET_ALPHA_US

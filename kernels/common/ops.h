@@ -25,8 +25,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/common/half.h"
-#include "kernels/common/host_device.h"
+#include "core/common/half.h"
+#include "core/common/host_device.h"
 
 namespace collie {
 

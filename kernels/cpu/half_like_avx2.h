@@ -1,6 +1,6 @@
 // The x86 kernels that reduce Half and BFloat16 in registers (sum, prod, min, max):
 // dst[i] = T(op(float(a[i]), float(b[i]))), one float operation rounded once, the bits
-// of the portable definition in kernels/common/half.h and ops.h. Included by reduce.cc
+// of the portable definition in core/common/half.h and ops.h. Included by reduce.cc
 // only, whose -O3 AVX2 entry points call them; `Load` is its policy for reading an input
 // at any byte address (the vector loads are unaligned anyway) and `op` the scalar float
 // op of the tail.
@@ -13,7 +13,7 @@
 #include <cstddef>
 
 #include "collie/types.h"
-#include "kernels/common/half.h"
+#include "core/common/half.h"
 
 namespace collie::cpu {
 

@@ -2,7 +2,7 @@
 // for CPUs with AVX512F, DQ, BW and AVX512_BF16 (Sapphire Rapids, Zen 4 and later), and
 // Half sum and prod in AVX512-FP16's own arithmetic where the CPU has that too:
 // dst[i] = T(op(float(a[i]), float(b[i]))), one float operation rounded once, the same
-// bits as half_like_avx2.h and the portable definition in kernels/common/half.h. Included
+// bits as half_like_avx2.h and the portable definition in core/common/half.h. Included
 // by reduce.cc only, whose cpu-avx512 and cpu-avx512fp16 entry points call them; `Load`
 // is its policy for reading an input at any byte address (the vector loads are unaligned
 // anyway) and `op` the scalar float op of the tails.
@@ -16,7 +16,7 @@
 #include <cstdint>
 
 #include "collie/types.h"
-#include "kernels/common/half.h"
+#include "core/common/half.h"
 
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() as the unused merge operand,
 // which its -Wmaybe-uninitialized reports at every inlined call (GCC bug 105593, fixed

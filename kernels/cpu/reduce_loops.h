@@ -24,7 +24,7 @@
 #include <type_traits>
 
 #include "collie/types.h"
-#include "kernels/common/half.h"
+#include "core/common/half.h"
 #include "kernels/common/ops.h"
 #if COLLIE_X86
 #include "kernels/cpu/half_like_avx2.h"
@@ -195,7 +195,7 @@ COLLIE_FORCE_INLINE void divideOutOfPlace(T* __restrict dst, const T* __restrict
 
 // ---- Half / BFloat16 conversions of a block -----------------------------------------
 
-// Portable conversions (kernels/common/half.h); branch-free, so they vectorise.
+// Portable conversions (core/common/half.h); branch-free, so they vectorise.
 struct ScalarConvert {
   template <typename Load, typename T>
   COLLIE_FORCE_INLINE static void widen(const T* __restrict src, float* __restrict out, size_t m) {

@@ -15,7 +15,7 @@
 #include <type_traits>
 
 #include "collie/types.h"
-#include "kernels/common/half.h"
+#include "core/common/half.h"
 #include "kernels/common/ops.h"
 #include "kernels/cuda/collective_kernels.cuh"
 #include "kernels/cuda/scale_kernel.cuh"

@@ -25,7 +25,7 @@
 
 #include "collie/types.h"
 #include "core/kernel/reduce_backend.h"
-#include "kernels/common/half.h"
+#include "core/common/half.h"
 #include "kernels/cuda/device_handles.h"
 
 namespace collie::testing {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "collie/types.h"
-#include "kernels/common/half.h"
+#include "core/common/half.h"
 
 namespace collie::testing {
 

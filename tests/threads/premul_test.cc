@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/common/half.h"
+#include "core/common/half.h"
 #include "support/quick_matrix.h"
 #include "support/rank_threads.h"
 

@@ -11,7 +11,7 @@
 
 #include "core/engine/engine.h"
 #include "core/transport/transport.h"
-#include "core/tune/tune_probe.h"
+#include "core/engine/tune_probe.h"
 #include "support/rank_threads.h"
 #include "support/reference.h"
 

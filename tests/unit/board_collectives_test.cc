@@ -63,7 +63,6 @@ class HeapBoard final : public TeamBoard {
   size_t slotBytes() const override { return kSlotBytes; }
   const BoardView* views() const override { return team_->views.data(); }
   uint64_t pidNamespace() const override { return 1; }
-  uint64_t begin() override { return ++sequence_; }
   Status publish(std::atomic<uint64_t>& word, uint64_t sequence, bool) override {
     word.store(sequence, std::memory_order_seq_cst);
     return Status();
@@ -118,7 +117,6 @@ class HeapBoard final : public TeamBoard {
 
   HeapTeam* team_;
   int rank_;
-  uint64_t sequence_ = 0;
 };
 
 // Elements of each rank's input, its output, and the expected output (float64 math on

@@ -15,7 +15,7 @@
 
 #include "core/common/cpu_cache.h"
 #include "core/kernel/reduce_backend.h"
-#include "kernels/common/half.h"
+#include "core/common/half.h"
 #include "kernels/cpu/cpu_reduce.h"
 
 namespace collie {

@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "core/tune/tune_probe.h"
+#include "core/engine/tune_probe.h"
 
 namespace collie {
 namespace {

@@ -220,12 +220,8 @@ Result<std::unique_ptr<Board>> Board::connect(const TransportContext& ctx, const
   return board;
 }
 
-uint64_t Board::begin() {
-  notePlacement();
-  return ++sequence_;
-}
-
 Status Board::publish(std::atomic<uint64_t>& word, uint64_t sequence, bool wake) {
+  notePlacement();
   COLLIE_RETURN_IF_ERROR(verdict::publish(word, sequence, ctx_.rank));
   if (wake) {
     ringPeers();

@@ -83,7 +83,6 @@ class Board final : public TeamBoard {
   size_t slotBytes() const override { return slotBytes_; }
   const BoardView* views() const override { return views_.data(); }
   uint64_t pidNamespace() const override { return pidNamespace_; }
-  uint64_t begin() override;
   Status publish(std::atomic<uint64_t>& word, uint64_t sequence, bool wake) override;
   Status awaitPublished(uint64_t sequence, const BoardWait& wait) override;
   Status meet(BoardMeeting which, uint64_t sequence, uint32_t value, const char* what,
@@ -116,7 +115,7 @@ class Board final : public TeamBoard {
   // Wakes the peers that sleep; right after a publish (its compare-and-swap is the
   // fence between the publication and the reads of their sleeper counts).
   void ringPeers();
-  // Stores this rank's CPU in its board's Placement when it changed (every round;
+  // Stores this rank's CPU in its board's Placement when it changed (every publication;
   // sched_getcpu reads the kernel's rseq area, about 2 ns here).
   void notePlacement();
   // Whether `peer` ran its latest round on the CPU this rank runs on.
@@ -129,9 +128,8 @@ class Board final : public TeamBoard {
   std::vector<Mapping> boards_;   // per rank; this rank's is writable
   std::vector<BoardView> views_;  // per rank, into boards_
   std::vector<int32_t> pids_;     // per rank: the process cross-memory attach reaches
-  uint64_t sequence_ = 0;
-  int cpu_ = -1;     // as last stored in this rank's Placement
-  WaitPolicy wait_;  // COLLIE_SHM_SPIN; oversubscribed: yield from the start
+  int cpu_ = -1;                  // as last stored in this rank's Placement
+  WaitPolicy wait_;               // COLLIE_SHM_SPIN; oversubscribed: yield from the start
   uint64_t pidNamespace_;
   TeamOffer offer_;  // agreed at connect
   PeerWindows windows_;

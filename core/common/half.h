@@ -19,7 +19,7 @@
 
 #include <cstdint>
 
-#include "kernels/common/host_device.h"
+#include "core/common/host_device.h"
 
 namespace collie {
 

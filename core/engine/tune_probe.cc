@@ -1,4 +1,4 @@
-#include "core/tune/tune_probe.h"
+#include "core/engine/tune_probe.h"
 
 #include <dlfcn.h>
 #include <elf.h>
