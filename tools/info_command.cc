@@ -17,11 +17,11 @@
 #include "core/device/device_knobs.h"
 #include "core/device/device_runtime.h"
 #include "core/engine/engine_knobs.h"
+#include "core/engine/tune_probe.h"
 #include "core/net/net_knobs.h"
 #include "core/net/process_sockets.h"
 #include "core/transport/device_windows.h"
 #include "core/transport/transport.h"
-#include "core/engine/tune_probe.h"
 #include "kernels/cuda/emulation/emulated_runtime.h"
 #include "tools/commands.h"
 

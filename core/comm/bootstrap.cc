@@ -21,6 +21,7 @@
 #include "core/config/knob_reader.h"
 #include "core/device/device_knobs.h"
 #include "core/engine/engine_knobs.h"
+#include "core/engine/tune_probe.h"
 #include "core/kernel/device_memory.h"
 #include "core/log/log.h"
 #include "core/net/job_secret.h"
@@ -28,7 +29,6 @@
 #include "core/transport/transport.h"
 #include "core/transport/wait_policy.h"
 #include "core/tune/tune_knobs.h"
-#include "core/engine/tune_probe.h"
 
 namespace collie {
 namespace {

@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "collie/types.h"
-#include "core/kernel/reduce_backend.h"
 #include "core/common/half.h"
+#include "core/kernel/reduce_backend.h"
 #include "kernels/cuda/device_handles.h"
 
 namespace collie::testing {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/engine/engine.h"
-#include "core/transport/transport.h"
 #include "core/engine/tune_probe.h"
+#include "core/transport/transport.h"
 #include "support/rank_threads.h"
 #include "support/reference.h"
 

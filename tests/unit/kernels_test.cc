@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "core/common/cpu_cache.h"
-#include "core/kernel/reduce_backend.h"
 #include "core/common/half.h"
+#include "core/kernel/reduce_backend.h"
 #include "kernels/cpu/cpu_reduce.h"
 
 namespace collie {
