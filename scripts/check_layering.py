@@ -128,11 +128,6 @@ ALLOWED = [
 TOOLS_NOTE = ("issue 48: collie CLI reads core internals: widen the table's tools row "
               "or go through a core/api diagnostics header")
 KNOWN_VIOLATIONS = [
-    ("core/device/device_comm.cc", "core/engine/engine.h",
-     "issue 48: return the completion poller; core/comm wraps it in the engine's WorkState"),
-    ("core/device/device_staging.cc", "core/engine/engine.h",
-     "issue 48: invert: take a host-collective interface declared in core/device that "
-     "core/comm binds to Engine"),
     ("core/plan/simulator.cc", "core/kernel/reduce_backend.h",
      "issue 48: callers (tests, collie sim) pass the reduce function in; plan keeps "
      "no kernel seam"),

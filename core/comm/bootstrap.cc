@@ -328,6 +328,11 @@ Result<std::unique_ptr<Engine>> startEngine(const EngineConfig& config, Transpor
   return engine;
 }
 
+// The device path's Work: the engine's WorkState polling the device's completion.
+Work workFromPoller(CompletionPoller poller) {
+  return Work(std::make_shared<WorkState>(std::move(poller)));
+}
+
 }  // namespace
 
 // Kernels over the device windows when there are any, else staging through host
@@ -337,8 +342,12 @@ Result<std::unique_ptr<Engine>> startEngine(const EngineConfig& config, Transpor
 Status Communicator::Impl::openDevicePath(const EngineConfig& config, size_t slotBytes,
                                           bool profile, std::unique_ptr<DeviceWindows> windows) {
   if (deviceRuntime == nullptr) return Status();
-  staging =
-      std::make_unique<DeviceStaging>(deviceRuntime, engine.get(), rank, nranks, config.timeout);
+  Engine* host = engine.get();
+  auto hostSubmit = [host](const CollectiveArgs& args, const void* input, void* output) {
+    return host->submit(args, input, output);
+  };
+  staging = std::make_unique<DeviceStaging>(deviceRuntime, hostSubmit, workFromPoller, rank, nranks,
+                                            config.timeout);
   if (windows != nullptr) {
     DeviceCommConfig settings;
     settings.rank = rank;
@@ -347,6 +356,7 @@ Status Communicator::Impl::openDevicePath(const EngineConfig& config, size_t slo
     settings.algorithm = config.algorithm;
     settings.slotBytes = slotBytes;
     settings.profile = profile;
+    settings.workFromPoller = workFromPoller;
     Result<std::unique_ptr<DeviceComm>> created =
         DeviceComm::create(deviceRuntime, settings, std::move(windows));
     if (!created.isOk()) return created.status();

@@ -6,7 +6,6 @@
 #include <optional>
 
 #include "core/device/device_comm_parts.h"
-#include "core/engine/engine.h"
 #include "core/log/log.h"
 #include "core/plan/algorithm_spec.h"
 #include "core/plan/fingerprint.h"
@@ -56,6 +55,9 @@ Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceRuntime* runtime,
                                                        std::unique_ptr<DeviceWindows> windows) {
   const std::string where =
       "rank " + std::to_string(config.rank) + " device path (" + runtime->name() + " runtime)";
+  if (config.workFromPoller == nullptr) {
+    return invalidArgument(where + ": no workFromPoller (DeviceCommConfig) to return Work with");
+  }
   if (config.slotBytes < kMinSlotBytes || config.slotBytes % kMinSlotBytes != 0) {
     return invalidArgument(where + ": slots of " + std::to_string(config.slotBytes) +
                            " bytes; they must be a multiple of " + std::to_string(kMinSlotBytes));
@@ -452,7 +454,7 @@ Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, v
 Result<Work> DeviceComm::complete(const Status& launched, DeviceStream stream,
                                   const std::string& what, bool captured) {
   if (captured && launched.isOk()) {
-    return Work(std::make_shared<WorkState>([]() -> std::optional<Status> { return Status(); }));
+    return config_.workFromPoller([]() -> std::optional<Status> { return Status(); });
   }
   Result<DeviceEvent> event =
       launched.isOk() ? runtime_->recordEvent(stream) : Result<DeviceEvent>(launched);
@@ -475,7 +477,7 @@ Result<Work> DeviceComm::complete(const Status& launched, DeviceStream stream,
     }
     return std::nullopt;
   };
-  return Work(std::make_shared<WorkState>(std::move(poller)));
+  return config_.workFromPoller(std::move(poller));
 }
 
 }  // namespace collie

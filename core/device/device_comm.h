@@ -67,6 +67,7 @@
 
 #include "collie/communicator.h"
 #include "core/device/device_runtime.h"
+#include "core/device/device_work.h"
 #include "core/plan/schedule.h"
 #include "core/transport/device_windows.h"
 
@@ -83,6 +84,8 @@ struct DeviceCommConfig {
   // COLLIE_DEVICE_PROFILE: step kernels add up how long they waited for peers' flags;
   // the sum is logged (INFO) when the communicator is destroyed.
   bool profile = false;
+  // Wraps each submission's completion in a Work (core/device/device_work.h); required.
+  WorkFromPoller workFromPoller = nullptr;
 };
 
 class DeviceComm {

@@ -4,8 +4,6 @@
 #include <memory>
 #include <optional>
 
-#include "core/engine/engine.h"
-
 namespace collie {
 namespace {
 
@@ -59,9 +57,15 @@ Extents extentsOf(const CollectiveArgs& args, int rank, int nranks) {
 
 }  // namespace
 
-DeviceStaging::DeviceStaging(DeviceRuntime* runtime, Engine* engine, int rank, int nranks,
+DeviceStaging::DeviceStaging(DeviceRuntime* runtime, HostSubmit hostSubmit,
+                             WorkFromPoller workFromPoller, int rank, int nranks,
                              std::chrono::microseconds timeout)
-    : runtime_(runtime), engine_(engine), rank_(rank), nranks_(nranks), timeout_(timeout) {}
+    : runtime_(runtime),
+      hostSubmit_(std::move(hostSubmit)),
+      workFromPoller_(workFromPoller),
+      rank_(rank),
+      nranks_(nranks),
+      timeout_(timeout) {}
 
 DeviceStaging::~DeviceStaging() {
   if (ownStream_ != nullptr) runtime_->destroyStream(ownStream_);
@@ -132,7 +136,7 @@ Result<Work> DeviceStaging::submit(const CollectiveArgs& args, const void* input
     return timeoutError(what + ": the stream did not reach the input copy within the timeout");
   }
   Result<Work> host =
-      engine_->submit(args, sends ? hostIn.get() : nullptr, receives ? hostOut.get() : nullptr);
+      hostSubmit_(args, sends ? hostIn.get() : nullptr, receives ? hostOut.get() : nullptr);
   if (!host.isOk()) return host.status().withContext(what);
   COLLIE_RETURN_IF_ERROR(host->wait());
 
@@ -148,7 +152,7 @@ Result<Work> DeviceStaging::submit(const CollectiveArgs& args, const void* input
     if (runtime->queryEvent(doneHolder.get())) return Status();
     return std::nullopt;
   };
-  return Work(std::make_shared<WorkState>(std::move(poller)));
+  return workFromPoller_(std::move(poller));
 }
 
 }  // namespace collie

@@ -17,16 +17,16 @@
 
 #include "collie/communicator.h"
 #include "core/device/device_runtime.h"
+#include "core/device/device_work.h"
 #include "core/plan/schedule.h"
 
 namespace collie {
 
-class Engine;
-
 class DeviceStaging {
  public:
-  DeviceStaging(DeviceRuntime* runtime, Engine* engine, int rank, int nranks,
-                std::chrono::microseconds timeout);
+  // `hostSubmit` runs the host part; `workFromPoller` makes the returned Work.
+  DeviceStaging(DeviceRuntime* runtime, HostSubmit hostSubmit, WorkFromPoller workFromPoller,
+                int rank, int nranks, std::chrono::microseconds timeout);
   ~DeviceStaging();
   DeviceStaging(const DeviceStaging&) = delete;
   DeviceStaging& operator=(const DeviceStaging&) = delete;
@@ -36,7 +36,8 @@ class DeviceStaging {
 
  private:
   DeviceRuntime* const runtime_;
-  Engine* const engine_;
+  const HostSubmit hostSubmit_;
+  const WorkFromPoller workFromPoller_;
   const int rank_;
   const int nranks_;
   const std::chrono::microseconds timeout_;
