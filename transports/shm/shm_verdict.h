@@ -1,4 +1,4 @@
-// One outcome per team collective of the shm board (shm_board.h), decided on the words
+// One outcome per round of the shm team board (shm_board.h), decided on the words
 // the ranks publish in anyway: no shared word, no extra cache line on the fast path.
 //
 // The problem: a rank that gives up on collective s (timeout, abort, a peer gone) and a
@@ -6,7 +6,7 @@
 // report different outcomes. Two flags ("I withdrew", "I completed") cannot settle it
 // (each rank can see the other's); a compare-and-swap on one word per publication can.
 //
-// Every rank publishes s in its own words (its line or slot header, its done flag) with
+// Every rank publishes s in its own words (its line or note, its done flag) with
 // a compare-and-swap (publish()) instead of a store. A rank that gives up claims every
 // peer's words for s (claim()): it swaps a marker (the sequence, its rank, its error
 // code) into each word the peer has not published s in yet. Each word's compare-and-swaps
