@@ -49,7 +49,6 @@ BoardCollectives::BoardCollectives(TeamBoard& board)
     : board_(board),
       rank_(board.rank()),
       nranks_(board.nranks()),
-      slotBytes_(board.slotBytes()),
       offer_(board.offer()),
       views_(board.views()),
       pidNamespace_(board.pidNamespace()),
@@ -151,7 +150,7 @@ Status BoardCollectives::waitForPeers(uint64_t sequence, uint64_t tag, size_t by
     // A line holds kBoardLineBytes whatever was published; only read what this rank
     // expects.
     if (inLine) continue;
-    if (note->bytes > slotBytes_ || (bytes != SIZE_MAX && note->bytes != bytes)) {
+    if (note->bytes > offer_.boardBytes || (bytes != SIZE_MAX && note->bytes != bytes)) {
       return mismatchError("rank " + std::to_string(peer) + " published " +
                                std::to_string(note->bytes) + " bytes, expected " +
                                std::to_string(bytes),

@@ -114,8 +114,8 @@ class BoardCollectives final : public TeamCollectives {
   // Whether the collective is too large for the slots on some rank: only single copy
   // (an all-reduce, an equal exchange) or the fingerprint check can run it.
   bool isLarge(const CollectiveArgs& args, size_t bytes) const {
-    return boardPartBytes(args, bytes, nranks_, args.root) > slotBytes_ ||
-           boardPartBytes(args, bytes, nranks_, (args.root + 1) % nranks_) > slotBytes_;
+    return boardPartBytes(args, bytes, nranks_, args.root) > offer_.boardBytes ||
+           boardPartBytes(args, bytes, nranks_, (args.root + 1) % nranks_) > offer_.boardBytes;
   }
   // The board itself (the collective fits the slots; `bytes`: its count's bytes).
   // `offersDirect`: an all-reduce whose step offers direct (it publishes whether its
@@ -155,7 +155,6 @@ class BoardCollectives final : public TeamCollectives {
   TeamBoard& board_;
   const int rank_;
   const int nranks_;
-  const size_t slotBytes_;
   const TeamOffer offer_;
   const BoardView* views_;
   const uint64_t pidNamespace_;

@@ -6,7 +6,7 @@
 // Memory. Every rank owns a board, which every peer maps: per parity (0, 1) one line
 // (BoardLine: a sequence word, a tag and 48 bytes of data in one cache line), one note
 // (BoardNote: a sequence word, a tag and what single copy publishes) and one data slot of
-// slotBytes() bytes; and two meeting flags (BoardFlag: done, probed). views() gives every
+// offer().boardBytes bytes; and two meeting flags (BoardFlag: done, probed). views() gives every
 // rank's addresses in this process, fixed from connect to close.
 //
 // Rounds. Every rank runs the same rounds in the same order, numbered 1, 2, 3, ... by the
@@ -36,8 +36,8 @@
 // peer's memory at an address it published (cross-memory attach); probe() says whether
 // the kernel allows that at all.
 //
-// Thread safety: used by one thread at a time (the engine's running claim); offer(),
-// slotBytes() and views() may be read from any thread.
+// Thread safety: used by one thread at a time (the engine's running claim); offer() and
+// views() may be read from any thread.
 #pragma once
 
 #include <atomic>
@@ -104,12 +104,11 @@ class TeamBoard {
  public:
   virtual ~TeamBoard() = default;
 
-  // The team algorithms and their costs, agreed at connect: equal on every rank.
+  // The team algorithms and their costs, agreed at connect: equal on every rank. Its
+  // boardBytes is the size of one data slot.
   virtual TeamOffer offer() const = 0;
   virtual int rank() const = 0;
   virtual int nranks() const = 0;
-  // The bytes of one data slot (TeamOffer::boardBytes).
-  virtual size_t slotBytes() const = 0;
   // Every rank's board, indexed by rank; this rank's is the one it writes.
   virtual const BoardView* views() const = 0;
   // This process's pid namespace: single copy needs every rank's to be the same.

@@ -60,7 +60,6 @@ class HeapBoard final : public TeamBoard {
   }
   int rank() const override { return rank_; }
   int nranks() const override { return team_->nranks; }
-  size_t slotBytes() const override { return kSlotBytes; }
   const BoardView* views() const override { return team_->views.data(); }
   uint64_t pidNamespace() const override { return 1; }
   Status publish(std::atomic<uint64_t>& word, uint64_t sequence, bool) override {

@@ -13,7 +13,6 @@
 
 #include "core/common/process_id.h"
 #include "core/log/log.h"
-#include "core/memory/shared_region.h"
 #include "transports/shm/shm_board_layout.h"
 #include "transports/shm/shm_cma.h"
 #include "transports/shm/shm_names.h"

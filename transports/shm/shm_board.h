@@ -80,7 +80,6 @@ class Board final : public TeamBoard {
   TeamOffer offer() const override { return offer_; }
   int rank() const override { return ctx_.rank; }
   int nranks() const override { return ctx_.nranks; }
-  size_t slotBytes() const override { return slotBytes_; }
   const BoardView* views() const override { return views_.data(); }
   uint64_t pidNamespace() const override { return pidNamespace_; }
   Status publish(std::atomic<uint64_t>& word, uint64_t sequence, bool wake) override;
