@@ -69,7 +69,20 @@ Result<std::shared_ptr<const Schedule>> Planner::plan(const CollectiveArgs& args
   const size_t bytes =
       args.count *
       dataTypeSize(args.kind == CollectiveKind::kBarrier ? DataType::kUint8 : args.dtype);
+  // The tuner's decision is a function of the call under the current tuned constants and
+  // plan channel count (changing either clears the cache), so a schedule kept for the
+  // same call is the one it would decide and build again: looked up before the tuner
+  // runs, it costs a repeated call no decision.
+  const ScheduleKey key =
+      std::make_tuple(static_cast<int>(args.kind), args.count, static_cast<int>(args.dtype),
+                      static_cast<int>(args.op), args.root, args.peer);
+  // A layout (alltoallv) or block counts (the v kinds) are this call's own: its schedule
+  // is neither looked up nor kept.
+  const bool cacheable = args.layout == nullptr && args.blocks == nullptr;
   std::unique_lock<std::mutex> lock(mutex_);
+  if (cacheable) {
+    if (std::shared_ptr<const Schedule> cached = cache_.find(key)) return cached;
+  }
   const TuneLimits limits = limitsLocked();
   const std::string unavailable = forcedTeamUnavailable(args.kind, bytes, config_.nranks, limits);
   if (!unavailable.empty()) {
@@ -78,18 +91,7 @@ Result<std::shared_ptr<const Schedule>> Planner::plan(const CollectiveArgs& args
                        " bytes: " + unavailable);
   }
   const TuneDecision decision = decide(args.kind, bytes, config_.nranks, limits, tune_);
-  const ScheduleKey key =
-      std::make_tuple(static_cast<int>(args.kind), args.count, static_cast<int>(args.dtype),
-                      static_cast<int>(args.op), args.root, args.peer,
-                      static_cast<int>(decision.algorithm), decision.chunkBytes, decision.nchannels,
-                      (decision.hostTree ? 1 << 25 : 0) | (decision.teamStep ? 1 << 24 : 0) |
-                          (static_cast<int>(decision.steps) << 16) | decision.team);
-  // A layout (alltoallv) or block counts (the v kinds) are this call's own: its schedule
-  // is neither looked up nor kept.
-  const bool cacheable = args.layout == nullptr && args.blocks == nullptr;
-  if (cacheable) {
-    if (std::shared_ptr<const Schedule> cached = cache_.find(key)) return cached;
-  }
+  const uint64_t decidedIn = generation_.load(std::memory_order_relaxed);
   lock.unlock();
   PlanParams params;
   params.rank = config_.rank;
@@ -114,7 +116,8 @@ Result<std::shared_ptr<const Schedule>> Planner::plan(const CollectiveArgs& args
                          << decision.predictedUs << " us for " << algorithmName(decision.algorithm);
   if (!cacheable) return shared;
   lock.lock();
-  cache_.insert(key, shared);
+  // Tuned constants set while this schedule was built make it stale: used once, not kept.
+  if (generation_.load(std::memory_order_relaxed) == decidedIn) cache_.insert(key, shared);
   return shared;
 }
 

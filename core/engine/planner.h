@@ -3,10 +3,10 @@
 // plan() asks the tuner (core/tune/tuner.h) for the algorithm, chunk size and channel
 // count of a collective, from the engine's configuration (a forced algorithm, a fixed
 // chunk size or channel count) and the tuned constants, and builds its Schedule, or
-// returns the one built for the same decision before (ScheduleCache, bounded by
-// EngineConfig::scheduleCacheBytes; an alltoallv's or a v kind's, planned for its layout or counts,
-// is not kept). Every rank must plan alike: the tuned constants and the plan channel count are
-// agreed on through rank 0 at creation (core/engine/tune_probe.h) and set here before the first
+// returns the one built for the same call before without asking the tuner (ScheduleCache, bounded
+// by EngineConfig::scheduleCacheBytes; an alltoallv's or a v kind's, planned for its layout or
+// counts, is not kept). Every rank must plan alike: the tuned constants and the plan channel count
+// are agreed on through rank 0 at creation (core/engine/tune_probe.h) and set here before the first
 // collective; setting either drops the cached schedules. Planning fails (InvalidArgument,
 // Unsupported) the same way on every rank, before anything is queued: a forced team algorithm that
 // this communicator's team cannot run is such a failure.

@@ -1,10 +1,10 @@
 // ScheduleCache: the schedules a communicator built recently, bounded by their memory.
 //
-// A schedule is a pure function of its key (collective, count, dtype, op, root, peer and the
-// tuner's algorithm, chunk, channels and team plan), so it is built once and reused while it stays
-// here. The cache holds at most `budgetBytes` of schedules (their steps, as estimated by
-// scheduleBytes()) and evicts the least recently used first, so a program that cycles
-// through many sizes (variable-length batches, a soak test) keeps a steady footprint
+// A schedule is a pure function of its key (collective, count, dtype, op, root, peer) while
+// the tuner's inputs stay (the planner clears the cache when they change), so it is built
+// once and reused while it stays here. The cache holds at most `budgetBytes` of schedules (their
+// steps, as estimated by scheduleBytes()) and evicts the least recently used first, so a program
+// that cycles through many sizes (variable-length batches, a soak test) keeps a steady footprint
 // instead of growing to a count-bounded high-water mark or dropping everything at once.
 // A schedule larger than the whole budget is not kept.
 //
@@ -21,9 +21,8 @@
 
 namespace collie {
 
-// (kind, count, dtype, op, root, peer, algorithm, chunk bytes, channels, team plan: the
-// team step, its set and the steps' algorithm)
-using ScheduleKey = std::tuple<int, size_t, int, int, int, int, int, size_t, int, int>;
+// (kind, count, dtype, op, root, peer)
+using ScheduleKey = std::tuple<int, size_t, int, int, int, int>;
 
 // Memory a schedule holds (its step vectors, by capacity) plus the cache's own
 // bookkeeping for one entry.

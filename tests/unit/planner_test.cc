@@ -1,4 +1,5 @@
-// Planner: a schedule is built once per decision and then shared from the cache;
+// Planner: a schedule is built once per call and then shared from the cache (another
+// collective in between does not make the tuner decide it again);
 // new tuned constants or a new plan channel count drop the cache; the plan channel
 // count bounds the schedules (clamped, and ignored when the channel count is fixed);
 // a forced algorithm is what runs; bad arguments fail before anything is cached; a
@@ -43,6 +44,27 @@ TEST(PlannerTest, BuildsOnceThenSharesFromTheCache) {
   ASSERT_TRUE(other.isOk());
   EXPECT_NE(first->get(), other->get());
   EXPECT_EQ(planner.cachedSchedules(), 2u);
+}
+
+TEST(PlannerTest, AnotherCollectiveBetweenRepeatsKeepsTheSchedule) {
+  Planner planner(configOf(4, 2), TeamOffer{});
+  auto first = planner.plan(allReduce(1 << 20));
+  ASSERT_TRUE(first.isOk());
+  CollectiveArgs barrier;
+  barrier.kind = CollectiveKind::kBarrier;
+  ASSERT_TRUE(planner.plan(barrier).isOk());
+  auto again = planner.plan(allReduce(1 << 20));
+  ASSERT_TRUE(again.isOk());
+  EXPECT_EQ(first->get(), again->get());
+  // What the cache hands back is what a planner that never saw the call decides.
+  Planner fresh(configOf(4, 2), TeamOffer{});
+  auto decided = fresh.plan(allReduce(1 << 20));
+  ASSERT_TRUE(decided.isOk());
+  EXPECT_EQ((*again)->algorithm, (*decided)->algorithm);
+  EXPECT_EQ((*again)->fallback, (*decided)->fallback);
+  EXPECT_EQ((*again)->channels.size(), (*decided)->channels.size());
+  EXPECT_EQ((*again)->stepCount(), (*decided)->stepCount());
+  EXPECT_EQ(scheduleToJson(**again), scheduleToJson(**decided));
 }
 
 TEST(PlannerTest, NewTuneConstantsDropTheCache) {
