@@ -2,12 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
 #include "core/engine/cycle_clock.h"
-#include "core/engine/wait_pattern.h"
+#include "core/engine/queue_wait_runner.h"
 #include "core/log/log.h"
 #include "core/plan/fingerprint.h"
 
@@ -37,49 +35,6 @@ size_t elementsPerRank(const CollectiveArgs& args) {
 }  // namespace
 
 uint64_t Engine::runAtSubmitCount() { return gRunAtSubmit.load(std::memory_order_relaxed); }
-
-// Handles may outlive the engine, and a waiter may be running its collective when the
-// engine is destroyed: the destructor stops the queue first (which aborts that
-// collective), then detaches the queue and waits until no waiter is inside it.
-// It also learns whether the callers wait for their collectives at once (WaitPattern).
-class Engine::QueueWaitRunner final : public WaitRunner {
- public:
-  // `waitersRun`: whether a waiter may run its collective (not where a host's ranks
-  // outnumber its CPUs: see Engine::submit); the learning goes on either way.
-  QueueWaitRunner(ProgressQueue* queue, bool waitersRun) : waitersRun_(waitersRun), queue_(queue) {}
-  void waiting(const WorkState* work) override {
-    const Submission& s = work->submission();
-    if (s.thread == std::this_thread::get_id()) pattern_.waitedBySubmitter(s.index, s.submitted);
-  }
-  bool runIfNext(const WorkState* work) override {
-    if (!waitersRun_) return false;
-    ProgressQueue* queue;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (queue_ == nullptr) return false;
-      queue = queue_;  // detach() may clear queue_ meanwhile; it waits for inside_ first
-      ++inside_;
-    }
-    const bool ran = queue->runIfNext(work);
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (--inside_ == 0) left_.notify_all();
-    return ran;
-  }
-  void detach() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    queue_ = nullptr;
-    left_.wait(lock, [&] { return inside_ == 0; });
-  }
-  WaitPattern& pattern() { return pattern_; }
-
- private:
-  WaitPattern pattern_;
-  const bool waitersRun_;
-  std::mutex mutex_;
-  std::condition_variable left_;
-  ProgressQueue* queue_;  // guarded by mutex_; null once detached
-  int inside_ = 0;        // waiters in queue_->runIfNext(); guarded by mutex_
-};
 
 Engine::Engine(EngineConfig config, TransportSet transports,
                std::unique_ptr<FailureReasons> reasons)

@@ -86,6 +86,8 @@
 
 namespace collie {
 
+class QueueWaitRunner;
+
 class Engine : private ProgressQueue::Runner {
  public:
   // `reasons` may be null (failures are then not explained across ranks).
@@ -198,7 +200,6 @@ class Engine : private ProgressQueue::Runner {
   ProgressQueue queue_;  // its thread stops first
   // What queued Works run their collective through when their caller waits for them
   // (WorkState's WaitRunner); detached from queue_ once it stopped.
-  class QueueWaitRunner;
   std::shared_ptr<QueueWaitRunner> waitRunner_;
 };
 
