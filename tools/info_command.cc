@@ -22,7 +22,6 @@
 #include "core/net/process_sockets.h"
 #include "core/transport/device_windows.h"
 #include "core/transport/transport.h"
-#include "kernels/cuda/emulation/emulated_runtime.h"
 #include "tools/commands.h"
 
 namespace collie {
@@ -101,8 +100,8 @@ void printTransports() {
   }
 }
 
-// The device emulation is a library of its own, for tests (kernels/cuda/emulation/
-// emulated_runtime.h): say whether this build or installation has it.
+// The device emulation is a library of its own, for tests (core/device/device_runtime.h):
+// say whether this build or installation has it.
 void printDeviceEmulation() {
   Result<DeviceRuntime*> emulated = emulatedDeviceRuntime();
   if (emulated.isOk()) {

@@ -25,10 +25,10 @@
 #include "core/config/config.h"
 #include "core/config/knob.h"
 #include "core/net/job_secret.h"
+#include "core/transport/transport.h"
 #include "core/transport/wait_policy.h"
 #include "tools/commands.h"
 #include "tools/launcher.h"
-#include "transports/shm/shm_names.h"
 
 namespace collie::tools {
 
@@ -109,16 +109,20 @@ Result<UniqueId> multiHostId(const RunCliOptions& options) {
   return id;
 }
 
-// Every rank is gone: remove the shared-memory names of this job that a rank killed
-// during connect (by a signal, or by us after another rank failed) could not unlink.
+// Every rank is gone: each transport removes what a rank killed during connect (by a
+// signal, or by us after another rank failed) could not (shm: its /dev/shm names).
 void removeJobLeftovers(const UniqueId& id, int nodeRank) {
-  std::vector<std::string> removed = shm::removeJobShm(shm::launcherShmTag(id.secret, nodeRank));
-  if (removed.empty()) return;
-  std::fprintf(stderr,
-               "collie run: removed %zu shared-memory segment(s) the ranks left in /dev/shm:",
-               removed.size());
-  for (const std::string& name : removed) std::fprintf(stderr, " %s", name.c_str());
-  std::fprintf(stderr, "\n");
+  const LauncherScope scope{id.secret, nodeRank};
+  for (const TransportFactory& factory : TransportRegistry::instance().factories()) {
+    if (factory.removeLauncherLeftovers == nullptr) continue;
+    const std::vector<std::string> removed = factory.removeLauncherLeftovers(scope);
+    if (removed.empty()) continue;
+    std::fprintf(stderr,
+                 "collie run: removed %zu item(s) the ranks left behind (%s):", removed.size(),
+                 factory.name.c_str());
+    for (const std::string& name : removed) std::fprintf(stderr, " %s", name.c_str());
+    std::fprintf(stderr, "\n");
+  }
 }
 
 }  // namespace

@@ -22,7 +22,7 @@
 #include <random>
 
 #include "core/config/config.h"
-#include "core/plan/simulator.h"
+#include "core/sim/simulator.h"
 #include "core/transport/transport.h"
 #include "core/tune/tuner.h"
 #include "tools/commands.h"

@@ -99,6 +99,8 @@ class DeviceRuntime {
 // none. Process-wide singletons, never destroyed.
 DeviceRuntime* hardwareDeviceRuntime();
 Result<DeviceRuntime*> emulatedDeviceRuntime();
+// The file emulatedDeviceRuntime() loads (from libcollie's folder, then the library path).
+inline constexpr const char* kDeviceEmulationLibrary = "libcollie_device_emulation.so";
 
 // The runtime a new communicator uses: a real device first, then the emulation when
 // `emulation` (its COLLIE_DEVICE_EMULATION, core/device/device_knobs.h) asks for it, else

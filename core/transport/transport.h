@@ -216,6 +216,11 @@ struct TransportFactory {
   // this transport alone, would get with `config`; nullptr when the transport has no
   // team collectives.
   TeamOffer (*teamOffer)(const Config& config, int nranks) = nullptr;
+  // Optional, for `collie run`: once every rank a launcher started on this host is gone
+  // (exited or killed), removes what those ranks left on the host that a live rank would
+  // have removed itself (shm: the job's /dev/shm names); only what `scope` names, only
+  // this user's. Returns the names removed. nullptr when the transport leaves nothing.
+  std::vector<std::string> (*removeLauncherLeftovers)(const LauncherScope& scope) = nullptr;
 };
 
 // The ordered registry. Transports register through registerBuiltinTransports(), a

@@ -83,6 +83,14 @@ job=$!
 wait_for_entry . && kill -9 "$(cat "$tmp/rank0.pid")"
 wait "$job"
 finish $?
+# Nobody but the launcher can remove a killed rank's segment: it did so through the shm
+# transport's leftovers hook (TransportFactory::removeLauncherLeftovers) and says so.
+if ! grep -q "collie run: removed [0-9]* item(s) the ranks left behind (shm): collie-" \
+  "$tmp/$scenario.stderr"; then
+  echo "FAIL ($scenario): the launcher did not report removing the killed rank's segment" >&2
+  sed 's/^/    /' "$tmp/$scenario.stderr" | head -20 >&2
+  failures=$((failures + 1))
+fi
 
 # Rank 1 connects without a one-shot board, so rank 0 holds its board and waits for
 # rank 1's; it is SIGKILLed as soon as the board exists.

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/plan/partition.h"
-#include "core/plan/simulator.h"
+#include "core/sim/simulator.h"
 #include "core/tune/tuner.h"
 
 namespace collie {

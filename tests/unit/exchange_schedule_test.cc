@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/plan/schedule.h"
-#include "core/plan/simulator.h"
+#include "core/sim/simulator.h"
 
 namespace collie {
 namespace {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/plan/schedule.h"
-#include "core/plan/simulator.h"
+#include "core/sim/simulator.h"
 #include "core/tune/tuner.h"
 
 namespace collie {

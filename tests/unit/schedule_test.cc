@@ -10,7 +10,7 @@
 #include <set>
 #include <tuple>
 
-#include "core/plan/simulator.h"
+#include "core/sim/simulator.h"
 
 namespace collie {
 namespace {

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <vector>
 
-#include "core/plan/simulator.h"
 #include "core/plan/team_step.h"
+#include "core/sim/simulator.h"
 #include "core/tune/tuner.h"
 
 namespace collie {

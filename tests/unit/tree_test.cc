@@ -9,7 +9,7 @@
 #include <random>
 
 #include "core/plan/schedule.h"
-#include "core/plan/simulator.h"
+#include "core/sim/simulator.h"
 
 namespace collie {
 namespace {

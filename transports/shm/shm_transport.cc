@@ -290,6 +290,11 @@ TeamOffer shmTeamOffer(const Config& config, int nranks) {
   return shm::boardTeamOffer(*knobs, nranks, nranks > cpusAvailable(*waitKnobs));
 }
 
+// What the ranks of one `collie run` launcher left in /dev/shm: the names of their tag.
+std::vector<std::string> removeShmLeftovers(const LauncherScope& scope) {
+  return shm::removeJobShm(shm::launcherShmTag(scope.secret, scope.nodeRank));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Transport>> createShmTransport(const TransportContext& ctx) {
@@ -306,6 +311,7 @@ Result<std::unique_ptr<Transport>> createShmTransport(const TransportContext& ct
 void registerShmTransport(TransportRegistry& registry) {
   TransportFactory factory{"shm", 100, &createShm};
   factory.teamOffer = &shmTeamOffer;
+  factory.removeLauncherLeftovers = &removeShmLeftovers;
   registry.add(std::move(factory));
 }
 

@@ -29,7 +29,6 @@ struct DeviceEmulation {
   uint64_t (*copies)() = nullptr;
 };
 using DeviceEmulationEntry = const DeviceEmulation* (*)();
-inline constexpr const char* kDeviceEmulationLibrary = "libcollie_device_emulation.so";
 inline constexpr const char* kDeviceEmulationEntry = "collieDeviceEmulation";
 
 uint64_t emulatedKernelLaunches();

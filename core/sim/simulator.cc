@@ -1,4 +1,4 @@
-#include "core/plan/simulator.h"
+#include "core/sim/simulator.h"
 
 #include <cstring>
 #include <deque>
