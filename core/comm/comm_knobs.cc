@@ -1,4 +1,4 @@
-// The knobs of a communicator as a whole (core/comm/bootstrap.cc), and the variables a
+// The knobs of a communicator as a whole (core/comm/communicator_create.cc), and the variables a
 // launcher hands its ranks (core/comm/launcher_environment.cc, `collie run`).
 #include "core/comm/comm_knobs.h"
 

@@ -1,7 +1,7 @@
 // The communicator's and the launcher's knobs as typed values (the tables are in
 // comm_knobs.cc).
 //
-// CommunicatorKnobs is parsed once per communicator at creation (core/comm/bootstrap.cc)
+// CommunicatorKnobs is parsed once per communicator at creation (core/comm/communicator_create.cc)
 // from its snapshot, with the typed Options fields already applied as overrides.
 // LaunchKnobs are process-wide (how this process was started): parsed from the
 // communicator's snapshot, which holds the environment's values, or from

@@ -5,7 +5,7 @@
 // headers and runs it on a library built with COLLIE_ABI_CHECK_PADDING, which adds a
 // member here.
 //
-// Its members are set once by Communicator::create (core/comm/bootstrap.cc) and
+// Its members are set once by Communicator::create (core/comm/communicator_create.cc) and
 // createFromEnvironment/shrink (the store server, the rendezvous file), then only read,
 // except the split and shrink counters, which the owning rank's calls to split() and
 // shrink() advance (those calls are collective, so they are not made concurrently).
@@ -56,7 +56,7 @@ struct Communicator::Impl {
   std::shared_ptr<StoreServer> storeServer;
   std::string cleanupFile;  // removed at destruction (the rendezvous file of rank 0)
 
-  // Communicator::create once the configuration is resolved (bootstrap.cc): joins the
+  // Communicator::create once the configuration is resolved (communicator_create.cc): joins the
   // job `id` as `rank` of `nranks` with the snapshot `config` (validated) over `store`
   // (null: the TCP store the unique id names). Used by create, createFromEnvironment,
   // split and shrink.
@@ -72,7 +72,7 @@ struct Communicator::Impl {
   Status checkPeer(const char* what, int peer) const;
   bool isDeviceBuffer(const void* ptr) const;
   // Sets up device or staging from deviceRuntime, engine and the windows (null: none
-  // opened); nothing without a device runtime. Part of create (bootstrap.cc).
+  // opened); nothing without a device runtime. Part of create (communicator_create.cc).
   Status openDevicePath(const EngineConfig& config, size_t slotBytes, bool profile,
                         std::unique_ptr<DeviceWindows> windows);
   // Queues a checked collective on the engine, or on the device path when its buffers

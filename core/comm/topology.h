@@ -1,5 +1,5 @@
 // Topology: which ranks share a host, learned at creation from the host ids every rank
-// published (core/comm/bootstrap.cc), and which transport joins this rank to each peer.
+// published (core/comm/communicator_create.cc), and which transport joins this rank to each peer.
 //
 // Hosts are numbered in the order of their lowest rank; the ranks of a host are listed
 // in ascending order, and a rank's local index is its place in that list, whatever the

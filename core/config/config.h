@@ -1,7 +1,7 @@
 // Config: one immutable snapshot of every registered knob's value (core/config/knob.h,
 // core/config/knob_registry.h), with where each value came from.
 //
-// A communicator builds its snapshot once, at creation (core/comm/bootstrap.cc):
+// A communicator builds its snapshot once, at creation (core/comm/communicator_create.cc):
 // defaults, then the environment (a COLLIE_* variable if set and non-empty, else its
 // NCCL_* alias, for knobs that have one), then the overrides given in code
 // (Options::config and the typed Options fields). It is validated then, once: a value

@@ -1,5 +1,5 @@
 // The device path's knobs as typed values (the table is in device_knobs.cc): parsed once
-// per communicator at creation (core/comm/bootstrap.cc), and by the tools that pick a
+// per communicator at creation (core/comm/communicator_create.cc), and by the tools that pick a
 // device runtime before any communicator exists.
 //
 // Thread safety: parse() is a pure function of the snapshot.

@@ -1,5 +1,5 @@
 // EngineConfig: what one communicator's engine runs with, resolved from the
-// communicator's configuration snapshot at creation (core/comm/bootstrap.cc). A plain
+// communicator's configuration snapshot at creation (core/comm/communicator_create.cc). A plain
 // value, read only.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The engine's knobs, resolved into EngineConfig at creation (core/comm/bootstrap.cc).
+// The engine's knobs, resolved into EngineConfig at creation (core/comm/communicator_create.cc).
 #include "core/engine/engine_knobs.h"
 
 #include "core/config/knob_reader.h"

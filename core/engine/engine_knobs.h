@@ -1,5 +1,5 @@
 // The engine's knobs as typed values (the table is in engine_knobs.cc): parsed once per
-// communicator at creation (core/comm/bootstrap.cc) into EngineConfig.
+// communicator at creation (core/comm/communicator_create.cc) into EngineConfig.
 //
 // Thread safety: parse() is a pure function of the snapshot.
 #pragma once

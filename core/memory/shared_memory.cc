@@ -13,8 +13,8 @@
 #include <mutex>
 #include <vector>
 
-#include "core/common/process_id.h"
 #include "core/log/log.h"
+#include "core/memory/process_id.h"
 #include "core/memory/shared_region.h"
 
 #ifndef MFD_HUGETLB

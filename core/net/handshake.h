@@ -40,7 +40,7 @@
 #include "collie/status.h"
 #include "collie/store.h"
 #include "collie/unique_id.h"
-#include "core/common/sha256.h"
+#include "core/net/sha256.h"
 
 namespace collie::net {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/common/sha256.h"
+#include "core/net/sha256.h"
 
 namespace collie {
 namespace {

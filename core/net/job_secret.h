@@ -5,7 +5,7 @@
 // default, zero or malformed one: the functions here refuse such secrets with an error
 // naming where the secret came from and the form expected, and never print the text
 // they were given. Nothing public (store keys, names in errors and logs) holds secret
-// bits: public tags and derived secrets go through SHA-256 (core/common/sha256.h).
+// bits: public tags and derived secrets go through SHA-256 (core/net/sha256.h).
 //
 // Pure functions; safe from any thread.
 #pragma once

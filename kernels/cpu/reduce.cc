@@ -15,7 +15,7 @@
 #include <cstring>
 #include <utility>
 
-#include "core/common/cpu_cache.h"
+#include "kernels/cpu/cpu_cache.h"
 #include "kernels/cpu/cpu_reduce.h"
 #include "kernels/cpu/reduce_loops.h"
 #if COLLIE_X86

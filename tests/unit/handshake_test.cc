@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "collie/store.h"
-#include "core/common/sha256.h"
+#include "core/net/sha256.h"
 #include "core/net/socket.h"
 #include "support/recording_proxy.h"
 

@@ -13,9 +13,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/common/cpu_cache.h"
 #include "core/common/half.h"
 #include "core/kernel/reduce_backend.h"
+#include "kernels/cpu/cpu_cache.h"
 #include "kernels/cpu/cpu_reduce.h"
 
 namespace collie {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "collie/shared_memory.h"
-#include "core/common/process_id.h"
+#include "core/memory/process_id.h"
 
 namespace collie {
 namespace {

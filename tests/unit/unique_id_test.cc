@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <random>
 
-#include "core/common/sha256.h"
 #include "core/net/job_secret.h"
+#include "core/net/sha256.h"
 
 namespace collie {
 namespace {

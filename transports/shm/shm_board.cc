@@ -11,8 +11,8 @@
 #include <atomic>
 #include <cstring>
 
-#include "core/common/process_id.h"
 #include "core/log/log.h"
+#include "core/memory/process_id.h"
 #include "transports/shm/shm_board_layout.h"
 #include "transports/shm/shm_cma.h"
 #include "transports/shm/shm_names.h"

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/common/process_id.h"
+#include "core/memory/process_id.h"
 
 namespace collie::shm {
 

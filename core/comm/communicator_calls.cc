@@ -1,13 +1,12 @@
 // Communicator: argument checks and the public collective calls, each forwarding to
 // the Impl (core/comm/communicator_impl.h). Creation (store, transport selection,
-// connections) lives in bootstrap.cc, split/shrink in split.cc.
-#include "collie/communicator.h"
-
+// connections) lives in communicator_create.cc, split/shrink in split.cc.
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
 
+#include "collie/communicator.h"
 #include "core/comm/argument_checks.h"
 #include "core/comm/communicator_impl.h"
 #include "core/kernel/device_memory.h"

@@ -1,4 +1,4 @@
-#include "core/common/process_id.h"
+#include "core/memory/process_id.h"
 
 #include <pthread.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "core/common/cpu_cache.h"
+#include "kernels/cpu/cpu_cache.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "core/common/sha256.h"
+#include "core/net/sha256.h"
 
 #include <cstring>
 
