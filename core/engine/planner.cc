@@ -91,6 +91,7 @@ Result<std::shared_ptr<const Schedule>> Planner::plan(const CollectiveArgs& args
                        " bytes: " + unavailable);
   }
   const TuneDecision decision = decide(args.kind, bytes, config_.nranks, limits, tune_);
+  tunerDecisions_.fetch_add(1, std::memory_order_relaxed);
   const uint64_t decidedIn = generation_.load(std::memory_order_relaxed);
   lock.unlock();
   PlanParams params;

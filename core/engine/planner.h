@@ -50,6 +50,8 @@ class Planner {
   void setPlanChannels(int channels);
   // Schedules cached now (for tests and diagnostics).
   size_t cachedSchedules();
+  // How many times plan() asked the tuner (its cache misses), for tests and diagnostics.
+  uint64_t tunerDecisions() const { return tunerDecisions_.load(std::memory_order_relaxed); }
   // Changes whenever cached schedules are dropped (setTuneConstants, setPlanChannels),
   // so that a caller keeping a schedule of its own knows to plan again.
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
@@ -61,6 +63,7 @@ class Planner {
   const EngineConfig config_;
   const TeamOffer team_;
   std::atomic<uint64_t> generation_{0};
+  std::atomic<uint64_t> tunerDecisions_{0};
   std::mutex mutex_;  // guards the members below
   TuneConstants tune_;
   int planChannels_;

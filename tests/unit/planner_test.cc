@@ -53,9 +53,12 @@ TEST(PlannerTest, AnotherCollectiveBetweenRepeatsKeepsTheSchedule) {
   CollectiveArgs barrier;
   barrier.kind = CollectiveKind::kBarrier;
   ASSERT_TRUE(planner.plan(barrier).isOk());
+  EXPECT_EQ(planner.tunerDecisions(), 2u);
   auto again = planner.plan(allReduce(1 << 20));
   ASSERT_TRUE(again.isOk());
   EXPECT_EQ(first->get(), again->get());
+  // The repeated call took its schedule from the cache without asking the tuner.
+  EXPECT_EQ(planner.tunerDecisions(), 2u);
   // What the cache hands back is what a planner that never saw the call decides.
   Planner fresh(configOf(4, 2), TeamOffer{});
   auto decided = fresh.plan(allReduce(1 << 20));
