@@ -258,6 +258,12 @@ Status readFull(int fd, void* buf, size_t n, Deadline deadline) {
                          std::to_string(done) + " of " + std::to_string(n) + " bytes");
     }
     if (errno == EINTR) continue;
+    // A reset is the peer closing too (abortively: it closed with our bytes unread), as
+    // writeFull() reads EPIPE and ECONNRESET; callers tell a closed peer by kRemoteError.
+    if (errno == ECONNRESET) {
+      return remoteError("connection to " + peerAddressOf(fd) + " reset by the peer after " +
+                         std::to_string(done) + " of " + std::to_string(n) + " bytes");
+    }
     if (errno != EAGAIN && errno != EWOULDBLOCK) {
       return systemError("recv from " + peerAddressOf(fd), errno);
     }

@@ -91,7 +91,7 @@ Result<Socket> acceptWithDeadline(int listenFd, Deadline deadline,
                                   std::string* peerAddress = nullptr);
 
 // Reads / writes exactly n bytes or fails: Timeout at the deadline, RemoteError when the
-// peer closed the connection, SystemError for other OS errors.
+// peer closed the connection (orderly or by a reset), SystemError for other OS errors.
 Status readFull(int fd, void* buf, size_t n, Deadline deadline);
 Status writeFull(int fd, const void* buf, size_t n, Deadline deadline);
 

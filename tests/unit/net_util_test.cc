@@ -1,6 +1,7 @@
 // Socket helpers: interface specs, host:port parsing. (The handshake's codec is in
 // handshake_test.cc.)
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
 #include "core/net/socket.h"
 
@@ -57,6 +58,29 @@ TEST(Sockets, ReadTimesOutAndSeesClose) {
   client->reset();
   st = readFull(server->fd(), &byte, 1, Clock::now() + std::chrono::seconds(2));
   EXPECT_EQ(st.code(), StatusCode::kRemoteError);
+}
+
+// A peer that closes with our bytes unread resets the connection: the reader sees the
+// peer gone (kRemoteError), as after an orderly close, not an OS failure. (A handshake
+// refused while a proof was in flight failed as "recv: Connection reset by peer"
+// instead of Unauthenticated.)
+TEST(Sockets, ReadSeesAResetAsThePeerClosing) {
+  auto listener = listen("127.0.0.1", 0);
+  ASSERT_TRUE(listener.isOk());
+  auto port = localPort(listener->fd());
+  ASSERT_TRUE(port.isOk());
+  auto client = connectWithDeadline("127.0.0.1", *port, Clock::now() + std::chrono::seconds(2));
+  ASSERT_TRUE(client.isOk());
+  auto server = acceptWithDeadline(listener->fd(), Clock::now() + std::chrono::seconds(2));
+  ASSERT_TRUE(server.isOk());
+  const char sent = 1;
+  ASSERT_TRUE(writeFull(client->fd(), &sent, 1, Clock::now() + std::chrono::seconds(2)).isOk());
+  // Closing with a byte unread sends a reset instead of a FIN.
+  server->reset();
+  char byte;
+  auto st = readFull(client->fd(), &byte, 1, Clock::now() + std::chrono::seconds(2));
+  EXPECT_EQ(st.code(), StatusCode::kRemoteError) << st.toString();
+  EXPECT_NE(st.message().find("reset by the peer"), std::string::npos) << st.toString();
 }
 
 }  // namespace
