@@ -66,9 +66,6 @@ double Planner::predictMicros(const CollectiveArgs& args) {
 }
 
 Result<std::shared_ptr<const Schedule>> Planner::plan(const CollectiveArgs& args) {
-  const size_t bytes =
-      args.count *
-      dataTypeSize(args.kind == CollectiveKind::kBarrier ? DataType::kUint8 : args.dtype);
   // The tuner's decision is a function of the call under the current tuned constants and
   // plan channel count (changing either clears the cache), so a schedule kept for the
   // same call is the one it would decide and build again: looked up before the tuner
@@ -83,6 +80,9 @@ Result<std::shared_ptr<const Schedule>> Planner::plan(const CollectiveArgs& args
   if (cacheable) {
     if (std::shared_ptr<const Schedule> cached = cache_.find(key)) return cached;
   }
+  const size_t bytes =
+      args.count *
+      dataTypeSize(args.kind == CollectiveKind::kBarrier ? DataType::kUint8 : args.dtype);
   const TuneLimits limits = limitsLocked();
   const std::string unavailable = forcedTeamUnavailable(args.kind, bytes, config_.nranks, limits);
   if (!unavailable.empty()) {

@@ -43,20 +43,28 @@ TEST(HostPort, SplitAndJoin) {
   EXPECT_FALSE(splitHostPort("h:", &host, &port).isOk());
 }
 
-TEST(Sockets, ReadTimesOutAndSeesClose) {
+// A connected loopback pair: *client and *server.
+void connectPair(Socket* client, Socket* server) {
   auto listener = listen("127.0.0.1", 0);
   ASSERT_TRUE(listener.isOk());
   auto port = localPort(listener->fd());
   ASSERT_TRUE(port.isOk());
-  auto client = connectWithDeadline("127.0.0.1", *port, Clock::now() + std::chrono::seconds(2));
-  ASSERT_TRUE(client.isOk());
-  auto server = acceptWithDeadline(listener->fd(), Clock::now() + std::chrono::seconds(2));
-  ASSERT_TRUE(server.isOk());
+  auto connected = connectWithDeadline("127.0.0.1", *port, Clock::now() + std::chrono::seconds(2));
+  ASSERT_TRUE(connected.isOk());
+  auto accepted = acceptWithDeadline(listener->fd(), Clock::now() + std::chrono::seconds(2));
+  ASSERT_TRUE(accepted.isOk());
+  *client = std::move(*connected);
+  *server = std::move(*accepted);
+}
+
+TEST(Sockets, ReadTimesOutAndSeesClose) {
+  Socket client, server;
+  ASSERT_NO_FATAL_FAILURE(connectPair(&client, &server));
   char byte;
-  auto st = readFull(server->fd(), &byte, 1, Clock::now() + std::chrono::milliseconds(50));
+  auto st = readFull(server.fd(), &byte, 1, Clock::now() + std::chrono::milliseconds(50));
   EXPECT_EQ(st.code(), StatusCode::kTimeout);
-  client->reset();
-  st = readFull(server->fd(), &byte, 1, Clock::now() + std::chrono::seconds(2));
+  client.reset();
+  st = readFull(server.fd(), &byte, 1, Clock::now() + std::chrono::seconds(2));
   EXPECT_EQ(st.code(), StatusCode::kRemoteError);
 }
 
@@ -65,20 +73,14 @@ TEST(Sockets, ReadTimesOutAndSeesClose) {
 // refused while a proof was in flight failed as "recv: Connection reset by peer"
 // instead of Unauthenticated.)
 TEST(Sockets, ReadSeesAResetAsThePeerClosing) {
-  auto listener = listen("127.0.0.1", 0);
-  ASSERT_TRUE(listener.isOk());
-  auto port = localPort(listener->fd());
-  ASSERT_TRUE(port.isOk());
-  auto client = connectWithDeadline("127.0.0.1", *port, Clock::now() + std::chrono::seconds(2));
-  ASSERT_TRUE(client.isOk());
-  auto server = acceptWithDeadline(listener->fd(), Clock::now() + std::chrono::seconds(2));
-  ASSERT_TRUE(server.isOk());
+  Socket client, server;
+  ASSERT_NO_FATAL_FAILURE(connectPair(&client, &server));
   const char sent = 1;
-  ASSERT_TRUE(writeFull(client->fd(), &sent, 1, Clock::now() + std::chrono::seconds(2)).isOk());
+  ASSERT_TRUE(writeFull(client.fd(), &sent, 1, Clock::now() + std::chrono::seconds(2)).isOk());
   // Closing with a byte unread sends a reset instead of a FIN.
-  server->reset();
+  server.reset();
   char byte;
-  auto st = readFull(client->fd(), &byte, 1, Clock::now() + std::chrono::seconds(2));
+  auto st = readFull(client.fd(), &byte, 1, Clock::now() + std::chrono::seconds(2));
   EXPECT_EQ(st.code(), StatusCode::kRemoteError) << st.toString();
   EXPECT_NE(st.message().find("reset by the peer"), std::string::npos) << st.toString();
 }
