@@ -3,6 +3,7 @@
 // (integer math, then one conversion to the dtype).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -97,26 +98,48 @@ inline void storeElement(DataType dtype, void* out, int64_t value, int divisor =
   }
 }
 
+// inputValue(op, rank, index) repeats in index with this period, and so does every
+// reduction of it over ranks.
+inline size_t inputPeriod(ReduceOp op) {
+  if (op == ReduceOp::kProd) return 5;
+  if (isBitwise(op)) return 127;
+  return 4;
+}
+
+// Writes elements [0, count) of `bytes` (`es` bytes each) given its first `period`:
+// each element equals the one `period` before it. Copies doubling prefixes, so a
+// reference of millions of elements costs a few memcpys (the 8-rank collective tests
+// spent most of their time computing references element by element on every rank).
+inline void repeatPeriod(std::vector<uint8_t>& bytes, size_t es, size_t period, size_t count) {
+  for (size_t filled = period; filled < count; filled *= 2) {
+    std::memcpy(bytes.data() + filled * es, bytes.data(), std::min(filled, count - filled) * es);
+  }
+}
+
 // Fills `count` elements of this rank's input.
 inline std::vector<uint8_t> makeInput(DataType dtype, ReduceOp op, int rank, size_t count,
                                       size_t firstIndex = 0) {
-  size_t es = dataTypeSize(dtype);
+  const size_t es = dataTypeSize(dtype);
+  const size_t period = std::min(count, inputPeriod(op));
   std::vector<uint8_t> bytes(count * es);
-  for (size_t i = 0; i < count; ++i) {
+  for (size_t i = 0; i < period; ++i) {
     storeElement(dtype, bytes.data() + i * es, inputValue(op, rank, firstIndex + i));
   }
+  repeatPeriod(bytes, es, period, count);
   return bytes;
 }
 
 // The reduction over `nranks` ranks of elements [firstIndex, firstIndex + count).
 inline std::vector<uint8_t> expectedReduction(DataType dtype, ReduceOp op, int nranks,
                                               size_t firstIndex, size_t count) {
-  size_t es = dataTypeSize(dtype);
+  const size_t es = dataTypeSize(dtype);
+  const size_t period = std::min(count, inputPeriod(op));
   std::vector<uint8_t> bytes(count * es);
-  for (size_t i = 0; i < count; ++i) {
+  for (size_t i = 0; i < period; ++i) {
     storeElement(dtype, bytes.data() + i * es, reduceValues(op, nranks, firstIndex + i),
                  op == ReduceOp::kAvg ? nranks : 0);
   }
+  repeatPeriod(bytes, es, period, count);
   return bytes;
 }
 

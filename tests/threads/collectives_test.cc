@@ -26,7 +26,8 @@ constexpr size_t kLargeCount = (1 << 20) + 3;
 
 // COLLIE_TEST_QUICK=1 (sanitizer runs) shrinks the matrix: 1..4 ranks, fewer small
 // counts and the large count for every third dtype only; under TSan also one op per
-// dtype (testing::sampledOp) and the large count for two dtypes.
+// dtype (testing::sampledOp, as above 4 ranks everywhere) and the large count for two
+// dtypes.
 std::vector<int> rankCounts() {
   return testing::quickMatrix() ? std::vector<int>{1, 2, 3, 4}
                                 : std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8};
@@ -201,7 +202,7 @@ TEST_P(CollectivesTest, EveryCollectiveDtypeOpAndCount) {
       for (int d = 0; d < kNumDataTypes; ++d) {
         const DataType dtype = static_cast<DataType>(d);
         for (int o = 0; o < (reduces ? kNumReduceOps : 1); ++o) {
-          if (reduces && !testing::sampledOp(d, o)) continue;
+          if (reduces && !testing::sampledOp(d, o, nranks)) continue;
           const ReduceOp op = static_cast<ReduceOp>(o);
           for (size_t count : smallCounts()) {
             for (bool inPlace : {false, true}) {
