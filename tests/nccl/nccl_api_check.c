@@ -529,6 +529,7 @@ int main(int argc, char** argv) {
   checkOverlapRefused(comm);
   checkSingleThreadGroup();
   checkNccl228(comm, argv[1]);
+  checkNccl229(comm);
 
   NCCLCHECK(ncclCommFinalize(comm));
   NCCLCHECK(ncclCommDestroy(comm));

@@ -46,4 +46,7 @@ void exchangeId(const char* path, ncclUniqueId* id);
  * the job's id went through; more ids are published next to it. */
 void checkNccl228(ncclComm_t comm, const char* idPath);
 
+/* The entry points after NCCL 2.28 that newer programs import (nccl_api_check_229.c). */
+void checkNccl229(ncclComm_t comm);
+
 #endif /* COLLIE_TESTS_NCCL_CHECK_H_ */
