@@ -106,6 +106,9 @@ if [ "$dry_run" = 1 ]; then
     echo "nccl_device_check rank $r: graph capture: 100 launches, #wrong 0"
     echo "nccl_device_check rank $r: ok (2 ranks, device 0)"; done'
   step stub_sanitizer_refused sanitizer 10 sh -c 'echo "Device not supported"; exit 1'
+  step torch_nccl_stub_n2 correctness 10 sh -c '
+    echo "[rank 0] rank 0: 139 cases, #wrong 0"; echo "[rank 1] rank 1: 139 cases, #wrong 0"
+    echo "torch_nccl_dropin: 2 ranks, nccl on cuda: 139 cases, #wrong 0"'
   # Three interleaved rounds; the goals take medians: float32 at 1 MiB is slower (4.0
   # against 3.0) although round 2 alone says otherwise, bfloat16 at 256 MiB is not (298.3
   # against 300.0) although round 2 alone says it is.
@@ -216,6 +219,16 @@ else
     step device_premul_n4_mps correctness 30 $run -n 4 -- "$rank" premul 16777216
     step nccl_device_n4_mps correctness 90 $run -n 4 -- "$bin/nccl_device_check" \
       "$out/nccl_id_n4"
+    # PyTorch's own NCCL backend (this machine's torch, unmodified) on collie's
+    # libnccl.so.2, loaded with LD_PRELOAD (torch's RPATH wins over LD_LIBRARY_PATH):
+    # every case at 2 and 4 ranks on the one GPU, then the last rank leaving.
+    for n in 2 4; do
+      step "torch_nccl_n${n}_mps" correctness 150 env LD_PRELOAD="$carry/lib/libnccl.so.2" \
+        python3 "$root/tests/gpu/torch_nccl_dropin.py" --nranks $n --timeout 60
+    done
+    step torch_nccl_fault_n2_mps correctness 90 env LD_PRELOAD="$carry/lib/libnccl.so.2" \
+      COLLIE_TIMEOUT=10s python3 "$root/tests/gpu/torch_nccl_dropin.py" --nranks 2 --fault \
+      --timeout 20
     step perf_allreduce_device_n2_mps bench 60 $run -n 2 -- "$bin/collie" perf allreduce \
       -b 1K -e 1G -f 4 -n 10 -w 2 -c 1 --device 1
     step perf_allreduce_device_n4_mps bench 45 $run -n 4 -- "$bin/collie" perf allreduce \
@@ -235,6 +248,8 @@ else
   else
     step device_matrix_ring_n4 correctness 60 $run -n 4 -- "$rank" matrix 65536 ring
     step device_matrix_tree_n4 correctness 60 $run -n 4 -- "$rank" matrix 65536 tree
+    step torch_nccl_n2 correctness 180 env LD_PRELOAD="$carry/lib/libnccl.so.2" \
+      python3 "$root/tests/gpu/torch_nccl_dropin.py" --nranks 2 --timeout 60
   fi
   # And memcheck over ranks as processes (cuda_ipc windows, the step kernels waiting
   # for each other), every child followed. Not initcheck: it tracks writes per process,

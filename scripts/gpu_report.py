@@ -72,6 +72,11 @@ def figures_of(check, text):
         # waited for the peers' flags.
         fig["profile_kernels"] = [int(k) for k, _ in m]
         fig["profile_wait_us_per_kernel"] = [round(float(w) / max(1, int(k)), 2) for k, w in m]
+    m = re.search(r"^torch_nccl_dropin: (\d+) ranks, (\S+) on (\S+): (?:(\d+) cases|fault)",
+                  text, re.M)
+    if m:  # tests/gpu/torch_nccl_dropin.py's summary line (printed only when it passed)
+        fig["torch_ranks"] = int(m.group(1))
+        fig["torch_cases"] = int(m.group(4)) if m.group(4) else "fault"
     graphs = re.findall(r"graph capture: (\d+) launches, #wrong (\d+)", text)
     if graphs:  # nccl_device_check: one line per rank
         fig["graph_ranks"] = len(graphs)
@@ -164,6 +169,19 @@ def goals(checks):
                            else "fail" if graph_runs else "skipped"),
                 "figures": {"runs": [c["name"] for c in graph_runs],
                             "passed": [c["name"] for c in graph_ok]}})
+
+    # Issue 50's torch row: PyTorch's NCCL backend on collie's libnccl.so.2 passed every
+    # case at each rank count run (tests/gpu/torch_nccl_dropin.py), and a rank leaving
+    # ended the others with its name.
+    torch_runs = [c for c in checks if c["name"].startswith("torch_nccl_")]
+    torch_ran = [c for c in torch_runs if c["status"] != "skipped"]
+    torch_ok = [c for c in torch_ran if c["status"] == "pass" and
+                c.get("figures", {}).get("torch_cases")]
+    out.append({"name": "goal_torch_nccl_dropin", "kind": "goal",
+                "status": ("pass" if torch_ran and len(torch_ok) == len(torch_ran)
+                           else "fail" if torch_ran else "skipped"),
+                "figures": {"runs": [c["name"] for c in torch_runs],
+                            "passed": [c["name"] for c in torch_ok]}})
 
     rows, nrounds = bench_rounds(checks, "bench_reduce_copy")
     roof = rows.get(ROOFLINE_BYTES) or (rows[max(rows)] if rows else None)
