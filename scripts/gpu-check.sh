@@ -229,6 +229,12 @@ else
     step torch_nccl_fault_n2_mps correctness 90 env LD_PRELOAD="$carry/lib/libnccl.so.2" \
       COLLIE_TIMEOUT=10s python3 "$root/tests/gpu/torch_nccl_dropin.py" --nranks 2 --fault \
       --timeout 20
+    # Training: DDP of 25.2 M parameters, 20 steps, against the same run on gloo with
+    # CUDA tensors (1e-6); FSDP2, 5 steps, losses against one process (1e-5).
+    for train in ddp fsdp; do
+      step "torch_nccl_${train}_n2_mps" correctness 150 env LD_PRELOAD="$carry/lib/libnccl.so.2" \
+        python3 "$root/tests/gpu/torch_nccl_dropin.py" --nranks 2 --train $train --timeout 60
+    done
     step perf_allreduce_device_n2_mps bench 60 $run -n 2 -- "$bin/collie" perf allreduce \
       -b 1K -e 1G -f 4 -n 10 -w 2 -c 1 --device 1
     step perf_allreduce_device_n4_mps bench 45 $run -n 4 -- "$bin/collie" perf allreduce \

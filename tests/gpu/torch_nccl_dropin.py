@@ -18,12 +18,19 @@ result bytes must equal rank 0's (a digest through the store).
 (an exception from its next collective, or torch's watchdog ending the process)
 within the deadline, and its output must name the rank that left.
 
+``--train ddp``: DDP (a 24 width^2-parameter MLP, 25.2 M at width 1024, 20 steps, fixed
+seeds, each rank its own rows of one batch): every rank's parameters the same bytes, and
+within 1e-6 of the same run on gloo (CUDA tensors on the GPU). ``--train fsdp``: FSDP2
+(``fully_shard`` per block), 5 steps: the mean loss of each step within 1e-5 of one
+process training the same model on the whole batch.
+
 ``--backend collie --device cpu`` runs the same cases on CPU tensors through
 torch_collie (no GPU, no NCCL), so the script's own checks are tested where there is
 no GPU (ctest torch_nccl_dropin_cpu_*).
 
 Usage: [LD_PRELOAD=<collie>/libnccl.so.2] python3 torch_nccl_dropin.py --nranks N
-           [--backend nccl|collie] [--device cuda|cpu] [--fault] [--timeout S]
+           [--backend nccl|collie] [--device cuda|cpu] [--fault | --train ddp|fsdp]
+           [--width W] [--timeout S]
 Exit: 0 all passed, 1 a check failed, 77 skipped (no CUDA device for --device cuda).
 """
 
@@ -46,12 +53,86 @@ def parse():
     p.add_argument("--device", default="cuda")
     p.add_argument("--fault", action="store_true")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds, per rank's wait")
+    p.add_argument("--train", choices=("ddp", "fsdp"), default="",
+                   help="train instead: DDP (against gloo) or FSDP2 (against one process)")
+    p.add_argument("--width", type=int, default=1024, help="model width for --train")
     p.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
     p.add_argument("--store", default="", help=argparse.SUPPRESS)
+    p.add_argument("--out", default="", help=argparse.SUPPRESS)
     return p.parse_args()
 
 
 # ---- the launcher ----------------------------------------------------------------
+
+
+def run_ranks(args, backend, tmp, tag):
+    """Starts the ranks with `backend`, waits for them (with a deadline), prints their
+    output prefixed by rank; returns (exit codes, outputs, ranks that hung)."""
+    store = os.path.join(tmp, f"store.{tag}")
+    procs, logs = [], []
+    for r in range(args.nranks):
+        log = open(os.path.join(tmp, f"rank{r}.{tag}.log"), "w+")
+        cmd = [sys.executable, os.path.abspath(__file__), "--rank", str(r), "--store", store,
+               "--nranks", str(args.nranks), "--backend", backend, "--device", args.device,
+               "--timeout", str(args.timeout), "--width", str(args.width),
+               "--out", os.path.join(tmp, f"result.{tag}.pt")]
+        if args.fault:
+            cmd.append("--fault")
+        if args.train:
+            cmd += ["--train", args.train]
+        procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
+        logs.append(log)
+    deadline = time.monotonic() + 4 * args.timeout + 120
+    codes = [None] * args.nranks
+    while time.monotonic() < deadline and any(c is None for c in codes):
+        codes = [p.poll() for p in procs]
+        time.sleep(0.1)
+    hung = [r for r, c in enumerate(codes) if c is None]
+    for r in hung:
+        procs[r].kill()
+        procs[r].wait()
+    outputs = []
+    for log in logs:
+        log.seek(0)
+        outputs.append(log.read())
+        log.close()
+    for r, text in enumerate(outputs):
+        for line in text.splitlines():
+            print(f"[{backend} rank {r}] {line}")
+    return codes, outputs, hung
+
+
+def fault_failures(args, codes, outputs, hung):
+    failures = []
+    gone = args.nranks - 1
+    for r in range(gone):
+        if r in hung:
+            continue
+        text = outputs[r]
+        if f"rank {gone}" not in text:
+            failures.append(f"rank {r}'s output does not name rank {gone}, which left")
+        if "NO-FAULT" in text or ("FAULT-SEEN" not in text and codes[r] == 0):
+            failures.append(f"rank {r} did not see the failure")
+    return failures
+
+
+def training_failures(args, tmp):
+    """Compares the training run with its reference: DDP's parameters with the same run
+    on gloo (1e-6), FSDP2's losses with one process training on the whole batch (1e-5)."""
+    import torch
+
+    got = torch.load(os.path.join(tmp, "result.run.pt"))
+    if args.train == "ddp":
+        want = torch.load(os.path.join(tmp, "result.reference.pt"))
+        what, tolerance = "parameters against the same DDP run on gloo", 1e-6
+    else:
+        want = torch.tensor(single_process_losses(args))
+        what, tolerance = "losses against one process on the whole batch", 1e-5
+    diff = (got - want).abs().max().item()
+    print(f"torch_nccl_dropin: {args.train}: max difference of the {what}: {diff:.3g}")
+    if not diff <= tolerance:  # also catches NaN
+        return [f"{args.train}: the {what} differ by {diff:.3g} (more than {tolerance})"]
+    return []
 
 
 def launch(args):
@@ -64,60 +145,86 @@ def launch(args):
         print("SKIP: torch sees no CUDA device")
         return 77
     with tempfile.TemporaryDirectory(prefix="torch_nccl_dropin.") as tmp:
-        store = os.path.join(tmp, "store")
-        procs, logs = [], []
-        for r in range(args.nranks):
-            log = open(os.path.join(tmp, f"rank{r}.log"), "w+")
-            cmd = [sys.executable, os.path.abspath(__file__), "--rank", str(r),
-                   "--store", store, "--nranks", str(args.nranks), "--backend", args.backend,
-                   "--device", args.device, "--timeout", str(args.timeout)]
-            if args.fault:
-                cmd.append("--fault")
-            procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
-            logs.append(log)
-        deadline = time.monotonic() + 4 * args.timeout + 120
-        codes = [None] * args.nranks
-        while time.monotonic() < deadline and any(c is None for c in codes):
-            codes = [p.poll() for p in procs]
-            time.sleep(0.1)
-        hung = [r for r, c in enumerate(codes) if c is None]
-        for r in hung:
-            procs[r].kill()
-            procs[r].wait()
-        outputs = []
-        for r, log in enumerate(logs):
-            log.seek(0)
-            outputs.append(log.read())
-            log.close()
-        for r, text in enumerate(outputs):
-            for line in text.splitlines():
-                print(f"[rank {r}] {line}")
+        codes, outputs, hung = run_ranks(args, args.backend, tmp, "run")
         failures = [f"rank {r} did not end within the deadline (hung)" for r in hung]
         if any("SKIP:" in o for o in outputs) and not hung:
             print("torch_nccl_dropin: skipped")
             return 77
         if args.fault:
-            gone = args.nranks - 1
-            for r in range(gone):
-                if hung and r in hung:
-                    continue
-                text = outputs[r]
-                if f"rank {gone}" not in text:
-                    failures.append(f"rank {r}'s output does not name rank {gone}, which left")
-                if "NO-FAULT" in text or ("FAULT-SEEN" not in text and codes[r] == 0):
-                    failures.append(f"rank {r} did not see the failure")
+            failures += fault_failures(args, codes, outputs, hung)
         else:
-            for r, c in enumerate(codes):
-                if c != 0 and r not in hung:
-                    failures.append(f"rank {r} exited with {c}")
+            failures += [f"rank {r} exited with {c}" for r, c in enumerate(codes)
+                         if c != 0 and r not in hung]
+        if args.train == "ddp" and not failures:
+            ref_codes, _, ref_hung = run_ranks(args, "gloo", tmp, "reference")
+            failures += [f"gloo reference rank {r} exited with {c}"
+                         for r, c in enumerate(ref_codes) if c != 0]
+        if args.train and not failures:
+            failures += training_failures(args, tmp)
         for f in failures:
             print(f"torch_nccl_dropin: FAILED: {f}")
         if not failures:
-            cases = sum(o.count(": ok ") for o in outputs[:1])
+            cases = outputs[0].count(": ok ")
             mode = "fault" if args.fault else f"{cases} cases"
             print(f"torch_nccl_dropin: {args.nranks} ranks, {args.backend} on {args.device}: "
                   f"{mode}, #wrong 0")
         return 1 if failures else 0
+
+
+# ---- training: DDP and FSDP2 --------------------------------------------------------
+
+STEPS = {"ddp": 20, "fsdp": 5}
+BATCH = 8  # samples per rank and step
+
+
+def mlp(torch, width):
+    """DDP's model: 24 width^2 parameters (25.2 M at the default width 1024)."""
+    nn = torch.nn
+    return nn.Sequential(nn.Linear(width, 4 * width), nn.ReLU(), nn.Linear(4 * width, 4 * width),
+                         nn.ReLU(), nn.Linear(4 * width, width))
+
+
+def blocks(torch, width, count=4):
+    """FSDP2's model: residual blocks (LayerNorm, MLP), one fully_shard unit each."""
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = nn.LayerNorm(width)
+            self.up = nn.Linear(width, 2 * width)
+            self.down = nn.Linear(2 * width, width)
+
+        def forward(self, x):
+            return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+
+    return nn.Sequential(*[Block() for _ in range(count)], nn.Linear(width, width))
+
+
+def batches(torch, width, nranks, steps):
+    """The whole batch of every step (rank r trains on rows [r * BATCH, (r + 1) * BATCH))."""
+    g = torch.Generator().manual_seed(1234)
+    return [(torch.randn(nranks * BATCH, width, generator=g),
+             torch.randn(nranks * BATCH, width, generator=g)) for _ in range(steps)]
+
+
+def single_process_losses(args):
+    """FSDP2's reference: the same model and optimiser in one process, on the whole batch
+    (the mean over all ranks' samples, which is what averaged gradients train)."""
+    import torch
+
+    device = torch.device("cuda", 0) if args.device == "cuda" else torch.device("cpu")
+    torch.manual_seed(0)
+    model = blocks(torch, args.width // 4).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    losses = []
+    for x, y in batches(torch, args.width // 4, args.nranks, STEPS["fsdp"]):
+        loss = torch.nn.functional.mse_loss(model(x.to(device)), y.to(device))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
 
 
 # ---- a rank -----------------------------------------------------------------------
@@ -150,7 +257,7 @@ class Rank:
             print(f"rank {self.rank}: torch {torch.__version__} calls collie's libnccl.so.2")
         self.store = dist.FileStore(args.store, self.n)
         kwargs = {}
-        if args.device == "cuda":
+        if args.device == "cuda" and args.backend == "nccl":
             kwargs["device_id"] = self.device
         dist.init_process_group(args.backend, store=self.store, rank=self.rank,
                                 world_size=self.n,
@@ -338,6 +445,68 @@ class Rank:
         self.dist.destroy_process_group()
         return 1 if self.wrong else 0
 
+    def finish_training(self, name, result):
+        """Every rank's final parameters must be the same bytes; rank 0 keeps `result`."""
+        torch = self.torch
+        # FSDP2's parameters are sharded DTensors: full_tensor() gathers each (collective).
+        full = [p.full_tensor() if hasattr(p, "full_tensor") else p
+                for p in self.trained.parameters()]
+        flat = torch.cat([p.detach().reshape(-1).to("cpu", torch.float64) for p in full])
+        self.check(f"{name}: every rank's parameters", flat, flat)
+        if self.rank == 0:
+            torch.save(result, self.args.out)
+        print(f"rank {self.rank}: {self.cases} cases, #wrong {self.wrong}")
+        self.dist.destroy_process_group()
+        return 1 if self.wrong else 0
+
+    def train_ddp(self):
+        torch = self.torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        torch.manual_seed(0)
+        model = mlp(torch, self.args.width).to(self.device)
+        ddp = DDP(model, device_ids=[0] if self.device.type == "cuda" else None)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
+        rows = slice(self.rank * BATCH, (self.rank + 1) * BATCH)
+        for x, y in batches(torch, self.args.width, self.n, STEPS["ddp"]):
+            loss = torch.nn.functional.mse_loss(ddp(x[rows].to(self.device)),
+                                                y[rows].to(self.device))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        self.trained = model
+        params = sum(p.numel() for p in model.parameters())
+        print(f"rank {self.rank}: DDP trained {params} parameters for {STEPS['ddp']} steps")
+        flat = torch.cat([p.detach().reshape(-1).to("cpu", torch.float64)
+                          for p in model.parameters()])
+        return self.finish_training("ddp", flat)
+
+    def train_fsdp(self):
+        torch, dist = self.torch, self.dist
+        from torch.distributed.fsdp import fully_shard
+
+        width = self.args.width // 4
+        torch.manual_seed(0)
+        model = blocks(torch, width).to(self.device)
+        for block in model[:-1]:
+            fully_shard(block)
+        fully_shard(model)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        rows = slice(self.rank * BATCH, (self.rank + 1) * BATCH)
+        losses = []
+        for x, y in batches(torch, width, self.n, STEPS["fsdp"]):
+            loss = torch.nn.functional.mse_loss(model(x[rows].to(self.device)),
+                                                y[rows].to(self.device))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            mean = loss.detach().clone()
+            dist.all_reduce(mean, op=dist.ReduceOp.SUM)
+            losses.append(mean.item() / self.n)
+        print(f"rank {self.rank}: FSDP2 losses {[round(v, 6) for v in losses]}")
+        self.trained = model
+        return self.finish_training("fsdp", torch.tensor(losses))
+
     def fault(self):
         torch, dist = self.torch, self.dist
         t = self.on_device(self.values(self.rank, 1024), torch.float32)
@@ -369,7 +538,13 @@ def main():
     if args.rank < 0:
         return launch(args)
     rank = Rank(args)
-    return rank.fault() if args.fault else rank.run()
+    if args.fault:
+        return rank.fault()
+    if args.train == "ddp":
+        return rank.train_ddp()
+    if args.train == "fsdp":
+        return rank.train_fsdp()
+    return rank.run()
 
 
 if __name__ == "__main__":
