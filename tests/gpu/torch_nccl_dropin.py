@@ -230,6 +230,21 @@ def single_process_losses(args):
 # ---- a rank -----------------------------------------------------------------------
 
 
+def check_nccl_is_collie(rank, version):
+    """Exits unless the only libnccl.so.2 this process maps is the one LD_PRELOAD names
+    (torch loaded it when imported), so that the results are collie's, not NVIDIA's."""
+    named = os.environ.get("LD_PRELOAD", "").replace(":", " ").split()
+    preload = [os.path.realpath(p) for p in named]
+    with open("/proc/self/maps") as maps:
+        mapped = {line.split()[-1] for line in maps if "libnccl.so" in line.split()[-1]}
+    mapped = {os.path.realpath(p) for p in mapped}
+    if not mapped or not mapped <= set(preload):
+        print(f"rank {rank}: NCCL is not collie's libnccl.so.2 given by LD_PRELOAD "
+              f"(LD_PRELOAD={os.environ.get('LD_PRELOAD', '')!r}, mapped: {sorted(mapped)})")
+        sys.exit(1)
+    print(f"rank {rank}: torch {version} runs on {sorted(mapped)[0]}")
+
+
 class Rank:
     def __init__(self, args):
         import torch
@@ -248,13 +263,7 @@ class Rank:
         else:
             self.device = torch.device("cpu")
         if args.backend == "nccl":
-            # The NCCL that torch calls must be collie's: its ncclGetUniqueId starts "CLID".
-            head = bytes(torch.cuda.nccl.unique_id()[:4])
-            if head != b"CLID":
-                print(f"rank {self.rank}: NCCL is not collie's libnccl.so.2 (an id starting "
-                      f"{head!r}); load it with LD_PRELOAD")
-                sys.exit(1)
-            print(f"rank {self.rank}: torch {torch.__version__} calls collie's libnccl.so.2")
+            check_nccl_is_collie(self.rank, torch.__version__)
         self.store = dist.FileStore(args.store, self.n)
         kwargs = {}
         if args.device == "cuda" and args.backend == "nccl":
