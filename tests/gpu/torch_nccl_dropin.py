@@ -329,8 +329,8 @@ class Rank:
         # sum / n is exact for a power-of-two n; otherwise NCCL (which multiplies each
         # input by 1/n before summing) and a divide after the sum round differently, by
         # at most about one unit in the last place per rank.
-        exact = self.n & (self.n - 1) == 0
-        avg_rtol = 0.0 if exact else self.n * torch.finfo(dtype).eps if dtype.is_floating_point else 0.0
+        exact = self.n & (self.n - 1) == 0 or not dtype.is_floating_point
+        avg_rtol = 0.0 if exact else self.n * torch.finfo(dtype).eps
         if hasattr(dist, "_make_nccl_premul_sum") and dtype.is_floating_point:
             ops.append(("premul_sum(2.0)", dist._make_nccl_premul_sum(2.0), total * 2))
             factor = torch.tensor([3.0], dtype=dtype, device=self.device)
