@@ -296,11 +296,17 @@ Status TcpConnection::checkHeader(int lane, const RecvItem& item, const FrameHea
                               recvQ_.at(item.seq).done));
   }
   if (check == FrameCheck::kWrongStripe) {
-    return fail(remoteError(
+    // The peer sent another message than the one expected here: an earlier one of the
+    // same tag and length was cut short (or sized differently), so the next one's stripes
+    // arrive in its place. A mismatch, as the wrong length on the other socket would
+    // have said had that socket been read first. (Sockets per peer are agreed at setup.)
+    return fail(mismatchError(
         "tcp: rank " + std::to_string(peer_) + " sent stripe " + std::to_string(got.stripe) + "/" +
             std::to_string(got.nstripes) + " at offset " + std::to_string(got.offset) +
             " where stripe " + std::to_string(want.stripe) + "/" + std::to_string(want.nstripes) +
-            " was expected" + where + " (do both ranks use the same COLLIE_NSOCKS_PERPEER?)",
+            " was expected" + where +
+            ": the ranks disagree about the messages (one before it was cut short or sized "
+            "differently)",
         peer_));
   }
   return Status();
