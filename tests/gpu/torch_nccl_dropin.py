@@ -80,7 +80,12 @@ def run_ranks(args, backend, tmp, tag):
             cmd.append("--fault")
         if args.train:
             cmd += ["--train", args.train]
-        procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
+        env = dict(os.environ)
+        if args.fault:
+            # NCCL's errors are asynchronous: with blocking wait, Work.wait() raises the
+            # communicator's error instead of returning once the stream drained.
+            env["TORCH_NCCL_BLOCKING_WAIT"] = "1"
+        procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env))
         logs.append(log)
     deadline = time.monotonic() + 4 * args.timeout + 120
     codes = [None] * args.nranks
@@ -529,11 +534,14 @@ class Rank:
             os._exit(0)
         start = time.monotonic()
         try:
-            t = self.on_device(self.values(self.rank, 1 << 20), torch.float32)
-            dist.all_reduce(t)
-            if self.args.device == "cuda":
-                torch.cuda.synchronize()
-            print(f"rank {self.rank}: NO-FAULT: the all-reduce after the last rank left returned")
+            # Two calls: the first may only end on the device (its kernels give up at the
+            # deadline); the communicator then reports the error to the next one.
+            for _ in range(2):
+                t = self.on_device(self.values(self.rank, 1 << 20), torch.float32)
+                dist.all_reduce(t, async_op=True).wait()
+                if self.args.device == "cuda":
+                    torch.cuda.synchronize()
+            print(f"rank {self.rank}: NO-FAULT: the all-reduces after the last rank left returned")
             return 1
         except Exception as e:  # noqa: BLE001  torch raises DistBackendError / RuntimeError
             print(f"rank {self.rank}: FAULT-SEEN after {time.monotonic() - start:.1f} s: "

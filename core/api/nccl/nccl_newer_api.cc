@@ -2,7 +2,7 @@
 // API that programs built against a newer NCCL import, so that they load and run on
 // collie's libnccl.so.2.
 //
-// PyTorch 2.15's libtorch_cuda.so (built against NCCL 2.29) imports 13 functions that
+// PyTorch 2.15's libtorch_cuda.so (built against NCCL 2.30) imports 13 functions that
 // NCCL 2.28's nccl.h does not declare. A program binds them lazily, so the import alone
 // is harmless until something calls one; then a library without the symbol ends the
 // process ("symbol lookup error"). Here each one exists:
