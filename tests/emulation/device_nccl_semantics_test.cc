@@ -27,6 +27,7 @@
 #include "core/device/device_runtime.h"
 #include "kernels/cuda/emulation/emulated_stream.h"
 #include "support/emulated_device.h"
+#include "support/quick_matrix.h"
 #include "support/rank_threads.h"
 #include "support/reference.h"
 
@@ -421,6 +422,7 @@ TEST(DeviceNcclSemantics, DeviceScalarIsReadWhenTheCollectiveRuns) {
 // next rank and a receive from the previous one; 4 KiB slots, so every part is several
 // messages) into a graph, then launches it 100 times with new inputs each time, with an
 // eager all-reduce between some launches: every launch gives exactly the new results.
+// The sanitizer runs (quick matrix) launch it 20 times: 100 took a minute under TSan.
 // The message counts and the sequence number live on the device, so the recorded
 // kernels compute their flags and slots afresh at each launch.
 TEST(DeviceNcclSemantics, CapturedGroupReplaysAHundredTimes) {
@@ -428,7 +430,7 @@ TEST(DeviceNcclSemantics, CapturedGroupReplaysAHundredTimes) {
   setenv("COLLIE_DEVICE_SLOT_BYTES", "4096", 1);
   constexpr int kRanks = 3;
   constexpr size_t kCount = 3'000;
-  constexpr int kLaunches = 100;
+  const int kLaunches = testing::quickMatrix() ? 20 : 100;
   onEveryRankWithComm(kRanks, [&](int r, ncclComm_t comm) {
     std::string failure;
     DeviceStream stream = *device().createStream();

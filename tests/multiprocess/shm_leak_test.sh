@@ -40,18 +40,23 @@ finish() {
     sed 's/^/    /' "$tmp/$scenario.stderr" | head -20 >&2
   fi
 }
-# Waits up to 20 s for a new /dev/shm/collie-* entry matching $1 (grep pattern).
+# Waits up to 20 s for rank 0 (its pid in $tmp/rank0.pid, written by shm_connect_rank)
+# to map a /dev/shm/collie-* entry matching $1 (grep pattern). Rank 0's own mappings, not
+# any new entry: under ctest -j2 another test's segments come and go in /dev/shm, and
+# killing rank 0 before it made its own left it waiting for its peer until COLLIE_TIMEOUT
+# (30 s per scenario, seen under ASan).
 wait_for_entry() {
   i=0
   while [ "$i" -lt 200 ]; do
-    if ls /dev/shm 2>/dev/null | grep '^collie-' | comm -13 "$tmp/$scenario.before" - |
+    pid=$(sed -n '/^[0-9][0-9]*$/p' "$tmp/rank0.pid" 2>/dev/null)
+    if [ -n "$pid" ] && grep -o '/dev/shm/collie-[^ ]*' "/proc/$pid/maps" 2>/dev/null |
       grep -q "$1"; then
       return 0
     fi
     sleep 0.1
     i=$((i + 1))
   done
-  echo "FAIL ($scenario): no new segment matching '$1' appeared" >&2
+  echo "FAIL ($scenario): rank 0 mapped no segment matching '$1'" >&2
   failures=$((failures + 1))
   return 1
 }
@@ -106,6 +111,7 @@ finish $?
 # As kill9_connect, but the launcher itself gets SIGTERM and forwards it: the ranks die
 # by it, no destructor runs.
 begin sigterm_launcher
+rm -f "$tmp/rank0.pid"
 COLLIE_TIMEOUT=30s timeout 60 "$collie" run -n 2 -- "$connect_rank" absent "$tmp/rank0.pid" \
   2>"$tmp/$scenario.stderr" &
 job=$!

@@ -238,12 +238,16 @@ TEST_P(ExchangeTest, DisagreeingSplitsFailWithMismatch) {
   EXPECT_NE(results[1].message().find("12"), std::string::npos) << results[1].toString();
   EXPECT_NE(results[1].message().find("rank 0"), std::string::npos) << results[1].toString();
   // Rank 0 may finish before rank 1 rejects its message (its sends went out, its receives
-  // matched); then its next collective fails, naming what rank 1 saw.
-  if (results[0].isOk()) {
-    Result<Work> next = comms[0]->barrier();
-    Status after = next.isOk() ? next->wait(10s) : next.status();
-    ASSERT_FALSE(after.isOk()) << "rank 0 went on after its peer refused its message";
-  }
+  // matched), and rank 2 had no part in it: then their next collective fails. Every rank
+  // that finished calls it, as a program would (a barrier that only rank 0 entered would
+  // wait for rank 2 until the deadline instead).
+  std::vector<Status> after(n);
+  onEveryRank(n, [&](int r) {
+    if (!results[r].isOk()) return;
+    Result<Work> next = comms[r]->barrier();
+    after[r] = next.isOk() ? next->wait(10s) : next.status();
+    EXPECT_FALSE(after[r].isOk()) << "rank " << r << " went on after rank 1 refused a message";
+  });
 }
 
 std::vector<ExchangeCase> exchangeCases() {

@@ -1,0 +1,1 @@
+// Compiles tests/support/precompiled.h once for every test target (collie_test_pch).
