@@ -3,7 +3,7 @@
 # fault: kill -9 of one of 4 ranks mid all-reduce over tcp (collie run, 20 times) | every survivor fails naming the victim; the launcher exits 137 | kill_rank_tcp
 # fault: kill -9 of one of 4 ranks mid all-reduce over the shm FIFO ring (20 times) | every survivor fails naming the victim; the launcher exits 137 | kill_rank_shm
 # fault: kill -9 of one of 4 ranks mid all-reduce by cross-memory attach (20 times) | every survivor fails naming the victim; the launcher exits 137 | kill_rank_shm_cma
-# Usage: kill_rank_test.sh COLLIE FAULT_RANK TRANSPORT [REPS]
+# Usage: kill_rank_test.sh COLLIE FAULT_RANK TRANSPORT [REPS]   (REPS: 20; 8 in the quick matrix)
 # Each repetition kills another rank (rep % 4). Passes when, every time: the launcher
 # exits 137 naming "rank V killed by signal SIGKILL"; every survivor failed with an
 # error naming rank V, within COLLIE_TIMEOUT of the kill; nothing hung. Prints the
@@ -12,7 +12,10 @@ set -u
 collie=$1
 prog=$2
 transport=$3
+# The sanitizer runs (COLLIE_TEST_QUICK) kill 8 times: every rank twice (under ASan each
+# repetition takes about a second).
 reps=${4:-20}
+case "${COLLIE_TEST_QUICK:-}" in '' | 0) ;; *) reps=${4:-8} ;; esac
 timeout_s=5
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
