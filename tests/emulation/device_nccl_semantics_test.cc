@@ -430,7 +430,7 @@ TEST(DeviceNcclSemantics, CapturedGroupReplaysAHundredTimes) {
   setenv("COLLIE_DEVICE_SLOT_BYTES", "4096", 1);
   constexpr int kRanks = 3;
   constexpr size_t kCount = 3'000;
-  const int kLaunches = testing::quickMatrix() ? 20 : 100;
+  const int launches = testing::quickMatrix() ? 20 : 100;
   onEveryRankWithComm(kRanks, [&](int r, ncclComm_t comm) {
     std::string failure;
     DeviceStream stream = *device().createStream();
@@ -466,7 +466,7 @@ TEST(DeviceNcclSemantics, CapturedGroupReplaysAHundredTimes) {
     } else if (graph.empty() || out[0] != -1.0f) {
       failure = "the capture ran or recorded nothing";
     }
-    for (int launch = 0; launch < kLaunches && failure.empty(); ++launch) {
+    for (int launch = 0; launch < launches && failure.empty(); ++launch) {
       const float base = 10.0f * static_cast<float>(launch);
       for (size_t i = 0; i < kCount; ++i) {
         in[i] = base + static_cast<float>(r) + static_cast<float>(i % 100);

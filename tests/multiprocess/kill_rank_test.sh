@@ -14,8 +14,9 @@ prog=$2
 transport=$3
 # The sanitizer runs (COLLIE_TEST_QUICK) kill 8 times: every rank twice (under ASan each
 # repetition takes about a second).
-reps=${4:-20}
-case "${COLLIE_TEST_QUICK:-}" in '' | 0) ;; *) reps=${4:-8} ;; esac
+default_reps=20
+case "${COLLIE_TEST_QUICK:-}" in '' | 0) ;; *) default_reps=8 ;; esac
+reps=${4:-$default_reps}
 timeout_s=5
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
