@@ -119,6 +119,8 @@ ALLOWED = [
     # A board note says where a rank's registered buffers are (collie/shared_memory.h).
     ("core/transport/team_board.h", "core/memory/shared_region.h",
      "BoardNote carries SharedWindow"),
+    ("core/transport/peer_memory.h", "core/memory/shared_region.h",
+     "PeerMemory::resolveWindow maps the SharedWindow a board note carries"),
     # Connections reduce on receive with the communicator's kernels (architecture.md,
     # "One collective" step 3: postRecvReduce); TransportContext::kernels carries them.
     ("core/transport/transport.h", "core/kernel/reduce_backend.h",

@@ -139,13 +139,7 @@ def count(events, where):
 
 # Files entered more than K times in steady state, each with the reason; this list only
 # shrinks (an entry that no longer exceeds K fails the run, like check_layering.py's).
-KNOWN = {
-    # The team board's primitive (core/transport/team_board.h): the 4 MiB all-reduce over
-    # cross-memory attach uses five or six of its operations (publish, awaitPublished,
-    # meet, pull, push; adviseHugePages when it meets a buffer it has not advised), each
-    # a call of the interface from core/team.
-    ("steady_4MiB", "transports/shm/shm_board.cc"),
-}
+KNOWN = set()
 
 
 def held(path):

@@ -47,6 +47,7 @@ uint64_t boardDirectFirstCount() { return gDirectFirst.load(std::memory_order_re
 
 BoardCollectives::BoardCollectives(TeamBoard& board)
     : board_(board),
+      peers_(board.peerMemory()),
       rank_(board.rank()),
       nranks_(board.nranks()),
       offer_(board.offer()),

@@ -153,6 +153,7 @@ class BoardCollectives final : public TeamCollectives {
   Result<TeamOutcome> declined(const Call& call, const std::string& why) const;
 
   TeamBoard& board_;
+  PeerMemory& peers_;  // board_.peerMemory()
   const int rank_;
   const int nranks_;
   const TeamOffer offer_;

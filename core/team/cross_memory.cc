@@ -22,32 +22,31 @@ void copyOwn(void* to, const void* from, size_t bytes) {
 uint64_t crossMemoryShareCount() { return gShares.load(std::memory_order_relaxed); }
 uint64_t crossMemoryExchangeCount() { return gExchanges.load(std::memory_order_relaxed); }
 
-Result<bool> probeCrossMemory(TeamBoard& board, const std::vector<CrossMemoryRank>& ranks,
-                              CollectiveKind kind, int root, size_t bytes, std::string* why) {
-  const int rank = board.rank();
-  const int n = board.nranks();
+Result<bool> probeCrossMemory(PeerMemory& memory, int rank,
+                              const std::vector<CrossMemoryRank>& ranks, CollectiveKind kind,
+                              int root, size_t bytes, std::string* why) {
+  const int n = static_cast<int>(ranks.size());
   if (kind == CollectiveKind::kAllReduce) {
     for (int peer = 0; peer < n; ++peer) {
       if (peer == rank) continue;
-      Result<bool> allowed = board.probe(peer, ranks[peer].output, bytes, /*write=*/true, why);
+      Result<bool> allowed = memory.probe(peer, ranks[peer].output, bytes, /*write=*/true, why);
       if (!allowed.isOk() || !*allowed) return allowed;
     }
     return true;
   }
   // An exchange only reads the peers' inputs (its leaves' outputs may be null).
   for (int peer : exchangeSources(kind, root, rank, n)) {
-    Result<bool> allowed = board.probe(peer, ranks[peer].input, bytes, /*write=*/false, why);
+    Result<bool> allowed = memory.probe(peer, ranks[peer].input, bytes, /*write=*/false, why);
     if (!allowed.isOk() || !*allowed) return allowed;
   }
   return true;
 }
 
-Status CrossMemoryAllReduce::reduceShare(TeamBoard& board,
+Status CrossMemoryAllReduce::reduceShare(PeerMemory& memory, int rank,
                                          const std::vector<CrossMemoryRank>& ranks,
                                          const void* input, void* output, size_t count,
                                          DataType dtype, ReduceOp op) {
-  const int n = board.nranks();
-  const int rank = board.rank();
+  const int n = static_cast<int>(ranks.size());
   const size_t es = dataTypeSize(dtype);
   const size_t peers = static_cast<size_t>(std::max(1, n - 1));
   const ShareRange share = shareRange(count, es, n, rank);
@@ -74,7 +73,7 @@ Status CrossMemoryAllReduce::reduceShare(TeamBoard& board,
         sources[r] = static_cast<const uint8_t*>(input) + offset;
         continue;
       }
-      COLLIE_RETURN_IF_ERROR(board.pull(r, ranks[r].input + offset, pulled, elems * es));
+      COLLIE_RETURN_IF_ERROR(memory.pull(r, ranks[r].input + offset, pulled, elems * es));
       sources[r] = pulled;
       pulled += tileBytes;
     }
@@ -82,7 +81,7 @@ Status CrossMemoryAllReduce::reduceShare(TeamBoard& board,
     reduceInOrder(result, sources, elems, dtype, op, scratch);
     for (int r = 0; r < n; ++r) {
       if (r == rank) continue;
-      COLLIE_RETURN_IF_ERROR(board.push(r, ranks[r].output + offset, result, elems * es));
+      COLLIE_RETURN_IF_ERROR(memory.push(r, ranks[r].output + offset, result, elems * es));
     }
   }
   return Status();
@@ -98,10 +97,9 @@ std::vector<int> exchangeSources(CollectiveKind kind, int root, int rank, int nr
   return sources;
 }
 
-Status pullBlocks(TeamBoard& board, const std::vector<CrossMemoryRank>& ranks, CollectiveKind kind,
-                  int root, const void* input, void* output, size_t bytes) {
-  const int n = board.nranks();
-  const int rank = board.rank();
+Status pullBlocks(PeerMemory& memory, int rank, const std::vector<CrossMemoryRank>& ranks,
+                  CollectiveKind kind, int root, const void* input, void* output, size_t bytes) {
+  const int n = static_cast<int>(ranks.size());
   gExchanges.fetch_add(1, std::memory_order_relaxed);
   const auto* in = static_cast<const uint8_t*>(input);
   auto* out = static_cast<uint8_t*>(output);
@@ -111,14 +109,14 @@ Status pullBlocks(TeamBoard& board, const std::vector<CrossMemoryRank>& ranks, C
       copyOwn(out + rank * bytes, in + rank * bytes, bytes);
       for (int peer : exchangeSources(kind, root, rank, n)) {
         COLLIE_RETURN_IF_ERROR(
-            board.pull(peer, ranks[peer].input + rank * bytes, out + peer * bytes, bytes));
+            memory.pull(peer, ranks[peer].input + rank * bytes, out + peer * bytes, bytes));
       }
       return Status();
     case CollectiveKind::kGather:
       if (rank != root) return Status();
       copyOwn(out + rank * bytes, in, bytes);
       for (int peer : exchangeSources(kind, root, rank, n)) {
-        COLLIE_RETURN_IF_ERROR(board.pull(peer, ranks[peer].input, out + peer * bytes, bytes));
+        COLLIE_RETURN_IF_ERROR(memory.pull(peer, ranks[peer].input, out + peer * bytes, bytes));
       }
       return Status();
     case CollectiveKind::kScatter:
@@ -126,7 +124,7 @@ Status pullBlocks(TeamBoard& board, const std::vector<CrossMemoryRank>& ranks, C
         copyOwn(out, in + rank * bytes, bytes);
         return Status();
       }
-      return board.pull(root, ranks[root].input + rank * bytes, out, bytes);
+      return memory.pull(root, ranks[root].input + rank * bytes, out, bytes);
     default:
       return invalidArgument("team: cross-memory exchange of " + std::string(collectiveName(kind)));
   }

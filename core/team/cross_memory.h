@@ -1,5 +1,5 @@
-// The cma collectives: single copy over unregistered buffers through the team board's
-// pull() and push() (cross-memory attach, core/transport/team_board.h).
+// The cma collectives: single copy over unregistered buffers through the peers' memory's
+// pull() and push() (cross-memory attach, core/transport/peer_memory.h).
 //
 // All-reduce: every rank publishes its buffer addresses (core/team/single_copy.cc does,
 // in its board note). Rank r owns share r of the elements (shareRange(), as the direct
@@ -28,7 +28,7 @@
 
 #include "collie/status.h"
 #include "collie/types.h"
-#include "core/transport/team_board.h"
+#include "core/transport/peer_memory.h"
 
 namespace collie {
 
@@ -52,8 +52,8 @@ class CrossMemoryAllReduce {
   // Share `rank` of `count` elements: for each tile, pulls every peer's part of the
   // input, reduces them with `input`'s in rank order into `output` and pushes the result
   // into every peer's output. `output` may equal `input`.
-  Status reduceShare(TeamBoard& board, const std::vector<CrossMemoryRank>& ranks, const void* input,
-                     void* output, size_t count, DataType dtype, ReduceOp op);
+  Status reduceShare(PeerMemory& memory, int rank, const std::vector<CrossMemoryRank>& ranks,
+                     const void* input, void* output, size_t count, DataType dtype, ReduceOp op);
 
  private:
   struct Free {
@@ -67,8 +67,9 @@ class CrossMemoryAllReduce {
 // writes an output): an all-reduce reads and writes back a few bytes of every peer's
 // output, an exchange reads a few bytes of each input it pulls from. false, with *why,
 // when the kernel refuses; an error for a gone peer or a bad address.
-Result<bool> probeCrossMemory(TeamBoard& board, const std::vector<CrossMemoryRank>& ranks,
-                              CollectiveKind kind, int root, size_t bytes, std::string* why);
+Result<bool> probeCrossMemory(PeerMemory& memory, int rank,
+                              const std::vector<CrossMemoryRank>& ranks, CollectiveKind kind,
+                              int root, size_t bytes, std::string* why);
 
 // The ranks whose input rank `rank` reads in exchange `kind` on `nranks` ranks: every
 // other rank for an all-to-all and a gather's root, the root for a scatter's leaves,
@@ -78,9 +79,10 @@ std::vector<int> exchangeSources(CollectiveKind kind, int root, int rank, int nr
 // This rank's part of exchange `kind` of blocks of `bytes` bytes: an all-to-all pulls
 // block `rank` of every peer's input into block p of `output` (p the peer) and copies its
 // own; a gather's root pulls every peer's input into its block; a scatter's leaf pulls
-// its block of the root's input, the root copies its own. `ranks` as published.
-Status pullBlocks(TeamBoard& board, const std::vector<CrossMemoryRank>& ranks, CollectiveKind kind,
-                  int root, const void* input, void* output, size_t bytes);
+// its block of the root's input, the root copies its own. `ranks` as published, this rank's at
+// `rank`.
+Status pullBlocks(PeerMemory& memory, int rank, const std::vector<CrossMemoryRank>& ranks,
+                  CollectiveKind kind, int root, const void* input, void* output, size_t bytes);
 
 // How many shares reduceShare() reduced and how many exchanges pullBlocks() ran in this
 // process (tests: shows the path ran).

@@ -29,8 +29,8 @@ bool BoardCollectives::crossMemoryPossible(const Call& call) const {
 
 bool BoardCollectives::adviseHugePages(const Call& call, size_t bytes) {
   // Before the peers can pin these pages (they read the addresses once published).
-  const bool input = board_.adviseHugePages(call.input, bytes);
-  const bool output = call.output == call.input || board_.adviseHugePages(call.output, bytes);
+  const bool input = peers_.adviseHugePages(call.input, bytes);
+  const bool output = call.output == call.input || peers_.adviseHugePages(call.output, bytes);
   return input && output;
 }
 
@@ -134,9 +134,9 @@ Result<TeamOutcome> BoardCollectives::runSingleCopy(const Call& call) {
       continue;
     }
     const BoardNote* note = views_[r].note[parity];
-    Result<uint8_t*> in = board_.resolveWindow(r, note->send, bytes);
+    Result<uint8_t*> in = peers_.resolveWindow(r, note->send, bytes);
     if (!in.isOk()) return in.status();
-    Result<uint8_t*> out = board_.resolveWindow(r, note->recv, bytes);
+    Result<uint8_t*> out = peers_.resolveWindow(r, note->recv, bytes);
     if (!out.isOk()) return out.status();
     inputs[r] = *in;
     outputs[r] = *out;
@@ -170,7 +170,8 @@ Result<TeamOutcome> BoardCollectives::runCrossMemory(const Call& call, uint64_t 
     // Before anyone writes an output: can every rank reach every peer it needs?
     std::string why;
     const size_t bytes = args.count * dataTypeSize(args.dtype);
-    Result<bool> allowed = probeCrossMemory(board_, ranks, args.kind, args.root, bytes, &why);
+    Result<bool> allowed =
+        probeCrossMemory(peers_, rank_, ranks, args.kind, args.root, bytes, &why);
     if (!allowed.isOk()) return allowed.status();
     COLLIE_RETURN_IF_ERROR(board_.meet(BoardMeeting::kProbed, sequence, *allowed ? 1 : 0,
                                        "probe cross-memory attach", call.wait));
@@ -192,11 +193,11 @@ Result<TeamOutcome> BoardCollectives::runCrossMemory(const Call& call, uint64_t 
     }
   }
   if (args.kind == CollectiveKind::kAllReduce) {
-    COLLIE_RETURN_IF_ERROR(crossMemory_.reduceShare(board_, ranks, call.input, call.output,
+    COLLIE_RETURN_IF_ERROR(crossMemory_.reduceShare(peers_, rank_, ranks, call.input, call.output,
                                                     args.count, args.dtype, args.op));
   } else {
-    COLLIE_RETURN_IF_ERROR(pullBlocks(board_, ranks, args.kind, args.root, call.input, call.output,
-                                      args.count * dataTypeSize(args.dtype)));
+    COLLIE_RETURN_IF_ERROR(pullBlocks(peers_, rank_, ranks, args.kind, args.root, call.input,
+                                      call.output, args.count * dataTypeSize(args.dtype)));
   }
   // Nobody may return (and reuse its buffers) before every rank wrote its share or
   // pulled its blocks.

@@ -31,10 +31,8 @@
 // starts when the wait does), kAborted soon after `cancelled`, kRemoteError when a peer
 // that has not published is gone.
 //
-// Single copy through the peers' memory: resolveWindow() maps a peer's registered
-// buffer (collie/shared_memory.h) into this process; pull()/push() read and write a
-// peer's memory at an address it published (cross-memory attach); probe() says whether
-// the kernel allows that at all.
+// Single copy through the peers' memory (registered windows, cross-memory attach) is the
+// board's companion, peerMemory() (core/transport/peer_memory.h).
 //
 // Thread safety: used by one thread at a time (the engine's running claim); offer() and
 // views() may be read from any thread.
@@ -49,6 +47,7 @@
 #include "collie/status.h"
 #include "core/memory/shared_region.h"
 #include "core/plan/team_step.h"
+#include "core/transport/peer_memory.h"
 
 namespace collie {
 
@@ -131,23 +130,8 @@ class TeamBoard {
   virtual Status meet(BoardMeeting which, uint64_t sequence, uint32_t value, const char* what,
                       const BoardWait& wait) = 0;
 
-  // The address in this process of `bytes` bytes of `window`, which rank `peer`
-  // published. kRemoteError naming the peer when it cannot be mapped.
-  virtual Result<uint8_t*> resolveWindow(int peer, const SharedWindow& window, size_t bytes) = 0;
-
-  // Reads (pull) or writes (push) `bytes` bytes at `remote` in rank `peer`'s process.
-  // kRemoteError naming the peer when it is gone or the address is not mapped there.
-  virtual Status pull(int peer, uint64_t remote, void* local, size_t bytes) = 0;
-  virtual Status push(int peer, uint64_t remote, const void* local, size_t bytes) = 0;
-  // Whether the kernel lets this rank read (and, with `write`, write back) up to 64
-  // bytes at `remote` in rank `peer`'s process: false, with *why, when it refuses
-  // (permissions, seccomp, no such call); an error for a gone peer or a bad address.
-  virtual Result<bool> probe(int peer, uint64_t remote, size_t bytes, bool write,
-                             std::string* why) = 0;
-
-  // Asks for huge pages behind [p, p + bytes) of this process (a hint, within a
-  // budget); true when they are.
-  virtual bool adviseHugePages(const void* p, size_t bytes) = 0;
+  // How this rank reaches its peers' buffers for single copy; lives as long as the board.
+  virtual PeerMemory& peerMemory() = 0;
 };
 
 }  // namespace collie

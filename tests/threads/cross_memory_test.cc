@@ -1,5 +1,5 @@
 // The single-copy shm all-reduce over plain (unregistered) buffers through cross-memory
-// attach (transports/shm/shm_cma.h), ranks as threads: every dtype with sum and one
+// attach (transports/shm/shm_peer_memory.h), ranks as threads: every dtype with sum and one
 // other op, odd sizes that end shares and tiles mid-unit, in and out of place, 2..4
 // ranks; every rank's bytes equal the exact reference. COLLIE_SHM_CMA_MAX=0 keeps the
 // FIFO ring.
@@ -16,7 +16,7 @@
 #include "support/quick_matrix.h"
 #include "support/rank_threads.h"
 #include "support/reference.h"
-#include "transports/shm/shm_cma.h"
+#include "transports/shm/shm_peer_memory.h"
 
 namespace collie {
 namespace {
@@ -126,13 +126,29 @@ INSTANTIATE_TEST_SUITE_P(Ranks, CrossMemoryTest, ::testing::Values(2, 3, 4));
 
 TEST(CrossMemory, BadAddressOrGonePeerIsNamed) {
   uint8_t local[64];
-  Status fault = shm::pullFromPeer(3, static_cast<int32_t>(getpid()), 8, local, sizeof(local));
+  const auto self = static_cast<int32_t>(getpid());
+  // Pid 0x7ffffff0 is beyond pid_max: no such process.
+  shm::PeerMemoryAccess memory({self, self, 0x7ffffff0, self}, /*hugePageMinBytes=*/0);
+  Status fault = memory.pull(3, 8, local, sizeof(local));
   EXPECT_EQ(fault.code(), StatusCode::kRemoteError);
   EXPECT_NE(fault.message().find("rank 3"), std::string::npos) << fault.toString();
-  // Pid 0x7ffffff0 is beyond pid_max: no such process.
-  Status gone = shm::pullFromPeer(2, 0x7ffffff0, reinterpret_cast<uint64_t>(local), local, 8);
+  Status gone = memory.pull(2, reinterpret_cast<uint64_t>(local), local, 8);
   EXPECT_EQ(gone.code(), StatusCode::kRemoteError);
   EXPECT_NE(gone.message().find("rank 2"), std::string::npos) << gone.toString();
+  // probe(): allowed on a live peer's mapped bytes (left as they were), an error naming
+  // the peer when it is gone.
+  std::string why;
+  std::memset(local, 7, sizeof(local));
+  Result<bool> allowed = memory.probe(1, reinterpret_cast<uint64_t>(local), sizeof(local),
+                                      /*write=*/true, &why);
+  ASSERT_TRUE(allowed.isOk()) << allowed.status().toString();
+  EXPECT_TRUE(*allowed) << why;
+  EXPECT_EQ(local[63], 7);
+  Result<bool> probedGone =
+      memory.probe(2, reinterpret_cast<uint64_t>(local), sizeof(local), /*write=*/false, &why);
+  ASSERT_FALSE(probedGone.isOk());
+  EXPECT_NE(probedGone.status().message().find("rank 2"), std::string::npos)
+      << probedGone.status().toString();
 }
 
 }  // namespace

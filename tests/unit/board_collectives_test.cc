@@ -45,6 +45,27 @@ struct HeapTeam {
   std::vector<BoardView> views;
 };
 
+// Peers' memory in one process: windows and addresses are this process's.
+class HeapPeerMemory final : public PeerMemory {
+ public:
+  Result<uint8_t*> resolveWindow(int, const SharedWindow& window, size_t) override {
+    return reinterpret_cast<uint8_t*>(window.base + window.offset);
+  }
+  Status pull(int, uint64_t remote, void* local, size_t bytes) override {
+    std::memcpy(local, reinterpret_cast<const void*>(remote), bytes);
+    ++pulls;
+    return Status();
+  }
+  Status push(int, uint64_t remote, const void* local, size_t bytes) override {
+    std::memcpy(reinterpret_cast<void*>(remote), local, bytes);
+    return Status();
+  }
+  Result<bool> probe(int, uint64_t, size_t, bool, std::string*) override { return true; }
+  bool adviseHugePages(const void*, size_t) override { return false; }
+
+  int pulls = 0;
+};
+
 class HeapBoard final : public TeamBoard {
  public:
   HeapBoard(HeapTeam* team, int rank) : team_(team), rank_(rank) {}
@@ -82,22 +103,9 @@ class HeapBoard final : public TeamBoard {
     flag(team_->views[rank_])->sequence.store(sequence);
     return waitUntil(wait, [&](const BoardView& view) { return flag(view)->sequence >= sequence; });
   }
-  Result<uint8_t*> resolveWindow(int, const SharedWindow& window, size_t) override {
-    return reinterpret_cast<uint8_t*>(window.base + window.offset);
-  }
-  Status pull(int, uint64_t remote, void* local, size_t bytes) override {
-    std::memcpy(local, reinterpret_cast<const void*>(remote), bytes);
-    ++pulls;
-    return Status();
-  }
-  Status push(int, uint64_t remote, const void* local, size_t bytes) override {
-    std::memcpy(reinterpret_cast<void*>(remote), local, bytes);
-    return Status();
-  }
-  Result<bool> probe(int, uint64_t, size_t, bool, std::string*) override { return true; }
-  bool adviseHugePages(const void*, size_t) override { return false; }
+  PeerMemory& peerMemory() override { return memory; }
 
-  int pulls = 0;
+  HeapPeerMemory memory;
 
  private:
   template <typename Ready>
@@ -214,7 +222,7 @@ std::vector<RankResult> runOnHeap(const Case& c, int n, TeamAlgorithms algorithm
       const uint64_t tag = tagOf != nullptr ? tagOf(r) : 0x5eed;
       results[r].outcome = collectives.run(args, algorithms, /*fallback=*/false, tag, input.data(),
                                            results[r].output.data(), 5s, cancelled);
-      if (pulls != nullptr) *pulls += board.pulls;
+      if (pulls != nullptr) *pulls += board.memory.pulls;
     });
   }
   for (std::thread& t : threads) t.join();

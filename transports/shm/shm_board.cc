@@ -14,7 +14,6 @@
 #include "core/log/log.h"
 #include "core/memory/process_id.h"
 #include "transports/shm/shm_board_layout.h"
-#include "transports/shm/shm_cma.h"
 #include "transports/shm/shm_names.h"
 #include "transports/shm/shm_segment.h"
 
@@ -26,6 +25,14 @@ std::atomic<uint64_t> gSharedCpuWaits{0};
 // Spins before a wait first reads the clock: a peer on another core usually answers
 // within them, and then the collective reads no clock at all.
 constexpr uint32_t kSpinsBeforeClock = 32;
+
+// Per rank, the process cross-memory attach reaches: this one for this rank and for
+// ranks that are threads of it.
+std::vector<int32_t> peerPids(int nranks, const ShmShared& shared) {
+  std::vector<int32_t> pids(nranks, currentPid());
+  for (const auto& peer : shared.peers) pids[peer->rank] = peer->pid;
+  return pids;
+}
 }  // namespace
 
 uint64_t boardSharedCpuWaitCount() { return gSharedCpuWaits.load(std::memory_order_relaxed); }
@@ -71,13 +78,10 @@ Board::Board(const TransportContext& ctx, const ShmKnobs& knobs, std::shared_ptr
       slotBytes_(slotBytes),
       boards_(ctx.nranks),
       views_(ctx.nranks),
-      pids_(ctx.nranks, currentPid()),
       wait_(wait),
       pidNamespace_(currentPidNamespace()),
-      hugePages_(static_cast<size_t>(std::max<int64_t>(0, knobs.hugePageMinBytes)),
-                 kHugePageBudgetBytes) {
-  for (const auto& peer : shared_->peers) pids_[peer->rank] = peer->pid;
-}
+      peerMemory_(peerPids(ctx.nranks, *shared_),
+                  static_cast<size_t>(std::max<int64_t>(0, knobs.hugePageMinBytes))) {}
 
 Board::~Board() {
   for (Mapping& board : boards_) {
@@ -238,24 +242,6 @@ Status Board::publish(std::atomic<uint64_t>& word, uint64_t sequence, bool wake)
   }
   return Status();
 }
-
-Result<uint8_t*> Board::resolveWindow(int peer, const SharedWindow& window, size_t bytes) {
-  return windows_.resolve(peer, window, bytes);
-}
-
-Status Board::pull(int peer, uint64_t remote, void* local, size_t bytes) {
-  return pullFromPeer(peer, pids_[peer], remote, local, bytes);
-}
-
-Status Board::push(int peer, uint64_t remote, const void* local, size_t bytes) {
-  return pushToPeer(peer, pids_[peer], remote, local, bytes);
-}
-
-Result<bool> Board::probe(int peer, uint64_t remote, size_t bytes, bool write, std::string* why) {
-  return probeAccess(peer, pids_[peer], remote, bytes, write, why);
-}
-
-bool Board::adviseHugePages(const void* p, size_t bytes) { return hugePages_.advise(p, bytes); }
 
 void Board::notePlacement() {
   const int cpu = sched_getcpu();

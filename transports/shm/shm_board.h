@@ -23,10 +23,9 @@
 // that claimed its word. The fast path costs nothing more: the compare-and-swap replaces
 // a store that a full fence followed anyway.
 //
-// Single copy: resolveWindow() maps the peers' registered buffers (shm_peer_windows.h),
-// pull()/push()/probe() go through cross-memory attach (shm_cma.h) to the pid each peer's
-// segment gave at connect, adviseHugePages() collapses buffers cma will pin
-// (shm_huge_pages.h).
+// Single copy: peerMemory() (shm_peer_memory.h) reaches the peers' buffers, through
+// their registered windows or cross-memory attach to the pid each peer's segment gave at
+// connect.
 //
 // Thread safety: used by one thread at a time (the engine serialises collectives).
 #pragma once
@@ -39,9 +38,8 @@
 #include "core/transport/transport.h"
 #include "core/transport/wait_policy.h"
 #include "transports/shm/shm_connection.h"
-#include "transports/shm/shm_huge_pages.h"
 #include "transports/shm/shm_knobs.h"
-#include "transports/shm/shm_peer_windows.h"
+#include "transports/shm/shm_peer_memory.h"
 #include "transports/shm/shm_verdict.h"
 
 namespace collie::shm {
@@ -86,12 +84,7 @@ class Board final : public TeamBoard {
   Status awaitPublished(uint64_t sequence, const BoardWait& wait) override;
   Status meet(BoardMeeting which, uint64_t sequence, uint32_t value, const char* what,
               const BoardWait& wait) override;
-  Result<uint8_t*> resolveWindow(int peer, const SharedWindow& window, size_t bytes) override;
-  Status pull(int peer, uint64_t remote, void* local, size_t bytes) override;
-  Status push(int peer, uint64_t remote, const void* local, size_t bytes) override;
-  Result<bool> probe(int peer, uint64_t remote, size_t bytes, bool write,
-                     std::string* why) override;
-  bool adviseHugePages(const void* p, size_t bytes) override;
+  PeerMemory& peerMemory() override { return peerMemory_; }
 
  private:
   struct Mapping {
@@ -126,13 +119,11 @@ class Board final : public TeamBoard {
   std::string name_;
   std::vector<Mapping> boards_;   // per rank; this rank's is writable
   std::vector<BoardView> views_;  // per rank, into boards_
-  std::vector<int32_t> pids_;     // per rank: the process cross-memory attach reaches
   int cpu_ = -1;                  // as last stored in this rank's Placement
   WaitPolicy wait_;               // COLLIE_SHM_SPIN; oversubscribed: yield from the start
   uint64_t pidNamespace_;
   TeamOffer offer_;  // agreed at connect
-  PeerWindows windows_;
-  HugePageAdvisor hugePages_;  // the plain buffers cma all-reduces publish
+  PeerMemoryAccess peerMemory_;
 };
 
 }  // namespace collie::shm

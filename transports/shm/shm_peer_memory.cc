@@ -1,4 +1,4 @@
-#include "transports/shm/shm_cma.h"
+#include "transports/shm/shm_peer_memory.h"
 
 #include <sys/uio.h>
 
@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <utility>
 
 namespace collie::shm {
 namespace {
@@ -52,17 +53,27 @@ Status transfer(bool write, int peer, int32_t pid, uint64_t remote, uint8_t* loc
 
 }  // namespace
 
-Status pullFromPeer(int peer, int32_t pid, uint64_t remote, void* local, size_t bytes) {
-  return transfer(false, peer, pid, remote, static_cast<uint8_t*>(local), bytes);
+PeerMemoryAccess::PeerMemoryAccess(std::vector<int32_t> pids, size_t hugePageMinBytes,
+                                   size_t hugePageBudgetBytes)
+    : pids_(std::move(pids)), hugePages_(hugePageMinBytes, hugePageBudgetBytes) {}
+
+Result<uint8_t*> PeerMemoryAccess::resolveWindow(int peer, const SharedWindow& window,
+                                                 size_t bytes) {
+  return windows_.resolve(peer, window, bytes);
 }
 
-Status pushToPeer(int peer, int32_t pid, uint64_t remote, const void* local, size_t bytes) {
-  return transfer(true, peer, pid, remote, const_cast<uint8_t*>(static_cast<const uint8_t*>(local)),
-                  bytes);
+Status PeerMemoryAccess::pull(int peer, uint64_t remote, void* local, size_t bytes) {
+  return transfer(false, peer, pids_[peer], remote, static_cast<uint8_t*>(local), bytes);
 }
 
-Result<bool> probeAccess(int peer, int32_t pid, uint64_t remote, size_t bytes, bool write,
-                         std::string* why) {
+Status PeerMemoryAccess::push(int peer, uint64_t remote, const void* local, size_t bytes) {
+  return transfer(true, peer, pids_[peer], remote,
+                  const_cast<uint8_t*>(static_cast<const uint8_t*>(local)), bytes);
+}
+
+Result<bool> PeerMemoryAccess::probe(int peer, uint64_t remote, size_t bytes, bool write,
+                                     std::string* why) {
+  const int32_t pid = pids_[peer];
   uint8_t sample[64];
   const size_t n = std::min(bytes, sizeof(sample));
   if (n == 0) return true;
@@ -85,6 +96,10 @@ Result<bool> probeAccess(int peer, int32_t pid, uint64_t remote, size_t bytes, b
   // Not a denial: name the peer (gone, bad address).
   COLLIE_RETURN_IF_ERROR(transfer(false, peer, pid, remote, sample, n));
   return true;
+}
+
+bool PeerMemoryAccess::adviseHugePages(const void* p, size_t bytes) {
+  return hugePages_.advise(p, bytes);
 }
 
 }  // namespace collie::shm
