@@ -101,6 +101,13 @@ std::vector<std::unique_ptr<collie::StoreServer>>& servers() {
   return *list;
 }
 
+// The nranks counts of a v collective, or InvalidArgument for NULL.
+collie::Result<std::vector<size_t>> countsOf(const char* what, const size_t* counts,
+                                             collieComm_t comm) {
+  if (counts == nullptr) return collie::invalidArgument(std::string(what) + ": counts is NULL");
+  return std::vector<size_t>(counts, counts + comm->comm->size());
+}
+
 }  // namespace
 
 extern "C" {
@@ -203,15 +210,6 @@ collieResult_t collieAllGather(const void* send, void* recv, size_t sendCount,
   return guarded(
       [&] { return finish(comm->comm->allGather(send, recv, sendCount, dtypeOf(dtype))); });
 }
-
-namespace {
-// The nranks counts of a v collective, or InvalidArgument for NULL.
-collie::Result<std::vector<size_t>> countsOf(const char* what, const size_t* counts,
-                                             collieComm_t comm) {
-  if (counts == nullptr) return collie::invalidArgument(std::string(what) + ": counts is NULL");
-  return std::vector<size_t>(counts, counts + comm->comm->size());
-}
-}  // namespace
 
 collieResult_t collieReduceScatterV(const void* send, void* recv, const size_t* counts,
                                     collieDataType_t dtype, collieRedOp_t op, collieComm_t comm) {

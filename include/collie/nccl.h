@@ -157,7 +157,11 @@ typedef enum {
   ncclBfloat16 = 9,
   ncclFloat8e4m3 = 10, /* declared for compatibility; collie rejects it */
   ncclFloat8e5m2 = 11, /* declared for compatibility; collie rejects it */
-  ncclNumTypes = 12
+  ncclNumTypes = 12,
+  /* Not NVIDIA's: makes every int a value of the type in C++, so that a bad datatype
+   * that a C caller passes is an error collie reports (ncclInvalidArgument), not a value
+   * outside the enum's range. */
+  collieNcclDataTypeMax = 0x7fffffff
 } ncclDataType_t;
 
 typedef enum { ncclScalarDevice = 0, ncclScalarHostImmediate = 1 } ncclScalarResidence_t;

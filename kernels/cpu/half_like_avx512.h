@@ -12,6 +12,18 @@
 
 #include <immintrin.h>
 
+// Whether the compiler builds AVX512-FP16 code under a target attribute
+// (reduceHalfAvx512Fp16 below, reduce.cc's Avx512Fp16Isa): gcc 12 does; clang 14 does not
+// (its _Float16 needs -mavx512fp16 for the whole file; clang 15 made it a type of every
+// SSE2 target). Without it Half sums and products widen to float on every CPU, as they
+// do on CPUs without AVX512-FP16.
+#if (defined(__clang__) && __clang_major__ >= 15) || \
+    (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 12)
+#define COLLIE_AVX512_FP16_BUILDS 1
+#else
+#define COLLIE_AVX512_FP16_BUILDS 0
+#endif
+
 #include <cstddef>
 #include <cstdint>
 
@@ -22,7 +34,9 @@
 // which its -Wmaybe-uninitialized reports at every inlined call (GCC bug 105593, fixed
 // in GCC 13).
 #pragma GCC diagnostic push
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace collie::cpu {
 
@@ -135,6 +149,7 @@ COLLIE_AVX512_HALF_LIKE void reduceHalfAvx512(Half* dst, const Half* a, const Ha
 // product); a NaN comes out quieted with its payload, as through float; FP16
 // instructions handle denormals whatever MXCSR's DAZ/FTZ say. Sum and prod only: min
 // and max keep a signalling NaN as it is (reduce.cc). Exact aliasing is safe.
+#if COLLIE_AVX512_FP16_BUILDS
 #define COLLIE_AVX512_FP16 \
   __attribute__((target("avx2,f16c,avx512f,avx512dq,avx512bw,avx512vl,avx512bf16,avx512fp16")))
 template <ReduceOp kOp, typename Load, typename ScalarOp>
@@ -151,9 +166,10 @@ COLLIE_AVX512_FP16 void reduceHalfAvx512Fp16(Half* dst, const Half* a, const Hal
     dst[i] = floatToHalf(op(halfToFloat(Load::at(a, i)), halfToFloat(Load::at(b, i))));
   }
 }
+#undef COLLIE_AVX512_FP16
+#endif  // COLLIE_AVX512_FP16_BUILDS
 
 }  // namespace collie::cpu
 
-#undef COLLIE_AVX512_FP16
 #undef COLLIE_AVX512_HALF_LIKE
 #pragma GCC diagnostic pop

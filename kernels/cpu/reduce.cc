@@ -224,6 +224,7 @@ struct Avx512Isa : Avx2Isa {
   }
 };
 
+#if COLLIE_AVX512_FP16_BUILDS
 // Avx512Isa with Half sum and prod in AVX512-FP16's own arithmetic (half_like_avx512.h),
 // for CPUs that have it.
 struct Avx512Fp16Isa : Avx512Isa {
@@ -252,6 +253,7 @@ struct Avx512Fp16Isa : Avx512Isa {
     Avx512Isa::reduce<T, kOp>(dst, a, b, n, divisor);
   }
 };
+#endif  // COLLIE_AVX512_FP16_BUILDS
 #endif  // COLLIE_X86
 
 // ---- Dispatch tables ----------------------------------------------------------------
@@ -432,9 +434,11 @@ constexpr ReduceBackend kAvx2Backend{"cpu-avx2", &reduceEntry<Avx2Isa>, &divideE
 constexpr ReduceBackend kAvx512Backend{"cpu-avx512", &reduceEntry<Avx512Isa>,
                                        &divideEntry<Avx512Isa>, &scaleEntry<Avx512Isa>,
                                        &reduceFanOutEntry<Avx512Isa>};
+#if COLLIE_AVX512_FP16_BUILDS
 constexpr ReduceBackend kAvx512Fp16Backend{"cpu-avx512fp16", &reduceEntry<Avx512Fp16Isa>,
                                            &divideEntry<Avx512Fp16Isa>, &scaleEntry<Avx512Fp16Isa>,
                                            &reduceFanOutEntry<Avx512Fp16Isa>};
+#endif
 
 bool cpuHasAvx2F16c() {
   // avx2 through the compiler (it also checks that the OS saves ymm state); f16c
@@ -453,11 +457,16 @@ bool cpuHasAvx512Bf16() {
          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512bf16");
 }
 
+#if COLLIE_AVX512_FP16_BUILDS
+// AVX512_FP16 through cpuid leaf 7 (EDX bit 23): clang 14's __builtin_cpu_supports does
+// not know it. The OS's zmm state is cpuHasAvx512Bf16's check, asked first.
 bool cpuHasAvx512Fp16() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-         __builtin_cpu_supports("avx512fp16");
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool fp16 = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx & (1u << 23)) != 0;
+  return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && fp16;
 }
+#endif
 #endif  // COLLIE_X86
 
 struct Variants {
@@ -474,7 +483,9 @@ const Variants& variants() {
       out.list[out.size++] = &kAvx2Backend;
       if (cpuHasAvx512Bf16()) {
         out.list[out.size++] = &kAvx512Backend;
+#if COLLIE_AVX512_FP16_BUILDS
         if (cpuHasAvx512Fp16()) out.list[out.size++] = &kAvx512Fp16Backend;
+#endif
       }
     }
 #endif

@@ -15,6 +15,7 @@
 #include "ddp/demo/model/optimizer.h"
 #include "ddp/reducer.h"
 #include "support/rank_threads.h"
+#include "support/sanitizers.h"
 
 namespace collie::ddp {
 namespace {
@@ -30,7 +31,7 @@ constexpr size_t kDataset = 96;
 
 ReducerOptions smallBuckets(Timeline* timeline = nullptr) {
   ReducerOptions o;
-#if defined(__SANITIZE_THREAD__)
+#if COLLIE_TEST_TSAN
   // As registered_test (tests/sanitize/run.sh): rank threads reach each other's shared
   // buckets at one address, ordered by flags on a board that each maps at an address of
   // its own, an edge TSan cannot see. The normal and ASan runs keep the shared buckets.
@@ -174,7 +175,7 @@ TEST(DdpReducer, NRanksMatchOneLargeBatchAndReplicasAreIdentical) {
 // heap (cross-memory attach, the board) train to the same bits on 2 ranks, where a sum
 // has one order.
 TEST(DdpReducer, SharedAndHeapBucketsTrainAlike) {
-#if defined(__SANITIZE_THREAD__)
+#if COLLIE_TEST_TSAN
   GTEST_SKIP() << "TSan cannot see the board's happens-before edge between rank threads";
 #endif
   ReducerOptions shared = smallBuckets(), heap = smallBuckets();

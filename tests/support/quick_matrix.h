@@ -14,6 +14,7 @@
 #include <cstdlib>
 
 #include "collie/types.h"
+#include "support/sanitizers.h"
 
 namespace collie::testing {
 
@@ -22,17 +23,7 @@ inline bool quickMatrix() {
   return value != nullptr && value[0] != '\0' && value[0] != '0';
 }
 
-#if defined(__SANITIZE_THREAD__)
-inline constexpr bool kThreadSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-inline constexpr bool kThreadSanitized = true;
-#else
-inline constexpr bool kThreadSanitized = false;
-#endif
-#else
-inline constexpr bool kThreadSanitized = false;
-#endif
+inline constexpr bool kThreadSanitized = COLLIE_TEST_TSAN;
 
 // Whether a reducing collective test of `nranks` ranks runs `op` on `dtype` (both as
 // enum indexes): every pair the op is defined on up to 4 ranks; above 4 ranks, and at

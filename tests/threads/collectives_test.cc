@@ -189,7 +189,8 @@ Options patientOptions() {
 }
 
 TEST_P(CollectivesTest, EveryCollectiveDtypeOpAndCount) {
-  auto [transport, nranks] = GetParam();
+  const std::string transport = std::get<0>(GetParam());
+  const int nranks = std::get<1>(GetParam());
   auto comms = makeComms(transport, nranks, patientOptions());
   ASSERT_EQ(comms.size(), static_cast<size_t>(nranks));
   Failures failures;
@@ -235,7 +236,8 @@ std::vector<size_t> misalignedCounts() {
 // User buffers at addresses misaligned for their dtype (NCCL accepts them too): every
 // collective gives the same bytes as with aligned ones, in and out of place.
 TEST_P(CollectivesTest, BuffersMisalignedForTheirDtype) {
-  auto [transport, nranks] = GetParam();
+  const std::string transport = std::get<0>(GetParam());
+  const int nranks = std::get<1>(GetParam());
   auto comms = makeComms(transport, nranks, patientOptions());
   ASSERT_EQ(comms.size(), static_cast<size_t>(nranks));
   Failures failures;
@@ -261,7 +263,8 @@ TEST_P(CollectivesTest, BuffersMisalignedForTheirDtype) {
 }
 
 TEST_P(CollectivesTest, AllReduceOfRandomFloatsIsBitwiseIdenticalOnEveryRank) {
-  auto [transport, nranks] = GetParam();
+  const std::string transport = std::get<0>(GetParam());
+  const int nranks = std::get<1>(GetParam());
   auto comms = makeComms(transport, nranks, Options{});
   ASSERT_EQ(comms.size(), static_cast<size_t>(nranks));
   const size_t count = 300001;
@@ -289,7 +292,8 @@ TEST_P(CollectivesTest, AllReduceOfRandomFloatsIsBitwiseIdenticalOnEveryRank) {
 }
 
 TEST_P(CollectivesTest, PointToPointAndBarrier) {
-  auto [transport, nranks] = GetParam();
+  const std::string transport = std::get<0>(GetParam());
+  const int nranks = std::get<1>(GetParam());
   if (nranks < 2) GTEST_SKIP() << "needs two ranks";
   auto comms = makeComms(transport, nranks, Options{});
   ASSERT_EQ(comms.size(), static_cast<size_t>(nranks));

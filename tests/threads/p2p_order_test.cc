@@ -35,7 +35,10 @@ class PointToPointOrderTest
     : public ::testing::TestWithParam<std::tuple<const char*, int, Pattern, Order>> {};
 
 TEST_P(PointToPointOrderTest, PostedReceivesNeverHoldBackSends) {
-  const auto [transport, n, pattern, order] = GetParam();
+  const char* const transport = std::get<0>(GetParam());
+  const int n = std::get<1>(GetParam());
+  const Pattern pattern = std::get<2>(GetParam());
+  const Order order = std::get<3>(GetParam());
   if (TransportRegistry::instance().find(transport) == nullptr) {
     GTEST_SKIP() << transport << " is not built";
   }

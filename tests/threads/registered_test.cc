@@ -164,9 +164,13 @@ TEST(RegisteredStreaming, LargeOutOfPlaceMatchesTheReference) {
   // tail paths are the same for every rank count and dtype.
   const bool quick = testing::quickMatrix();
   for (int nranks : {2, 3}) {
-    for (auto [dtype, op] : {std::pair{DataType::kFloat32, ReduceOp::kSum},
-                             std::pair{DataType::kFloat32, ReduceOp::kAvg},
-                             std::pair{DataType::kInt8, ReduceOp::kSum}}) {
+    for (const std::pair<DataType, ReduceOp>& dtypeOp :
+         {std::pair{DataType::kFloat32, ReduceOp::kSum},
+          std::pair{DataType::kFloat32, ReduceOp::kAvg},
+          std::pair{DataType::kInt8, ReduceOp::kSum}}) {
+      // Named, not bound: lambdas capture structured bindings only from clang 16 on.
+      const DataType dtype = dtypeOp.first;
+      const ReduceOp op = dtypeOp.second;
       if (quick && (nranks != 2 || dtype != DataType::kInt8)) continue;
       const size_t es = dataTypeSize(dtype);
       const size_t count = kDirectStreamingMinBytes / es + 4099;

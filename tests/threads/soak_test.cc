@@ -32,6 +32,7 @@
 #include "core/net/job_secret.h"
 #include "support/quick_matrix.h"
 #include "support/rank_threads.h"
+#include "support/sanitizers.h"
 
 namespace collie {
 namespace {
@@ -41,7 +42,7 @@ using testing::onEveryRank;
 
 // Sanitizers keep freed memory in quarantine and shadow it: resident memory says
 // nothing about leaks there (ASan's leak checker covers them instead).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if COLLIE_TEST_ASAN || COLLIE_TEST_TSAN
 constexpr bool kSanitized = true;
 #else
 constexpr bool kSanitized = false;

@@ -18,6 +18,7 @@
 #include "core/team/direct_share.h"
 #include "support/quick_matrix.h"
 #include "support/rank_threads.h"
+#include "support/sanitizers.h"
 
 namespace {
 // Allocations on the calling thread while `counting` is set on it.
@@ -27,7 +28,7 @@ thread_local uint64_t allocations = 0;
 
 // The sanitizers replace operator new and delete themselves (and report memory that
 // one allocator made and another freed), so the count runs in the normal build only.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if COLLIE_TEST_ASAN || COLLIE_TEST_TSAN
 #define COLLIE_COUNTS_ALLOCATIONS 0
 #else
 #define COLLIE_COUNTS_ALLOCATIONS 1
@@ -139,7 +140,7 @@ TEST_P(TeamCollectivesTest, ForcedBoardRunsEveryCollectiveItCarries) {
 }
 
 TEST_P(TeamCollectivesTest, ForcedDirectRunsOnRegisteredBuffersAndRefusesOthers) {
-#if defined(__SANITIZE_THREAD__)
+#if COLLIE_TEST_TSAN
   // As registered_test (tests/sanitize/run.sh): rank threads reach each other's
   // registered buffers at one address, ordered by flags on a board that each maps at
   // an address of its own, an edge TSan cannot see. The ASan run covers this case.

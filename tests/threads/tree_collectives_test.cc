@@ -55,7 +55,8 @@ void runAndCheck(Communicator& comm, CollectiveKind kind, DataType dtype, Reduce
 class TreeCollectivesTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
 TEST_P(TreeCollectivesTest, EveryDtypeAndOpIsExact) {
-  auto [transport, nranks] = GetParam();
+  const std::string transport = std::get<0>(GetParam());
+  const int nranks = std::get<1>(GetParam());
   Options options;
   options.transport = transport;
   options.algorithm = Algorithm::kTree;
@@ -86,7 +87,8 @@ TEST_P(TreeCollectivesTest, EveryDtypeAndOpIsExact) {
 }
 
 TEST_P(TreeCollectivesTest, FloatSumIsBitwiseIdenticalOnEveryRankAndRun) {
-  auto [transport, nranks] = GetParam();
+  const std::string transport = std::get<0>(GetParam());
+  const int nranks = std::get<1>(GetParam());
   Options options;
   options.transport = transport;
   options.algorithm = Algorithm::kTree;

@@ -151,7 +151,8 @@ class ConformanceRanks : public ::testing::TestWithParam<std::tuple<std::string,
 // posts first: rank 0 sends kMessages of varied sizes and distinct tags to every peer;
 // each peer posts half its receives before and half after the sends left.
 TEST_P(ConformanceRanks, MessagesMatchInPostingOrder) {
-  const auto& [transport, n] = GetParam();
+  const std::string& transport = std::get<0>(GetParam());
+  const int n = std::get<1>(GetParam());
   SKIP_IF_UNUSABLE(transport);
   Job job(transport);
   job.start(n);
@@ -212,7 +213,8 @@ TEST_P(ConformanceRanks, MessagesMatchInPostingOrder) {
 // has that receive and one more posted: rank 0 fails within 5 s with a RemoteError
 // naming it, every pending receive completes with it, and the connection stays failed.
 TEST_P(ConformanceRanks, DeadPeerFailsThePendingReceivesNamingIt) {
-  const auto& [transport, n] = GetParam();
+  const std::string& transport = std::get<0>(GetParam());
+  const int n = std::get<1>(GetParam());
   SKIP_IF_UNUSABLE(transport);
   Job job(transport);
   job.start(n);

@@ -351,8 +351,11 @@ TEST(HostOrderTest, RingCrossesBetweenHostsOncePerHost) {
 // flat ring sends 2 (N - 1) / N), and only between ranks of equal local rank.
 TEST(HostOrderTest, HierSendsTwoMMinusOneOverMBetweenHosts) {
   for (bool cyclic : {false, true}) {
-    for (auto [nhosts, perHost] :
+    for (const std::pair<int, int>& shape :
          {std::make_pair(2, 2), std::make_pair(4, 2), std::make_pair(3, 3)}) {
+      // Named, not bound: lambdas capture structured bindings only from clang 16 on.
+      const int nhosts = shape.first;
+      const int perHost = shape.second;
       const int n = nhosts * perHost;
       CollectiveArgs args;
       args.count = 6 * n * 5;  // five whole rounds of 6-element pieces
@@ -408,8 +411,11 @@ TEST(HostOrderTest, HierNeedsHostsOfEqualSize) {
 // (into each host but the root's, out of each but the last), with a tree at most twice.
 TEST(HostOrderTest, HierCollectivesCarryTheLeastBetweenHosts) {
   for (bool cyclic : {false, true}) {
-    for (auto [nhosts, perHost] :
+    for (const std::pair<int, int>& shape :
          {std::make_pair(2, 2), std::make_pair(4, 2), std::make_pair(3, 3)}) {
+      // Named, not bound: lambdas capture structured bindings only from clang 16 on.
+      const int nhosts = shape.first;
+      const int perHost = shape.second;
       const int n = nhosts * perHost;
       const HostLayoutPtr hosts = hostsOf(nhosts, perHost, cyclic);
       CollectiveArgs args;
