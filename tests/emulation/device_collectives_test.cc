@@ -33,7 +33,7 @@ DeviceRuntime& runtime() { return testing::emulatedDevice(); }
 // A device buffer of the emulated runtime, freed on scope exit.
 class DeviceBuffer {
  public:
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  explicit DeviceBuffer(size_t bytes) {
     Result<void*> p = runtime().allocate(bytes);
     EXPECT_TRUE(p.isOk()) << p.status().toString();
     ptr_ = static_cast<uint8_t*>(p.isOk() ? *p : nullptr);
@@ -52,7 +52,6 @@ class DeviceBuffer {
   }
 
  private:
-  size_t bytes_;
   uint8_t* ptr_ = nullptr;
 };
 

@@ -54,7 +54,8 @@ Result<std::unique_ptr<IbConnection>> IbConnection::create(std::shared_ptr<IbSha
   // The control slots live in this object (heap, never moves): one registration.
   auto* begin = reinterpret_cast<uint8_t*>(c->recvSlots_.data());
   auto* end = reinterpret_cast<uint8_t*>(c->sendSlots_.data() + kSendDepth);
-  c->ctlMr_ = ibv_reg_mr(port.pd, begin, end - begin, IBV_ACCESS_LOCAL_WRITE);
+  // An int, not the enum: verbs.h's ibv_reg_mr macro ands it with another enum's value.
+  c->ctlMr_ = ibv_reg_mr(port.pd, begin, end - begin, static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
   if (c->ctlMr_ == nullptr) return systemError("ibverbs: registering control slots", errno);
   for (int slot = 0; slot < kRecvDepth; ++slot) COLLIE_RETURN_IF_ERROR(c->postReceiveSlot(slot));
   c->local_.qpn = c->qp_->qp_num;
