@@ -42,7 +42,7 @@ opt="-O1 -g1"
 # COLLIE_SANITIZE_CXX choose another pair (e.g. gcc g++).
 cc=${COLLIE_SANITIZE_CC:-}
 cxx=${COLLIE_SANITIZE_CXX:-}
-if [ -z "$cxx" ] && command -v clang++ >/dev/null 2>&1 && command -v clang >/dev/null 2>&1; then
+if [ -z "$cc$cxx" ] && command -v clang++ >/dev/null 2>&1 && command -v clang >/dev/null 2>&1; then
   cc=clang
   cxx=clang++
 fi
