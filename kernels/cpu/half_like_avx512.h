@@ -12,6 +12,12 @@
 
 #include <immintrin.h>
 
+#include <cstddef>
+#include <cstdint>
+
+#include "collie/types.h"
+#include "core/common/half.h"
+
 // Whether the compiler builds AVX512-FP16 code under a target attribute
 // (reduceHalfAvx512Fp16 below, reduce.cc's Avx512Fp16Isa): gcc 12 does; clang 14 does not
 // (its _Float16 needs -mavx512fp16 for the whole file; clang 15 made it a type of every
@@ -23,12 +29,6 @@
 #else
 #define COLLIE_AVX512_FP16_BUILDS 0
 #endif
-
-#include <cstddef>
-#include <cstdint>
-
-#include "collie/types.h"
-#include "core/common/half.h"
 
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() as the unused merge operand,
 // which its -Wmaybe-uninitialized reports at every inlined call (GCC bug 105593, fixed

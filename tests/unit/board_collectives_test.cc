@@ -1,8 +1,8 @@
 // core/team's BoardCollectives over a team board that is not shm's: heap memory shared
 // by ranks that are threads of this process (HeapBoard below keeps the contract of
 // core/transport/team_board.h except the claims, which shm's team tests cover). Every
-// collective the board carries (one line, the slots, two shots), the cma paths over the
-// board's pull/push, and a fingerprint mismatch, on 2 and 3 ranks, against a float64
+// collective the board carries (one line, the slots, two shots), the cma paths over its
+// peer memory's pull/push, and a fingerprint mismatch, on 2 and 3 ranks, against a float64
 // reference, bitwise alike on every rank: the collectives need nothing from a transport
 // but the primitive.
 #include "core/team/board_collectives.h"

@@ -1,5 +1,6 @@
-// The peers' registered buffers (collie/shared_memory.h) in this process: what the team
-// board's resolveWindow() gives core/team's direct all-reduce (core/team/direct_share.h).
+// The peers' registered buffers (collie/shared_memory.h) in this process: what
+// PeerMemoryAccess::resolveWindow() (shm_peer_memory.h) gives core/team's direct
+// all-reduce (core/team/direct_share.h).
 //
 // PeerWindows maps other processes' allocShared regions (/proc/<pid>/fd/<fd>, checked
 // by inode) and caches the mappings by the region's random id; a new region of a peer
