@@ -21,8 +21,8 @@ What is counted, per case, on every thread of rank 0 while the call ran:
   does not depend on timing or size;
 - calls from core/plan into core/tune and back ("tune and plan call back and forth").
 Prints, per case, the files in order of first entry with their entry counts, and exits
-1 when a file of the steady-state cases is entered more than K times (default 3) and
-is not in KNOWN, or when an entry of KNOWN no longer is.
+1 when a file is entered more than K times (default 3) in any case, the first calls that
+plan and tune included, and is not in KNOWN, or when an entry of KNOWN no longer is.
 core/common's files (dtype sizes, names, Status) are the bottom layer's utilities,
 called from everywhere like the standard library: printed, not held to K.
 Python 3 standard library; needs cmake, ninja, binutils' addr2line.
@@ -137,7 +137,7 @@ def count(events, where):
     return entries, order, crossings
 
 
-# Files entered more than K times in steady state, each with the reason; this list only
+# Files entered more than K times, each with the reason; this list only
 # shrinks (an entry that no longer exceeds K fails the run, like check_layering.py's).
 KNOWN = set()
 
@@ -175,12 +175,11 @@ def main():
                 mark = "  <-- more than %d" % args.max_entries if (
                     entries[path] > args.max_entries and held(path)) else ""
                 print(f"  {entries[path]:3d}  {path}{mark}")
-            if case.startswith("steady"):
-                over = {p for p in order if entries[p] > args.max_entries and held(p)}
-                failed += [f"{case}: {p} entered {entries[p]} times" for p in sorted(over)
-                           if (case, p) not in KNOWN]
-                failed += [f"{case}: {p} is in KNOWN but entered {entries[p]} times: remove it"
-                           for c, p in sorted(KNOWN) if c == case and p not in over]
+            over = {p for p in order if entries[p] > args.max_entries and held(p)}
+            failed += [f"{case}: {p} entered {entries[p]} times" for p in sorted(over)
+                       if (case, p) not in KNOWN]
+            failed += [f"{case}: {p} is in KNOWN but entered {entries.get(p, 0)} times: remove it"
+                       for c, p in sorted(KNOWN) if c == case and p not in over]
             if args.show == case:
                 depth = collections.defaultdict(int)
                 for thread, enter, module, offset in events:

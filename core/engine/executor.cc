@@ -241,8 +241,9 @@ Status Executor::executeSteps(Pending& pending, PointToPointSource* adopt) {
     }
     bool progressed = false;
     bool finished = true;
+    active.clear();
     for (auto& execution : executions) {
-      status = execution->advance(&progressed);
+      status = execution->advance(&progressed, &active);
       if (!status.isOk()) break;
       finished = finished && execution->finished();
     }
@@ -257,20 +258,6 @@ Status Executor::executeSteps(Pending& pending, PointToPointSource* adopt) {
         }
       }
       if (status.isOk()) return Status();
-      status =
-          status.withContext(describeOperation(pending.tag, pending.schedule->args, pending.p2p) +
-                             " on rank " + std::to_string(config_.rank));
-      break;
-    }
-    active.clear();
-    for (auto& execution : executions) execution->activeConnections(&active);
-    for (Connection* connection : active) {
-      bool moved = false;
-      status = connection->progress(&moved);
-      if (!status.isOk()) break;
-      progressed = progressed || moved;
-    }
-    if (!status.isOk()) {
       status =
           status.withContext(describeOperation(pending.tag, pending.schedule->args, pending.p2p) +
                              " on rank " + std::to_string(config_.rank));

@@ -67,15 +67,6 @@ uint8_t* Execution::pointer(int channel, const Slice& slice) const {
   return nullptr;
 }
 
-bool Execution::finished() const {
-  for (size_t c = 0; c < channels_.size(); ++c) {
-    if (channels_[c].next < schedule_->channels[c].size() || !channels_[c].sends.empty()) {
-      return false;
-    }
-  }
-  return true;
-}
-
 bool Execution::scratchBusy(int channel, uint64_t offset, uint64_t bytes) const {
   for (const PendingSend& send : channels_[channel].sends) {
     if (send.fromScratch && !send.done.done && send.offset < offset + bytes &&
@@ -222,9 +213,16 @@ Status Execution::progressConnections(int channel, const Step& step) {
   polled_.clear();
   activeConnections(&polled_);
   bool progressed = false;
-  for (Connection* connection : polled_) {
-    Status status = connection->progress(&progressed);
-    if (!status.isOk()) return decorate(status, channel, step);
+  Status status = progressEach(polled_, 0, &progressed);
+  return status.isOk() ? status : decorate(status, channel, step);
+}
+
+Status Execution::progressEach(const std::vector<Connection*>& connections, size_t first,
+                               bool* progressed) {
+  for (size_t i = first; i < connections.size(); ++i) {
+    bool moved = false;
+    COLLIE_RETURN_IF_ERROR(connections[i]->progress(&moved));
+    *progressed = *progressed || moved;
   }
   return Status();
 }
@@ -266,7 +264,19 @@ Status Execution::finishStep(int channel, const Step& step) {
   return Status();
 }
 
-Status Execution::advance(bool* progressed) {
+Status Execution::advance(bool* progressed, std::vector<Connection*>* active) {
+  bool done = false;
+  COLLIE_RETURN_IF_ERROR(moveChannels(progressed, &done));
+  finished_ = done;
+  const size_t listed = active->size();
+  activeConnections(active);
+  Status status = progressEach(*active, listed, progressed);
+  if (status.isOk()) return status;
+  return status.withContext(describeOperation(tag_, schedule_->args, p2p_) + " on rank " +
+                            std::to_string(schedule_->rank));
+}
+
+Status Execution::moveChannels(bool* progressed, bool* done) {
   if (taggedReceive_) {
     // Its channels' receives are the matcher's to post and complete.
     if (!taggedPosted_) {
@@ -279,6 +289,7 @@ Status Execution::advance(bool* progressed) {
                                 std::to_string(schedule_->rank));
     }
   }
+  *done = true;
   for (size_t c = 0; c < channels_.size(); ++c) {
     ChannelState& state = channels_[c];
     const auto& steps = schedule_->channels[c];
@@ -314,6 +325,7 @@ Status Execution::advance(bool* progressed) {
       ++state.next;
       *progressed = true;
     }
+    *done = *done && state.next == steps.size() && state.sends.empty();
   }
   return Status();
 }

@@ -49,16 +49,20 @@ class Execution {
             bool reduceOnReceive = true, const PointToPointTag& p2p = PointToPointTag{},
             TagMatcher* matcher = nullptr);
 
-  // Moves every channel as far as it can without blocking. *progressed tells whether
-  // anything moved. Returns an error (naming the peer) when a step failed.
-  Status advance(bool* progressed);
-  bool finished() const;
+  // One turn: moves every channel as far as it can without blocking, then lists in
+  // *active the connections it still has operations in flight on (appended, none twice)
+  // and gives each one it adds a progress() call: a connection an execution of the same
+  // batch listed earlier in the turn was already progressed by it. The engine waits on
+  // *active when nothing moved. *progressed tells whether anything moved. Returns an
+  // error (naming the peer) when a step or a connection failed.
+  Status advance(bool* progressed, std::vector<Connection*>* active);
+  // Whether every channel ran all its steps and every send completed, as of the last
+  // advance().
+  bool finished() const { return finished_; }
 
   // Once finished: the error of the first connection this collective received from whose
   // peer left a record that it failed the collective (Connection::abandoned), else OK.
   Status abandonedByPeer() const;
-  // Connections with operations in flight, for the engine to progress and wait on.
-  void activeConnections(std::vector<Connection*>* out) const;
   // "waiting for rank 3 (receive, channel 0, step 5 of 12)" for timeout messages.
   std::string describeWaits() const;
   // The first peer this execution is waiting for, or -1.
@@ -87,10 +91,17 @@ class Execution {
   };
 
   uint8_t* pointer(int channel, const Slice& slice) const;
+  // Moves the channels (advance()'s first part); whether all are done in *done.
+  Status moveChannels(bool* progressed, bool* done);
+  // Appends the connections with operations in flight to *out, those not in it yet.
+  void activeConnections(std::vector<Connection*>* out) const;
   Status startStep(int channel, const Step& step, bool* started);
   Status finishStep(int channel, const Step& step);
   // One progress() call on every connection this collective has operations on.
   Status progressConnections(int channel, const Step& step);
+  // One progress() call on connections[first...].
+  static Status progressEach(const std::vector<Connection*>& connections, size_t first,
+                             bool* progressed);
   Status postSend(int channel, const Step& step, const uint8_t* data, bool fromScratch,
                   uint64_t offset);
   // A tagged send's part on `channel`: its envelope, then its bytes.
@@ -113,6 +124,7 @@ class Execution {
   bool reduceOnReceive_;
   PointToPointTag p2p_;
   TagMatcher* matcher_;
+  bool finished_ = false;
   bool taggedReceive_ = false;             // p2p_.tagged and a receive
   bool taggedPosted_ = false;              // postTaggedReceive() ran
   std::vector<TaggedEnvelope> envelopes_;  // a tagged send's, per channel

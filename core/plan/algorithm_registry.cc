@@ -10,13 +10,10 @@ Generator<Step> AlgorithmSpec::stream(const CollectiveArgs& args, const PlanPara
   co_return;
 }
 
-AlgorithmRegistry& AlgorithmRegistry::instance() {
-  static AlgorithmRegistry* registry = [] {
-    auto* made = new AlgorithmRegistry();
-    registerBuiltinAlgorithms(*made);
-    return made;
-  }();
-  return *registry;
+AlgorithmRegistry* AlgorithmRegistry::makeWithBuiltins() {
+  auto* made = new AlgorithmRegistry();  // never freed: specs outlive every communicator
+  registerBuiltinAlgorithms(*made);
+  return made;
 }
 
 Status AlgorithmRegistry::add(std::unique_ptr<const AlgorithmSpec> spec) {
@@ -40,7 +37,7 @@ Status AlgorithmRegistry::add(std::unique_ptr<const AlgorithmSpec> spec) {
   specs_[count] = added;
   count_.store(count + 1, std::memory_order_release);
   byId_[static_cast<uint8_t>(id)].store(added, std::memory_order_release);
-  for (size_t kind = 0; kind < kKindSlots; ++kind) {
+  for (size_t kind = 0; kind < kCollectiveKindSlots; ++kind) {
     const AlgorithmSpec* chosen = nullptr;
     const AlgorithmSpec* ring = nullptr;
     for (const AlgorithmSpec* mine : all()) {
@@ -54,10 +51,6 @@ Status AlgorithmRegistry::add(std::unique_ptr<const AlgorithmSpec> spec) {
   return Status();
 }
 
-const AlgorithmSpec* AlgorithmRegistry::find(Algorithm id) const {
-  return byId_[static_cast<uint8_t>(id)].load(std::memory_order_acquire);
-}
-
 const AlgorithmSpec* AlgorithmRegistry::find(std::string_view name) const {
   for (const AlgorithmSpec* spec : all()) {
     if (name == spec->name()) return spec;
@@ -67,7 +60,7 @@ const AlgorithmSpec* AlgorithmRegistry::find(std::string_view name) const {
 
 const AlgorithmSpec& AlgorithmRegistry::robustDefault(CollectiveKind kind) const {
   const size_t slot = static_cast<size_t>(kind);
-  if (slot < kKindSlots) {
+  if (slot < kCollectiveKindSlots) {
     if (const AlgorithmSpec* spec = robustDefault_[slot].load(std::memory_order_acquire)) {
       return *spec;
     }

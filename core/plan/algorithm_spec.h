@@ -30,6 +30,8 @@
 #include <array>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -52,19 +54,50 @@ struct CommShape {
   bool twoLevel() const { return nhosts > 1 && localSize > 1; }
 };
 
+// The collectives an algorithm implements: bit 1 << CollectiveKind.
+using CollectiveKinds = uint32_t;
+inline constexpr unsigned kCollectiveKindSlots = 16;  // every CollectiveKind value is below
+// Every kind for which `test(kind)` holds, e.g. kindsWhere(isExchange).
+template <typename Test>
+constexpr CollectiveKinds kindsWhere(Test test) {
+  CollectiveKinds kinds = 0;
+  for (unsigned k = 0; k < kCollectiveKindSlots; ++k) {
+    if (test(static_cast<CollectiveKind>(k))) kinds |= CollectiveKinds{1} << k;
+  }
+  return kinds;
+}
+
+// The kinds listed, e.g. kindsOf({CollectiveKind::kBroadcast, CollectiveKind::kReduce}).
+constexpr CollectiveKinds kindsOf(std::initializer_list<CollectiveKind> list) {
+  CollectiveKinds kinds = 0;
+  for (CollectiveKind kind : list) kinds |= CollectiveKinds{1} << static_cast<unsigned>(kind);
+  return kinds;
+}
+
+// What an algorithm is, fixed when its spec is made: read as data (no virtual call) by
+// the tuner, the planner and the team's checks for every collective they decide.
+struct AlgorithmIdentity {
+  Algorithm id = Algorithm::kAuto;
+  const char* name = "";      // as COLLIE_ALGO and --algo name it for the built-in ones
+  CollectiveKinds kinds = 0;  // the collectives it implements at all
+  bool team = false;          // a team algorithm (see above): its id is isTeamAlgorithm's
+};
+
 class AlgorithmSpec {
  public:
+  explicit AlgorithmSpec(const AlgorithmIdentity& identity) : identity_(identity) {}
   virtual ~AlgorithmSpec() = default;
 
-  virtual Algorithm id() const = 0;
-  // As COLLIE_ALGO and --algo name it for the built-in ones.
-  virtual const char* name() const = 0;
-
+  Algorithm id() const { return identity_.id; }
+  const char* name() const { return identity_.name; }
   // Whether it implements `kind` at all. A forced algorithm that does not is ignored
   // for that collective (the tuner's choice runs).
-  virtual bool implements(CollectiveKind kind) const = 0;
-  // A team algorithm (see above): its id is one of isTeamAlgorithm()'s.
-  virtual bool isTeam() const { return false; }
+  bool implements(CollectiveKind kind) const {
+    return static_cast<unsigned>(kind) < kCollectiveKindSlots &&
+           (identity_.kinds >> static_cast<unsigned>(kind) & 1) != 0;
+  }
+  bool isTeam() const { return identity_.team; }
+
   // Whether it runs `kind` on `shape` when forced (oneshot: 2 ranks; hier: two levels);
   // else the tuner's choice runs. Only asked when implements(kind).
   virtual bool runsOn(CollectiveKind kind, const CommShape& shape) const {
@@ -118,6 +151,9 @@ class AlgorithmSpec {
     (void)args, (void)chunkElems;
     return 0;
   }
+
+ private:
+  const AlgorithmIdentity identity_;
 };
 
 class AlgorithmRegistry {
@@ -126,7 +162,10 @@ class AlgorithmRegistry {
   static constexpr size_t kMaxSpecs = 32;
 
   // The process's registry, with the built-in specs (registered on first use).
-  static AlgorithmRegistry& instance();
+  static AlgorithmRegistry& instance() {
+    static AlgorithmRegistry* const registry = makeWithBuiltins();
+    return *registry;
+  }
 
   // Adds `spec`. InvalidArgument (nothing added) when its id or name is taken, its id is
   // kAuto, or its id and isTeam() disagree (isTeamAlgorithm).
@@ -137,7 +176,9 @@ class AlgorithmRegistry {
     return {specs_.data(), count_.load(std::memory_order_acquire)};
   }
   // The spec of `id`, or null (kAuto, an unknown id).
-  const AlgorithmSpec* find(Algorithm id) const;
+  const AlgorithmSpec* find(Algorithm id) const {
+    return byId_[static_cast<uint8_t>(id)].load(std::memory_order_acquire);
+  }
   const AlgorithmSpec* find(std::string_view name) const;
   // The robust default for `kind`: its spec's robustDefaultFor, else ring's.
   const AlgorithmSpec& robustDefault(CollectiveKind kind) const;
@@ -154,17 +195,16 @@ class AlgorithmRegistry {
   std::string namesImplementing(CollectiveKind kind) const;
 
  private:
-  // Slots of the robust default per CollectiveKind value (all of them fit).
-  static constexpr size_t kKindSlots = 16;
-
   AlgorithmRegistry() = default;
+  static AlgorithmRegistry* makeWithBuiltins();
   std::mutex mutex_;                                     // serialises add()
   std::array<const AlgorithmSpec*, kMaxSpecs> specs_{};  // [0, count_) published
   std::atomic<size_t> count_{0};
   // find() and robustDefault() in one load: the tuner asks them several times for every
   // collective it decides. Rewritten by add().
   std::array<std::atomic<const AlgorithmSpec*>, 256> byId_{};
-  std::array<std::atomic<const AlgorithmSpec*>, kKindSlots> robustDefault_{};
+  std::array<std::atomic<const AlgorithmSpec*>, kCollectiveKindSlots>
+      robustDefault_{};  // per CollectiveKind value
 };
 
 // Defined by the built-in specs' files (core/plan/builtin_algorithms.cc): the specs in

@@ -10,15 +10,19 @@
 namespace collie {
 namespace {
 
+constexpr AlgorithmIdentity kBoardIdentity = {
+    .id = Algorithm::kBoard,
+    .name = "board",
+    .kinds = kindsWhere([](CollectiveKind kind) {
+      return kind != CollectiveKind::kSend && kind != CollectiveKind::kRecv &&
+             kind != CollectiveKind::kAllToAllV && !hasBlockCounts(kind);
+    }),
+    .team = true,
+};
+
 class BoardSpec final : public AlgorithmSpec {
  public:
-  Algorithm id() const override { return Algorithm::kBoard; }
-  const char* name() const override { return "board"; }
-  bool isTeam() const override { return true; }
-  bool implements(CollectiveKind kind) const override {
-    return kind != CollectiveKind::kSend && kind != CollectiveKind::kRecv &&
-           kind != CollectiveKind::kAllToAllV && !hasBlockCounts(kind);
-  }
+  BoardSpec() : AlgorithmSpec(kBoardIdentity) {}
   double predict(const CostQuery& q, bool* hostTree) const override {
     (void)hostTree;
     return boardMicros(q.kind, static_cast<double>(q.bytes), std::max(q.nranks, 2), *q.team);

@@ -9,13 +9,15 @@
 namespace collie {
 namespace {
 
+constexpr AlgorithmIdentity kChainIdentity = {
+    .id = Algorithm::kChain,
+    .name = "chain",
+    .kinds = kindsOf({CollectiveKind::kBroadcast, CollectiveKind::kReduce}),
+};
+
 class ChainSpec final : public AlgorithmSpec {
  public:
-  Algorithm id() const override { return Algorithm::kChain; }
-  const char* name() const override { return "chain"; }
-  bool implements(CollectiveKind kind) const override {
-    return kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce;
-  }
+  ChainSpec() : AlgorithmSpec(kChainIdentity) {}
   bool robustDefaultFor(CollectiveKind kind) const override { return implements(kind); }
 
   double predict(const CostQuery& q, bool* hostTree) const override {

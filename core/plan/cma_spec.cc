@@ -14,14 +14,18 @@
 namespace collie {
 namespace {
 
+constexpr AlgorithmIdentity kCmaIdentity = {
+    .id = Algorithm::kCma,
+    .name = "cma",
+    .kinds = kindsWhere([](CollectiveKind kind) {
+      return kind == CollectiveKind::kAllReduce || isEqualExchange(kind);
+    }),
+    .team = true,
+};
+
 class CmaSpec final : public AlgorithmSpec {
  public:
-  Algorithm id() const override { return Algorithm::kCma; }
-  const char* name() const override { return "cma"; }
-  bool isTeam() const override { return true; }
-  bool implements(CollectiveKind kind) const override {
-    return kind == CollectiveKind::kAllReduce || isEqualExchange(kind);
-  }
+  CmaSpec() : AlgorithmSpec(kCmaIdentity) {}
   double predict(const CostQuery& q, bool* hostTree) const override {
     (void)hostTree;
     const TeamOffer& offer = *q.team;

@@ -11,12 +11,16 @@
 namespace collie {
 namespace {
 
+constexpr AlgorithmIdentity kDirectIdentity = {
+    .id = Algorithm::kDirect,
+    .name = "direct",
+    .kinds = kindsOf({CollectiveKind::kAllReduce}),
+    .team = true,
+};
+
 class DirectSpec final : public AlgorithmSpec {
  public:
-  Algorithm id() const override { return Algorithm::kDirect; }
-  const char* name() const override { return "direct"; }
-  bool isTeam() const override { return true; }
-  bool implements(CollectiveKind kind) const override { return kind == CollectiveKind::kAllReduce; }
+  DirectSpec() : AlgorithmSpec(kDirectIdentity) {}
   double predict(const CostQuery& q, bool* hostTree) const override {
     (void)hostTree;
     const TeamOffer& offer = *q.team;

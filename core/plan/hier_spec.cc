@@ -40,15 +40,17 @@ Status checkTwoLevel(const CollectiveArgs& args, const PlanParams& params) {
       "; use ring, tree, chain or auto");
 }
 
+constexpr AlgorithmIdentity kHierIdentity = {
+    .id = Algorithm::kHier,
+    .name = "hier",
+    .kinds =
+        kindsOf({CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter,
+                 CollectiveKind::kAllGather, CollectiveKind::kBroadcast, CollectiveKind::kReduce}),
+};
+
 class HierSpec final : public AlgorithmSpec {
  public:
-  Algorithm id() const override { return Algorithm::kHier; }
-  const char* name() const override { return "hier"; }
-  bool implements(CollectiveKind kind) const override {
-    return kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter ||
-           kind == CollectiveKind::kAllGather || kind == CollectiveKind::kBroadcast ||
-           kind == CollectiveKind::kReduce;
-  }
+  HierSpec() : AlgorithmSpec(kHierIdentity) {}
   bool runsOn(CollectiveKind kind, const CommShape& shape) const override {
     (void)kind;
     return shape.twoLevel();

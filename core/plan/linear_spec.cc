@@ -11,11 +11,15 @@
 namespace collie {
 namespace {
 
+constexpr AlgorithmIdentity kLinearIdentity = {
+    .id = Algorithm::kLinear,
+    .name = "linear",
+    .kinds = kindsWhere(isExchange),
+};
+
 class LinearSpec final : public AlgorithmSpec {
  public:
-  Algorithm id() const override { return Algorithm::kLinear; }
-  const char* name() const override { return "linear"; }
-  bool implements(CollectiveKind kind) const override { return isExchange(kind); }
+  LinearSpec() : AlgorithmSpec(kLinearIdentity) {}
   bool offeredFor(CollectiveKind kind, size_t bytes, const CommShape& shape) const override {
     (void)bytes, (void)shape;
     return kind != CollectiveKind::kAllToAllV;

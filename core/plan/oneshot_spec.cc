@@ -8,11 +8,15 @@
 namespace collie {
 namespace {
 
+constexpr AlgorithmIdentity kOneShotIdentity = {
+    .id = Algorithm::kOneShot,
+    .name = "oneshot",
+    .kinds = kindsOf({CollectiveKind::kAllReduce}),
+};
+
 class OneShotSpec final : public AlgorithmSpec {
  public:
-  Algorithm id() const override { return Algorithm::kOneShot; }
-  const char* name() const override { return "oneshot"; }
-  bool implements(CollectiveKind kind) const override { return kind == CollectiveKind::kAllReduce; }
+  OneShotSpec() : AlgorithmSpec(kOneShotIdentity) {}
   bool runsOn(CollectiveKind kind, const CommShape& shape) const override {
     (void)kind;
     return shape.nranks == 2;

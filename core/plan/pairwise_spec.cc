@@ -9,13 +9,15 @@
 namespace collie {
 namespace {
 
+constexpr AlgorithmIdentity kPairwiseIdentity = {
+    .id = Algorithm::kPairwise,
+    .name = "pairwise",
+    .kinds = kindsOf({CollectiveKind::kAllToAll, CollectiveKind::kAllToAllV}),
+};
+
 class PairwiseSpec final : public AlgorithmSpec {
  public:
-  Algorithm id() const override { return Algorithm::kPairwise; }
-  const char* name() const override { return "pairwise"; }
-  bool implements(CollectiveKind kind) const override {
-    return kind == CollectiveKind::kAllToAll || kind == CollectiveKind::kAllToAllV;
-  }
+  PairwiseSpec() : AlgorithmSpec(kPairwiseIdentity) {}
   bool robustDefaultFor(CollectiveKind kind) const override { return implements(kind); }
 
   double predict(const CostQuery& q, bool* hostTree) const override {

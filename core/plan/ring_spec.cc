@@ -18,14 +18,18 @@ bool isReduceScatter(CollectiveKind kind) {
   return kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kReduceScatterV;
 }
 
+constexpr AlgorithmIdentity kRingIdentity = {
+    .id = Algorithm::kRing,
+    .name = "ring",
+    .kinds = kindsWhere([](CollectiveKind kind) {
+      return kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter ||
+             kind == CollectiveKind::kAllGather || hasBlockCounts(kind);
+    }),
+};
+
 class RingSpec final : public AlgorithmSpec {
  public:
-  Algorithm id() const override { return Algorithm::kRing; }
-  const char* name() const override { return "ring"; }
-  bool implements(CollectiveKind kind) const override {
-    return kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter ||
-           kind == CollectiveKind::kAllGather || hasBlockCounts(kind);
-  }
+  RingSpec() : AlgorithmSpec(kRingIdentity) {}
   bool robustDefaultFor(CollectiveKind kind) const override { return implements(kind); }
 
   double predict(const CostQuery& q, bool* hostTree) const override {

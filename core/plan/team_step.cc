@@ -2,16 +2,7 @@
 
 #include <algorithm>
 
-#include "core/plan/algorithm_spec.h"
-
 namespace collie {
-
-Algorithm firstTeamAlgorithm(TeamAlgorithms set) {
-  for (Algorithm algo : kTeamOrder) {
-    if (teamHas(set, algo)) return algo;
-  }
-  return Algorithm::kAuto;
-}
 
 std::string teamAlgorithmsText(TeamAlgorithms set) {
   std::string text;
@@ -19,30 +10,6 @@ std::string teamAlgorithmsText(TeamAlgorithms set) {
     if (teamHas(set, algo)) text += (text.empty() ? "" : ">") + std::string(algorithmName(algo));
   }
   return text.empty() ? "check" : text;
-}
-
-bool teamSupports(Algorithm algo, CollectiveKind kind) {
-  const AlgorithmSpec* spec = AlgorithmRegistry::instance().find(algo);
-  return spec != nullptr && spec->isTeam() && spec->implements(kind);
-}
-
-bool cmaIsMeasured(CollectiveKind kind, size_t bytes, TeamAlgorithms algorithms,
-                   bool scheduleBehind, size_t boardBytes, size_t measuredMaxBytes) {
-  return kind == CollectiveKind::kAllReduce && scheduleBehind &&
-         !teamHas(algorithms, Algorithm::kBoard) && bytes > boardBytes && bytes <= measuredMaxBytes;
-}
-
-size_t boardBytesOf(CollectiveKind kind, size_t bytes, int nranks) {
-  switch (kind) {
-    case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllToAll:
-    case CollectiveKind::kScatter:  // the root publishes every block
-      return bytes * static_cast<size_t>(nranks);
-    case CollectiveKind::kBarrier:
-      return 0;
-    default:
-      return bytes;
-  }
 }
 
 namespace {
@@ -86,28 +53,9 @@ double singleCopyFixedMicros(size_t crossoverBytes, double perByteUs, double n,
   return boardMicros(CollectiveKind::kAllReduce, crossover, n, offer) - perByteUs * crossover;
 }
 
-double predictTeamMicros(Algorithm algo, CollectiveKind kind, size_t bytes, int nranks,
-                         const TeamOffer& offer) {
-  const AlgorithmSpec* spec = AlgorithmRegistry::instance().find(algo);
-  if (spec == nullptr || !spec->isTeam()) return 0;
-  CostQuery query;
-  query.kind = kind;
-  query.bytes = bytes;
-  query.nranks = nranks;
-  query.team = &offer;
-  return spec->predict(query, nullptr);
-}
-
 Status teamStepOnly(Algorithm algo) {
   return unsupported(std::string(algorithmName(algo)) +
                      " is a team collective: it runs in a team step, not in steps of messages");
-}
-
-void planTeamStep(const PlanParams& params, Schedule* schedule) {
-  Step step;
-  step.kind = StepKind::kTeam;
-  step.team = params.team;
-  schedule->channels[0].push_back(step);
 }
 
 }  // namespace collie

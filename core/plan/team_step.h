@@ -32,6 +32,7 @@
 #include <string>
 
 #include "collie/types.h"
+#include "core/plan/algorithm_spec.h"
 #include "core/plan/schedule.h"
 
 namespace collie {
@@ -44,7 +45,12 @@ constexpr TeamAlgorithms teamBit(Algorithm algo) {
 }
 constexpr bool teamHas(TeamAlgorithms set, Algorithm algo) { return (set & teamBit(algo)) != 0; }
 // The first algorithm of `set` in kTeamOrder, or kAuto for an empty set.
-Algorithm firstTeamAlgorithm(TeamAlgorithms set);
+constexpr Algorithm firstTeamAlgorithm(TeamAlgorithms set) {
+  for (Algorithm algo : kTeamOrder) {
+    if (teamHas(set, algo)) return algo;
+  }
+  return Algorithm::kAuto;
+}
 // "direct>cma>board" (kTeamOrder), "check" for an empty set.
 std::string teamAlgorithmsText(TeamAlgorithms set);
 
@@ -57,21 +63,38 @@ constexpr bool isEqualExchange(CollectiveKind kind) {
 // Whether team algorithm `algo` implements `kind`: board every collective but
 // point-to-point, alltoallv and the v kinds (their team step only checks the
 // fingerprint), direct all-reduce only, cma all-reduce and the equal exchanges (each
-// rank pulls its blocks from the senders' buffers).
-bool teamSupports(Algorithm algo, CollectiveKind kind);
+// rank pulls its blocks from the senders' buffers): their specs' implements().
+inline bool teamSupports(Algorithm algo, CollectiveKind kind) {
+  const AlgorithmSpec* spec = AlgorithmRegistry::instance().find(algo);
+  return spec != nullptr && spec->isTeam() && spec->implements(kind);
+}
 
 // Whether the engine times cma against the schedule behind a team step for a collective
 // of `bytes` (core/engine/single_copy_choice.h) rather than taking the tuner's word: an
 // all-reduce whose team step has a schedule behind it and no board in its set, above the
 // board's slot (`boardBytes`) and at most `measuredMaxBytes` (COLLIE_TUNE_ADAPT_MAX; 0:
 // nowhere). The tuner offers cma wherever this holds, and the engine times it there.
-bool cmaIsMeasured(CollectiveKind kind, size_t bytes, TeamAlgorithms algorithms,
-                   bool scheduleBehind, size_t boardBytes, size_t measuredMaxBytes);
+constexpr bool cmaIsMeasured(CollectiveKind kind, size_t bytes, TeamAlgorithms algorithms,
+                             bool scheduleBehind, size_t boardBytes, size_t measuredMaxBytes) {
+  return kind == CollectiveKind::kAllReduce && scheduleBehind &&
+         !teamHas(algorithms, Algorithm::kBoard) && bytes > boardBytes && bytes <= measuredMaxBytes;
+}
 
 // The most bytes one rank publishes on the board for a collective of `bytes` (its
 // count's bytes) on `nranks` ranks: a reduce-scatter's, all-to-all's or scatter root's
 // whole input, a broadcast root's buffer, nothing for a barrier.
-size_t boardBytesOf(CollectiveKind kind, size_t bytes, int nranks);
+constexpr size_t boardBytesOf(CollectiveKind kind, size_t bytes, int nranks) {
+  switch (kind) {
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll:
+    case CollectiveKind::kScatter:  // the root publishes every block
+      return bytes * static_cast<size_t>(nranks);
+    case CollectiveKind::kBarrier:
+      return 0;
+    default:
+      return bytes;
+  }
+}
 
 // The cost model of the team algorithms (S bytes per rank, n ranks, microseconds):
 //   board  boardAlphaUs (n - 1) + (n + 2) S / boardBytesPerUs   (copy in, read every
@@ -112,12 +135,6 @@ struct TeamOffer {
   bool any() const { return algorithms != 0; }
 };
 
-// Predicted microseconds of `kind` of `bytes` per rank on `nranks` ranks with team
-// algorithm `algo`, which must implement `kind`: its spec's (core/plan/board_spec.cc,
-// direct_spec.cc, cma_spec.cc).
-double predictTeamMicros(Algorithm algo, CollectiveKind kind, size_t bytes, int nranks,
-                         const TeamOffer& offer);
-
 // The team cost model's shared terms (the specs' formulas above): the board's time for
 // `kind` of S bytes per rank on n ranks, and the fixed cost F of a single-copy
 // all-reduce whose per-byte cost is `perByteUs`, calibrated to cost what the board costs
@@ -131,7 +148,12 @@ double singleCopyFixedMicros(size_t crossoverBytes, double perByteUs, double n,
 Status teamStepOnly(Algorithm algo);
 
 // Appends the team step (params.team) to channel 0 of `schedule`.
-void planTeamStep(const PlanParams& params, Schedule* schedule);
+inline void planTeamStep(const PlanParams& params, Schedule* schedule) {
+  Step step;
+  step.kind = StepKind::kTeam;
+  step.team = params.team;
+  schedule->channels[0].push_back(step);
+}
 
 // Whether channel 0 of `schedule` starts with a team step; its set in *team.
 inline bool hasTeamStep(const Schedule& schedule, TeamAlgorithms* team = nullptr) {

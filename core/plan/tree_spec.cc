@@ -11,14 +11,16 @@
 namespace collie {
 namespace {
 
+constexpr AlgorithmIdentity kTreeIdentity = {
+    .id = Algorithm::kTree,
+    .name = "tree",
+    .kinds =
+        kindsOf({CollectiveKind::kAllReduce, CollectiveKind::kBroadcast, CollectiveKind::kReduce}),
+};
+
 class TreeSpec final : public AlgorithmSpec {
  public:
-  Algorithm id() const override { return Algorithm::kTree; }
-  const char* name() const override { return "tree"; }
-  bool implements(CollectiveKind kind) const override {
-    return kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kBroadcast ||
-           kind == CollectiveKind::kReduce;
-  }
+  TreeSpec() : AlgorithmSpec(kTreeIdentity) {}
   size_t bytesPerChannel(CollectiveKind kind, size_t chunkBytes) const override {
     return kind == CollectiveKind::kAllReduce ? 2 * chunkBytes : chunkBytes;
   }

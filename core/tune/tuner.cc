@@ -70,6 +70,18 @@ double predictHostsMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes
   return predictWith(AlgorithmRegistry::instance().resolve(algorithm, kind), query, hostTree);
 }
 
+double predictTeamMicros(Algorithm algo, CollectiveKind kind, size_t bytes, int nranks,
+                         const TeamOffer& offer) {
+  const AlgorithmSpec* spec = AlgorithmRegistry::instance().find(algo);
+  if (spec == nullptr || !spec->isTeam()) return 0;
+  CostQuery query;
+  query.kind = kind;
+  query.bytes = bytes;
+  query.nranks = nranks;
+  query.team = &offer;
+  return spec->predict(query, nullptr);
+}
+
 TuneConstants clampConstants(TuneConstants constants) {
   // NaN compares false everywhere: it becomes the lower bound.
   auto clamp = [](double v, double lo, double hi) { return v >= lo ? std::min(v, hi) : lo; };

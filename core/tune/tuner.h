@@ -100,6 +100,13 @@ bool algorithmSupports(Algorithm algorithm, CollectiveKind kind);
 double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, int nranks,
                      int nchannels, size_t chunkBytes, const TuneConstants& constants);
 
+// Predicted microseconds of `kind` of `bytes` per rank on `nranks` ranks with team
+// algorithm `algo`, which must implement `kind`, on a team that offers `offer`: its spec's
+// prediction (core/plan/board_spec.cc, direct_spec.cc, cma_spec.cc); 0 for an algorithm
+// that is not a team's.
+double predictTeamMicros(Algorithm algo, CollectiveKind kind, size_t bytes, int nranks,
+                         const TeamOffer& offer);
+
 // The same on `nhosts` hosts of `localSize` ranks each (schedules in host order, the
 // inter-host constants from `constants` where known). A flat ring or tree is paced by
 // its slowest link, an inter-host one; hier (core/plan/hier_spec.cc) costs its levels

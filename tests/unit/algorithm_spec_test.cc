@@ -24,9 +24,9 @@ constexpr Algorithm kToy = static_cast<Algorithm>(200);
 
 class ToyDirectAllGather final : public AlgorithmSpec {
  public:
-  Algorithm id() const override { return kToy; }
-  const char* name() const override { return "toy-direct"; }
-  bool implements(CollectiveKind kind) const override { return kind == CollectiveKind::kAllGather; }
+  ToyDirectAllGather()
+      : AlgorithmSpec(
+            {.id = kToy, .name = "toy-direct", .kinds = kindsOf({CollectiveKind::kAllGather})}) {}
   size_t bytesPerChannel(CollectiveKind kind, size_t chunkBytes) const override {
     (void)kind, (void)chunkBytes;
     return 0;  // one channel
@@ -89,21 +89,33 @@ TEST(AlgorithmRegistry, TheBuiltInSpecsCarryTheirPublicNamesAndEachKindHasOneRob
   EXPECT_EQ(registry.robustDefault(CollectiveKind::kBarrier).id(), Algorithm::kRing);
 }
 
+// What a spec implements is data: the kinds its identity lists, nothing else (a value
+// past the last kind included), and the same set a predicate gives.
+TEST(AlgorithmIdentity, ImplementsExactlyTheKindsItLists) {
+  constexpr CollectiveKinds listed =
+      kindsOf({CollectiveKind::kAllReduce, CollectiveKind::kBroadcast, CollectiveKind::kReduce});
+  static_assert(listed == kindsWhere([](CollectiveKind kind) {
+                  return kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kBroadcast ||
+                         kind == CollectiveKind::kReduce;
+                }));
+  const AlgorithmSpec& tree = *AlgorithmRegistry::instance().find(Algorithm::kTree);
+  for (unsigned k = 0; k < 64; ++k) {
+    const auto kind = static_cast<CollectiveKind>(k);
+    EXPECT_EQ(tree.implements(kind), k < 32 && (listed >> k & 1) != 0) << k;
+  }
+  EXPECT_EQ(kindsWhere(isExchange),
+            kindsOf({CollectiveKind::kAllToAll, CollectiveKind::kGather, CollectiveKind::kScatter,
+                     CollectiveKind::kAllToAllV}));
+}
+
 TEST(AlgorithmRegistry, RefusesARepeatedIdOrNameAndTheIdsOfAutoAndTheTeam) {
   class Named final : public AlgorithmSpec {
    public:
-    Named(Algorithm id, const char* name) : id_(id), name_(name) {}
-    Algorithm id() const override { return id_; }
-    const char* name() const override { return name_; }
-    bool implements(CollectiveKind) const override { return false; }
+    Named(Algorithm id, const char* name) : AlgorithmSpec({.id = id, .name = name}) {}
     double predict(const CostQuery&, bool*) const override { return 0; }
     Status plan(const CollectiveArgs&, const PlanParams&, size_t, Schedule*) const override {
       return Status();
     }
-
-   private:
-    Algorithm id_;
-    const char* name_;
   };
   AlgorithmRegistry& registry = AlgorithmRegistry::instance();
   const size_t before = registry.all().size();

@@ -1,12 +1,9 @@
 #include "transports/shm/shm_connection.h"
 
-#include <poll.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -19,7 +16,6 @@ namespace {
 // Bytes copied between two publications of head/tail: small enough that sender and
 // receiver copy concurrently on a large message, large enough to amortise the atomics.
 constexpr uint64_t kPublishChunk = 256 * 1024;
-constexpr auto kLivenessPeriod = std::chrono::milliseconds(100);
 
 void copyIntoRing(const FifoRef& fifo, uint64_t position, const uint8_t* src, size_t n) {
   const uint64_t offset = position & (fifo.bytes - 1);
@@ -36,38 +32,6 @@ void copyFromRing(const FifoRef& fifo, uint64_t position, uint8_t* dst, size_t n
 }
 
 }  // namespace
-
-ShmShared::~ShmShared() {
-  if (mine) {
-    mine->header()->closed.store(1, std::memory_order_release);
-    for (auto& peer : peers) {
-      if (peer->segment) ringDoorbell(peer->segment->header());
-    }
-  }
-  for (auto& peer : peers) {
-    if (peer->pidfd >= 0) close(peer->pidfd);
-  }
-}
-
-void ShmShared::checkLiveness(bool force) {
-  auto now = std::chrono::steady_clock::now();
-  if (!force && now - lastCheck_ < kLivenessPeriod) return;
-  lastCheck_ = now;
-  for (auto& peer : peers) {
-    if (peer->dead || !peer->checkPid) continue;
-    if (peer->pidfd >= 0) {
-      // A pidfd becomes readable when the process exits (zombies included).
-      struct pollfd pfd = {peer->pidfd, POLLIN, 0};
-      if (poll(&pfd, 1, 0) > 0) peer->dead = true;
-    } else if (kill(peer->pid, 0) != 0 && errno == ESRCH) {
-      peer->dead = true;
-    }
-    if (peer->dead) {
-      COLLIE_LOG(WARN, SHM) << "rank " << peer->rank << " (pid " << peer->pid
-                            << ") is gone; failing its shm connections";
-    }
-  }
-}
 
 ShmConnection::ShmConnection(std::shared_ptr<ShmShared> shared, PeerState* peer, int channel,
                              FifoRef send, FifoRef recv)
@@ -261,10 +225,6 @@ Status ShmConnection::progressRecvs(bool* moved) {
   return Status();
 }
 
-bool ShmConnection::peerGone() const {
-  return peer_->dead || peer_->segment->header()->closed.load(std::memory_order_acquire) != 0;
-}
-
 Status ShmConnection::goneError() const {
   std::string pending = std::to_string(sends_.size()) + " send(s) and " +
                         std::to_string(recvs_.size()) + " receive(s) pending";
@@ -316,20 +276,6 @@ Status ShmConnection::progress(bool* progressed) {
     if (progressed != nullptr) *progressed = true;
   }
   return Status();
-}
-
-bool ShmConnection::mayProgress() const {
-  if (!broken_.isOk() || (sends_.empty() && recvs_.empty())) return false;
-  if (peerGone()) return true;
-  if (!recvs_.empty() && recv_.control->head.load(std::memory_order_acquire) != tail_) {
-    return true;
-  }
-  if (!sends_.empty()) {
-    const uint64_t need = sends_.front().headerWritten ? 1 : kHeaderBytes;
-    const uint64_t tail = send_.control->tail.load(std::memory_order_acquire);
-    if (send_.bytes - (head_ - tail) >= need) return true;
-  }
-  return false;
 }
 
 }  // namespace collie::shm

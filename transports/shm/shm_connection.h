@@ -1,5 +1,4 @@
-// ShmConnection: one (peer, channel) of the shared-memory transport, and the state
-// its connections share with their transport.
+// ShmConnection: one (peer, channel) of the shared-memory transport.
 //
 // A connection sends by writing {tag, length} + payload into its FIFO in the peer's
 // segment and receives from the FIFO the peer writes in this rank's segment. Messages
@@ -11,8 +10,7 @@
 // data the peer left in the FIFO cannot satisfy them. Sends to a peer that closed
 // fail at once (nobody would read them).
 //
-// Thread safety: as Connection (one thread at a time); ShmShared is used by the thread
-// that uses the transport and its connections.
+// Thread safety: as Connection (one thread at a time).
 #pragma once
 
 #include <chrono>
@@ -22,39 +20,9 @@
 
 #include "core/transport/transport.h"
 #include "transports/shm/shm_segment.h"
+#include "transports/shm/shm_shared.h"
 
 namespace collie::shm {
-
-class ShmConnection;
-
-struct PeerState {
-  int rank = -1;
-  std::unique_ptr<Segment> segment;  // the peer's segment, mapped here
-  int pid = 0;
-  int pidfd = -1;         // -1 when the pid cannot be watched (same process, other pid ns)
-  bool checkPid = false;  // pid is in our namespace and is not our own process
-  bool dead = false;
-};
-
-// Owned jointly by the transport and its connections; the last one out marks this
-// rank's segment closed and wakes the peers so that they notice.
-class ShmShared {
- public:
-  explicit ShmShared(int rank) : rank_(rank) {}
-  ~ShmShared();
-
-  int rank() const { return rank_; }
-  std::unique_ptr<Segment> mine;
-  std::vector<std::unique_ptr<PeerState>> peers;
-  std::vector<ShmConnection*> connections;
-
-  // Looks for dead peer processes, at most every 100 ms unless `force`.
-  void checkLiveness(bool force);
-
- private:
-  int rank_;
-  std::chrono::steady_clock::time_point lastCheck_{};
-};
 
 // One end of a FIFO as this rank sees it.
 struct FifoRef {
@@ -74,8 +42,21 @@ class ShmConnection final : public Connection {
   Status progress(bool* progressed) override;
   int peer() const override { return peer_->rank; }
 
-  // Whether progress() may now move something or report an error (waitForActivity).
-  bool mayProgress() const;
+  // Whether progress() may now move something or report an error: the transport's
+  // waitForActivity() asks it of every connection in its spin loop, so it is inline.
+  bool mayProgress() const {
+    if (!broken_.isOk() || (sends_.empty() && recvs_.empty())) return false;
+    if (peerGone()) return true;
+    if (!recvs_.empty() && recv_.control->head.load(std::memory_order_acquire) != tail_) {
+      return true;
+    }
+    if (!sends_.empty()) {
+      const uint64_t need = sends_.front().headerWritten ? 1 : kHeaderBytes;
+      const uint64_t tail = send_.control->tail.load(std::memory_order_acquire);
+      if (send_.bytes - (head_ - tail) >= need) return true;
+    }
+    return false;
+  }
 
  private:
   struct SendOp {
@@ -97,7 +78,9 @@ class ShmConnection final : public Connection {
 
   Status progressSends(bool* moved);
   Status progressRecvs(bool* moved);
-  bool peerGone() const;
+  bool peerGone() const {
+    return peer_->dead || peer_->segment->header()->closed.load(std::memory_order_acquire) != 0;
+  }
   Status goneError() const;
   // Completes every pending operation with `error` and remembers it.
   void fail(const Status& error);
