@@ -201,10 +201,10 @@ class AlgorithmRegistry {
   std::array<const AlgorithmSpec*, kMaxSpecs> specs_{};  // [0, count_) published
   std::atomic<size_t> count_{0};
   // find() and robustDefault() in one load: the tuner asks them several times for every
-  // collective it decides. Rewritten by add().
+  // collective it decides. Rewritten by add(). robustDefault_ has a slot per
+  // CollectiveKind value.
   std::array<std::atomic<const AlgorithmSpec*>, 256> byId_{};
-  std::array<std::atomic<const AlgorithmSpec*>, kCollectiveKindSlots>
-      robustDefault_{};  // per CollectiveKind value
+  std::array<std::atomic<const AlgorithmSpec*>, kCollectiveKindSlots> robustDefault_{};
 };
 
 // Defined by the built-in specs' files (core/plan/builtin_algorithms.cc): the specs in
