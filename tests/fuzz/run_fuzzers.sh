@@ -10,6 +10,16 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 budget=${1:-20}
 build=${2:-$root/build-fuzz}
 jobs=${COLLIE_BUILD_JOBS:-2}
+# One target per core at a time (COLLIE_FUZZ_JOBS, default the build's jobs): each
+# libFuzzer run is one process on one core, so two at once on the 2-core VM give each
+# target the executions it got alone in half the wall time.
+parallel=${COLLIE_FUZZ_JOBS:-$jobs}
+case "$parallel" in
+  '' | *[!0-9]* | 0)
+    echo "run_fuzzers.sh: COLLIE_FUZZ_JOBS must be a positive integer, not '$parallel'" >&2
+    exit 2
+    ;;
+esac
 if ! command -v clang++ >/dev/null; then
   echo "run_fuzzers.sh: clang++ not found (scripts/install-deps.sh installs it)" >&2
   exit 1
@@ -27,10 +37,6 @@ case "$budget" in
 esac
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-# One target per core at a time (COLLIE_FUZZ_JOBS, default the build's jobs): each
-# libFuzzer run is one process on one core, so two at once on the 2-core VM give each
-# target the executions it got alone in half the wall time.
-parallel=${COLLIE_FUZZ_JOBS:-$jobs}
 run_target() {
   mkdir -p "$scratch/$1"
   if COLLIE_DEBUG=NONE "$build/tests/fuzz/${1}_fuzz" "$limit" -print_final_stats=1 \
@@ -45,7 +51,7 @@ started=0
 for t in $targets; do
   run_target "$t" &
   started=$((started + 1))
-  [ $((started % parallel)) -eq 0 ] && wait
+  if [ $((started % parallel)) -eq 0 ]; then wait; fi
 done
 wait
 status=0
