@@ -21,21 +21,19 @@ namespace collie::cpu {
 // step, in registers and without shuffles: a 32-bit lane holds two BFloat16, and each
 // is a float by masking (the high one) or by a 16-bit shift (the low one), so the op
 // runs on the even and the odd elements as two vectors. Narrowing is the integer round
-// to nearest even of floatToBFloat16 (NaN quieted, the top payload bits kept), back
-// into the same halves. Min and max are vminps/vmaxps, whose (a < b ? a : b) and
-// (a > b ? a : b), NaN and signed zeros included, are MinOp's and MaxOp's: the bits
-// are the portable path's. Each step loads a and b before it stores dst, so exact
-// aliasing is safe.
+// to nearest even of floatToBFloat16, back into the same halves. That rounding is wrong
+// for a NaN only (it may carry into the sign), so one unordered compare of the two
+// result vectors finds a step with a NaN in it (rare), and that step runs element by
+// element, through floatToBFloat16, before anything of it is stored. Min and max are
+// vminps/vmaxps, whose (a < b ? a : b) and (a > b ? a : b), NaN and signed zeros
+// included, are MinOp's and MaxOp's: the bits are the portable path's. Each step loads
+// a and b before it stores dst, so exact aliasing is safe.
 template <ReduceOp kOp, typename Load, typename ScalarOp>
 __attribute__((target("avx2"))) void reduceBFloat16Avx2(BFloat16* dst, const BFloat16* a,
                                                         const BFloat16* b, size_t n, ScalarOp op) {
   const __m256i high = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
   const __m256i roundBias = _mm256_set1_epi32(0x7fff);
   const __m256i one = _mm256_set1_epi32(1);
-  const __m256i absMask = _mm256_set1_epi32(0x7fffffff);
-  const __m256i infinity = _mm256_set1_epi32(0x7f800000);
-  const __m256i quietLow = _mm256_set1_epi32(0x0040);
-  const __m256i quietHigh = _mm256_set1_epi32(0x00400000);
   const size_t whole = n / 16 * 16;
   for (size_t i = 0; i < whole; i += 16) {
     const __m256i va = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i));
@@ -58,20 +56,23 @@ __attribute__((target("avx2"))) void reduceBFloat16Avx2(BFloat16* dst, const BFl
       re = _mm256_add_ps(ae, be);
       ro = _mm256_add_ps(ao, bo);
     }
+    if (__builtin_expect(_mm256_movemask_ps(_mm256_cmp_ps(re, ro, _CMP_UNORD_Q)) != 0, 0)) {
+      // Before any store of this step: dst may be a or b.
+      for (size_t k = i; k < i + 16; ++k) {
+        dst[k] =
+            floatToBFloat16(op(bfloat16ToFloat(Load::at(a, k)), bfloat16ToFloat(Load::at(b, k))));
+      }
+      continue;
+    }
     // (x + 0x7fff + lsb) keeps the rounded BFloat16 in its high 16 bits.
     const __m256i xe = _mm256_castps_si256(re);
-    const __m256i topE = _mm256_srli_epi32(xe, 16);
-    const __m256i roundedE = _mm256_srli_epi32(
-        _mm256_add_epi32(_mm256_add_epi32(xe, roundBias), _mm256_and_si256(topE, one)), 16);
-    const __m256i nanE = _mm256_cmpgt_epi32(_mm256_and_si256(xe, absMask), infinity);
-    const __m256i lowHalf = _mm256_blendv_epi8(roundedE, _mm256_or_si256(topE, quietLow), nanE);
+    const __m256i lsbE = _mm256_and_si256(_mm256_srli_epi32(xe, 16), one);
+    const __m256i lowHalf =
+        _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(xe, roundBias), lsbE), 16);
     const __m256i xo = _mm256_castps_si256(ro);
     const __m256i lsbO = _mm256_and_si256(_mm256_srli_epi32(xo, 16), one);
-    const __m256i roundedO =
-        _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(xo, roundBias), lsbO), high);
-    const __m256i nanO = _mm256_cmpgt_epi32(_mm256_and_si256(xo, absMask), infinity);
     const __m256i highHalf =
-        _mm256_blendv_epi8(roundedO, _mm256_or_si256(_mm256_and_si256(xo, high), quietHigh), nanO);
+        _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(xo, roundBias), lsbO), high);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm256_or_si256(lowHalf, highHalf));
   }
   for (size_t k = 0; k < n % 16; ++k) {  // (a bound GCC sees as below 16)
