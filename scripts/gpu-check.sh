@@ -123,6 +123,20 @@ if [ "$dry_run" = 1 ]; then
       {\"bytes\": 268435456, \"float32_us\": 300.0, \"bfloat16_us\": $4}]}'"
     n_round=$((n_round + 1))
   done
+  # Device perf runs with the memory bound after the table (goal_device_latency passes at
+  # 14 us, goal_device_roofline fails: 2 ranks reach 0.072 of the bound, 4 ranks 0.45).
+  step perf_allreduce_device_n2_mps bench 10 printf '%s\n' \
+    '        1024           256     float     sum      -1    12.50    0.08    0.08       0    12.00    0.09    0.09       0' \
+    '       65536         16384     float     sum      -1    14.00    4.68    4.68       0    13.00    5.04    5.04       0' \
+    '    67108864      16777216     float     sum      -1    880.0   76.26   76.26       0    870.0   77.14   77.14       0' \
+    '#   gpu cuda device 0                        copy    4200.0 GB/s of memory traffic, 2 rank(s)' \
+    '#       size    bound(us)  out-of-place  in-place' \
+    '#       1024         0.00         0.000     0.000' \
+    '#   67108864        63.91         0.073     0.072'
+  step perf_allreduce_device_n4_mps bench 10 printf '%s\n' \
+    '    67108864      16777216     float     sum      -1    300.0  223.70  335.54       0    290.0  231.41  347.12       0' \
+    '#   gpu cuda device 0                        copy    4200.0 GB/s of memory traffic, 4 rank(s)' \
+    '#   67108864       127.83         0.426     0.441'
   step perf_stub bench 10 printf '%s\n' \
     '        1024           256     float     sum      -1    12.50    0.08    0.08       0    12.00    0.09    0.09       0' \
     '     1048576        262144     float     sum      -1    40.00   26.21   26.21       2    39.00   26.89   26.89       0'
@@ -237,8 +251,8 @@ else
     done
     step perf_allreduce_device_n2_mps bench 60 $run -n 2 -- "$bin/collie" perf allreduce \
       -b 1K -e 1G -f 4 -n 10 -w 2 -c 1 --device 1
-    step perf_allreduce_device_n4_mps bench 45 $run -n 4 -- "$bin/collie" perf allreduce \
-      -b 1K -e 64M -f 8 -n 5 -w 1 -c 1 --device 1
+    step perf_allreduce_device_n4_mps bench 60 $run -n 4 -- "$bin/collie" perf allreduce \
+      -b 1K -e 256M -f 4 -n 5 -w 1 -c 1 --device 1
     # Where a collective's time goes: how long the step kernels wait for their peers'
     # flags (COLLIE_DEVICE_PROFILE), at one slot and at 64 slots per rank.
     for size in 1M 64M; do

@@ -19,6 +19,11 @@ import sys
 
 GOAL_FRACTION = 0.85
 ROOFLINE_BYTES = 256 << 20
+# Issue 47's device goals: 2-rank all-reduce of at most 64 KiB within 15 us; 64 MiB-1 GiB
+# at this fraction of the memory bound (perf's --device 1 section), by rank count.
+LATENCY_MAX_BYTES, LATENCY_GOAL_US = 64 << 10, 15.0
+ROOFLINE_SIZES = (64 << 20, 1 << 30)
+ROOFLINE_GOALS = {2: 0.5, 4: 0.4}
 REFUSED = re.compile(r"not supported|unsupported|unable to|permission|refused", re.I)
 
 
@@ -98,6 +103,19 @@ def figures_of(check, text):
             fig["rows"] = [{"bytes": int(b), "time_us": float(t), "algbw_GBps": float(a),
                             "busbw_GBps": float(bb), "wrong": int(w)} for b, t, a, bb, w in rows]
             fig["wrong"] = sum(int(r[4]) for r in rows)
+        # --device 1: the memory bound after the table (tools/perf_device_bound.h).
+        copies = re.findall(r"^#\s+(.+?)\s+copy\s+([0-9.]+) GB/s of memory traffic, (\d+) rank",
+                            text, re.M)
+        if copies:
+            fig["device_copy"] = [{"device": d, "traffic_GBps": float(g), "ranks": int(k)}
+                                  for d, g, k in copies]
+        bounds = re.findall(r"^#\s+(\d+)\s+([0-9.]+)\s+([0-9.]+|-)\s+([0-9.]+|-)\s*$", text,
+                            re.M)
+        if bounds:
+            fig["bound_rows"] = [
+                {"bytes": int(b), "bound_us": float(u),
+                 "out_of_place": None if o == "-" else float(o),
+                 "in_place": None if i == "-" else float(i)} for b, u, o, i in bounds]
     return fig
 
 
@@ -151,6 +169,49 @@ def bench_rounds(checks, prefix):
     return merged, len(rounds)
 
 
+def perf_check(checks, ranks):
+    """The device perf run of `ranks` ranks: under MPS when it ran, else without."""
+    by_name = {c["name"]: c for c in checks}
+    for name in (f"perf_allreduce_device_n{ranks}_mps", f"perf_allreduce_device_n{ranks}"):
+        check = by_name.get(name)
+        if check is not None and check["status"] != "skipped":
+            return check
+    return None
+
+
+def device_goals(checks):
+    """goal_device_latency and goal_device_roofline from the device perf runs."""
+    out = []
+    check = perf_check(checks, 2)
+    small = [r for r in (check or {}).get("figures", {}).get("rows", [])
+             if r["bytes"] <= LATENCY_MAX_BYTES]
+    fig, status = {}, "skipped"
+    if small:
+        worst = max(small, key=lambda r: r["time_us"])
+        status = "pass" if worst["time_us"] <= LATENCY_GOAL_US else "fail"
+        fig = {"run": check["name"], "sizes": len(small), "worst_bytes": worst["bytes"],
+               "worst_us": worst["time_us"], "goal_us": LATENCY_GOAL_US}
+    out.append({"name": "goal_device_latency", "kind": "goal", "status": status,
+                "figures": fig})
+
+    fig, verdicts = {}, []
+    for ranks, goal in ROOFLINE_GOALS.items():
+        check = perf_check(checks, ranks)
+        rows = [r for r in (check or {}).get("figures", {}).get("bound_rows", [])
+                if ROOFLINE_SIZES[0] <= r["bytes"] <= ROOFLINE_SIZES[1]]
+        best = [max(v for v in (r["out_of_place"], r["in_place"]) if v is not None)
+                for r in rows if r["out_of_place"] is not None or r["in_place"] is not None]
+        if not best:
+            continue
+        verdicts.append(min(best) >= goal)
+        fig[f"n{ranks}"] = {"run": check["name"], "sizes": len(best),
+                            "lowest_fraction": min(best), "goal": goal}
+    out.append({"name": "goal_device_roofline", "kind": "goal",
+                "status": ("skipped" if not verdicts else "pass" if all(verdicts) else "fail"),
+                "figures": fig})
+    return out
+
+
 def goals(checks):
     out = []
     correctness = [c for c in checks if c["kind"] == "correctness"]
@@ -182,6 +243,8 @@ def goals(checks):
                            else "fail" if torch_ran else "skipped"),
                 "figures": {"runs": [c["name"] for c in torch_runs],
                             "passed": [c["name"] for c in torch_ok]}})
+
+    out += device_goals(checks)
 
     rows, nrounds = bench_rounds(checks, "bench_reduce_copy")
     roof = rows.get(ROOFLINE_BYTES) or (rows[max(rows)] if rows else None)

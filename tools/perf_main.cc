@@ -10,9 +10,11 @@
 // max all-reduce over the communicator); #wrong is summed over ranks. With -u /
 // --unalign_bytes every send and receive pointer starts that far into its allocation.
 // With --device 1 the buffers are device memory; the fill and the check then go
-// through host copies, outside the timed runs.
+// through host copies, outside the timed runs, and a device copy timed before the
+// table gives each size's memory bound, printed after it (perf_device_bound.h).
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +30,7 @@
 #include "core/device/device_runtime.h"
 #include "tools/commands.h"
 #include "tools/perf_data.h"
+#include "tools/perf_device_bound.h"
 #include "tools/perf_report.h"
 
 namespace collie::tools {
@@ -106,6 +109,7 @@ class DeviceBuffers {
   }
   uint8_t* send() const { return send_; }
   uint8_t* recv() const { return recv_; }
+  DeviceRuntime& runtime() const { return *runtime_; }
   // Copies between host and device memory and waits for the copy.
   Status copy(void* dst, const void* src, size_t bytes) {
     COLLIE_RETURN_IF_ERROR(runtime_->memcpyAsync(dst, src, bytes, stream_));
@@ -128,6 +132,8 @@ class PerfRunner {
   PerfRunner(Communicator& comm, const PerfArgs& args) : comm_(comm), args_(args) {}
 
   Status run(std::vector<PerfRow>* rows);
+  // With --device 1: the memory bound of each row (perf_device_bound.h); null otherwise.
+  nlohmann::json deviceBoundJson() const { return boundJson_; }
 
  private:
   Result<Work> issue(const PerfShape& shape, const void* send, void* recv);
@@ -136,6 +142,8 @@ class PerfRunner {
   Status maxOverRanks(double* values, size_t n);
   Status sumOverRanks(uint64_t* value);
   Result<std::vector<std::string>> rankLines();
+  // Times a device copy on each rank in turn and gathers every rank's device and rate.
+  Result<DeviceBound> measureDeviceBound(size_t largestBytes);
   PerfCase perfCase(const PerfShape& shape) const {
     return {args_.collective, args_.dtype, args_.op, comm_.size(), comm_.rank(), args_.root, shape};
   }
@@ -152,6 +160,7 @@ class PerfRunner {
   // direct) applies to them too.
   std::unique_ptr<AlignedBuffer> stats_;
   static constexpr size_t kStatsBytes = 64;
+  nlohmann::json boundJson_;
 };
 
 Result<Work> PerfRunner::issue(const PerfShape& shape, const void* send, void* recv) {
@@ -256,6 +265,48 @@ Result<PerfMeasurement> PerfRunner::measure(const PerfShape& shape, bool inPlace
   return m;
 }
 
+Result<DeviceBound> PerfRunner::measureDeviceBound(size_t largestBytes) {
+  constexpr size_t kMinCopy = size_t{64} << 20, kMaxCopy = size_t{1} << 30;
+  const size_t copyBytes = std::clamp(largestBytes, kMinCopy, kMaxCopy);
+  // The record each rank contributes: its device's key, then its rate.
+  struct Record {
+    char key[120];
+    double trafficBytesPerSec;
+  };
+  Record mine = {};
+  char host[64] = {};
+  gethostname(host, sizeof host - 1);
+  Result<int> ordinal = device_->runtime().currentDevice();
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  std::snprintf(mine.key, sizeof mine.key, "%s %s device %d%s%s", host,
+                device_->runtime().name().c_str(), ordinal.isOk() ? *ordinal : -1,
+                visible != nullptr ? " of CUDA_VISIBLE_DEVICES=" : "",
+                visible != nullptr ? visible : "");
+  // One rank at a time, so that ranks sharing a device each time it alone.
+  for (int turn = 0; turn < comm_.size(); ++turn) {
+    if (turn == comm_.rank()) {
+      Result<double> rate = measureDeviceCopy(device_->runtime(), copyBytes, 5);
+      if (rate.isOk()) {
+        mine.trafficBytesPerSec = *rate;
+      } else {
+        std::fprintf(stderr, "collie perf: rank %d: no device bound: %s\n", comm_.rank(),
+                     rate.status().toString().c_str());
+      }
+    }
+    Result<Work> barrier = comm_.barrier();
+    COLLIE_RETURN_IF_ERROR(barrier.isOk() ? barrier->wait() : barrier.status());
+  }
+  std::vector<Record> all(static_cast<size_t>(comm_.size()));
+  Result<Work> work = comm_.allGather(&mine, all.data(), sizeof(Record), DataType::kUint8);
+  COLLIE_RETURN_IF_ERROR(work.isOk() ? work->wait() : work.status());
+  std::vector<std::pair<std::string, double>> perRank;
+  for (Record& record : all) {
+    record.key[sizeof record.key - 1] = '\0';
+    perRank.emplace_back(record.key, record.trafficBytesPerSec);
+  }
+  return groupDevices(perRank, copyBytes);
+}
+
 Result<std::vector<std::string>> PerfRunner::rankLines() {
   constexpr size_t kLine = 160;
   char host[64] = {};
@@ -308,6 +359,13 @@ Status PerfRunner::run(std::vector<PerfRow>* rows) {
         device_->copy(device_->send() + offset_, send_->get() + offset_, maxSend));
   }
 
+  DeviceBound bound;
+  std::vector<double> boundUs;
+  if (device_) {
+    Result<DeviceBound> measured = measureDeviceBound(std::max(maxSend, maxBuf));
+    if (!measured.isOk()) return measured.status();
+    bound = *measured;
+  }
   Result<std::vector<std::string>> lines = rankLines();
   if (!lines.isOk()) return lines.status();
   if (printer) {
@@ -330,12 +388,17 @@ Status PerfRunner::run(std::vector<PerfRow>* rows) {
     row.outOfPlace = *out;
     row.inPlace = *in;
     rows->push_back(row);
+    if (device_) boundUs.push_back(deviceBoundUs(bound, shape, elemSize_));
     if (printer) {
       std::fputs(formatRow(args_, row).c_str(), stdout);
       std::fflush(stdout);
     }
   }
   if (printer) std::fputs(formatFooter(args_, *rows).c_str(), stdout);
+  if (device_) {
+    if (printer) std::fputs(formatDeviceBound(args_, bound, *rows, boundUs).c_str(), stdout);
+    boundJson_ = tools::deviceBoundJson(bound, *rows, boundUs);
+  }
   return Status();
 }
 
@@ -420,7 +483,9 @@ int runPerf(const PerfCliOptions& raw) {
     std::string transport =
         args->transport.empty() ? c.transportTo((c.rank() + 1) % c.size()) : args->transport;
     std::ofstream file(args->jsonPath);
-    file << toJson(*args, c.size(), transport, rows).dump(2) << "\n";
+    nlohmann::json doc = toJson(*args, c.size(), transport, rows);
+    if (args->device) doc["device_bound"] = runner.deviceBoundJson();
+    file << doc.dump(2) << "\n";
     if (!file) {
       std::fprintf(stderr, "collie perf: cannot write %s\n", args->jsonPath.c_str());
       return 2;

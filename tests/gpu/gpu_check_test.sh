@@ -37,6 +37,8 @@ want = {
     "goal_every_correctness_check_passes": "fail",
     "goal_reduce_copy_85pct_of_memcpy_at_256MiB": "pass",
     "goal_not_slower_than_torch_add_from_1MiB": "fail",
+    "perf_allreduce_device_n2_mps": "pass", "perf_allreduce_device_n4_mps": "pass",
+    "goal_device_latency": "pass", "goal_device_roofline": "fail",
 }
 assert status == want, status
 checks = {c["name"]: c for c in report["checks"]}
@@ -57,7 +59,13 @@ assert torch_goal["rounds"] == [3, 3], torch_goal
 slower = torch_goal["slower"]
 assert [(s["bytes"], s["dtype"], s["reduce_copy_us"], s["torch_add_us"]) for s in slower] == [
     (1048576, "float32", 4.0, 3.0)], slower
-assert report["ok"] is False and report["summary"]["fail"] == 5, report["summary"]
+latency = checks["goal_device_latency"]["figures"]
+assert latency["worst_bytes"] == 65536 and latency["worst_us"] == 14.0, latency
+roof = checks["goal_device_roofline"]["figures"]
+assert roof["n2"]["lowest_fraction"] == 0.073 and roof["n4"]["lowest_fraction"] == 0.441, roof
+copy = checks["perf_allreduce_device_n4_mps"]["figures"]["device_copy"]
+assert copy == [{"device": "gpu cuda device 0", "traffic_GBps": 4200.0, "ranks": 4}], copy
+assert report["ok"] is False and report["summary"]["fail"] == 6, report["summary"]
 assert report["mode"] == "dry-run" and report["date"], report
 md = open(out + "/gpu-report.md").read()
 assert "**FAIL**" in md and "| stub_timeout | correctness | fail |" in md, md
