@@ -184,6 +184,10 @@ def main():
         worker(args)
         return
     backends = args.backends.split(",")
+    known = {"collie", "collie-direct", "gloo", "deepspeed"}
+    if set(backends) - known or len(set(backends)) != len(backends) or "collie" not in backends:
+        parser.error(f"--backends: distinct names of {sorted(known)}, collie among them (perf and "
+                     f"the one-rank floor are always measured); got {args.backends}")
     if "deepspeed" in backends and (why := deepspeed_missing()):
         print(f"deepspeed: skipped ({why})", file=sys.stderr)
         backends.remove("deepspeed")
