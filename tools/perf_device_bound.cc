@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <thread>
 
 namespace collie::tools {
 
@@ -13,8 +14,7 @@ namespace {
 Status drain(DeviceRuntime& runtime, DeviceStream stream) {
   Result<DeviceEvent> event = runtime.recordEvent(stream);
   if (!event.isOk()) return event.status();
-  while (!runtime.queryEvent(*event)) {
-  }
+  while (!runtime.queryEvent(*event)) std::this_thread::yield();
   runtime.destroyEvent(*event);
   return Status();
 }
@@ -81,7 +81,7 @@ double fraction(double boundUs, const PerfMeasurement& m) {
 
 std::string formatFraction(double boundUs, const PerfMeasurement& m) {
   char text[32];
-  if (m.skipped) return "     -";
+  if (m.skipped || boundUs <= 0) return "     -";
   std::snprintf(text, sizeof text, "%6.3f", fraction(boundUs, m));
   return text;
 }
@@ -95,8 +95,13 @@ std::string formatDeviceBound(const PerfArgs& args, const DeviceBound& bound,
                     " MiB device copies, the fastest of each rank's, one rank at a time):\n";
   char line[256];
   for (const DeviceShare& device : bound.devices) {
-    std::snprintf(line, sizeof line, "#   %-40s copy %9.1f GB/s of memory traffic, %d rank(s)\n",
-                  device.key.c_str(), device.trafficBytesPerSec / 1e9, device.ranks);
+    if (device.trafficBytesPerSec > 0) {
+      std::snprintf(line, sizeof line, "#   %-40s copy %9.1f GB/s of memory traffic, %d rank(s)\n",
+                    device.key.c_str(), device.trafficBytesPerSec / 1e9, device.ranks);
+    } else {
+      std::snprintf(line, sizeof line, "#   %-40s copy not measured (see stderr), %d rank(s)\n",
+                    device.key.c_str(), device.ranks);
+    }
     out += line;
   }
   if (!hasDeviceBound(args.collective)) {
@@ -127,12 +132,14 @@ nlohmann::json deviceBoundJson(const DeviceBound& bound, const std::vector<PerfR
   }
   nlohmann::json sizes = nlohmann::json::array();
   for (size_t i = 0; i < rows.size() && i < boundUs.size(); ++i) {
+    auto of = [&](const PerfMeasurement& m) {
+      return m.skipped || boundUs[i] <= 0 ? nlohmann::json(nullptr)
+                                          : nlohmann::json(fraction(boundUs[i], m));
+    };
     nlohmann::json row = {{"size", rows[i].sizeBytes},
                           {"bound_us", boundUs[i]},
-                          {"out_of_place", fraction(boundUs[i], rows[i].outOfPlace)}};
-    row["in_place"] = rows[i].inPlace.skipped
-                          ? nlohmann::json(nullptr)
-                          : nlohmann::json(fraction(boundUs[i], rows[i].inPlace));
+                          {"out_of_place", of(rows[i].outOfPlace)},
+                          {"in_place", of(rows[i].inPlace)}};
     sizes.push_back(row);
   }
   return {{"copy_bytes", bound.copyBytes}, {"devices", devices}, {"sizes", sizes}};

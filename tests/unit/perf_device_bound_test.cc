@@ -86,6 +86,22 @@ TEST(PerfDeviceBound, TablePrintsTheFractionOfEachPlacement) {
   EXPECT_EQ(j["devices"][0]["ranks"].get<int>(), 2);
 }
 
+TEST(PerfDeviceBound, ADeviceWhoseCopyFailedGivesNoFractions) {
+  PerfArgs args;
+  args.collective = CollectiveKind::kAllGather;
+  DeviceBound bound = groupDevices({{"gpu 0", 0}, {"gpu 0", 0}}, 1 << 26);
+  PerfShape shape = perfShape(CollectiveKind::kAllGather, 1 << 20, DataType::kFloat32, 2, 0);
+  const double us = deviceBoundUs(bound, shape, 4);
+  EXPECT_EQ(us, 0);
+  const std::vector<PerfRow> rows = {row(1 << 20, 200, 100)};
+  const std::string text = formatDeviceBound(args, bound, rows, {us});
+  EXPECT_NE(text.find("copy not measured"), std::string::npos) << text;
+  EXPECT_EQ(text.find("0.000"), std::string::npos) << text;
+  nlohmann::json j = deviceBoundJson(bound, rows, {us});
+  EXPECT_TRUE(j["sizes"][0]["out_of_place"].is_null());
+  EXPECT_TRUE(j["sizes"][0]["in_place"].is_null());
+}
+
 TEST(PerfDeviceBound, CopyIsTimedOnTheEmulatedDevice) {
   Result<DeviceRuntime*> runtime = emulatedDeviceRuntime();
   if (!runtime.isOk())
