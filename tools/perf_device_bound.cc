@@ -8,18 +8,13 @@
 
 namespace collie::tools {
 
-namespace {
-
-// Waits for everything queued on `stream` (no deadline: a copy always finishes).
-Status drain(DeviceRuntime& runtime, DeviceStream stream) {
+Status drainStream(DeviceRuntime& runtime, DeviceStream stream) {
   Result<DeviceEvent> event = runtime.recordEvent(stream);
   if (!event.isOk()) return event.status();
   while (!runtime.queryEvent(*event)) std::this_thread::yield();
   runtime.destroyEvent(*event);
   return Status();
 }
-
-}  // namespace
 
 Result<double> measureDeviceCopy(DeviceRuntime& runtime, size_t bytes, int reps) {
   Result<DeviceStream> stream = runtime.createStream();
@@ -31,7 +26,7 @@ Result<double> measureDeviceCopy(DeviceRuntime& runtime, size_t bytes, int reps)
   for (int rep = -1; status.isOk() && rep < reps; ++rep) {
     const auto start = std::chrono::steady_clock::now();
     status = runtime.memcpyAsync(*dst, *src, bytes, *stream);
-    if (status.isOk()) status = drain(runtime, *stream);
+    if (status.isOk()) status = drainStream(runtime, *stream);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (status.isOk() && rep >= 0 && seconds > 0) best = std::max(best, 2.0 * bytes / seconds);

@@ -43,6 +43,10 @@ struct DeviceBound {
   size_t copyBytes = 0;  // bytes of each timed copy
 };
 
+// Waits for everything queued on `stream`, yielding between polls (no deadline: perf
+// queues only copies there, which always finish).
+Status drainStream(DeviceRuntime& runtime, DeviceStream stream);
+
 // The copy's rate on `runtime`'s current device: the fastest of `reps` copies of `bytes`
 // between two device buffers (after one unmeasured copy), in bytes of memory traffic
 // (read + write) per second.

@@ -21,7 +21,6 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
-#include <thread>
 
 #include "collie/communicator.h"
 #include "collie/shared_memory.h"
@@ -113,11 +112,7 @@ class DeviceBuffers {
   // Copies between host and device memory and waits for the copy.
   Status copy(void* dst, const void* src, size_t bytes) {
     COLLIE_RETURN_IF_ERROR(runtime_->memcpyAsync(dst, src, bytes, stream_));
-    Result<DeviceEvent> event = runtime_->recordEvent(stream_);
-    if (!event.isOk()) return event.status();
-    while (!runtime_->queryEvent(*event)) std::this_thread::yield();
-    runtime_->destroyEvent(*event);
-    return Status();
+    return drainStream(*runtime_, stream_);
   }
 
  private:
@@ -388,7 +383,11 @@ Status PerfRunner::run(std::vector<PerfRow>* rows) {
     row.outOfPlace = *out;
     row.inPlace = *in;
     rows->push_back(row);
-    if (device_) boundUs.push_back(deviceBoundUs(bound, shape, elemSize_));
+    // 0 (no fractions, in the text or the JSON) for collectives without a bound.
+    if (device_) {
+      boundUs.push_back(hasDeviceBound(args_.collective) ? deviceBoundUs(bound, shape, elemSize_)
+                                                         : 0);
+    }
     if (printer) {
       std::fputs(formatRow(args_, row).c_str(), stdout);
       std::fflush(stdout);
