@@ -167,6 +167,7 @@ else
   step gpu_kernels_test correctness 180 "$bin/gpu_collectives_test"
   step device_basic_n2 correctness 30 env COLLIE_DEBUG=INFO $run -n 2 -- "$rank"
   step device_matrix_ring_n2 correctness 90 $run -n 2 -- "$rank" matrix 16777216 ring
+  step device_matrix_board_n2 correctness 60 $run -n 2 -- "$rank" matrix 262144 board
   step device_stream_order_n2 correctness 30 $run -n 2 -- "$rank" stream 16777216
   # 5 s: the deadline also bounds communicator creation, which includes CUDA's start.
   step device_timeout_n4 correctness 45 $run -n 4 -- "$rank" timeout 5000
@@ -230,6 +231,7 @@ else
   if [ "$mps_on" = 1 ]; then
     step device_matrix_ring_n4_mps correctness 90 $run -n 4 -- "$rank" matrix 67108864 ring
     step device_matrix_tree_n4_mps correctness 60 $run -n 4 -- "$rank" matrix 16777216 tree
+    step device_matrix_board_n4_mps correctness 60 $run -n 4 -- "$rank" matrix 1048576 board
     step device_premul_n4_mps correctness 30 $run -n 4 -- "$rank" premul 16777216
     step nccl_device_n4_mps correctness 90 $run -n 4 -- "$bin/nccl_device_check" \
       "$out/nccl_id_n4"
@@ -253,6 +255,16 @@ else
       -b 1K -e 1G -f 4 -n 10 -w 2 -c 1 --device 1
     step perf_allreduce_device_n4_mps bench 60 $run -n 4 -- "$bin/collie" perf allreduce \
       -b 1K -e 256M -f 4 -n 5 -w 1 -c 1 --device 1
+    # The same small sizes on the step kernels alone (no board): the board kernel's
+    # gain, and where the two cross, for the tuner's threshold.
+    step perf_allreduce_device_n2_mps_steps bench 30 env COLLIE_DEVICE_BOARD_BYTES=0 \
+      $run -n 2 -- "$bin/collie" perf allreduce -b 8 -e 4M -f 4 -n 10 -w 2 -c 1 --device 1
+    step perf_allreduce_device_n2_mps_board bench 30 \
+      $run -n 2 -- "$bin/collie" perf allreduce -b 8 -e 4M -f 4 -n 10 -w 2 -c 1 --device 1
+    for kind in reducescatter allgather; do
+      step "perf_${kind}_device_n2_mps" bench 30 $run -n 2 -- "$bin/collie" perf $kind \
+        -b 8 -e 64M -f 4 -n 10 -w 2 -c 1 --device 1
+    done
     # Where a collective's time goes: how long the step kernels wait for their peers'
     # flags (COLLIE_DEVICE_PROFILE), at one slot and at 64 slots per rank.
     for size in 1M 64M; do

@@ -169,10 +169,11 @@ def bench_rounds(checks, prefix):
     return merged, len(rounds)
 
 
-def perf_check(checks, ranks):
-    """The device perf run of `ranks` ranks: under MPS when it ran, else without."""
+def perf_check(checks, ranks, first=()):
+    """The device perf run of `ranks` ranks: the runs named in `first`, then under MPS
+    when it ran, else without."""
     by_name = {c["name"]: c for c in checks}
-    for name in (f"perf_allreduce_device_n{ranks}_mps", f"perf_allreduce_device_n{ranks}"):
+    for name in (*first, f"perf_allreduce_device_n{ranks}_mps", f"perf_allreduce_device_n{ranks}"):
         check = by_name.get(name)
         if check is not None and check["status"] != "skipped":
             return check
@@ -182,7 +183,8 @@ def perf_check(checks, ranks):
 def device_goals(checks):
     """goal_device_latency and goal_device_roofline from the device perf runs."""
     out = []
-    check = perf_check(checks, 2)
+    # From 8 bytes: the run of the small sizes with the default board.
+    check = perf_check(checks, 2, first=("perf_allreduce_device_n2_mps_board",))
     small = [r for r in (check or {}).get("figures", {}).get("rows", [])
              if r["bytes"] <= LATENCY_MAX_BYTES]
     fig, status = {}, "skipped"

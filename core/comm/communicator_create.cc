@@ -303,11 +303,12 @@ Topology makeTopology(int rank, const std::vector<std::string>& hosts, const Tra
 // published). Null: device buffers are staged through host memory (or unsupported).
 Result<std::unique_ptr<DeviceWindows>> openDeviceWindows(const TransportContext& context,
                                                          DeviceWindowProvider* provider,
-                                                         size_t slotBytes, Deadline deadline) {
+                                                         const DeviceKnobs& knobs,
+                                                         Deadline deadline) {
   if (context.deviceRuntime == nullptr || provider == nullptr) {
     return std::unique_ptr<DeviceWindows>();
   }
-  return provider->open(DeviceComm::windowBytes(context.nranks, slotBytes),
+  return provider->open(DeviceComm::windowBytes(context.nranks, knobs.slotBytes, knobs.boardBytes),
                         DeviceComm::kWindowLayout, deadline);
 }
 
@@ -339,8 +340,8 @@ Work workFromPoller(CompletionPoller poller) {
 // memory when there is a device runtime, else nothing. With a device runtime the
 // staging is there in either case: the exchanges and the kinds with a count per rank
 // have no kernels and always take it.
-Status Communicator::Impl::openDevicePath(const EngineConfig& config, size_t slotBytes,
-                                          bool profile, std::unique_ptr<DeviceWindows> windows) {
+Status Communicator::Impl::openDevicePath(const EngineConfig& config, const DeviceKnobs& knobs,
+                                          std::unique_ptr<DeviceWindows> windows) {
   if (deviceRuntime == nullptr) return Status();
   Engine* host = engine.get();
   auto hostSubmit = [host](const CollectiveArgs& args, const void* input, void* output) {
@@ -354,8 +355,9 @@ Status Communicator::Impl::openDevicePath(const EngineConfig& config, size_t slo
     settings.nranks = nranks;
     settings.timeout = config.timeout;
     settings.algorithm = config.algorithm;
-    settings.slotBytes = slotBytes;
-    settings.profile = profile;
+    settings.slotBytes = knobs.slotBytes;
+    settings.boardBytes = knobs.boardBytes;
+    settings.profile = knobs.profile;
     settings.workFromPoller = workFromPoller;
     Result<std::unique_ptr<DeviceComm>> created =
         DeviceComm::create(deviceRuntime, settings, std::move(windows));
@@ -409,9 +411,8 @@ Result<std::unique_ptr<Communicator>> Communicator::Impl::create(const UniqueId&
                            << " ranks on this host for " << cpusAvailable(knobs->wait)
                            << " CPU(s): waits yield from the start (no pure spin)";
   }
-  const size_t slotBytes = knobs->device.slotBytes;
   Result<std::unique_ptr<DeviceWindows>> windows =
-      openDeviceWindows(context, connected->windowProvider, slotBytes, deadline);
+      openDeviceWindows(context, connected->windowProvider, knobs->device, deadline);
   if (!windows.isOk()) return windows.status();
   connected->windowTransport.reset();  // the windows do not need it
   Result<std::unique_ptr<Engine>> engine =
@@ -430,8 +431,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Impl::create(const UniqueId&
     if (!device.isOk()) return device.status().withContext("rank " + std::to_string(rank));
     impl->deviceOrdinal = *device;
   }
-  COLLIE_RETURN_IF_ERROR(
-      impl->openDevicePath(config, slotBytes, knobs->device.profile, std::move(*windows)));
+  COLLIE_RETURN_IF_ERROR(impl->openDevicePath(config, knobs->device, std::move(*windows)));
   impl->id = id;
   impl->store = *store;
   impl->config = settings;

@@ -19,6 +19,7 @@
 #include "core/comm/topology.h"
 #include "core/config/config.h"
 #include "core/device/device_comm.h"
+#include "core/device/device_knobs.h"
 #include "core/device/device_staging.h"
 #include "core/engine/engine.h"
 #include "core/transport/device_windows.h"
@@ -73,7 +74,7 @@ struct Communicator::Impl {
   bool isDeviceBuffer(const void* ptr) const;
   // Sets up device or staging from deviceRuntime, engine and the windows (null: none
   // opened); nothing without a device runtime. Part of create (communicator_create.cc).
-  Status openDevicePath(const EngineConfig& config, size_t slotBytes, bool profile,
+  Status openDevicePath(const EngineConfig& config, const DeviceKnobs& knobs,
                         std::unique_ptr<DeviceWindows> windows);
   // Queues a checked collective on the engine, or on the device path when its buffers
   // are device memory. `p2pTag`: a send's or receive's user tag (Engine::submit).

@@ -35,8 +35,8 @@ DeviceComm::Outcome::~Outcome() {
   if (mapped != nullptr) runtime->freeMapped(mapped);
 }
 
-size_t DeviceComm::windowBytes(int nranks, size_t slotBytes) {
-  return Region::bytes(nranks, slotBytes);
+size_t DeviceComm::windowBytes(int nranks, size_t slotBytes, size_t boardBytes) {
+  return Region::bytes(nranks, slotBytes, boardBytes);
 }
 
 Status DeviceComm::Outcome::sticky() {
@@ -62,7 +62,11 @@ Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceRuntime* runtime,
     return invalidArgument(where + ": slots of " + std::to_string(config.slotBytes) +
                            " bytes; they must be a multiple of " + std::to_string(kMinSlotBytes));
   }
-  const size_t regionBytes = Region::bytes(config.nranks, config.slotBytes);
+  if (config.boardBytes % kMinSlotBytes != 0) {
+    return invalidArgument(where + ": board slots of " + std::to_string(config.boardBytes) +
+                           " bytes; they must be a multiple of " + std::to_string(kMinSlotBytes));
+  }
+  const size_t regionBytes = Region::bytes(config.nranks, config.slotBytes, config.boardBytes);
   if (windows == nullptr || windows->bytes() < regionBytes) {
     return invalidArgument(where + ": device windows of " +
                            std::to_string(windows ? windows->bytes() : 0) + " bytes, need " +
@@ -97,8 +101,9 @@ Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceRuntime* runtime,
     comm->profile_ = static_cast<uint64_t*>(*profile);
   }
   COLLIE_LOG(INFO, INIT) << where << ": " << config.nranks << " ranks, " << regionBytes
-                         << " bytes of flags and inboxes per rank (slots of " << config.slotBytes
-                         << " bytes)";
+                         << " bytes of flags, inboxes and boards per rank (slots of "
+                         << config.slotBytes << " bytes, board slots of " << config.boardBytes
+                         << ")";
   return comm;
 }
 
@@ -218,7 +223,7 @@ Result<const void*> DeviceComm::launchPreMultiply(const CollectiveArgs& args, si
 // advances the sequence number). The sequence number lives in device memory: the
 // kernel picks the slots, completes `fingerprint` (made with sequence 0) and the
 // posted value from it.
-Status DeviceComm::launchCheck(uint64_t fingerprint, DeviceStream stream) {
+DeviceFingerprintCheck DeviceComm::checkOf(uint64_t fingerprint) const {
   const int n = config_.nranks;
   DeviceFingerprintCheck check;
   check.ownSlot = reinterpret_cast<uint64_t*>(region_ + Region::checkSlot(n, 0));
@@ -233,6 +238,12 @@ Status DeviceComm::launchCheck(uint64_t fingerprint, DeviceStream stream) {
   check.mismatchBase = kPeerMismatchBase;
   check.sequence = counters_ + Counters::sequence(n);
   check.sequenceShift = kFingerprintSequenceShift;
+  return check;
+}
+
+Status DeviceComm::launchCheck(uint64_t fingerprint, DeviceStream stream) {
+  const int n = config_.nranks;
+  DeviceFingerprintCheck check = checkOf(fingerprint);
   int remaining = n - 1;  // peers not yet in a launch
   for (int peer = 0; peer < n; ++peer) {
     if (peer == config_.rank) continue;
@@ -408,18 +419,19 @@ Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, v
   params.nchannels = 1;
   params.chunkBytes = config_.slotBytes;
   params.agreeOnRoot = false;  // launchCheck() compares every rank's fingerprint first
-  if (isTeamAlgorithm(config_.algorithm)) {
+  if (isTeamAlgorithm(config_.algorithm) && config_.algorithm != Algorithm::kBoard) {
     return unsupported("algorithm " + std::string(algorithmName(config_.algorithm)) +
-                       " is a team collective of host buffers (shm); device buffers run ring, "
-                       "tree, chain or auto")
+                       " is a team collective of host buffers (shm); device buffers run board, "
+                       "ring, tree, chain or auto")
         .withContext(what);
   }
+  const bool onBoard = runsOnBoard(args);
   // A forced algorithm that lacks this collective, or does not run on these ranks, gives
   // way to the kind's robust default (no tuner here), by the host path's rule.
   const AlgorithmSpec* forced = AlgorithmRegistry::instance().forcedSchedule(
       config_.algorithm, args.kind, CommShape{config_.nranks});
   params.algorithm = forced != nullptr ? forced->id() : Algorithm::kAuto;
-  Result<Schedule> schedule = buildSchedule(args, params);
+  Result<Schedule> schedule = onBoard ? Result<Schedule>(Schedule()) : buildSchedule(args, params);
   if (!schedule.isOk()) return schedule.status().withContext(what);
   COLLIE_RETURN_IF_ERROR(
       ensureScratch(&scratch_, schedule->scratchBytesPerChannel, *captured).withContext(what));
@@ -437,14 +449,18 @@ Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, v
   Result<DeviceStream> ordered = orderAfterPrevious(stream, *captured);
   if (!ordered.isOk()) return ordered.status().withContext(what);
   stream = *ordered;
-  Status launched = launchCheck(makeFingerprint(0, args), stream);
+  // The board kernel runs the fingerprint check itself.
+  Status launched = onBoard ? Status() : launchCheck(makeFingerprint(0, args), stream);
   const void* source = input;
   if (launched.isOk() && premulCount > 0) {
     Result<const void*> scaled = launchPreMultiply(args, premulCount, input, stream);
     if (scaled.isOk()) source = *scaled;
     launched = scaled.status();
   }
-  if (launched.isOk()) launched = launchSchedule(*schedule, source, output, stream);
+  if (launched.isOk()) {
+    launched = onBoard ? launchBoard(args, source, output, stream)
+                       : launchSchedule(*schedule, source, output, stream);
+  }
   return complete(launched, stream, what, *captured);
 }
 

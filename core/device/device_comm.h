@@ -81,6 +81,9 @@ struct DeviceCommConfig {
   std::chrono::microseconds timeout{300'000'000};
   Algorithm algorithm = Algorithm::kAuto;
   size_t slotBytes = size_t{8} << 20;  // COLLIE_DEVICE_SLOT_BYTES; a multiple of 4 KiB
+  // COLLIE_DEVICE_BOARD_BYTES: each of the two board slots; a multiple of 4 KiB, 0: no
+  // board kernel.
+  size_t boardBytes = size_t{256} << 10;
   // COLLIE_DEVICE_PROFILE: step kernels add up how long they waited for peers' flags;
   // the sum is logged (INFO) when the communicator is destroyed.
   bool profile = false;
@@ -94,9 +97,12 @@ class DeviceComm {
   static constexpr uint64_t kSlots = 2;
 
   // The layout of the regions (published with the windows: every rank must agree).
-  static constexpr uint32_t kWindowLayout = 3;
+  static constexpr uint32_t kWindowLayout = 4;
   // The bytes of one rank's region (its device window) for `nranks` ranks.
-  static size_t windowBytes(int nranks, size_t slotBytes);
+  static size_t windowBytes(int nranks, size_t slotBytes, size_t boardBytes);
+  // What a collective puts on a rank's board: the whole input (all-reduce, reduce-
+  // scatter, all-gather); 0 for the kinds the board kernel does not run.
+  static size_t boardBytesOf(const CollectiveArgs& args, int nranks);
 
   // Takes the ranks' device windows (DeviceWindowProvider::open with windowBytes() and
   // kWindowLayout; zero-filled) and keeps them for its life. Local: no peer traffic.
@@ -174,6 +180,13 @@ class DeviceComm {
   Status ensureScratch(Scratch* scratch, size_t bytes, bool captured);
   Result<bool> begin(const DeviceScope& scope, DeviceStream stream);
   Result<size_t> preMultiplyCount(const CollectiveArgs& args) const;
+  // Whether `args` runs as the board kernel (device_board.cc): auto or board forced,
+  // 2..kDeviceMaxBoardRanks ranks, a kind it runs, the input fits a board slot.
+  bool runsOnBoard(const CollectiveArgs& args) const;
+  Status launchBoard(const CollectiveArgs& args, const void* input, void* output,
+                     DeviceStream stream);
+  // The fingerprint check's fields for this rank, without peers.
+  DeviceFingerprintCheck checkOf(uint64_t fingerprint) const;
   Result<const void*> launchPreMultiply(const CollectiveArgs& args, size_t count, const void* input,
                                         DeviceStream stream);
   Status launchCheck(uint64_t fingerprint, DeviceStream stream);

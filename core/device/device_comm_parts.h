@@ -25,7 +25,8 @@ inline constexpr int32_t kAbortedCode = 1 << 30;
 
 inline size_t alignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-// One rank's region: flags, the fingerprint check, the block counter, the inboxes.
+// One rank's region: flags, the fingerprint check, the block counter, the board
+// kernel's block flags, the inboxes, the two board slots.
 struct DeviceComm::Region {
   static size_t sent(int peer) { return static_cast<size_t>(peer) * sizeof(uint64_t); }
   static size_t consumed(int nranks, int peer) { return sent(nranks) + sent(peer); }
@@ -34,11 +35,21 @@ struct DeviceComm::Region {
     return sent(2 * nranks + 1 + static_cast<int>(sequence % 2));
   }
   static size_t counter(int nranks) { return sent(2 * nranks + 3); }
+  // The board kernel's flags of blocks 1.. (DeviceBoardStep::ownBlockFlags).
+  static size_t blockFlags(int nranks) { return sent(2 * nranks + 4); }
   static size_t inbox(int nranks, size_t slotBytes, int from, uint64_t slot) {
-    return alignUp(counter(nranks) + sizeof(uint32_t), 256) +
+    constexpr size_t kBlockFlagBytes =
+        (kDeviceMaxBoardBlocks - 1) * kDeviceBoardFlagWords * sizeof(uint64_t);
+    return alignUp(blockFlags(nranks) + kBlockFlagBytes, 256) +
            (static_cast<size_t>(from) * kSlots + slot) * slotBytes;
   }
-  static size_t bytes(int nranks, size_t slotBytes) { return inbox(nranks, slotBytes, nranks, 0); }
+  // Board slot `slot` (of boardBytes each), after the inboxes.
+  static size_t board(int nranks, size_t slotBytes, size_t boardBytes, uint64_t slot) {
+    return inbox(nranks, slotBytes, nranks, 0) + static_cast<size_t>(slot) * boardBytes;
+  }
+  static size_t bytes(int nranks, size_t slotBytes, size_t boardBytes) {
+    return board(nranks, slotBytes, boardBytes, kSlots);
+  }
 };
 
 // This rank's counts in device memory: messages sent to each peer, received from each

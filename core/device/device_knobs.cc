@@ -21,6 +21,13 @@ void registerDeviceKnobs(KnobRegistry& registry) {
               "(a multiple of 4 KiB): the chunk of one step kernel of the device path. "
               "Larger slots mean fewer kernel hand-offs per byte; the window takes "
               "nranks x 2 x this much device memory on every rank")),
+          knobs::everyRankAlike(knobs::integer(
+              "COLLIE_DEVICE_BOARD_BYTES", "256K", 0, 64 * 1024 * kKnobKiB,
+              "bytes of each of the two board slots in a rank's device window (a multiple of "
+              "4 KiB; 0: none). A device all-reduce, reduce-scatter or all-gather of 2-8 "
+              "ranks on one host whose input fits runs as one kernel: every rank copies its "
+              "input onto its board and reads every peer's (algorithm auto or board). The "
+              "window takes 2 x this much more device memory on every rank")),
           knobs::choice("COLLIE_DEVICE_PROFILE", "0", "0,1",
                         "1: the device path's step kernels add up how long they wait for their "
                         "peers' flags; each rank logs the sum (INFO) when its communicator "
@@ -34,8 +41,14 @@ Result<DeviceKnobs> DeviceKnobs::parse(const Config& config) {
   DeviceKnobs knobs;
   knobs.emulation = read.integer("COLLIE_DEVICE_EMULATION") != 0;
   knobs.slotBytes = static_cast<size_t>(read.integer("COLLIE_DEVICE_SLOT_BYTES"));
+  knobs.boardBytes = static_cast<size_t>(read.integer("COLLIE_DEVICE_BOARD_BYTES"));
   knobs.profile = read.integer("COLLIE_DEVICE_PROFILE") != 0;
-  return read.finish(knobs);
+  Result<DeviceKnobs> parsed = read.finish(knobs);
+  if (parsed.isOk() && parsed->boardBytes % (4 * kKnobKiB) != 0) {
+    return invalidArgument("COLLIE_DEVICE_BOARD_BYTES=" + std::to_string(parsed->boardBytes) +
+                           ": board slots must be a multiple of 4 KiB (or 0: none)");
+  }
+  return parsed;
 }
 
 }  // namespace collie

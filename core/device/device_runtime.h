@@ -31,6 +31,9 @@
 //   - launchReduce/launchCopy enqueue one step kernel (kernels/cuda/collective_kernels
 //     .cuh): wait for the step's flags, reduce or copy, post the flags; see
 //     DeviceStepSync. Bad arguments return InvalidArgument and enqueue nothing.
+//   - launchBoard enqueues the board kernel of a whole collective (DeviceBoardStep):
+//     a grid of step.blocks blocks; bad arguments return InvalidArgument and enqueue
+//     nothing.
 //   - currentDevice()/setCurrentDevice() are the calling thread's current device
 //     (CUDA: cudaGetDevice/cudaSetDevice; the emulation keeps one per thread, 0 unless
 //     set, ordinals 0..kEmulatedDevices-1).
@@ -91,6 +94,7 @@ class DeviceRuntime {
   virtual Status launchScale(const DeviceScaleStep& step, DeviceStream stream) = 0;
   virtual Status launchFingerprintCheck(const DeviceFingerprintCheck& check,
                                         DeviceStream stream) = 0;
+  virtual Status launchBoard(const DeviceBoardStep& step, DeviceStream stream) = 0;
 };
 
 // Defined by the build (kernels/): the CUDA runtime when CUDA is built and a device is

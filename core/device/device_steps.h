@@ -153,4 +153,53 @@ struct DeviceFingerprintCheck {
   uint32_t sequenceShift = 0;
 };
 
+// The board (one kernel per collective, kernels/cuda/board_kernel.cuh): every rank
+// copies its input onto its board (a slot of its device window that every peer maps),
+// publishes, and computes its output from every rank's board, folding in rank order
+// (so all ranks get the same bits), in one launch that also runs the fingerprint check.
+//   - all-reduce: out[i] = op(board_0[i], ..., board_{n-1}[i]), i < count;
+//   - reduce-scatter: out[i] = op over r of board_r[rank * count + i] (the board holds
+//     the whole input, nranks * count elements);
+//   - all-gather: out[r * count + i] = board_r[i] (bytes: dtype kUint8, count in bytes).
+// Block b owns elements [b * perBlock, (b + 1) * perBlock) of every part and works
+// alone: it copies its part of the input, publishes it with the fingerprint (block 0
+// through the check's own flags, so that a rank running the check kernel instead meets
+// it; block b > 0 through flags of its own), waits for every peer's block b, compares
+// the fingerprints, and writes its part of the output. Blocks never wait for each
+// other, and no output byte is written before the check of that block passed. The slot
+// is s % 2 for the collective with sequence number s (*check.sequence); a rank reaches
+// collective s only after its check of s - 1 saw every peer start s - 1, that is, after
+// every peer finished reading slot s % 2 in collective s - 2: no wait for a free slot.
+// The last block to finish advances the sequence number (blockCounter as in stepPost).
+// Every rank must launch the same blocks and perBlock (they follow from the collective).
+inline constexpr int kDeviceMaxBoardRanks = 8;
+inline constexpr int kDeviceMaxBoardBlocks = 16;
+inline constexpr int kDeviceBoardFlagWords = 3;  // per block b > 0: posted, fingerprint x 2
+
+enum class DeviceBoardKind : int32_t { kAllReduce = 0, kReduceScatter = 1, kAllGather = 2 };
+
+struct DeviceBoardStep {
+  DeviceBoardKind kind = DeviceBoardKind::kAllReduce;
+  const void* input = nullptr;
+  void* output = nullptr;
+  uint64_t count = 0;  // elements of dtype per part (all-gather: bytes)
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  int32_t divisor = 0;  // kAvg: nranks
+  int32_t rank = 0;
+  int32_t nranks = 0;                       // 2..kDeviceMaxBoardRanks
+  void* boards[kDeviceMaxBoardRanks] = {};  // slot 0 of every rank's board; [rank] is this rank's
+  uint64_t slotBytes = 0;                   // from slot 0 to slot 1; holds the whole input
+  uint32_t blocks = 1;                      // the grid, 1..kDeviceMaxBoardBlocks
+  uint64_t perBlock = 0;                    // elements per block, a multiple of 16
+  // Blocks 1..: kDeviceBoardFlagWords words each, this rank's and each check peer's
+  // (peerBlockFlags[i] belongs to check.peerRank[i]).
+  uint64_t* ownBlockFlags = nullptr;
+  const uint64_t* peerBlockFlags[kDeviceMaxCheckPeers] = {};
+  uint32_t* blockCounter = nullptr;  // zero at launch
+  DeviceFingerprintCheck check;      // block 0's; sequence required, one launch for all peers
+  // Optional, as DeviceStepSync::profile: block 0's wait for its peers, and 1 per kernel.
+  unsigned long long* profile = nullptr;
+};
+
 }  // namespace collie

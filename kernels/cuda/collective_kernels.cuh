@@ -119,6 +119,52 @@ __global__ void treeBroadcastKernel(const TreeBroadcastStep step) {
   stepPost(step.sync);
 }
 
+// Thread 0 of a block: the fingerprint check of the collective with sequence number s
+// (DeviceFingerprintCheck), publishing through ownSlot (slot 0's address; skipped when
+// null) and ownPosted, and reading peer i's flags from peerFlags(i, &posted, &slot0).
+// True when every peer posted the same fingerprint; false when the error word holds a
+// code (stored here: a timeout or a mismatch naming the peer, or earlier).
+template <typename PeerFlags>
+__device__ __forceinline__ bool exchangeFingerprint(const DeviceFingerprintCheck& check, uint64_t s,
+                                                    uint64_t* ownSlot, uint64_t* ownPosted,
+                                                    PeerFlags peerFlags) {
+  if (loadErrorWord(check.error) != 0) return false;
+  // The device-held sequence number, when there is one, picks the slot and completes
+  // the fingerprint and the posted value.
+  const uint64_t slot = check.sequence != nullptr ? s % 2 : 0;
+  const uint64_t fingerprint = check.sequence != nullptr
+                                   ? check.fingerprint | ((s & 0xFFFFF) << check.sequenceShift)
+                                   : check.fingerprint;
+  const uint64_t posted = s + check.posted;
+  if (ownSlot != nullptr) {
+    storeReleaseSys(ownSlot + slot, fingerprint);
+    storeReleaseSys(ownPosted, posted);
+  }
+  const uint64_t timeout = check.timeoutNs != 0 ? check.timeoutNs : kDefaultStepTimeoutNs;
+  const uint64_t start = globalTimerNs();
+  for (int i = 0; i < check.npeers && i < kDeviceMaxCheckPeers; ++i) {
+    const uint64_t* peerPosted = nullptr;
+    const uint64_t* peerSlot = nullptr;
+    peerFlags(i, &peerPosted, &peerSlot);
+    for (uint32_t poll = 0; loadAcquireSys(peerPosted) < posted; ++poll) {
+      if (failedMeanwhile(check.error, poll)) return false;
+      if (globalTimerNs() - start > timeout) {
+        storeErrorWord(check.error, check.timeoutBase + check.peerRank[i]);
+        return false;
+      }
+      spinPause();
+    }
+    const uint64_t theirs = loadAcquireSys(peerSlot + slot);
+    if (theirs != fingerprint) {
+      storeReleaseSys(check.peerFingerprint, theirs);
+      if (check.ownFingerprint != nullptr) storeReleaseSys(check.ownFingerprint, fingerprint);
+      storeErrorWord(check.error, check.mismatchBase + check.peerRank[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
 // The fingerprint check that opens a collective (DeviceFingerprintCheck): thread 0 of
 // block 0 does it all; the check moves no data. A template only so that this header
 // can be included by several translation units (used with Unit = uint8_t).
@@ -126,39 +172,14 @@ template <typename Unit = uint8_t>
 __global__ void fingerprintCheckKernel(const DeviceFingerprintCheck check) {
   (void)CopyUnitIsByte<Unit>();
   if (blockIdx.x != 0 || !isFirstThreadOfBlock()) return;
-  if (loadErrorWord(check.error) != 0) return;
-  // The device-held sequence number, when there is one, picks the slot and completes
-  // the fingerprint and the posted value.
   const uint64_t s = check.sequence != nullptr ? *check.sequence : 0;
-  const uint64_t slot = check.sequence != nullptr ? s % 2 : 0;
-  const uint64_t fingerprint = check.sequence != nullptr
-                                   ? check.fingerprint | ((s & 0xFFFFF) << check.sequenceShift)
-                                   : check.fingerprint;
-  const uint64_t posted = s + check.posted;
-  if (check.ownSlot != nullptr) {
-    storeReleaseSys(check.ownSlot + slot, fingerprint);
-    storeReleaseSys(check.ownPosted, posted);
-  }
-  const uint64_t timeout = check.timeoutNs != 0 ? check.timeoutNs : kDefaultStepTimeoutNs;
-  const uint64_t start = globalTimerNs();
-  for (int i = 0; i < check.npeers && i < kDeviceMaxCheckPeers; ++i) {
-    for (uint32_t poll = 0; loadAcquireSys(check.peerPosted[i]) < posted; ++poll) {
-      if (failedMeanwhile(check.error, poll)) return;
-      if (globalTimerNs() - start > timeout) {
-        storeErrorWord(check.error, check.timeoutBase + check.peerRank[i]);
-        return;
-      }
-      spinPause();
-    }
-    const uint64_t theirs = loadAcquireSys(check.peerSlot[i] + slot);
-    if (theirs != fingerprint) {
-      storeReleaseSys(check.peerFingerprint, theirs);
-      if (check.ownFingerprint != nullptr) storeReleaseSys(check.ownFingerprint, fingerprint);
-      storeErrorWord(check.error, check.mismatchBase + check.peerRank[i]);
-      return;
-    }
-  }
-  if (check.advanceSequence && check.sequence != nullptr) *check.sequence = s + 1;
+  const bool agreed =
+      exchangeFingerprint(check, s, check.ownSlot, check.ownPosted,
+                          [&check](int i, const uint64_t** posted, const uint64_t** slot) {
+                            *posted = check.peerPosted[i];
+                            *slot = check.peerSlot[i];
+                          });
+  if (agreed && check.advanceSequence && check.sequence != nullptr) *check.sequence = s + 1;
 }
 
 }  // namespace collie::cuda

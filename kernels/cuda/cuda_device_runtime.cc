@@ -186,6 +186,11 @@ class CudaRuntime final : public DeviceRuntime {
     config.stream = stream;
     return cuda::launchFingerprintCheck(check, config);
   }
+  Status launchBoard(const DeviceBoardStep& step, DeviceStream stream) override {
+    cuda::LaunchConfig config;
+    config.stream = stream;
+    return cuda::launchBoard(step, config);
+  }
 
  private:
   std::mutex mutex_;

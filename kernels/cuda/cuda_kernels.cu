@@ -192,6 +192,14 @@ Status launchTreeBroadcast(const TreeBroadcastStep& step, const LaunchConfig& co
   return launch(&treeBroadcastKernel<>, step, step.bytes, config, "tree broadcast launch");
 }
 
+Status launchBoard(const DeviceBoardStep& step, const LaunchConfig& config) {
+  COLLIE_RETURN_IF_ERROR(checkBoardStep(step));
+  LaunchConfig sized = config;
+  sized.grid = step.blocks;
+  sized.block = kBoardBlockThreads;
+  return launch(boardKernelFor(step), step, 0, sized, "board launch");
+}
+
 Status launchFingerprintCheck(const DeviceFingerprintCheck& check, const LaunchConfig& config) {
   COLLIE_RETURN_IF_ERROR(checkFingerprintCheck(check));
   LaunchConfig one = config;

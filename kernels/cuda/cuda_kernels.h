@@ -42,6 +42,8 @@ Status launchRingAllGatherStep(const DeviceCopyStep& step, const LaunchConfig& c
 Status launchTreeReduce(const TreeReduceStep& step, DataType dtype, ReduceOp op,
                         const LaunchConfig& config);
 Status launchTreeBroadcast(const TreeBroadcastStep& step, const LaunchConfig& config);
+// step.blocks blocks of kBoardBlockThreads (config.grid and config.block are ignored).
+Status launchBoard(const DeviceBoardStep& step, const LaunchConfig& config);
 // One block of config.block threads (config.grid is ignored).
 Status launchFingerprintCheck(const DeviceFingerprintCheck& check, const LaunchConfig& config);
 

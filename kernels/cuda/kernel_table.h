@@ -17,6 +17,7 @@
 #include "collie/types.h"
 #include "core/common/half.h"
 #include "kernels/common/ops.h"
+#include "kernels/cuda/board_kernel.cuh"
 #include "kernels/cuda/collective_kernels.cuh"
 #include "kernels/cuda/scale_kernel.cuh"
 
@@ -77,6 +78,13 @@ struct RingReduceScatterFamily {
     return &ringReduceScatterStepKernel<T, Op>;
   }
 };
+struct BoardFamily {
+  using Fn = void (*)(DeviceBoardStep);
+  template <typename T, typename Op>
+  static Fn get() {
+    return &boardKernel<T, Op>;
+  }
+};
 struct TreeReduceFamily {
   using Fn = void (*)(TreeReduceStep);
   template <typename T, typename Op>
@@ -124,6 +132,21 @@ typename Family::Fn kernelFor(DataType dtype, ReduceOp op) {
       },
       Fn{nullptr});
 }
+
+// The board kernel of a step: all-gather moves bytes (whatever the dtype), the reducing
+// kinds take kernelFor's (dtype, op) instantiation; null for a bad kind, dtype or op.
+inline BoardFamily::Fn boardKernelFor(const DeviceBoardStep& step) {
+  switch (step.kind) {
+    case DeviceBoardKind::kAllGather:
+      return BoardFamily::get<uint8_t, CopyOp<uint8_t>>();
+    case DeviceBoardKind::kAllReduce:
+    case DeviceBoardKind::kReduceScatter:
+      return kernelFor<BoardFamily>(step.dtype, step.op);
+  }
+  return nullptr;
+}
+// Threads per block of the board kernel (on the GPU; the emulation uses its own).
+inline constexpr unsigned kBoardBlockThreads = 512;
 
 // PREMUL_SUM's multiply for dtype (scale_kernel.cuh), or null for an invalid dtype.
 using ScaleFn = void (*)(DeviceScaleStep);

@@ -73,4 +73,50 @@ inline Status checkFingerprintCheck(const DeviceFingerprintCheck& check) {
   return Status();
 }
 
+// A board step (DeviceBoardStep): its kind, ranks, boards, blocks and flags, and that
+// the board's slot holds what this rank publishes.
+inline Status checkBoardStep(const DeviceBoardStep& step) {
+  const std::string what = "cuda: board step ";
+  const int n = step.nranks;
+  if (n < 2 || n > kDeviceMaxBoardRanks || step.rank < 0 || step.rank >= n) {
+    return invalidArgument(what + "needs 2.." + std::to_string(kDeviceMaxBoardRanks) +
+                           " ranks and a rank among them");
+  }
+  if (step.kind != DeviceBoardKind::kAllReduce && step.kind != DeviceBoardKind::kReduceScatter &&
+      step.kind != DeviceBoardKind::kAllGather) {
+    return invalidArgument(what + "has an unknown kind");
+  }
+  if (step.blocks < 1 || step.blocks > static_cast<uint32_t>(kDeviceMaxBoardBlocks) ||
+      step.perBlock == 0 || step.perBlock % 16 != 0 || step.perBlock * step.blocks < step.count) {
+    return invalidArgument(what + "needs 1.." + std::to_string(kDeviceMaxBoardBlocks) +
+                           " blocks of a multiple of 16 elements covering the count");
+  }
+  const uint64_t parts = step.kind == DeviceBoardKind::kReduceScatter ? n : 1;
+  const uint64_t published = parts * step.count * dataTypeSize(step.dtype);
+  if (published > step.slotBytes) {
+    return invalidArgument(what + "publishes " + std::to_string(published) +
+                           " bytes on a board slot of " + std::to_string(step.slotBytes));
+  }
+  for (int r = 0; r < n; ++r) {
+    if (step.boards[r] == nullptr) return invalidArgument(what + "has a null board");
+  }
+  if (nonEmptyHasNull(step.count, {step.input, step.output})) {
+    return invalidArgument(what + "has a null buffer");
+  }
+  const DeviceFingerprintCheck& check = step.check;
+  if (check.sequence == nullptr || check.ownSlot == nullptr || step.blockCounter == nullptr ||
+      check.npeers != n - 1) {
+    return invalidArgument(what +
+                           "needs the sequence number, this rank's check flags, a block "
+                           "counter and every peer in one check");
+  }
+  if (step.blocks > 1) {
+    if (step.ownBlockFlags == nullptr) return invalidArgument(what + "has no block flags");
+    for (int i = 0; i < check.npeers; ++i) {
+      if (step.peerBlockFlags[i] == nullptr) return invalidArgument(what + "has a null peer flag");
+    }
+  }
+  return checkFingerprintCheck(check);
+}
+
 }  // namespace collie::cuda

@@ -16,7 +16,9 @@
 //                          and int32/max, 1 and 1021 elements and 1 KiB x16.. MAXBYTES
 //                          (the larger buffer); exact bytes (#wrong elements printed)
 //                          and every rank's output bitwise identical where it must be;
-//                          ALGO ring (default) or tree (no reduce-scatter, all-gather)
+//                          ALGO ring (default), tree (no reduce-scatter, all-gather)
+//                          or board (the board kernel where the input fits a board
+//                          slot, ring beyond it and for broadcast and reduce)
 //   stream COUNT           the input arrives only by copies queued on the caller's
 //                          stream before the all-reduce, the result leaves only by
 //                          copies queued after it; the host waits only for the stream

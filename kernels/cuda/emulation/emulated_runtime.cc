@@ -218,6 +218,13 @@ class EmulatedRuntime final : public DeviceRuntime {
     return enqueueLaunch(&cuda::fingerprintCheckKernel<>, check, 0, stream);
   }
 
+  Status launchBoard(const DeviceBoardStep& step, DeviceStream stream) override {
+    COLLIE_RETURN_IF_ERROR(cuda::checkBoardStep(step));
+    auto kernel = cuda::boardKernelFor(step);
+    if (kernel == nullptr) return invalidArgument("emulated device: bad dtype or op");
+    return enqueueLaunch(kernel, step, 0, stream, step.blocks);
+  }
+
  private:
   struct Block {
     size_t bytes = 0;
@@ -236,9 +243,10 @@ class EmulatedRuntime final : public DeviceRuntime {
 
   template <typename Handle>
   Status enqueueLaunch(void (*kernel)(Handle), const Handle& handle, uint64_t bytes,
-                       DeviceStream stream) {
+                       DeviceStream stream, unsigned givenGrid = 0) {
     if (stream == nullptr) return invalidArgument("emulated device: launch on a null stream");
-    const unsigned grid = cuda::launchGrid(bytes, kBlockThreads, kMaxBlocks);
+    const unsigned grid =
+        givenGrid != 0 ? givenGrid : cuda::launchGrid(bytes, kBlockThreads, kMaxBlocks);
     launches.fetch_add(1, std::memory_order_relaxed);
     static_cast<EmulatedStream*>(stream)->enqueue([kernel, handle, grid] {
       emulatedLaunch(kernel, dim3(grid), dim3(kBlockThreads), handle);

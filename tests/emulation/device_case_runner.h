@@ -1,0 +1,189 @@
+// Test support for the device path on the emulated device runtime (ranks as threads):
+// device buffers, the options that select the emulation, communicators, and one
+// collective run on device buffers and checked against the exact references of
+// tests/support (device_collectives_test.cc, device_board_test.cc).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/device/device_runtime.h"
+#include "support/emulated_device.h"
+#include "support/rank_threads.h"
+#include "support/reference.h"
+
+namespace collie::testing {
+
+inline DeviceRuntime& runtime() { return testing::emulatedDevice(); }
+
+// A device buffer of the emulated runtime, freed on scope exit.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes) {
+    Result<void*> p = runtime().allocate(bytes);
+    EXPECT_TRUE(p.isOk()) << p.status().toString();
+    ptr_ = static_cast<uint8_t*>(p.isOk() ? *p : nullptr);
+  }
+  ~DeviceBuffer() { runtime().free(ptr_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  uint8_t* get() const { return ptr_; }
+  // The emulated runtime's device memory is host memory: tests may read it directly
+  // once the stream is past the writes.
+  std::vector<uint8_t> read(size_t offset, size_t bytes) const {
+    return std::vector<uint8_t>(ptr_ + offset, ptr_ + offset + bytes);
+  }
+  void write(const std::vector<uint8_t>& bytes, size_t offset = 0) {
+    std::memcpy(ptr_ + offset, bytes.data(), bytes.size());
+  }
+
+ private:
+  uint8_t* ptr_ = nullptr;
+};
+
+// Options whose communicators run the device path on the emulated runtime.
+inline Options emulatedDeviceOptions() {
+  Options options;
+  options.config["COLLIE_DEVICE_EMULATION"] = "1";
+  // 64 KiB slots (the default is 8 MiB): the cases of a few hundred KB then take
+  // several chunks per peer and reuse slots, which is what the flow control tests need.
+  options.config["COLLIE_DEVICE_SLOT_BYTES"] = "64K";
+  return options;
+}
+
+// `hostPerRank`: every rank claims a host of its own, so ranks talk over tcp and
+// device buffers are staged through host memory.
+inline std::vector<std::unique_ptr<Communicator>> deviceComms(
+    int nranks, Algorithm algorithm, std::chrono::milliseconds timeout, bool hostPerRank = false,
+    Options options = emulatedDeviceOptions()) {
+  options.algorithm = algorithm;
+  options.timeout = timeout;
+  if (!hostPerRank) return testing::makeCommunicators(nranks, options);
+  options.transport = "tcp";
+  return testing::makeCommunicators(nranks, options, [](int r, Options* mine) {
+    mine->hostId = "emulated-host-" + std::to_string(r);
+  });
+}
+
+using testing::Failures;
+
+struct Case {
+  CollectiveKind kind;
+  DataType dtype;
+  ReduceOp op;
+  size_t count;
+  bool inPlace;
+};
+
+inline std::string describe(const Case& c, int rank) {
+  return std::string(collectiveName(c.kind)) + " " + std::string(dataTypeName(c.dtype)) + " " +
+         std::string(reduceOpName(c.op)) + " count=" + std::to_string(c.count) +
+         (c.inPlace ? " in-place" : "") + " rank " + std::to_string(rank);
+}
+
+// Runs one collective on device buffers of this rank; returns its output bytes (the
+// checked part), or records a failure and returns nothing.
+inline std::optional<std::vector<uint8_t>> runOne(Communicator& comm, const Case& c,
+                                                  Failures* failures) {
+  const int n = comm.size();
+  const int r = comm.rank();
+  const size_t es = dataTypeSize(c.dtype);
+  const int root = n - 1;
+  const size_t inCount = c.kind == CollectiveKind::kReduceScatter ? c.count * n : c.count;
+  const size_t outCount = c.kind == CollectiveKind::kAllGather ? c.count * n : c.count;
+  DeviceBuffer input(inCount * es + 1);
+  DeviceBuffer output(outCount * es + 1);
+  std::vector<uint8_t> host = c.kind == CollectiveKind::kAllGather
+                                  ? makeInput(c.dtype, c.op, 0, c.count, r * c.count)
+                                  : makeInput(c.dtype, c.op, r, inCount);
+  std::memset(output.get(), 0xEE, outCount * es);
+  input.write(host);
+  const void* send = input.get();
+  uint8_t* recv = output.get();
+  size_t checkOffset = 0;
+  if (c.inPlace) {
+    switch (c.kind) {
+      case CollectiveKind::kReduceScatter:
+        recv = input.get() + r * c.count * es;
+        checkOffset = r * c.count * es;
+        break;
+      case CollectiveKind::kAllGather:
+        output.write(host, r * c.count * es);
+        send = output.get() + r * c.count * es;
+        break;
+      default:
+        output.write(host);
+        send = output.get();
+    }
+  }
+  Result<Work> work = invalidArgument("unset");
+  switch (c.kind) {
+    case CollectiveKind::kAllReduce:
+      work = comm.allReduce(send, recv, c.count, c.dtype, c.op);
+      break;
+    case CollectiveKind::kReduceScatter:
+      work = comm.reduceScatter(send, recv, c.count, c.dtype, c.op);
+      break;
+    case CollectiveKind::kAllGather:
+      work = comm.allGather(send, recv, c.count, c.dtype);
+      break;
+    case CollectiveKind::kBroadcast:
+      work = comm.broadcast(send, recv, c.count, c.dtype, root);
+      break;
+    case CollectiveKind::kReduce:
+      work = comm.reduce(send, recv, c.count, c.dtype, c.op, root);
+      break;
+    default:
+      break;
+  }
+  const std::string what = describe(c, r);
+  if (!work.isOk()) {
+    failures->add(what + ": " + work.status().toString());
+    return std::nullopt;
+  }
+  Status status = work->wait(std::chrono::seconds(60));
+  if (!status.isOk()) {
+    failures->add(what + ": " + status.toString());
+    return std::nullopt;
+  }
+  std::vector<uint8_t> expected;
+  switch (c.kind) {
+    case CollectiveKind::kAllReduce:
+      expected = expectedReduction(c.dtype, c.op, n, 0, c.count);
+      break;
+    case CollectiveKind::kReduceScatter:
+      expected = expectedReduction(c.dtype, c.op, n, r * c.count, c.count);
+      break;
+    case CollectiveKind::kAllGather:
+      expected = makeInput(c.dtype, c.op, 0, c.count * n);
+      break;
+    case CollectiveKind::kBroadcast:
+      expected = makeInput(c.dtype, c.op, root, c.count);
+      break;
+    case CollectiveKind::kReduce:
+      if (r != root) return std::vector<uint8_t>();
+      expected = expectedReduction(c.dtype, c.op, n, 0, c.count);
+      break;
+    default:
+      break;
+  }
+  const uint8_t* checked = c.kind == CollectiveKind::kReduceScatter && c.inPlace
+                               ? input.get() + checkOffset
+                               : output.get();
+  std::vector<uint8_t> actual(checked, checked + expected.size());
+  if (actual != expected) {
+    size_t first = 0;
+    while (first < actual.size() && actual[first] == expected[first]) ++first;
+    failures->add(what + ": wrong bytes from element " + std::to_string(first / es));
+    return std::nullopt;
+  }
+  return actual;
+}
+
+}  // namespace collie::testing
