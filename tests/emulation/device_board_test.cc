@@ -126,8 +126,8 @@ TEST(DeviceBoard, OtherwiseStepKernelsRun) {
 // reused while peers may still be one collective behind.
 TEST(DeviceBoard, BackToBackWithStepCollectivesWithoutWaiting) {
   constexpr int kRanks = 3;
-  constexpr int kRepeats = 12;
-  constexpr size_t kSmall = 4'000;  // 16 KB: the board, one block
+  constexpr int kRepeats = 8;
+  constexpr size_t kSmall = 4'000;   // 16 KB: the board, one block
   constexpr size_t kLarge = 20'000;  // 80 KB over a 64 KiB board: steps
   auto comm = testing::deviceComms(kRanks, Algorithm::kAuto, kTimeout, false, boardOptions("64K"));
   ASSERT_EQ(comm.size(), static_cast<size_t>(kRanks));
