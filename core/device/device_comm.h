@@ -1,7 +1,10 @@
 // DeviceComm: the device path of one communicator. A collective whose buffers are
 // device memory is planned into the same Schedule as a host one (core/plan) and each
 // step becomes one step kernel (DeviceRuntime::launchReduce / launchCopy) on the
-// caller's stream; nothing runs on the progress thread.
+// caller's stream; nothing runs on the progress thread. An all-reduce, reduce-scatter
+// or all-gather of 2..kDeviceMaxBoardRanks ranks whose input fits a board slot
+// (COLLIE_DEVICE_BOARD_BYTES; algorithm auto or board) runs instead as one board kernel
+// (device_board.cc; DeviceBoardStep in device_steps.h says how it synchronises).
 //
 // How steps talk (all ranks on one host): each rank's region is its device window,
 // which a transport offering device windows (core/transport/device_windows.h, e.g.
@@ -9,8 +12,9 @@
 // lays it out:
 //   - region of rank r: sent[p] (messages r wrote into p's inbox), consumed[q]
 //     (messages from q that r has read), the fingerprint check (posted count and two
-//     fingerprint slots), a block counter, and inbox[q][kSlots] of slotBytes each,
-//     which rank q writes directly.
+//     fingerprint slots), a block counter, the board kernel's flags of blocks 1..,
+//     inbox[q][kSlots] of slotBytes each, which rank q writes directly, and two board
+//     slots of boardBytes, which every peer reads.
 //   - message m from q to r (counted per pair over the communicator's life, so flags
 //     only grow and never need resetting) goes to r's inbox[q][m % kSlots]. The counts
 //     live in device memory of each rank (messages sent to each peer, received from

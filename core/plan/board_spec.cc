@@ -1,7 +1,9 @@
 // Board (a team algorithm, core/plan/team_step.h): every rank publishes its part on a
 // board its transport shares between all ranks (shm, all on one host) and computes its
 // output from every part, in rank order. It carries every collective but point-to-point,
-// alltoallv and the kinds with a count per rank, up to the board's size per rank.
+// alltoallv and the kinds with a count per rank, up to the board's size per rank. On
+// device buffers the same algorithm is the board kernel of the device path
+// (core/device/device_board.cc: all-reduce, reduce-scatter and all-gather, one launch).
 //
 // Cost (S bytes per rank, n ranks, the team's constants): boardMicros(), team_step.h.
 #include "core/plan/builtin_algorithms.h"
