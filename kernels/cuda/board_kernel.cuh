@@ -80,13 +80,9 @@ __device__ __forceinline__ void blockFold(const DeviceBoardStep& step, size_t sl
 // Counts this block as finished; the last one advances the sequence number.
 __device__ __forceinline__ void finishBoardBlock(const DeviceBoardStep& step, uint64_t s) {
   __syncthreads();
-  if (isFirstThreadOfBlock()) {
-    const uint32_t finished = atomicAdd(step.blockCounter, 1u) + 1u;
-    if (finished == gridDim.x) {
-      atomicExch(step.blockCounter, 0u);
-      *step.check.sequence = s + 1;
-      __threadfence();
-    }
+  if (isFirstThreadOfBlock() && lastBlockToFinish(step.blockCounter)) {
+    *step.check.sequence = s + 1;
+    __threadfence();
   }
 }
 

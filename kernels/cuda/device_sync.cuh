@@ -149,6 +149,15 @@ __device__ __forceinline__ void* slotAt(void* at, const uint64_t* count,
   return at == nullptr ? at : static_cast<uint8_t*>(at) + slotOffset(count, sync);
 }
 
+// Thread 0 of a block that finished its work: counts the block in `counter` (zero at
+// launch) and tells whether it was the grid's last, which then rearms the counter for
+// the next launch on the stream.
+__device__ __forceinline__ bool lastBlockToFinish(uint32_t* counter) {
+  if (atomicAdd(counter, 1u) + 1u != gridDim.x) return false;
+  atomicExch(counter, 0u);
+  return true;
+}
+
 // Every thread fences its own stores, the block meets, and the last block to finish
 // publishes the flags, then advances the device-held counts (and rearms the block
 // counter for the next launch). Every block read the counts before it finished, so the
@@ -161,9 +170,7 @@ __device__ __forceinline__ void stepPost(const DeviceStepSync& sync) {
   __threadfence_system();
   __syncthreads();
   if (isFirstThreadOfBlock()) {
-    const uint32_t finished = atomicAdd(sync.blockCounter, 1u) + 1u;
-    if (finished == gridDim.x) {
-      atomicExch(sync.blockCounter, 0u);
+    if (lastBlockToFinish(sync.blockCounter)) {
       __threadfence_system();
       for (int j = 0; j < kDeviceMaxPosts; ++j) {
         if (sync.postFlags[j] == nullptr) continue;
