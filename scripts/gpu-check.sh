@@ -232,6 +232,10 @@ else
     step device_matrix_ring_n4_mps correctness 90 $run -n 4 -- "$rank" matrix 67108864 ring
     step device_matrix_tree_n4_mps correctness 60 $run -n 4 -- "$rank" matrix 16777216 tree
     step device_matrix_board_n4_mps correctness 60 $run -n 4 -- "$rank" matrix 1048576 board
+    # The ring matrix above runs the ring program (one kernel per collective); the step
+    # kernels it replaced, with the program off.
+    step device_matrix_ring_n4_mps_steps correctness 90 env COLLIE_DEVICE_RING_SLICE_BYTES=0 \
+      $run -n 4 -- "$rank" matrix 16777216 ring
     step device_premul_n4_mps correctness 30 $run -n 4 -- "$rank" premul 16777216
     step nccl_device_n4_mps correctness 90 $run -n 4 -- "$bin/nccl_device_check" \
       "$out/nccl_id_n4"
@@ -265,15 +269,21 @@ else
       step "perf_${kind}_device_n2_mps" bench 30 $run -n 2 -- "$bin/collie" perf $kind \
         -b 8 -e 64M -f 4 -n 10 -w 2 -c 1 --device 1
     done
-    # Where a collective's time goes: how long the step kernels wait for their peers'
-    # flags (COLLIE_DEVICE_PROFILE), at one slot and at 64 slots per rank.
+    # The ring program against the step kernels (COLLIE_DEVICE_RING_SLICE_BYTES=0), and
+    # its FIFO slice: 32 KiB, the default 128 KiB, 512 KiB.
+    step perf_allreduce_device_n2_mps_ring_off bench 45 env COLLIE_DEVICE_RING_SLICE_BYTES=0 \
+      $run -n 2 -- "$bin/collie" perf allreduce -b 1M -e 1G -f 4 -n 5 -w 1 -c 1 --device 1
+    for slice in 32K 512K; do
+      step "perf_allreduce_device_n2_mps_slice$slice" bench 45 \
+        env COLLIE_DEVICE_RING_SLICE_BYTES=$slice \
+        $run -n 2 -- "$bin/collie" perf allreduce -b 1M -e 1G -f 4 -n 5 -w 1 -c 1 --device 1
+    done
+    # Where a collective's time goes: how long the kernels wait for their peers' flags
+    # (COLLIE_DEVICE_PROFILE; the ring program's block 0), at 1 MiB and 64 MiB.
     for size in 1M 64M; do
       step "perf_profile_n2_mps_$size" bench 30 env COLLIE_DEVICE_PROFILE=1 COLLIE_DEBUG=INFO \
         $run -n 2 -- "$bin/collie" perf allreduce -b $size -e $size -n 20 -w 2 -c 1 --device 1
     done
-    # Larger slots: fewer kernel hand-offs per byte (COLLIE_DEVICE_SLOT_BYTES).
-    step perf_allreduce_device_n2_mps_slot8m bench 45 env COLLIE_DEVICE_SLOT_BYTES=8M \
-      $run -n 2 -- "$bin/collie" perf allreduce -b 1M -e 256M -f 4 -n 10 -w 2 -c 1 --device 1
     echo quit | "$mps" > /dev/null 2>&1
     sleep 1
     unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY

@@ -71,7 +71,7 @@ def figures_of(check, text):
     m = re.findall(r"Mismatch after ([0-9.]+) s", text)
     if m:
         fig["mismatch_seconds_max"] = max(float(s) for s in m)
-    m = re.findall(r"device profile: (\d+) step kernels waited ([0-9.e+]+) us", text)
+    m = re.findall(r"device profile: (\d+) (?:step )?kernels waited ([0-9.e+]+) us", text)
     if m:
         # COLLIE_DEVICE_PROFILE: per rank, the step kernels and the time block 0 of each
         # waited for the peers' flags.

@@ -308,7 +308,8 @@ Result<std::unique_ptr<DeviceWindows>> openDeviceWindows(const TransportContext&
   if (context.deviceRuntime == nullptr || provider == nullptr) {
     return std::unique_ptr<DeviceWindows>();
   }
-  return provider->open(DeviceComm::windowBytes(context.nranks, knobs.slotBytes, knobs.boardBytes),
+  return provider->open(DeviceComm::windowBytes(context.nranks, knobs.slotBytes, knobs.boardBytes,
+                                                knobs.ringSliceBytes),
                         DeviceComm::kWindowLayout, deadline);
 }
 
@@ -357,6 +358,7 @@ Status Communicator::Impl::openDevicePath(const EngineConfig& config, const Devi
     settings.algorithm = config.algorithm;
     settings.slotBytes = knobs.slotBytes;
     settings.boardBytes = knobs.boardBytes;
+    settings.ringSliceBytes = knobs.ringSliceBytes;
     settings.profile = knobs.profile;
     settings.workFromPoller = workFromPoller;
     Result<std::unique_ptr<DeviceComm>> created =

@@ -35,8 +35,9 @@ DeviceComm::Outcome::~Outcome() {
   if (mapped != nullptr) runtime->freeMapped(mapped);
 }
 
-size_t DeviceComm::windowBytes(int nranks, size_t slotBytes, size_t boardBytes) {
-  return Region::bytes(nranks, slotBytes, boardBytes);
+size_t DeviceComm::windowBytes(int nranks, size_t slotBytes, size_t boardBytes,
+                               size_t ringSliceBytes) {
+  return Region::bytes(nranks, slotBytes, boardBytes, ringSliceBytes);
 }
 
 Status DeviceComm::Outcome::sticky() {
@@ -66,7 +67,12 @@ Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceRuntime* runtime,
     return invalidArgument(where + ": board slots of " + std::to_string(config.boardBytes) +
                            " bytes; they must be a multiple of " + std::to_string(kMinSlotBytes));
   }
-  const size_t regionBytes = Region::bytes(config.nranks, config.slotBytes, config.boardBytes);
+  if (config.ringSliceBytes % kMinSlotBytes != 0) {
+    return invalidArgument(where + ": ring slices of " + std::to_string(config.ringSliceBytes) +
+                           " bytes; they must be a multiple of " + std::to_string(kMinSlotBytes));
+  }
+  const size_t regionBytes =
+      Region::bytes(config.nranks, config.slotBytes, config.boardBytes, config.ringSliceBytes);
   if (windows == nullptr || windows->bytes() < regionBytes) {
     return invalidArgument(where + ": device windows of " +
                            std::to_string(windows ? windows->bytes() : 0) + " bytes, need " +
@@ -101,9 +107,9 @@ Result<std::unique_ptr<DeviceComm>> DeviceComm::create(DeviceRuntime* runtime,
     comm->profile_ = static_cast<uint64_t*>(*profile);
   }
   COLLIE_LOG(INFO, INIT) << where << ": " << config.nranks << " ranks, " << regionBytes
-                         << " bytes of flags, inboxes and boards per rank (slots of "
+                         << " bytes of flags, inboxes, boards and ring FIFOs per rank (slots of "
                          << config.slotBytes << " bytes, board slots of " << config.boardBytes
-                         << ")";
+                         << ", ring slices of " << config.ringSliceBytes << ")";
   return comm;
 }
 
@@ -142,7 +148,7 @@ void DeviceComm::logProfile() {
   runtime_->destroyEvent(*event);
   const double waitedUs = static_cast<double>(counters[0]) / 1000.0;
   COLLIE_LOG(INFO, INIT) << "rank " << config_.rank << " device profile: " << counters[1]
-                         << " step kernels waited " << waitedUs << " us for peers' flags ("
+                         << " kernels waited " << waitedUs << " us for peers' flags ("
                          << (counters[1] > 0 ? waitedUs / static_cast<double>(counters[1]) : 0)
                          << " us per kernel)";
 }
@@ -204,9 +210,9 @@ Result<size_t> DeviceComm::preMultiplyCount(const CollectiveArgs& args) const {
 // PREMUL_SUM: this rank's input times its factor, into scratch of its own (never the
 // output: the fingerprint check launched before it may still fail, and a Mismatch must
 // leave the output untouched), on the collective's stream; the SUM schedule then reads
-// the scaled copy. premulScratch_ holds `count` elements already. Returns the copy.
-Result<const void*> DeviceComm::launchPreMultiply(const CollectiveArgs& args, size_t count,
-                                                  const void* input, DeviceStream stream) {
+// the scaled copy. premulScratch_ holds `count` elements already.
+Status DeviceComm::launchPreMultiply(const CollectiveArgs& args, size_t count, const void* input,
+                                     DeviceStream stream) {
   DeviceScaleStep scale;
   scale.src = input;
   scale.dst = premulScratch_.data;
@@ -214,8 +220,7 @@ Result<const void*> DeviceComm::launchPreMultiply(const CollectiveArgs& args, si
   scale.dtype = args.dtype;
   std::memcpy(&scale.factor, args.scalar.bytes, sizeof(scale.factor));
   scale.factorAt = args.scalar.device;  // ncclScalarDevice: read when the kernel runs
-  COLLIE_RETURN_IF_ERROR(runtime_->launchScale(scale, stream));
-  return static_cast<const void*>(premulScratch_.data);
+  return runtime_->launchScale(scale, stream);
 }
 
 // Each collective opens with the fingerprint check against every peer, in launches of
@@ -425,18 +430,8 @@ Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, v
                        "ring, tree, chain or auto")
         .withContext(what);
   }
-  const bool onBoard = runsOnBoard(args);
-  // A forced algorithm that lacks this collective, or does not run on these ranks, gives
-  // way to the kind's robust default (no tuner here), by the host path's rule.
-  const AlgorithmSpec* forced = AlgorithmRegistry::instance().forcedSchedule(
-      config_.algorithm, args.kind, CommShape{config_.nranks});
-  params.algorithm = forced != nullptr ? forced->id() : Algorithm::kAuto;
-  Result<Schedule> schedule = onBoard ? Result<Schedule>(Schedule()) : buildSchedule(args, params);
-  if (!schedule.isOk()) return schedule.status().withContext(what);
-  COLLIE_RETURN_IF_ERROR(
-      ensureScratch(&scratch_, schedule->scratchBytesPerChannel, *captured).withContext(what));
-  // Allocated before any launch: allocation waits for the default stream, which a
-  // blocking stream's queued collective would hold up.
+  // Scratch is allocated before any launch: allocation waits for the default stream,
+  // which a blocking stream's queued collective would hold up.
   size_t premulCount = 0;
   if (args.op == ReduceOp::kPreMulSum && args.count > 0) {
     Result<size_t> count = preMultiplyCount(args);
@@ -446,20 +441,44 @@ Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, v
         ensureScratch(&premulScratch_, premulCount * dataTypeSize(args.dtype), *captured)
             .withContext(what));
   }
+  // What the steps read: the input, or PREMUL_SUM's scaled copy of it.
+  const void* source = premulCount > 0 ? premulScratch_.data : input;
+  const bool onBoard = runsOnBoard(args);
+  // A forced algorithm that lacks this collective, or does not run on these ranks, gives
+  // way to the kind's robust default (no tuner here), by the host path's rule.
+  const AlgorithmSpec* forced = AlgorithmRegistry::instance().forcedSchedule(
+      config_.algorithm, args.kind, CommShape{config_.nranks});
+  params.algorithm = forced != nullptr ? forced->id() : Algorithm::kAuto;
+  // Beyond the board: the schedule in one round as a ring program when it is ring-shaped,
+  // else in chunks of a slot, one step kernel each.
+  Result<Schedule> schedule = Result<Schedule>(Schedule());
+  DeviceRingProgram ring;
+  bool onRing = false;
+  if (!onBoard && mayRunRingProgram(args)) {
+    PlanParams whole = params;
+    whole.chunkBytes = ringPlanBytes(args, config_.nranks);
+    schedule = buildSchedule(args, whole);
+    if (!schedule.isOk()) return schedule.status().withContext(what);
+    onRing = ringProgramOf(*schedule, source, output, &ring);
+  }
+  if (!onBoard && !onRing) {
+    schedule = buildSchedule(args, params);
+    if (!schedule.isOk()) return schedule.status().withContext(what);
+    COLLIE_RETURN_IF_ERROR(
+        ensureScratch(&scratch_, schedule->scratchBytesPerChannel, *captured).withContext(what));
+  }
   Result<DeviceStream> ordered = orderAfterPrevious(stream, *captured);
   if (!ordered.isOk()) return ordered.status().withContext(what);
   stream = *ordered;
   // The board kernel runs the fingerprint check itself.
   Status launched = onBoard ? Status() : launchCheck(makeFingerprint(0, args), stream);
-  const void* source = input;
   if (launched.isOk() && premulCount > 0) {
-    Result<const void*> scaled = launchPreMultiply(args, premulCount, input, stream);
-    if (scaled.isOk()) source = *scaled;
-    launched = scaled.status();
+    launched = launchPreMultiply(args, premulCount, input, stream);
   }
   if (launched.isOk()) {
-    launched = onBoard ? launchBoard(args, source, output, stream)
-                       : launchSchedule(*schedule, source, output, stream);
+    launched = onBoard  ? launchBoard(args, source, output, stream)
+               : onRing ? runtime_->launchRingProgram(ring, stream)
+                        : launchSchedule(*schedule, source, output, stream);
   }
   return complete(launched, stream, what, *captured);
 }

@@ -88,6 +88,9 @@ struct DeviceCommConfig {
   // COLLIE_DEVICE_BOARD_BYTES: each of the two board slots; a multiple of 4 KiB, 0: no
   // board kernel.
   size_t boardBytes = size_t{256} << 10;
+  // COLLIE_DEVICE_RING_SLICE_BYTES: the ring program's FIFO slot; a multiple of 4 KiB,
+  // 0: no ring program (every step its own kernel).
+  size_t ringSliceBytes = size_t{128} << 10;
   // COLLIE_DEVICE_PROFILE: step kernels add up how long they waited for peers' flags;
   // the sum is logged (INFO) when the communicator is destroyed.
   bool profile = false;
@@ -101,9 +104,9 @@ class DeviceComm {
   static constexpr uint64_t kSlots = 2;
 
   // The layout of the regions (published with the windows: every rank must agree).
-  static constexpr uint32_t kWindowLayout = 4;
+  static constexpr uint32_t kWindowLayout = 5;
   // The bytes of one rank's region (its device window) for `nranks` ranks.
-  static size_t windowBytes(int nranks, size_t slotBytes, size_t boardBytes);
+  static size_t windowBytes(int nranks, size_t slotBytes, size_t boardBytes, size_t ringSliceBytes);
   // What a collective puts on a rank's board: the whole input (all-reduce, reduce-
   // scatter, all-gather); 0 for the kinds the board kernel does not run.
   static size_t boardBytesOf(const CollectiveArgs& args, int nranks);
@@ -189,10 +192,18 @@ class DeviceComm {
   bool runsOnBoard(const CollectiveArgs& args) const;
   Status launchBoard(const CollectiveArgs& args, const void* input, void* output,
                      DeviceStream stream);
+  // The ring program (device_ring.cc). mayRunRingProgram: it is on, 2..kDeviceMaxRingSteps/2
+  // ranks, a kind with a ring or chain schedule; ringPlanBytes: the chunk that plans
+  // `args` in one round; ringProgramOf: the program of `schedule` on these buffers, or
+  // false when the schedule is not ring-shaped (DeviceRingProgram's contract).
+  bool mayRunRingProgram(const CollectiveArgs& args) const;
+  static size_t ringPlanBytes(const CollectiveArgs& args, int nranks);
+  bool ringProgramOf(const Schedule& schedule, const void* input, void* output,
+                     DeviceRingProgram* program) const;
   // The fingerprint check's fields for this rank, without peers.
   DeviceFingerprintCheck checkOf(uint64_t fingerprint) const;
-  Result<const void*> launchPreMultiply(const CollectiveArgs& args, size_t count, const void* input,
-                                        DeviceStream stream);
+  Status launchPreMultiply(const CollectiveArgs& args, size_t count, const void* input,
+                           DeviceStream stream);
   Status launchCheck(uint64_t fingerprint, DeviceStream stream);
   Status launchSchedule(const Schedule& schedule, const void* input, void* output,
                         DeviceStream stream);

@@ -26,7 +26,8 @@ inline constexpr int32_t kAbortedCode = 1 << 30;
 inline size_t alignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 // One rank's region: flags, the fingerprint check, the block counter, the board
-// kernel's block flags, the inboxes, the two board slots.
+// kernel's block flags, the inboxes, the two board slots, the ring program's counts
+// and its FIFOs (the previous rank writes them).
 struct DeviceComm::Region {
   static size_t sent(int peer) { return static_cast<size_t>(peer) * sizeof(uint64_t); }
   static size_t consumed(int nranks, int peer) { return sent(nranks) + sent(peer); }
@@ -47,8 +48,22 @@ struct DeviceComm::Region {
   static size_t board(int nranks, size_t slotBytes, size_t boardBytes, uint64_t slot) {
     return inbox(nranks, slotBytes, nranks, 0) + static_cast<size_t>(slot) * boardBytes;
   }
-  static size_t bytes(int nranks, size_t slotBytes, size_t boardBytes) {
+  // The ring program's counts (DeviceRingProgram::sent and ::consumed) after the
+  // boards, then its FIFOs (kDeviceMaxRingBlocks x kDeviceRingSlots slices).
+  static size_t ringSent(int nranks, size_t slotBytes, size_t boardBytes) {
     return board(nranks, slotBytes, boardBytes, kSlots);
+  }
+  static constexpr size_t kRingCountBytes =
+      kDeviceMaxRingBlocks * kDeviceRingFlagStride * sizeof(uint64_t);
+  static size_t ringConsumed(int nranks, size_t slotBytes, size_t boardBytes) {
+    return ringSent(nranks, slotBytes, boardBytes) + kRingCountBytes;
+  }
+  static size_t ringFifo(int nranks, size_t slotBytes, size_t boardBytes) {
+    return alignUp(ringConsumed(nranks, slotBytes, boardBytes) + kRingCountBytes, 256);
+  }
+  static size_t bytes(int nranks, size_t slotBytes, size_t boardBytes, size_t ringSliceBytes) {
+    return ringFifo(nranks, slotBytes, boardBytes) +
+           static_cast<size_t>(kDeviceMaxRingBlocks) * kDeviceRingSlots * ringSliceBytes;
   }
 };
 

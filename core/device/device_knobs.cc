@@ -28,6 +28,14 @@ void registerDeviceKnobs(KnobRegistry& registry) {
               "ranks on one host whose input fits runs as one kernel: every rank copies its "
               "input onto its board and reads every peer's (algorithm auto or board). The "
               "window takes 2 x this much more device memory on every rank")),
+          knobs::everyRankAlike(knobs::integer(
+              "COLLIE_DEVICE_RING_SLICE_BYTES", "128K", 0, 16 * 1024 * kKnobKiB,
+              "bytes of one slot of the ring program's FIFOs (a multiple of 4 KiB; 0: no ring "
+              "program). A device collective beyond the board whose schedule only sends to "
+              "the next rank and receives from the previous one (ring all-reduce, "
+              "reduce-scatter, all-gather; chain broadcast, reduce) runs as one kernel of up "
+              "to 16 blocks, each pipelining its share through a FIFO of 4 such slots. The "
+              "window takes 64 x this much more device memory on every rank")),
           knobs::choice("COLLIE_DEVICE_PROFILE", "0", "0,1",
                         "1: the device path's step kernels add up how long they wait for their "
                         "peers' flags; each rank logs the sum (INFO) when its communicator "
@@ -42,11 +50,17 @@ Result<DeviceKnobs> DeviceKnobs::parse(const Config& config) {
   knobs.emulation = read.integer("COLLIE_DEVICE_EMULATION") != 0;
   knobs.slotBytes = static_cast<size_t>(read.integer("COLLIE_DEVICE_SLOT_BYTES"));
   knobs.boardBytes = static_cast<size_t>(read.integer("COLLIE_DEVICE_BOARD_BYTES"));
+  knobs.ringSliceBytes = static_cast<size_t>(read.integer("COLLIE_DEVICE_RING_SLICE_BYTES"));
   knobs.profile = read.integer("COLLIE_DEVICE_PROFILE") != 0;
   Result<DeviceKnobs> parsed = read.finish(knobs);
   if (parsed.isOk() && parsed->boardBytes % (4 * kKnobKiB) != 0) {
     return invalidArgument("COLLIE_DEVICE_BOARD_BYTES=" + std::to_string(parsed->boardBytes) +
                            ": board slots must be a multiple of 4 KiB (or 0: none)");
+  }
+  if (parsed.isOk() && parsed->ringSliceBytes % (4 * kKnobKiB) != 0) {
+    return invalidArgument(
+        "COLLIE_DEVICE_RING_SLICE_BYTES=" + std::to_string(parsed->ringSliceBytes) +
+        ": ring slices must be a multiple of 4 KiB (or 0: no ring program)");
   }
   return parsed;
 }

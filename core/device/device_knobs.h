@@ -13,10 +13,11 @@
 namespace collie {
 
 struct DeviceKnobs {
-  bool emulation = false;  // COLLIE_DEVICE_EMULATION
-  size_t slotBytes = 0;    // COLLIE_DEVICE_SLOT_BYTES
-  size_t boardBytes = 0;   // COLLIE_DEVICE_BOARD_BYTES
-  bool profile = false;    // COLLIE_DEVICE_PROFILE
+  bool emulation = false;     // COLLIE_DEVICE_EMULATION
+  size_t slotBytes = 0;       // COLLIE_DEVICE_SLOT_BYTES
+  size_t boardBytes = 0;      // COLLIE_DEVICE_BOARD_BYTES
+  size_t ringSliceBytes = 0;  // COLLIE_DEVICE_RING_SLICE_BYTES
+  bool profile = false;       // COLLIE_DEVICE_PROFILE
 
   // Fails naming a knob this parse reads that no table declares (a bug), or a value
   // the snapshot refused.

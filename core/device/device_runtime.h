@@ -34,6 +34,9 @@
 //   - launchBoard enqueues the board kernel of a whole collective (DeviceBoardStep):
 //     a grid of step.blocks blocks; bad arguments return InvalidArgument and enqueue
 //     nothing.
+//   - launchRingProgram enqueues the ring program kernel of a whole ring-shaped
+//     schedule (DeviceRingProgram): a grid of program.blocks blocks; bad arguments
+//     return InvalidArgument and enqueue nothing.
 //   - currentDevice()/setCurrentDevice() are the calling thread's current device
 //     (CUDA: cudaGetDevice/cudaSetDevice; the emulation keeps one per thread, 0 unless
 //     set, ordinals 0..kEmulatedDevices-1).
@@ -95,6 +98,7 @@ class DeviceRuntime {
   virtual Status launchFingerprintCheck(const DeviceFingerprintCheck& check,
                                         DeviceStream stream) = 0;
   virtual Status launchBoard(const DeviceBoardStep& step, DeviceStream stream) = 0;
+  virtual Status launchRingProgram(const DeviceRingProgram& program, DeviceStream stream) = 0;
 };
 
 // Defined by the build (kernels/): the CUDA runtime when CUDA is built and a device is

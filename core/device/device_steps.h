@@ -2,7 +2,8 @@
 // (core/device) fills in and a DeviceRuntime (kernels/cuda: the CUDA runtime and the
 // emulation) passes by value to the step kernels of kernels/cuda, whose __device__ code
 // reads their fields. One declaration for both sides: this header includes nothing but
-// <cstdint> and collie/types.h, so nvcc compiles it into the kernels as it is.
+// <cstdint>, collie/types.h and core/common/host_device.h, so nvcc compiles it into the kernels as
+// it is.
 //
 // Contract:
 //   - Every pointer is a device address the kernel's GPU can load from or store to:
@@ -46,6 +47,7 @@
 #include <cstdint>
 
 #include "collie/types.h"
+#include "core/common/host_device.h"
 
 namespace collie {
 
@@ -199,6 +201,96 @@ struct DeviceBoardStep {
   uint32_t* blockCounter = nullptr;  // zero at launch
   DeviceFingerprintCheck check;      // block 0's; sequence required, one launch for all peers
   // Optional, as DeviceStepSync::profile: block 0's wait for its peers, and 1 per kernel.
+  unsigned long long* profile = nullptr;
+};
+
+// The ring program (one kernel per collective, kernels/cuda/ring_program_kernel.cuh):
+// the steps of one rank's schedule whose messages all go to the next rank and come from
+// the previous one (ring all-reduce, reduce-scatter and all-gather; chain broadcast and
+// reduce), planned without chunks, run by one launch. Block b of every rank moves the
+// same bytes of every step: a step's bytes are cut into `blocks` parts (a multiple of
+// kDeviceRingSplitBytes each, the last one shorter or empty) and block b's part into
+// pieces of sliceBytes. Block b runs "for each piece index i, for each step in order,
+// move piece i of the step" (a step with fewer pieces skips the index), so a block
+// issues exactly the messages, in the order, that the schedule chunked by sliceBytes
+// would. Messages travel through a FIFO per block: kDeviceRingSlots slots of
+// sliceBytes in the next rank's window, with two counts per block in each rank's
+// window: sent[b] (messages this rank's block b wrote to the next rank) and consumed[b]
+// (messages it read from the previous rank). They only grow over the communicator's
+// life, and a block reads its own two counts when it starts, so nothing in the launch
+// depends on what ran before it (a captured launch replays). Sending message m waits
+// for next.consumed[b] >= m + 1 - kDeviceRingSlots (its slot is free), writes slot
+// m % kDeviceRingSlots, fences and posts sent[b] = m + 1; receiving message m waits
+// for prev.sent[b] >= m + 1, reads the slot and posts consumed[b] = m + 1. Blocks never
+// wait for each other. A wait longer than timeoutNs stores timeoutBase + the peer into
+// *error; a block that finds *error set stops (the check kernel launched before it
+// stores a mismatch there, so a mismatched collective writes no output byte).
+// Contract on the steps (the host checks it when it builds the program): a step's bytes
+// are a multiple of the element size; two steps that touch overlapping bytes, one of
+// them writing, touch exactly the same bytes, so "piece i of every step" never reads a
+// byte that another piece index writes. A null dst on a step that receives and reduces
+// or copies drops the local write (the value only travels on).
+inline constexpr int kDeviceMaxRingSteps = 32;  // 2n - 1 steps of a ring all-reduce, n <= 16
+inline constexpr int kDeviceMaxRingBlocks = 16;
+inline constexpr int kDeviceRingSlots = 4;             // FIFO depth per block
+inline constexpr uint64_t kDeviceRingSplitBytes = 64;  // blocks' parts are multiples of this
+inline constexpr int kDeviceRingFlagStride = 16;       // words between two blocks' counts
+
+enum class DeviceRingOp : uint8_t {
+  kSend = 0,            // src -> next
+  kRecv = 1,            // prev -> dst
+  kRecvReduceSend = 2,  // op(src, prev) -> dst (when set) and next
+  kRecvReduceCopy = 3,  // op(src, prev) -> dst
+  kRecvCopySend = 4,    // prev -> dst (when set) and next
+  kCopy = 5,            // src -> dst
+};
+
+// What a step does with the FIFOs and its own source.
+COLLIE_HOST_DEVICE constexpr bool ringStepReceives(DeviceRingOp op) {
+  return op == DeviceRingOp::kRecv || op == DeviceRingOp::kRecvReduceSend ||
+         op == DeviceRingOp::kRecvReduceCopy || op == DeviceRingOp::kRecvCopySend;
+}
+COLLIE_HOST_DEVICE constexpr bool ringStepSends(DeviceRingOp op) {
+  return op == DeviceRingOp::kSend || op == DeviceRingOp::kRecvReduceSend ||
+         op == DeviceRingOp::kRecvCopySend;
+}
+COLLIE_HOST_DEVICE constexpr bool ringStepReadsSrc(DeviceRingOp op) {
+  return op == DeviceRingOp::kSend || op == DeviceRingOp::kCopy ||
+         op == DeviceRingOp::kRecvReduceSend || op == DeviceRingOp::kRecvReduceCopy;
+}
+
+struct DeviceRingStep {
+  const void* src = nullptr;
+  void* dst = nullptr;
+  uint64_t bytes = 0;
+  int32_t divisor = 0;  // > 0: the step's result is divided by it (kAvg's last step)
+  DeviceRingOp op = DeviceRingOp::kCopy;
+  uint8_t incomingFirst = 0;  // op(incoming, src) instead of op(src, incoming)
+};
+
+struct DeviceRingProgram {
+  DeviceRingStep steps[kDeviceMaxRingSteps];
+  int32_t nsteps = 0;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  uint32_t blocks = 1;      // the grid, 1..kDeviceMaxRingBlocks; the same on every rank
+  uint64_t sliceBytes = 0;  // one FIFO slot; a multiple of kDeviceRingSplitBytes
+  // The FIFO this rank writes (slot k of block b at sendFifo + (b * kDeviceRingSlots +
+  // k) * sliceBytes: in the next rank's window) and the one it reads (in its own).
+  void* sendFifo = nullptr;
+  const void* recvFifo = nullptr;
+  // Counts, kDeviceRingFlagStride words apart per block: this rank's (sent, consumed),
+  // the next rank's consumed and the previous rank's sent.
+  uint64_t* sent = nullptr;
+  uint64_t* consumed = nullptr;
+  const uint64_t* nextConsumed = nullptr;
+  const uint64_t* prevSent = nullptr;
+  int32_t nextRank = -1;
+  int32_t prevRank = -1;
+  int32_t* error = nullptr;                 // mapped memory; required
+  uint64_t timeoutNs = 0;                   // 0: kDefaultStepTimeoutNs
+  int32_t timeoutBase = kStepErrorTimeout;  // the code of a wait for rank p: timeoutBase + p
+  // Optional, as DeviceStepSync::profile: block 0's waits for its peers, and 1 per kernel.
   unsigned long long* profile = nullptr;
 };
 

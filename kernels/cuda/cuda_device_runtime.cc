@@ -191,6 +191,11 @@ class CudaRuntime final : public DeviceRuntime {
     config.stream = stream;
     return cuda::launchBoard(step, config);
   }
+  Status launchRingProgram(const DeviceRingProgram& program, DeviceStream stream) override {
+    cuda::LaunchConfig config;
+    config.stream = stream;
+    return cuda::launchRingProgram(program, config);
+  }
 
  private:
   std::mutex mutex_;

@@ -200,6 +200,14 @@ Status launchBoard(const DeviceBoardStep& step, const LaunchConfig& config) {
   return launch(boardKernelFor(step), step, 0, sized, "board launch");
 }
 
+Status launchRingProgram(const DeviceRingProgram& program, const LaunchConfig& config) {
+  COLLIE_RETURN_IF_ERROR(checkRingProgram(program));
+  LaunchConfig sized = config;
+  sized.grid = program.blocks;
+  sized.block = kRingBlockThreads;
+  return launch(ringProgramKernelFor(program), program, 0, sized, "ring program launch");
+}
+
 Status launchFingerprintCheck(const DeviceFingerprintCheck& check, const LaunchConfig& config) {
   COLLIE_RETURN_IF_ERROR(checkFingerprintCheck(check));
   LaunchConfig one = config;

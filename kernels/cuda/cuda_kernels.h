@@ -44,6 +44,8 @@ Status launchTreeReduce(const TreeReduceStep& step, DataType dtype, ReduceOp op,
 Status launchTreeBroadcast(const TreeBroadcastStep& step, const LaunchConfig& config);
 // step.blocks blocks of kBoardBlockThreads (config.grid and config.block are ignored).
 Status launchBoard(const DeviceBoardStep& step, const LaunchConfig& config);
+// program.blocks blocks of kRingBlockThreads (config.grid and config.block are ignored).
+Status launchRingProgram(const DeviceRingProgram& program, const LaunchConfig& config);
 // One block of config.block threads (config.grid is ignored).
 Status launchFingerprintCheck(const DeviceFingerprintCheck& check, const LaunchConfig& config);
 

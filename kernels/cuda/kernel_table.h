@@ -19,6 +19,7 @@
 #include "kernels/common/ops.h"
 #include "kernels/cuda/board_kernel.cuh"
 #include "kernels/cuda/collective_kernels.cuh"
+#include "kernels/cuda/ring_program_kernel.cuh"
 #include "kernels/cuda/scale_kernel.cuh"
 
 namespace collie::cuda {
@@ -85,6 +86,13 @@ struct BoardFamily {
     return &boardKernel<T, Op>;
   }
 };
+struct RingProgramFamily {
+  using Fn = void (*)(DeviceRingProgram);
+  template <typename T, typename Op>
+  static Fn get() {
+    return &ringProgramKernel<T, Op>;
+  }
+};
 struct TreeReduceFamily {
   using Fn = void (*)(TreeReduceStep);
   template <typename T, typename Op>
@@ -147,6 +155,14 @@ inline BoardFamily::Fn boardKernelFor(const DeviceBoardStep& step) {
 }
 // Threads per block of the board kernel (on the GPU; the emulation uses its own).
 inline constexpr unsigned kBoardBlockThreads = 512;
+
+// The ring program's kernel: kernelFor's (dtype, op) instantiation (its copies move
+// elements of the collective's dtype); null for a bad dtype or op.
+inline RingProgramFamily::Fn ringProgramKernelFor(const DeviceRingProgram& program) {
+  return kernelFor<RingProgramFamily>(program.dtype, program.op);
+}
+// Threads per block of the ring program kernel (on the GPU; the emulation uses its own).
+inline constexpr unsigned kRingBlockThreads = 512;
 
 // PREMUL_SUM's multiply for dtype (scale_kernel.cuh), or null for an invalid dtype.
 using ScaleFn = void (*)(DeviceScaleStep);

@@ -119,4 +119,47 @@ inline Status checkBoardStep(const DeviceBoardStep& step) {
   return checkFingerprintCheck(check);
 }
 
+// A ring program (DeviceRingProgram): its steps, grid, slices, FIFOs and counts.
+inline Status checkRingProgram(const DeviceRingProgram& p) {
+  const std::string what = "cuda: ring program ";
+  if (p.nsteps < 0 || p.nsteps > kDeviceMaxRingSteps) {
+    return invalidArgument(what + "needs 0.." + std::to_string(kDeviceMaxRingSteps) + " steps");
+  }
+  if (p.blocks < 1 || p.blocks > static_cast<uint32_t>(kDeviceMaxRingBlocks) || p.sliceBytes == 0 ||
+      p.sliceBytes % kDeviceRingSplitBytes != 0) {
+    return invalidArgument(what + "needs 1.." + std::to_string(kDeviceMaxRingBlocks) +
+                           " blocks and slices of a multiple of " +
+                           std::to_string(kDeviceRingSplitBytes) + " bytes");
+  }
+  if (p.error == nullptr || p.sent == nullptr || p.consumed == nullptr) {
+    return invalidArgument(what + "needs an error slot and this rank's counts");
+  }
+  const size_t es = dataTypeSize(p.dtype);
+  for (int k = 0; k < p.nsteps; ++k) {
+    const DeviceRingStep& step = p.steps[k];
+    const std::string which = what + "step " + std::to_string(k) + " ";
+    if (es == 0 || step.bytes % es != 0) {
+      return invalidArgument(which + "moves a partial element");
+    }
+    const bool receives = ringStepReceives(step.op);
+    const bool sends = ringStepSends(step.op);
+    const bool reads = ringStepReadsSrc(step.op);
+    if (static_cast<uint8_t>(step.op) > static_cast<uint8_t>(DeviceRingOp::kCopy)) {
+      return invalidArgument(which + "has an unknown op");
+    }
+    if (step.bytes == 0) continue;
+    if ((receives && (p.recvFifo == nullptr || p.prevSent == nullptr || p.prevRank < 0)) ||
+        (sends && (p.sendFifo == nullptr || p.nextConsumed == nullptr || p.nextRank < 0))) {
+      return invalidArgument(which + "moves a message without its neighbour's FIFO and counts");
+    }
+    if ((reads && step.src == nullptr) ||
+        ((step.op == DeviceRingOp::kCopy || step.op == DeviceRingOp::kRecv ||
+          step.op == DeviceRingOp::kRecvReduceCopy) &&
+         step.dst == nullptr)) {
+      return invalidArgument(which + "has a null buffer");
+    }
+  }
+  return Status();
+}
+
 }  // namespace collie::cuda

@@ -34,50 +34,16 @@ Options boardOptions(const std::string& boardBytes = "256K") {
   return options;
 }
 
-// Runs `cases` on every rank; checks the bytes (runOne), all-reduce outputs identical
-// on every rank, and returns the kernels launched.
 uint64_t runCases(int nranks, Algorithm algorithm, const std::vector<Case>& cases,
                   const Options& options = boardOptions()) {
-  auto comm = testing::deviceComms(nranks, algorithm, kTimeout, false, options);
-  EXPECT_EQ(comm.size(), static_cast<size_t>(nranks));
-  if (comm.size() != static_cast<size_t>(nranks)) return 0;
-  const uint64_t before = emulatedKernelLaunches();
-  Failures failures;
-  std::vector<std::vector<std::vector<uint8_t>>> outputs(nranks);
-  testing::onEveryRank(nranks, [&](int r) {
-    for (const Case& c : cases) {
-      outputs[r].push_back(runOne(*comm[r], c, &failures).value_or(std::vector<uint8_t>()));
-    }
-  });
-  const uint64_t launched = emulatedKernelLaunches() - before;
-  for (const std::string& m : failures.messages) ADD_FAILURE() << m;
-  for (size_t i = 0; i < cases.size(); ++i) {
-    if (cases[i].kind != CollectiveKind::kAllReduce) continue;
-    for (int r = 1; r < nranks; ++r) {
-      EXPECT_EQ(outputs[r][i], outputs[0][i]) << describe(cases[i], r) << " differs from rank 0";
-    }
-  }
-  return launched;
+  return testing::runCases(nranks, algorithm, cases, options, kTimeout);
 }
 
-const std::pair<DataType, ReduceOp> kTyped[] = {{DataType::kFloat32, ReduceOp::kSum},
-                                                {DataType::kInt32, ReduceOp::kMax},
-                                                {DataType::kBFloat16, ReduceOp::kAvg},
-                                                {DataType::kUint8, ReduceOp::kProd},
-                                                {DataType::kFloat64, ReduceOp::kMin}};
 const CollectiveKind kBoardKinds[] = {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter,
                                       CollectiveKind::kAllGather};
 
 std::vector<Case> boardCases(std::initializer_list<size_t> counts) {
-  std::vector<Case> cases;
-  for (CollectiveKind kind : kBoardKinds) {
-    for (auto [dtype, op] : kTyped) {
-      for (size_t count : counts) {
-        for (bool inPlace : {false, true}) cases.push_back({kind, dtype, op, count, inPlace});
-      }
-    }
-  }
-  return cases;
+  return testing::casesOf(kBoardKinds, counts);
 }
 
 // One launch per collective and rank, with the check inside; several blocks from

@@ -8,12 +8,15 @@
 
 #include <chrono>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/device/device_runtime.h"
+#include "kernels/cuda/emulation/emulated_runtime.h"
 #include "support/emulated_device.h"
 #include "support/rank_threads.h"
 #include "support/reference.h"
@@ -80,6 +83,29 @@ struct Case {
   size_t count;
   bool inPlace;
 };
+
+// Five dtype/op pairs: float, integer, 16-bit float (an average), byte and double
+// reductions.
+inline constexpr std::pair<DataType, ReduceOp> kTypedCases[] = {
+    {DataType::kFloat32, ReduceOp::kSum},
+    {DataType::kInt32, ReduceOp::kMax},
+    {DataType::kBFloat16, ReduceOp::kAvg},
+    {DataType::kUint8, ReduceOp::kProd},
+    {DataType::kFloat64, ReduceOp::kMin}};
+
+// Every kind of `kinds` x kTypedCases x count, in place and not.
+template <typename Kinds>
+std::vector<Case> casesOf(const Kinds& kinds, std::initializer_list<size_t> counts) {
+  std::vector<Case> cases;
+  for (CollectiveKind kind : kinds) {
+    for (auto [dtype, op] : kTypedCases) {
+      for (size_t count : counts) {
+        for (bool inPlace : {false, true}) cases.push_back({kind, dtype, op, count, inPlace});
+      }
+    }
+  }
+  return cases;
+}
 
 inline std::string describe(const Case& c, int rank) {
   return std::string(collectiveName(c.kind)) + " " + std::string(dataTypeName(c.dtype)) + " " +
@@ -184,6 +210,37 @@ inline std::optional<std::vector<uint8_t>> runOne(Communicator& comm, const Case
     return std::nullopt;
   }
   return actual;
+}
+
+// Runs `cases` on every rank of fresh communicators; checks the bytes (runOne) and that
+// every rank holds the same output of an all-reduce, all-gather or broadcast; returns
+// the kernels launched.
+inline uint64_t runCases(int nranks, Algorithm algorithm, const std::vector<Case>& cases,
+                         const Options& options, std::chrono::milliseconds timeout) {
+  auto comm = deviceComms(nranks, algorithm, timeout, false, options);
+  EXPECT_EQ(comm.size(), static_cast<size_t>(nranks));
+  if (comm.size() != static_cast<size_t>(nranks)) return 0;
+  const uint64_t before = emulatedKernelLaunches();
+  Failures failures;
+  std::vector<std::vector<std::vector<uint8_t>>> outputs(nranks);
+  onEveryRank(nranks, [&](int r) {
+    for (const Case& c : cases) {
+      outputs[r].push_back(runOne(*comm[r], c, &failures).value_or(std::vector<uint8_t>()));
+    }
+  });
+  const uint64_t launched = emulatedKernelLaunches() - before;
+  for (const std::string& m : failures.messages) ADD_FAILURE() << m;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const CollectiveKind kind = cases[i].kind;
+    if (kind != CollectiveKind::kAllReduce && kind != CollectiveKind::kAllGather &&
+        kind != CollectiveKind::kBroadcast) {
+      continue;
+    }
+    for (int r = 1; r < nranks; ++r) {
+      EXPECT_EQ(outputs[r][i], outputs[0][i]) << describe(cases[i], r) << " differs from rank 0";
+    }
+  }
+  return launched;
 }
 
 }  // namespace collie::testing

@@ -424,12 +424,18 @@ TEST(DeviceNcclSemantics, DeviceScalarIsReadWhenTheCollectiveRuns) {
 // eager all-reduce between some launches: every launch gives exactly the new results.
 // The sanitizer runs (quick matrix) launch it 20 times: 100 took a minute under TSan.
 // The message counts and the sequence number live on the device, so the recorded
-// kernels compute their flags and slots afresh at each launch.
-TEST(DeviceNcclSemantics, CapturedGroupReplaysAHundredTimes) {
+// kernels compute their flags and slots afresh at each launch. The all-reduces run as
+// board kernels, or (`ringProgram`, the board off) as ring programs of 4 KiB slices,
+// whose FIFO counts live in the device windows.
+void capturedGroupReplaysAHundredTimes(bool ringProgram) {
   Environment environment("30s");
   setenv("COLLIE_DEVICE_SLOT_BYTES", "4096", 1);
+  if (ringProgram) {
+    setenv("COLLIE_DEVICE_BOARD_BYTES", "0", 1);
+    setenv("COLLIE_DEVICE_RING_SLICE_BYTES", "4096", 1);
+  }
   constexpr int kRanks = 3;
-  constexpr size_t kCount = 3'000;
+  const size_t kCount = ringProgram ? 6'000 : 3'000;
   const int launches = testing::quickMatrix() ? 20 : 100;
   onEveryRankWithComm(kRanks, [&](int r, ncclComm_t comm) {
     std::string failure;
@@ -507,6 +513,16 @@ TEST(DeviceNcclSemantics, CapturedGroupReplaysAHundredTimes) {
     return failure;
   });
   unsetenv("COLLIE_DEVICE_SLOT_BYTES");
+  unsetenv("COLLIE_DEVICE_BOARD_BYTES");
+  unsetenv("COLLIE_DEVICE_RING_SLICE_BYTES");
+}
+
+TEST(DeviceNcclSemantics, CapturedGroupReplaysAHundredTimes) {
+  capturedGroupReplaysAHundredTimes(false);
+}
+
+TEST(DeviceNcclSemantics, CapturedRingProgramReplaysAHundredTimes) {
+  capturedGroupReplaysAHundredTimes(true);
 }
 
 }  // namespace

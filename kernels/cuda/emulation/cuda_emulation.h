@@ -32,6 +32,7 @@
 #define __shared__ static
 #define __forceinline__ inline __attribute__((always_inline))
 #define __launch_bounds__(...)
+#define __grid_constant__
 
 struct uint3 {
   unsigned x = 0, y = 0, z = 0;

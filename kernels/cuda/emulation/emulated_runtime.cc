@@ -225,6 +225,13 @@ class EmulatedRuntime final : public DeviceRuntime {
     return enqueueLaunch(kernel, step, 0, stream, step.blocks);
   }
 
+  Status launchRingProgram(const DeviceRingProgram& program, DeviceStream stream) override {
+    COLLIE_RETURN_IF_ERROR(cuda::checkRingProgram(program));
+    auto kernel = cuda::ringProgramKernelFor(program);
+    if (kernel == nullptr) return invalidArgument("emulated device: bad dtype or op");
+    return enqueueLaunch(kernel, program, 0, stream, program.blocks);
+  }
+
  private:
   struct Block {
     size_t bytes = 0;
