@@ -90,11 +90,15 @@ __global__ void ringProgramKernel(const __grid_constant__ DeviceRingProgram p) {
       }
       if (!__syncthreads_and(ok)) return;
 
-      const uint8_t* incoming = static_cast<const uint8_t*>(p.recvFifo) +
-                                (fifoAt + consumed % kDeviceRingSlots) * p.sliceBytes;
-      uint8_t* outgoing =
-          static_cast<uint8_t*>(p.sendFifo) + (fifoAt + sent % kDeviceRingSlots) * p.sliceBytes;
-      const uint8_t* src = static_cast<const uint8_t*>(step.src) + piece.begin;
+      // Only the pointers the step uses (no arithmetic on null ones).
+      const uint8_t* incoming = receives ? static_cast<const uint8_t*>(p.recvFifo) +
+                                               (fifoAt + consumed % kDeviceRingSlots) * p.sliceBytes
+                                         : nullptr;
+      uint8_t* outgoing = sends ? static_cast<uint8_t*>(p.sendFifo) +
+                                      (fifoAt + sent % kDeviceRingSlots) * p.sliceBytes
+                                : nullptr;
+      const uint8_t* src =
+          step.src != nullptr ? static_cast<const uint8_t*>(step.src) + piece.begin : nullptr;
       uint8_t* dst = step.dst != nullptr ? static_cast<uint8_t*>(step.dst) + piece.begin : nullptr;
       ReduceCopyArgs args;
       args.count = piece.count / sizeof(T);
