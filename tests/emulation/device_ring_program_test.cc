@@ -193,7 +193,7 @@ TEST(DeviceRingProgram, MismatchFailsEveryRankBeforeWriting) {
   auto comm = testing::deviceComms(kRanks, Algorithm::kAuto, kTimeout, false, ringOptions());
   ASSERT_EQ(comm.size(), static_cast<size_t>(kRanks));
   std::vector<Status> status(kRanks);
-  std::vector<bool> written(kRanks, false);
+  std::vector<int> written(kRanks, 0);  // not vector<bool>: ranks write at once
   const auto start = std::chrono::steady_clock::now();
   testing::onEveryRank(kRanks, [&](int r) {
     const size_t count = r == 1 ? 30'000 : 40'000;
