@@ -16,29 +16,13 @@ namespace {
 // to kDeviceMaxBoardBlocks SMs.
 constexpr uint64_t kBoardBytesPerBlock = 16 * 1024;
 
-bool boardKindOf(CollectiveKind kind, DeviceBoardKind* out) {
-  switch (kind) {
-    case CollectiveKind::kAllReduce:
-      *out = DeviceBoardKind::kAllReduce;
-      return true;
-    case CollectiveKind::kReduceScatter:
-      *out = DeviceBoardKind::kReduceScatter;
-      return true;
-    case CollectiveKind::kAllGather:
-      *out = DeviceBoardKind::kAllGather;
-      return true;
-    default:
-      return false;
-  }
-}
-
 uint64_t ceilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
 size_t DeviceComm::boardBytesOf(const CollectiveArgs& args, int nranks) {
   DeviceBoardKind kind;
-  if (!boardKindOf(args.kind, &kind)) return 0;
+  if (!wholeKindOf(args.kind, &kind)) return 0;
   const size_t parts = kind == DeviceBoardKind::kReduceScatter ? static_cast<size_t>(nranks) : 1;
   return parts * args.count * dataTypeSize(args.dtype);
 }
@@ -47,7 +31,7 @@ bool DeviceComm::runsOnBoard(const CollectiveArgs& args) const {
   DeviceBoardKind kind;
   const int n = config_.nranks;
   if (config_.boardBytes == 0 || n < 2 || n > kDeviceMaxBoardRanks ||
-      !boardKindOf(args.kind, &kind)) {
+      !wholeKindOf(args.kind, &kind)) {
     return false;
   }
   if (config_.algorithm != Algorithm::kAuto && config_.algorithm != Algorithm::kBoard) {
@@ -60,7 +44,7 @@ Status DeviceComm::launchBoard(const CollectiveArgs& args, const void* input, vo
                                DeviceStream stream) {
   const int n = config_.nranks;
   DeviceBoardStep step;
-  if (!boardKindOf(args.kind, &step.kind)) {
+  if (!wholeKindOf(args.kind, &step.kind)) {
     return internalError("device path: the board kernel does not run " +
                          std::string(collectiveName(args.kind)));
   }

@@ -129,6 +129,7 @@ DeviceComm::~DeviceComm() {
   for (uint8_t* old : retiredScratch_) runtime_->free(old);
   if (scratch_.data != nullptr) runtime_->free(scratch_.data);
   if (premulScratch_.data != nullptr) runtime_->free(premulScratch_.data);
+  for (const UserWindow& window : userWindows_) closeWindow(window);
   windows_.reset();  // this rank's window and the mappings of the peers'
 }
 
@@ -379,7 +380,23 @@ Status DeviceComm::Outcome::describeLocked(const std::string& what) {
     // The check kernel stores this rank's side (with the sequence number it used).
     const uint64_t fingerprint =
         std::atomic_ref<uint64_t>(*ownFingerprint).load(std::memory_order_acquire);
-    std::string fields = describeMismatch(fingerprint, theirs, peer);
+    // The root field of an all-reduce, reduce-scatter or all-gather carries the direct
+    // kernel's windows and offsets (device_direct.cc) and nothing else.
+    const uint64_t rootField = uint64_t{0xFFF} << 20;
+    const CollectiveKind kind = decodeFingerprint(fingerprint).kind;
+    const bool windowsDiffer =
+        ((fingerprint ^ theirs) & rootField) != 0 &&
+        (kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter ||
+         kind == CollectiveKind::kAllGather);
+    std::string fields = windowsDiffer
+                             ? describeMismatch(fingerprint & ~rootField, theirs & ~rootField, peer)
+                             : describeMismatch(fingerprint, theirs, peer);
+    if (windowsDiffer) {
+      fields += std::string(fields.empty() ? "" : "; ") +
+                "the buffers lie in registered device windows on one rank and not on the other, "
+                "or at other offsets of them (every rank passes buffers at the same offset of "
+                "the same window, or none does)";
+    }
     failed = mismatchError(
         what + ": rank " + std::to_string(rank) + " and rank " + std::to_string(peer) +
             " run different collectives: " + (fields.empty() ? "(fields equal)" : fields) +
@@ -424,10 +441,11 @@ Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, v
   params.nchannels = 1;
   params.chunkBytes = config_.slotBytes;
   params.agreeOnRoot = false;  // launchCheck() compares every rank's fingerprint first
-  if (isTeamAlgorithm(config_.algorithm) && config_.algorithm != Algorithm::kBoard) {
+  if (isTeamAlgorithm(config_.algorithm) && config_.algorithm != Algorithm::kBoard &&
+      config_.algorithm != Algorithm::kDirect) {
     return unsupported("algorithm " + std::string(algorithmName(config_.algorithm)) +
                        " is a team collective of host buffers (shm); device buffers run board, "
-                       "ring, tree, chain or auto")
+                       "direct, ring, tree, chain or auto")
         .withContext(what);
   }
   // Scratch is allocated before any launch: allocation waits for the default stream,
@@ -444,24 +462,32 @@ Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, v
   // What the steps read: the input, or PREMUL_SUM's scaled copy of it.
   const void* source = premulCount > 0 ? premulScratch_.data : input;
   const bool onBoard = runsOnBoard(args);
+  // Beyond the board: the direct kernel when the buffers lie in user windows (PREMUL_SUM's
+  // scaled copy does not).
+  DeviceDirectStep direct;
+  uint64_t directMark = 0;
+  const bool onDirect = !onBoard && directStepOf(args, input, output, &direct, &directMark);
   // A forced algorithm that lacks this collective, or does not run on these ranks, gives
   // way to the kind's robust default (no tuner here), by the host path's rule.
   const AlgorithmSpec* forced = AlgorithmRegistry::instance().forcedSchedule(
       config_.algorithm, args.kind, CommShape{config_.nranks});
   params.algorithm = forced != nullptr ? forced->id() : Algorithm::kAuto;
-  // Beyond the board: the schedule in one round as a ring program when it is ring-shaped,
-  // else in chunks of a slot, one step kernel each.
+  const bool ringShaped = params.algorithm == Algorithm::kAuto ||
+                          params.algorithm == Algorithm::kRing ||
+                          params.algorithm == Algorithm::kChain;
+  // Otherwise the schedule in one round as a ring program when it is ring-shaped, else in
+  // chunks of a slot, one step kernel each.
   Result<Schedule> schedule = Result<Schedule>(Schedule());
   DeviceRingProgram ring;
   bool onRing = false;
-  if (!onBoard && mayRunRingProgram(args)) {
+  if (!onBoard && !onDirect && ringShaped && mayRunRingProgram(args)) {
     PlanParams whole = params;
     whole.chunkBytes = ringPlanBytes(args, config_.nranks);
     schedule = buildSchedule(args, whole);
     if (!schedule.isOk()) return schedule.status().withContext(what);
     onRing = ringProgramOf(*schedule, source, output, &ring);
   }
-  if (!onBoard && !onRing) {
+  if (!onBoard && !onDirect && !onRing) {
     schedule = buildSchedule(args, params);
     if (!schedule.isOk()) return schedule.status().withContext(what);
     COLLIE_RETURN_IF_ERROR(
@@ -470,15 +496,17 @@ Result<Work> DeviceComm::submit(const CollectiveArgs& args, const void* input, v
   Result<DeviceStream> ordered = orderAfterPrevious(stream, *captured);
   if (!ordered.isOk()) return ordered.status().withContext(what);
   stream = *ordered;
-  // The board kernel runs the fingerprint check itself.
-  Status launched = onBoard ? Status() : launchCheck(makeFingerprint(0, args), stream);
+  // The board and direct kernels run the fingerprint check themselves.
+  const uint64_t fingerprint = makeFingerprint(0, args) | directMark;
+  Status launched = onBoard || onDirect ? Status() : launchCheck(fingerprint, stream);
   if (launched.isOk() && premulCount > 0) {
     launched = launchPreMultiply(args, premulCount, input, stream);
   }
   if (launched.isOk()) {
-    launched = onBoard  ? launchBoard(args, source, output, stream)
-               : onRing ? runtime_->launchRingProgram(ring, stream)
-                        : launchSchedule(*schedule, source, output, stream);
+    launched = onBoard    ? launchBoard(args, source, output, stream)
+               : onDirect ? launchDirect(direct, fingerprint, stream)
+               : onRing   ? runtime_->launchRingProgram(ring, stream)
+                          : launchSchedule(*schedule, source, output, stream);
   }
   return complete(launched, stream, what, *captured);
 }

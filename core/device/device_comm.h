@@ -104,7 +104,7 @@ class DeviceComm {
   static constexpr uint64_t kSlots = 2;
 
   // The layout of the regions (published with the windows: every rank must agree).
-  static constexpr uint32_t kWindowLayout = 5;
+  static constexpr uint32_t kWindowLayout = 6;
   // The bytes of one rank's region (its device window) for `nranks` ranks.
   static size_t windowBytes(int nranks, size_t slotBytes, size_t boardBytes, size_t ringSliceBytes);
   // What a collective puts on a rank's board: the whole input (all-reduce, reduce-
@@ -147,6 +147,24 @@ class DeviceComm {
   }
   Result<Work> submitExchange(const CollectiveArgs& args, const void* input, void* output,
                               DeviceStream stream);
+
+  // User windows (Communicator::registerDeviceWindow, which exchanges the entries):
+  // device memory every rank registered collectively, the same bytes on every rank, mapped
+  // in every rank. exportWindow describes this rank's [ptr, ptr + bytes) for its peers
+  // (the allocation's IPC handle and the offset in it), a single line of text;
+  // InvalidArgument when the range is not inside one allocation of the runtime or
+  // overlaps a window already registered. addWindow takes every rank's line
+  // (entries[rank] is this rank's own) and maps the peers' ranges: InvalidArgument naming
+  // (Status::peer) the first rank, in rank order, whose size differs from rank 0's or
+  // whose line is malformed (the same on every rank: it depends on the entries alone),
+  // Unsupported naming a peer whose range cannot be mapped here (nothing is kept then).
+  // removeWindow(ptr) closes a window (NotFound when none starts at ptr); destruction closes them
+  // all. An all-reduce, reduce-scatter or all-gather of 2.. kDeviceMaxDirectRanks ranks beyond the
+  // board whose input and output lie in windows runs as the direct kernel (device_direct.cc); the
+  // fingerprint check tells a rank whose buffers lie elsewhere, or at other offsets, as a mismatch.
+  Result<std::string> exportWindow(void* ptr, size_t bytes);
+  Status addWindow(void* ptr, size_t bytes, const std::vector<std::string>& entries);
+  Status removeWindow(const void* ptr);
 
  private:
   struct Region;    // offsets into one rank's region
@@ -200,6 +218,21 @@ class DeviceComm {
   static size_t ringPlanBytes(const CollectiveArgs& args, int nranks);
   bool ringProgramOf(const Schedule& schedule, const void* input, void* output,
                      DeviceRingProgram* program) const;
+  // The direct kernel (device_direct.cc): its step for `args` on these buffers, or false
+  // when they do not lie in user windows or the collective is not one it runs; the
+  // fingerprint then carries directMark (the windows and offsets) in its root field.
+  struct UserWindow {
+    uint8_t* base = nullptr;
+    size_t bytes = 0;
+    uint64_t serial = 0;          // registrations counted alike on every rank
+    std::vector<uint8_t*> ranks;  // [r]: rank r's window as mapped here
+    std::vector<void*> opened;    // [r]: what openHandle returned (null for this rank)
+  };
+  const UserWindow* userWindowOf(const void* ptr, size_t bytes) const;
+  bool directStepOf(const CollectiveArgs& args, const void* input, void* output,
+                    DeviceDirectStep* step, uint64_t* directMark) const;
+  void closeWindow(const UserWindow& window);
+  Status launchDirect(DeviceDirectStep step, uint64_t fingerprint, DeviceStream stream);
   // The fingerprint check's fields for this rank, without peers.
   DeviceFingerprintCheck checkOf(uint64_t fingerprint) const;
   Status launchPreMultiply(const CollectiveArgs& args, size_t count, const void* input,
@@ -234,6 +267,8 @@ class DeviceComm {
   Scratch scratch_;                       // the schedules' scratch slices
   Scratch premulScratch_;                 // PREMUL_SUM's scaled input
   std::vector<uint8_t*> retiredScratch_;  // freed at destruction (kernels may use them)
+  std::vector<UserWindow> userWindows_;   // under mutex_
+  uint64_t windowSerial_ = 0;
   uint64_t* counters_;               // device memory: Counters (message counts, sequence number)
   std::shared_ptr<void> lastEvent_;  // the previous collective's completion
   DeviceStream lastStream_ = nullptr;

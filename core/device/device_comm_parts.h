@@ -25,9 +25,26 @@ inline constexpr int32_t kAbortedCode = 1 << 30;
 
 inline size_t alignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
+// The kinds the board and direct kernels run whole, as their kind; false for the rest.
+inline bool wholeKindOf(CollectiveKind kind, DeviceBoardKind* out) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      *out = DeviceBoardKind::kAllReduce;
+      return true;
+    case CollectiveKind::kReduceScatter:
+      *out = DeviceBoardKind::kReduceScatter;
+      return true;
+    case CollectiveKind::kAllGather:
+      *out = DeviceBoardKind::kAllGather;
+      return true;
+    default:
+      return false;
+  }
+}
+
 // One rank's region: flags, the fingerprint check, the block counter, the board
 // kernel's block flags, the inboxes, the two board slots, the ring program's counts
-// and its FIFOs (the previous rank writes them).
+// and its FIFOs (the previous rank writes them), the direct kernel's block flags.
 struct DeviceComm::Region {
   static size_t sent(int peer) { return static_cast<size_t>(peer) * sizeof(uint64_t); }
   static size_t consumed(int nranks, int peer) { return sent(nranks) + sent(peer); }
@@ -61,9 +78,18 @@ struct DeviceComm::Region {
   static size_t ringFifo(int nranks, size_t slotBytes, size_t boardBytes) {
     return alignUp(ringConsumed(nranks, slotBytes, boardBytes) + kRingCountBytes, 256);
   }
+  // The direct kernel's block flags (DeviceDirectStep::ownBlockFlags), after the FIFOs.
+  static size_t directFlags(int nranks, size_t slotBytes, size_t boardBytes,
+                            size_t ringSliceBytes) {
+    return alignUp(
+        ringFifo(nranks, slotBytes, boardBytes) +
+            static_cast<size_t>(kDeviceMaxRingBlocks) * kDeviceRingSlots * ringSliceBytes,
+        256);
+  }
+  static constexpr size_t kDirectFlagBytes =
+      kDeviceMaxDirectBlocks * kDeviceDirectFlagWords * sizeof(uint64_t);
   static size_t bytes(int nranks, size_t slotBytes, size_t boardBytes, size_t ringSliceBytes) {
-    return ringFifo(nranks, slotBytes, boardBytes) +
-           static_cast<size_t>(kDeviceMaxRingBlocks) * kDeviceRingSlots * ringSliceBytes;
+    return directFlags(nranks, slotBytes, boardBytes, ringSliceBytes) + kDirectFlagBytes;
   }
 };
 

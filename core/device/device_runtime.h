@@ -37,6 +37,12 @@
 //   - launchRingProgram enqueues the ring program kernel of a whole ring-shaped
 //     schedule (DeviceRingProgram): a grid of program.blocks blocks; bad arguments
 //     return InvalidArgument and enqueue nothing.
+//   - launchDirect enqueues the direct kernel of a whole collective on registered
+//     windows (DeviceDirectStep): a grid of step.blocks blocks; bad arguments return
+//     InvalidArgument and enqueue nothing.
+//   - allocationOf(p) is the allocate() block (CUDA: the cudaMalloc allocation) that
+//     holds p: its start and bytes, for exportHandle; InvalidArgument when p is not in
+//     one.
 //   - currentDevice()/setCurrentDevice() are the calling thread's current device
 //     (CUDA: cudaGetDevice/cudaSetDevice; the emulation keeps one per thread, 0 unless
 //     set, ordinals 0..kEmulatedDevices-1).
@@ -88,6 +94,11 @@ class DeviceRuntime {
   virtual Status setCurrentDevice(int device) = 0;
   virtual Result<bool> isCapturing(DeviceStream stream) = 0;
 
+  struct Allocation {
+    void* base = nullptr;
+    size_t bytes = 0;
+  };
+  virtual Result<Allocation> allocationOf(const void* ptr) = 0;
   virtual Result<std::string> exportHandle(void* ptr) = 0;
   virtual Result<void*> openHandle(const std::string& handle) = 0;
   virtual void closeHandle(void* ptr) = 0;
@@ -99,6 +110,7 @@ class DeviceRuntime {
                                         DeviceStream stream) = 0;
   virtual Status launchBoard(const DeviceBoardStep& step, DeviceStream stream) = 0;
   virtual Status launchRingProgram(const DeviceRingProgram& program, DeviceStream stream) = 0;
+  virtual Status launchDirect(const DeviceDirectStep& step, DeviceStream stream) = 0;
 };
 
 // Defined by the build (kernels/): the CUDA runtime when CUDA is built and a device is

@@ -204,6 +204,57 @@ struct DeviceBoardStep {
   unsigned long long* profile = nullptr;
 };
 
+// The direct kernel (one kernel per collective on registered device windows,
+// kernels/cuda/direct_kernel.cuh): the buffers peers touch (an all-reduce's input and
+// output, a reduce-scatter's input, an all-gather's output) lie in device windows that
+// every rank registered (Communicator::registerDeviceWindow) and mapped, at the same
+// offsets, so a rank loads its peers' inputs and stores into their outputs itself: no
+// FIFO, no staging, each byte read once and written once (the memory-traffic bound).
+//   - all-reduce (two-shot): rank r owns share r of the elements (shares of shareCount
+//     elements, a multiple of 16; the last ones shorter or empty) and stores
+//     op over p in rank order of inputs[p][share r] into outputs[q][share r] for every q;
+//   - reduce-scatter: outputs[r][i] = op over p in rank order of inputs[p][r * count + i]
+//     (only outputs[rank] is used);
+//   - all-gather (bytes: dtype kUint8, count in bytes): inputs[r] goes to outputs[q][r *
+//     count, (r + 1) * count) for every q (only inputs[rank] is used).
+// So all ranks get the same bits. Block b of every rank handles part b of its share
+// (perBlock elements, a multiple of 16) and synchronises only with block b of its peers:
+//   - entry: the fingerprint check with the same block of every peer (block 0 on the
+//     check's own flags, so that a peer running the check kernel instead meets it; block
+//     b > 0 on flags of its own: ownBlockFlags + b * kDeviceDirectFlagWords, words
+//     posted, fingerprint slot 0, slot 1). When it passes, every peer's stream has
+//     reached this collective: its input is ready and nothing else uses its output.
+//   - exit: once its stores are fenced, done (word 3 of its flags, for every block)
+//     = s + 1, and wait until every peer's done >= s + 1: when a rank's kernel ends, no
+//     peer still reads its input or writes its output.
+// Timeouts and the error word as for the board; no output byte is written before the
+// entry check passed. The last block to finish advances the sequence number. Every rank
+// must launch the same blocks, perBlock and shareCount (they follow from the collective).
+inline constexpr int kDeviceMaxDirectRanks = 4;  // every input and output in one pass
+inline constexpr int kDeviceMaxDirectBlocks = 64;
+inline constexpr int kDeviceDirectFlagWords = 4;  // posted, fingerprint x 2, done
+
+struct DeviceDirectStep {
+  DeviceBoardKind kind = DeviceBoardKind::kAllReduce;
+  const void* inputs[kDeviceMaxDirectRanks] = {};  // every rank's, as mapped here
+  void* outputs[kDeviceMaxDirectRanks] = {};
+  uint64_t count = 0;       // elements (all-gather: bytes) per rank part, as for the board
+  uint64_t shareCount = 0;  // all-reduce: elements per share, a multiple of 16
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  int32_t divisor = 0;  // kAvg: nranks
+  int32_t rank = 0;
+  int32_t nranks = 0;                 // 2..kDeviceMaxDirectRanks
+  uint32_t blocks = 1;                // the grid, 1..kDeviceMaxDirectBlocks
+  uint64_t perBlock = 0;              // elements per block, a multiple of 16
+  uint64_t* ownBlockFlags = nullptr;  // kDeviceDirectFlagWords per block
+  const uint64_t* peerBlockFlags[kDeviceMaxCheckPeers] = {};  // [i]: check.peerRank[i]'s
+  uint32_t* blockCounter = nullptr;                           // zero at launch
+  DeviceFingerprintCheck check;  // block 0's; sequence required, one launch for all peers
+  // Optional, as DeviceStepSync::profile: block 0's waits for its peers, and 1 per kernel.
+  unsigned long long* profile = nullptr;
+};
+
 // The ring program (one kernel per collective, kernels/cuda/ring_program_kernel.cuh):
 // the steps of one rank's schedule whose messages all go to the next rank and come from
 // the previous one (ring all-reduce, reduce-scatter and all-gather; chain broadcast and

@@ -291,6 +291,26 @@ class Communicator {
   // Destroying the communicator drops its registrations.
   Status deregisterBuffer(const void* ptr);
 
+  // Registers device memory [ptr, ptr + bytes) as a window that every rank maps (CUDA
+  // IPC; ncclCommWindowRegister's semantics). Collective: every rank calls it, in the
+  // same order relative to its other collectives, with the same `bytes`; the range lies
+  // in one device allocation (cudaMalloc, ncclMemAlloc, a caching allocator's segment).
+  // An all-reduce, reduce-scatter or all-gather of 2..4 ranks beyond the board whose
+  // input and output lie in windows, at the same offsets on every rank, then runs as
+  // one direct kernel (each rank reduces its share straight from every input into every
+  // output, docs/cuda.md); a rank whose buffers lie elsewhere fails that collective
+  // with Mismatch on every rank, before any output byte is written. Every rank gets
+  // the same outcome: InvalidArgument naming a rank whose range is not device memory,
+  // overlaps one of its windows or has another size; Unsupported (nothing registered
+  // anywhere) when this communicator has no device windows (ranks on several hosts, no
+  // device runtime) or a rank cannot map a peer's range.
+  Status registerDeviceWindow(void* ptr, size_t bytes);
+  // Closes this rank's window starting at ptr (NotFound when there is none). Local: the
+  // caller orders it after the collectives that used the window (their kernels ended);
+  // a later collective on it fails with Mismatch until every rank closed it. Destroying
+  // the communicator closes its windows.
+  Status deregisterDeviceWindow(const void* ptr);
+
   // Fails every pending and later collective with Aborted and closes every connection
   // (peers then fail at once, naming this rank). Returns promptly even when peers are
   // gone. After a failure, collectives fail with the first error until destruction.

@@ -214,14 +214,19 @@ COLLIE_NCCL_API(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResul
 COLLIE_NCCL_API(ncclResult_t, ncclCommCount, (const ncclComm_t comm, int* count));
 COLLIE_NCCL_API(ncclResult_t, ncclCommCuDevice, (const ncclComm_t comm, int* device));
 COLLIE_NCCL_API(ncclResult_t, ncclCommUserRank, (const ncclComm_t comm, int* rank));
-/* Buffer registration. A range of ncclMemAlloc memory is registered with the
+/* Buffer registration. A range of ncclMemAlloc host memory is registered with the
  * communicator (collie's single-copy path uses it when every rank registered its
- * buffers); other host or device memory needs none and gets a valid handle. */
+ * buffers); other host or device memory needs none and gets a valid handle (device
+ * windows come from ncclCommWindowRegister). */
 COLLIE_NCCL_API(ncclResult_t, ncclCommRegister,
                 (const ncclComm_t comm, void* buff, size_t size, void** handle));
 COLLIE_NCCL_API(ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void* handle));
 /* Windows: as ncclCommRegister, with a window handle; winFlags is NCCL_WIN_DEFAULT or
- * NCCL_WIN_COLL_SYMMETRIC. Local in collie (no peer waits for another's call). */
+ * NCCL_WIN_COLL_SYMMETRIC. Device memory: collective, as in NCCL (every rank, the same
+ * size): mapped in every rank, so that all-reduce, reduce-scatter and all-gather on
+ * buffers at the same offsets of such windows run as collie's direct kernel
+ * (Communicator::registerDeviceWindow); without device windows (ranks on several hosts)
+ * the handle stays unregistered. Host memory: local, as ncclCommRegister. */
 COLLIE_NCCL_API(ncclResult_t, ncclCommWindowRegister,
                 (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags));
 COLLIE_NCCL_API(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win));

@@ -4,12 +4,13 @@
 //
 // Ran on an H200 (scripts/gpu-check.sh, docs/gpu/); the tests here run the emulated
 // runtime, whose logic this file mirrors.
+#include <cuda.h>  // the driver's types, for cuMemGetAddressRange through the runtime
 #include <cuda_runtime.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <map>
 #include <mutex>
-#include <set>
 #include <string>
 
 #include "core/device/device_runtime.h"
@@ -133,6 +134,29 @@ class CudaRuntime final : public DeviceRuntime {
     return status != cudaStreamCaptureStatusNone;
   }
 
+  // The driver's cuMemGetAddressRange, reached through the runtime (no link to libcuda).
+  Result<Allocation> allocationOf(const void* ptr) override {
+    using GetAddressRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+    static GetAddressRange getRange = [] {
+      void* fn = nullptr;
+      cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+      if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault,
+                                           &found) != cudaSuccess ||
+          found != cudaDriverEntryPointSuccess) {
+        (void)cudaGetLastError();
+        fn = nullptr;
+      }
+      return reinterpret_cast<GetAddressRange>(fn);
+    }();
+    if (getRange == nullptr) return unsupported("cuda: the driver has no cuMemGetAddressRange");
+    CUdeviceptr base = 0;
+    size_t bytes = 0;
+    if (getRange(&base, &bytes, reinterpret_cast<CUdeviceptr>(ptr)) != CUDA_SUCCESS) {
+      return invalidArgument("cuda: no device allocation holds the address");
+    }
+    return Allocation{reinterpret_cast<void*>(base), bytes};
+  }
+
   Result<std::string> exportHandle(void* ptr) override {
     IpcHandle handle;
     handle.pid = static_cast<int32_t>(::getpid());
@@ -150,18 +174,30 @@ class CudaRuntime final : public DeviceRuntime {
     if (handle.pid == static_cast<int32_t>(::getpid())) {
       return reinterpret_cast<void*>(handle.address);
     }
+    // A process opens an allocation once (CUDA refuses a second open of the same
+    // handle); later opens share the mapping and count.
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::string key(reinterpret_cast<const char*>(&handle.ipc), sizeof(handle.ipc));
+    if (auto known = byHandle_.find(key); known != byHandle_.end()) {
+      ++opened_[known->second].opens;
+      return known->second;
+    }
     void* ptr = nullptr;
     COLLIE_RETURN_IF_ERROR(
         cudaCall(cudaIpcOpenMemHandle(&ptr, handle.ipc, cudaIpcMemLazyEnablePeerAccess),
                  "cudaIpcOpenMemHandle"));
-    std::lock_guard<std::mutex> lock(mutex_);
-    opened_.insert(ptr);
+    byHandle_[key] = ptr;
+    opened_[ptr] = Opened{key, 1};
     return ptr;
   }
   void closeHandle(void* ptr) override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (opened_.erase(ptr) == 0) return;  // same-process address: nothing to close
+      auto it = opened_.find(ptr);
+      if (it == opened_.end()) return;  // same-process address: nothing to close
+      if (--it->second.opens > 0) return;
+      byHandle_.erase(it->second.key);
+      opened_.erase(it);
     }
     (void)cudaIpcCloseMemHandle(ptr);
   }
@@ -196,10 +232,20 @@ class CudaRuntime final : public DeviceRuntime {
     config.stream = stream;
     return cuda::launchRingProgram(program, config);
   }
+  Status launchDirect(const DeviceDirectStep& step, DeviceStream stream) override {
+    cuda::LaunchConfig config;
+    config.stream = stream;
+    return cuda::launchDirect(step, config);
+  }
 
  private:
+  struct Opened {
+    std::string key;  // the cudaIpcMemHandle_t's bytes
+    int opens = 0;
+  };
   std::mutex mutex_;
-  std::set<void*> opened_;  // pointers from cudaIpcOpenMemHandle
+  std::map<void*, Opened> opened_;         // pointers from cudaIpcOpenMemHandle
+  std::map<std::string, void*> byHandle_;  // and the handles they came from
 };
 
 }  // namespace

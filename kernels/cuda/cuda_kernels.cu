@@ -208,6 +208,14 @@ Status launchRingProgram(const DeviceRingProgram& program, const LaunchConfig& c
   return launch(ringProgramKernelFor(program), program, 0, sized, "ring program launch");
 }
 
+Status launchDirect(const DeviceDirectStep& step, const LaunchConfig& config) {
+  COLLIE_RETURN_IF_ERROR(checkDirectStep(step));
+  LaunchConfig sized = config;
+  sized.grid = step.blocks;
+  sized.block = kDirectBlockThreads;
+  return launch(directKernelFor(step), step, 0, sized, "direct launch");
+}
+
 Status launchFingerprintCheck(const DeviceFingerprintCheck& check, const LaunchConfig& config) {
   COLLIE_RETURN_IF_ERROR(checkFingerprintCheck(check));
   LaunchConfig one = config;

@@ -46,6 +46,8 @@ Status launchTreeBroadcast(const TreeBroadcastStep& step, const LaunchConfig& co
 Status launchBoard(const DeviceBoardStep& step, const LaunchConfig& config);
 // program.blocks blocks of kRingBlockThreads (config.grid and config.block are ignored).
 Status launchRingProgram(const DeviceRingProgram& program, const LaunchConfig& config);
+// step.blocks blocks of kDirectBlockThreads (config.grid and config.block are ignored).
+Status launchDirect(const DeviceDirectStep& step, const LaunchConfig& config);
 // One block of config.block threads (config.grid is ignored).
 Status launchFingerprintCheck(const DeviceFingerprintCheck& check, const LaunchConfig& config);
 

@@ -19,6 +19,7 @@
 #include "kernels/common/ops.h"
 #include "kernels/cuda/board_kernel.cuh"
 #include "kernels/cuda/collective_kernels.cuh"
+#include "kernels/cuda/direct_kernel.cuh"
 #include "kernels/cuda/ring_program_kernel.cuh"
 #include "kernels/cuda/scale_kernel.cuh"
 
@@ -93,6 +94,13 @@ struct RingProgramFamily {
     return &ringProgramKernel<T, Op>;
   }
 };
+struct DirectFamily {
+  using Fn = void (*)(DeviceDirectStep);
+  template <typename T, typename Op>
+  static Fn get() {
+    return &directKernel<T, Op>;
+  }
+};
 struct TreeReduceFamily {
   using Fn = void (*)(TreeReduceStep);
   template <typename T, typename Op>
@@ -163,6 +171,21 @@ inline RingProgramFamily::Fn ringProgramKernelFor(const DeviceRingProgram& progr
 }
 // Threads per block of the ring program kernel (on the GPU; the emulation uses its own).
 inline constexpr unsigned kRingBlockThreads = 512;
+
+// The direct kernel of a step: all-gather moves bytes (whatever the dtype), the reducing
+// kinds take kernelFor's (dtype, op) instantiation; null for a bad kind, dtype or op.
+inline DirectFamily::Fn directKernelFor(const DeviceDirectStep& step) {
+  switch (step.kind) {
+    case DeviceBoardKind::kAllGather:
+      return DirectFamily::get<uint8_t, CopyOp<uint8_t>>();
+    case DeviceBoardKind::kAllReduce:
+    case DeviceBoardKind::kReduceScatter:
+      return kernelFor<DirectFamily>(step.dtype, step.op);
+  }
+  return nullptr;
+}
+// Threads per block of the direct kernel (on the GPU; the emulation uses its own).
+inline constexpr unsigned kDirectBlockThreads = 512;
 
 // PREMUL_SUM's multiply for dtype (scale_kernel.cuh), or null for an invalid dtype.
 using ScaleFn = void (*)(DeviceScaleStep);

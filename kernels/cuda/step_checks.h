@@ -119,6 +119,57 @@ inline Status checkBoardStep(const DeviceBoardStep& step) {
   return checkFingerprintCheck(check);
 }
 
+// A direct step (DeviceDirectStep): its kind, ranks, every rank's buffers, shares,
+// blocks and flags.
+inline Status checkDirectStep(const DeviceDirectStep& step) {
+  const std::string what = "cuda: direct step ";
+  const int n = step.nranks;
+  if (n < 2 || n > kDeviceMaxDirectRanks || step.rank < 0 || step.rank >= n) {
+    return invalidArgument(what + "needs 2.." + std::to_string(kDeviceMaxDirectRanks) +
+                           " ranks and a rank among them");
+  }
+  if (step.kind != DeviceBoardKind::kAllReduce && step.kind != DeviceBoardKind::kReduceScatter &&
+      step.kind != DeviceBoardKind::kAllGather) {
+    return invalidArgument(what + "has an unknown kind");
+  }
+  // The elements one rank's blocks cover: its share (all-reduce) or its part.
+  const uint64_t covered = step.kind == DeviceBoardKind::kAllReduce
+                               ? (step.shareCount < step.count ? step.shareCount : step.count)
+                               : step.count;
+  if (step.kind == DeviceBoardKind::kAllReduce &&
+      (step.shareCount % 16 != 0 || step.shareCount * static_cast<uint64_t>(n) < step.count)) {
+    return invalidArgument(what + "needs shares of a multiple of 16 elements covering the count");
+  }
+  if (step.blocks < 1 || step.blocks > static_cast<uint32_t>(kDeviceMaxDirectBlocks) ||
+      step.perBlock == 0 || step.perBlock % 16 != 0 || step.perBlock * step.blocks < covered) {
+    return invalidArgument(what + "needs 1.." + std::to_string(kDeviceMaxDirectBlocks) +
+                           " blocks of a multiple of 16 elements covering its share");
+  }
+  // Every rank's inputs (all-reduce, reduce-scatter) and outputs (all-reduce,
+  // all-gather); this rank's own in any case.
+  const bool sharedInput = step.kind != DeviceBoardKind::kAllGather;
+  const bool sharedOutput = step.kind != DeviceBoardKind::kReduceScatter;
+  for (int r = 0; r < n; ++r) {
+    if ((sharedInput || r == step.rank) && nonEmptyHasNull(step.count, {step.inputs[r]})) {
+      return invalidArgument(what + "has a null input of rank " + std::to_string(r));
+    }
+    if ((sharedOutput || r == step.rank) && nonEmptyHasNull(step.count, {step.outputs[r]})) {
+      return invalidArgument(what + "has a null output of rank " + std::to_string(r));
+    }
+  }
+  const DeviceFingerprintCheck& check = step.check;
+  if (check.sequence == nullptr || check.ownSlot == nullptr || step.blockCounter == nullptr ||
+      step.ownBlockFlags == nullptr || check.npeers != n - 1) {
+    return invalidArgument(what +
+                           "needs the sequence number, this rank's check and block flags, a "
+                           "block counter and every peer in one check");
+  }
+  for (int i = 0; i < check.npeers; ++i) {
+    if (step.peerBlockFlags[i] == nullptr) return invalidArgument(what + "has a null peer flag");
+  }
+  return checkFingerprintCheck(check);
+}
+
 // A ring program (DeviceRingProgram): its steps, grid, slices, FIFOs and counts.
 inline Status checkRingProgram(const DeviceRingProgram& p) {
   const std::string what = "cuda: ring program ";

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -18,12 +19,19 @@
 #include "core/device/device_runtime.h"
 #include "kernels/cuda/emulation/emulated_runtime.h"
 #include "support/emulated_device.h"
+#include "support/quick_matrix.h"
 #include "support/rank_threads.h"
 #include "support/reference.h"
 
 namespace collie::testing {
 
 inline DeviceRuntime& runtime() { return testing::emulatedDevice(); }
+
+// Rank counts of a test: the sanitizer runs (quick matrix) keep the first of the list.
+inline std::vector<int> rankCounts(std::initializer_list<int> all) {
+  if (quickMatrix()) return {*all.begin()};
+  return all;
+}
 
 // A device buffer of the emulated runtime, freed on scope exit.
 class DeviceBuffer {
@@ -113,39 +121,47 @@ inline std::string describe(const Case& c, int rank) {
          (c.inPlace ? " in-place" : "") + " rank " + std::to_string(rank);
 }
 
+// Where runOne puts a case's input and output: device memory of its own (null), or the
+// given addresses (room for the case's buffers; registered windows, device_direct_test).
+struct Placement {
+  uint8_t* input = nullptr;
+  uint8_t* output = nullptr;
+};
+
 // Runs one collective on device buffers of this rank; returns its output bytes (the
 // checked part), or records a failure and returns nothing.
 inline std::optional<std::vector<uint8_t>> runOne(Communicator& comm, const Case& c,
-                                                  Failures* failures) {
+                                                  Failures* failures, Placement at = {}) {
   const int n = comm.size();
   const int r = comm.rank();
   const size_t es = dataTypeSize(c.dtype);
   const int root = n - 1;
   const size_t inCount = c.kind == CollectiveKind::kReduceScatter ? c.count * n : c.count;
   const size_t outCount = c.kind == CollectiveKind::kAllGather ? c.count * n : c.count;
-  DeviceBuffer input(inCount * es + 1);
-  DeviceBuffer output(outCount * es + 1);
+  std::optional<DeviceBuffer> ownInput, ownOutput;
+  if (at.input == nullptr) at.input = ownInput.emplace(inCount * es + 1).get();
+  if (at.output == nullptr) at.output = ownOutput.emplace(outCount * es + 1).get();
   std::vector<uint8_t> host = c.kind == CollectiveKind::kAllGather
                                   ? makeInput(c.dtype, c.op, 0, c.count, r * c.count)
                                   : makeInput(c.dtype, c.op, r, inCount);
-  std::memset(output.get(), 0xEE, outCount * es);
-  input.write(host);
-  const void* send = input.get();
-  uint8_t* recv = output.get();
+  std::memset(at.output, 0xEE, outCount * es);
+  std::memcpy(at.input, host.data(), host.size());
+  const void* send = at.input;
+  uint8_t* recv = at.output;
   size_t checkOffset = 0;
   if (c.inPlace) {
     switch (c.kind) {
       case CollectiveKind::kReduceScatter:
-        recv = input.get() + r * c.count * es;
+        recv = at.input + r * c.count * es;
         checkOffset = r * c.count * es;
         break;
       case CollectiveKind::kAllGather:
-        output.write(host, r * c.count * es);
-        send = output.get() + r * c.count * es;
+        std::memcpy(at.output + r * c.count * es, host.data(), host.size());
+        send = at.output + r * c.count * es;
         break;
       default:
-        output.write(host);
-        send = output.get();
+        std::memcpy(at.output, host.data(), host.size());
+        send = at.output;
     }
   }
   Result<Work> work = invalidArgument("unset");
@@ -199,9 +215,8 @@ inline std::optional<std::vector<uint8_t>> runOne(Communicator& comm, const Case
     default:
       break;
   }
-  const uint8_t* checked = c.kind == CollectiveKind::kReduceScatter && c.inPlace
-                               ? input.get() + checkOffset
-                               : output.get();
+  const uint8_t* checked =
+      c.kind == CollectiveKind::kReduceScatter && c.inPlace ? at.input + checkOffset : at.output;
   std::vector<uint8_t> actual(checked, checked + expected.size());
   if (actual != expected) {
     size_t first = 0;
@@ -214,9 +229,11 @@ inline std::optional<std::vector<uint8_t>> runOne(Communicator& comm, const Case
 
 // Runs `cases` on every rank of fresh communicators; checks the bytes (runOne) and that
 // every rank holds the same output of an all-reduce, all-gather or broadcast; returns
-// the kernels launched.
+// the kernels launched. `prepare` (optional) runs once on every rank first and places
+// every case's buffers.
 inline uint64_t runCases(int nranks, Algorithm algorithm, const std::vector<Case>& cases,
-                         const Options& options, std::chrono::milliseconds timeout) {
+                         const Options& options, std::chrono::milliseconds timeout,
+                         const std::function<Placement(int, Communicator&)>& prepare = {}) {
   auto comm = deviceComms(nranks, algorithm, timeout, false, options);
   EXPECT_EQ(comm.size(), static_cast<size_t>(nranks));
   if (comm.size() != static_cast<size_t>(nranks)) return 0;
@@ -224,8 +241,9 @@ inline uint64_t runCases(int nranks, Algorithm algorithm, const std::vector<Case
   Failures failures;
   std::vector<std::vector<std::vector<uint8_t>>> outputs(nranks);
   onEveryRank(nranks, [&](int r) {
+    const Placement at = prepare ? prepare(r, *comm[r]) : Placement{};
     for (const Case& c : cases) {
-      outputs[r].push_back(runOne(*comm[r], c, &failures).value_or(std::vector<uint8_t>()));
+      outputs[r].push_back(runOne(*comm[r], c, &failures, at).value_or(std::vector<uint8_t>()));
     }
   });
   const uint64_t launched = emulatedKernelLaunches() - before;

@@ -425,9 +425,12 @@ TEST(DeviceNcclSemantics, DeviceScalarIsReadWhenTheCollectiveRuns) {
 // The sanitizer runs (quick matrix) launch it 20 times: 100 took a minute under TSan.
 // The message counts and the sequence number live on the device, so the recorded
 // kernels compute their flags and slots afresh at each launch. The all-reduces run as
-// board kernels, or (`ringProgram`, the board off) as ring programs of 4 KiB slices,
-// whose FIFO counts live in the device windows.
-void capturedGroupReplaysAHundredTimes(bool ringProgram) {
+// board kernels, or (the board off) as ring programs of 4 KiB slices, whose FIFO counts
+// live in the device windows, or as the direct kernel on buffers registered with
+// ncclCommWindowRegister.
+enum class AllReduceKernel { kBoard, kRingProgram, kDirect };
+void capturedGroupReplaysAHundredTimes(AllReduceKernel kernel) {
+  const bool ringProgram = kernel != AllReduceKernel::kBoard;
   Environment environment("30s");
   setenv("COLLIE_DEVICE_SLOT_BYTES", "4096", 1);
   if (ringProgram) {
@@ -450,6 +453,14 @@ void capturedGroupReplaysAHundredTimes(bool ringProgram) {
     float* fromPrev = deviceFloats(kCount, 0);
     float* eager = deviceFloats(kCount, 0);
     const int next = (r + 1) % kRanks, prev = (r + kRanks - 1) % kRanks;
+    ncclWindow_t windows[2] = {nullptr, nullptr};
+    if (kernel == AllReduceKernel::kDirect &&
+        (ncclCommWindowRegister(comm, in, kCount * sizeof(float), &windows[0],
+                                NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess ||
+         ncclCommWindowRegister(comm, out, kCount * sizeof(float), &windows[1],
+                                NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess)) {
+      return std::string("ncclCommWindowRegister: ") + ncclGetLastError(comm);
+    }
     auto issueGroup = [&]() {
       ncclGroupStart();
       ncclAllReduce(in, out, kCount, ncclFloat32, ncclSum, comm, s);
@@ -509,6 +520,11 @@ void capturedGroupReplaysAHundredTimes(bool ringProgram) {
       failure = std::string("async error: ") + ncclGetLastError(comm);
     }
     device().destroyStream(stream);
+    for (ncclWindow_t window : windows) {
+      if (window != nullptr && ncclCommWindowDeregister(comm, window) != ncclSuccess) {
+        failure = std::string("ncclCommWindowDeregister: ") + ncclGetLastError(comm);
+      }
+    }
     for (float* f : {in, out, a2aIn, a2aOut, toNext, fromPrev, eager}) device().free(f);
     return failure;
   });
@@ -518,11 +534,16 @@ void capturedGroupReplaysAHundredTimes(bool ringProgram) {
 }
 
 TEST(DeviceNcclSemantics, CapturedGroupReplaysAHundredTimes) {
-  capturedGroupReplaysAHundredTimes(false);
+  capturedGroupReplaysAHundredTimes(AllReduceKernel::kBoard);
 }
 
 TEST(DeviceNcclSemantics, CapturedRingProgramReplaysAHundredTimes) {
-  capturedGroupReplaysAHundredTimes(true);
+  capturedGroupReplaysAHundredTimes(AllReduceKernel::kRingProgram);
+}
+
+// The all-reduce of the group on windows every rank registered: the direct kernel.
+TEST(DeviceNcclSemantics, CapturedDirectKernelReplaysAHundredTimes) {
+  capturedGroupReplaysAHundredTimes(AllReduceKernel::kDirect);
 }
 
 }  // namespace

@@ -31,12 +31,6 @@ using testing::makeInput;
 
 constexpr auto kTimeout = std::chrono::seconds(30);
 
-// Rank counts: the sanitizer runs (quick matrix) keep one of each list.
-std::vector<int> rankCounts(std::initializer_list<int> all) {
-  if (testing::quickMatrix()) return {*all.begin()};
-  return all;
-}
-
 // 4 KiB slices (the default is 128 KiB), so that cases of tens of KB take several pieces
 // per block and wrap the four-slot FIFOs; the board off unless given.
 Options ringOptions(const std::string& sliceBytes = "4K", const std::string& boardBytes = "0") {
@@ -62,7 +56,7 @@ std::vector<Case> ringCases(std::initializer_list<size_t> counts) {
 // The check and the program: two launches per collective and rank, whatever the size.
 TEST(DeviceRingProgram, EveryKindInTwoLaunches) {
   const std::vector<Case> cases = ringCases({1, 1021, 9'000});
-  for (int nranks : rankCounts({3, 2, 4})) {
+  for (int nranks : testing::rankCounts({3, 2, 4})) {
     SCOPED_TRACE(std::to_string(nranks) + " ranks");
     EXPECT_EQ(runCases(nranks, Algorithm::kAuto, cases), 2 * cases.size() * nranks);
   }
@@ -71,7 +65,7 @@ TEST(DeviceRingProgram, EveryKindInTwoLaunches) {
 // Five and six ranks: 9 and 11 steps a program, segments of uneven sizes.
 TEST(DeviceRingProgram, MoreRanks) {
   const std::vector<Case> cases = ringCases({7, 3'001});
-  for (int nranks : rankCounts({5, 6})) {
+  for (int nranks : testing::rankCounts({5, 6})) {
     SCOPED_TRACE(std::to_string(nranks) + " ranks");
     EXPECT_EQ(runCases(nranks, Algorithm::kRing, cases), 2 * cases.size() * nranks);
   }
@@ -85,7 +79,7 @@ TEST(DeviceRingProgram, SixteenBlocksOfManyPieces) {
       {CollectiveKind::kReduceScatter, DataType::kFloat16, ReduceOp::kSum, 400'000, false},
       {CollectiveKind::kAllGather, DataType::kUint8, ReduceOp::kSum, 1'000'003, true},
       {CollectiveKind::kBroadcast, DataType::kInt32, ReduceOp::kSum, 500'000, false}};
-  for (int nranks : rankCounts({2, 3})) {
+  for (int nranks : testing::rankCounts({2, 3})) {
     SCOPED_TRACE(std::to_string(nranks) + " ranks");
     EXPECT_EQ(runCases(nranks, Algorithm::kAuto, cases), 2 * cases.size() * nranks);
   }

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/common/hex.h"
 #include "core/device/device_runtime.h"
 #include "core/log/log.h"
 #include "core/transport/device_windows.h"
@@ -17,32 +18,6 @@ constexpr char kPeerMagic[] = "collie-cuda-ipc-v2";
 constexpr char kWindowMagic[] = "collie-cuda-ipc-window-v2";
 constexpr size_t kMaxEntryBytes = 4096;  // an entry longer than this is malformed
 constexpr size_t kMaxWindowBytes = size_t{1} << 34;
-
-std::string hex(const std::string& bytes) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out += kDigits[c >> 4];
-    out += kDigits[c & 15];
-  }
-  return out;
-}
-
-bool unhex(const std::string& text, std::string* out) {
-  if (text.empty() || text.size() % 2 != 0) return false;
-  auto digit = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-  };
-  out->clear();
-  for (size_t i = 0; i < text.size(); i += 2) {
-    const int hi = digit(text[i]), lo = digit(text[i + 1]);
-    if (hi < 0 || lo < 0) return false;
-    out->push_back(static_cast<char>(hi << 4 | lo));
-  }
-  return true;
-}
 
 // Splits an untrusted store entry into exactly `n` space-separated fields.
 bool splitEntry(const Bytes& value, size_t n, std::vector<std::string>* fields) {
@@ -149,7 +124,8 @@ Result<std::string> CudaIpcTransport::peerHandle(int peer, const std::string& mi
   }
   std::vector<std::string> theirs, ours;
   std::string handle;
-  if (!splitEntry(*value, 5, &theirs) || theirs[0] != kWindowMagic || !unhex(theirs[4], &handle)) {
+  if (!splitEntry(*value, 5, &theirs) || theirs[0] != kWindowMagic ||
+      !fromHex(theirs[4], &handle)) {
     return remoteError("cuda_ipc: " + rankName(peer) +
                            " published a malformed device window entry (another collie version?)",
                        peer);
@@ -186,7 +162,7 @@ Result<std::unique_ptr<DeviceWindows>> CudaIpcTransport::open(size_t bytes, uint
   if (!handle.isOk()) return handle.status().withContext(where + ": exporting its device window");
   const std::string mine = std::string(kWindowMagic) + " " + runtime->name() + " " +
                            std::to_string(layout) + " " + std::to_string(bytes) + " " +
-                           hex(*handle);
+                           toHex(*handle);
   COLLIE_RETURN_IF_ERROR(ctx_.store->set(key("window", ctx_.rank), toBytes(mine)));
 
   Status unmapped;
@@ -241,7 +217,7 @@ Result<std::unique_ptr<Transport>> createCudaIpc(const TransportContext& ctx) {
   // Every rank publishes its runtime and host, so that every rank decides alike
   // whether windows are available.
   const std::string runtime = ctx.deviceRuntime != nullptr ? ctx.deviceRuntime->name() : "none";
-  const std::string host = hex(ctx.hostId.empty() ? "-" : ctx.hostId);
+  const std::string host = toHex(ctx.hostId.empty() ? "-" : ctx.hostId);
   const std::string mine = std::string(kPeerMagic) + " " + runtime + " " + host;
   const std::string prefix = ctx.jobKey + "/cuda_ipc/peer/";
   COLLIE_RETURN_IF_ERROR(ctx.store->set(prefix + std::to_string(ctx.rank), toBytes(mine)));

@@ -50,6 +50,7 @@ struct ncclWindow_vidmem {
   void* base = nullptr;
   size_t size = 0;
   bool registered = false;
+  bool deviceWindow = false;  // registered with Communicator::registerDeviceWindow
 };
 
 struct ncclComm {

@@ -6,7 +6,11 @@
 // ncclMemFree gives each back to where it came from. ncclCommRegister and ncclCommWindowRegister
 // register such a range with the communicator (Communicator::registerBuffer), so that collectives
 // whose buffers every local rank registered take the single-copy path; other memory
-// (malloc, device buffers) needs no registration and gets a handle all the same.
+// (malloc) needs no registration and gets a handle all the same. ncclCommWindowRegister of
+// device memory is collective, as in NCCL: Communicator::registerDeviceWindow maps it in
+// every rank, and collectives on such windows run as the direct kernel (a communicator
+// without device windows keeps the handle unregistered); ncclCommRegister of device memory
+// (local in NCCL) registers nothing.
 // Both handles are an ncclWindow_vidmem owned by the communicator; destroying the
 // communicator drops them.
 #include <algorithm>
@@ -23,7 +27,7 @@ namespace {
 // Registers [buff, buff + size) with `comm` where collie can use it and returns the
 // handle that the matching deregistration takes.
 ncclResult_t addRegistration(ncclComm* comm, void* buff, size_t size, const char* what,
-                             ncclWindow_vidmem** handle) {
+                             bool collective, ncclWindow_vidmem** handle) {
   if (ncclResult_t r = ready(comm, true); r != ncclSuccess) return r;
   if (ncclResult_t r = refuseIfRevoked(comm, what); r != ncclSuccess) return r;
   if (buff == nullptr && size > 0) {
@@ -34,7 +38,18 @@ ncclResult_t addRegistration(ncclComm* comm, void* buff, size_t size, const char
   window->comm = comm;
   window->base = buff;
   window->size = size;
-  if (size > 0 && !comm->comm->isDeviceBuffer(buff)) {
+  if (size > 0 && collective && comm->comm->isDeviceBuffer(buff)) {
+    Status status = comm->comm->registerDeviceWindow(buff, size);
+    if (status.isOk()) {
+      window->registered = true;
+      window->deviceWindow = true;
+    } else if (status.code() == StatusCode::kUnsupported) {
+      COLLIE_LOG(INFO, INIT) << what << ": " << size << " bytes of device memory at " << buff
+                             << " stay unregistered (" << status.message() << ")";
+    } else {
+      return fail(status.withContext(what));
+    }
+  } else if (size > 0 && !comm->comm->isDeviceBuffer(buff)) {
     Status status = comm->comm->registerBuffer(buff, size);
     if (status.isOk()) {
       window->registered = true;
@@ -62,7 +77,8 @@ ncclResult_t dropRegistration(ncclComm* comm, const void* handle, const char* wh
   }
   ncclResult_t result = ncclSuccess;
   if ((*found)->registered && comm->comm) {
-    Status status = comm->comm->deregisterBuffer((*found)->base);
+    Status status = (*found)->deviceWindow ? comm->comm->deregisterDeviceWindow((*found)->base)
+                                           : comm->comm->deregisterBuffer((*found)->base);
     if (!status.isOk()) result = fail(status.withContext(what));
   }
   comm->windows.erase(found);
@@ -82,7 +98,7 @@ ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, vo
   if (ncclResult_t r = checkLive(comm, "ncclCommRegister"); r != ncclSuccess) return r;
   return guarded([&] {
     ncclWindow_vidmem* window = nullptr;
-    ncclResult_t r = addRegistration(comm, buff, size, "ncclCommRegister", &window);
+    ncclResult_t r = addRegistration(comm, buff, size, "ncclCommRegister", false, &window);
     *handle = window;
     return r;
   });
@@ -102,7 +118,8 @@ ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, nc
     return invalidArgumentResult("ncclCommWindowRegister: winFlags is " + std::to_string(winFlags) +
                                  "; accepted: NCCL_WIN_DEFAULT (0), NCCL_WIN_COLL_SYMMETRIC (1)");
   }
-  return guarded([&] { return addRegistration(comm, buff, size, "ncclCommWindowRegister", win); });
+  return guarded(
+      [&] { return addRegistration(comm, buff, size, "ncclCommWindowRegister", true, win); });
 }
 
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {

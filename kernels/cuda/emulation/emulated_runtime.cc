@@ -124,6 +124,17 @@ class EmulatedRuntime final : public DeviceRuntime {
     return static_cast<EmulatedStream*>(stream)->capturing();
   }
 
+  Result<Allocation> allocationOf(const void* ptr) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto address = reinterpret_cast<uintptr_t>(ptr);
+    auto it = blocks_.upper_bound(address);
+    if (find(ptr) == nullptr || it == blocks_.begin()) {
+      return invalidArgument("emulated device: no allocation holds the address");
+    }
+    --it;
+    return Allocation{reinterpret_cast<void*>(it->first), std::max<size_t>(it->second.bytes, 1)};
+  }
+
   Result<std::string> exportHandle(void* ptr) override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -230,6 +241,13 @@ class EmulatedRuntime final : public DeviceRuntime {
     auto kernel = cuda::ringProgramKernelFor(program);
     if (kernel == nullptr) return invalidArgument("emulated device: bad dtype or op");
     return enqueueLaunch(kernel, program, 0, stream, program.blocks);
+  }
+
+  Status launchDirect(const DeviceDirectStep& step, DeviceStream stream) override {
+    COLLIE_RETURN_IF_ERROR(cuda::checkDirectStep(step));
+    auto kernel = cuda::directKernelFor(step);
+    if (kernel == nullptr) return invalidArgument("emulated device: bad dtype or op");
+    return enqueueLaunch(kernel, step, 0, stream, step.blocks);
   }
 
  private:
