@@ -278,6 +278,17 @@ else
         env COLLIE_DEVICE_RING_SLICE_BYTES=$slice \
         $run -n 2 -- "$bin/collie" perf allreduce -b 1M -e 1G -f 4 -n 5 -w 1 -c 1 --device 1
     done
+    # The direct kernel: the buffers registered as device windows (-R 1), so that each
+    # rank reduces its share straight from every input into every output (the HBM
+    # traffic bound of goal_device_roofline, which takes these runs first).
+    step perf_allreduce_device_n2_mps_window bench 60 $run -n 2 -- "$bin/collie" perf allreduce \
+      -b 1M -e 1G -f 4 -n 10 -w 2 -c 1 --device 1 -R 1
+    step perf_allreduce_device_n4_mps_window bench 60 $run -n 4 -- "$bin/collie" perf allreduce \
+      -b 1M -e 256M -f 4 -n 5 -w 1 -c 1 --device 1 -R 1
+    for kind in reducescatter allgather; do
+      step "perf_${kind}_device_n2_mps_window" bench 45 $run -n 2 -- "$bin/collie" perf $kind \
+        -b 1M -e 256M -f 4 -n 10 -w 2 -c 1 --device 1 -R 1
+    done
     # Where a collective's time goes: how long the kernels wait for their peers' flags
     # (COLLIE_DEVICE_PROFILE; the ring program's block 0), at 1 MiB and 64 MiB.
     for size in 1M 64M; do

@@ -32,7 +32,8 @@ CLI::App* addPerfCommand(CLI::App& app, PerfCliOptions* raw) {
   cmd->add_option("-o,--op", raw->op, "sum prod min max avg band bor bxor")->capture_default_str();
   cmd->add_option("-r,--root", raw->root, "root rank (broadcast, reduce)")->capture_default_str();
   cmd->add_option("-R,--local_register", raw->registered,
-                  "1: buffers from allocShared, registered (single-copy shm)")
+                  "1: registered buffers: allocShared host memory (single-copy shm), or with "
+                  "--device 1 device windows (the direct kernel)")
       ->capture_default_str();
   cmd->add_option("--device", raw->device,
                   "1: buffers in device memory (CUDA, or COLLIE_DEVICE_EMULATION=1)")
@@ -149,8 +150,6 @@ Result<PerfArgs> resolvePerfArgs(const PerfCliOptions& raw) {
   args.registered = raw.registered == 1;
   if (raw.device != 0 && raw.device != 1) return invalidArgument("--device must be 0 or 1");
   args.device = raw.device == 1;
-  if (args.registered && args.device)
-    return invalidArgument("-R 1 and --device 1 exclude each other");
   std::optional<Algorithm> algo = parseAlgorithm(raw.algo);
   if (!algo) {
     return invalidArgument("unknown --algo '" + raw.algo + "': use one of " + algorithmNames());

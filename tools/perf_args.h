@@ -59,9 +59,11 @@ struct PerfArgs {
   ReduceOp op = ReduceOp::kSum;
   int root = 0;
   Algorithm algorithm = Algorithm::kAuto;
-  std::string transport;    // "" = per-pair choice (COLLIE_TRANSPORT)
-  std::string jsonPath;     // "" = no JSON
-  bool registered = false;  // -R 1: allocShared buffers, registered on the communicator
+  std::string transport;  // "" = per-pair choice (COLLIE_TRANSPORT)
+  std::string jsonPath;   // "" = no JSON
+  // -R 1: allocShared buffers registered on the communicator; with --device 1, the
+  // device buffers registered as device windows (Communicator::registerDeviceWindow).
+  bool registered = false;
   // --device 1: buffers in device memory of the communicator's device runtime (CUDA, or
   // the emulated one with COLLIE_DEVICE_EMULATION=1); filled and checked through host
   // copies outside the timed runs.

@@ -11,7 +11,9 @@
 // --unalign_bytes every send and receive pointer starts that far into its allocation.
 // With --device 1 the buffers are device memory; the fill and the check then go
 // through host copies, outside the timed runs, and a device copy timed before the
-// table gives each size's memory bound, printed after it (perf_device_bound.h).
+// table gives each size's memory bound, printed after it (perf_device_bound.h); with -R
+// 1 as well they are registered as device windows, so that all-reduce, reduce-scatter
+// and all-gather run as the direct kernel.
 #include <unistd.h>
 
 #include <algorithm>
@@ -81,6 +83,10 @@ class DeviceBuffers {
  public:
   ~DeviceBuffers() {
     if (runtime_ == nullptr) return;
+    if (windowsOn_ != nullptr) {
+      (void)windowsOn_->deregisterDeviceWindow(send_);
+      (void)windowsOn_->deregisterDeviceWindow(recv_);
+    }
     if (send_ != nullptr) runtime_->free(send_);
     if (recv_ != nullptr) runtime_->free(recv_);
     if (stream_ != nullptr) runtime_->destroyStream(stream_);
@@ -104,7 +110,20 @@ class DeviceBuffers {
     Result<void*> recv = runtime_->allocate(recvBytes);
     if (!recv.isOk()) return recv.status();
     recv_ = static_cast<uint8_t*>(*recv);
+    sendBytes_ = sendBytes;
+    recvBytes_ = recvBytes;
     return Status();
+  }
+  // -R 1: both buffers as device windows of `comm` (collective), closed at destruction.
+  Status registerWindows(Communicator& comm) {
+    COLLIE_RETURN_IF_ERROR(comm.registerDeviceWindow(send_, sendBytes_));
+    windowsOn_ = &comm;
+    Status status = comm.registerDeviceWindow(recv_, recvBytes_);
+    if (!status.isOk()) {
+      (void)comm.deregisterDeviceWindow(send_);
+      windowsOn_ = nullptr;
+    }
+    return status;
   }
   uint8_t* send() const { return send_; }
   uint8_t* recv() const { return recv_; }
@@ -120,6 +139,9 @@ class DeviceBuffers {
   DeviceStream stream_ = nullptr;
   uint8_t* send_ = nullptr;
   uint8_t* recv_ = nullptr;
+  size_t sendBytes_ = 0;
+  size_t recvBytes_ = 0;
+  Communicator* windowsOn_ = nullptr;
 };
 
 class PerfRunner {
@@ -334,7 +356,7 @@ Status PerfRunner::run(std::vector<PerfRow>* rows) {
     maxSend = std::max(maxSend, shape.sendElems * elemSize_);
     maxBuf = std::max(maxBuf, shape.sizeBytes);
   }
-  Communicator* registerOn = args_.registered ? &comm_ : nullptr;
+  Communicator* registerOn = args_.registered && !args_.device ? &comm_ : nullptr;
   send_ = std::make_unique<AlignedBuffer>(offset_ + maxSend, registerOn);
   recv_ = std::make_unique<AlignedBuffer>(offset_ + maxBuf, registerOn);
   stats_ = std::make_unique<AlignedBuffer>(kStatsBytes, registerOn);
@@ -350,6 +372,9 @@ Status PerfRunner::run(std::vector<PerfRow>* rows) {
   if (args_.device) {
     device_ = std::make_unique<DeviceBuffers>();
     COLLIE_RETURN_IF_ERROR(device_->open(offset_ + maxSend + 64, offset_ + maxBuf + 64));
+    if (args_.registered) {
+      COLLIE_RETURN_IF_ERROR(device_->registerWindows(comm_).withContext("collie perf -R 1"));
+    }
     COLLIE_RETURN_IF_ERROR(
         device_->copy(device_->send() + offset_, send_->get() + offset_, maxSend));
   }
@@ -442,7 +467,7 @@ int runPerf(const PerfCliOptions& raw) {
     // file, and launchers that start each rank on its own (compare.py's namespaces) give
     // it to rank 0 alone. Registered like the measured buffers (-R 1), as a forced --algo
     // direct needs.
-    AlignedBuffer flag(sizeof(int32_t), args->registered ? &c : nullptr);
+    AlignedBuffer flag(sizeof(int32_t), args->registered && !args->device ? &c : nullptr);
     auto* writable = reinterpret_cast<int32_t*>(flag.get());
     if (writable == nullptr) {
       std::fprintf(stderr, "collie perf: allocating the --json check's buffer failed\n");
