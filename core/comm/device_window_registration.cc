@@ -17,7 +17,7 @@ namespace {
 // One rank's entry in each round: "ok <line>" or "err <reason>", zero-padded.
 constexpr size_t kEntryBytes = 512;
 
-std::string rankName(int rank) { return "rank " + std::to_string(rank); }
+std::string registrationRankName(int rank) { return "rank " + std::to_string(rank); }
 
 // Every rank's entry (rank order); the round's outcome is the same on every rank.
 Result<std::vector<std::string>> exchangeEntries(Communicator& comm, const std::string& mine) {
@@ -44,7 +44,8 @@ Status firstRefusal(const std::vector<std::string>& entries, const char* what) {
     const bool unmappable = entry.rfind("err unsupported ", 0) == 0;
     const std::string reason = entry.substr(std::min<size_t>(
         entry.size(), entry.find(' ', 4) == std::string::npos ? 4 : entry.find(' ', 4) + 1));
-    const std::string message = std::string(what) + ": " + rankName(static_cast<int>(r)) + ": " +
+    const std::string message = std::string(what) + ": " +
+                                registrationRankName(static_cast<int>(r)) + ": " +
                                 (reason.empty() ? "malformed entry" : reason);
     return Status(unmappable ? StatusCode::kUnsupported : StatusCode::kInvalidArgument, message,
                   static_cast<int>(r));
@@ -62,7 +63,7 @@ std::string refusalOf(const Status& status) {
 
 Status Communicator::registerDeviceWindow(void* ptr, size_t bytes) {
   Impl& self = *impl_;
-  const std::string what = "registerDeviceWindow on " + rankName(self.rank);
+  const std::string what = "registerDeviceWindow on " + registrationRankName(self.rank);
   if (self.device == nullptr) {
     // Alike on every rank: the windows were opened on all or none.
     return unsupported(what +
@@ -101,11 +102,11 @@ Status Communicator::registerDeviceWindow(void* ptr, size_t bytes) {
 Status Communicator::deregisterDeviceWindow(const void* ptr) {
   Impl& self = *impl_;
   if (self.device == nullptr) {
-    return notFound("deregisterDeviceWindow on " + rankName(self.rank) +
+    return notFound("deregisterDeviceWindow on " + registrationRankName(self.rank) +
                     ": this communicator has no device windows");
   }
   return self.device->removeWindow(ptr).withContext("deregisterDeviceWindow on " +
-                                                    rankName(self.rank));
+                                                    registrationRankName(self.rank));
 }
 
 }  // namespace collie

@@ -16,8 +16,6 @@ namespace {
 // to kDeviceMaxBoardBlocks SMs.
 constexpr uint64_t kBoardBytesPerBlock = 16 * 1024;
 
-uint64_t ceilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-
 }  // namespace
 
 size_t DeviceComm::boardBytesOf(const CollectiveArgs& args, int nranks) {

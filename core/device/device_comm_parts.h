@@ -24,6 +24,7 @@ inline constexpr int32_t kPeerMismatchBase = 1 << 24;
 inline constexpr int32_t kAbortedCode = 1 << 30;
 
 inline size_t alignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
+inline uint64_t ceilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 // The kinds the board and direct kernels run whole, as their kind; false for the rest.
 inline bool wholeKindOf(CollectiveKind kind, DeviceBoardKind* out) {

@@ -23,9 +23,7 @@ constexpr uint64_t kDirectBytesPerBlock = 64 * 1024;
 constexpr uint64_t kDirectMarkBit = 0x800;
 constexpr uint32_t kRootFieldShift = 20;
 
-uint64_t ceilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-
-std::string rankName(int rank) { return "rank " + std::to_string(rank); }
+std::string windowRankName(int rank) { return "rank " + std::to_string(rank); }
 
 }  // namespace
 
@@ -78,14 +76,15 @@ Status DeviceComm::addWindow(void* ptr, size_t bytes, const std::vector<std::str
     std::string magic, hex, extra;
     if (!(in >> magic >> parsed[r].bytes >> parsed[r].offset >> hex) || (in >> extra) ||
         magic != kWindowEntryMagic || !fromHex(hex, &parsed[r].handle)) {
-      return Status(
-          StatusCode::kInvalidArgument,
-          "device window: " + rankName(r) + " sent a malformed entry (another collie version?)", r);
+      return Status(StatusCode::kInvalidArgument,
+                    "device window: " + windowRankName(r) +
+                        " sent a malformed entry (another collie version?)",
+                    r);
     }
     if (parsed[r].bytes != parsed[0].bytes) {
       return Status(StatusCode::kInvalidArgument,
-                    "device window: " + rankName(r) + " registers " +
-                        std::to_string(parsed[r].bytes) + " bytes, " + rankName(0) + " " +
+                    "device window: " + windowRankName(r) + " registers " +
+                        std::to_string(parsed[r].bytes) + " bytes, " + windowRankName(0) + " " +
                         std::to_string(parsed[0].bytes) + "; every rank registers the same size",
                     r);
     }
@@ -104,8 +103,9 @@ Status DeviceComm::addWindow(void* ptr, size_t bytes, const std::vector<std::str
     if (r == config_.rank) continue;
     Result<void*> opened = runtime_->openHandle(parsed[r].handle);
     if (!opened.isOk()) {
-      mapped = unsupported("device window: " + rankName(r) + "'s window cannot be mapped on " +
-                           rankName(config_.rank) + " (" + opened.status().message() + ")");
+      mapped =
+          unsupported("device window: " + windowRankName(r) + "'s window cannot be mapped on " +
+                      windowRankName(config_.rank) + " (" + opened.status().message() + ")");
       break;
     }
     window.opened[r] = *opened;
@@ -126,7 +126,7 @@ Status DeviceComm::removeWindow(const void* ptr) {
   auto found = std::find_if(userWindows_.begin(), userWindows_.end(),
                             [ptr](const UserWindow& w) { return w.base == ptr; });
   if (found == userWindows_.end()) {
-    return notFound("no device window starts at this address on " + rankName(config_.rank));
+    return notFound("no device window starts at this address on " + windowRankName(config_.rank));
   }
   // The kernels that used it ended before their streams moved on (the direct kernel's
   // exit waits for every peer); the caller orders the deregistration after them.

@@ -14,8 +14,6 @@ namespace {
 // kDeviceMaxRingBlocks: a 2-rank all-reduce of 2 MiB and up takes every block.
 constexpr uint64_t kRingBytesPerBlock = 64 * 1024;
 
-uint64_t ceilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-
 bool ringOpOf(StepKind kind, DeviceRingOp* op) {
   switch (kind) {
     case StepKind::kSend:
