@@ -72,19 +72,9 @@ Status DeviceComm::launchBoard(const CollectiveArgs& args, const void* input, vo
   step.blocks = static_cast<uint32_t>(std::max<uint64_t>(1, ceilDiv(step.count, step.perBlock)));
   step.ownBlockFlags = reinterpret_cast<uint64_t*>(region_ + Region::blockFlags(n));
   step.blockCounter = reinterpret_cast<uint32_t*>(region_ + Region::counter(n));
-  step.check = checkOf(makeFingerprint(0, args));
+  step.check =
+      checkWithEveryPeer(makeFingerprint(0, args), Region::blockFlags(n), step.peerBlockFlags);
   step.profile = reinterpret_cast<unsigned long long*>(profile_);
-  for (int peer = 0; peer < n; ++peer) {
-    if (peer == config_.rank) continue;
-    const int i = step.check.npeers++;
-    step.check.peerSlot[i] =
-        reinterpret_cast<const uint64_t*>(peerRegions_[peer] + Region::checkSlot(n, 0));
-    step.check.peerPosted[i] =
-        reinterpret_cast<const uint64_t*>(peerRegions_[peer] + Region::checkPosted(n));
-    step.check.peerRank[i] = peer;
-    step.peerBlockFlags[i] =
-        reinterpret_cast<const uint64_t*>(peerRegions_[peer] + Region::blockFlags(n));
-  }
   return runtime_->launchBoard(step, stream);
 }
 

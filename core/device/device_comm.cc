@@ -247,6 +247,23 @@ DeviceFingerprintCheck DeviceComm::checkOf(uint64_t fingerprint) const {
   return check;
 }
 
+DeviceFingerprintCheck DeviceComm::checkWithEveryPeer(uint64_t fingerprint, size_t blockFlagsAt,
+                                                      const uint64_t** peerBlockFlags) const {
+  const int n = config_.nranks;
+  DeviceFingerprintCheck check = checkOf(fingerprint);
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == config_.rank) continue;
+    const int i = check.npeers++;
+    check.peerSlot[i] =
+        reinterpret_cast<const uint64_t*>(peerRegions_[peer] + Region::checkSlot(n, 0));
+    check.peerPosted[i] =
+        reinterpret_cast<const uint64_t*>(peerRegions_[peer] + Region::checkPosted(n));
+    check.peerRank[i] = peer;
+    peerBlockFlags[i] = reinterpret_cast<const uint64_t*>(peerRegions_[peer] + blockFlagsAt);
+  }
+  return check;
+}
+
 Status DeviceComm::launchCheck(uint64_t fingerprint, DeviceStream stream) {
   const int n = config_.nranks;
   DeviceFingerprintCheck check = checkOf(fingerprint);

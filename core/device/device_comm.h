@@ -235,6 +235,11 @@ class DeviceComm {
   Status launchDirect(DeviceDirectStep step, uint64_t fingerprint, DeviceStream stream);
   // The fingerprint check's fields for this rank, without peers.
   DeviceFingerprintCheck checkOf(uint64_t fingerprint) const;
+  // checkOf with every peer in one check (the board and direct kernels: at most
+  // kDeviceMaxCheckPeers peers), and peerBlockFlags[i] = the block flags at
+  // `blockFlagsAt` in the region of check peer i.
+  DeviceFingerprintCheck checkWithEveryPeer(uint64_t fingerprint, size_t blockFlagsAt,
+                                            const uint64_t** peerBlockFlags) const;
   Status launchPreMultiply(const CollectiveArgs& args, size_t count, const void* input,
                            DeviceStream stream);
   Status launchCheck(uint64_t fingerprint, DeviceStream stream);

@@ -223,24 +223,12 @@ bool DeviceComm::directStepOf(const CollectiveArgs& args, const void* input, voi
 
 Status DeviceComm::launchDirect(DeviceDirectStep step, uint64_t fingerprint, DeviceStream stream) {
   const int n = config_.nranks;
-  step.ownBlockFlags = reinterpret_cast<uint64_t*>(
-      region_ +
-      Region::directFlags(n, config_.slotBytes, config_.boardBytes, config_.ringSliceBytes));
+  const size_t flagsAt =
+      Region::directFlags(n, config_.slotBytes, config_.boardBytes, config_.ringSliceBytes);
+  step.ownBlockFlags = reinterpret_cast<uint64_t*>(region_ + flagsAt);
   step.blockCounter = reinterpret_cast<uint32_t*>(region_ + Region::counter(n));
-  step.check = checkOf(fingerprint);
+  step.check = checkWithEveryPeer(fingerprint, flagsAt, step.peerBlockFlags);
   step.profile = reinterpret_cast<unsigned long long*>(profile_);
-  for (int peer = 0; peer < n; ++peer) {
-    if (peer == config_.rank) continue;
-    const int i = step.check.npeers++;
-    step.check.peerSlot[i] =
-        reinterpret_cast<const uint64_t*>(peerRegions_[peer] + Region::checkSlot(n, 0));
-    step.check.peerPosted[i] =
-        reinterpret_cast<const uint64_t*>(peerRegions_[peer] + Region::checkPosted(n));
-    step.check.peerRank[i] = peer;
-    step.peerBlockFlags[i] = reinterpret_cast<const uint64_t*>(
-        peerRegions_[peer] +
-        Region::directFlags(n, config_.slotBytes, config_.boardBytes, config_.ringSliceBytes));
-  }
   return runtime_->launchDirect(step, stream);
 }
 
