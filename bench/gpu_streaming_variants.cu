@@ -41,7 +41,7 @@
 #include "core/common/half.h"
 #include "kernels/common/ops.h"
 #include "kernels/cuda/collective_kernels.cuh"
-#include "kernels/cuda/kernel_table.h"
+#include "kernels/cuda/launch_geometry.h"
 
 namespace {
 

@@ -75,21 +75,26 @@ __device__ __forceinline__ void directPass(const void* const (&srcs)[kDeviceMaxD
   reduceCopy<T, Op>(args, threadIdx.x, blockDim.x);
 }
 
-// Every source and destination of block b's part (null beyond nranks).
+// Block b's part: every source and destination (null beyond nranks), then one pass.
+// The kinds only fill the arrays, so that the pass (a whole reduce-copy, inlined) has
+// one call site.
 template <typename T, typename Op>
 __device__ __forceinline__ void directMove(const DeviceDirectStep& p, uint32_t b) {
   const int n = p.nranks;
   const size_t es = sizeof(T);
   const void* srcs[kDeviceMaxDirectRanks] = {};
   void* dsts[kDeviceMaxDirectRanks] = {};
+  int nsrcs = 0;
+  int ndsts = 0;
+  int32_t divisor = 0;
+  DirectPart part{0, 0};
   switch (p.kind) {
     case DeviceBoardKind::kAllReduce: {
       // Share `rank` of the elements, from every input into every output.
       const uint64_t shareLo = static_cast<uint64_t>(p.rank) * p.shareCount;
       const uint64_t begin = shareLo < p.count ? shareLo : p.count;
       const uint64_t length = p.count - begin < p.shareCount ? p.count - begin : p.shareCount;
-      const DirectPart part = directPart(length, p.perBlock, b);
-      if (part.n == 0) return;
+      part = directPart(length, p.perBlock, b);
       const size_t at = (begin + part.lo) * es;
       COLLIE_UNROLL
       for (int i = 0; i < kDeviceMaxDirectRanks; ++i) {
@@ -98,30 +103,31 @@ __device__ __forceinline__ void directMove(const DeviceDirectStep& p, uint32_t b
           dsts[i] = static_cast<uint8_t*>(p.outputs[i]) + at;
         }
       }
-      directPass<T, Op>(srcs, n, dsts, n, part.n, p.divisor);
-      return;
+      nsrcs = n;
+      ndsts = n;
+      divisor = p.divisor;
+      break;
     }
     case DeviceBoardKind::kReduceScatter: {
       // This rank's part of every input into its own output.
-      const DirectPart part = directPart(p.count, p.perBlock, b);
-      if (part.n == 0) return;
+      part = directPart(p.count, p.perBlock, b);
       const size_t at = (static_cast<uint64_t>(p.rank) * p.count + part.lo) * es;
       COLLIE_UNROLL
       for (int i = 0; i < kDeviceMaxDirectRanks; ++i) {
         if (i < n) srcs[i] = static_cast<const uint8_t*>(p.inputs[i]) + at;
       }
       dsts[0] = static_cast<uint8_t*>(p.outputs[p.rank]) + part.lo * es;
-      directPass<T, Op>(srcs, n, dsts, 1, part.n, p.divisor);
-      return;
+      nsrcs = n;
+      ndsts = 1;
+      divisor = p.divisor;
+      break;
     }
     case DeviceBoardKind::kAllGather: {
       // This rank's input into its place in every output (a place that is the input
       // itself, in place, is left alone).
-      const DirectPart part = directPart(p.count, p.perBlock, b);
-      if (part.n == 0) return;
+      part = directPart(p.count, p.perBlock, b);
       const uint8_t* src = static_cast<const uint8_t*>(p.inputs[p.rank]) + part.lo * es;
       const size_t at = (static_cast<uint64_t>(p.rank) * p.count + part.lo) * es;
-      int ndsts = 0;
       COLLIE_UNROLL
       for (int i = 0; i < kDeviceMaxDirectRanks; ++i) {
         if (i < n) {
@@ -137,10 +143,12 @@ __device__ __forceinline__ void directMove(const DeviceDirectStep& p, uint32_t b
         }
       }
       srcs[0] = src;
-      if (ndsts > 0) directPass<T, Op>(srcs, 1, dsts, ndsts, part.n, 0);
-      return;
+      nsrcs = 1;
+      break;
     }
   }
+  if (part.n == 0 || ndsts == 0) return;
+  directPass<T, Op>(srcs, nsrcs, dsts, ndsts, part.n, divisor);
 }
 
 // A kernel's parameters take at most 4 KiB; __grid_constant__ reads the peers'
