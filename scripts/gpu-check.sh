@@ -109,6 +109,8 @@ if [ "$dry_run" = 1 ]; then
   step torch_nccl_stub_n2 correctness 10 sh -c '
     echo "[rank 0] rank 0: 139 cases, #wrong 0"; echo "[rank 1] rank 1: 139 cases, #wrong 0"
     echo "torch_nccl_dropin: 2 ranks, nccl on cuda: 139 cases, #wrong 0"'
+  step torch_collie_cuda_stub_n2 correctness 10 sh -c '
+    echo "torch_nccl_dropin: 2 ranks, collie on cuda: 138 cases, #wrong 0"'
   # Three interleaved rounds; the goals take medians: float32 at 1 MiB is slower (4.0
   # against 3.0) although round 2 alone says otherwise, bfloat16 at 256 MiB is not (298.3
   # against 300.0) although round 2 alone says it is.
@@ -255,6 +257,22 @@ else
       step "torch_nccl_${train}_n2_mps" correctness 150 env LD_PRELOAD="$carry/lib/libnccl.so.2" \
         python3 "$root/tests/gpu/torch_nccl_dropin.py" --nranks 2 --train $train --timeout 60
     done
+    # The torch_collie backend with CUDA tensors (one backend for "cpu" and "cuda"): the
+    # extension is built here against this machine's torch (its headers and compiler),
+    # with the carried libcollie, then the same cases through backend "collie".
+    tc="$out/torch_collie"
+    step torch_collie_build setup 300 sh -c 'mkdir -p "$2/libdir" &&
+      ln -sf "$1/lib/libcollie.so.0" "$2/libdir/libcollie.so" && cd "$3/python" &&
+      MAX_JOBS=16 COLLIE_BUILD_DIR="$2/libdir" python3 setup.py -q build \
+        --build-base "$2/build" --build-lib "$2/lib"' sh "$carry" "$tc" "$root"
+    for n in 2 4; do
+      step "torch_collie_cuda_n${n}_mps" correctness 150 env PYTHONPATH="$tc/lib" \
+        python3 "$root/tests/gpu/torch_nccl_dropin.py" --nranks $n --backend collie \
+        --device cuda --timeout 60
+    done
+    step torch_collie_cuda_ddp_n2_mps correctness 150 env PYTHONPATH="$tc/lib" \
+      python3 "$root/tests/gpu/torch_nccl_dropin.py" --nranks 2 --backend collie --device cuda \
+      --train ddp --timeout 60
     step perf_allreduce_device_n2_mps bench 60 $run -n 2 -- "$bin/collie" perf allreduce \
       -b 1K -e 1G -f 4 -n 10 -w 2 -c 1 --device 1
     step perf_allreduce_device_n4_mps bench 60 $run -n 4 -- "$bin/collie" perf allreduce \

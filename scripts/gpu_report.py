@@ -247,6 +247,17 @@ def goals(checks):
                 "figures": {"runs": [c["name"] for c in torch_runs],
                             "passed": [c["name"] for c in torch_ok]}})
 
+    # The torch_collie backend with CUDA tensors: the same cases through backend
+    # "collie" (built on the GPU machine against its torch).
+    tc_runs = [c for c in checks if c["name"].startswith("torch_collie_cuda_")]
+    tc_ran = [c for c in tc_runs if c["status"] != "skipped"]
+    tc_ok = [c for c in tc_ran if c["status"] == "pass" and c.get("figures", {}).get("torch_cases")]
+    out.append({"name": "goal_torch_collie_cuda", "kind": "goal",
+                "status": ("pass" if tc_ran and len(tc_ok) == len(tc_ran)
+                           else "fail" if tc_ran else "skipped"),
+                "figures": {"runs": [c["name"] for c in tc_runs],
+                            "passed": [c["name"] for c in tc_ok]}})
+
     out += device_goals(checks)
 
     rows, nrounds = bench_rounds(checks, "bench_reduce_copy")

@@ -5,7 +5,9 @@
 
 Every process group on this backend owns one collie communicator; group rank 0
 publishes the collie unique id through the c10d store torch gives the backend.
-CPU tensors only.  See docs/pytorch.md.
+CPU tensors, and CUDA tensors for the collectives and point-to-point calls that
+data-parallel training uses (enqueued on the current stream, as torch's NCCL backend
+does; one backend serves "cpu:collie,cuda:collie").  See docs/pytorch.md.
 """
 
 import weakref
@@ -238,4 +240,6 @@ def init_method_from_env():
 
 
 if "collie" not in dist.Backend.backend_list:
-    dist.Backend.register_backend("collie", create_backend, extended_api=True, devices=["cpu"])
+    dist.Backend.register_backend(
+        "collie", create_backend, extended_api=True, devices=["cpu", "cuda"]
+    )

@@ -31,6 +31,7 @@ want = {
     "stub_timeout": "fail", "stub_sanitizer": "pass", "stub_sanitizer_refused": "refused",
     "nccl_device_n2": "pass", "goal_graph_capture": "pass",
     "torch_nccl_stub_n2": "pass", "goal_torch_nccl_dropin": "pass",
+    "torch_collie_cuda_stub_n2": "pass", "goal_torch_collie_cuda": "pass",
     "bench_reduce_copy_1": "pass", "bench_torch_add_1": "pass",
     "bench_reduce_copy_2": "pass", "bench_torch_add_2": "pass",
     "bench_reduce_copy_3": "pass", "bench_torch_add_3": "pass", "perf_stub": "fail",

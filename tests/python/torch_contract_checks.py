@@ -576,6 +576,12 @@ def check_devices(c, be):
             {"COLLIE_SOCKET_IFNAME": "=lo"})
     c.raises("device_knobs of a string", "must come from torch_collie.create_device",
              lambda: torch_collie.device_knobs(["lo"]), error=TypeError)
+    # Registered for CPU and CUDA tensors; where torch sees a GPU, one backend object
+    # serves both (torch leaves the devices it cannot use out of a group).
+    c.equal("backend_capability", dist.Backend.backend_capability["collie"], ["cpu", "cuda"])
+    if torch.cuda.is_available():
+        c.equal("the cuda backend is the cpu one",
+                dist.group.WORLD._get_backend(torch.device("cuda")) is be, True)
     # A group over the device's interface works (tcp, so the sockets are used).
     group = dist.new_group(backend="collie",
                            pg_options={**dev.knobs(), "COLLIE_TRANSPORT": "tcp"})

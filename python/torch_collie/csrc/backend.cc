@@ -126,8 +126,10 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::submit(Call call) {
     }
   }
   uint64_t sequence = call.collective ? sequence_.fetch_add(1) + 1 : sequence_.load();
-  auto work = c10::make_intrusive<CollieWork>(rank_, call.type, call.title, call.inputs,
-                                              std::move(call.outputs), sequence);
+  auto work =
+      c10::make_intrusive<CollieWork>(rank_, call.type, call.title, call.inputs,
+                                      std::move(call.outputs), sequence, std::move(call.devices));
+  if (call.deviceEvent) work->setDeviceEvent(std::move(call.deviceEvent));
   PendingCall pending;
   pending.work = work;
   pending.ops = std::move(call.ops);
@@ -159,6 +161,7 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::endCoalescing() {
   coalescing_ = false;
   std::vector<Deferred> batch;
   batch.swap(deferred_);
+  if (!batch.empty() && batch[0].onDevice) return endCoalescingDevice(std::move(batch));
   std::vector<collie::PointToPoint> ops;
   std::vector<at::Tensor> keep;
   std::vector<std::function<void()>> copies;

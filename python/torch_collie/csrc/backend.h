@@ -36,6 +36,15 @@
 //     (as pairs of reals, for SUM/AVG/PREMUL_SUM); data movement takes any dtype;
 //   - ops: SUM, AVG, PRODUCT, MIN, MAX, BAND/BOR/BXOR (integers and bool), PREMUL_SUM
 //     (multiplied in the backend, then summed, as collie's NCCL API does).
+// CUDA tensors (backend_device.cc; the backend is registered for "cpu" and "cuda", so
+// one backend serves "cpu:collie,cuda:collie"): all_reduce, broadcast, reduce,
+// all_gather (one input), all_gather_into_tensor, reduce_scatter (one output),
+// reduce_scatter_tensor, all_to_all_single (with and without splits), send, recv and
+// their batches run on collie's device path, enqueued on the current stream of the
+// tensors' device, which must be the communicator's device (the one current when the
+// group was made, as ncclCommInitRank binds); wait() makes the current stream wait, as
+// ProcessGroupNCCL's does. Copies in and out (strided tensors, lists) are enqueued on
+// that stream too. The other calls take CPU tensors only, and say so.
 // An all-reduce of an emptyShared tensor (shared_tensor.h) registers it for the call,
 // one of a tensor in the shared CPU allocator's pool (shared_allocator.h) registers
 // its block once: zero-copy over shm when every rank's buffer is registered.
@@ -46,6 +55,8 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <c10/core/Event.h>
+#include <c10/core/Stream.h>
 
 #include <atomic>
 #include <chrono>
@@ -186,6 +197,14 @@ class CollieBackend : public c10d::Backend {
     std::chrono::milliseconds timeout = c10d::kUnsetTimeout;
     bool collective = true;  // counted in the group's sequence number
     std::vector<c10::intrusive_ptr<CollieWork>> followers;  // complete with this call
+    // A call on CUDA tensors: its device and the event after its work on the stream.
+    std::vector<c10::Device> devices;
+    std::shared_ptr<c10::Event> deviceEvent;
+  };
+  // The stream a call on CUDA tensors is enqueued on: the current stream of their device.
+  struct DeviceStream {
+    c10::Stream stream;
+    void* handle = nullptr;  // its cudaStream_t
   };
   // The tag of the sparse all-reduce's exchange: outside the 32-bit tags torch gives.
   static constexpr int64_t kSparseExchangeTag = int64_t{1} << 40;
@@ -195,9 +214,40 @@ class CollieBackend : public c10d::Backend {
     c10::intrusive_ptr<CollieWork> work;
     at::Tensor buffer;
     std::function<void()> copyOut;  // receives into non-contiguous tensors
+    bool onDevice = false;          // CUDA tensors: untagged, on the device path
   };
 
   c10::intrusive_ptr<c10d::Work> submit(Call call);
+
+  // CUDA tensors (backend_device.cc). deviceStream checks that every tensor is a dense
+  // CUDA tensor on the communicator's device that collie can reach, and returns that
+  // device's current stream. submitDevice records the call's event on it, then submits.
+  DeviceStream deviceStream(const std::vector<at::Tensor>& tensors, const char* what);
+  c10::intrusive_ptr<c10d::Work> submitDevice(Call call, const DeviceStream& ds);
+  c10::intrusive_ptr<c10d::Work> allreduceDevice(at::Tensor& tensor,
+                                                 const c10d::AllreduceOptions& opts);
+  c10::intrusive_ptr<c10d::Work> reduceDevice(at::Tensor& tensor, const c10d::ReduceOptions& opts);
+  c10::intrusive_ptr<c10d::Work> broadcastDevice(at::Tensor& tensor,
+                                                 const c10d::BroadcastOptions& opts);
+  // all_gather_into_tensor (`list` empty) and all_gather into a list of tensors.
+  c10::intrusive_ptr<c10d::Work> allgatherDevice(at::Tensor& output, std::vector<at::Tensor> list,
+                                                 at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts);
+  // reduce_scatter_tensor (`list` empty) and reduce_scatter from a list of tensors.
+  c10::intrusive_ptr<c10d::Work> reduceScatterDevice(at::Tensor& output,
+                                                     std::vector<at::Tensor> list,
+                                                     at::Tensor& input,
+                                                     const c10d::ReduceScatterOptions& opts);
+  // in and out: the dense tensors the parts are views of (out may be output itself).
+  c10::intrusive_ptr<c10d::Work> alltoallDevice(at::Tensor& output, at::Tensor& in, at::Tensor& out,
+                                                const std::vector<at::Tensor>& sendParts,
+                                                const std::vector<at::Tensor>& recvParts,
+                                                bool equalShares,
+                                                const c10d::AllToAllOptions& opts);
+  c10::intrusive_ptr<c10d::Work> pointToPointDevice(std::vector<at::Tensor>& tensors, int peer,
+                                                    bool isSend, const char* title);
+  // endCoalescing of a batch of device sends and receives.
+  c10::intrusive_ptr<c10d::Work> endCoalescingDevice(std::vector<Deferred> batch);
   // Issues `ops` as one group (Communicator::sendRecv); none for an empty list.
   std::vector<collie::Work> sendRecv(const std::vector<collie::PointToPoint>& ops,
                                      const char* what);

@@ -12,7 +12,8 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::broadcast(std::vector<at::Tensor>&
   const char* what = "broadcast";
   checkRoot(opts.rootRank, size_, what, rank_);
   checkRootTensor(opts.rootTensor, tensors.size(), what, rank_);
-  checkTypeAndSize(tensors, tensors[0], what, rank_);
+  checkTypeAndSize(tensors, tensors[0], what, rank_, tensors.size() == 1);
+  if (tensors.size() == 1 && tensors[0].is_cuda()) return broadcastDevice(tensors[0], opts);
   // The root's rootTensor goes to every tensor of every rank.
   const at::Tensor& source = tensors[opts.rootTensor];
   at::Tensor buf = dense(source);
@@ -41,8 +42,13 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::allgather(
                   std::to_string(expected) + ", got " + std::to_string(outputs[i].size()) + ")");
     }
   }
-  checkTypeAndSize(inputs, inputs[0], what, rank_);
-  for (const auto& list : outputs) checkTypeAndSize(list, inputs[0], what, rank_);
+  const bool oneInput = inputs.size() == 1;
+  checkTypeAndSize(inputs, inputs[0], what, rank_, oneInput);
+  for (const auto& list : outputs) checkTypeAndSize(list, inputs[0], what, rank_, oneInput);
+  if (oneInput && inputs[0].is_cuda()) {
+    at::Tensor none;
+    return allgatherDevice(none, outputs[0], inputs[0], opts);
+  }
   // Each rank's inputs in a row; every output list gets all of them, rank-major.
   std::vector<at::Tensor> parts;
   for (const auto& t : inputs) parts.push_back(bytesOf(t));
@@ -66,6 +72,7 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::allgather(
 
 c10::intrusive_ptr<c10d::Work> CollieBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                               const c10d::AllgatherOptions& opts) {
+  if (output.is_cuda() || input.is_cuda()) return allgatherDevice(output, {}, input, opts);
   std::vector<at::Tensor> outputs{output}, inputs{input};
   return allgather_into_tensor_coalesced(outputs, inputs, opts);
 }

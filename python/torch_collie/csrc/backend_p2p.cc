@@ -17,11 +17,15 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::pointToPoint(std::vector<at::Tenso
                                                            int peer, int tag, bool isSend,
                                                            const char* title) {
   const char* what = isSend ? "send" : "recv";
-  checkSingle(tensors, what, rank_);
+  checkSingle(tensors, what, rank_, "tensor list", true);
   if (peer < 0 || peer >= size_ || peer == rank_) {
     invalid(what, rank_,
             "invalid peer rank " + std::to_string(peer) + " (the group has " +
                 std::to_string(size_) + " ranks; a rank cannot address itself)");
+  }
+  if (tensors[0].is_cuda()) return pointToPointDevice(tensors, peer, isSend, title);
+  if (coalescing_ && !deferred_.empty() && deferred_[0].onDevice) {
+    invalid(what, rank_, "a batch cannot mix CPU and CUDA tensors");
   }
   at::Tensor& t = tensors[0];
   at::Tensor buf = dense(t);
@@ -117,8 +121,11 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::alltoall_base(at::Tensor& output, 
                                                             std::vector<int64_t>& inputSplits,
                                                             const c10d::AllToAllOptions& opts) {
   const char* what = "alltoall_base";
-  checkCpu(output, what, rank_);
-  checkCpu(input, what, rank_);
+  const bool onDevice = output.is_cuda() || input.is_cuda();  // checked by alltoallDevice
+  if (!onDevice) {
+    checkCpu(output, what, rank_);
+    checkCpu(input, what, rank_);
+  }
   if (output.scalar_type() != input.scalar_type()) {
     invalid(what, rank_, "input and output dtypes differ");
   }
@@ -161,6 +168,19 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::alltoall_base(at::Tensor& output, 
   at::Tensor out = dense(output);
   if (in.numel() > 0 && out.numel() > 0 && in.data_ptr() == out.data_ptr()) {
     in = in.clone();  // all-to-all does not run in place
+  }
+  if (onDevice) {
+    const bool equal = inputSplits.empty() && outputSplits.empty();
+    if (equal) {
+      equalShare(in);
+      equalShare(out);
+      if (in.nbytes() != out.nbytes()) {
+        invalid(what, rank_, "input and output differ in size but no splits were given");
+      }
+      return alltoallDevice(output, in, out, {}, {}, true, opts);
+    }
+    return alltoallDevice(output, in, out, split(in, inputSplits), split(out, outputSplits), false,
+                          opts);
   }
   Call call(c10d::OpType::ALLTOALL_BASE, "collie:all_to_all", what, {input}, {{output}},
             opts.timeout);

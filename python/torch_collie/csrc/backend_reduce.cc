@@ -46,6 +46,7 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::allreduce(std::vector<at::Tensor>&
     }
   }
   if (tensors[0].is_sparse()) return allreduceSparse(tensors, opts);
+  if (tensors.size() == 1 && tensors[0].is_cuda()) return allreduceDevice(tensors[0], opts);
   return allreduceDense(tensors, opts);
 }
 
@@ -263,7 +264,8 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::reduce(std::vector<at::Tensor>& te
   const char* what = "reduce";
   checkRoot(opts.rootRank, size_, what, rank_);
   checkRootTensor(opts.rootTensor, tensors.size(), what, rank_);
-  checkSingle(tensors, what, rank_);
+  checkSingle(tensors, what, rank_, "tensor list", true);
+  if (tensors[0].is_cuda()) return reduceDevice(tensors[0], opts);
   at::Tensor t = asReal(tensors[0], opts.reduceOp, what, rank_);
   Reduction r = reduction(t, opts.reduceOp, what, rank_);
   at::Tensor buf = prepared(t, r);
@@ -281,6 +283,10 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   const char* what = "reduce_scatter";
+  if (outputs.size() == 1 && inputs.size() == 1 && outputs[0].is_cuda()) {
+    at::Tensor none;
+    return reduceScatterDevice(outputs[0], inputs[0], none, opts);
+  }
   checkNonEmpty(outputs, what, rank_);
   if (inputs.size() != outputs.size()) {
     invalid(what, rank_, "requires input/output tensor lists to have the same length");
@@ -340,6 +346,7 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::reduce_scatter(
 
 c10::intrusive_ptr<c10d::Work> CollieBackend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  if (output.is_cuda() || input.is_cuda()) return reduceScatterDevice(output, {}, input, opts);
   std::vector<at::Tensor> outputs{output}, inputs{input};
   auto work = reduce_scatter_tensor_coalesced(outputs, inputs, opts);
   return work;

@@ -72,9 +72,16 @@ void invalid(const char* what, int rank, const std::string& message) {
 }
 
 void checkCpu(const at::Tensor& t, const char* what, int rank) {
-  if (!t.device().is_cpu()) {
+  checkTensor(t, what, rank, false);
+}
+
+void checkTensor(const at::Tensor& t, const char* what, int rank, bool allowCuda) {
+  if (!t.device().is_cpu() && !(allowCuda && t.is_cuda())) {
     invalid(what, rank,
-            "tensor is on " + t.device().str() + "; the collie backend takes CPU tensors");
+            "tensor is on " + t.device().str() +
+                "; the collie backend takes CPU tensors here (CUDA tensors: all_reduce, reduce, "
+                "broadcast and reduce_scatter of one tensor, all_gather of one input, "
+                "all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single, send, recv)");
   }
   if (t.layout() != at::kStrided) {
     invalid(what, rank, "unsupported layout (collie takes dense tensors here)");
@@ -87,20 +94,20 @@ void checkNonEmpty(const std::vector<at::Tensor>& tensors, const char* what, int
 }
 
 void checkSingle(const std::vector<at::Tensor>& tensors, const char* what, int rank,
-                 const char* list) {
+                 const char* list, bool allowCuda) {
   if (tensors.size() != 1) {
     invalid(what, rank,
             std::string("requires a single-element ") + list + ", got " +
                 std::to_string(tensors.size()));
   }
-  checkCpu(tensors[0], what, rank);
+  checkTensor(tensors[0], what, rank, allowCuda);
 }
 
 void checkTypeAndSize(const std::vector<at::Tensor>& tensors, const at::Tensor& ref,
-                      const char* what, int rank) {
+                      const char* what, int rank, bool allowCuda) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     const at::Tensor& t = tensors[i];
-    checkCpu(t, what, rank);
+    checkTensor(t, what, rank, allowCuda);
     if (t.scalar_type() != ref.scalar_type()) {
       invalid(what, rank,
               "invalid tensor type at index " + std::to_string(i) + " (expected " + typeName(ref) +

@@ -30,14 +30,17 @@ std::string prefix(const char* what, int rank);
 
 // One tensor: CPU, strided (dense) layout.
 void checkCpu(const at::Tensor& t, const char* what, int rank);
+// checkCpu, except that a CUDA tensor passes when `allowCuda` (the calls that take one
+// check it further: CollieBackend::deviceStream).
+void checkTensor(const at::Tensor& t, const char* what, int rank, bool allowCuda);
 // A non-empty list of CPU dense tensors.
 void checkNonEmpty(const std::vector<at::Tensor>& tensors, const char* what, int rank);
 // Exactly one tensor in the list (gloo: "requires a single-element tensor list").
 void checkSingle(const std::vector<at::Tensor>& tensors, const char* what, int rank,
-                 const char* list = "tensor list");
+                 const char* list = "tensor list", bool allowCuda = false);
 // Every tensor has `ref`'s dtype and sizes ("invalid tensor type/size at index i").
 void checkTypeAndSize(const std::vector<at::Tensor>& tensors, const at::Tensor& ref,
-                      const char* what, int rank);
+                      const char* what, int rank, bool allowCuda = false);
 void checkRoot(int64_t root, int size, const char* what, int rank);
 // The pairs (outputs[j], inputs[j]) of all_gather_into_tensor or reduce_scatter_tensor
 // (and their coalesced forms): CPU, one dtype, and one side world_size times the other

@@ -1,5 +1,6 @@
 #include "work.h"
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -44,11 +45,13 @@ std::exception_ptr operationTimedOut(const std::string& what, int rank,
 
 CollieWork::CollieWork(int rank, c10d::OpType type, const char* profilingTitle,
                        const std::vector<at::Tensor>& inputs,
-                       std::vector<std::vector<at::Tensor>> outputs, uint64_t sequence)
+                       std::vector<std::vector<at::Tensor>> outputs, uint64_t sequence,
+                       std::vector<c10::Device> devices)
     : c10d::Work(rank, type, profilingTitle, inputs),
       outputs_(std::move(outputs)),
-      // No devices: CPU futures carry none (c10 rejects index-less devices).
-      future_(c10::make_intrusive<c10::ivalue::Future>(futureType(outputs_.size()))),
+      // No devices for CPU calls: CPU futures carry none (c10 rejects index-less devices).
+      future_(c10::make_intrusive<c10::ivalue::Future>(futureType(outputs_.size()),
+                                                       std::move(devices))),
       sequence_(sequence) {}
 
 std::vector<at::Tensor> CollieWork::result() {
@@ -56,6 +59,13 @@ std::vector<at::Tensor> CollieWork::result() {
 }
 
 bool CollieWork::wait(std::chrono::milliseconds timeout) {
+  if (const std::shared_ptr<c10::Event> event = deviceEvent_.load()) {
+    // A device call: the caller's current stream waits, not the host (ProcessGroupNCCL).
+    const c10::Device device = event->device();
+    event->block(c10::impl::getDeviceGuardImpl(device.type())->getStream(device));
+    if (isCompleted()) return c10d::Work::wait(timeout);  // rethrows a failure
+    return true;
+  }
   // collie bounds every operation by COLLIE_TIMEOUT, and the completion thread aborts the
   // communicator when the call's own deadline passes, so these waits end; their status
   // is the completion's to report.

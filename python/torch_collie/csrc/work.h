@@ -33,6 +33,13 @@
 // (docs/decisions/who-runs-a-collective.md), and push() completes them. The queue's thread alone
 // never teaches that: it is not the submitter.
 //
+// A call on CUDA tensors (backend_device.cc) is enqueued on the caller's current stream,
+// and its CollieWork carries a CUDA event recorded on that stream after the call's last
+// kernel or copy. Its wait() is ProcessGroupNCCL's: the current stream of the tensors'
+// device waits for that event, the host does not (it rethrows a failure already known).
+// The completion thread still finishes it in order once collie's operations ended (they
+// end with the stream), and its Future (of that device) is marked completed then.
+//
 // Thread safety: push() may be called from any thread; drain() and stop() from one
 // owner thread. Future callbacks (DDP's bucket finalisation) run on the queue's
 // thread, or on the pushing thread for calls completed by push(), and must not wait
@@ -41,12 +48,14 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
+#include <c10/core/Event.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -62,9 +71,10 @@ class CollieWork : public c10d::Work {
  public:
   // `profilingTitle` must be a string literal ("collie:all_reduce"); `inputs` are
   // recorded with the profiler event; `outputs` are the Future's value.
+  // `devices`: the CUDA device of a call on CUDA tensors (its Future's device), else none.
   CollieWork(int rank, c10d::OpType type, const char* profilingTitle,
              const std::vector<at::Tensor>& inputs, std::vector<std::vector<at::Tensor>> outputs,
-             uint64_t sequence);
+             uint64_t sequence, std::vector<c10::Device> devices = {});
 
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   // With no timeout: the collie operations first, on this thread (see above).
@@ -77,12 +87,17 @@ class CollieWork : public c10d::Work {
   // The collie operations behind the work, for wait(). Set once, before the work is
   // handed to the caller.
   void setOps(std::vector<collie::Work> ops) { ops_ = std::move(ops); }
+  // The event after a device call's work on its stream (see above). Set once: before
+  // the work is handed to the caller, or for a send or receive of a coalesced batch at
+  // endCoalescing (a wait() before that waits on the host, as for CPU tensors).
+  void setDeviceEvent(std::shared_ptr<c10::Event> event) { deviceEvent_.store(std::move(event)); }
   // Completes the work once: success when `error` is null.
   void complete(std::exception_ptr error);
 
  private:
   std::vector<std::vector<at::Tensor>> outputs_;
   std::vector<collie::Work> ops_;
+  std::atomic<std::shared_ptr<c10::Event>> deviceEvent_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::atomic<int> sourceRank_{-1};
   const uint64_t sequence_;
