@@ -270,9 +270,11 @@ else
         python3 "$root/tests/gpu/torch_nccl_dropin.py" --nranks $n --backend collie \
         --device cuda --timeout 60
     done
-    step torch_collie_cuda_ddp_n2_mps correctness 150 env PYTHONPATH="$tc/lib" \
-      python3 "$root/tests/gpu/torch_nccl_dropin.py" --nranks 2 --backend collie --device cuda \
-      --train ddp --timeout 60
+    for train in ddp fsdp; do
+      step "torch_collie_cuda_${train}_n2_mps" correctness 150 env PYTHONPATH="$tc/lib" \
+        python3 "$root/tests/gpu/torch_nccl_dropin.py" --nranks 2 --backend collie \
+        --device cuda --train $train --timeout 60
+    done
     step perf_allreduce_device_n2_mps bench 60 $run -n 2 -- "$bin/collie" perf allreduce \
       -b 1K -e 1G -f 4 -n 10 -w 2 -c 1 --device 1
     step perf_allreduce_device_n4_mps bench 60 $run -n 4 -- "$bin/collie" perf allreduce \
