@@ -247,18 +247,24 @@ DeviceFingerprintCheck DeviceComm::checkOf(uint64_t fingerprint) const {
   return check;
 }
 
+int DeviceComm::addCheckPeer(DeviceFingerprintCheck& check, int peer) const {
+  const int n = config_.nranks;
+  const int i = check.npeers++;
+  check.peerSlot[i] =
+      reinterpret_cast<const uint64_t*>(peerRegions_[peer] + Region::checkSlot(n, 0));
+  check.peerPosted[i] =
+      reinterpret_cast<const uint64_t*>(peerRegions_[peer] + Region::checkPosted(n));
+  check.peerRank[i] = peer;
+  return i;
+}
+
 DeviceFingerprintCheck DeviceComm::checkWithEveryPeer(uint64_t fingerprint, size_t blockFlagsAt,
                                                       const uint64_t** peerBlockFlags) const {
   const int n = config_.nranks;
   DeviceFingerprintCheck check = checkOf(fingerprint);
   for (int peer = 0; peer < n; ++peer) {
     if (peer == config_.rank) continue;
-    const int i = check.npeers++;
-    check.peerSlot[i] =
-        reinterpret_cast<const uint64_t*>(peerRegions_[peer] + Region::checkSlot(n, 0));
-    check.peerPosted[i] =
-        reinterpret_cast<const uint64_t*>(peerRegions_[peer] + Region::checkPosted(n));
-    check.peerRank[i] = peer;
+    const int i = addCheckPeer(check, peer);
     peerBlockFlags[i] = reinterpret_cast<const uint64_t*>(peerRegions_[peer] + blockFlagsAt);
   }
   return check;
@@ -270,12 +276,7 @@ Status DeviceComm::launchCheck(uint64_t fingerprint, DeviceStream stream) {
   int remaining = n - 1;  // peers not yet in a launch
   for (int peer = 0; peer < n; ++peer) {
     if (peer == config_.rank) continue;
-    const int i = check.npeers++;
-    check.peerSlot[i] =
-        reinterpret_cast<const uint64_t*>(peerRegions_[peer] + Region::checkSlot(n, 0));
-    check.peerPosted[i] =
-        reinterpret_cast<const uint64_t*>(peerRegions_[peer] + Region::checkPosted(n));
-    check.peerRank[i] = peer;
+    addCheckPeer(check, peer);
     --remaining;
     if (check.npeers == kDeviceMaxCheckPeers || remaining == 0) {
       check.advanceSequence = remaining == 0;

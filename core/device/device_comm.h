@@ -235,6 +235,9 @@ class DeviceComm {
   Status launchDirect(DeviceDirectStep step, uint64_t fingerprint, DeviceStream stream);
   // The fingerprint check's fields for this rank, without peers.
   DeviceFingerprintCheck checkOf(uint64_t fingerprint) const;
+  // Appends `peer` to the check's peers (its slot, posted word and rank); returns its
+  // index in the check.
+  int addCheckPeer(DeviceFingerprintCheck& check, int peer) const;
   // checkOf with every peer in one check (the board and direct kernels: at most
   // kDeviceMaxCheckPeers peers), and peerBlockFlags[i] = the block flags at
   // `blockFlagsAt` in the region of check peer i.

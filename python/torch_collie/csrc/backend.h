@@ -238,11 +238,11 @@ class CollieBackend : public c10d::Backend {
                                                      std::vector<at::Tensor> list,
                                                      at::Tensor& input,
                                                      const c10d::ReduceScatterOptions& opts);
-  // in and out: the dense tensors the parts are views of (out may be output itself).
+  // in and out: the dense tensors the parts are views of (out may be output itself);
+  // no parts: equal shares (the all-to-all of one count).
   c10::intrusive_ptr<c10d::Work> alltoallDevice(at::Tensor& output, at::Tensor& in, at::Tensor& out,
                                                 const std::vector<at::Tensor>& sendParts,
                                                 const std::vector<at::Tensor>& recvParts,
-                                                bool equalShares,
                                                 const c10d::AllToAllOptions& opts);
   c10::intrusive_ptr<c10d::Work> pointToPointDevice(std::vector<at::Tensor>& tensors, int peer,
                                                     bool isSend, const char* title);

@@ -59,6 +59,9 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::submitDevice(Call call, const Devi
   call.devices = {ds.stream.device()};
   call.deviceEvent = std::make_shared<c10::Event>(c10::DeviceType::CUDA);
   call.deviceEvent->record(ds.stream);
+  // The Works of a coalesced batch's sends and receives wait like the batch's (a wait()
+  // on one before endCoalescing waits on the host, as for CPU tensors).
+  for (auto& follower : call.followers) follower->setDeviceEvent(call.deviceEvent);
   return submit(std::move(call));
 }
 
@@ -196,11 +199,11 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::reduceScatterDevice(
 
 c10::intrusive_ptr<c10d::Work> CollieBackend::alltoallDevice(
     at::Tensor& output, at::Tensor& in, at::Tensor& out, const std::vector<at::Tensor>& sendParts,
-    const std::vector<at::Tensor>& recvParts, bool equalShares, const c10d::AllToAllOptions& opts) {
+    const std::vector<at::Tensor>& recvParts, const c10d::AllToAllOptions& opts) {
   const char* what = "alltoall_base";
   const DeviceStream ds = deviceStream({in, out, output}, what);
   Call call(c10d::OpType::ALLTOALL_BASE, "collie:all_to_all", what, {in}, {{output}}, opts.timeout);
-  if (equalShares) {
+  if (sendParts.empty()) {
     call.ops = {orFail(comm_->allToAll(in.data_ptr(), out.data_ptr(), in.nbytes() / size_,
                                        collie::DataType::kUint8, ds.handle),
                        what, rank_)};
@@ -278,14 +281,7 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::endCoalescingDevice(std::vector<De
   call.keepAlive = keep;
   call.collective = false;
   call.followers = std::move(followers);
-  auto event = std::make_shared<c10::Event>(c10::DeviceType::CUDA);
-  event->record(ds.stream);
-  // Each send's and receive's own Work waits like the batch's (a wait() on one of them
-  // before endCoalescing waits on the host, as for CPU tensors).
-  for (auto& follower : call.followers) follower->setDeviceEvent(event);
-  call.devices = {ds.stream.device()};
-  call.deviceEvent = std::move(event);
-  return submit(std::move(call));
+  return submitDevice(std::move(call), ds);
 }
 
 }  // namespace torch_collie

@@ -169,36 +169,31 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::alltoall_base(at::Tensor& output, 
   if (in.numel() > 0 && out.numel() > 0 && in.data_ptr() == out.data_ptr()) {
     in = in.clone();  // all-to-all does not run in place
   }
-  if (onDevice) {
-    const bool equal = inputSplits.empty() && outputSplits.empty();
-    if (equal) {
-      equalShare(in);
-      equalShare(out);
-      if (in.nbytes() != out.nbytes()) {
-        invalid(what, rank_, "input and output differ in size but no splits were given");
-      }
-      return alltoallDevice(output, in, out, {}, {}, true, opts);
-    }
-    return alltoallDevice(output, in, out, split(in, inputSplits), split(out, outputSplits), false,
-                          opts);
-  }
-  Call call(c10d::OpType::ALLTOALL_BASE, "collie:all_to_all", what, {input}, {{output}},
-            opts.timeout);
-  if (inputSplits.empty() && outputSplits.empty()) {
+  // Equal shares asked for (no splits): the all-to-all of one count, with the engine's
+  // one-copy paths (the shm board, CMA) that one with a count per peer has not. A rank
+  // that passes splits uses the latter: every rank of a call must do the same (a rank
+  // passing no splits while another passes some fails as a mismatched collective).
+  const bool equal = inputSplits.empty() && outputSplits.empty();
+  std::vector<at::Tensor> sendParts, recvParts;
+  if (equal) {
     equalShare(in);
     equalShare(out);
-    // Equal shares asked for (no splits): the all-to-all of one count, with the engine's
-    // one-copy paths (the shm board, CMA) that one with a count per peer has not. A rank
-    // that passes splits uses the latter: every rank of a call must do the same (a rank
-    // passing no splits while another passes some fails as a mismatched collective).
     if (in.nbytes() != out.nbytes()) {
       invalid(what, rank_, "input and output differ in size but no splits were given");
     }
+  } else {
+    sendParts = split(in, inputSplits);
+    recvParts = split(out, outputSplits);
+  }
+  if (onDevice) return alltoallDevice(output, in, out, sendParts, recvParts, opts);
+  Call call(c10d::OpType::ALLTOALL_BASE, "collie:all_to_all", what, {input}, {{output}},
+            opts.timeout);
+  if (equal) {
     call.ops = {orFail(comm_->allToAll(in.data_ptr(), out.data_ptr(), in.nbytes() / size_,
                                        collie::DataType::kUint8),
                        what, rank_)};
   } else {
-    call.ops = exchange(in, split(in, inputSplits), out, split(out, outputSplits), what);
+    call.ops = exchange(in, sendParts, out, recvParts, what);
   }
   call.keepAlive = {in, out};
   call.onSuccess = copyBack(output, out);
