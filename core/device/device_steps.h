@@ -209,16 +209,21 @@ struct DeviceBoardStep {
 // output, a reduce-scatter's input, an all-gather's output) lie in device windows that
 // every rank registered (Communicator::registerDeviceWindow) and mapped, at the same
 // offsets, so a rank loads its peers' inputs and stores into their outputs itself: no
-// FIFO, no staging, each byte read once and written once (the memory-traffic bound).
+// FIFO, no staging, each byte read once and written once (the memory-traffic bound; more
+// than 4 ranks add local traffic: the passes re-read and re-write the accumulator).
 //   - all-reduce (two-shot): rank r owns share r of the elements (shares of shareCount
 //     elements, a multiple of 16; the last ones shorter or empty) and stores
-//     op over p in rank order of inputs[p][share r] into outputs[q][share r] for every q;
-//   - reduce-scatter: outputs[r][i] = op over p in rank order of inputs[p][r * count + i]
+//     op over p in fold order of inputs[p][share r] into outputs[q][share r] for every q;
+//   - reduce-scatter: outputs[r][i] = op over p in fold order of inputs[p][r * count + i]
 //     (only outputs[rank] is used);
+//   - fold order: rank order up to 4 ranks (one pass reads every input); beyond, from
+//     rank r on (r, r + 1, .., n - 1, 0, .., r - 1), as the kernel folds in passes into
+//     outputs[r] and in place must consume its own input first;
 //   - all-gather (bytes: dtype kUint8, count in bytes): inputs[r] goes to outputs[q][r *
 //     count, (r + 1) * count) for every q (only inputs[rank] is used).
-// So all ranks get the same bits. Block b of every rank handles part b of its share
-// (perBlock elements, a multiple of 16) and synchronises only with block b of its peers:
+// Each element is folded by one rank only, so all ranks get the same bits. Block b of
+// every rank handles part b of its share (perBlock elements, a multiple of 16) and
+// synchronises only with block b of its peers:
 //   - entry: the fingerprint check with the same block of every peer (block 0 on the
 //     check's own flags, so that a peer running the check kernel instead meets it; block
 //     b > 0 on flags of its own: ownBlockFlags + b * kDeviceDirectFlagWords, words
@@ -230,7 +235,7 @@ struct DeviceBoardStep {
 // Timeouts and the error word as for the board; no output byte is written before the
 // entry check passed. The last block to finish advances the sequence number. Every rank
 // must launch the same blocks, perBlock and shareCount (they follow from the collective).
-inline constexpr int kDeviceMaxDirectRanks = 4;  // every input and output in one pass
+inline constexpr int kDeviceMaxDirectRanks = 8;  // as the board: a node's GPUs
 inline constexpr int kDeviceMaxDirectBlocks = 64;
 inline constexpr int kDeviceDirectFlagWords = 4;  // posted, fingerprint x 2, done
 

@@ -295,7 +295,7 @@ class Communicator {
   // IPC; ncclCommWindowRegister's semantics). Collective: every rank calls it, in the
   // same order relative to its other collectives, with the same `bytes`; the range lies
   // in one device allocation (cudaMalloc, ncclMemAlloc, a caching allocator's segment).
-  // An all-reduce, reduce-scatter or all-gather of 2..4 ranks beyond the board whose
+  // An all-reduce, reduce-scatter or all-gather of 2..8 ranks beyond the board whose
   // input and output lie in windows, at the same offsets on every rank, then runs as
   // one direct kernel (each rank reduces its share straight from every input into every
   // output, docs/cuda.md); a rank whose buffers lie elsewhere fails that collective

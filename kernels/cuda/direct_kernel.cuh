@@ -6,10 +6,11 @@
 // only with the same block of its peers: no block of a grid ever waits for another block
 // of the same grid (the host emulation runs a grid's blocks one after the other).
 //
-// Per block: the fingerprint check with block b of every peer (entry); one reduce-copy
-// pass over its part (every source and destination at once: at most
-// kDeviceMaxDirectRanks of each); fence; done = s + 1 and wait for every peer's (exit);
-// the last block to finish advances the sequence number.
+// Per block: the fingerprint check with block b of every peer (entry); the reduce-copy
+// passes over its part (one up to 4 ranks: every source and destination at once; more
+// beyond, kMaxSources sources and kMaxDestinations destinations a pass); fence;
+// done = s + 1 and wait for every peer's (exit); the last block to finish advances the
+// sequence number.
 // Thread safety: device code.
 #pragma once
 
@@ -17,8 +18,7 @@
 
 namespace collie::cuda {
 
-static_assert(kDeviceMaxDirectRanks <= kMaxSources && kDeviceMaxDirectRanks <= kMaxDestinations,
-              "one reduce-copy pass reads every input and writes every output");
+static_assert(kMaxSources == kMaxDestinations, "a pass reads and writes as many ranks");
 static_assert(kDeviceMaxDirectBlocks * kDeviceDirectFlagWords * 8 <= 4096,
               "the direct flags fit their part of the region");
 
@@ -56,99 +56,157 @@ __device__ __forceinline__ bool directExit(const DeviceDirectStep& p, uint32_t b
   return true;
 }
 
-// One pass: dsts = op over the sources, by the threads of this block. Sources and
-// destinations are the first nsrcs / ndsts of the given arrays (constant indices only).
-template <typename T, typename Op>
-__device__ __forceinline__ void directPass(const void* const (&srcs)[kDeviceMaxDirectRanks],
-                                           int nsrcs, void* const (&dsts)[kDeviceMaxDirectRanks],
-                                           int ndsts, uint64_t count, int32_t divisor) {
-  ReduceCopyArgs args;
-  COLLIE_UNROLL
-  for (int i = 0; i < kDeviceMaxDirectRanks; ++i) {
-    args.srcs[i] = i < nsrcs ? srcs[i] : nullptr;
-    args.dsts[i] = i < ndsts ? dsts[i] : nullptr;
-  }
-  args.nsrcs = nsrcs;
-  args.ndsts = ndsts;
-  args.count = count;
-  args.divisor = divisor;
-  reduceCopy<T, Op>(args, threadIdx.x, blockDim.x);
-}
-
-// Block b's part: every source and destination (null beyond nranks), then one pass.
-// The kinds only fill the arrays, so that the pass (a whole reduce-copy, inlined) has
-// one call site.
-template <typename T, typename Op>
-__device__ __forceinline__ void directMove(const DeviceDirectStep& p, uint32_t b) {
-  const int n = p.nranks;
-  const size_t es = sizeof(T);
-  const void* srcs[kDeviceMaxDirectRanks] = {};
-  void* dsts[kDeviceMaxDirectRanks] = {};
+// Block b's part as numbered lists of addresses: source j (in fold order) and
+// destination j. Rank q's buffer is picked with constant indices only (see
+// reduceCopyElement), so nothing goes to local memory.
+struct DirectWork {
+  const DeviceDirectStep* p = nullptr;
   int nsrcs = 0;
   int ndsts = 0;
+  int srcFirst = 0;  // source j: rank (srcFirst + j) % n's input, srcAt bytes in
+  int dstFirst = 0;  // destination j: rank (dstFirst + j) % n's output, dstAt bytes in
+  size_t srcAt = 0;
+  size_t dstAt = 0;
+  uint64_t count = 0;
   int32_t divisor = 0;
-  DirectPart part{0, 0};
+
+  __device__ __forceinline__ int rankAt(int first, int j) const {
+    const int q = first + j;
+    return q >= p->nranks ? q - p->nranks : q;
+  }
+  __device__ __forceinline__ const void* source(int j) const {
+    const int q = rankAt(srcFirst, j);
+    const void* base = nullptr;
+    COLLIE_UNROLL
+    for (int i = 0; i < kDeviceMaxDirectRanks; ++i) {
+      if (i == q) base = p->inputs[i];
+    }
+    return static_cast<const uint8_t*>(base) + srcAt;
+  }
+  __device__ __forceinline__ void* destination(int j) const {
+    const int q = rankAt(dstFirst, j);
+    void* base = nullptr;
+    COLLIE_UNROLL
+    for (int i = 0; i < kDeviceMaxDirectRanks; ++i) {
+      if (i == q) base = p->outputs[i];
+    }
+    return static_cast<uint8_t*>(base) + dstAt;
+  }
+};
+
+// Block b's lists for the step's kind (DeviceDirectStep gives the fold orders).
+template <typename T>
+__device__ __forceinline__ DirectWork directWorkOf(const DeviceDirectStep& p, uint32_t b) {
+  const int n = p.nranks;
+  const size_t es = sizeof(T);
+  // More sources than one pass reads: fold from this rank's own input on, so that in
+  // place the accumulator (this rank's output, destination 0) holds nothing unread.
+  const int foldFirst = n > kMaxSources ? p.rank : 0;
+  DirectWork w;
+  w.p = &p;
   switch (p.kind) {
     case DeviceBoardKind::kAllReduce: {
       // Share `rank` of the elements, from every input into every output.
       const uint64_t shareLo = static_cast<uint64_t>(p.rank) * p.shareCount;
       const uint64_t begin = shareLo < p.count ? shareLo : p.count;
       const uint64_t length = p.count - begin < p.shareCount ? p.count - begin : p.shareCount;
-      part = directPart(length, p.perBlock, b);
-      const size_t at = (begin + part.lo) * es;
-      COLLIE_UNROLL
-      for (int i = 0; i < kDeviceMaxDirectRanks; ++i) {
-        if (i < n) {
-          srcs[i] = static_cast<const uint8_t*>(p.inputs[i]) + at;
-          dsts[i] = static_cast<uint8_t*>(p.outputs[i]) + at;
-        }
-      }
-      nsrcs = n;
-      ndsts = n;
-      divisor = p.divisor;
+      const DirectPart part = directPart(length, p.perBlock, b);
+      w.count = part.n;
+      w.srcAt = w.dstAt = (begin + part.lo) * es;
+      w.nsrcs = w.ndsts = n;
+      w.srcFirst = foldFirst;
+      w.dstFirst = p.rank;
+      w.divisor = p.divisor;
       break;
     }
     case DeviceBoardKind::kReduceScatter: {
       // This rank's part of every input into its own output.
-      part = directPart(p.count, p.perBlock, b);
-      const size_t at = (static_cast<uint64_t>(p.rank) * p.count + part.lo) * es;
-      COLLIE_UNROLL
-      for (int i = 0; i < kDeviceMaxDirectRanks; ++i) {
-        if (i < n) srcs[i] = static_cast<const uint8_t*>(p.inputs[i]) + at;
-      }
-      dsts[0] = static_cast<uint8_t*>(p.outputs[p.rank]) + part.lo * es;
-      nsrcs = n;
-      ndsts = 1;
-      divisor = p.divisor;
+      const DirectPart part = directPart(p.count, p.perBlock, b);
+      w.count = part.n;
+      w.srcAt = (static_cast<uint64_t>(p.rank) * p.count + part.lo) * es;
+      w.dstAt = part.lo * es;
+      w.nsrcs = n;
+      w.ndsts = 1;
+      w.srcFirst = foldFirst;
+      w.dstFirst = p.rank;
+      w.divisor = p.divisor;
       break;
     }
     case DeviceBoardKind::kAllGather: {
-      // This rank's input into its place in every output (a place that is the input
-      // itself, in place, is left alone).
-      part = directPart(p.count, p.perBlock, b);
-      const uint8_t* src = static_cast<const uint8_t*>(p.inputs[p.rank]) + part.lo * es;
-      const size_t at = (static_cast<uint64_t>(p.rank) * p.count + part.lo) * es;
-      COLLIE_UNROLL
-      for (int i = 0; i < kDeviceMaxDirectRanks; ++i) {
-        if (i < n) {
-          uint8_t* dst = static_cast<uint8_t*>(p.outputs[i]) + at;
-          if (dst != src) {
-            // Compacted with constant indices: slot k holds the k-th destination kept.
-            COLLIE_UNROLL
-            for (int k = 0; k < kDeviceMaxDirectRanks; ++k) {
-              if (k == ndsts) dsts[k] = dst;
-            }
-            ++ndsts;
-          }
-        }
+      // This rank's input into its place in every output; in place, its own place is
+      // the input itself and is left alone.
+      const DirectPart part = directPart(p.count, p.perBlock, b);
+      w.count = part.n;
+      w.srcAt = part.lo * es;
+      w.dstAt = (static_cast<uint64_t>(p.rank) * p.count + part.lo) * es;
+      w.nsrcs = 1;
+      w.srcFirst = p.rank;
+      w.dstFirst = p.rank;
+      w.ndsts = n;
+      if (w.destination(0) == w.source(0)) {
+        w.dstFirst = w.rankAt(p.rank, 1);
+        w.ndsts = n - 1;
       }
-      srcs[0] = src;
-      nsrcs = 1;
       break;
     }
   }
-  if (part.n == 0 || ndsts == 0) return;
-  directPass<T, Op>(srcs, nsrcs, dsts, ndsts, part.n, divisor);
+  return w;
+}
+
+// The passes over block b's part, by the threads of the block: each reads at most
+// kMaxSources sources and writes at most kMaxDestinations destinations.
+//   - reduce: the first pass folds sources 0..; a later one folds destination 0 (the
+//     accumulator) and the next sources into it; the pass that folds the last source
+//     divides and writes destinations 0.. (a fold of one source is a copy);
+//   - copy: the rest of the destinations from destination 0 (from source 0 when there
+//     is one source).
+// Up to 4 ranks that is one pass, as the fold in rank order. A pass reads what the
+// previous one wrote with other threads, hence the barrier between passes. The passes
+// stay a loop with one reduce-copy call site (each inlines a whole reduce-copy).
+template <typename T, typename Op>
+__device__ __forceinline__ void directPasses(const DirectWork& w) {
+  static_assert(kMaxSources >= 2 && kMaxDestinations >= 1, "a pass adds a source");
+  int nextSrc = 0;
+  int nextDst = 0;
+  COLLIE_NO_UNROLL
+  for (bool first = true; nextSrc < w.nsrcs || nextDst < w.ndsts; first = false) {
+    if (!first) __syncthreads();
+    ReduceCopyArgs args;
+    int ns = 0;
+    int nd = 0;
+    args.divisor = 0;
+    const bool reducing = nextSrc < w.nsrcs;
+    if (!reducing || nextSrc > 0) {
+      args.srcs[0] = w.nsrcs == 1 ? w.source(0) : w.destination(0);
+      ns = 1;
+    }
+    if (reducing) {
+      COLLIE_UNROLL
+      for (int k = 0; k < kMaxSources; ++k) {
+        if (k >= ns && nextSrc < w.nsrcs) {
+          args.srcs[k] = w.source(nextSrc++);
+          ns = k + 1;
+        }
+      }
+    }
+    if (reducing && nextSrc < w.nsrcs) {
+      args.dsts[0] = w.destination(0);  // a partial fold, into the accumulator
+      nd = 1;
+    } else {
+      if (reducing) args.divisor = w.divisor;
+      COLLIE_UNROLL
+      for (int k = 0; k < kMaxDestinations; ++k) {
+        if (nextDst < w.ndsts) {
+          args.dsts[k] = w.destination(nextDst++);
+          nd = k + 1;
+        }
+      }
+    }
+    args.nsrcs = ns;
+    args.ndsts = nd;
+    args.count = w.count;
+    reduceCopy<T, Op>(args, threadIdx.x, blockDim.x);
+  }
 }
 
 // A kernel's parameters take at most 4 KiB; __grid_constant__ reads the peers'
@@ -189,7 +247,8 @@ __global__ void directKernel(const __grid_constant__ DeviceDirectStep p) {
   }
   if (!__syncthreads_and(ok)) return;
 
-  directMove<T, Op>(p, b);
+  const DirectWork work = directWorkOf<T>(p, b);
+  if (work.count > 0) directPasses<T, Op>(work);
   __threadfence_system();
   __syncthreads();
 

@@ -2,11 +2,11 @@
 // and the device windows it runs on (Communicator::registerDeviceWindow), on the
 // emulated device runtime, ranks as threads: all-reduce, reduce-scatter and all-gather
 // whose buffers lie in registered windows run in one launch per collective (no check
-// kernel), bytes equal to the exact references, every rank identical, on 2..4 ranks, in
-// place and not, up to kDeviceMaxDirectBlocks blocks; 5 ranks and unregistered buffers
-// take the ring program; direct, board and ring kernels back to back without waiting;
-// a rank whose buffers lie outside its window fails every rank with Mismatch before
-// any output byte; registrations refused alike on every rank (another size, host
+// kernel), bytes equal to the exact references, every rank identical, on 2..8 ranks
+// (one pass up to 4, several beyond), in place and not, up to kDeviceMaxDirectBlocks
+// blocks; 9 ranks and unregistered buffers take the ring program; direct, board and ring kernels
+// back to back without waiting; a rank whose buffers lie outside its window fails every rank with
+// Mismatch before any output byte; registrations refused alike on every rank (another size, host
 // memory, an overlap), naming the rank; a peer that never arrives is named by a
 // Timeout; a closed window takes the ring again. Nothing here runs on a GPU.
 #include <gtest/gtest.h>
@@ -75,7 +75,7 @@ uint64_t runDirectCases(int nranks, const std::vector<Case>& cases, size_t windo
 // One launch per collective and rank: the direct kernel runs its own check.
 TEST(DeviceDirect, EveryKindInOneLaunch) {
   const std::vector<Case> cases = testing::casesOf(kDirectKinds, {1, 1021, 9'000});
-  for (int nranks : testing::rankCounts({2, 3, 4})) {
+  for (int nranks : testing::rankCounts({2, 3, 4, 5, 8})) {
     SCOPED_TRACE(std::to_string(nranks) + " ranks");
     EXPECT_EQ(runDirectCases(nranks, cases, 2 << 20), cases.size() * nranks);
   }
@@ -89,19 +89,20 @@ TEST(DeviceDirect, ManyBlocks) {
       {CollectiveKind::kAllReduce, DataType::kInt64, ReduceOp::kMin, 300'001, true},
       {CollectiveKind::kReduceScatter, DataType::kFloat16, ReduceOp::kSum, 400'003, false},
       {CollectiveKind::kAllGather, DataType::kUint8, ReduceOp::kSum, 1'000'003, true}};
-  for (int nranks : testing::rankCounts({2, 4})) {
+  for (int nranks : testing::rankCounts({2, 4, 7})) {
     SCOPED_TRACE(std::to_string(nranks) + " ranks");
     EXPECT_EQ(runDirectCases(nranks, cases, 80 << 20), cases.size() * nranks);
   }
 }
 
-// More ranks than one pass reads: the windows register, the collectives take the ring
-// program (check + program).
-TEST(DeviceDirect, FiveRanksTakeTheRingProgram) {
+// More ranks than the direct kernel takes (kDeviceMaxDirectRanks): the windows
+// register, the collectives take the ring program (check + program).
+TEST(DeviceDirect, NineRanksTakeTheRingProgram) {
+  static_assert(kDeviceMaxDirectRanks == 8);
   const std::vector<Case> cases = {
       {CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kSum, 5'000, false},
       {CollectiveKind::kAllGather, DataType::kInt32, ReduceOp::kSum, 3'001, true}};
-  EXPECT_EQ(runDirectCases(5, cases, 1 << 20), 2 * cases.size() * 5);
+  EXPECT_EQ(runDirectCases(9, cases, 1 << 20), 2 * cases.size() * 9);
 }
 
 // Direct all-reduces in place on a window, ring all-reduces on unregistered memory and

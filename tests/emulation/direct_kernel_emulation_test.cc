@@ -2,13 +2,16 @@
 // emulator, with every rank's flags laid out by hand: what the communicator-level tests
 // (device_direct_test.cc) cannot force. Two ranks as threads run all-reduces back to
 // back over several blocks (entry and exit flags and the sequence number advance);
+// seven ranks fold float sums in place in the documented order, bitwise;
 // rank 0 alone, facing a peer that entered but never leaves, waits for that peer's exit
 // and times out naming it (its kernel must not end while the peer may still read its
 // buffers); a peer that never enters, or enters another collective, is named by a
 // timeout or a mismatch and no output byte is written.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cuda/kernel_table.h"
@@ -34,16 +37,19 @@ struct DirectRank {
   uint64_t ownFingerprint = 0;
 };
 
+// An all-reduce of int32 or float sums.
+template <typename T>
 DeviceDirectStep makeStep(std::vector<DirectRank>& ranks, int r,
-                          const std::vector<std::vector<int32_t>>& inputs,
-                          std::vector<std::vector<int32_t>>& outputs, uint64_t perBlock,
+                          const std::vector<std::vector<T>>& inputs,
+                          std::vector<std::vector<T>>& outputs, uint64_t perBlock,
                           uint64_t timeoutNs) {
+  static_assert(std::is_same_v<T, int32_t> || std::is_same_v<T, float>);
   const int n = static_cast<int>(ranks.size());
   DeviceDirectStep p;
   p.kind = DeviceBoardKind::kAllReduce;
   p.count = inputs[0].size();
   p.shareCount = ((p.count + n - 1) / n + 15) / 16 * 16;
-  p.dtype = DataType::kInt32;
+  p.dtype = std::is_same_v<T, float> ? DataType::kFloat32 : DataType::kInt32;
   p.op = ReduceOp::kSum;
   p.rank = r;
   p.nranks = n;
@@ -118,6 +124,54 @@ TEST(DirectKernel, AllReducesBackToBack) {
     for (uint32_t b = 0; b < 5; ++b) {
       EXPECT_EQ(ranks[r].blockFlags[b * kDeviceDirectFlagWords + 3], 3u) << "block " << b;
     }
+  }
+}
+
+// Seven ranks, more than one pass reads, float sums in place over 7 blocks a share:
+// every rank's share is folded from its own input on (rank r, r + 1, .., r - 1), the
+// order of DeviceDirectStep, into its output first and then into every peer's, so
+// every rank holds the same bits. In place, a fold in rank order through the output
+// would overwrite a rank's own input before reading it; the inputs' magnitudes make
+// the two orders round differently.
+TEST(DirectKernel, MoreRanksThanAPassFoldFromTheirOwnInput) {
+  constexpr int kRanks = 7;
+  constexpr size_t kCount = 7 * 112 - 5;
+  constexpr uint64_t kPerBlock = 16;
+  std::vector<DirectRank> ranks(kRanks);
+  std::vector<std::vector<float>> data(kRanks, std::vector<float>(kCount));
+  const float scales[] = {1e-3f, 1.0f, 3e4f, 1e8f, 7.0f, 1e-2f, 5e7f};
+  for (int q = 0; q < kRanks; ++q) {
+    for (size_t i = 0; i < kCount; ++i) {
+      const float sign = (i + q) % 3 == 0 ? -1.0f : 1.0f;
+      data[q][i] = sign * scales[(q + i) % kRanks] * (1.0f + static_cast<float>(i % 13) / 7.0f);
+    }
+  }
+  const std::vector<std::vector<float>> inputs = data;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back(
+        [&, r] { launch(makeStep(ranks, r, data, data, kPerBlock, 20'000'000'000ull)); });
+  }
+  for (std::thread& t : threads) t.join();
+
+  const size_t share = ((kCount + kRanks - 1) / kRanks + 15) / 16 * 16;
+  size_t orderMatters = 0;
+  for (size_t i = 0; i < kCount; ++i) {
+    const int owner = static_cast<int>(i / share);
+    float want = inputs[owner][i];
+    for (int j = 1; j < kRanks; ++j) want += inputs[(owner + j) % kRanks][i];
+    float rankOrder = inputs[0][i];
+    for (int q = 1; q < kRanks; ++q) rankOrder += inputs[q][i];
+    if (std::memcmp(&want, &rankOrder, sizeof(float)) != 0) ++orderMatters;
+    for (int r = 0; r < kRanks; ++r) {
+      ASSERT_EQ(std::memcmp(&data[r][i], &want, sizeof(float)), 0)
+          << "rank " << r << " element " << i << ": " << data[r][i] << ", want " << want;
+    }
+  }
+  EXPECT_GT(orderMatters, kCount / 10) << "the inputs do not tell the fold orders apart";
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(ranks[r].error, 0);
+    EXPECT_EQ(ranks[r].sequence, 1u);
   }
 }
 
