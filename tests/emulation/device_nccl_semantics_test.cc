@@ -11,7 +11,8 @@
 //   - a peer that never joins a collective becomes ncclCommGetAsyncError's error, naming
 //     it, while nothing waits on the host; ncclCommAbort returns at once even with a
 //     kernel waiting for that peer;
-//   - a group captured into a (emulated) CUDA graph replays correctly 100 times.
+//   - a group captured into a (emulated) CUDA graph replays correctly 100 times;
+//   - ranks that window-register unlike memory (device, host, none) all fail naming one.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -544,6 +545,63 @@ TEST(DeviceNcclSemantics, CapturedRingProgramReplaysAHundredTimes) {
 // The all-reduce of the group on windows every rank registered: the direct kernel.
 TEST(DeviceNcclSemantics, CapturedDirectKernelReplaysAHundredTimes) {
   capturedGroupReplaysAHundredTimes(AllReduceKernel::kDirect);
+}
+
+// ncclCommWindowRegister is collective: ranks that register different kinds of memory
+// (device, host, nothing) all fail at once with ncclInvalidArgument naming the first
+// rank unlike rank 0, instead of waiting in exchanges the others never join; the
+// communicator works on, and registrations alike on every rank still succeed.
+TEST(DeviceNcclSemantics, WindowRegisterOfUnlikeMemoryFailsEveryRankNamingIt) {
+  Environment environment("20s");
+  constexpr int kRanks = 3;
+  constexpr size_t kCount = 4'096;
+  const size_t bytes = kCount * sizeof(float);
+  onEveryRankWithComm(kRanks, [&](int r, ncclComm_t comm) -> std::string {
+    float* mine = deviceFloats(kCount, static_cast<float>(r));
+    std::vector<float> host(kCount, 1.0f);
+    auto refused = [&](void* buff, size_t size, const std::string& named) -> std::string {
+      ncclWindow_t window = nullptr;
+      const auto start = Clock::now();
+      const ncclResult_t result =
+          ncclCommWindowRegister(comm, buff, size, &window, NCCL_WIN_COLL_SYMMETRIC);
+      const std::string error = ncclGetLastError(comm);
+      if (result != ncclInvalidArgument) {
+        return "registration returned " + std::to_string(result) + " (" + error + ")";
+      }
+      if (error.find(named) == std::string::npos) return "error without '" + named + "': " + error;
+      if (Clock::now() - start > std::chrono::seconds(10)) return "the refusal waited";
+      return window == nullptr ? "" : "a refused registration gave a window";
+    };
+    // Rank 1 offers host memory, the others device memory.
+    std::string failure = refused(r == 1 ? static_cast<void*>(host.data()) : mine, bytes,
+                                  "rank 1 registers host memory and rank 0 device memory");
+    // Rank 2 offers nothing.
+    if (failure.empty()) {
+      failure = refused(mine, r == 2 ? 0 : bytes, "rank 2 registers nothing (size 0)");
+    }
+    // Alike on every rank: device windows, then an all-reduce on them.
+    ncclWindow_t window = nullptr;
+    if (failure.empty() && ncclCommWindowRegister(comm, mine, bytes, &window,
+                                                  NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess) {
+      failure = std::string("registration alike: ") + ncclGetLastError(comm);
+    }
+    DeviceStream stream = *device().createStream();
+    if (failure.empty() && ncclAllReduce(mine, mine, kCount, ncclFloat32, ncclSum, comm,
+                                         static_cast<cudaStream_t>(stream)) != ncclSuccess) {
+      failure = std::string("all-reduce: ") + ncclGetLastError(comm);
+    }
+    if (failure.empty() && !drain(stream)) failure = "the all-reduce did not finish";
+    for (size_t i = 0; i < kCount && failure.empty(); ++i) {
+      const float want = 3.0f * static_cast<float>(i) + 3.0f;  // ranks 0 + 1 + 2
+      if (mine[i] != want) failure = "all-reduce element " + std::to_string(i);
+    }
+    if (window != nullptr && ncclCommWindowDeregister(comm, window) != ncclSuccess) {
+      failure += std::string(" deregister: ") + ncclGetLastError(comm);
+    }
+    device().destroyStream(stream);
+    device().free(mine);
+    return failure;
+  });
 }
 
 }  // namespace

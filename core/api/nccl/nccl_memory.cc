@@ -10,12 +10,16 @@
 // device memory is collective, as in NCCL: Communicator::registerDeviceWindow maps it in
 // every rank, and collectives on such windows run as the direct kernel (a communicator
 // without device windows keeps the handle unregistered); ncclCommRegister of device memory
-// (local in NCCL) registers nothing.
+// (local in NCCL) registers nothing. Every ncclCommWindowRegister first tells every rank
+// what the others register (device memory, host memory or nothing), so that ranks that
+// disagree all fail naming one of them instead of waiting in each other's exchanges.
 // Both handles are an ncclWindow_vidmem owned by the communicator; destroying the
 // communicator drops them.
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "collie/shared_memory.h"
 #include "core/api/nccl/nccl_internal.h"
@@ -23,6 +27,43 @@
 
 namespace collie::nccl {
 namespace {
+
+// What a rank offers to ncclCommWindowRegister; every rank must offer the same kind.
+enum class WindowMemory : uint8_t { kNone = 0, kHost = 1, kDevice = 2 };
+
+const char* windowMemoryName(WindowMemory kind) {
+  switch (kind) {
+    case WindowMemory::kDevice:
+      return "device memory";
+    case WindowMemory::kHost:
+      return "host memory";
+    case WindowMemory::kNone:
+      break;
+  }
+  return "nothing (size 0)";
+}
+
+// Collective: every rank's kind of memory, and InvalidArgument naming the first rank
+// (rank order) whose kind differs from rank 0's; the same outcome on every rank.
+Status agreeOnWindowMemory(Communicator& comm, WindowMemory mine, const char* what) {
+  std::vector<uint8_t> kinds(static_cast<size_t>(comm.size()), 0);
+  const uint8_t sent = static_cast<uint8_t>(mine);
+  Result<Work> gathered = comm.allGather(&sent, kinds.data(), 1, DataType::kUint8);
+  if (!gathered.isOk()) return gathered.status();
+  COLLIE_RETURN_IF_ERROR(gathered->wait());
+  for (int r = 1; r < comm.size(); ++r) {
+    if (kinds[r] == kinds[0]) continue;
+    auto kind = [&](int q) {
+      return kinds[q] <= 2 ? windowMemoryName(static_cast<WindowMemory>(kinds[q])) : "garbage";
+    };
+    return Status(StatusCode::kInvalidArgument,
+                  std::string(what) + ": rank " + std::to_string(r) + " registers " + kind(r) +
+                      " and rank 0 " + kind(0) +
+                      "; every rank registers the same kind of memory, of the same size",
+                  r);
+  }
+  return Status();
+}
 
 // Registers [buff, buff + size) with `comm` where collie can use it and returns the
 // handle that the matching deregistration takes.
@@ -38,6 +79,13 @@ ncclResult_t addRegistration(ncclComm* comm, void* buff, size_t size, const char
   window->comm = comm;
   window->base = buff;
   window->size = size;
+  if (collective) {
+    const WindowMemory mine = size == 0                          ? WindowMemory::kNone
+                              : comm->comm->isDeviceBuffer(buff) ? WindowMemory::kDevice
+                                                                 : WindowMemory::kHost;
+    Status agreed = agreeOnWindowMemory(*comm->comm, mine, what);
+    if (!agreed.isOk()) return fail(agreed);
+  }
   if (size > 0 && collective && comm->comm->isDeviceBuffer(buff)) {
     Status status = comm->comm->registerDeviceWindow(buff, size);
     if (status.isOk()) {
