@@ -308,7 +308,7 @@ else
     # 8 ranks: the direct kernel's passes through each rank's own output (-c 1 checks).
     step perf_allreduce_device_n8_mps_window bench 60 $run -n 8 -- "$bin/collie" perf allreduce \
       -b 1M -e 64M -f 4 -n 5 -w 1 -c 1 --device 1 -R 1
-    for kind in reducescatter allgather; do
+    for kind in reducescatter allgather alltoall; do
       step "perf_${kind}_device_n2_mps_window" bench 45 $run -n 2 -- "$bin/collie" perf $kind \
         -b 1M -e 256M -f 4 -n 10 -w 2 -c 1 --device 1 -R 1
     done

@@ -398,14 +398,14 @@ Status DeviceComm::Outcome::describeLocked(const std::string& what) {
     // The check kernel stores this rank's side (with the sequence number it used).
     const uint64_t fingerprint =
         std::atomic_ref<uint64_t>(*ownFingerprint).load(std::memory_order_acquire);
-    // The root field of an all-reduce, reduce-scatter or all-gather carries the direct
-    // kernel's windows and offsets (device_direct.cc) and nothing else.
+    // The root field of an all-reduce, reduce-scatter, all-gather or all-to-all carries
+    // the direct kernel's windows and offsets (device_direct.cc) and nothing else.
     const uint64_t rootField = uint64_t{0xFFF} << 20;
     const CollectiveKind kind = decodeFingerprint(fingerprint).kind;
     const bool windowsDiffer =
         ((fingerprint ^ theirs) & rootField) != 0 &&
         (kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter ||
-         kind == CollectiveKind::kAllGather);
+         kind == CollectiveKind::kAllGather || kind == CollectiveKind::kAllToAll);
     std::string fields = windowsDiffer
                              ? describeMismatch(fingerprint & ~rootField, theirs & ~rootField, peer)
                              : describeMismatch(fingerprint, theirs, peer);
@@ -413,7 +413,7 @@ Status DeviceComm::Outcome::describeLocked(const std::string& what) {
       fields += std::string(fields.empty() ? "" : "; ") +
                 "the buffers lie in registered device windows on one rank and not on the other, "
                 "or at other offsets of them (every rank passes buffers at the same offset of "
-                "the same window, or none does)";
+                "the same window, or none does; an all-to-all in place takes no window)";
     }
     failed = mismatchError(
         what + ": rank " + std::to_string(rank) + " and rank " + std::to_string(peer) +

@@ -155,9 +155,13 @@ const DeviceComm::UserWindow* DeviceComm::userWindowOf(const void* ptr, size_t b
 bool DeviceComm::directStepOf(const CollectiveArgs& args, const void* input, void* output,
                               DeviceDirectStep* step, uint64_t* directMark) const {
   const int n = config_.nranks;
-  DeviceBoardKind kind;
+  DeviceBoardKind kind = DeviceBoardKind::kAllToAll;
   if (userWindows_.empty() || n < 2 || n > kDeviceMaxDirectRanks || args.count == 0 ||
-      !wholeKindOf(args.kind, &kind) || args.op == ReduceOp::kPreMulSum) {
+      args.op == ReduceOp::kPreMulSum) {
+    return false;
+  }
+  // An all-to-all in place would overwrite blocks that peers may still read.
+  if (args.kind == CollectiveKind::kAllToAll ? input == output : !wholeKindOf(args.kind, &kind)) {
     return false;
   }
   if (config_.algorithm != Algorithm::kAuto && config_.algorithm != Algorithm::kDirect) {
@@ -165,14 +169,16 @@ bool DeviceComm::directStepOf(const CollectiveArgs& args, const void* input, voi
   }
   const size_t es = dataTypeSize(args.dtype);
   const size_t part = args.count * es;
-  const size_t inputBytes = kind == DeviceBoardKind::kReduceScatter ? n * part : part;
-  const size_t outputBytes = kind == DeviceBoardKind::kAllGather ? n * part : part;
-  // Peers read the inputs of an all-reduce and a reduce-scatter and write the outputs of
-  // an all-reduce and an all-gather: those lie in windows; the rest is this rank's alone
-  // (in place, a reduce-scatter's output and an all-gather's input sit at another offset
-  // on every rank).
+  const bool allToAll = kind == DeviceBoardKind::kAllToAll;
+  const size_t inputBytes = kind == DeviceBoardKind::kReduceScatter || allToAll ? n * part : part;
+  const size_t outputBytes = kind == DeviceBoardKind::kAllGather || allToAll ? n * part : part;
+  // Peers read the inputs of an all-reduce, a reduce-scatter and an all-to-all and write
+  // the outputs of an all-reduce and an all-gather: those lie in windows; the rest is
+  // this rank's alone (in place, a reduce-scatter's output and an all-gather's input sit
+  // at another offset on every rank).
   const bool sharedInput = kind != DeviceBoardKind::kAllGather;
-  const bool sharedOutput = kind != DeviceBoardKind::kReduceScatter;
+  const bool sharedOutput =
+      kind == DeviceBoardKind::kAllReduce || kind == DeviceBoardKind::kAllGather;
   const UserWindow* in = sharedInput ? userWindowOf(input, inputBytes) : nullptr;
   const UserWindow* out = sharedOutput ? userWindowOf(output, outputBytes) : nullptr;
   if ((sharedInput && in == nullptr) || (sharedOutput && out == nullptr)) return false;
@@ -186,8 +192,8 @@ bool DeviceComm::directStepOf(const CollectiveArgs& args, const void* input, voi
   }
   step->inputs[config_.rank] = input;
   step->outputs[config_.rank] = output;
-  if (kind == DeviceBoardKind::kAllGather) {
-    step->count = part;  // bytes
+  if (kind == DeviceBoardKind::kAllGather || allToAll) {
+    step->count = part;  // bytes (per block of an all-to-all)
     step->dtype = DataType::kUint8;
     step->op = ReduceOp::kSum;
   } else {

@@ -168,11 +168,19 @@ Result<Work> DeviceComm::submitExchange(const CollectiveArgs& args, const void* 
   DeviceScope onDevice(*runtime_, device_);
   Result<bool> captured = begin(onDevice, stream);
   if (!captured.isOk()) return captured.status().withContext(what);
-  const std::vector<Move> moves = exchangeMoves(args, input, output);
+  // An all-to-all whose inputs lie in user windows: one direct kernel (device_direct.cc).
+  DeviceDirectStep direct;
+  uint64_t directMark = 0;
+  const bool onDirect = args.kind == CollectiveKind::kAllToAll &&
+                        directStepOf(args, input, output, &direct, &directMark);
+  const std::vector<Move> moves =
+      onDirect ? std::vector<Move>() : exchangeMoves(args, input, output);
   Result<DeviceStream> ordered = orderAfterPrevious(stream, *captured);
   if (!ordered.isOk()) return ordered.status().withContext(what);
   stream = *ordered;
-  Status launched = launchCheck(makeFingerprint(0, args), stream);
+  const uint64_t fingerprint = makeFingerprint(0, args) | directMark;
+  if (onDirect) return complete(launchDirect(direct, fingerprint, stream), stream, what, *captured);
+  Status launched = launchCheck(fingerprint, stream);
   if (launched.isOk()) launched = launchMoves(moves, stream);
   return complete(launched, stream, what, *captured);
 }

@@ -178,7 +178,13 @@ inline constexpr int kDeviceMaxBoardRanks = 8;
 inline constexpr int kDeviceMaxBoardBlocks = 16;
 inline constexpr int kDeviceBoardFlagWords = 3;  // per block b > 0: posted, fingerprint x 2
 
-enum class DeviceBoardKind : int32_t { kAllReduce = 0, kReduceScatter = 1, kAllGather = 2 };
+// kAllToAll: the direct kernel only (the board and the ring program refuse it).
+enum class DeviceBoardKind : int32_t {
+  kAllReduce = 0,
+  kReduceScatter = 1,
+  kAllGather = 2,
+  kAllToAll = 3
+};
 
 struct DeviceBoardStep {
   DeviceBoardKind kind = DeviceBoardKind::kAllReduce;
@@ -206,8 +212,8 @@ struct DeviceBoardStep {
 
 // The direct kernel (one kernel per collective on registered device windows,
 // kernels/cuda/direct_kernel.cuh): the buffers peers touch (an all-reduce's input and
-// output, a reduce-scatter's input, an all-gather's output) lie in device windows that
-// every rank registered (Communicator::registerDeviceWindow) and mapped, at the same
+// output, a reduce-scatter's and an all-to-all's input, an all-gather's output) lie in device
+// windows that every rank registered (Communicator::registerDeviceWindow) and mapped, at the same
 // offsets, so a rank loads its peers' inputs and stores into their outputs itself: no
 // FIFO, no staging, each byte read once and written once (the memory-traffic bound; more
 // than 4 ranks add local traffic: the passes re-read and re-write the accumulator).
@@ -220,7 +226,11 @@ struct DeviceBoardStep {
 //     rank r on (r, r + 1, .., n - 1, 0, .., r - 1), as the kernel folds in passes into
 //     outputs[r] and in place must consume its own input first;
 //   - all-gather (bytes: dtype kUint8, count in bytes): inputs[r] goes to outputs[q][r *
-//     count, (r + 1) * count) for every q (only inputs[rank] is used).
+//     count, (r + 1) * count) for every q (only inputs[rank] is used);
+//   - all-to-all (bytes, count in bytes per block; never in place: a peer may still read
+//     the block this rank would overwrite): outputs[r][p * count + i] =
+//     inputs[p][r * count + i], rank r pulling from every input (only outputs[rank] is
+//     used), from its own block on (r, r + 1, .., r - 1).
 // Each element is folded by one rank only, so all ranks get the same bits. Block b of
 // every rank handles part b of its share (perBlock elements, a multiple of 16) and
 // synchronises only with block b of its peers:

@@ -298,7 +298,8 @@ class Communicator {
   // An all-reduce, reduce-scatter or all-gather of 2..8 ranks beyond the board whose
   // input and output lie in windows, at the same offsets on every rank, then runs as
   // one direct kernel (each rank reduces its share straight from every input into every
-  // output, docs/cuda.md); a rank whose buffers lie elsewhere fails that collective
+  // output, docs/cuda.md), and so does an all-to-all whose inputs do (each rank pulls
+  // its block of every input); a rank whose buffers lie elsewhere fails that collective
   // with Mismatch on every rank, before any output byte is written. Every rank gets
   // the same outcome: InvalidArgument naming a rank whose range is not device memory,
   // overlaps one of its windows or has another size; Unsupported (nothing registered

@@ -1,6 +1,6 @@
-// The direct kernel: a whole all-reduce, reduce-scatter or all-gather in one launch on
-// buffers that every rank registered as device windows, each rank loading its peers'
-// inputs and storing into their outputs through the mappings (DeviceDirectStep in
+// The direct kernel: a whole all-reduce, reduce-scatter, all-gather or all-to-all in one
+// launch on buffers that every rank registered as device windows, each rank loading its
+// peers' inputs and storing into their outputs through the mappings (DeviceDirectStep in
 // core/device/device_steps.h gives the contract: shares, parts, entry and exit flags).
 // Block b of every rank handles the same part of each share, so a block synchronises
 // only with the same block of its peers: no block of a grid ever waits for another block
@@ -67,6 +67,10 @@ struct DirectWork {
   int dstFirst = 0;  // destination j: rank (dstFirst + j) % n's output, dstAt bytes in
   size_t srcAt = 0;
   size_t dstAt = 0;
+  // All-to-all: source j goes to destination j alone, which is this rank's output at
+  // dstAt + (the source's rank) * pairStride.
+  bool pairs = false;
+  size_t pairStride = 0;
   uint64_t count = 0;
   int32_t divisor = 0;
 
@@ -84,6 +88,9 @@ struct DirectWork {
     return static_cast<const uint8_t*>(base) + srcAt;
   }
   __device__ __forceinline__ void* destination(int j) const {
+    if (pairs) {
+      return static_cast<uint8_t*>(p->outputs[p->rank]) + dstAt + rankAt(srcFirst, j) * pairStride;
+    }
     const int q = rankAt(dstFirst, j);
     void* base = nullptr;
     COLLIE_UNROLL
@@ -119,17 +126,27 @@ __device__ __forceinline__ DirectWork directWorkOf(const DeviceDirectStep& p, ui
       w.divisor = p.divisor;
       break;
     }
-    case DeviceBoardKind::kReduceScatter: {
-      // This rank's part of every input into its own output.
+    case DeviceBoardKind::kReduceScatter:
+    case DeviceBoardKind::kAllToAll: {
+      // Block `rank` of every input: folded into this rank's output (reduce-scatter), or
+      // each into its place there (all-to-all, from this rank's own on: at pass j rank r
+      // reads rank r + j, so the ranks read different peers).
       const DirectPart part = directPart(p.count, p.perBlock, b);
       w.count = part.n;
       w.srcAt = (static_cast<uint64_t>(p.rank) * p.count + part.lo) * es;
       w.dstAt = part.lo * es;
       w.nsrcs = n;
-      w.ndsts = 1;
-      w.srcFirst = foldFirst;
       w.dstFirst = p.rank;
-      w.divisor = p.divisor;
+      if (p.kind == DeviceBoardKind::kAllToAll) {
+        w.pairs = true;
+        w.pairStride = p.count * es;
+        w.ndsts = n;
+        w.srcFirst = p.rank;
+      } else {
+        w.ndsts = 1;
+        w.srcFirst = foldFirst;
+        w.divisor = p.divisor;
+      }
       break;
     }
     case DeviceBoardKind::kAllGather: {
@@ -159,7 +176,8 @@ __device__ __forceinline__ DirectWork directWorkOf(const DeviceDirectStep& p, ui
 //     accumulator) and the next sources into it; the pass that folds the last source
 //     divides and writes destinations 0.. (a fold of one source is a copy);
 //   - copy: the rest of the destinations from destination 0 (from source 0 when there
-//     is one source).
+//     is one source);
+//   - pairs (all-to-all): source j to destination j, one pair a pass.
 // Up to 4 ranks that is one pass, as the fold in rank order. A pass reads what the
 // previous one wrote with other threads, hence the barrier between passes. The passes
 // stay a loop with one reduce-copy call site (each inlines a whole reduce-copy).
@@ -175,30 +193,37 @@ __device__ __forceinline__ void directPasses(const DirectWork& w) {
     int ns = 0;
     int nd = 0;
     args.divisor = 0;
-    const bool reducing = nextSrc < w.nsrcs;
-    if (!reducing || nextSrc > 0) {
-      args.srcs[0] = w.nsrcs == 1 ? w.source(0) : w.destination(0);
-      ns = 1;
-    }
-    if (reducing) {
-      COLLIE_UNROLL
-      for (int k = 0; k < kMaxSources; ++k) {
-        if (k >= ns && nextSrc < w.nsrcs) {
-          args.srcs[k] = w.source(nextSrc++);
-          ns = k + 1;
+    if (w.pairs) {
+      args.srcs[0] = w.source(nextSrc);
+      args.dsts[0] = w.destination(nextSrc);
+      ns = nd = 1;
+      nextDst = ++nextSrc;
+    } else {
+      const bool reducing = nextSrc < w.nsrcs;
+      if (!reducing || nextSrc > 0) {
+        args.srcs[0] = w.nsrcs == 1 ? w.source(0) : w.destination(0);
+        ns = 1;
+      }
+      if (reducing) {
+        COLLIE_UNROLL
+        for (int k = 0; k < kMaxSources; ++k) {
+          if (k >= ns && nextSrc < w.nsrcs) {
+            args.srcs[k] = w.source(nextSrc++);
+            ns = k + 1;
+          }
         }
       }
-    }
-    if (reducing && nextSrc < w.nsrcs) {
-      args.dsts[0] = w.destination(0);  // a partial fold, into the accumulator
-      nd = 1;
-    } else {
-      if (reducing) args.divisor = w.divisor;
-      COLLIE_UNROLL
-      for (int k = 0; k < kMaxDestinations; ++k) {
-        if (nextDst < w.ndsts) {
-          args.dsts[k] = w.destination(nextDst++);
-          nd = k + 1;
+      if (reducing && nextSrc < w.nsrcs) {
+        args.dsts[0] = w.destination(0);  // a partial fold, into the accumulator
+        nd = 1;
+      } else {
+        if (reducing) args.divisor = w.divisor;
+        COLLIE_UNROLL
+        for (int k = 0; k < kMaxDestinations; ++k) {
+          if (nextDst < w.ndsts) {
+            args.dsts[k] = w.destination(nextDst++);
+            nd = k + 1;
+          }
         }
       }
     }

@@ -161,6 +161,8 @@ inline BoardFamily::Fn boardKernelFor(const DeviceBoardStep& step) {
     case DeviceBoardKind::kAllReduce:
     case DeviceBoardKind::kReduceScatter:
       return kernelFor<BoardFamily>(step.dtype, step.op);
+    case DeviceBoardKind::kAllToAll:  // not a board collective
+      break;
   }
   return nullptr;
 }
@@ -175,11 +177,13 @@ inline RingProgramFamily::Fn ringProgramKernelFor(const DeviceRingProgram& progr
 // Threads per block of the ring program kernel (on the GPU; the emulation uses its own).
 inline constexpr unsigned kRingBlockThreads = 512;
 
-// The direct kernel of a step: all-gather moves bytes (whatever the dtype), the reducing
-// kinds take kernelFor's (dtype, op) instantiation; null for a bad kind, dtype or op.
+// The direct kernel of a step: all-gather and all-to-all move bytes (whatever the
+// dtype), the reducing kinds take kernelFor's (dtype, op) instantiation; null for a bad
+// kind, dtype or op.
 inline DirectFamily::Fn directKernelFor(const DeviceDirectStep& step) {
   switch (step.kind) {
     case DeviceBoardKind::kAllGather:
+    case DeviceBoardKind::kAllToAll:
       return DirectFamily::get<uint8_t, CopyOp<uint8_t>>();
     case DeviceBoardKind::kAllReduce:
     case DeviceBoardKind::kReduceScatter:

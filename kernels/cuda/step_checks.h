@@ -129,7 +129,7 @@ inline Status checkDirectStep(const DeviceDirectStep& step) {
                            " ranks and a rank among them");
   }
   if (step.kind != DeviceBoardKind::kAllReduce && step.kind != DeviceBoardKind::kReduceScatter &&
-      step.kind != DeviceBoardKind::kAllGather) {
+      step.kind != DeviceBoardKind::kAllGather && step.kind != DeviceBoardKind::kAllToAll) {
     return invalidArgument(what + "has an unknown kind");
   }
   // The elements one rank's blocks cover: its share (all-reduce) or its part.
@@ -145,10 +145,11 @@ inline Status checkDirectStep(const DeviceDirectStep& step) {
     return invalidArgument(what + "needs 1.." + std::to_string(kDeviceMaxDirectBlocks) +
                            " blocks of a multiple of 16 elements covering its share");
   }
-  // Every rank's inputs (all-reduce, reduce-scatter) and outputs (all-reduce,
-  // all-gather); this rank's own in any case.
+  // Every rank's inputs (all-reduce, reduce-scatter, all-to-all) and outputs
+  // (all-reduce, all-gather); this rank's own in any case.
   const bool sharedInput = step.kind != DeviceBoardKind::kAllGather;
-  const bool sharedOutput = step.kind != DeviceBoardKind::kReduceScatter;
+  const bool sharedOutput =
+      step.kind == DeviceBoardKind::kAllReduce || step.kind == DeviceBoardKind::kAllGather;
   for (int r = 0; r < n; ++r) {
     if ((sharedInput || r == step.rank) && nonEmptyHasNull(step.count, {step.inputs[r]})) {
       return invalidArgument(what + "has a null input of rank " + std::to_string(r));
@@ -156,6 +157,10 @@ inline Status checkDirectStep(const DeviceDirectStep& step) {
     if ((sharedOutput || r == step.rank) && nonEmptyHasNull(step.count, {step.outputs[r]})) {
       return invalidArgument(what + "has a null output of rank " + std::to_string(r));
     }
+  }
+  if (step.kind == DeviceBoardKind::kAllToAll && step.count > 0 &&
+      step.inputs[step.rank] == step.outputs[step.rank]) {
+    return invalidArgument(what + "runs an all-to-all out of place only");
   }
   const DeviceFingerprintCheck& check = step.check;
   if (check.sequence == nullptr || check.ownSlot == nullptr || step.blockCounter == nullptr ||

@@ -136,8 +136,10 @@ inline std::optional<std::vector<uint8_t>> runOne(Communicator& comm, const Case
   const int r = comm.rank();
   const size_t es = dataTypeSize(c.dtype);
   const int root = n - 1;
-  const size_t inCount = c.kind == CollectiveKind::kReduceScatter ? c.count * n : c.count;
-  const size_t outCount = c.kind == CollectiveKind::kAllGather ? c.count * n : c.count;
+  const bool allToAll = c.kind == CollectiveKind::kAllToAll;
+  const size_t inCount =
+      c.kind == CollectiveKind::kReduceScatter || allToAll ? c.count * n : c.count;
+  const size_t outCount = c.kind == CollectiveKind::kAllGather || allToAll ? c.count * n : c.count;
   std::optional<DeviceBuffer> ownInput, ownOutput;
   if (at.input == nullptr) at.input = ownInput.emplace(inCount * es + 1).get();
   if (at.output == nullptr) at.output = ownOutput.emplace(outCount * es + 1).get();
@@ -181,6 +183,9 @@ inline std::optional<std::vector<uint8_t>> runOne(Communicator& comm, const Case
     case CollectiveKind::kReduce:
       work = comm.reduce(send, recv, c.count, c.dtype, c.op, root);
       break;
+    case CollectiveKind::kAllToAll:
+      work = comm.allToAll(send, recv, c.count, c.dtype);
+      break;
     default:
       break;
   }
@@ -211,6 +216,13 @@ inline std::optional<std::vector<uint8_t>> runOne(Communicator& comm, const Case
     case CollectiveKind::kReduce:
       if (r != root) return std::vector<uint8_t>();
       expected = expectedReduction(c.dtype, c.op, n, 0, c.count);
+      break;
+    case CollectiveKind::kAllToAll:
+      for (int q = 0; q < n; ++q) {  // block r of every rank's input
+        const std::vector<uint8_t> theirs = makeInput(c.dtype, c.op, q, c.count * n);
+        expected.insert(expected.end(), theirs.begin() + r * c.count * es,
+                        theirs.begin() + (r + 1) * c.count * es);
+      }
       break;
     default:
       break;

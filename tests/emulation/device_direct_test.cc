@@ -4,7 +4,8 @@
 // whose buffers lie in registered windows run in one launch per collective (no check
 // kernel), bytes equal to the exact references, every rank identical, on 2..8 ranks
 // (one pass up to 4, several beyond), in place and not, up to kDeviceMaxDirectBlocks
-// blocks; 9 ranks and unregistered buffers take the ring program; direct, board and ring kernels
+// blocks; all-to-all on windows in one launch too; 9 ranks and unregistered buffers
+// take the ring program; direct, board and ring kernels
 // back to back without waiting; a rank whose buffers lie outside its window fails every rank with
 // Mismatch before any output byte; registrations refused alike on every rank (another size, host
 // memory, an overlap), naming the rank; a peer that never arrives is named by a
@@ -93,6 +94,25 @@ TEST(DeviceDirect, ManyBlocks) {
     SCOPED_TRACE(std::to_string(nranks) + " ranks");
     EXPECT_EQ(runDirectCases(nranks, cases, 80 << 20), cases.size() * nranks);
   }
+}
+
+// All-to-all whose inputs lie in windows: one launch per rank (each pulls its block
+// of every input), 2-8 ranks, five dtypes, up to 300,001 elements a block (19 blocks of
+// the kernel); the collective is never in place (the API refuses it).
+TEST(DeviceDirect, AllToAllInOneLaunch) {
+  std::vector<Case> cases;
+  for (auto [dtype, op] : testing::kTypedCases) {
+    for (size_t count : {1, 1021, 9'000}) {
+      cases.push_back({CollectiveKind::kAllToAll, dtype, op, count, false});
+    }
+  }
+  for (int nranks : testing::rankCounts({2, 3, 5, 8})) {
+    SCOPED_TRACE(std::to_string(nranks) + " ranks");
+    EXPECT_EQ(runDirectCases(nranks, cases, 2 << 20), cases.size() * nranks);
+  }
+  const std::vector<Case> large = {
+      {CollectiveKind::kAllToAll, DataType::kInt32, ReduceOp::kSum, 300'001, false}};
+  EXPECT_EQ(runDirectCases(4, large, 20 << 20), 4u);
 }
 
 // More ranks than the direct kernel takes (kDeviceMaxDirectRanks): the windows
