@@ -10,7 +10,8 @@ Python factor and a device-tensor factor), broadcast, all_gather_into_tensor,
 reduce_scatter_tensor, all_to_all_single even and uneven, send/recv and
 batch_isend_irecv around a ring, barrier, new_group, split_group (where torch has
 it), and async work (``wait()`` and ``get_future()``), in float32, bfloat16, float16
-and int64. Inputs are small integers, so every reference (computed on the host in
+and int64; on CUDA also an all_reduce captured in a CUDA graph and replayed 100 times
+on new inputs. Inputs are small integers, so every reference (computed on the host in
 float64) is exact in every dtype: results must equal it exactly, and every rank's
 result bytes must equal rank 0's (a digest through the store).
 
@@ -444,6 +445,37 @@ class Rank:
         got = result[0] if isinstance(result, (list, tuple)) else t
         self.check("all_reduce async get_future()", got, self.reference_sum(count))
 
+    def cuda_graph(self, replays=100):
+        """An all_reduce captured in a CUDA graph (torch.cuda.graph, after a warm-up on a
+        side stream as torch documents), replayed `replays` times, each on new inputs
+        copied into the captured tensor: every replay's result exact."""
+        torch, dist = self.torch, self.dist
+        count = 70001
+        static = self.on_device(self.values(self.rank, count), torch.float32)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                dist.all_reduce(static)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            dist.all_reduce(static)
+        bad = []
+        for k in range(replays):
+            static.copy_(self.on_device(self.values(self.rank, count, salt=k), torch.float32))
+            graph.replay()
+            got = static.to("cpu", torch.float64)
+            if not torch.equal(got, self.reference_sum(count, salt=k)):
+                bad.append(k)
+        if bad:
+            self.wrong += 1
+            print(f"rank {self.rank}: WRONG all_reduce in a CUDA graph: replays {bad[:8]} "
+                  f"of {replays} wrong")
+        self.check(f"all_reduce in a CUDA graph, {replays} replays", static,
+                   self.reference_sum(count, salt=replays - 1))
+
     def run(self):
         torch = self.torch
         for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.int64):
@@ -454,6 +486,7 @@ class Rank:
                 self.point_to_point(dtype, count)
         self.groups_and_async()
         if self.args.device == "cuda":
+            self.cuda_graph()
             torch.cuda.synchronize()
         print(f"rank {self.rank}: {self.cases} cases, #wrong {self.wrong}")
         self.dist.destroy_process_group()
