@@ -413,7 +413,7 @@ Status DeviceComm::Outcome::describeLocked(const std::string& what) {
       fields += std::string(fields.empty() ? "" : "; ") +
                 "the buffers lie in registered device windows on one rank and not on the other, "
                 "or at other offsets of them (every rank passes buffers at the same offset of "
-                "the same window, or none does; an all-to-all in place takes no window)";
+                "the same window, or none does)";
     }
     failed = mismatchError(
         what + ": rank " + std::to_string(rank) + " and rank " + std::to_string(peer) +

@@ -160,7 +160,8 @@ bool DeviceComm::directStepOf(const CollectiveArgs& args, const void* input, voi
       args.op == ReduceOp::kPreMulSum) {
     return false;
   }
-  // An all-to-all in place would overwrite blocks that peers may still read.
+  // An all-to-all in place (which the API refuses) would overwrite blocks that peers
+  // may still read.
   if (args.kind == CollectiveKind::kAllToAll ? input == output : !wholeKindOf(args.kind, &kind)) {
     return false;
   }
