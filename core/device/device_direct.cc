@@ -155,14 +155,16 @@ const DeviceComm::UserWindow* DeviceComm::userWindowOf(const void* ptr, size_t b
 bool DeviceComm::directStepOf(const CollectiveArgs& args, const void* input, void* output,
                               DeviceDirectStep* step, uint64_t* directMark) const {
   const int n = config_.nranks;
-  DeviceBoardKind kind = DeviceBoardKind::kAllToAll;
-  if (userWindows_.empty() || n < 2 || n > kDeviceMaxDirectRanks || args.count == 0 ||
-      args.op == ReduceOp::kPreMulSum) {
+  DeviceBoardKind kind;
+  if (args.kind == CollectiveKind::kAllToAll) {
+    kind = DeviceBoardKind::kAllToAll;
+  } else if (!wholeKindOf(args.kind, &kind)) {
     return false;
   }
   // An all-to-all in place (which the API refuses) would overwrite blocks that peers
   // may still read.
-  if (args.kind == CollectiveKind::kAllToAll ? input == output : !wholeKindOf(args.kind, &kind)) {
+  if (userWindows_.empty() || n < 2 || n > kDeviceMaxDirectRanks || args.count == 0 ||
+      args.op == ReduceOp::kPreMulSum || (kind == DeviceBoardKind::kAllToAll && input == output)) {
     return false;
   }
   if (config_.algorithm != Algorithm::kAuto && config_.algorithm != Algorithm::kDirect) {

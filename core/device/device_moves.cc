@@ -173,15 +173,13 @@ Result<Work> DeviceComm::submitExchange(const CollectiveArgs& args, const void* 
   uint64_t directMark = 0;
   const bool onDirect = args.kind == CollectiveKind::kAllToAll &&
                         directStepOf(args, input, output, &direct, &directMark);
-  const std::vector<Move> moves =
-      onDirect ? std::vector<Move>() : exchangeMoves(args, input, output);
   Result<DeviceStream> ordered = orderAfterPrevious(stream, *captured);
   if (!ordered.isOk()) return ordered.status().withContext(what);
   stream = *ordered;
   const uint64_t fingerprint = makeFingerprint(0, args) | directMark;
   if (onDirect) return complete(launchDirect(direct, fingerprint, stream), stream, what, *captured);
   Status launched = launchCheck(fingerprint, stream);
-  if (launched.isOk()) launched = launchMoves(moves, stream);
+  if (launched.isOk()) launched = launchMoves(exchangeMoves(args, input, output), stream);
   return complete(launched, stream, what, *captured);
 }
 
