@@ -14,6 +14,10 @@ runs each workload on each backend in an order that alternates from round to rou
   float32, AdamW, a batch of --fsdp-tokens tokens per rank. Its exposed communication is
   the step time minus the same step on torch's fake process group (every collective
   returns at once, nothing moves: the compute, sharding and optimiser alone).
+  --fsdp-columns picks the backends (default collie,gloo,fake); a name ending in
+  "-alloc" (collie-alloc, gloo-alloc, fake-alloc) runs with collie's shared CPU
+  allocator installed for the whole process, and its exposed communication is taken
+  over fake-alloc, the floor with the same allocator.
 - tp: a stack of tensor-parallel bfloat16 MLP blocks (ColwiseParallel up, RowwiseParallel
   down: one all-reduce per block), inference (no_grad) at hidden 2048 and 4096 and 1 and
   8 tokens; the same stack unsharded in one process is the 1-rank column.
@@ -41,6 +45,12 @@ ROOT = os.path.dirname(HERE)
 
 def init(backend, rank, world):
     import torch.distributed as dist
+    if backend.endswith("-alloc"):
+        # collie's shared CPU allocator for the whole process (a caching pool of shared
+        # memory: large tensors reuse resident pages instead of faulting in new ones).
+        import torch_collie
+        torch_collie.use_shared_cpu_allocator()
+        backend = backend[:-len("-alloc")]
     if backend == "fake":
         from torch.testing._internal.distributed.fake_pg import FakeStore
         dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
@@ -95,7 +105,7 @@ def run_fsdp(args, backend, rank, world):
     tokens = torch.randint(0, args.fsdp_vocab, (1, args.fsdp_tokens))
     times = []
     for step in range(args.warmup + args.steps):
-        if backend != "fake":
+        if not backend.startswith("fake"):
             dist.barrier()
         start = time.perf_counter()
         loss = model(tokens).float().square().mean()
@@ -242,7 +252,9 @@ def launch(args, workload, backend, port):
 
 def plot_svg(table, out):
     """Horizontal bars: per case, each column's median ms (scaled per case)."""
-    colors = {"collie": "#1b9e77", "gloo": "#d95f02", "fake": "#7570b3", "one-rank": "#7570b3"}
+    colors = {"collie": "#1b9e77", "collie-alloc": "#66a61e", "gloo": "#d95f02",
+              "gloo-alloc": "#e6ab02", "fake": "#7570b3", "fake-alloc": "#a6a6d9",
+              "one-rank": "#7570b3"}
     bar, gap, label_w, plot_w = 14, 10, 330, 420
     y, parts = 30, []
     for (workload, case), cols in table:
@@ -278,6 +290,7 @@ def main():
     parser.add_argument("--fsdp-layers", type=int, default=12)
     parser.add_argument("--fsdp-vocab", type=int, default=16384)
     parser.add_argument("--fsdp-tokens", type=int, default=64)
+    parser.add_argument("--fsdp-columns", default="collie,gloo,fake")
     parser.add_argument("--tp-hidden", type=lambda s: [int(v) for v in s.split(",")],
                         default=[2048, 4096])
     parser.add_argument("--tp-tokens", type=lambda s: [int(v) for v in s.split(",")],
@@ -308,7 +321,7 @@ def main():
             continue
         kept.append(a)
     args.passthrough = kept
-    columns = {"fsdp": ["collie", "gloo", "fake"], "tp": ["collie", "gloo", "one-rank"],
+    columns = {"fsdp": args.fsdp_columns.split(","), "tp": ["collie", "gloo", "one-rank"],
                "moe": ["collie", "gloo"]}
     cells = {}  # (workload, case, column) -> [ms per round]
     order_of_cases = []
@@ -328,25 +341,34 @@ def main():
         with open(args.json, "w") as f:
             json.dump([{"workload": k[0], "case": k[1], "column": k[2], "ms": v}
                        for k, v in cells.items()], f, indent=1)
-    print("| workload | case | collie ms | gloo ms | floor ms | collie/gloo | exposed collie/gloo |")
-    print("|---|---|---|---|---|---|---|")
+    print("| workload | case | backend | ms | gloo ms | floor ms | /gloo | exposed /gloo |")
+    print("|---|---|---|---|---|---|---|---|")
+    med = lambda v: statistics.median(v) if v else None  # noqa: E731
     table = []
     for workload, case in order_of_cases:
-        floor_name = {"fsdp": "fake", "tp": "one-rank"}.get(workload)
         get = lambda c: cells.get((workload, case, c), [])  # noqa: E731
-        mine, theirs, floor = get("collie"), get("gloo"), get(floor_name) if floor_name else []
-        med = lambda v: statistics.median(v) if v else None  # noqa: E731
-        ratio = statistics.median([a / b for a, b in zip(mine, theirs)])
-        exposed = ""
-        if workload == "fsdp" and floor:
-            pairs = [(a - f) / (b - f) for a, b, f in zip(mine, theirs, floor) if b - f > 0]
-            exposed = f"{statistics.median(pairs):.2f}" if pairs else ""
-        fl = f"{med(floor):,.1f} ({floor_name})" if floor else ""
-        print(f"| {workload} | {case} | {med(mine):,.1f} | {med(theirs):,.1f} | {fl} | "
-              f"{ratio:.2f} | {exposed} |")
-        cols = {"collie": med(mine), "gloo": med(theirs)}
-        if floor:
-            cols[floor_name] = med(floor)
+        floors = {"fsdp": ["fake", "fake-alloc"], "tp": ["one-rank"]}.get(workload, [])
+        cols = {c: med(get(c)) for c in columns[workload] if get(c)}
+        theirs = get("gloo")
+        for column in columns[workload]:
+            mine = get(column)
+            if column == "gloo" or column in floors or not mine:
+                continue
+            # A variant with collie's allocator is measured over the floor that has it
+            # too (the pool also caches the compute's own large temporaries).
+            floor_name = next((f for f in floors if f.endswith("-alloc") and
+                               column.endswith("-alloc") and get(f)),
+                              floors[0] if floors and get(floors[0]) else None)
+            floor = get(floor_name) if floor_name else []
+            ratio = statistics.median([a / b for a, b in zip(mine, theirs)])
+            exposed = ""
+            if workload == "fsdp" and floor and get("fake"):
+                pairs = [(a - f) / (b - g) for a, b, f, g in zip(mine, theirs, floor, get("fake"))
+                         if b - g > 0]
+                exposed = f"{statistics.median(pairs):.2f}" if pairs else ""
+            fl = f"{med(floor):,.1f} ({floor_name})" if floor else ""
+            print(f"| {workload} | {case} | {column} | {med(mine):,.1f} | {med(theirs):,.1f} | "
+                  f"{fl} | {ratio:.2f} | {exposed} |")
         table.append(((workload, case), cols))
     if args.svg:
         plot_svg(table, args.svg)

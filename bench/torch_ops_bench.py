@@ -57,6 +57,18 @@ def iterations(size):
     return 8
 
 
+def warmup_calls(op, iters):
+    """Untimed calls before a torch cell: as many of the same size as `collie perf` makes
+    before the pass this cell is compared with. perf times out of place first (after
+    its warm-up) and then in place (after another), so its in-place time, the one an
+    all_reduce is compared with, comes after 2 warm-ups and a timed pass. The count
+    matters on a VM like this one: a loop of 1 MiB calls (a local torch.add alike) gets
+    about 2x faster over its first few hundred calls, and slow again after a second idle.
+    """
+    warm = max(iters // 10, 2)
+    return 2 * warm + iters if op == "all_reduce" else warm
+
+
 # ---------------------------------------------------------------- worker (one rank)
 
 def worker(args):
@@ -102,7 +114,7 @@ def worker(args):
             else:
                 sys.exit(f"unknown op {op}")
             iters = iterations(size)
-            for _ in range(max(iters // 10, 2)):
+            for _ in range(warmup_calls(op, iters)):
                 call()
             dist.barrier()
             start = time.perf_counter()
