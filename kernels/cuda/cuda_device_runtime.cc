@@ -172,7 +172,9 @@ class CudaRuntime final : public DeviceRuntime {
     }
     std::memcpy(&handle, text.data(), sizeof(handle));
     if (handle.pid == static_cast<int32_t>(::getpid())) {
-      return reinterpret_cast<void*>(handle.address);
+      void* ptr = reinterpret_cast<void*>(handle.address);
+      COLLIE_RETURN_IF_ERROR(enablePeerAccessTo(ptr));
+      return ptr;
     }
     // A process opens an allocation once (CUDA refuses a second open of the same
     // handle); later opens share the mapping and count.
@@ -190,6 +192,35 @@ class CudaRuntime final : public DeviceRuntime {
     opened_[ptr] = Opened{key, 1};
     return ptr;
   }
+  // Ranks that are threads of one process on different GPUs (ncclCommInitAll, one thread
+  // per device) use each other's addresses as they are, and a kernel on this thread's
+  // current device may only load and store another device's memory once peer access
+  // from this device to that one is on (cudaIpcMemLazyEnablePeerAccess does it for
+  // handles opened by another process). Unsupported when the two devices have no
+  // peer-to-peer path: the caller then stages through host memory on every rank.
+  static Status enablePeerAccessTo(const void* ptr) {
+    cudaPointerAttributes attributes{};
+    COLLIE_RETURN_IF_ERROR(
+        cudaCall(cudaPointerGetAttributes(&attributes, ptr), "cudaPointerGetAttributes"));
+    int current = 0;
+    COLLIE_RETURN_IF_ERROR(cudaCall(cudaGetDevice(&current), "cudaGetDevice"));
+    if (attributes.type != cudaMemoryTypeDevice || attributes.device == current) return Status();
+    int reachable = 0;
+    COLLIE_RETURN_IF_ERROR(cudaCall(cudaDeviceCanAccessPeer(&reachable, current, attributes.device),
+                                    "cudaDeviceCanAccessPeer"));
+    if (reachable == 0) {
+      return unsupported("cuda: device " + std::to_string(current) + " cannot access device " +
+                         std::to_string(attributes.device) +
+                         "'s memory (no peer-to-peer path between them)");
+    }
+    const cudaError_t enabled = cudaDeviceEnablePeerAccess(attributes.device, 0);
+    if (enabled == cudaErrorPeerAccessAlreadyEnabled) {
+      (void)cudaGetLastError();  // another rank's window on that device came first
+      return Status();
+    }
+    return cudaCall(enabled, "cudaDeviceEnablePeerAccess");
+  }
+
   void closeHandle(void* ptr) override {
     {
       std::lock_guard<std::mutex> lock(mutex_);

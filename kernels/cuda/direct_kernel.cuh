@@ -178,9 +178,11 @@ __device__ __forceinline__ DirectWork directWorkOf(const DeviceDirectStep& p, ui
 //   - copy: the rest of the destinations from destination 0 (from source 0 when there
 //     is one source);
 //   - pairs (all-to-all): source j to destination j, one pair a pass.
-// Up to 4 ranks that is one pass, as the fold in rank order. A pass reads what the
-// previous one wrote with other threads, hence the barrier between passes. The passes
-// stay a loop with one reduce-copy call site (each inlines a whole reduce-copy).
+// Up to 4 ranks that is one pass, as the fold in rank order. A reducing or copying pass
+// reads what the previous one wrote with other threads, hence the barrier between
+// passes; the pairs of an all-to-all touch disjoint bytes (the API refuses an all-to-all
+// in place), so they need none. The passes stay a loop with one reduce-copy call site
+// (each inlines a whole reduce-copy).
 template <typename T, typename Op>
 __device__ __forceinline__ void directPasses(const DirectWork& w) {
   static_assert(kMaxSources >= 2 && kMaxDestinations >= 1, "a pass adds a source");
@@ -188,7 +190,7 @@ __device__ __forceinline__ void directPasses(const DirectWork& w) {
   int nextDst = 0;
   COLLIE_NO_UNROLL
   for (bool first = true; nextSrc < w.nsrcs || nextDst < w.ndsts; first = false) {
-    if (!first) __syncthreads();
+    if (!first && !w.pairs) __syncthreads();
     ReduceCopyArgs args;
     int ns = 0;
     int nd = 0;

@@ -273,4 +273,22 @@ inline uint64_t runCases(int nranks, Algorithm algorithm, const std::vector<Case
   return launched;
 }
 
+// `comm` (rank 0 of 2) all-reduces `count` floats from `input` into `output`, which rank
+// 1 never issues: the Work must fail with Timeout naming rank 1, well within 10 s of a
+// communicator timeout under a second. Returns the kernels launched.
+inline uint64_t expectAllReduceTimesOutNamingRank1(Communicator& comm, const void* input,
+                                                   void* output, size_t count) {
+  const uint64_t before = emulatedKernelLaunches();
+  const auto start = std::chrono::steady_clock::now();
+  Result<Work> work = comm.allReduce(input, output, count, DataType::kFloat32, ReduceOp::kSum);
+  EXPECT_TRUE(work.isOk()) << work.status().toString();
+  if (!work.isOk()) return 0;
+  Status status = work->wait(std::chrono::seconds(30));
+  EXPECT_EQ(status.code(), StatusCode::kTimeout) << status.toString();
+  EXPECT_EQ(status.peer(), 1) << status.toString();
+  EXPECT_NE(status.message().find("rank 1"), std::string::npos) << status.toString();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  return emulatedKernelLaunches() - before;
+}
+
 }  // namespace collie::testing
