@@ -360,15 +360,17 @@ def main():
                                column.endswith("-alloc") and get(f)),
                               floors[0] if floors and get(floors[0]) else None)
             floor = get(floor_name) if floor_name else []
-            ratio = statistics.median([a / b for a, b in zip(mine, theirs)])
+            pairs = [a / b for a, b in zip(mine, theirs)]
+            ratio = f"{statistics.median(pairs):.2f}" if pairs else ""
             exposed = ""
             if workload == "fsdp" and floor and get("fake"):
                 pairs = [(a - f) / (b - g) for a, b, f, g in zip(mine, theirs, floor, get("fake"))
                          if b - g > 0]
                 exposed = f"{statistics.median(pairs):.2f}" if pairs else ""
             fl = f"{med(floor):,.1f} ({floor_name})" if floor else ""
-            print(f"| {workload} | {case} | {column} | {med(mine):,.1f} | {med(theirs):,.1f} | "
-                  f"{fl} | {ratio:.2f} | {exposed} |")
+            gloo_ms = f"{med(theirs):,.1f}" if theirs else ""
+            print(f"| {workload} | {case} | {column} | {med(mine):,.1f} | {gloo_ms} | "
+                  f"{fl} | {ratio} | {exposed} |")
         table.append(((workload, case), cols))
     if args.svg:
         plot_svg(table, args.svg)
