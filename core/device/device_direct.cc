@@ -179,9 +179,8 @@ bool DeviceComm::directStepOf(const CollectiveArgs& args, const void* input, voi
   // the outputs of an all-reduce and an all-gather: those lie in windows; the rest is
   // this rank's alone (in place, a reduce-scatter's output and an all-gather's input sit
   // at another offset on every rank).
-  const bool sharedInput = kind != DeviceBoardKind::kAllGather;
-  const bool sharedOutput =
-      kind == DeviceBoardKind::kAllReduce || kind == DeviceBoardKind::kAllGather;
+  const bool sharedInput = directPeersReadInputs(kind);
+  const bool sharedOutput = directPeersWriteOutputs(kind);
   const UserWindow* in = sharedInput ? userWindowOf(input, inputBytes) : nullptr;
   const UserWindow* out = sharedOutput ? userWindowOf(output, outputBytes) : nullptr;
   if ((sharedInput && in == nullptr) || (sharedOutput && out == nullptr)) return false;

@@ -249,6 +249,15 @@ inline constexpr int kDeviceMaxDirectRanks = 8;  // as the board: a node's GPUs
 inline constexpr int kDeviceMaxDirectBlocks = 64;
 inline constexpr int kDeviceDirectFlagWords = 4;  // posted, fingerprint x 2, done
 
+// The buffers of a direct step that peers touch, so that they must lie in windows: the
+// inputs of every kind but all-gather, the outputs of all-reduce and all-gather.
+constexpr bool directPeersReadInputs(DeviceBoardKind kind) {
+  return kind != DeviceBoardKind::kAllGather;
+}
+constexpr bool directPeersWriteOutputs(DeviceBoardKind kind) {
+  return kind == DeviceBoardKind::kAllReduce || kind == DeviceBoardKind::kAllGather;
+}
+
 struct DeviceDirectStep {
   DeviceBoardKind kind = DeviceBoardKind::kAllReduce;
   const void* inputs[kDeviceMaxDirectRanks] = {};  // every rank's, as mapped here

@@ -147,9 +147,8 @@ inline Status checkDirectStep(const DeviceDirectStep& step) {
   }
   // Every rank's inputs (all-reduce, reduce-scatter, all-to-all) and outputs
   // (all-reduce, all-gather); this rank's own in any case.
-  const bool sharedInput = step.kind != DeviceBoardKind::kAllGather;
-  const bool sharedOutput =
-      step.kind == DeviceBoardKind::kAllReduce || step.kind == DeviceBoardKind::kAllGather;
+  const bool sharedInput = directPeersReadInputs(step.kind);
+  const bool sharedOutput = directPeersWriteOutputs(step.kind);
   for (int r = 0; r < n; ++r) {
     if ((sharedInput || r == step.rank) && nonEmptyHasNull(step.count, {step.inputs[r]})) {
       return invalidArgument(what + "has a null input of rank " + std::to_string(r));

@@ -79,14 +79,15 @@ ncclResult_t addRegistration(ncclComm* comm, void* buff, size_t size, const char
   window->comm = comm;
   window->base = buff;
   window->size = size;
+  const bool device = size > 0 && comm->comm->isDeviceBuffer(buff);
   if (collective) {
-    const WindowMemory mine = size == 0                          ? WindowMemory::kNone
-                              : comm->comm->isDeviceBuffer(buff) ? WindowMemory::kDevice
-                                                                 : WindowMemory::kHost;
+    const WindowMemory mine = size == 0 ? WindowMemory::kNone
+                              : device  ? WindowMemory::kDevice
+                                        : WindowMemory::kHost;
     Status agreed = agreeOnWindowMemory(*comm->comm, mine, what);
     if (!agreed.isOk()) return fail(agreed);
   }
-  if (size > 0 && collective && comm->comm->isDeviceBuffer(buff)) {
+  if (collective && device) {
     Status status = comm->comm->registerDeviceWindow(buff, size);
     if (status.isOk()) {
       window->registered = true;
@@ -97,7 +98,7 @@ ncclResult_t addRegistration(ncclComm* comm, void* buff, size_t size, const char
     } else {
       return fail(status.withContext(what));
     }
-  } else if (size > 0 && !comm->comm->isDeviceBuffer(buff)) {
+  } else if (size > 0 && !device) {
     Status status = comm->comm->registerBuffer(buff, size);
     if (status.isOk()) {
       window->registered = true;
