@@ -527,6 +527,47 @@ TEST(KernelsTest, EveryHalfAndBFloat16PatternSurvivesTheKernels) {
   }
 }
 
+// Every Half / BFloat16 pattern x with partners y that make the rounding work: a sum or
+// product whose float result has low bits to round (ties to even both ways, carries
+// into the exponent, overflow to infinity, subnormal results), on every variant, against
+// the definition (one float op, rounded once). A NaN result may carry either payload.
+template <typename T>
+void checkRoundingOfEveryPattern(DataType dtype, uint16_t quietBit,
+                                 std::initializer_list<uint16_t> partners) {
+  std::vector<T> x(65536), y(65536), out(65536);
+  for (uint32_t i = 0; i < 65536; ++i) x[i] = T{static_cast<uint16_t>(i)};
+  for (const ReduceBackend* backend : cpuReduceBackendVariants()) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd}) {
+      for (uint16_t partner : partners) {
+        SCOPED_TRACE(std::string(backend->name) + " " + std::string(reduceOpName(op)) +
+                     " partner bits " + std::to_string(partner));
+        std::fill(y.begin(), y.end(), T{partner});
+        backend->reduce(out.data(), x.data(), y.data(), x.size(), dtype, op, 0);
+        for (uint32_t i = 0; i < 65536; ++i) {
+          const float fx = widen(x[i]), fy = widen(y[i]);
+          const float exact = op == ReduceOp::kSum ? fx + fy : fx * fy;
+          if (std::isnan(exact)) {
+            ASSERT_TRUE(std::isnan(widen(out[i])) && (out[i].bits & quietBit))
+                << "input bits 0x" << std::hex << i;
+            continue;
+          }
+          ASSERT_EQ(out[i].bits, fromFloat<T>(exact).bits) << "input bits 0x" << std::hex << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(KernelsTest, HalfAndBFloat16RoundEveryPatternAsTheirDefinition) {
+  // BFloat16: 1 (ties and carries against every exponent near 0), 1 + 2^-7 (odd last
+  // bit), the largest finite (overflow), the smallest normal and subnormal, -3, 2^-8.
+  checkRoundingOfEveryPattern<BFloat16>(DataType::kBFloat16, 0x0040,
+                                        {0x3f80, 0x3f81, 0x7f7f, 0x0080, 0x0001, 0xc040, 0x3b80});
+  // Half: 1, 1 + 2^-10, the largest finite, the smallest normal and subnormal, -3, 2^-11.
+  checkRoundingOfEveryPattern<Half>(DataType::kFloat16, 0x0200,
+                                    {0x3c00, 0x3c01, 0x7bff, 0x0400, 0x0001, 0xc200, 0x1000});
+}
+
 // Half and BFloat16 sum, prod, min and max against their definition (one float op,
 // rounded once) on every variant: random bit patterns (NaNs, infinities, signed zeros
 // and subnormals among them) and x against -x, every length 0..70 and a long one, out
