@@ -14,10 +14,18 @@ that alternates from round to round: each torch backend in a pair of fresh proce
 (every op and size, blocking calls: `dist.all_reduce(t)`, `dist.all_to_all_single(out,
 inp)` without splits, `dist.reduce_scatter_tensor(out, inp)`; in place where torch
 allows), `collie perf` for the same collective, size and dtype (`collie run -n 2`), and
-torch's own per-call floor: the same torch call on a one-rank collie group (the Python
-wrapper, the dispatcher, torch's flight recorder, the Work and its wait; no peer).
+the per-call floor: the same torch call on a one-rank collie group (the Python wrapper,
+the dispatcher, torch's flight recorder, the Work and its wait; no peer), split three
+ways by two more one-rank columns up to --floor-max: "floor-nofr" is that floor with
+torch's flight recorder off (TORCH_FR_BUFFER_SIZE=0; torch attaches its recorder hook to
+every backend that does not record itself, collie among them, and not to gloo, which
+records natively), and "fake" is the call on torch's own fake backend, which does no
+work at all: torch's layers alone. So floor - floor-nofr is torch's recorder hook,
+floor-nofr - fake is collie's part of a call, and fake is what no backend can remove.
 "collie-direct" is `torch_collie.all_reduce_(t)` (all_reduce only): collie's all-reduce
 issued and waited for on the calling thread, without torch's per-call layers.
+"collie-nofr" and "gloo-nofr" are collie and gloo with torch's flight recorder off
+(TORCH_FR_BUFFER_SIZE=0), what a user who turns it off gets.
 "deepspeed" is `deepspeed.comm.inference_all_reduce` (all_reduce only) on DeepSpeed's CPU
 accelerator, its shm op built on first use; it is skipped, saying why, when deepspeed
 cannot be imported (`pip install deepspeed` into the venv). A cell is the slowest rank's
@@ -85,6 +93,9 @@ def worker(args):
         import deepspeed
         import deepspeed.comm as ds
         deepspeed.init_distributed(dist_backend="gloo")
+    elif backend == "fake":
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+        dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
     else:
         if backend.startswith("collie"):
             import torch_collie
@@ -139,12 +150,12 @@ def worker(args):
 
 # ---------------------------------------------------------------- driver
 
-def launch(args, backend, world, port):
+def launch(args, backend, world, port, extra_env=None):
     procs = []
     for rank in range(world):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
                    MASTER_PORT=str(port), OMP_NUM_THREADS="1", LOCAL_RANK=str(rank),
-                   LOCAL_SIZE=str(world))
+                   LOCAL_SIZE=str(world), **(extra_env or {}))
         env["PYTHONPATH"] = os.path.join(args.build, "python", "lib") + (
             ":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         procs.append(subprocess.Popen(
@@ -196,14 +207,15 @@ def main():
         worker(args)
         return
     backends = args.backends.split(",")
-    known = {"collie", "collie-direct", "gloo", "deepspeed"}
+    known = {"collie", "collie-direct", "collie-nofr", "gloo", "gloo-nofr", "deepspeed"}
     if set(backends) - known or len(set(backends)) != len(backends) or "collie" not in backends:
         parser.error(f"--backends: distinct names of {sorted(known)}, collie among them (perf and "
                      f"the one-rank floor are always measured); got {args.backends}")
     if "deepspeed" in backends and (why := deepspeed_missing()):
         print(f"deepspeed: skipped ({why})", file=sys.stderr)
         backends.remove("deepspeed")
-    columns = backends + ["perf", "floor"]
+    floors = ["floor", "floor-nofr", "fake"]
+    columns = backends + ["perf"] + floors
     cells = {}  # (op, dtype, size, column) -> [us per round]
     paths = {}  # (op, dtype, column) -> what a backend ran, where it says
     port = 29600 + os.getpid() % 300
@@ -221,10 +233,14 @@ def main():
                         cells.setdefault((op, dtype, size, column), []).append(
                             collie_perf(args, op, dtype, size))
                 continue
-            if column == "floor":
+            if column in floors:
                 if not floor_args.sizes:
                     continue
-                rows = launch(floor_args, "collie", 1, port)
+                rows = launch(floor_args, "fake" if column == "fake" else "collie", 1, port,
+                              {"TORCH_FR_BUFFER_SIZE": "0"} if column == "floor-nofr" else None)
+            elif column.endswith("-nofr"):
+                rows = launch(args, column.removesuffix("-nofr"), 2, port,
+                              {"TORCH_FR_BUFFER_SIZE": "0"})
             else:
                 rows = launch(args, column, 2, port)
             for row in rows:
@@ -237,9 +253,12 @@ def main():
         with open(args.json, "w") as f:
             json.dump([{"op": k[0], "dtype": k[1], "size": k[2], "column": k[3], "us": v}
                        for k, v in cells.items()], f, indent=1)
-    others = [c for c in columns if c != "collie"]
+    # The floor's parts are read against each other, not against collie.
+    others = [c for c in columns if c not in ("collie", "floor-nofr", "fake")]
+    # With the recorder off, against perf too: what torch's path costs without it.
+    extra = [("collie-nofr", "perf")] if "collie-nofr" in columns else []
     head = (["op", "dtype", "size"] + [f"{c} us" for c in columns] +
-            [f"collie/{c}" for c in others])
+            [f"collie/{c}" for c in others] + [f"{a}/{b}" for a, b in extra])
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for spec in args.ops.split(","):
@@ -249,9 +268,9 @@ def main():
             for c in columns:
                 v = cells.get((op, dtype, size, c))
                 row.append(f"{statistics.median(v):,.1f}" if v else "")
-            mine = cells.get((op, dtype, size, "collie"), [])
-            for c in others:
-                theirs = cells.get((op, dtype, size, c), [])
+            for a_col, b_col in [("collie", c) for c in others] + extra:
+                mine = cells.get((op, dtype, size, a_col), [])
+                theirs = cells.get((op, dtype, size, b_col), [])
                 pairs = [a / b for a, b in zip(mine, theirs) if b > 0]
                 row.append(f"{statistics.median(pairs):.2f}" if len(pairs) == len(mine) and pairs
                            else "")
