@@ -141,9 +141,7 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::submit(Call call) {
   if (call.timeout.count() > 0) {
     pending.timeout = call.timeout;
     pending.deadline = std::chrono::steady_clock::now() + call.timeout;
-    pending.onTimeout = [comm = std::weak_ptr<collie::Communicator>(comm_)] {
-      if (auto alive = comm.lock()) alive->abort();
-    };
+    pending.abortOnTimeout = comm_;
   }
   queue_.push(std::move(pending));
   return work;

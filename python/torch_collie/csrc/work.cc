@@ -1,5 +1,6 @@
 #include "work.h"
 
+#include <ATen/record_function.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
@@ -16,8 +17,17 @@ std::atomic<uint64_t> gCompletedOnThread{0};
 
 // A Future of the output list, or of the list of output lists.
 c10::TypePtr futureType(size_t lists) {
-  c10::TypePtr list = c10::ListType::create(c10::TensorType::get());
-  return lists > 1 ? c10::ListType::create(list) : list;
+  return lists > 1 ? c10::ListType::create(c10::ListType::ofTensors())
+                   : c10::TypePtr(c10::ListType::ofTensors());
+}
+
+// The profiler event's title and inputs only while a profiler listens: c10d::Work makes
+// a RecordFunction for a title and copies the inputs, which an unprofiled call would pay
+// for nothing.
+const char* titleIfProfiled(const char* title) { return at::hasCallbacks() ? title : nullptr; }
+std::optional<std::vector<at::Tensor>> inputsIfProfiled(const std::vector<at::Tensor>& inputs) {
+  if (!at::hasCallbacks()) return std::nullopt;
+  return inputs;
 }
 }  // namespace
 
@@ -47,12 +57,39 @@ CollieWork::CollieWork(int rank, c10d::OpType type, const char* profilingTitle,
                        const std::vector<at::Tensor>& inputs,
                        std::vector<std::vector<at::Tensor>> outputs, uint64_t sequence,
                        std::vector<c10::Device> devices)
-    : c10d::Work(rank, type, profilingTitle, inputs),
+    : c10d::Work(rank, type, titleIfProfiled(profilingTitle), inputsIfProfiled(inputs)),
       outputs_(std::move(outputs)),
       // No devices for CPU calls: CPU futures carry none (c10 rejects index-less devices).
-      future_(c10::make_intrusive<c10::ivalue::Future>(futureType(outputs_.size()),
-                                                       std::move(devices))),
-      sequence_(sequence) {}
+      devices_(std::move(devices)),
+      sequence_(sequence) {
+  // A device Future records events on the current streams when it is marked, so it is
+  // made now and marked by complete(), on the completion thread.
+  if (!devices_.empty()) future_ = makeFuture();
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> CollieWork::makeFuture() const {
+  return c10::make_intrusive<c10::ivalue::Future>(futureType(outputs_.size()), devices_);
+}
+
+void CollieWork::markFuture(c10::ivalue::Future& future, const std::exception_ptr& error) const {
+  if (error) {
+    future.setError(error);
+  } else if (outputs_.size() > 1) {
+    future.markCompleted(c10::IValue(outputs_));
+  } else {
+    future.markCompleted(c10::IValue(outputs_.empty() ? std::vector<at::Tensor>() : outputs_[0]));
+  }
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> CollieWork::getFuture() {
+  std::lock_guard<std::mutex> lock(futureMutex_);
+  if (!future_) {
+    future_ = makeFuture();
+    // A fresh Future has no callbacks yet: marking it here runs nothing under the lock.
+    if (completed_) markFuture(*future_, error_);
+  }
+  return future_;
+}
 
 std::vector<at::Tensor> CollieWork::result() {
   return outputs_.empty() ? std::vector<at::Tensor>() : outputs_[0];
@@ -77,14 +114,16 @@ bool CollieWork::wait(std::chrono::milliseconds timeout) {
 
 void CollieWork::complete(std::exception_ptr error) {
   // The Future first (DDP's callbacks run here, on the completion thread), then the
-  // Work, as gloo does: once wait() returns, getFuture().value() is there.
-  if (error) {
-    future_->setError(error);
-  } else if (outputs_.size() > 1) {
-    future_->markCompleted(c10::IValue(outputs_));
-  } else {
-    future_->markCompleted(c10::IValue(result()));
+  // Work, as gloo does: once wait() returns, getFuture().value() is there (made
+  // completed, if nobody asked for it before).
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  {
+    std::lock_guard<std::mutex> lock(futureMutex_);
+    completed_ = true;
+    error_ = error;
+    future = future_;
   }
+  if (future) markFuture(*future, error);
   finish(error);
 }
 
@@ -178,8 +217,8 @@ void CompletionQueue::finishCall(PendingCall& call) {
       if (!error) {
         error = operationTimedOut(call.what, rank_, call.timeout, "the timeout of its options");
       }
-      if (call.onTimeout) call.onTimeout();
-      call.onTimeout = nullptr;
+      if (auto comm = call.abortOnTimeout.lock()) comm->abort();
+      call.abortOnTimeout.reset();
       op.wait();  // the abort ends it at once
       continue;
     }

@@ -5,10 +5,13 @@
 // tensors, or set to the error) when every collie operation behind it finished and
 // the results were copied to the caller's tensors. Like gloo's works it records a
 // profiler event named "collie:<collective>" (async, with the input shapes) from issue
-// to completion, carries the group's sequence number, and a receive from any source
-// reports the rank it received from (sourceRank). The Future's value is the output
-// list, or the list of output lists when a call has several (gloo's allgather with
-// several inputs per rank).
+// to completion while a profiler listens (at::hasCallbacks(); otherwise c10d::Work makes
+// no RecordFunction and copies no inputs), carries the group's sequence number, and a
+// receive from any source reports the rank it received from (sourceRank). The Future's
+// value is the output list, or the list of output lists when a call has several (gloo's
+// allgather with several inputs per rank). A CPU call makes its Future only when asked
+// (getFuture): a blocking dist.all_reduce never does, and saves its allocations and its
+// marking.
 //
 // A CompletionQueue owns one thread that finishes CollieWorks in issue order. collie
 // runs the operations of one communicator in issue order, so waiting on the oldest
@@ -16,8 +19,8 @@
 // Work::wait, never spins; collie bounds every operation by COLLIE_TIMEOUT and ends
 // pending ones when the communicator is aborted or destroyed, so the wait ends. A call
 // with a deadline of its own (an options timeout shorter than the communicator's)
-// fails when it passes: the queue then runs the call's onTimeout (the backend aborts
-// its communicator, since a collective cannot be taken back half done).
+// fails when it passes: the queue then aborts the call's communicator, since a
+// collective cannot be taken back half done.
 //
 // A call whose collie operations have already finished when it is pushed (collie ran
 // it inline on the caller's thread: shared-memory collectives up to 256 KiB per rank,
@@ -76,7 +79,9 @@ class CollieWork : public c10d::Work {
              const std::vector<at::Tensor>& inputs, std::vector<std::vector<at::Tensor>> outputs,
              uint64_t sequence, std::vector<c10::Device> devices = {});
 
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  // A CPU call's Future is made when first asked for (most callers never do), already
+  // completed when the work is; a device call's is made with the work.
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   // With no timeout: the collie operations first, on this thread (see above).
   bool wait(std::chrono::milliseconds timeout = ::kNoTimeout) override;
   std::vector<at::Tensor> result() override;
@@ -95,10 +100,18 @@ class CollieWork : public c10d::Work {
   void complete(std::exception_ptr error);
 
  private:
-  std::vector<std::vector<at::Tensor>> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> makeFuture() const;
+  // Marks `future` with this work's outputs, or sets `error`.
+  void markFuture(c10::ivalue::Future& future, const std::exception_ptr& error) const;
+
+  const std::vector<std::vector<at::Tensor>> outputs_;
+  const std::vector<c10::Device> devices_;
   std::vector<collie::Work> ops_;
   std::atomic<std::shared_ptr<c10::Event>> deviceEvent_;
+  std::mutex futureMutex_;  // guards the three below
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  bool completed_ = false;
+  std::exception_ptr error_;
   std::atomic<int> sourceRank_{-1};
   const uint64_t sequence_;
 };
@@ -117,10 +130,11 @@ struct PendingCall {
   std::vector<at::Tensor> keepAlive;
   std::function<void()> cleanup;  // run once the ops ended, success or not; may be empty
   std::string what;               // "allreduce", ... for error messages
-  // A deadline of the call's own (options timeout); onTimeout runs when it passed.
+  // A deadline of the call's own (options timeout), and what to abort when it passed.
   std::optional<std::chrono::steady_clock::time_point> deadline;
   std::chrono::milliseconds timeout{0};
-  std::function<void()> onTimeout;
+  // Aborted when the deadline passed (a collective cannot be taken back half done).
+  std::weak_ptr<collie::Communicator> abortOnTimeout;
 };
 
 class CompletionQueue {
