@@ -26,7 +26,7 @@ namespace collie::cpu {
 // pair: the truncated result plus one where (low 16 bits + 0x7fff + its last bit)
 // carries, which vpavgw tells without a 17-bit sum (its (x + y + 1) >> 1 of low bits
 // and 0x7ffe + last bit has its top bit set exactly then). On a Zen 3 VM a 32 KiB sum
-// in place took 1.75-1.8 us this way against 2.0 with the rounding done in each 32-bit
+// in place took 1.75-1.96 us this way against 1.95-2.08 with the rounding in each 32-bit
 // half (bench/results/dtypes/bfloat16_avx2_rounding_2026-12-05.md). The rounding is wrong
 // for a NaN only (it may carry into the sign), so one unordered compare of the two
 // result vectors finds a step with a NaN in it (rare), and that step runs element by
