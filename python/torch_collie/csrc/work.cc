@@ -21,14 +21,6 @@ c10::TypePtr futureType(size_t lists) {
                    : c10::TypePtr(c10::ListType::ofTensors());
 }
 
-// The profiler event's title and inputs only while a profiler listens: c10d::Work makes
-// a RecordFunction for a title and copies the inputs, which an unprofiled call would pay
-// for nothing.
-const char* titleIfProfiled(const char* title) { return at::hasCallbacks() ? title : nullptr; }
-std::optional<std::vector<at::Tensor>> inputsIfProfiled(const std::vector<at::Tensor>& inputs) {
-  if (!at::hasCallbacks()) return std::nullopt;
-  return inputs;
-}
 }  // namespace
 
 std::exception_ptr makeBackendError(const std::string& message) {
@@ -57,7 +49,18 @@ CollieWork::CollieWork(int rank, c10d::OpType type, const char* profilingTitle,
                        const std::vector<at::Tensor>& inputs,
                        std::vector<std::vector<at::Tensor>> outputs, uint64_t sequence,
                        std::vector<c10::Device> devices)
-    : c10d::Work(rank, type, titleIfProfiled(profilingTitle), inputsIfProfiled(inputs)),
+    : CollieWork(rank, type, profilingTitle, inputs, std::move(outputs), sequence,
+                 std::move(devices), at::hasCallbacks()) {}
+
+// The profiler event's title and inputs go to c10d::Work only while a profiler listens:
+// it makes a RecordFunction for a title and copies the inputs, which an unprofiled call
+// would pay for nothing.
+CollieWork::CollieWork(int rank, c10d::OpType type, const char* profilingTitle,
+                       const std::vector<at::Tensor>& inputs,
+                       std::vector<std::vector<at::Tensor>> outputs, uint64_t sequence,
+                       std::vector<c10::Device> devices, bool profiled)
+    : c10d::Work(rank, type, profiled ? profilingTitle : nullptr,
+                 profiled ? std::optional<std::vector<at::Tensor>>(inputs) : std::nullopt),
       outputs_(std::move(outputs)),
       // No devices for CPU calls: CPU futures carry none (c10 rejects index-less devices).
       devices_(std::move(devices)),
@@ -77,7 +80,7 @@ void CollieWork::markFuture(c10::ivalue::Future& future, const std::exception_pt
   } else if (outputs_.size() > 1) {
     future.markCompleted(c10::IValue(outputs_));
   } else {
-    future.markCompleted(c10::IValue(outputs_.empty() ? std::vector<at::Tensor>() : outputs_[0]));
+    future.markCompleted(c10::IValue(firstOutputs()));
   }
 }
 
@@ -91,9 +94,11 @@ c10::intrusive_ptr<c10::ivalue::Future> CollieWork::getFuture() {
   return future_;
 }
 
-std::vector<at::Tensor> CollieWork::result() {
+std::vector<at::Tensor> CollieWork::firstOutputs() const {
   return outputs_.empty() ? std::vector<at::Tensor>() : outputs_[0];
 }
+
+std::vector<at::Tensor> CollieWork::result() { return firstOutputs(); }
 
 bool CollieWork::wait(std::chrono::milliseconds timeout) {
   if (const std::shared_ptr<c10::Event> event = deviceEvent_.load()) {

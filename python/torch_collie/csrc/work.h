@@ -100,6 +100,11 @@ class CollieWork : public c10d::Work {
   void complete(std::exception_ptr error);
 
  private:
+  // `profiled`: a profiler listens (at::hasCallbacks()), asked once per work.
+  CollieWork(int rank, c10d::OpType type, const char* profilingTitle,
+             const std::vector<at::Tensor>& inputs, std::vector<std::vector<at::Tensor>> outputs,
+             uint64_t sequence, std::vector<c10::Device> devices, bool profiled);
+  std::vector<at::Tensor> firstOutputs() const;  // the output list, or none
   c10::intrusive_ptr<c10::ivalue::Future> makeFuture() const;
   // Marks `future` with this work's outputs, or sets `error`.
   void markFuture(c10::ivalue::Future& future, const std::exception_ptr& error) const;
