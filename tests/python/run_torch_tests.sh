@@ -3,8 +3,9 @@
 # (torch_env.sh: installs torch on a fresh machine), then runs DDP + collectives vs
 # gloo and the ProcessGroupGloo contract (torch_ddp_test.py with
 # torch_contract_checks.py), the dead-peer check, point-to-point matched by tag
-# (torch_p2p_tags_test.py) and the launcher checks (torchrun,
-# collie run). Exit 77 (ctest: skipped) only when torch cannot be installed at all.
+# (torch_p2p_tags_test.py), torch's flight recorder on collie groups
+# (torch_flight_recorder_test.py) and the launcher checks (torchrun, collie run).
+# Exit 77 (ctest: skipped) only when torch cannot be installed at all.
 #   run_torch_tests.sh <path to the collie CLI> <build dir>
 set -euo pipefail
 collie="$1"
@@ -14,6 +15,7 @@ source "$here/torch_env.sh" "$2"
 timeout 600 "$py" "$here/torch_ddp_test.py"
 timeout 120 "$py" "$here/torch_dead_peer_test.py"
 timeout 180 "$py" "$here/torch_p2p_tags_test.py"
+timeout 180 "$py" "$here/torch_flight_recorder_test.py"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -20,3 +20,6 @@ mkdir -p "$build/python"
 export PYTHONPATH="$build/python/lib${PYTHONPATH:+:$PYTHONPATH}"
 export COLLIE_TIMEOUT="${COLLIE_TIMEOUT:-20s}"
 export OMP_NUM_THREADS=1
+# torch's flight recorder dumps a rank's trace when a collie call fails (tests make
+# calls fail on purpose): into the build tree, not torch's default ~/.cache/torch.
+export TORCH_FR_DUMP_TEMP_FILE="${TORCH_FR_DUMP_TEMP_FILE:-$build/python/fr_trace_rank_}"

@@ -92,7 +92,7 @@ CollieBackend::CollieBackend(int rank, int size, c10::intrusive_ptr<c10d::Store>
       options_(c10::make_intrusive<Options>("collie", timeout)),
       server_(std::move(server)),
       comm_(std::move(comm)),
-      queue_(rank),
+      queue_(rank, hooks_),
       announcer_(store, rank, size) {}
 
 CollieBackend::~CollieBackend() { shutdown(); }
@@ -130,6 +130,7 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::submit(Call call) {
       c10::make_intrusive<CollieWork>(rank_, call.type, call.title, call.inputs,
                                       std::move(call.outputs), sequence, std::move(call.devices));
   if (call.deviceEvent) work->setDeviceEvent(std::move(call.deviceEvent));
+  work->setStarted(call.started);
   PendingCall pending;
   pending.work = work;
   pending.ops = std::move(call.ops);

@@ -68,6 +68,7 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <unordered_set>
 
+#include "backend_hooks.h"
 #include "collie/communicator.h"
 #include "collie/store.h"
 #include "p2p_announcer.h"
@@ -158,6 +159,20 @@ class CollieBackend : public c10d::Backend {
   void abort() override;
   void shutdown() override;
 
+  // torch's completion and abort hooks (backend_hooks.h): its flight recorder retires an
+  // entry when collie finished the call, and dumps its trace when a call failed or timed
+  // out. An explicit abort() runs no abort hook: nothing failed.
+  bool supportsCompletionHooks() const override { return true; }
+  void registerCompletionHook(int64_t id, c10d::CompletionHook hook) override {
+    hooks_.registerCompletion(id, std::move(hook));
+  }
+  void unregisterCompletionHook(int64_t id) override { hooks_.unregisterCompletion(id); }
+  bool supportsAbortHooks() const override { return true; }
+  void registerAbortHook(int64_t id, c10d::AbortHook hook) override {
+    hooks_.registerAbort(id, std::move(hook));
+  }
+  void unregisterAbortHook(int64_t id) override { hooks_.unregisterAbort(id); }
+
   // An all-reduce of one dense CPU tensor in place, run now: the collie operation is
   // issued and waited for on the calling thread, with no Work, Future or completion
   // thread (torch_collie.all_reduce_, for latency-bound callers such as tensor-parallel
@@ -200,6 +215,8 @@ class CollieBackend : public c10d::Backend {
     // A call on CUDA tensors: its device and the event after its work on the stream.
     std::vector<c10::Device> devices;
     std::shared_ptr<c10::Event> deviceEvent;
+    // Made before the call's operations are issued: its work's duration starts here.
+    std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   };
   // The stream a call on CUDA tensors is enqueued on: the current stream of their device.
   struct DeviceStream {
@@ -273,6 +290,7 @@ class CollieBackend : public c10d::Backend {
   std::unique_ptr<collie::StoreServer> server_;  // group rank 0 only
   // Shared so that a registration's cleanup can tell whether it still exists.
   std::shared_ptr<collie::Communicator> comm_;
+  BackendHooks hooks_;  // before queue_, which refers to it
   CompletionQueue queue_;
   P2pAnnouncer announcer_;
   std::mutex registeredMutex_;

@@ -125,11 +125,15 @@ void CollieBackend::allreduceNow(at::Tensor& tensor, const c10d::ReduceOp& op) {
   const std::chrono::milliseconds timeout(defaultCallTimeoutMs_.load());
   collie::Status status = timeout.count() > 0 ? work.wait(timeout) : work.wait();
   if (!work.test()) {
+    hooks_.failing();  // before the abort: a trace dump sees the call pending
     comm_->abort();
     (void)work.wait();  // the abort ends it at once
     std::rethrow_exception(operationTimedOut(what, rank_, timeout, "the group's timeout"));
   }
-  if (!status.isOk()) std::rethrow_exception(operationFailed(what, rank_, status));
+  if (!status.isOk()) {
+    hooks_.failing();
+    std::rethrow_exception(operationFailed(what, rank_, status));
+  }
   if (!buf.is_same(view)) view.copy_(buf);
 }
 

@@ -13,6 +13,7 @@ namespace {
 constexpr std::chrono::milliseconds kWaitSlice{200};
 
 std::atomic<uint64_t> gCompletedOnCaller{0};
+std::atomic<uint64_t> gNextCompletionKey{1};
 std::atomic<uint64_t> gCompletedOnThread{0};
 
 // A Future of the output list, or of the list of output lists.
@@ -64,7 +65,8 @@ CollieWork::CollieWork(int rank, c10d::OpType type, const char* profilingTitle,
       outputs_(std::move(outputs)),
       // No devices for CPU calls: CPU futures carry none (c10 rejects index-less devices).
       devices_(std::move(devices)),
-      sequence_(sequence) {
+      sequence_(sequence),
+      completionKey_(gNextCompletionKey.fetch_add(1, std::memory_order_relaxed)) {
   // A device Future records events on the current streams when it is marked, so it is
   // made now and marked by complete(), on the completion thread.
   if (!devices_.empty()) future_ = makeFuture();
@@ -100,6 +102,12 @@ std::vector<at::Tensor> CollieWork::firstOutputs() const {
 
 std::vector<at::Tensor> CollieWork::result() { return firstOutputs(); }
 
+float CollieWork::getDuration() const {
+  const float ms = durationMs_.load();
+  TORCH_CHECK(ms >= 0, "collie: getDuration() of a work that has not completed");
+  return ms;
+}
+
 bool CollieWork::wait(std::chrono::milliseconds timeout) {
   if (const std::shared_ptr<c10::Event> event = deviceEvent_.load()) {
     // A device call: the caller's current stream waits, not the host (ProcessGroupNCCL).
@@ -121,6 +129,9 @@ void CollieWork::complete(std::exception_ptr error) {
   // The Future first (DDP's callbacks run here, on the completion thread), then the
   // Work, as gloo does: once wait() returns, getFuture().value() is there (made
   // completed, if nobody asked for it before).
+  durationMs_.store(
+      std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - started_)
+          .count());
   c10::intrusive_ptr<c10::ivalue::Future> future;
   {
     std::lock_guard<std::mutex> lock(futureMutex_);
@@ -132,7 +143,8 @@ void CollieWork::complete(std::exception_ptr error) {
   finish(error);
 }
 
-CompletionQueue::CompletionQueue(int rank) : rank_(rank), thread_([this] { run(); }) {}
+CompletionQueue::CompletionQueue(int rank, const BackendHooks& hooks)
+    : rank_(rank), hooks_(hooks), thread_([this] { run(); }) {}
 
 CompletionQueue::~CompletionQueue() { stop(); }
 
@@ -205,6 +217,7 @@ void CompletionQueue::run() {
 
 void CompletionQueue::finishCall(PendingCall& call) {
   std::exception_ptr error;
+  bool failureAnnounced = false;  // to the abort hooks
   for (collie::Work& op : call.ops) {
     // collie's engine bounds every operation by COLLIE_TIMEOUT, so this ends.
     while (!op.test()) {
@@ -221,6 +234,10 @@ void CompletionQueue::finishCall(PendingCall& call) {
       // The call's own deadline passed: fail it, then end the operation behind it.
       if (!error) {
         error = operationTimedOut(call.what, rank_, call.timeout, "the timeout of its options");
+      }
+      if (!failureAnnounced) {
+        hooks_.failing();  // before the abort: a trace dump sees the call pending
+        failureAnnounced = true;
       }
       if (auto comm = call.abortOnTimeout.lock()) comm->abort();
       call.abortOnTimeout.reset();
@@ -243,8 +260,15 @@ void CompletionQueue::finishCall(PendingCall& call) {
                                ": finishing the call failed: " + e.what());
     }
   }
+  if (error && !failureAnnounced) hooks_.failing();
+  // Completed first, then announced (see backend_hooks.h).
   call.work->complete(error);
   for (auto& follower : call.followers) follower->complete(error);
+  if (error) return;
+  hooks_.completed(call.work->getCompletionKey(), call.work->getDuration());
+  for (auto& follower : call.followers) {
+    hooks_.completed(follower->getCompletionKey(), follower->getDuration());
+  }
 }
 
 }  // namespace torch_collie

@@ -13,6 +13,9 @@
 // (getFuture): a blocking dist.all_reduce never does, and saves its allocations and its
 // marking.
 //
+// Every work is timed from its call's issue to its completion (getDuration), and carries
+// a completion key of its own, by which the backend's completion hooks name it.
+//
 // A CompletionQueue owns one thread that finishes CollieWorks in issue order. collie
 // runs the operations of one communicator in issue order, so waiting on the oldest
 // entry first never waits longer than needed. The thread blocks in collie's
@@ -20,7 +23,9 @@
 // pending ones when the communicator is aborted or destroyed, so the wait ends. A call
 // with a deadline of its own (an options timeout shorter than the communicator's)
 // fails when it passes: the queue then aborts the call's communicator, since a
-// collective cannot be taken back half done.
+// collective cannot be taken back half done. A call that failed or timed out runs the
+// backend's abort hooks before its work fails (before the abort, on a timeout); one that
+// succeeded runs the completion hooks after its work completed (backend_hooks.h).
 //
 // A call whose collie operations have already finished when it is pushed (collie ran
 // it inline on the caller's thread: shared-memory collectives up to 256 KiB per rank,
@@ -66,6 +71,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <vector>
 
+#include "backend_hooks.h"
 #include "collie/communicator.h"
 
 namespace torch_collie {
@@ -87,8 +93,16 @@ class CollieWork : public c10d::Work {
   std::vector<at::Tensor> result() override;
   int sourceRank() const override { return sourceRank_.load(); }
   uint64_t getSequencenumber() const override { return sequence_; }
+  // Milliseconds from the call's issue (setStarted) to its completion; throws before it
+  // completed. Every call is timed: two clock reads.
+  float getDuration() const override;
+  // Unique in the process and never reused (the completion hooks name the work by it).
+  uint64_t getCompletionKey() const override { return completionKey_; }
 
   void setSourceRank(int rank) { sourceRank_.store(rank); }
+  // When the call was issued, if before the work was made (its operations may have run
+  // already). Set once, before the work is handed to the caller.
+  void setStarted(std::chrono::steady_clock::time_point started) { started_ = started; }
   // The collie operations behind the work, for wait(). Set once, before the work is
   // handed to the caller.
   void setOps(std::vector<collie::Work> ops) { ops_ = std::move(ops); }
@@ -119,6 +133,9 @@ class CollieWork : public c10d::Work {
   std::exception_ptr error_;
   std::atomic<int> sourceRank_{-1};
   const uint64_t sequence_;
+  const uint64_t completionKey_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::atomic<float> durationMs_{-1.0f};  // set by complete()
 };
 
 // One torch.distributed call in flight: its collie operations, the copy-out to run
@@ -144,7 +161,9 @@ struct PendingCall {
 
 class CompletionQueue {
  public:
-  explicit CompletionQueue(int rank);
+  // `hooks` (the backend's, which outlives the queue) hear of every call that completed
+  // successfully, and of every failure before the call's work fails.
+  CompletionQueue(int rank, const BackendHooks& hooks);
   ~CompletionQueue();
 
   void push(PendingCall call);
@@ -163,6 +182,7 @@ class CompletionQueue {
   void finishCall(PendingCall& call);
 
   const int rank_;
+  const BackendHooks& hooks_;
   std::mutex mutex_;
   // Two conditions, so that a call finished on the caller's thread wakes nobody: the
   // thread sleeps on `queued_` (notified only when a call is queued or on stop), drain()

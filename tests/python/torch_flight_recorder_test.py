@@ -1,0 +1,172 @@
+"""torch's flight recorder on collie groups: what a trace dump says.
+
+torch attaches its FlightRecorderHook to every group of a backend that does not record
+itself; collie pushes completions and failures to it (backend_hooks.h).
+
+healthy: 2 ranks issue a mix of calls (blocking and async, small ones collie completes
+on the calling thread and 4 MiB ones it completes on its completion thread, collectives
+and send/recv); each rank's dump (torch._C._distributed_c10d._dump_fr_trace_json with
+backend "collie") must list every call in issue order, each "completed" with a
+duration, and both ranks' lists must agree on names, sequence numbers and sizes.
+
+timeout: rank 1 takes part in one all-reduce and then not in the next; rank 0's second
+all-reduce fails when the group's timeout passes, and before the error reaches it the
+abort hook must have written rank 0's trace to <TORCH_FR_DUMP_TEMP_FILE>0: the first
+all-reduce "completed", the second issued and never finished ("scheduled", not
+retired)."""
+
+import datetime
+import json
+import os
+import pickle
+import sys
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import torch_collie  # noqa: F401  (registers the backend)
+
+SMALL = 1 << 10  # floats: collie completes these on the calling thread
+LARGE = 1 << 20  # floats (4 MiB)
+
+
+def dump():
+    raw = torch._C._distributed_c10d._dump_fr_trace_json(backend="collie")
+    return json.loads(raw)["entries"]
+
+
+def summary(entries):
+    return [(e["profiling_name"], e["collective_seq_id"], e["p2p_seq_id"], e["input_sizes"],
+             e["output_sizes"]) for e in entries]
+
+
+def healthy(rank, init_file, tmp):
+    dist.init_process_group("collie", init_method="file://" + init_file, rank=rank, world_size=2)
+    issued = []
+    for n in (SMALL, LARGE):
+        t = torch.ones(n)
+        dist.all_reduce(t)
+        issued.append("collie:all_reduce")
+        dist.all_reduce(t, async_op=True).wait()
+        issued.append("collie:all_reduce")
+        fut = dist.all_reduce(t, async_op=True).get_future()
+        fut.wait()
+        issued.append("collie:all_reduce")
+        dist.broadcast(t, 1)
+        issued.append("collie:broadcast")
+        gathered = torch.empty(2 * n)
+        dist.all_gather_into_tensor(gathered, t)
+        issued.append("collie:_all_gather_base")
+        part = torch.empty(n // 2)
+        dist.reduce_scatter_tensor(part, t)
+        issued.append("collie:_reduce_scatter_base")
+        exchanged = torch.empty(n)
+        dist.all_to_all_single(exchanged, t)
+        issued.append("collie:all_to_all_single")
+        if rank == 0:
+            dist.send(t, 1)
+            issued.append("collie:send 0->1")
+        else:
+            dist.recv(t, 0)
+            issued.append("collie:recv 1<-0")
+    entries = dump()
+    with open(os.path.join(tmp, f"healthy{rank}.json"), "w") as f:
+        json.dump({"issued": issued, "summary": summary(entries),
+                   "states": [e["state"] for e in entries],
+                   "durations": [e["duration_ms"] for e in entries]}, f)
+    dist.destroy_process_group()
+
+
+def timeout(rank, init_file, flag, out):
+    dist.init_process_group("collie", init_method="file://" + init_file, rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=3))
+    t = torch.ones(SMALL)
+    dist.all_reduce(t)
+    if rank == 1:
+        # Stays alive (a stuck peer, not a dead one) until rank 0 has seen its error.
+        deadline = time.monotonic() + 60
+        while not os.path.exists(flag) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os._exit(0)
+    message = "no exception"
+    try:
+        dist.all_reduce(t)
+    except Exception as e:  # noqa: BLE001
+        message = f"{type(e).__name__}: {e}"
+    dump_file = os.environ["TORCH_FR_DUMP_TEMP_FILE"] + "0"
+    entries = []
+    if os.path.exists(dump_file):  # written before the error reached this thread
+        with open(dump_file, "rb") as f:
+            entries = pickle.load(f)["entries"]
+    with open(out, "w") as f:
+        json.dump({"message": message, "dumped": os.path.exists(dump_file),
+                   "entries": [(e["profiling_name"], e["state"], e["retired"])
+                               for e in entries]}, f)
+    open(flag, "w").close()
+    os._exit(0)  # the group is aborted; skip destroy_process_group
+
+
+def check_healthy(tmp):
+    outs = [os.path.join(tmp, f"healthy{r}.json") for r in range(2)]
+    mp.spawn(healthy, args=(os.path.join(tmp, "init_healthy"), tmp), nprocs=2)
+    results = [json.load(open(o)) for o in outs]
+    failures = []
+    for rank, r in enumerate(results):
+        names = [s[0] for s in r["summary"]]
+        if names != r["issued"]:
+            failures.append(f"rank {rank}: recorded {names}, issued {r['issued']}")
+        not_completed = [(n, s) for n, s in zip(names, r["states"]) if s != "completed"]
+        if not_completed:
+            failures.append(f"rank {rank}: not completed: {not_completed}")
+        if any(d is None or d < 0 for d in r["durations"]):
+            failures.append(f"rank {rank}: durations {r['durations']}")
+        seqs = [s[1] for s in r["summary"] if "send" not in s[0] and "recv" not in s[0]]
+        if seqs != list(range(1, len(seqs) + 1)):
+            failures.append(f"rank {rank}: collective sequence ids {seqs}")
+    # The same collectives with the same sizes on both ranks, and each send of rank 0
+    # recorded with the sizes rank 1's receive recorded as its output.
+    def sizes(r):
+        return [s[1:3] + (s[3] + s[4] if "send" in s[0] or "recv" in s[0] else s[3:])
+                for s in r["summary"]]
+    if sizes(results[0]) != sizes(results[1]):
+        failures.append(f"the ranks' traces differ: {results[0]['summary']} against "
+                        f"{results[1]['summary']}")
+    print(f"healthy: {len(results[0]['summary'])} entries per rank, states "
+          f"{sorted(set(results[0]['states'] + results[1]['states']))}")
+    return failures
+
+
+def check_timeout(tmp):
+    out = os.path.join(tmp, "timeout.json")
+    os.environ["TORCH_FR_DUMP_TEMP_FILE"] = os.path.join(tmp, "fr_trace_")
+    mp.spawn(timeout, args=(os.path.join(tmp, "init_timeout"), os.path.join(tmp, "flag"), out),
+             nprocs=2)
+    r = json.load(open(out))
+    print(f"timeout: rank 0 got {r['message'][:160]!r}; dumped {r['dumped']}: {r['entries']}")
+    failures = []
+    if "DistBackendError" not in r["message"]:
+        failures.append(f"rank 0's second all_reduce: {r['message']}")
+    if not r["dumped"]:
+        failures.append("no trace was dumped before the error reached the caller")
+    expected = [["collie:all_reduce", "completed", True], ["collie:all_reduce", "scheduled", False]]
+    if r["dumped"] and r["entries"] != expected:
+        failures.append(f"the dump has {r['entries']}, expected {expected}")
+    return failures
+
+
+def main():
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        failures += check_healthy(tmp)
+        failures += check_timeout(tmp)
+    for f in failures:
+        print("FAIL:", f)
+    print("torch_flight_recorder_test:", "FAILED" if failures else "ok")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
