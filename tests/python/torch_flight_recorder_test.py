@@ -13,7 +13,9 @@ timeout: rank 1 takes part in one all-reduce and then not in the next; rank 0's 
 all-reduce fails when the group's timeout passes, and before the error reaches it the
 abort hook must have written rank 0's trace to <TORCH_FR_DUMP_TEMP_FILE>0: the first
 all-reduce "completed", the second issued and never finished ("scheduled", not
-retired)."""
+retired), and an abort hook the caller registered (register_abort_hook) has run; the
+backend refuses a second hook with the same id and the removal of an unknown one.
+"""
 
 import datetime
 import json
@@ -91,6 +93,18 @@ def timeout(rank, init_file, flag, out):
         while not os.path.exists(flag) and time.monotonic() < deadline:
             time.sleep(0.05)
         os._exit(0)
+    # A hook of the caller's own, beside torch's, and the table's refusals.
+    pg = dist.group.WORLD
+    hook_calls = []
+    pg.register_abort_hook(7, lambda: hook_calls.append(time.monotonic()))
+    refusals = []
+    for bad in (lambda: pg.register_abort_hook(7, lambda: None),
+                lambda: pg.unregister_abort_hook(8)):
+        try:
+            bad()
+            refusals.append("accepted")
+        except RuntimeError as e:
+            refusals.append(str(e).splitlines()[0])
     message = "no exception"
     try:
         dist.all_reduce(t)
@@ -103,6 +117,8 @@ def timeout(rank, init_file, flag, out):
             entries = pickle.load(f)["entries"]
     with open(out, "w") as f:
         json.dump({"message": message, "dumped": os.path.exists(dump_file),
+                   "supports": [pg.supports_abort_hooks, pg.supports_completion_hooks],
+                   "hook_calls": len(hook_calls), "refusals": refusals,
                    "entries": [(e["profiling_name"], e["state"], e["retired"])
                                for e in entries]}, f)
     open(flag, "w").close()
@@ -145,12 +161,20 @@ def check_timeout(tmp):
     mp.spawn(timeout, args=(os.path.join(tmp, "init_timeout"), os.path.join(tmp, "flag"), out),
              nprocs=2)
     r = json.load(open(out))
-    print(f"timeout: rank 0 got {r['message'][:160]!r}; dumped {r['dumped']}: {r['entries']}")
+    print(f"timeout: rank 0 got {r['message'][:160]!r}; dumped {r['dumped']}: {r['entries']}; "
+          f"its own abort hook ran {r['hook_calls']} time(s); refusals {r['refusals']}")
     failures = []
     if "DistBackendError" not in r["message"]:
         failures.append(f"rank 0's second all_reduce: {r['message']}")
     if not r["dumped"]:
         failures.append("no trace was dumped before the error reached the caller")
+    if r["supports"] != [True, True]:
+        failures.append(f"supports abort and completion hooks: {r['supports']}")
+    if r["hook_calls"] < 1:
+        failures.append("the caller's abort hook did not run before the error reached it")
+    wanted = ["abort hook id 7 is already registered", "no abort hook has id 8"]
+    if any(w not in got for w, got in zip(wanted, r["refusals"])):
+        failures.append(f"hook table refusals: {r['refusals']}")
     expected = [["collie:all_reduce", "completed", True], ["collie:all_reduce", "scheduled", False]]
     if r["dumped"] and r["entries"] != expected:
         failures.append(f"the dump has {r['entries']}, expected {expected}")

@@ -59,8 +59,7 @@ void BackendHooks::add(Table<Hook>& table, std::atomic<bool>& any, int64_t id, H
                        const char* kind) {
   TORCH_CHECK(hook, "collie: registering an empty ", kind, " hook (id ", id, ")");
   std::lock_guard<std::mutex> lock(mutex_);
-  TORCH_CHECK(!hasId(table, id), "collie: a ", kind, " hook with id ", id,
-              " is already registered");
+  TORCH_CHECK(!hasId(table, id), "collie: ", kind, " hook id ", id, " is already registered");
   table = edited(table, id, std::move(hook));
   any.store(true, std::memory_order_relaxed);
 }
@@ -69,7 +68,7 @@ template <typename Hook>
 void BackendHooks::remove(Table<Hook>& table, std::atomic<bool>& any, int64_t id,
                           const char* kind) {
   std::lock_guard<std::mutex> lock(mutex_);
-  TORCH_CHECK(hasId(table, id), "collie: no ", kind, " hook with id ", id, " is registered");
+  TORCH_CHECK(hasId(table, id), "collie: no ", kind, " hook has id ", id);
   table = edited(table, id, Hook());
   any.store(table != nullptr, std::memory_order_relaxed);
 }
