@@ -15,12 +15,18 @@ abort hook must have written rank 0's trace to <TORCH_FR_DUMP_TEMP_FILE>0: the f
 all-reduce "completed", the second issued and never finished ("scheduled", not
 retired), and an abort hook the caller registered (register_abort_hook) has run; the
 backend refuses a second hook with the same id and the removal of an unknown one.
+
+mismatch: rank 0 all-reduces while rank 1 broadcasts; collie fails the call on both
+ranks, both dump their traces, and torch's analyzer of such dumps (torchfrtrace, run as
+python -m torch.distributed.flight_recorder.fr_trace) names rank 1 as the culprit of a
+collective type mismatch.
 """
 
 import datetime
 import json
 import os
 import pickle
+import subprocess
 import sys
 import tempfile
 import time
@@ -78,7 +84,7 @@ def healthy(rank, init_file, tmp):
     with open(os.path.join(tmp, f"healthy{rank}.json"), "w") as f:
         json.dump({"issued": issued, "summary": summary(entries),
                    "states": [e["state"] for e in entries],
-                   "durations": [e["duration_ms"] for e in entries]}, f)
+                   "durations": [e.get("duration_ms") for e in entries]}, f)
     dist.destroy_process_group()
 
 
@@ -122,6 +128,22 @@ def timeout(rank, init_file, flag, out):
                    "entries": [(e["profiling_name"], e["state"], e["retired"])
                                for e in entries]}, f)
     open(flag, "w").close()
+    os._exit(0)  # the group is aborted; skip destroy_process_group
+
+
+def mismatch(rank, init_file, prefix):
+    os.environ["TORCH_FR_DUMP_TEMP_FILE"] = prefix
+    dist.init_process_group("collie", init_method="file://" + init_file, rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=20))
+    t = torch.ones(SMALL)
+    dist.all_reduce(t)
+    try:  # collie finds the mismatch on both ranks; each fails, each dumps its trace
+        if rank == 0:
+            dist.all_reduce(t)
+        else:
+            dist.broadcast(t, 0)
+    except dist.DistBackendError:
+        pass
     os._exit(0)  # the group is aborted; skip destroy_process_group
 
 
@@ -181,11 +203,32 @@ def check_timeout(tmp):
     return failures
 
 
+def check_mismatch(tmp):
+    traces = os.path.join(tmp, "mismatch")
+    os.makedirs(traces)
+    mp.spawn(mismatch, args=(os.path.join(tmp, "init_mismatch"), os.path.join(traces, "trace_")),
+             nprocs=2)
+    dumped = sorted(os.listdir(traces))
+    if dumped != ["trace_0", "trace_1"]:
+        return [f"mismatch: dumps {dumped}, expected one per rank"]
+    # torch's own analyzer of flight-recorder dumps (torchfrtrace) names the culprit.
+    report = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace", traces, "-p",
+         "trace_"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120).stdout
+    culprit = [line for line in report.splitlines() if "Culprit" in line]
+    print(f"mismatch: both ranks dumped; torch's analyzer: {culprit}")
+    wanted = "Culprit rank 1; Error type: COLLECTIVE_TYPE_MISMATCH"
+    if not any(wanted in line for line in culprit):
+        return [f"mismatch: the analyzer did not report {wanted!r}:\n{report}"]
+    return []
+
+
 def main():
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
         failures += check_healthy(tmp)
         failures += check_timeout(tmp)
+        failures += check_mismatch(tmp)
     for f in failures:
         print("FAIL:", f)
     print("torch_flight_recorder_test:", "FAILED" if failures else "ok")
