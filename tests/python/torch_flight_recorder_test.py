@@ -46,6 +46,11 @@ def dump():
     return json.loads(raw)["entries"]
 
 
+def backend_error():
+    """The collie backend's Backend.get_error(), by name (SUCCESS, TIMEOUT, ...)."""
+    return dist.group.WORLD._get_backend(torch.device("cpu")).get_error().name
+
+
 def summary(entries):
     return [(e["profiling_name"], e["collective_seq_id"], e["p2p_seq_id"], e["input_sizes"],
              e["output_sizes"]) for e in entries]
@@ -82,7 +87,7 @@ def healthy(rank, init_file, tmp):
             issued.append("collie:recv 1<-0")
     entries = dump()
     with open(os.path.join(tmp, f"healthy{rank}.json"), "w") as f:
-        json.dump({"issued": issued, "summary": summary(entries),
+        json.dump({"issued": issued, "summary": summary(entries), "error": backend_error(),
                    "states": [e["state"] for e in entries],
                    "durations": [e.get("duration_ms") for e in entries]}, f)
     dist.destroy_process_group()
@@ -123,6 +128,7 @@ def timeout(rank, init_file, flag, out):
             entries = pickle.load(f)["entries"]
     with open(out, "w") as f:
         json.dump({"message": message, "dumped": os.path.exists(dump_file),
+                   "error": backend_error(),
                    "supports": [pg.supports_abort_hooks, pg.supports_completion_hooks],
                    "hook_calls": len(hook_calls), "refusals": refusals,
                    "entries": [(e["profiling_name"], e["state"], e["retired"])
@@ -144,6 +150,8 @@ def mismatch(rank, init_file, prefix):
             dist.broadcast(t, 0)
     except dist.DistBackendError:
         pass
+    with open(prefix + f"error{rank}", "w") as f:
+        f.write(backend_error())
     os._exit(0)  # the group is aborted; skip destroy_process_group
 
 
@@ -159,6 +167,8 @@ def check_healthy(tmp):
         not_completed = [(n, s) for n, s in zip(names, r["states"]) if s != "completed"]
         if not_completed:
             failures.append(f"rank {rank}: not completed: {not_completed}")
+        if r["error"] != "SUCCESS":
+            failures.append(f"rank {rank}: get_error() {r['error']} with nothing failed")
         if any(d is None or d < 0 for d in r["durations"]):
             failures.append(f"rank {rank}: durations {r['durations']}")
         seqs = [s[1] for s in r["summary"] if "send" not in s[0] and "recv" not in s[0]]
@@ -184,12 +194,15 @@ def check_timeout(tmp):
              nprocs=2)
     r = json.load(open(out))
     print(f"timeout: rank 0 got {r['message'][:160]!r}; dumped {r['dumped']}: {r['entries']}; "
-          f"its own abort hook ran {r['hook_calls']} time(s); refusals {r['refusals']}")
+          f"its own abort hook ran {r['hook_calls']} time(s); refusals {r['refusals']}; "
+          f"get_error() {r['error']}")
     failures = []
     if "DistBackendError" not in r["message"]:
         failures.append(f"rank 0's second all_reduce: {r['message']}")
     if not r["dumped"]:
         failures.append("no trace was dumped before the error reached the caller")
+    if r["error"] != "TIMEOUT":
+        failures.append(f"rank 0: get_error() {r['error']} after its call timed out")
     if r["supports"] != [True, True]:
         failures.append(f"supports abort and completion hooks: {r['supports']}")
     if r["hook_calls"] < 1:
@@ -208,7 +221,15 @@ def check_mismatch(tmp):
     os.makedirs(traces)
     mp.spawn(mismatch, args=(os.path.join(tmp, "init_mismatch"), os.path.join(traces, "trace_")),
              nprocs=2)
+    errors = []
+    for rank in range(2):
+        path = os.path.join(traces, f"trace_error{rank}")
+        errors.append(open(path).read() if os.path.exists(path) else "not written")
+        if os.path.exists(path):
+            os.remove(path)
     dumped = sorted(os.listdir(traces))
+    if errors != ["COMM_ERROR", "COMM_ERROR"]:
+        return [f"mismatch: get_error() {errors}, expected COMM_ERROR on both ranks"]
     if dumped != ["trace_0", "trace_1"]:
         return [f"mismatch: dumps {dumped}, expected one per rank"]
     # torch's own analyzer of flight-recorder dumps (torchfrtrace) names the culprit.
@@ -216,7 +237,7 @@ def check_mismatch(tmp):
         [sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace", traces, "-p",
          "trace_"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120).stdout
     culprit = [line for line in report.splitlines() if "Culprit" in line]
-    print(f"mismatch: both ranks dumped; torch's analyzer: {culprit}")
+    print(f"mismatch: get_error() {errors}; both ranks dumped; torch's analyzer: {culprit}")
     wanted = "Culprit rank 1; Error type: COLLECTIVE_TYPE_MISMATCH"
     if not any(wanted in line for line in culprit):
         return [f"mismatch: the analyzer did not report {wanted!r}:\n{report}"]

@@ -161,7 +161,8 @@ class CollieBackend : public c10d::Backend {
 
   // torch's completion and abort hooks (backend_hooks.h): its flight recorder retires an
   // entry when collie finished the call, and dumps its trace when a call failed or timed
-  // out. An explicit abort() runs no abort hook: nothing failed.
+  // out. An explicit abort() runs no abort hook itself; the calls it ends fail (Aborted),
+  // and those run them as any failed call does.
   bool supportsCompletionHooks() const override { return true; }
   void registerCompletionHook(int64_t id, c10d::CompletionHook hook) override {
     hooks_.registerCompletion(id, std::move(hook));
@@ -172,6 +173,9 @@ class CollieBackend : public c10d::Backend {
     hooks_.registerAbort(id, std::move(hook));
   }
   void unregisterAbortHook(int64_t id) override { hooks_.unregisterAbort(id); }
+  // The kind of the first failure that broke the communicator (backend_hooks.h): TIMEOUT,
+  // REMOTE_ERROR or COMM_ERROR, as ProcessGroupNCCL reports; SUCCESS while none did.
+  c10d::ErrorType getError() override { return hooks_.error(); }
 
   // An all-reduce of one dense CPU tensor in place, run now: the collie operation is
   // issued and waited for on the calling thread, with no Work, Future or completion

@@ -87,6 +87,17 @@ void BackendHooks::registerAbort(int64_t id, c10d::AbortHook hook) {
 
 void BackendHooks::unregisterAbort(int64_t id) { remove(abort_, hasAbort_, id, "abort"); }
 
+c10d::ErrorType BackendHooks::kindOf(const collie::Status& status) {
+  switch (status.code()) {
+    case collie::StatusCode::kTimeout:
+      return c10d::ErrorType::TIMEOUT;
+    case collie::StatusCode::kRemoteError:
+      return c10d::ErrorType::REMOTE_ERROR;
+    default:
+      return c10d::ErrorType::COMM_ERROR;
+  }
+}
+
 void BackendHooks::runCompletion(uint64_t completionKey, float durationMs) const {
   Table<c10d::CompletionHook> table;
   {

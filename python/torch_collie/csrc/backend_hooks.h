@@ -1,6 +1,8 @@
-// BackendHooks: the completion and abort hooks torch registers on a backend
-// (c10d/Hooks.hpp). torch's FlightRecorderHook, which torch attaches to every group of a
-// backend that does not record itself (collie is one), is their user:
+// BackendHooks: how a backend reports completions and failures to torch: the completion
+// and abort hooks torch registers on it (c10d/Hooks.hpp), and the kind of the first
+// failure that broke the group's communicator (c10d::Backend::getError). torch's
+// FlightRecorderHook, which torch attaches to every group of a backend that does not
+// record itself (collie is one), is the hooks' user:
 //   - a completion hook retires a recorded collective when it really finished, with its
 //     duration, so a trace dump tells a finished collective ("completed") from one that
 //     was issued and never finished. Without one, the recorder retires every entry at
@@ -12,11 +14,16 @@
 // successfully, after the Work is marked completed (so a consumer that registers the
 // Work after the push and then asks isCompleted() misses nothing); failed and timed-out
 // work fires no completion hook (Hooks.hpp: it must keep reading "not finished").
-// failing() runs every abort hook; it is called each time a collective is found failed
-// or timed out, before the communicator is aborted and before the caller sees the error,
-// so it may run several times for one failure (torch's hooks are idempotent). An
-// exception a hook throws is reported on stderr and goes no further: hooks run on the
-// completion thread, where nothing could catch it.
+// failing() runs every abort hook; it is called each time a call is found failed or
+// timed out, before the communicator is aborted and before the caller sees the error,
+// so it may run several times for one failure (torch's hooks are idempotent). With the
+// kind of failure that broke the communicator (a collie operation failed, or a call's
+// deadline passed and the communicator was aborted) it also keeps that kind, the first
+// one only, for error(): TIMEOUT, REMOTE_ERROR (a peer failed or left) or COMM_ERROR.
+// A call that failed after collie's operations succeeded (a barrier's wait through the
+// store, a copy-out) leaves the communicator whole and error() as it was. An exception
+// a hook throws is reported on stderr and goes no further: hooks run on the completion
+// thread, where nothing could catch it.
 //
 // Thread safety: every method may be called from any thread. Hooks run with no lock of
 // this table held (a hook's owner may be unregistering it at that moment, from a thread
@@ -28,9 +35,13 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Hooks.hpp>
 #include <utility>
 #include <vector>
+
+#include "collie/status.h"
 
 namespace torch_collie {
 
@@ -47,10 +58,18 @@ class BackendHooks {
   void completed(uint64_t completionKey, float durationMs) const {
     if (hasCompletion_.load(std::memory_order_relaxed)) runCompletion(completionKey, durationMs);
   }
-  // A collective failed or timed out.
-  void failing() const {
+  // A call failed or timed out; `broke`: what broke the communicator, if it did.
+  void failing(std::optional<c10d::ErrorType> broke) {
+    if (broke) {
+      int none = static_cast<int>(c10d::ErrorType::SUCCESS);
+      error_.compare_exchange_strong(none, static_cast<int>(*broke));
+    }
     if (hasAbort_.load(std::memory_order_relaxed)) runAbort();
   }
+  // The kind of the first failure that broke the communicator; SUCCESS while none did.
+  c10d::ErrorType error() const { return static_cast<c10d::ErrorType>(error_.load()); }
+  // The kind a failed collie operation's `status` is.
+  static c10d::ErrorType kindOf(const collie::Status& status);
 
  private:
   template <typename Hook>
@@ -69,6 +88,7 @@ class BackendHooks {
   Table<c10d::AbortHook> abort_;
   std::atomic<bool> hasCompletion_{false};
   std::atomic<bool> hasAbort_{false};
+  std::atomic<int> error_{static_cast<int>(c10d::ErrorType::SUCCESS)};
 };
 
 }  // namespace torch_collie

@@ -125,13 +125,13 @@ void CollieBackend::allreduceNow(at::Tensor& tensor, const c10d::ReduceOp& op) {
   const std::chrono::milliseconds timeout(defaultCallTimeoutMs_.load());
   collie::Status status = timeout.count() > 0 ? work.wait(timeout) : work.wait();
   if (!work.test()) {
-    hooks_.failing();  // before the abort: a trace dump sees the call pending
+    hooks_.failing(c10d::ErrorType::TIMEOUT);  // before the abort: a dump sees it pending
     comm_->abort();
     (void)work.wait();  // the abort ends it at once
     std::rethrow_exception(operationTimedOut(what, rank_, timeout, "the group's timeout"));
   }
   if (!status.isOk()) {
-    hooks_.failing();
+    hooks_.failing(BackendHooks::kindOf(status));
     std::rethrow_exception(operationFailed(what, rank_, status));
   }
   if (!buf.is_same(view)) view.copy_(buf);

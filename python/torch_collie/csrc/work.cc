@@ -143,7 +143,7 @@ void CollieWork::complete(std::exception_ptr error) {
   finish(error);
 }
 
-CompletionQueue::CompletionQueue(int rank, const BackendHooks& hooks)
+CompletionQueue::CompletionQueue(int rank, BackendHooks& hooks)
     : rank_(rank), hooks_(hooks), thread_([this] { run(); }) {}
 
 CompletionQueue::~CompletionQueue() { stop(); }
@@ -217,7 +217,8 @@ void CompletionQueue::run() {
 
 void CompletionQueue::finishCall(PendingCall& call) {
   std::exception_ptr error;
-  bool failureAnnounced = false;  // to the abort hooks
+  bool failureAnnounced = false;         // to the abort hooks
+  std::optional<c10d::ErrorType> broke;  // what broke the communicator, if anything did
   for (collie::Work& op : call.ops) {
     // collie's engine bounds every operation by COLLIE_TIMEOUT, so this ends.
     while (!op.test()) {
@@ -236,7 +237,7 @@ void CompletionQueue::finishCall(PendingCall& call) {
         error = operationTimedOut(call.what, rank_, call.timeout, "the timeout of its options");
       }
       if (!failureAnnounced) {
-        hooks_.failing();  // before the abort: a trace dump sees the call pending
+        hooks_.failing(c10d::ErrorType::TIMEOUT);  // before the abort: a dump sees it pending
         failureAnnounced = true;
       }
       if (auto comm = call.abortOnTimeout.lock()) comm->abort();
@@ -247,6 +248,7 @@ void CompletionQueue::finishCall(PendingCall& call) {
     collie::Status status = op.status();
     if (!status.isOk() && !error) {
       error = operationFailed(call.what, rank_, status);
+      broke = BackendHooks::kindOf(status);
     }
   }
   if (call.cleanup) call.cleanup();
@@ -260,7 +262,7 @@ void CompletionQueue::finishCall(PendingCall& call) {
                                ": finishing the call failed: " + e.what());
     }
   }
-  if (error && !failureAnnounced) hooks_.failing();
+  if (error && !failureAnnounced) hooks_.failing(broke);
   // Completed first, then announced (see backend_hooks.h).
   call.work->complete(error);
   for (auto& follower : call.followers) follower->complete(error);

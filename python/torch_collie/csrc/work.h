@@ -163,7 +163,7 @@ class CompletionQueue {
  public:
   // `hooks` (the backend's, which outlives the queue) hear of every call that completed
   // successfully, and of every failure before the call's work fails.
-  CompletionQueue(int rank, const BackendHooks& hooks);
+  CompletionQueue(int rank, BackendHooks& hooks);
   ~CompletionQueue();
 
   void push(PendingCall call);
@@ -182,7 +182,7 @@ class CompletionQueue {
   void finishCall(PendingCall& call);
 
   const int rank_;
-  const BackendHooks& hooks_;
+  BackendHooks& hooks_;
   std::mutex mutex_;
   // Two conditions, so that a call finished on the caller's thread wakes nobody: the
   // thread sleeps on `queued_` (notified only when a call is queued or on stop), drain()
