@@ -22,8 +22,9 @@
 // one only, for error(): TIMEOUT, REMOTE_ERROR (a peer failed or left) or COMM_ERROR.
 // A call that failed after collie's operations succeeded (a barrier's wait through the
 // store, a copy-out) leaves the communicator whole and error() as it was. An exception
-// a hook throws is reported on stderr and goes no further: hooks run on the completion
-// thread, where nothing could catch it.
+// a hook throws is reported on stderr and goes no further: hooks run where collie
+// finishes a call (its completion thread, or the calling thread), and the call's own
+// outcome must not change with them.
 //
 // Thread safety: every method may be called from any thread. Hooks run with no lock of
 // this table held (a hook's owner may be unregistering it at that moment, from a thread

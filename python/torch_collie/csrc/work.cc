@@ -13,8 +13,8 @@ namespace {
 constexpr std::chrono::milliseconds kWaitSlice{200};
 
 std::atomic<uint64_t> gCompletedOnCaller{0};
-std::atomic<uint64_t> gNextCompletionKey{1};
 std::atomic<uint64_t> gCompletedOnThread{0};
+std::atomic<uint64_t> gNextCompletionKey{1};  // CollieWork::getCompletionKey, never reused
 
 // A Future of the output list, or of the list of output lists.
 c10::TypePtr futureType(size_t lists) {
