@@ -13,8 +13,9 @@ timeout: rank 1 takes part in one all-reduce and then not in the next; rank 0's 
 all-reduce fails when the group's timeout passes, and before the error reaches it the
 abort hook must have written rank 0's trace to <TORCH_FR_DUMP_TEMP_FILE>0: the first
 all-reduce "completed", the second issued and never finished ("scheduled", not
-retired), and an abort hook the caller registered (register_abort_hook) has run; the
-backend refuses a second hook with the same id and the removal of an unknown one.
+retired), and an abort hook the caller registered (register_abort_hook) has run, after
+one that raised; the backend refuses a second hook with the same id and the removal of
+an unknown one.
 
 mismatch: rank 0 all-reduces while rank 1 broadcasts; collie fails the call on both
 ranks, both dump their traces, and torch's analyzer of such dumps (torchfrtrace, run as
@@ -107,6 +108,10 @@ def timeout(rank, init_file, flag, out):
     # A hook of the caller's own, beside torch's, and the table's refusals.
     pg = dist.group.WORLD
     hook_calls = []
+    def failing_hook():
+        raise ValueError("a hook that fails")
+
+    pg.register_abort_hook(6, failing_hook)  # reported on stderr; changes nothing else
     pg.register_abort_hook(7, lambda: hook_calls.append(time.monotonic()))
     refusals = []
     for bad in (lambda: pg.register_abort_hook(7, lambda: None),

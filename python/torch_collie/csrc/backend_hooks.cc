@@ -38,7 +38,7 @@ std::shared_ptr<const Hooks<Hook>> edited(const std::shared_ptr<const Hooks<Hook
 }
 
 void reportHookError(const char* kind, const std::string& what) {
-  std::cerr << "torch_collie: a " << kind << " hook failed: " << what << "\n";
+  std::cerr << "torch_collie: " << kind << " hook failed: " << what << "\n";
 }
 
 template <typename Run>
