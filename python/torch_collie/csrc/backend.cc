@@ -126,11 +126,10 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::submit(Call call) {
     }
   }
   uint64_t sequence = call.collective ? sequence_.fetch_add(1) + 1 : sequence_.load();
-  auto work =
-      c10::make_intrusive<CollieWork>(rank_, call.type, call.title, call.inputs,
-                                      std::move(call.outputs), sequence, std::move(call.devices));
+  auto work = c10::make_intrusive<CollieWork>(rank_, call.type, call.title, call.inputs,
+                                              std::move(call.outputs), sequence,
+                                              std::move(call.devices), call.started);
   if (call.deviceEvent) work->setDeviceEvent(std::move(call.deviceEvent));
-  work->setStarted(call.started);
   PendingCall pending;
   pending.work = work;
   pending.ops = std::move(call.ops);

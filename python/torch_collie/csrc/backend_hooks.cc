@@ -98,7 +98,7 @@ c10d::ErrorType BackendHooks::kindOf(const collie::Status& status) {
   }
 }
 
-void BackendHooks::runCompletion(uint64_t completionKey, float durationMs) const {
+void BackendHooks::runCompletion(const c10d::Work& work) const {
   Table<c10d::CompletionHook> table;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -106,8 +106,8 @@ void BackendHooks::runCompletion(uint64_t completionKey, float durationMs) const
   }
   if (!table) return;
   c10d::CompletionHookArgs args;
-  args.completionKey = completionKey;
-  args.duration_ms = durationMs;
+  args.completionKey = work.getCompletionKey();
+  args.duration_ms = work.getDuration();
   for (const auto& [id, hook] : *table) guarded("completion", [&] { hook(args); });
 }
 

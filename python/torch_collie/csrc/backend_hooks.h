@@ -39,6 +39,7 @@
 #include <optional>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Hooks.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <utility>
 #include <vector>
 
@@ -55,20 +56,21 @@ class BackendHooks {
   void registerAbort(int64_t id, c10d::AbortHook hook);
   void unregisterAbort(int64_t id);
 
-  // The Work with `completionKey` completed successfully after `durationMs`.
-  void completed(uint64_t completionKey, float durationMs) const {
-    if (hasCompletion_.load(std::memory_order_relaxed)) runCompletion(completionKey, durationMs);
+  // `work` completed successfully (its completion key and duration are asked for only
+  // when a completion hook is registered).
+  void completed(const c10d::Work& work) const {
+    if (hasCompletion_.load(std::memory_order_relaxed)) runCompletion(work);
   }
   // A call failed or timed out; `broke`: what broke the communicator, if it did.
   void failing(std::optional<c10d::ErrorType> broke) {
     if (broke) {
-      int none = static_cast<int>(c10d::ErrorType::SUCCESS);
-      error_.compare_exchange_strong(none, static_cast<int>(*broke));
+      c10d::ErrorType none = c10d::ErrorType::SUCCESS;
+      error_.compare_exchange_strong(none, *broke);
     }
     if (hasAbort_.load(std::memory_order_relaxed)) runAbort();
   }
   // The kind of the first failure that broke the communicator; SUCCESS while none did.
-  c10d::ErrorType error() const { return static_cast<c10d::ErrorType>(error_.load()); }
+  c10d::ErrorType error() const { return error_.load(); }
   // The kind a failed collie operation's `status` is.
   static c10d::ErrorType kindOf(const collie::Status& status);
 
@@ -80,7 +82,7 @@ class BackendHooks {
   void add(Table<Hook>& table, std::atomic<bool>& any, int64_t id, Hook hook, const char* kind);
   template <typename Hook>
   void remove(Table<Hook>& table, std::atomic<bool>& any, int64_t id, const char* kind);
-  void runCompletion(uint64_t completionKey, float durationMs) const;
+  void runCompletion(const c10d::Work& work) const;
   void runAbort() const;
 
   mutable std::mutex mutex_;  // guards the two tables; never held while a hook runs
@@ -89,7 +91,7 @@ class BackendHooks {
   Table<c10d::AbortHook> abort_;
   std::atomic<bool> hasCompletion_{false};
   std::atomic<bool> hasAbort_{false};
-  std::atomic<int> error_{static_cast<int>(c10d::ErrorType::SUCCESS)};
+  std::atomic<c10d::ErrorType> error_{c10d::ErrorType::SUCCESS};
 };
 
 }  // namespace torch_collie

@@ -49,9 +49,10 @@ std::exception_ptr operationTimedOut(const std::string& what, int rank,
 CollieWork::CollieWork(int rank, c10d::OpType type, const char* profilingTitle,
                        const std::vector<at::Tensor>& inputs,
                        std::vector<std::vector<at::Tensor>> outputs, uint64_t sequence,
-                       std::vector<c10::Device> devices)
+                       std::vector<c10::Device> devices,
+                       std::chrono::steady_clock::time_point started)
     : CollieWork(rank, type, profilingTitle, inputs, std::move(outputs), sequence,
-                 std::move(devices), at::hasCallbacks()) {}
+                 std::move(devices), started, at::hasCallbacks()) {}
 
 // The profiler event's title and inputs go to c10d::Work only while a profiler listens:
 // it makes a RecordFunction for a title and copies the inputs, which an unprofiled call
@@ -59,14 +60,16 @@ CollieWork::CollieWork(int rank, c10d::OpType type, const char* profilingTitle,
 CollieWork::CollieWork(int rank, c10d::OpType type, const char* profilingTitle,
                        const std::vector<at::Tensor>& inputs,
                        std::vector<std::vector<at::Tensor>> outputs, uint64_t sequence,
-                       std::vector<c10::Device> devices, bool profiled)
+                       std::vector<c10::Device> devices,
+                       std::chrono::steady_clock::time_point started, bool profiled)
     : c10d::Work(rank, type, profiled ? profilingTitle : nullptr,
                  profiled ? std::optional<std::vector<at::Tensor>>(inputs) : std::nullopt),
       outputs_(std::move(outputs)),
       // No devices for CPU calls: CPU futures carry none (c10 rejects index-less devices).
       devices_(std::move(devices)),
       sequence_(sequence),
-      completionKey_(gNextCompletionKey.fetch_add(1, std::memory_order_relaxed)) {
+      completionKey_(gNextCompletionKey.fetch_add(1, std::memory_order_relaxed)),
+      started_(started) {
   // A device Future records events on the current streams when it is marked, so it is
   // made now and marked by complete(), on the completion thread.
   if (!devices_.empty()) future_ = makeFuture();
@@ -267,10 +270,8 @@ void CompletionQueue::finishCall(PendingCall& call) {
   call.work->complete(error);
   for (auto& follower : call.followers) follower->complete(error);
   if (error) return;
-  hooks_.completed(call.work->getCompletionKey(), call.work->getDuration());
-  for (auto& follower : call.followers) {
-    hooks_.completed(follower->getCompletionKey(), follower->getDuration());
-  }
+  hooks_.completed(*call.work);
+  for (auto& follower : call.followers) hooks_.completed(*follower);
 }
 
 }  // namespace torch_collie

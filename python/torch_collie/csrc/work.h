@@ -81,9 +81,12 @@ class CollieWork : public c10d::Work {
   // `profilingTitle` must be a string literal ("collie:all_reduce"); `inputs` are
   // recorded with the profiler event; `outputs` are the Future's value.
   // `devices`: the CUDA device of a call on CUDA tensors (its Future's device), else none.
+  // `started`: when the call was issued (its operations may have run before the work
+  // was made); its duration counts from there.
   CollieWork(int rank, c10d::OpType type, const char* profilingTitle,
              const std::vector<at::Tensor>& inputs, std::vector<std::vector<at::Tensor>> outputs,
-             uint64_t sequence, std::vector<c10::Device> devices = {});
+             uint64_t sequence, std::vector<c10::Device> devices = {},
+             std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now());
 
   // A CPU call's Future is made when first asked for (most callers never do), already
   // completed when the work is; a device call's is made with the work.
@@ -93,16 +96,13 @@ class CollieWork : public c10d::Work {
   std::vector<at::Tensor> result() override;
   int sourceRank() const override { return sourceRank_.load(); }
   uint64_t getSequencenumber() const override { return sequence_; }
-  // Milliseconds from the call's issue (setStarted) to its completion; throws before it
+  // Milliseconds from the call's issue (`started`) to its completion; throws before it
   // completed. Every call is timed: two clock reads.
   float getDuration() const override;
   // Unique in the process and never reused (the completion hooks name the work by it).
   uint64_t getCompletionKey() const override { return completionKey_; }
 
   void setSourceRank(int rank) { sourceRank_.store(rank); }
-  // When the call was issued, if before the work was made (its operations may have run
-  // already). Set once, before the work is handed to the caller.
-  void setStarted(std::chrono::steady_clock::time_point started) { started_ = started; }
   // The collie operations behind the work, for wait(). Set once, before the work is
   // handed to the caller.
   void setOps(std::vector<collie::Work> ops) { ops_ = std::move(ops); }
@@ -117,7 +117,8 @@ class CollieWork : public c10d::Work {
   // `profiled`: a profiler listens (at::hasCallbacks()), asked once per work.
   CollieWork(int rank, c10d::OpType type, const char* profilingTitle,
              const std::vector<at::Tensor>& inputs, std::vector<std::vector<at::Tensor>> outputs,
-             uint64_t sequence, std::vector<c10::Device> devices, bool profiled);
+             uint64_t sequence, std::vector<c10::Device> devices,
+             std::chrono::steady_clock::time_point started, bool profiled);
   std::vector<at::Tensor> firstOutputs() const;  // the output list, or none
   c10::intrusive_ptr<c10::ivalue::Future> makeFuture() const;
   // Marks `future` with this work's outputs, or sets `error`.
@@ -134,7 +135,7 @@ class CollieWork : public c10d::Work {
   std::atomic<int> sourceRank_{-1};
   const uint64_t sequence_;
   const uint64_t completionKey_;
-  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  const std::chrono::steady_clock::time_point started_;
   std::atomic<float> durationMs_{-1.0f};  // set by complete()
 };
 
