@@ -4,7 +4,8 @@
 # gloo and the ProcessGroupGloo contract (torch_ddp_test.py with
 # torch_contract_checks.py), the dead-peer check, point-to-point matched by tag
 # (torch_p2p_tags_test.py), torch's flight recorder on collie groups
-# (torch_flight_recorder_test.py) and the launcher checks (torchrun, collie run).
+# (torch_flight_recorder_test.py), a call's heap allocations against torch's fake backend
+# (torch_call_allocations_test.py) and the launcher checks (torchrun, collie run).
 # Exit 77 (ctest: skipped) only when torch cannot be installed at all.
 #   run_torch_tests.sh <path to the collie CLI> <build dir>
 set -euo pipefail
@@ -16,6 +17,7 @@ timeout 600 "$py" "$here/torch_ddp_test.py"
 timeout 120 "$py" "$here/torch_dead_peer_test.py"
 timeout 180 "$py" "$here/torch_p2p_tags_test.py"
 timeout 180 "$py" "$here/torch_flight_recorder_test.py"
+timeout 300 "$py" "$here/torch_call_allocations_test.py"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -194,24 +194,34 @@ class CollieBackend : public c10d::Backend {
   // One call to submit: its profiler event and outputs, the collie operations behind
   // it and what to do when they succeeded.
   struct Call {
-    Call(c10d::OpType type, const char* title, const char* what, std::vector<at::Tensor> inputs,
-         std::vector<std::vector<at::Tensor>> outputs,
+    // `outputs` as lists, `{tensors}` or `{{out}}` (no allocation up to the lists' inline
+    // sizes), or a vector of lists.
+    Call(c10d::OpType type, const char* title, const char* what, c10::ArrayRef<at::Tensor> inputs,
+         std::initializer_list<c10::ArrayRef<at::Tensor>> outputs,
          std::chrono::milliseconds timeout = c10d::kUnsetTimeout)
         : type(type),
           title(title),
           what(what),
-          inputs(std::move(inputs)),
-          outputs(std::move(outputs)),
-          timeout(timeout) {}
+          inputs(inputs.begin(), inputs.end()),
+          timeout(timeout) {
+      for (c10::ArrayRef<at::Tensor> list : outputs)
+        this->outputs.emplace_back(list.begin(), list.end());
+    }
+    Call(c10d::OpType type, const char* title, const char* what, c10::ArrayRef<at::Tensor> inputs,
+         const std::vector<std::vector<at::Tensor>>& outputs,
+         std::chrono::milliseconds timeout = c10d::kUnsetTimeout)
+        : Call(type, title, what, inputs, {}, timeout) {
+      for (const auto& list : outputs) this->outputs.emplace_back(list.begin(), list.end());
+    }
 
     c10d::OpType type = c10d::OpType::UNKNOWN;
     const char* title = nullptr;  // profiler event, a literal: "collie:all_reduce"
-    const char* what = nullptr;   // for messages: "allreduce"
-    std::vector<at::Tensor> inputs;
-    std::vector<std::vector<at::Tensor>> outputs;
-    std::vector<collie::Work> ops;
+    const char* what = nullptr;   // for messages, a literal: "allreduce"
+    TensorList inputs;
+    TensorLists outputs;
+    OpList ops;
     std::function<void()> onSuccess;
-    std::vector<at::Tensor> keepAlive;
+    TensorList keepAlive;
     std::function<void()> cleanup;
     std::chrono::milliseconds timeout = c10d::kUnsetTimeout;
     bool collective = true;  // counted in the group's sequence number
@@ -239,6 +249,14 @@ class CollieBackend : public c10d::Backend {
   };
 
   c10::intrusive_ptr<c10d::Work> submit(Call call);
+
+  // all_gather_into_tensor and reduce_scatter_tensor, one pair or coalesced (CPU).
+  c10::intrusive_ptr<c10d::Work> allgatherIntoTensors(c10::ArrayRef<at::Tensor> outputs,
+                                                      c10::ArrayRef<at::Tensor> inputs,
+                                                      const c10d::AllgatherOptions& opts);
+  c10::intrusive_ptr<c10d::Work> reduceScatterTensors(c10::ArrayRef<at::Tensor> outputs,
+                                                      c10::ArrayRef<at::Tensor> inputs,
+                                                      const c10d::ReduceScatterOptions& opts);
 
   // CUDA tensors (backend_device.cc). deviceStream checks that every tensor is a dense
   // CUDA tensor on the communicator's device that collie can reach, and returns that

@@ -245,7 +245,7 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::pointToPointDevice(std::vector<at:
       invalid(what, rank_, "a batch cannot mix CPU and CUDA tensors");
     }
     auto work = c10::make_intrusive<CollieWork>(
-        rank_, type, title, tensors, std::vector<std::vector<at::Tensor>>{tensors},
+        rank_, type, title, tensors, TensorLists{TensorList(tensors.begin(), tensors.end())},
         sequence_.load(), std::vector<c10::Device>{ds.stream.device()});
     if (!isSend) work->setSourceRank(peer);
     deferred_.push_back({op, work, buf, std::move(copyOut), true});

@@ -73,12 +73,17 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::allgather(
 c10::intrusive_ptr<c10d::Work> CollieBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                               const c10d::AllgatherOptions& opts) {
   if (output.is_cuda() || input.is_cuda()) return allgatherDevice(output, {}, input, opts);
-  std::vector<at::Tensor> outputs{output}, inputs{input};
-  return allgather_into_tensor_coalesced(outputs, inputs, opts);
+  return allgatherIntoTensors(output, input, opts);
 }
 
 c10::intrusive_ptr<c10d::Work> CollieBackend::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  return allgatherIntoTensors(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> CollieBackend::allgatherIntoTensors(
+    c10::ArrayRef<at::Tensor> outputs, c10::ArrayRef<at::Tensor> inputs,
     const c10d::AllgatherOptions& opts) {
   const char* what = "all_gather_into_tensor";
   checkScaledPairs(outputs, inputs, true, size_, what, rank_);

@@ -37,9 +37,9 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::pointToPoint(std::vector<at::Tenso
   const c10d::OpType type = isSend ? c10d::OpType::SEND : c10d::OpType::RECV;
   if (coalescing_) {
     // Held back until endCoalescing issues the whole batch as one group.
-    auto work = c10::make_intrusive<CollieWork>(rank_, type, title, tensors,
-                                                std::vector<std::vector<at::Tensor>>{tensors},
-                                                sequence_.load());
+    auto work = c10::make_intrusive<CollieWork>(
+        rank_, type, title, tensors, TensorLists{TensorList(tensors.begin(), tensors.end())},
+        sequence_.load());
     if (!isSend) work->setSourceRank(peer);
     deferred_.push_back({op, work, buf, std::move(copyOut)});
     isSend ? announcer_.sent(peer, tag) : announcer_.received(peer, tag);

@@ -59,7 +59,7 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::allreduceDense(std::vector<at::Ten
                                                              const c10d::AllreduceOptions& opts) {
   const char* what = "allreduce";
   checkNonEmpty(tensors, what, rank_);
-  std::vector<at::Tensor> views;
+  TensorList views;
   for (const auto& t : tensors) views.push_back(asReal(t, opts.reduceOp, what, rank_));
   checkTypeAndSize(views, views[0], what, rank_);
   Reduction r = reduction(views[0], opts.reduceOp, what, rank_);
@@ -94,7 +94,7 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::allreduceDense(std::vector<at::Ten
       const int64_t k = static_cast<int64_t>(views.size());
       call.onSuccess = [buf, copies, k]() mutable {
         at::isFloatingType(buf.scalar_type()) ? buf.div_(k) : buf.div_(k, "trunc");
-        copies();
+        if (copies) copies();
       };
     } else {
       call.onSuccess = copies;
@@ -351,13 +351,17 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::reduce_scatter(
 c10::intrusive_ptr<c10d::Work> CollieBackend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   if (output.is_cuda() || input.is_cuda()) return reduceScatterDevice(output, {}, input, opts);
-  std::vector<at::Tensor> outputs{output}, inputs{input};
-  auto work = reduce_scatter_tensor_coalesced(outputs, inputs, opts);
-  return work;
+  return reduceScatterTensors(output, input, opts);
 }
 
 c10::intrusive_ptr<c10d::Work> CollieBackend::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  return reduceScatterTensors(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> CollieBackend::reduceScatterTensors(
+    c10::ArrayRef<at::Tensor> outputs, c10::ArrayRef<at::Tensor> inputs,
     const c10d::ReduceScatterOptions& opts) {
   const char* what = "reduce_scatter_tensor";
   checkScaledPairs(outputs, inputs, false, size_, what, rank_);

@@ -88,7 +88,7 @@ void checkTensor(const at::Tensor& t, const char* what, int rank, bool allowCuda
   }
 }
 
-void checkNonEmpty(const std::vector<at::Tensor>& tensors, const char* what, int rank) {
+void checkNonEmpty(c10::ArrayRef<at::Tensor> tensors, const char* what, int rank) {
   if (tensors.empty()) invalid(what, rank, "requires non-empty tensor list");
   for (const auto& t : tensors) checkCpu(t, what, rank);
 }
@@ -103,8 +103,8 @@ void checkSingle(const std::vector<at::Tensor>& tensors, const char* what, int r
   checkTensor(tensors[0], what, rank, allowCuda);
 }
 
-void checkTypeAndSize(const std::vector<at::Tensor>& tensors, const at::Tensor& ref,
-                      const char* what, int rank, bool allowCuda) {
+void checkTypeAndSize(c10::ArrayRef<at::Tensor> tensors, const at::Tensor& ref, const char* what,
+                      int rank, bool allowCuda) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     const at::Tensor& t = tensors[i];
     checkTensor(t, what, rank, allowCuda);
@@ -129,7 +129,7 @@ void checkRoot(int64_t root, int size, const char* what, int rank) {
   }
 }
 
-void checkScaledPairs(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+void checkScaledPairs(c10::ArrayRef<at::Tensor> outputs, c10::ArrayRef<at::Tensor> inputs,
                       bool outputLarger, int size, const char* what, int rank) {
   if (outputs.empty() || outputs.size() != inputs.size()) {
     invalid(what, rank, "requires non-empty input and output lists of the same length");
@@ -241,7 +241,7 @@ at::Tensor asReal(const at::Tensor& t, const c10d::ReduceOp& op, const char* wha
 
 at::Tensor prepared(const at::Tensor& t, const Reduction&) { return dense(t); }
 
-at::Tensor combineLocal(const std::vector<at::Tensor>& tensors, const c10d::ReduceOp& op,
+at::Tensor combineLocal(c10::ArrayRef<at::Tensor> tensors, const c10d::ReduceOp& op,
                         const Reduction& r) {
   // Local tensors of one rank are multiplied here, before they are summed together.
   auto scaled = [&r](const at::Tensor& t) {
@@ -300,11 +300,14 @@ std::function<void()> inOrder(std::vector<std::function<void()>> steps) {
   };
 }
 
-std::function<void()> copyToAll(const std::vector<at::Tensor>& to, const at::Tensor& from) {
-  return [to, from]() mutable {
-    for (auto& t : to) {
-      if (!t.is_same(from)) t.copy_(from.view(t.sizes()));
-    }
+std::function<void()> copyToAll(c10::ArrayRef<at::Tensor> to, const at::Tensor& from) {
+  std::vector<at::Tensor> targets;
+  for (const at::Tensor& t : to) {
+    if (!t.is_same(from)) targets.push_back(t);
+  }
+  if (targets.empty()) return {};
+  return [targets = std::move(targets), from]() mutable {
+    for (auto& t : targets) t.copy_(from.view(t.sizes()));
   };
 }
 

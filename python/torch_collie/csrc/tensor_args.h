@@ -34,18 +34,18 @@ void checkCpu(const at::Tensor& t, const char* what, int rank);
 // check it further: CollieBackend::deviceStream).
 void checkTensor(const at::Tensor& t, const char* what, int rank, bool allowCuda);
 // A non-empty list of CPU dense tensors.
-void checkNonEmpty(const std::vector<at::Tensor>& tensors, const char* what, int rank);
+void checkNonEmpty(c10::ArrayRef<at::Tensor> tensors, const char* what, int rank);
 // Exactly one tensor in the list (gloo: "requires a single-element tensor list").
 void checkSingle(const std::vector<at::Tensor>& tensors, const char* what, int rank,
                  const char* list = "tensor list", bool allowCuda = false);
 // Every tensor has `ref`'s dtype and sizes ("invalid tensor type/size at index i").
-void checkTypeAndSize(const std::vector<at::Tensor>& tensors, const at::Tensor& ref,
-                      const char* what, int rank, bool allowCuda = false);
+void checkTypeAndSize(c10::ArrayRef<at::Tensor> tensors, const at::Tensor& ref, const char* what,
+                      int rank, bool allowCuda = false);
 void checkRoot(int64_t root, int size, const char* what, int rank);
 // The pairs (outputs[j], inputs[j]) of all_gather_into_tensor or reduce_scatter_tensor
 // (and their coalesced forms): CPU, one dtype, and one side world_size times the other
 // (the output when `outputLarger`).
-void checkScaledPairs(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+void checkScaledPairs(c10::ArrayRef<at::Tensor> outputs, c10::ArrayRef<at::Tensor> inputs,
                       bool outputLarger, int size, const char* what, int rank);
 void checkRootTensor(int64_t rootTensor, size_t count, const char* what, int rank);
 
@@ -70,7 +70,7 @@ at::Tensor prepared(const at::Tensor& t, const Reduction& r);
 // Combines several local tensors of one rank elementwise with `op` (sum for AVG and
 // PREMUL_SUM, each tensor times the factor first: reduce the result with SUM), into a
 // fresh contiguous tensor.
-at::Tensor combineLocal(const std::vector<at::Tensor>& tensors, const c10d::ReduceOp& op,
+at::Tensor combineLocal(c10::ArrayRef<at::Tensor> tensors, const c10d::ReduceOp& op,
                         const Reduction& r);
 
 // The Work of an issued collie operation; raises DistBackendError when issuing failed.
@@ -82,8 +82,8 @@ inline at::Tensor dense(const at::Tensor& t) { return t.is_contiguous() ? t : t.
 std::function<void()> copyBack(const at::Tensor& to, const at::Tensor& from);
 // One function running `steps` in order (empty when there are none).
 std::function<void()> inOrder(std::vector<std::function<void()>> steps);
-// Copies `from` into every tensor of `to` (those that are not `from` itself).
-std::function<void()> copyToAll(const std::vector<at::Tensor>& to, const at::Tensor& from);
+// Copies `from` into every tensor of `to` that is not `from` itself (empty when none is).
+std::function<void()> copyToAll(c10::ArrayRef<at::Tensor> to, const at::Tensor& from);
 // t's values as a flat uint8 tensor (a view when t is contiguous): data movement of any
 // dtype, several dtypes in one buffer.
 at::Tensor bytesOf(const at::Tensor& t);

@@ -47,8 +47,7 @@ std::exception_ptr operationTimedOut(const std::string& what, int rank,
 }
 
 CollieWork::CollieWork(int rank, c10d::OpType type, const char* profilingTitle,
-                       const std::vector<at::Tensor>& inputs,
-                       std::vector<std::vector<at::Tensor>> outputs, uint64_t sequence,
+                       c10::ArrayRef<at::Tensor> inputs, TensorLists outputs, uint64_t sequence,
                        std::vector<c10::Device> devices,
                        std::chrono::steady_clock::time_point started)
     : CollieWork(rank, type, profilingTitle, inputs, std::move(outputs), sequence,
@@ -58,12 +57,11 @@ CollieWork::CollieWork(int rank, c10d::OpType type, const char* profilingTitle,
 // it makes a RecordFunction for a title and copies the inputs, which an unprofiled call
 // would pay for nothing.
 CollieWork::CollieWork(int rank, c10d::OpType type, const char* profilingTitle,
-                       const std::vector<at::Tensor>& inputs,
-                       std::vector<std::vector<at::Tensor>> outputs, uint64_t sequence,
+                       c10::ArrayRef<at::Tensor> inputs, TensorLists outputs, uint64_t sequence,
                        std::vector<c10::Device> devices,
                        std::chrono::steady_clock::time_point started, bool profiled)
     : c10d::Work(rank, type, profiled ? profilingTitle : nullptr,
-                 profiled ? std::optional<std::vector<at::Tensor>>(inputs) : std::nullopt),
+                 profiled ? std::optional<std::vector<at::Tensor>>(inputs.vec()) : std::nullopt),
       outputs_(std::move(outputs)),
       // No devices for CPU calls: CPU futures carry none (c10 rejects index-less devices).
       devices_(std::move(devices)),
@@ -83,7 +81,9 @@ void CollieWork::markFuture(c10::ivalue::Future& future, const std::exception_pt
   if (error) {
     future.setError(error);
   } else if (outputs_.size() > 1) {
-    future.markCompleted(c10::IValue(outputs_));
+    std::vector<std::vector<at::Tensor>> lists;
+    for (const TensorList& list : outputs_) lists.emplace_back(list.begin(), list.end());
+    future.markCompleted(c10::IValue(std::move(lists)));
   } else {
     future.markCompleted(c10::IValue(firstOutputs()));
   }
@@ -100,7 +100,8 @@ c10::intrusive_ptr<c10::ivalue::Future> CollieWork::getFuture() {
 }
 
 std::vector<at::Tensor> CollieWork::firstOutputs() const {
-  return outputs_.empty() ? std::vector<at::Tensor>() : outputs_[0];
+  if (outputs_.empty()) return {};
+  return std::vector<at::Tensor>(outputs_[0].begin(), outputs_[0].end());
 }
 
 std::vector<at::Tensor> CollieWork::result() { return firstOutputs(); }
@@ -261,8 +262,8 @@ void CompletionQueue::finishCall(PendingCall& call) {
     } catch (const c10::DistBackendError&) {
       error = std::current_exception();  // a complete message already
     } catch (const std::exception& e) {
-      error = makeBackendError("collie: " + call.what + " on rank " + std::to_string(rank_) +
-                               ": finishing the call failed: " + e.what());
+      error = makeBackendError(std::string("collie: ") + call.what + " on rank " +
+                               std::to_string(rank_) + ": finishing the call failed: " + e.what());
     }
   }
   if (error && !failureAnnounced) hooks_.failing(broke);

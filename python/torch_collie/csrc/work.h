@@ -57,6 +57,8 @@
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
 #include <c10/core/Event.h>
+#include <c10/util/ArrayRef.h>
+#include <c10/util/SmallVector.h>
 
 #include <atomic>
 #include <chrono>
@@ -76,6 +78,13 @@
 
 namespace torch_collie {
 
+// The lists a call holds. Most calls hold one or two tensors, one output list and one
+// collie operation, which these keep inline: a small call allocates nothing on its way
+// but its CollieWork.
+using TensorList = c10::SmallVector<at::Tensor, 2>;
+using TensorLists = c10::SmallVector<TensorList, 1>;
+using OpList = c10::SmallVector<collie::Work, 1>;
+
 class CollieWork : public c10d::Work {
  public:
   // `profilingTitle` must be a string literal ("collie:all_reduce"); `inputs` are
@@ -84,8 +93,8 @@ class CollieWork : public c10d::Work {
   // `started`: when the call was issued (its operations may have run before the work
   // was made); its duration counts from there.
   CollieWork(int rank, c10d::OpType type, const char* profilingTitle,
-             const std::vector<at::Tensor>& inputs, std::vector<std::vector<at::Tensor>> outputs,
-             uint64_t sequence, std::vector<c10::Device> devices = {},
+             c10::ArrayRef<at::Tensor> inputs, TensorLists outputs, uint64_t sequence,
+             std::vector<c10::Device> devices = {},
              std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now());
 
   // A CPU call's Future is made when first asked for (most callers never do), already
@@ -105,7 +114,7 @@ class CollieWork : public c10d::Work {
   void setSourceRank(int rank) { sourceRank_.store(rank); }
   // The collie operations behind the work, for wait(). Set once, before the work is
   // handed to the caller.
-  void setOps(std::vector<collie::Work> ops) { ops_ = std::move(ops); }
+  void setOps(OpList ops) { ops_ = std::move(ops); }
   // The event after a device call's work on its stream (see above). Set once: before
   // the work is handed to the caller, or for a send or receive of a coalesced batch at
   // endCoalescing (a wait() before that waits on the host, as for CPU tensors).
@@ -116,17 +125,17 @@ class CollieWork : public c10d::Work {
  private:
   // `profiled`: a profiler listens (at::hasCallbacks()), asked once per work.
   CollieWork(int rank, c10d::OpType type, const char* profilingTitle,
-             const std::vector<at::Tensor>& inputs, std::vector<std::vector<at::Tensor>> outputs,
-             uint64_t sequence, std::vector<c10::Device> devices,
-             std::chrono::steady_clock::time_point started, bool profiled);
+             c10::ArrayRef<at::Tensor> inputs, TensorLists outputs, uint64_t sequence,
+             std::vector<c10::Device> devices, std::chrono::steady_clock::time_point started,
+             bool profiled);
   std::vector<at::Tensor> firstOutputs() const;  // the output list, or none
   c10::intrusive_ptr<c10::ivalue::Future> makeFuture() const;
   // Marks `future` with this work's outputs, or sets `error`.
   void markFuture(c10::ivalue::Future& future, const std::exception_ptr& error) const;
 
-  const std::vector<std::vector<at::Tensor>> outputs_;
+  const TensorLists outputs_;
   const std::vector<c10::Device> devices_;
-  std::vector<collie::Work> ops_;
+  OpList ops_;
   std::atomic<std::shared_ptr<c10::Event>> deviceEvent_;
   std::mutex futureMutex_;  // guards the three below
   c10::intrusive_ptr<c10::ivalue::Future> future_;
@@ -145,14 +154,14 @@ struct PendingCall {
   c10::intrusive_ptr<CollieWork> work;
   // Completed with `work` (the sends and receives of one coalesced batch).
   std::vector<c10::intrusive_ptr<CollieWork>> followers;
-  std::vector<collie::Work> ops;
+  OpList ops;
   // Runs on the completion thread once the ops succeeded (copies results out; a barrier
   // with a timeout waits here). May be empty; may throw: the work then fails, with the
   // message of a DistBackendError as is.
   std::function<void()> onSuccess;
-  std::vector<at::Tensor> keepAlive;
+  TensorList keepAlive;
   std::function<void()> cleanup;  // run once the ops ended, success or not; may be empty
-  std::string what;               // "allreduce", ... for error messages
+  const char* what = "";          // a literal, "allreduce", ... for error messages
   // A deadline of the call's own (options timeout), and what to abort when it passed.
   std::optional<std::chrono::steady_clock::time_point> deadline;
   std::chrono::milliseconds timeout{0};
