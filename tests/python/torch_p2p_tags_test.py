@@ -8,12 +8,13 @@ tag 22 (large); rank 1 posts irecv(tag=22) before irecv(tag=11) and then waits:
   - the receive of 11 posted only after the receive of 22 completed (rank 1 holds 11;
     collie only: gloo deadlocks there);
   - batch_isend_irecv with the two receives listed 22 first;
-  - a receive from any source with a tag.
+  - receives from any source with a tag, the first asked for well after its send.
 Every received tensor is compared bitwise with what was sent. Exits 0 when all hold."""
 
 import os
 import sys
 import tempfile
+import time
 from datetime import timedelta
 
 import torch
@@ -85,15 +86,21 @@ def cases(rank, pg, failures, name):
         w.wait()
     expect("batch_isend_irecv tag 22", got[22], payload(22 + peer, LARGE))
     expect("batch_isend_irecv tag 11", got[11], payload(11 + peer, SMALL))
-    # A receive from any source with a tag.
+    # Receives from any source with a tag: the first asked for 0.3 s after its send was
+    # posted (collie announces sends only once a rank of the group asks, the ones before
+    # too), the second at once.
     if rank == 0:
         dist.send(payload(7, SMALL), 1, group=pg, tag=7)
+        dist.send(payload(8, SMALL), 1, group=pg, tag=8)
     else:
-        g = torch.empty(SMALL)
-        src = dist.recv(g, group=pg, tag=7)
-        if src != 0:
-            failures.append(f"{name} rank {rank}: recv from any source with tag 7: source {src}")
-        expect("recv from any source with tag 7", g, payload(7, SMALL))
+        time.sleep(0.3)
+        for tag in (7, 8):
+            g = torch.empty(SMALL)
+            src = dist.recv(g, group=pg, tag=tag)
+            if src != 0:
+                failures.append(f"{name} rank {rank}: recv from any source with tag {tag}: "
+                                f"source {src}")
+            expect(f"recv from any source with tag {tag}", g, payload(tag, SMALL))
 
 
 def worker(rank, init_file, result):

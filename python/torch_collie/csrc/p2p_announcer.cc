@@ -12,6 +12,11 @@ namespace torch_collie {
 namespace {
 constexpr std::chrono::microseconds kFirstPoll{200};
 constexpr std::chrono::milliseconds kLongestPoll{20};
+// How often a rank holding sends not yet announced checks whether it should announce:
+// first after kFirstCheck, the interval doubling up to kLongestCheck.
+constexpr std::chrono::milliseconds kFirstCheck{100};
+constexpr std::chrono::milliseconds kLongestCheck{1000};
+const char* const kAnySourceKey = "collie_p2p/any_source";
 }  // namespace
 
 P2pAnnouncer::P2pAnnouncer(c10::intrusive_ptr<c10d::Store> store, int rank, int size)
@@ -30,6 +35,8 @@ void P2pAnnouncer::sent(int dst, int tag) {
     if (stopping_) return;
     ++pending_[{dst, tag}];
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+    // While only counting, the thread wakes on its own schedule: a send wakes nobody.
+    if (!announcing_) return;
   }
   cv_.notify_all();
 }
@@ -41,6 +48,15 @@ void P2pAnnouncer::received(int src, int tag) {
 
 int P2pAnnouncer::pickSource(int tag, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool request;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    request = !requested_;
+    requested_ = true;
+  }
+  // Every rank of the group announces its sends from now on (including this one's
+  // thread, which sees the key at its next check).
+  if (request) store_->set(kAnySourceKey, std::vector<uint8_t>{1});
   std::chrono::microseconds poll = kFirstPoll;
   for (;;) {
     for (int src = 0; src < size_; ++src) {
@@ -65,29 +81,52 @@ int P2pAnnouncer::pickSource(int tag, std::chrono::milliseconds timeout) {
 }
 
 void P2pAnnouncer::run() {
+  std::chrono::milliseconds check = kFirstCheck;
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    cv_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
-    if (pending_.empty()) return;  // stopping, nothing left
+    if (announcing_) {
+      cv_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
+    } else {
+      // Counting only: look for the key while sends wait to be announced.
+      cv_.wait_for(lock, check, [this] { return stopping_; });
+      check = std::min(check * 2, kLongestCheck);
+      if (!stopping_ && !pending_.empty()) {
+        lock.unlock();
+        bool asked = false;
+        try {
+          asked = store_->check({kAnySourceKey});
+        } catch (const std::exception&) {
+          // The store is gone (the job is ending): nothing to announce to.
+        }
+        lock.lock();
+        announcing_ = announcing_ || asked;
+        if (!announcing_) continue;
+      }
+    }
+    if (stopping_) return;  // stop() announces what is left, if announcing
     std::map<std::pair<int, int>, int64_t> batch;
     batch.swap(pending_);
     lock.unlock();
-    for (const auto& [to, count] : batch) {
-      const int dst = to.first;
-      try {
-        store_->add(key(rank_, dst, to.second), count);
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> relock(mutex_);
-        if (!failed_) {
-          LOG(WARNING) << "collie: rank " << rank_
-                       << " could not announce a send in the c10d store (receives from any "
-                          "source on rank "
-                       << dst << " will not see it): " << e.what();
-        }
-        failed_ = true;
-      }
-    }
+    announce(batch);
     lock.lock();
+  }
+}
+
+void P2pAnnouncer::announce(const std::map<std::pair<int, int>, int64_t>& batch) {
+  for (const auto& [to, count] : batch) {
+    const int dst = to.first;
+    try {
+      store_->add(key(rank_, dst, to.second), count);
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!failed_) {
+        LOG(WARNING) << "collie: rank " << rank_
+                     << " could not announce a send in the c10d store (receives from any "
+                        "source on rank "
+                     << dst << " will not see it): " << e.what();
+      }
+      failed_ = true;
+    }
   }
 }
 
@@ -98,6 +137,14 @@ void P2pAnnouncer::stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  // Sends not yet announced while announcing (sends only counted stay so: announcing
+  // them now would be a store round trip per peer and tag at every group's end).
+  std::map<std::pair<int, int>, int64_t> batch;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (announcing_) batch.swap(pending_);
+  }
+  announce(batch);
 }
 
 }  // namespace torch_collie
