@@ -165,11 +165,12 @@ void CompletionQueue::push(PendingCall call) {
     // complete it here, without a hop to the completion thread.
     inlineFinish = inlineFinish && inFlight_ == 0 && !stopping_;
     ++inFlight_;
-    if (!inlineFinish) {
-      queue_.push_back(std::move(call));
-      queued_.notify_one();
-      return;
-    }
+    if (!inlineFinish) queue_.push_back(std::move(call));
+  }
+  if (!inlineFinish) {
+    // After the lock is released: the woken thread takes the mutex at once.
+    queued_.notify_one();
+    return;
   }
   gCompletedOnCaller.fetch_add(1, std::memory_order_relaxed);
   finishCall(call);
