@@ -6,14 +6,17 @@ Usage (from the repository root, after scripts/build.sh):
   venv=$(scripts/python-env.sh)
   $venv/bin/python bench/torch_ops_bench.py [--rounds 5] [--sizes 8K,64K,1M,16M,64M]
       [--ops all_reduce:float32,all_reduce:bfloat16,all_to_all_single:float32,
-             reduce_scatter_tensor:float32]
+             reduce_scatter_tensor:float32,send_recv:float32]
       [--backends collie,gloo,deepspeed] [--json FILE]
 
 Two ranks on this host, one thread each (OMP_NUM_THREADS=1). A round runs, in an order
 that alternates from round to round: each torch backend in a pair of fresh processes
 (every op and size, blocking calls: `dist.all_reduce(t)`, `dist.all_to_all_single(out,
 inp)` without splits, `dist.reduce_scatter_tensor(out, inp)`; in place where torch
-allows), `collie perf` for the same collective, size and dtype (`collie run -n 2`), and
+allows; `send_recv` is a ping-pong, rank 0 `dist.send(t, 1)` then `dist.recv(t, 1)` and
+rank 1 the other way round, a cell one round trip), `collie perf` for the same
+collective, size and dtype (`collie run -n 2`; for send_recv collie's own tagged
+ping-pong, bench/p2p_pingpong.cc, twice its one-way time), and
 the per-call floor: the same torch call on a one-rank collie group (the Python wrapper,
 the dispatcher, torch's flight recorder, the Work and its wait; no peer), split three
 ways by two more one-rank columns up to --floor-max: "floor-nofr" is that floor with
@@ -21,7 +24,8 @@ torch's flight recorder off (TORCH_FR_BUFFER_SIZE=0; torch attaches its recorder
 every backend that does not record itself, collie among them, and not to gloo, which
 records natively), and "fake" is the call on torch's own fake backend, which does no
 work at all: torch's layers alone. So floor - floor-nofr is torch's recorder hook,
-floor-nofr - fake is collie's part of a call, and fake is what no backend can remove.
+floor-nofr - fake is collie's part of a call, and fake is what no backend can remove
+(send_recv has no one-rank floor).
 "collie-direct" is `torch_collie.all_reduce_(t)` (all_reduce only): collie's all-reduce
 issued and waited for on the calling thread, without torch's per-call layers.
 "collie-nofr" and "gloo-nofr" are collie and gloo with torch's flight recorder off
@@ -44,7 +48,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 COLLIE_PERF_NAMES = {"all_reduce": "allreduce", "all_to_all_single": "alltoall",
-                     "reduce_scatter_tensor": "reducescatter"}
+                     "reduce_scatter_tensor": "reducescatter"}  # send_recv: p2p_pingpong
 PERF_DTYPES = {"float32": "float", "bfloat16": "bfloat16", "float16": "half"}
 
 
@@ -78,6 +82,17 @@ def warmup_calls(op, iters):
 
 
 # ---------------------------------------------------------------- worker (one rank)
+
+def ping(t, dist):
+    dist.send(t, 1)
+    dist.recv(t, 1)
+
+
+def pong(t, dist, rank):
+    if rank == 1:  # ranks past 1 take no part
+        dist.recv(t, 0)
+        dist.send(t, 0)
+
 
 def worker(args):
     import torch
@@ -122,6 +137,10 @@ def worker(args):
                 call = lambda: dist.all_to_all_single(y, x)  # noqa: E731
             elif op == "reduce_scatter_tensor":
                 call = lambda: dist.reduce_scatter_tensor(part, x)  # noqa: E731
+            elif op == "send_recv":
+                if world == 1:
+                    continue  # no peer: no floor
+                call = (lambda: ping(x, dist)) if rank == 0 else (lambda: pong(x, dist, rank))
             else:
                 sys.exit(f"unknown op {op}")
             iters = iterations(size)
@@ -170,6 +189,16 @@ def launch(args, backend, world, port, extra_env=None):
 
 def collie_perf(args, op, dtype, size):
     collie = os.path.join(args.build, "bin", "collie")
+    if op == "send_recv":
+        # collie's tagged ping-pong (torch's sends are tagged): a round trip is two ways.
+        out = subprocess.run(
+            [collie, "run", "-n", "2", "--", os.path.join(args.build, "bench",
+                                                           "collie_p2p_pingpong"),
+             "--bytes", str(size), "--iters", str(iterations(size)), "--warmup",
+             str(max(iterations(size) // 10, 2)), "--tag", "0"],
+            check=True, capture_output=True, text=True, timeout=900,
+            env=dict(os.environ, OMP_NUM_THREADS="1")).stdout
+        return 2 * float(out.split("one way median ")[1].split()[0])
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         cmd = [collie, "run", "-n", "2", "--", collie, "perf", COLLIE_PERF_NAMES[op], "-b",
                str(size), "-e", str(size), "-d", PERF_DTYPES[dtype], "-n",
