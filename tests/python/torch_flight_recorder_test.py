@@ -86,7 +86,15 @@ def healthy(rank, init_file, tmp):
         else:
             dist.recv(t, 0)
             issued.append("collie:recv 1<-0")
+    # A call finished on the completion thread is retired by the completion hooks run just
+    # after its work completed (as ProcessGroupNCCL's watchdog retires after the fact), so
+    # the last one may read "scheduled" for a moment after wait() returned; one that is
+    # never retired still fails below.
     entries = dump()
+    deadline = time.monotonic() + 5
+    while any(e["state"] != "completed" for e in entries) and time.monotonic() < deadline:
+        time.sleep(0.01)
+        entries = dump()
     with open(os.path.join(tmp, f"healthy{rank}.json"), "w") as f:
         json.dump({"issued": issued, "summary": summary(entries), "error": backend_error(),
                    "states": [e["state"] for e in entries],

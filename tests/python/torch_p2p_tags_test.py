@@ -8,7 +8,10 @@ tag 22 (large); rank 1 posts irecv(tag=22) before irecv(tag=11) and then waits:
   - the receive of 11 posted only after the receive of 22 completed (rank 1 holds 11;
     collie only: gloo deadlocks there);
   - batch_isend_irecv with the two receives listed 22 first;
-  - receives from any source with a tag, the first asked for well after its send.
+  - receives from any source with a tag, the first asked for well after its send;
+  - on three ranks, a receive from any source asked for after its sender (rank 1, not the
+    store's host) left the group (collie announces sends only once asked: the leaving
+    rank announces what it counted).
 Every received tensor is compared bitwise with what was sent. Exits 0 when all hold."""
 
 import os
@@ -119,11 +122,36 @@ def worker(rank, init_file, result):
     dist.destroy_process_group()
 
 
+def leaving_sender(rank, init_file, result):
+    dist.init_process_group("collie", init_method="file://" + init_file, rank=rank, world_size=3,
+                            timeout=timedelta(seconds=60))
+    failures = []
+    if rank == 1:
+        dist.send(payload(5, SMALL), 2, tag=5)
+        dist.destroy_process_group()
+    elif rank == 2:
+        time.sleep(1.0)  # rank 1 has left by now
+        g = torch.empty(SMALL)
+        src = dist.recv(g, tag=5)
+        if src != 1 or not torch.equal(g.view(torch.int32), payload(5, SMALL).view(torch.int32)):
+            failures.append(f"collie rank 2: recv from any source after the sender left: "
+                            f"source {src}")
+        dist.destroy_process_group()
+    else:
+        time.sleep(2.0)  # the store's host stays until rank 2 received
+        dist.destroy_process_group()
+    with open(f"{result}.{rank}", "w") as f:
+        f.write("\n".join(failures))
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         result = os.path.join(tmp, "result")
         mp.spawn(worker, args=(os.path.join(tmp, "init"), result), nprocs=2)
         failures = [line for r in range(2) for line in open(f"{result}.{r}").read().splitlines()]
+        left = os.path.join(tmp, "left")
+        mp.spawn(leaving_sender, args=(os.path.join(tmp, "init3"), left), nprocs=3)
+        failures += [line for r in range(3) for line in open(f"{left}.{r}").read().splitlines()]
     for line in failures:
         print("FAIL:", line)
     print("torch_p2p_tags_test:", "FAILED" if failures else "ok")

@@ -103,7 +103,7 @@ void P2pAnnouncer::run() {
         if (!announcing_) continue;
       }
     }
-    if (stopping_) return;  // stop() announces what is left, if announcing
+    if (stopping_) return;  // stop() announces what is left
     std::map<std::pair<int, int>, int64_t> batch;
     batch.swap(pending_);
     lock.unlock();
@@ -112,12 +112,13 @@ void P2pAnnouncer::run() {
   }
 }
 
-void P2pAnnouncer::announce(const std::map<std::pair<int, int>, int64_t>& batch) {
+void P2pAnnouncer::announce(const std::map<std::pair<int, int>, int64_t>& batch, bool quiet) {
   for (const auto& [to, count] : batch) {
     const int dst = to.first;
     try {
       store_->add(key(rank_, dst, to.second), count);
     } catch (const std::exception& e) {
+      if (quiet) return;
       std::lock_guard<std::mutex> lock(mutex_);
       if (!failed_) {
         LOG(WARNING) << "collie: rank " << rank_
@@ -137,14 +138,15 @@ void P2pAnnouncer::stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
-  // Sends not yet announced while announcing (sends only counted stay so: announcing
-  // them now would be a store round trip per peer and tag at every group's end).
+  // Whatever is not announced yet, counted sends too: a receive from any source posted
+  // after this rank left must still find them. One store round trip per peer and tag
+  // this rank sent to; a store that is gone by now (the job is ending) is no error.
   std::map<std::pair<int, int>, int64_t> batch;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (announcing_) batch.swap(pending_);
+    batch.swap(pending_);
   }
-  announce(batch);
+  announce(batch, /*quiet=*/!announcing_);
 }
 
 }  // namespace torch_collie

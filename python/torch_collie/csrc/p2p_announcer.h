@@ -18,9 +18,10 @@
 // doubling up to 1 s (one store check a second at most, as ProcessGroupNCCL's monitor
 // polls). Once the key is set, the rank announces everything it counted so far and
 // every send from then on, as above. The first receive from any source of a group
-// therefore waits up to a second for its senders; later ones do not. A rank that left
-// the group before the key was set never announces its counted sends (stop() would pay
-// a store round trip per peer and tag at every group's end).
+// therefore waits up to a second for its senders; later ones do not. stop() announces
+// what is left, counted sends too (a store round trip per peer and tag the rank sent
+// to, at the group's end), so a receive from any source posted after its sender left
+// the group still finds the send.
 //
 // pickSource waits until a sender has *posted* its send (not until data arrived), so a
 // receive from any source returns its Work only after that. Every wait has a deadline:
@@ -51,13 +52,14 @@ class P2pAnnouncer {
   void received(int src, int tag);
   // The source of the next receive from any source with `tag` (counted as received).
   int pickSource(int tag, std::chrono::milliseconds timeout);
-  // Joins the thread; announces the sends still pending if announcing.
+  // Joins the thread and announces every send not announced yet.
   void stop();
 
  private:
   void run();
-  // Adds `batch`'s counts to the store's counters (on the thread, or at stop()).
-  void announce(const std::map<std::pair<int, int>, int64_t>& batch);
+  // Adds `batch`'s counts to the store's counters (on the thread, or at stop()); a
+  // failure is warned about once, unless `quiet` (it then ends the batch).
+  void announce(const std::map<std::pair<int, int>, int64_t>& batch, bool quiet = false);
   std::string key(int src, int dst, int tag) const;
 
   const c10::intrusive_ptr<c10d::Store> store_;
