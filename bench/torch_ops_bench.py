@@ -83,13 +83,12 @@ def warmup_calls(op, iters):
 
 # ---------------------------------------------------------------- worker (one rank)
 
-def ping(t, dist):
-    dist.send(t, 1)
-    dist.recv(t, 1)
-
-
-def pong(t, dist, rank):
-    if rank == 1:  # ranks past 1 take no part
+def ping_pong(t, dist, rank):
+    """One round trip between ranks 0 and 1 (the torch cells run on two ranks)."""
+    if rank == 0:
+        dist.send(t, 1)
+        dist.recv(t, 1)
+    else:
         dist.recv(t, 0)
         dist.send(t, 0)
 
@@ -140,7 +139,7 @@ def worker(args):
             elif op == "send_recv":
                 if world == 1:
                     continue  # no peer: no floor
-                call = (lambda: ping(x, dist)) if rank == 0 else (lambda: pong(x, dist, rank))
+                call = lambda: ping_pong(x, dist, rank)  # noqa: E731
             else:
                 sys.exit(f"unknown op {op}")
             iters = iterations(size)
