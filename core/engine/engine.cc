@@ -107,6 +107,31 @@ Status Engine::run(Pending& pending) {
   return finish(pending.flightId, pending.tag, executor_.execute(pending, &queue_));
 }
 
+void Engine::resumeParked() {
+  uint64_t failedTag = 0;
+  Status status = executor_.resumeParked(&queue_, &failedTag);
+  if (status.isOk()) return;
+  COLLIE_LOG(WARN, COLL) << status.toString();
+  giveUp(std::move(status), true, failedTag);
+}
+
+ThreadMark Engine::submittedMark(bool pointToPoint) {
+  if (!pointToPoint) return ThreadMark::now();
+  // The clock alone: the usage's system calls would be a fifth of a small message's
+  // one-way time, and a point-to-point wait counts only within kPromptWait.
+  ThreadMark mark;
+  mark.steadyNs = ThreadMark::steadyNowNs();
+  mark.cpuNs = -1;
+  return mark;
+}
+
+std::shared_ptr<WorkState> Engine::queuedWork(bool pointToPoint) {
+  WaitPattern& pattern = pointToPoint ? waitRunner_->p2pPattern() : waitRunner_->pattern();
+  return std::make_shared<WorkState>(
+      waitRunner_, std::chrono::duration_cast<std::chrono::milliseconds>(config_.timeout),
+      Submission{std::this_thread::get_id(), pattern.queued(), ThreadMark{}, pointToPoint});
+}
+
 void Engine::closeIdle(const Status& reason, bool publish) {
   giveUp(reason, publish, std::nullopt);
 }
@@ -144,16 +169,15 @@ Result<Work> Engine::submitGroup(const std::vector<GroupOp>& ops) {
     p2p.value = op.tag.value_or(0);
     parts.push_back(Pending::Part{*schedule, op.input, op.output, 0, p2p});
   }
-  auto work = std::make_shared<WorkState>();
-  if (parts.empty()) {
-    work->complete(Status());
-    return Work(work);
-  }
+  if (parts.empty()) return Work(WorkState::succeeded());
+  const bool quiet = waitRunner_->waitersRun() && waitRunner_->p2pPattern().waitsAtOnce();
+  auto work = queuedWork(/*pointToPoint=*/true);
   Pending pending =
       makePending(parts.front().schedule, parts.front().input, parts.front().output, 0, work);
   pending.p2p = parts.front().p2p;
   pending.group.assign(parts.begin() + 1, parts.end());
-  queue_.push(std::move(pending), "group");
+  queue_.push(std::move(pending), "group", quiet);
+  work->markSubmitted(submittedMark(/*pointToPoint=*/true));
   return Work(work);
 }
 
@@ -163,34 +187,32 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
   if (submitInline(args, input, output, /*anySize=*/false, &result)) return result;
   // A caller that waits as long as the collective may take runs it itself (WaitRunner),
   // and once its callers are seen to wait at once, the engine runs it here (WaitPattern);
-  // point-to-point stays with the progress thread, which pairs sends and receives. Where
+  // point-to-point is only queued (quietly, once its callers are seen to wait at once),
+  // never run here: a send may have to wait for its receive (see engine.h). Where
   // a host's ranks outnumber its CPUs a waiter does not run its queued collective (a
   // rank's threads share one CPU there, and the progress thread, woken for the
   // collective, takes turns with the waiter running it: 4 ranks on 2 cores, 512 KiB-2
   // MiB, 1.01-1.10x the time with the hand-off), but collectives still run at submit,
   // which wakes nobody (4 ranks, registered 512 KiB-2 MiB: queued took 1.17-1.49x).
-  const bool waitable = !isPointToPoint(args.kind);
-  if (waitable && waitRunner_->pattern().runAtSubmit() &&
+  const bool pointToPoint = isPointToPoint(args.kind);
+  if (!pointToPoint && waitRunner_->pattern().runAtSubmit() &&
       submitInline(args, input, output, /*anySize=*/true, &result)) {
     gRunAtSubmit.fetch_add(1, std::memory_order_relaxed);
     return result;
   }
   Result<std::shared_ptr<const Schedule>> schedule = planner_.plan(args);
   if (!schedule.isOk()) return schedule.status();
-  auto work = waitable ? std::make_shared<WorkState>(
-                             waitRunner_,
-                             std::chrono::duration_cast<std::chrono::milliseconds>(config_.timeout),
-                             Submission{std::this_thread::get_id(), waitRunner_->pattern().queued(),
-                                        ThreadMark{}})
-                       : std::make_shared<WorkState>();
+  const bool quiet =
+      pointToPoint && waitRunner_->waitersRun() && waitRunner_->p2pPattern().waitsAtOnce();
+  auto work = queuedWork(pointToPoint);
   Pending pending = makePending(*schedule, input, output, 0, work);
   pending.scalar = args.scalar;
   pending.p2p.tagged = p2pTag.has_value();
   pending.p2p.value = p2pTag.value_or(0);
-  queue_.push(std::move(pending), algorithmName((*schedule)->algorithm).data());
+  queue_.push(std::move(pending), algorithmName((*schedule)->algorithm).data(), quiet);
   // The submitter's usage is read once the collective is on its way (about 1 us of
   // system calls, WaitPattern).
-  if (waitable) work->markSubmitted(ThreadMark::now());
+  work->markSubmitted(submittedMark(pointToPoint));
   return Work(work);
 }
 

@@ -40,6 +40,14 @@
 // (core/engine/wait_pattern.h); then, when nothing is queued or running, it runs on the
 // submitting thread as the progress thread would run it, and submit() returns it done.
 //
+// Point-to-point is queued, never run at submit (a send that blocked its caller until
+// the peer receives could deadlock a program that posts the matching receive later on
+// the same thread), but a thread that waits for its operation runs it when it is next in
+// line, as for collectives, and returns once its own is done (ProgressQueue::runIfNext).
+// Once a communicator's point-to-point operations are seen to be waited for at once
+// (their own WaitPattern), they are queued without waking the progress thread (quiet
+// pushes, progress_queue.h): a blocking ping-pong then makes no thread hand-off at all.
+//
 // submitGroup() queues several point-to-point operations as one unit: the progress
 // thread posts every send and receive of the group before waiting for any, so a group
 // whose sends and receives match the peers' is deadlock-free whatever the message
@@ -135,9 +143,16 @@ class Engine : private ProgressQueue::Runner {
   std::string dumpFlightRecorder();
 
  private:
-  // ProgressQueue::Runner, on the progress thread.
+  // ProgressQueue::Runner, on the progress thread (run() also on a waiter).
   Status run(Pending& pending) override;
+  bool hasParked() const override { return executor_.hasParked(); }
+  void resumeParked() override;
   void closeIdle(const Status& reason, bool publish) override;
+  // A WorkState for a queued operation, with the wait runner and its Submission in
+  // `pattern` (the collectives' or the point-to-point one).
+  std::shared_ptr<WorkState> queuedWork(bool pointToPoint);
+  // What markSubmitted() records for a queued operation.
+  static ThreadMark submittedMark(bool pointToPoint);
 
   // The fast path of submit(): runs the collective on the calling thread when nothing
   // is queued or running and its plan allows (see above; `anySize`: at any size, for a

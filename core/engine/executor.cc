@@ -204,10 +204,63 @@ void Executor::recordTrial(const SingleCopyChoice::Trial& trial, Algorithm ran,
 }
 
 Status Executor::executeSteps(Pending& pending, PointToPointSource* adopt) {
-  std::vector<std::unique_ptr<Execution>> executions;
-  appendExecutions(pending, &executions);
-  if (!isPointToPoint(pending)) adopt = nullptr;
-  std::vector<Adopted> adopted;
+  Batch batch;
+  appendExecutions(pending, &batch.executions);
+  const size_t own = batch.executions.size();
+  if (!isPointToPoint(pending)) {
+    adopt = nullptr;
+  } else if (parked_) {
+    // An earlier batch left these in flight: they join this one behind its own operation.
+    for (Adopted& entry : parked_->adopted) {
+      entry.first += own;
+      batch.adopted.push_back(std::move(entry));
+    }
+    for (auto& execution : parked_->executions) batch.executions.push_back(std::move(execution));
+    parked_.reset();
+  }
+  batch.lastProgress = batch.idleSince = Clock::now();
+  // A point-to-point batch returns once its own operations are done (see executor.h).
+  return drive(batch, &pending, own, adopt, /*untilOwnDone=*/adopt != nullptr);
+}
+
+void Executor::park(Batch& batch) {
+  Batch kept;
+  kept.lastProgress = batch.lastProgress;
+  kept.idleSince = batch.idleSince;
+  for (Adopted& entry : batch.adopted) {
+    if (entry.done) continue;
+    const size_t first = kept.executions.size();
+    for (size_t i = entry.first; i < entry.first + entry.count; ++i) {
+      kept.executions.push_back(std::move(batch.executions[i]));
+    }
+    entry.first = first;
+    kept.adopted.push_back(std::move(entry));
+  }
+  parked_ = std::move(kept);
+}
+
+Status Executor::resumeParked(PointToPointSource* adopt, uint64_t* failedTag) {
+  if (!parked_) return Status();
+  Batch batch = std::move(*parked_);
+  parked_.reset();
+  Status status = drive(batch, nullptr, 0, adopt, /*untilOwnDone=*/false);
+  if (!status.isOk()) *failedTag = batch.failedTag;
+  return status;
+}
+
+Status Executor::drive(Batch& batch, Pending* lead, size_t own, PointToPointSource* adopt,
+                       bool untilOwnDone) {
+  std::vector<std::unique_ptr<Execution>>& executions = batch.executions;
+  std::vector<Adopted>& adopted = batch.adopted;
+  // What errors are named after: the lead operation, or (a resumed batch has none) the
+  // first adopted one not yet complete.
+  auto named = [&]() -> const Pending& {
+    if (lead != nullptr) return *lead;
+    for (const Adopted& entry : adopted) {
+      if (!entry.done) return entry.pending;
+    }
+    return adopted.front().pending;
+  };
   // Completes the adopted operations that finished (all of them, with `status`, when the
   // batch failed).
   auto completeAdopted = [&](const Status& status) {
@@ -224,8 +277,6 @@ Status Executor::executeSteps(Pending& pending, PointToPointSource* adopt) {
     }
   };
   std::vector<Connection*> active;
-  auto lastProgress = Clock::now();
-  auto idleSince = lastProgress;
   Status status;
   while (true) {
     // Only from the front of the queue: a collective queued in between keeps its place,
@@ -241,17 +292,19 @@ Status Executor::executeSteps(Pending& pending, PointToPointSource* adopt) {
     }
     bool progressed = false;
     bool finished = true;
+    bool ownFinished = true;
     active.clear();
-    for (auto& execution : executions) {
-      status = execution->advance(&progressed, &active);
+    for (size_t i = 0; i < executions.size(); ++i) {
+      status = executions[i]->advance(&progressed, &active);
       if (!status.isOk()) break;
-      finished = finished && execution->finished();
+      finished = finished && executions[i]->finished();
+      if (i + 1 == own) ownFinished = finished;
     }
     if (!status.isOk()) break;
     completeAdopted(Status());
     if (finished) {
       // One outcome: not a success where a peer already left a record that it failed it.
-      if (!isPointToPoint(pending)) {
+      if (lead != nullptr && !isPointToPoint(*lead)) {
         for (auto& execution : executions) {
           status = execution->abandonedByPeer();
           if (!status.isOk()) break;
@@ -259,34 +312,41 @@ Status Executor::executeSteps(Pending& pending, PointToPointSource* adopt) {
       }
       if (status.isOk()) return Status();
       status =
-          status.withContext(describeOperation(pending.tag, pending.schedule->args, pending.p2p) +
+          status.withContext(describeOperation(named().tag, named().schedule->args, named().p2p) +
                              " on rank " + std::to_string(config_.rank));
       break;
     }
+    if (untilOwnDone && ownFinished) {
+      // The batch's own operation is done, and its Work completes now; what it took in
+      // stays in flight for the next holder of the running claim.
+      park(batch);
+      return Status();
+    }
     // Checked on every turn: a collective that keeps moving must still stop at once.
     if (aborted_) {
-      status = abortedError(describeOperation(pending.tag, pending.schedule->args, pending.p2p) +
+      status = abortedError(describeOperation(named().tag, named().schedule->args, named().p2p) +
                             " aborted on rank " + std::to_string(config_.rank));
       break;
     }
     auto now = Clock::now();
     if (progressed) {
-      lastProgress = idleSince = now;
+      batch.lastProgress = batch.idleSince = now;
       continue;
     }
-    if (now - lastProgress > config_.timeout) {
-      status = timedOut(pending, executions);
+    if (now - batch.lastProgress > config_.timeout) {
+      status = timedOut(named(), executions);
       break;
     }
-    if (now - idleSince >= config_.wait.busyPoll) {
+    if (now - batch.idleSince >= config_.wait.busyPoll) {
       waitForActivity(active);
-    } else if (now - idleSince >= config_.wait.pureSpin) {
+    } else if (now - batch.idleSince >= config_.wait.pureSpin) {
       // On a busy host the peer we wait for may be queued behind us on this core:
       // spinning without yielding made every step cost a whole busy-poll period
       // (8 B over tcp at load 9 on 2 cores: 115 us median, 19 us with no spin).
       std::this_thread::yield();
     }
   }
+  batch.failedTag = named().tag;
   if (status.code() == StatusCode::kMismatch) status = explainMismatch(status, executions);
   completeAdopted(status);
   for (auto& execution : executions) failedExecutions_.push_back(std::move(execution));

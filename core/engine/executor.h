@@ -31,6 +31,16 @@
 // reduce on other ranks), and then runs its schedule, which reduces like kSum, on that
 // copy (docs/decisions/premul-sum.md).
 //
+// A point-to-point batch (run by the progress thread, or by a thread that waits for its
+// operation: ProgressQueue::runIfNext) returns as soon as its own operation is done, so
+// that its Work completes then: what it took in from the queue and is still in flight is
+// parked, and the next holder of the running claim takes it over, the progress thread
+// through resumeParked() or another point-to-point batch, which starts with it. Nothing
+// else runs while a batch is parked (hasParked(): the queue lets no collective start),
+// so the operations of the connections stay in their order. Held to the end of what it
+// took in, an operation's Work could wait for a receive that the peer posts only after
+// hearing from the operation's caller (tests/threads/p2p_waiter_test.cc).
+//
 // Tagged point-to-point: the executor keeps the TagMatcher (core/engine/tag_matcher.h)
 // of its connections, which outlives the batches: a send that arrives before its receive
 // was posted is held there until a later batch posts it.
@@ -49,6 +59,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -94,6 +105,11 @@ class Executor {
   // (may be null) is where a point-to-point batch takes further operations from; those it
   // took are completed here (recorded finished, their Work completed).
   Status execute(Pending& pending, PointToPointSource* adopt);
+  // Whether a waiter's batch left operations in flight (above), and runs them to their
+  // end (adopting from `adopt` meanwhile), completing each; on failure `*failedTag` is
+  // the operation that failed.
+  bool hasParked() const { return parked_.has_value(); }
+  Status resumeParked(PointToPointSource* adopt, uint64_t* failedTag);
   // The team's run() of a team step (its set, and whether a fallback follows), with the
   // engine's timeout and abort flag; errors name the collective, the team step and this
   // rank. Inlined: it is on the board's fast path.
@@ -122,6 +138,14 @@ class Executor {
     size_t count = 0;
     bool done = false;
   };
+  // The operations a point-to-point batch runs together, and its clocks.
+  struct Batch {
+    std::vector<std::unique_ptr<Execution>> executions;
+    std::vector<Adopted> adopted;  // taken in from the queue or a parked batch
+    Clock::time_point lastProgress;
+    Clock::time_point idleSince;
+    uint64_t failedTag = 0;  // set when the batch fails: what it names
+  };
   // One execution for the operation and one for each further part of its group.
   void appendExecutions(const Pending& pending,
                         std::vector<std::unique_ptr<Execution>>* executions);
@@ -131,6 +155,13 @@ class Executor {
   Status preMultiply(Pending& pending);
   // execute() after the team step: the schedule's steps.
   Status executeSteps(Pending& pending, PointToPointSource* adopt);
+  // Runs `batch` (its first `own` executions are `lead`'s; a resumed batch has no lead)
+  // until every execution finished, or, untilOwnDone, until the lead's did (then parks
+  // the rest).
+  Status drive(Batch& batch, Pending* lead, size_t own, PointToPointSource* adopt,
+               bool untilOwnDone);
+  // Keeps the operations of `batch` still in flight as parked_.
+  void park(Batch& batch);
   // SingleCopyChoice::end() with the time since `start` (nothing for an untimed trial),
   // logged (INFO, TUNE) where it made or changed a choice.
   void recordTrial(const SingleCopyChoice::Trial& trial, Algorithm ran, Clock::time_point start);
@@ -164,6 +195,7 @@ class Executor {
   // Executions that failed keep their completions alive until the connections that
   // may point at them are gone.
   std::vector<std::unique_ptr<Execution>> failedExecutions_;
+  std::optional<Batch> parked_;  // see above
 };
 
 }  // namespace collie

@@ -73,7 +73,8 @@ uint64_t ProgressQueue::tagInline(const CollectiveArgs& args) {
   return nextTag(args);
 }
 
-void ProgressQueue::push(Pending pending, const char* algorithm) {
+void ProgressQueue::push(Pending pending, const char* algorithm, bool quiet) {
+  bool wake = true;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     const CollectiveArgs& args = pending.schedule->args;
@@ -91,8 +92,12 @@ void ProgressQueue::push(Pending pending, const char* algorithm) {
     pending.flightId = recorder_->queued(args, pending.tag, algorithm);
     queue_.push_back(std::move(pending));
     queuedCount_.store(queue_.size());
+    if (quiet) {
+      lastQuietPush_ = std::chrono::steady_clock::now();
+      wake = sleepsForGood_;
+    }
   }
-  queued_.notify_one();
+  if (wake) queued_.notify_one();
 }
 
 void ProgressQueue::pushFront(Pending pending) {
@@ -124,7 +129,8 @@ bool ProgressQueue::runIfNext(const WorkState* work) {
   Pending pending;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (stopping_ || failures_->failing() || queue_.empty() || queue_.front().work.get() != work) {
+    if (stopping_ || failures_->failing() || queue_.empty() || queue_.front().work.get() != work ||
+        (parked_.load() && !isPointToPoint(queue_.front()))) {
       // The progress thread may have found running_ taken meanwhile and gone to sleep.
       running_.store(false);
       queued_.notify_all();
@@ -142,9 +148,12 @@ bool ProgressQueue::runIfNext(const WorkState* work) {
     // only when the progress thread has something to do: a needless wake-up costs a
     // context switch on the core another rank may be using.
     std::lock_guard<std::mutex> lock(mutex_);
+    parked_.store(runner_->hasParked());
     running_ = false;
     waiterRunning_ = false;
-    if (stopping_ || !queue_.empty() || failures_->aborted()) queued_.notify_all();
+    if (stopping_ || !queue_.empty() || failures_->aborted() || parked_.load()) {
+      queued_.notify_all();
+    }
   }
   pending.work->complete(std::move(status));
   return true;
@@ -165,7 +174,7 @@ void ProgressQueue::loop() {
       // The progress thread claims running_ before it starts a collective or closes
       // the connections; while a collective runs inline on a caller's thread (which
       // claimed it), it waits.
-      auto hasWork = [&] { return stopping_ || !queue_.empty() || mustClose(); };
+      auto hasWork = [&] { return stopping_ || !queue_.empty() || mustClose() || parked_.load(); };
       auto claimed = [&] {
         bool idle = false;
         return hasWork() && running_.compare_exchange_strong(idle, true);
@@ -176,9 +185,22 @@ void ProgressQueue::loop() {
         // running a queued collective always wakes it when work is left.
         if (hasWork() && !waiterRunning_) {
           queued_.wait_for(lock, kClaimRetry);
+        } else if (std::chrono::steady_clock::now() - lastQuietPush_ < kQuietSpan) {
+          queued_.wait_for(lock, kQuietTick);  // a quiet push does not wake it
         } else {
+          sleepsForGood_ = true;
           queued_.wait(lock);
+          sleepsForGood_ = false;
         }
+      }
+      if (parked_.load()) {
+        // Left in flight by a point-to-point batch: before anything else, and before the
+        // connections close (an abort fails them at once).
+        lock.unlock();
+        runner_->resumeParked();
+        parked_.store(runner_->hasParked());
+        running_.store(false);
+        continue;
       }
       if (mustClose()) {
         // Aborted or destroyed while idle. An explicit abort() is news for the peers;
@@ -210,6 +232,7 @@ void ProgressQueue::loop() {
     Status status = runner_->run(pending);
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      parked_.store(runner_->hasParked());
       running_ = false;
     }
     queued_.notify_all();

@@ -16,6 +16,17 @@
 // claimIdle() and releaseInline() take no lock and make no syscall unless the progress
 // thread must be woken. A caller waiting for the next queued collective may claim it too
 // and run that collective itself (runIfNext), before the progress thread wakes for it.
+// A point-to-point operation's run returns once its own operations are done, so that its
+// Work completes then; what its batch took in from the queue and is still in flight
+// stays parked with the runner (Runner::hasParked) and is the first thing the next claim
+// holder drives: the progress thread (resumeParked) or the batch of a waiter running the
+// next point-to-point operation. While something is parked, no collective starts.
+//
+// Quiet pushes: a point-to-point operation whose submitter is known to wait for it at
+// once (WaitPattern) is queued without waking the progress thread when that thread is
+// not asleep for good, since the waiter will run it; the progress thread, after any
+// quiet push in the last kQuietSpan, sleeps kQuietTick at most between looks at the
+// queue, so an operation nobody waits for after all starts within kQuietTick.
 //
 // abort() and stop() raise the abort flag under the queue's lock, so the progress
 // thread, when idle, wakes to close the connections (Runner::closeIdle) and, when
@@ -49,7 +60,12 @@ class ProgressQueue : public PointToPointSource {
     virtual ~Runner() = default;
     // Runs one taken operation; returns its final status (errors already given up on).
     // The queue then releases the claim and completes its Work.
+    // A point-to-point batch returns when `pending`'s own operations are done, parking
+    // the rest (below).
     virtual Status run(Pending& pending) = 0;
+    // Whether a waiter's batch left operations in flight, and runs them to their end.
+    virtual bool hasParked() const = 0;
+    virtual void resumeParked() = 0;
     // Aborted (publish) or destroyed (not) while idle: close the connections.
     virtual void closeIdle(const Status& reason, bool publish) = 0;
   };
@@ -68,7 +84,8 @@ class ProgressQueue : public PointToPointSource {
   // Tags `pending` (and each part of its group, in order) and queues it, recorded in
   // the flight recorder as `algorithm`; or, after a failure, completes its Work with
   // the failure.
-  void push(Pending pending, const char* algorithm);
+  // `quiet`: the submitter is known to wait for it at once (see above).
+  void push(Pending pending, const char* algorithm, bool quiet = false);
   // Queues a tagged and recorded operation ahead of everything queued; called with the
   // running claim held (releaseInline() then wakes the progress thread).
   void pushFront(Pending pending);
@@ -78,12 +95,12 @@ class ProgressQueue : public PointToPointSource {
   // See above. claimIdle() is false, claiming nothing, while anything is queued,
   // running or failing.
   bool claimIdle() {
-    if (failures_->failing() || queuedCount_.load() != 0) return false;
+    if (failures_->failing() || queuedCount_.load() != 0 || parked_.load()) return false;
     bool idle = false;
     if (!running_.compare_exchange_strong(idle, true)) return false;
     // Checked again now that the progress thread cannot start anything (nor close the
     // connections and the team after a failure) until running_ is released.
-    if (failures_->failing() || queuedCount_.load() != 0) {
+    if (failures_->failing() || queuedCount_.load() != 0 || parked_.load()) {
       releaseInline();
       return false;
     }
@@ -125,6 +142,10 @@ class ProgressQueue : public PointToPointSource {
   // How long the progress thread sleeps at most when it has work but an inline caller
   // holds the running claim: the bound on what a missed wake-up (releaseInline) costs.
   static constexpr std::chrono::microseconds kClaimRetry{200};
+  // Quiet pushes (above): how long an operation nobody waits for may sit in the queue,
+  // and for how long after the last quiet push the progress thread keeps looking.
+  static constexpr std::chrono::milliseconds kQuietTick{10};
+  static constexpr std::chrono::seconds kQuietSpan{1};
 
   std::mutex mutex_;  // guards the members below
   std::condition_variable queued_;
@@ -133,12 +154,16 @@ class ProgressQueue : public PointToPointSource {
   // A caller runs a queued collective (runIfNext): it wakes the progress thread when it
   // is done if anything is left to do, so the progress thread need not retry meanwhile.
   bool waiterRunning_ = false;
+  // The progress thread sleeps until woken (no quiet push may go unwoken then).
+  bool sleepsForGood_ = false;
+  std::chrono::steady_clock::time_point lastQuietPush_;
   std::vector<uint64_t> sendSequence_;  // per peer, point-to-point
   std::vector<uint64_t> recvSequence_;
   std::vector<std::map<int64_t, uint64_t>> taggedSendSequence_;  // per peer, per user tag
   std::vector<std::map<int64_t, uint64_t>> taggedRecvSequence_;
 
   std::atomic<bool> running_{false};    // some thread drives the connections
+  std::atomic<bool> parked_{false};     // Runner::hasParked(), set by the claim holder
   std::atomic<size_t> queuedCount_{0};  // queue_.size(), written under mutex_
   std::atomic<uint64_t> collectiveSequence_{0};
   std::thread thread_;

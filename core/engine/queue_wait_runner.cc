@@ -6,7 +6,8 @@ namespace collie {
 
 void QueueWaitRunner::waiting(const WorkState* work) {
   const Submission& s = work->submission();
-  if (s.thread == std::this_thread::get_id()) pattern_.waitedBySubmitter(s.index, s.submitted);
+  if (s.thread != std::this_thread::get_id()) return;
+  (s.pointToPoint ? p2pPattern_ : pattern_).waitedBySubmitter(s.index, s.submitted);
 }
 
 bool QueueWaitRunner::runIfNext(const WorkState* work) {

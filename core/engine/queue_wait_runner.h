@@ -1,7 +1,8 @@
 // QueueWaitRunner: the WaitRunner (work_state.h) of an engine's queued collectives. A
 // thread that waits for its Work runs the collective itself when it is the next one
 // queued and nothing runs (ProgressQueue::runIfNext), and every wait teaches the
-// engine's WaitPattern whether its callers wait at once (Engine::submit reads it).
+// engine's WaitPatterns whether its callers wait at once (Engine::submit reads them):
+// one for collectives, one for point-to-point operations.
 //
 // Handles may outlive the engine, and a waiter may be running its collective when the
 // engine is destroyed: the engine stops its queue first (which aborts that collective),
@@ -9,7 +10,8 @@
 // runIfNext() returns false.
 //
 // Thread safety: waiting() and runIfNext() from any thread; detach() once, from the
-// engine's destructor; pattern() is the WaitPattern's own (wait_pattern.h).
+// engine's destructor; pattern() and p2pPattern() are the WaitPattern's own
+// (wait_pattern.h).
 #pragma once
 
 #include <condition_variable>
@@ -30,9 +32,12 @@ class QueueWaitRunner final : public WaitRunner {
   bool runIfNext(const WorkState* work) override;
   void detach();
   WaitPattern& pattern() { return pattern_; }
+  WaitPattern& p2pPattern() { return p2pPattern_; }
+  bool waitersRun() const { return waitersRun_; }
 
  private:
   WaitPattern pattern_;
+  WaitPattern p2pPattern_;
   const bool waitersRun_;
   std::mutex mutex_;
   std::condition_variable left_;

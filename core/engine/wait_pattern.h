@@ -103,14 +103,19 @@ class WaitPattern {
            waiting.voluntarySwitches == submitted.voluntarySwitches;
   }
 
-  // A collective about to be queued: true to run it on the submitting thread instead.
-  bool runAtSubmit() {
+  // Whether the last kStreak collectives queued were each waited at once (ending the
+  // streak when the last one was not).
+  bool waitsAtOnce() {
     const uint64_t queued = queued_.load(std::memory_order_relaxed);
     if (queued > 0 && lastWaited_.load(std::memory_order_relaxed) != queued - 1) {
       streak_.store(0, std::memory_order_relaxed);  // the last one queued was not waited at once
       return false;
     }
-    if (streak_.load(std::memory_order_relaxed) < kStreak) return false;
+    return streak_.load(std::memory_order_relaxed) >= kStreak;
+  }
+  // A collective about to be queued: true to run it on the submitting thread instead.
+  bool runAtSubmit() {
+    if (!waitsAtOnce()) return false;
     return ThreadMark::steadyNowNs() - lastQueuedNs_.load(std::memory_order_relaxed) <
            kProbeEveryNs;
   }
@@ -124,7 +129,10 @@ class WaitPattern {
   void waitedBySubmitter(uint64_t index, const ThreadMark& submitted) {
     ThreadMark waiting;
     waiting.steadyNs = ThreadMark::steadyNowNs();
-    if (waiting.steadyNs - submitted.steadyNs > kPromptWaitNs) waiting.readUsage();
+    if (waiting.steadyNs - submitted.steadyNs > kPromptWaitNs) {
+      if (submitted.cpuNs < 0) return;  // no usage to compare with: not prompt
+      waiting.readUsage();
+    }
     if (!isPromptWait(submitted, waiting)) return;                     // it did work first
     if (index + 1 != queued_.load(std::memory_order_relaxed)) return;  // another came after
     if (lastWaited_.exchange(index, std::memory_order_relaxed) == index) return;  // counted

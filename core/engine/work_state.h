@@ -12,12 +12,12 @@
 // wait(timeout) returns the final status, or Timeout ("Work::wait deadline") when the
 // collective is still running after `timeout`; the collective itself goes on.
 //
-// A queued host collective may carry a WaitRunner: a caller that waits for it with no
-// deadline shorter than the collective's own (`runnerMinWait`) first asks the runner to
-// run it on the caller's thread when it is next in line and nothing runs, which saves
-// the two thread hand-offs (a futex wake and a context switch each way) of a collective
-// that its caller waits for at once. A shorter deadline never runs it there: the wait
-// must return by its deadline. Such a wait also tells the runner who waits and when
+// A queued host collective or point-to-point operation may carry a WaitRunner: a caller
+// that waits for it with no deadline shorter than the collective's own (`runnerMinWait`)
+// first asks the runner to run it on the caller's thread when it is next in line and
+// nothing runs, which saves the two thread hand-offs (a futex wake and a context switch
+// each way) of an operation that its caller waits for at once. A shorter deadline never runs it
+// there: the wait must return by its deadline. Such a wait also tells the runner who waits and when
 // (WaitRunner::waiting, with the Submission the engine recorded), from which the engine
 // learns whether to run its callers' next collectives at submit (wait_pattern.h).
 //
@@ -46,9 +46,10 @@ class WorkState;
 // Who queued a collective that carries a WaitRunner, and when: what the runner learns
 // the callers' way of waiting from.
 struct Submission {
-  std::thread::id thread;  // the submitting thread
-  uint64_t index = 0;      // the runner's number for it
-  ThreadMark submitted;    // the submitting thread just after the submission
+  std::thread::id thread;     // the submitting thread
+  uint64_t index = 0;         // the runner's number for it
+  ThreadMark submitted;       // the submitting thread just after the submission
+  bool pointToPoint = false;  // counted in the point-to-point pattern, not the collectives'
 };
 
 // Runs a queued collective on the thread that waits for it (see above). Thread safe.

@@ -8,9 +8,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -44,10 +46,21 @@ class RecordingRunner : public ProgressQueue::Runner {
   Status run(Pending& pending) override {
     std::unique_lock<std::mutex> lock(mutex);
     ran.push_back(pending.schedule->args.count);
+    events.push_back("run " + std::to_string(pending.schedule->args.count));
     tags.push_back(pending.tag);
     threads.push_back(std::this_thread::get_id());
+    // As the engine's batch does: a point-to-point run may leave operations in flight.
+    if (parkOnRun && isPointToPoint(pending)) parked = true;
     cv.notify_all();
     return result;
+  }
+  bool hasParked() const override { return parked; }
+  void resumeParked() override {
+    std::unique_lock<std::mutex> lock(mutex);
+    parked = false;
+    resumedOn.push_back(std::this_thread::get_id());
+    events.push_back("resume");
+    cv.notify_all();
   }
   void closeIdle(const Status& reason, bool publish) override {
     failures->giveUp(reason, publish, [](const Status&) {});
@@ -69,6 +82,10 @@ class RecordingRunner : public ProgressQueue::Runner {
   std::vector<uint64_t> tags;
   std::vector<std::thread::id> threads;
   std::vector<std::pair<Status, bool>> closes;
+  bool parkOnRun = false;
+  std::atomic<bool> parked{false};
+  std::vector<std::thread::id> resumedOn;
+  std::vector<std::string> events;  // runs and resumes, in order
 };
 
 struct QueueFixture {
@@ -252,6 +269,79 @@ TEST(ProgressQueueTest, PushFrontGoesAheadOfEverythingQueued) {
   f.queue.releaseInline();
   for (Work& work : works) EXPECT_TRUE(work.wait(5s).isOk());
   EXPECT_EQ(runner.ran, (std::vector<size_t>{3, 1, 2}));
+  f.queue.stop(abortedError("done"));
+}
+
+// A waiter's point-to-point run that leaves operations in flight: no collective starts
+// (inline or queued) until the progress thread has resumed them, and it does so at once.
+TEST(ProgressQueueTest, WhatAWaiterLeftInFlightIsResumedBeforeAnythingElse) {
+  QueueFixture f;
+  RecordingRunner runner(&f.failures);
+  runner.parkOnRun = true;
+  ASSERT_TRUE(f.queue.claimIdle());  // hold the thread off while queueing
+  f.queue.start(&runner);
+  Pending recv = pendingOf(argsOf(CollectiveKind::kRecv, 1, 1));
+  Work recvWork(recv.work);
+  const WorkState* recvState = recv.work.get();
+  f.queue.push(std::move(recv), "p2p");
+  Pending collective = pendingOf(argsOf(CollectiveKind::kAllReduce, 0, 2));
+  Work collectiveWork(collective.work);
+  f.queue.push(std::move(collective), "ring");
+  f.queue.releaseWithoutWake();
+  // The progress thread may have taken the receive first; then there is nothing to test.
+  if (!f.queue.runIfNext(recvState)) GTEST_SKIP() << "the progress thread ran it first";
+  EXPECT_TRUE(recvWork.test());
+  ASSERT_TRUE(runner.waitFor([&] { return !runner.resumedOn.empty(); }));
+  EXPECT_TRUE(collectiveWork.wait(5s).isOk());
+  {
+    std::lock_guard<std::mutex> lock(runner.mutex);
+    EXPECT_EQ(runner.events, (std::vector<std::string>{"run 1", "resume", "run 2"}));
+    ASSERT_EQ(runner.resumedOn.size(), 1u);
+    EXPECT_NE(runner.resumedOn[0], std::this_thread::get_id());
+  }
+  f.queue.stop(abortedError("done"));
+}
+
+TEST(ProgressQueueTest, ACollectiveIsNotClaimedWhileSomethingIsParked) {
+  QueueFixture f;
+  RecordingRunner runner(&f.failures);
+  runner.parkOnRun = true;
+  f.queue.start(&runner);
+  ASSERT_TRUE(f.queue.claimIdle());
+  Pending send = pendingOf(argsOf(CollectiveKind::kSend, 1, 1));
+  const WorkState* sendState = send.work.get();
+  Work sendWork(send.work);
+  f.queue.push(std::move(send), "p2p");
+  f.queue.releaseWithoutWake();
+  if (!f.queue.runIfNext(sendState)) GTEST_SKIP() << "the progress thread ran it first";
+  // Until the progress thread resumed the parked operations, the claim is not idle.
+  bool claimedWhileParked = false;
+  while (runner.parked.load()) {
+    if (f.queue.claimIdle()) {
+      claimedWhileParked = runner.parked.load();
+      f.queue.releaseInline();
+    }
+  }
+  EXPECT_FALSE(claimedWhileParked);
+  ASSERT_TRUE(runner.waitFor([&] { return !runner.resumedOn.empty(); }));
+  f.queue.stop(abortedError("done"));
+}
+
+// A quiet push (its submitter was seen to wait at once) that nobody waits for after all
+// still runs: the progress thread looks at the queue every kQuietTick.
+TEST(ProgressQueueTest, AQuietPushNobodyWaitsForStillRuns) {
+  QueueFixture f;
+  RecordingRunner runner(&f.failures);
+  f.queue.start(&runner);
+  for (size_t count = 1; count <= 3; ++count) {
+    Pending send = pendingOf(argsOf(CollectiveKind::kSend, 1, count));
+    Work work(send.work);
+    f.queue.push(std::move(send), "p2p", /*quiet=*/true);
+    EXPECT_TRUE(work.wait(5s).isOk());  // a short deadline: never run by the waiter
+    std::this_thread::sleep_for(30ms);  // the progress thread is asleep again
+  }
+  EXPECT_EQ(runner.ran, (std::vector<size_t>{1, 2, 3}));
+  for (std::thread::id id : runner.threads) EXPECT_NE(id, std::this_thread::get_id());
   f.queue.stop(abortedError("done"));
 }
 
