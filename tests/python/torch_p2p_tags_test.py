@@ -9,6 +9,8 @@ tag 22 (large); rank 1 posts irecv(tag=22) before irecv(tag=11) and then waits:
     collie only: gloo deadlocks there);
   - batch_isend_irecv with the two receives listed 22 first;
   - receives from any source with a tag, the first asked for well after its send;
+  - a blocking ping-pong (on collie its calls are finished by the threads that wait for
+    them), then an isend polled with is_completed() instead of waited for;
   - on three ranks, a receive from any source asked for after its sender (rank 1, not the
     store's host) left the group (collie announces sends only once asked: the leaving
     rank announces what it counted).
@@ -24,7 +26,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-import torch_collie  # noqa: F401  (registers "collie")
+import torch_collie  # registers "collie"
 
 SMALL, LARGE = 5, 300_001
 
@@ -104,6 +106,37 @@ def cases(rank, pg, failures, name):
                 failures.append(f"{name} rank {rank}: recv from any source with tag {tag}: "
                                 f"source {src}")
             expect(f"recv from any source with tag {tag}", g, payload(tag, SMALL))
+    # A blocking ping-pong: collie's engine runs each send and receive on the waiting
+    # thread, and that thread then finishes its torch call itself (by_waiter).
+    before = torch_collie.completion_stats()["by_waiter"]
+    t = torch.empty(SMALL)
+    for i in range(200):
+        if rank == 0:
+            dist.send(payload(1000 + i, SMALL), 1, group=pg, tag=9)
+            dist.recv(t, 1, group=pg, tag=9)
+            expect(f"ping-pong round {i}", t, payload(2000 + i, SMALL))
+        else:
+            dist.recv(t, 0, group=pg, tag=9)
+            expect(f"ping-pong round {i}", t, payload(1000 + i, SMALL))
+            dist.send(payload(2000 + i, SMALL), 0, group=pg, tag=9)
+    if name == "collie" and torch_collie.completion_stats()["by_waiter"] == before:
+        failures.append(f"{name} rank {rank}: no ping-pong call was finished by its waiter")
+    # After that streak, a send queued without waking anyone that its caller does not wait
+    # for at once: it must still go out (collie's threads look every 10 ms). gloo's send
+    # completes only in wait(), so only collie's is polled.
+    if rank == 0:
+        w = dist.isend(payload(3, LARGE), 1, group=pg, tag=10)
+        deadline = time.monotonic() + 5
+        while name == "collie" and not w.is_completed() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        if name == "collie" and not w.is_completed():
+            failures.append(f"{name} rank {rank}: an isend polled with is_completed() never "
+                            "completed")
+        w.wait()
+    else:
+        g = torch.empty(LARGE)
+        dist.recv(g, 0, group=pg, tag=10)
+        expect("isend polled with is_completed()", g, payload(3, LARGE))
 
 
 def worker(rank, init_file, result):

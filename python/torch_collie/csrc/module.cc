@@ -79,9 +79,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::dict d;
         d["on_caller"] = torch_collie::CompletionQueue::completedOnCaller();
         d["on_thread"] = torch_collie::CompletionQueue::completedOnThread();
+        d["by_waiter"] = torch_collie::CompletionQueue::completedByWaiter();
         return d;
       },
-      "Calls completed on the calling thread and on a completion thread, so far.");
+      "Calls completed on the calling thread as they were issued, on a completion thread, "
+      "and by the thread that waited for them, so far.");
   m.def("shared_allocator_stats", [] {
     torch_collie::SharedPoolStats s = torch_collie::SharedPool::instance().stats();
     py::dict d;

@@ -14,6 +14,7 @@ constexpr std::chrono::milliseconds kWaitSlice{200};
 
 std::atomic<uint64_t> gCompletedOnCaller{0};
 std::atomic<uint64_t> gCompletedOnThread{0};
+std::atomic<uint64_t> gCompletedByWaiter{0};
 std::atomic<uint64_t> gNextCompletionKey{1};  // CollieWork::getCompletionKey, never reused
 
 // A Future of the output list, or of the list of output lists.
@@ -124,7 +125,12 @@ bool CollieWork::wait(std::chrono::milliseconds timeout) {
   // communicator when the call's own deadline passes, so these waits end; their status
   // is the completion's to report.
   if (timeout == ::kNoTimeout && !isCompleted()) {
+    if (link_) {
+      link_->waitBegins(pushed_);
+      waiterInside_.store(true);
+    }
     for (const collie::Work& op : ops_) (void)op.wait();
+    if (link_) link_->finishIfNext(this);
   }
   return c10d::Work::wait(timeout);
 }
@@ -147,8 +153,36 @@ void CollieWork::complete(std::exception_ptr error) {
   finish(error);
 }
 
+void QueueLink::waitBegins(std::chrono::steady_clock::time_point pushed) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (queue_ != nullptr) queue_->waitBegins(pushed);
+}
+
+bool QueueLink::finishIfNext(const CollieWork* work) {
+  CompletionQueue* queue;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (queue_ == nullptr) return false;
+    queue = queue_;  // detach() waits for inside_ before the queue goes
+    ++inside_;
+  }
+  const bool finished = queue->finishIfNext(work);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (--inside_ == 0) left_.notify_all();
+  return finished;
+}
+
+void QueueLink::detach() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  queue_ = nullptr;
+  left_.wait(lock, [&] { return inside_ == 0; });
+}
+
 CompletionQueue::CompletionQueue(int rank, BackendHooks& hooks)
-    : rank_(rank), hooks_(hooks), thread_([this] { run(); }) {}
+    : rank_(rank),
+      hooks_(hooks),
+      link_(std::make_shared<QueueLink>(this)),
+      thread_([this] { run(); }) {}
 
 CompletionQueue::~CompletionQueue() { stop(); }
 
@@ -158,18 +192,29 @@ void CompletionQueue::push(PendingCall call) {
   // Operations still running are the caller's to wait for (CollieWork::wait); finished
   // ones are not worth the copy. A call with a deadline of its own is waited for by the
   // completion thread alone, which enforces it.
-  if (!inlineFinish && !call.deadline) call.work->setOps(call.ops);
+  const bool waitable = !inlineFinish && !call.deadline;
+  if (waitable) call.work->setOps(call.ops, link_, std::chrono::steady_clock::now());
+  bool wake = true;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     // Finished already (collie ran it on this thread) and nothing older is pending:
     // complete it here, without a hop to the completion thread.
     inlineFinish = inlineFinish && inFlight_ == 0 && !stopping_;
     ++inFlight_;
-    if (!inlineFinish) queue_.push_back(std::move(call));
+    if (!inlineFinish) {
+      // Not a coalesced batch: a wait on one of its followers finishes nothing itself.
+      call.quiet = waitable && call.followers.empty() && !call.work->onDevice() &&
+                   promptStreak_.load() >= kPromptStreak;
+      if (call.quiet) {
+        lastQuietPush_ = std::chrono::steady_clock::now();
+        wake = sleepsForGood_;
+      }
+      queue_.push_back(std::move(call));
+    }
   }
   if (!inlineFinish) {
     // After the lock is released: the woken thread takes the mutex at once.
-    queued_.notify_one();
+    if (wake) queued_.notify_one();
     return;
   }
   gCompletedOnCaller.fetch_add(1, std::memory_order_relaxed);
@@ -187,12 +232,54 @@ uint64_t CompletionQueue::completedOnThread() {
   return gCompletedOnThread.load(std::memory_order_relaxed);
 }
 
+uint64_t CompletionQueue::completedByWaiter() {
+  return gCompletedByWaiter.load(std::memory_order_relaxed);
+}
+
+void CompletionQueue::waitBegins(std::chrono::steady_clock::time_point pushed) {
+  if (std::chrono::steady_clock::now() - pushed <= kPromptWait) {
+    promptStreak_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    promptStreak_.store(0, std::memory_order_relaxed);
+  }
+}
+
+bool CompletionQueue::finishIfNext(const CollieWork* work) {
+  PendingCall call;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (queue_.empty() || queue_.front().work.get() != work) {
+      // Taken by the thread, or an older call is pending: the thread finishes it, and
+      // must not leave it to this waiter any more.
+      const_cast<CollieWork*>(work)->clearWaiterInside();
+      if (!queue_.empty()) queued_.notify_one();
+      return false;
+    }
+    call = std::move(queue_.front());
+    queue_.pop_front();
+    // Calls behind it the thread left alone while this one was at the front.
+    if (!queue_.empty()) queued_.notify_one();
+  }
+  gCompletedByWaiter.fetch_add(1, std::memory_order_relaxed);
+  finishCall(call);
+  call = PendingCall();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (--inFlight_ == 0) drained_.notify_all();
+  return true;
+}
+
+bool CompletionQueue::frontIsTakeable() const {
+  if (queue_.empty()) return false;
+  return stopping_ || !queue_.front().work->waiterInside();
+}
+
 bool CompletionQueue::drain(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   return drained_.wait_for(lock, timeout, [this] { return inFlight_ == 0; });
 }
 
 void CompletionQueue::stop() {
+  link_->detach();  // waiters now leave their calls to the thread
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!thread_.joinable()) return;
@@ -207,10 +294,20 @@ void CompletionQueue::run() {
     PendingCall call;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      queued_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      while (!(stopping_ || frontIsTakeable())) {
+        if (std::chrono::steady_clock::now() - lastQuietPush_ < kQuietSpan) {
+          queued_.wait_for(lock, kQuietTick);  // a quiet push does not wake it
+        } else {
+          sleepsForGood_ = true;
+          queued_.wait(lock);
+          sleepsForGood_ = false;
+        }
+      }
       if (queue_.empty()) return;  // stopping and nothing left
       call = std::move(queue_.front());
       queue_.pop_front();
+      // Pushed quietly, yet not waited for at once: the streak ends.
+      if (call.quiet) promptStreak_.store(0, std::memory_order_relaxed);
     }
     gCompletedOnThread.fetch_add(1, std::memory_order_relaxed);
     finishCall(call);

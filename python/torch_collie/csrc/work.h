@@ -39,7 +39,15 @@
 // no deadline, and learns from the submitting thread's prompt waits that the caller
 // blocks at once: it then runs the next collectives at submit
 // (docs/decisions/who-runs-a-collective.md), and push() completes them. The queue's thread alone
-// never teaches that: it is not the submitter.
+// never teaches that: it is not the submitter. Sends and receives are never run at
+// submit, but collie runs them on that waiting thread; the waiter then also finishes its
+// call itself (finishIfNext) when it is the oldest one pending and the queue's thread has
+// not taken it. Once the calls are seen to be waited for at once (kPromptStreak waits in a
+// row within kPromptWait of their push), they are queued without waking the queue's
+// thread, which otherwise takes them first, and the thread looks at the queue every
+// kQuietTick instead (for kQuietSpan after such a push): a call nobody waits for after
+// all is finished within kQuietTick, and ends the streak. A call whose waiter is inside
+// wait() is left to that waiter.
 //
 // A call on CUDA tensors (backend_device.cc) is enqueued on the caller's current stream,
 // and its CollieWork carries a CUDA event recorded on that stream after the call's last
@@ -85,6 +93,29 @@ using TensorList = c10::SmallVector<at::Tensor, 2>;
 using TensorLists = c10::SmallVector<TensorList, 1>;
 using OpList = c10::SmallVector<collie::Work, 1>;
 
+class CompletionQueue;
+class CollieWork;
+
+// A CollieWork's way back to its CompletionQueue (finishIfNext, the learning of prompt
+// waits), which the queue cuts when it stops: a work may outlive its backend. Thread
+// safe.
+class QueueLink {
+ public:
+  explicit QueueLink(CompletionQueue* queue) : queue_(queue) {}
+  // CompletionQueue::waitBegins(), unless the queue stopped.
+  void waitBegins(std::chrono::steady_clock::time_point pushed);
+  // CompletionQueue::finishIfNext(work), unless the queue stopped (false then).
+  bool finishIfNext(const CollieWork* work);
+  // After it, nothing reaches the queue; waits for whoever is inside.
+  void detach();
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable left_;
+  CompletionQueue* queue_;  // guarded by mutex_; null once detached
+  int inside_ = 0;          // guarded by mutex_
+};
+
 class CollieWork : public c10d::Work {
  public:
   // `profilingTitle` must be a string literal ("collie:all_reduce"); `inputs` are
@@ -112,9 +143,19 @@ class CollieWork : public c10d::Work {
   uint64_t getCompletionKey() const override { return completionKey_; }
 
   void setSourceRank(int rank) { sourceRank_.store(rank); }
-  // The collie operations behind the work, for wait(). Set once, before the work is
-  // handed to the caller.
-  void setOps(OpList ops) { ops_ = std::move(ops); }
+  // The collie operations behind the work, for wait(), and the queue it was pushed on
+  // (`pushed`: when). Set once, before the work is handed to the caller.
+  void setOps(OpList ops, std::shared_ptr<QueueLink> link,
+              std::chrono::steady_clock::time_point pushed) {
+    ops_ = std::move(ops);
+    link_ = std::move(link);
+    pushed_ = pushed;
+  }
+  // A thread is inside wait() for this CPU call's operations and will finish the call
+  // (see above); cleared when it cannot.
+  bool waiterInside() const { return waiterInside_.load(); }
+  void clearWaiterInside() { waiterInside_.store(false); }
+  bool onDevice() const { return !devices_.empty(); }
   // The event after a device call's work on its stream (see above). Set once: before
   // the work is handed to the caller, or for a send or receive of a coalesced batch at
   // endCoalescing (a wait() before that waits on the host, as for CPU tensors).
@@ -136,6 +177,9 @@ class CollieWork : public c10d::Work {
   const TensorLists outputs_;
   const std::vector<c10::Device> devices_;
   OpList ops_;
+  std::shared_ptr<QueueLink> link_;  // set with ops_
+  std::chrono::steady_clock::time_point pushed_;
+  std::atomic<bool> waiterInside_{false};
   std::atomic<std::shared_ptr<c10::Event>> deviceEvent_;
   std::mutex futureMutex_;  // guards the three below
   c10::intrusive_ptr<c10::ivalue::Future> future_;
@@ -167,6 +211,7 @@ struct PendingCall {
   std::chrono::milliseconds timeout{0};
   // Aborted when the deadline passed (a collective cannot be taken back half done).
   std::weak_ptr<collie::Communicator> abortOnTimeout;
+  bool quiet = false;  // queued without waking the queue's thread (see above)
 };
 
 class CompletionQueue {
@@ -177,10 +222,18 @@ class CompletionQueue {
   ~CompletionQueue();
 
   void push(PendingCall call);
-  // This process's calls completed by push() on the calling thread, and on a queue's
-  // thread, so far (all queues).
+  // This process's calls completed by push() on the calling thread, on a queue's thread,
+  // and by their waiters (finishIfNext), so far (all queues).
   static uint64_t completedOnCaller();
   static uint64_t completedOnThread();
+  static uint64_t completedByWaiter();
+  // A thread begins to wait for the operations of a call pushed at `pushed` (the
+  // learning of prompt waits, above). Through the work's QueueLink.
+  void waitBegins(std::chrono::steady_clock::time_point pushed);
+  // If `work`'s call is the oldest pending and the queue's thread has not taken it,
+  // finishes it on the calling thread (its operations must have ended); else wakes the
+  // queue's thread and clears the work's waiterInside(). Through the work's QueueLink.
+  bool finishIfNext(const CollieWork* work);
   // Waits until every pushed call completed or `timeout` passed; true when empty.
   bool drain(std::chrono::milliseconds timeout);
   // Finishes the calls still queued (their collie operations must be able to end,
@@ -190,9 +243,18 @@ class CompletionQueue {
  private:
   void run();
   void finishCall(PendingCall& call);
+  // The front call, unless a waiter is about to finish it (and the queue is not stopping).
+  bool frontIsTakeable() const;
+
+  static constexpr std::chrono::microseconds kPromptWait{100};
+  static constexpr uint32_t kPromptStreak = 3;
+  static constexpr std::chrono::milliseconds kQuietTick{10};
+  static constexpr std::chrono::seconds kQuietSpan{1};
 
   const int rank_;
   BackendHooks& hooks_;
+  const std::shared_ptr<QueueLink> link_;
+  std::atomic<uint32_t> promptStreak_{0};  // prompt waits in a row
   std::mutex mutex_;
   // Two conditions, so that a call finished on the caller's thread wakes nobody: the
   // thread sleeps on `queued_` (notified only when a call is queued or on stop), drain()
@@ -203,6 +265,8 @@ class CompletionQueue {
   std::deque<PendingCall> queue_;
   size_t inFlight_ = 0;  // queued plus the one being finished
   bool stopping_ = false;
+  bool sleepsForGood_ = false;  // the thread sleeps until notified
+  std::chrono::steady_clock::time_point lastQuietPush_;
   std::thread thread_;
 };
 
