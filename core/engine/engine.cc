@@ -125,8 +125,10 @@ ThreadMark Engine::submittedMark(bool pointToPoint) {
   return mark;
 }
 
-std::shared_ptr<WorkState> Engine::queuedWork(bool pointToPoint) {
+std::shared_ptr<WorkState> Engine::queuedWork(bool pointToPoint, bool* quiet) {
   WaitPattern& pattern = pointToPoint ? waitRunner_->p2pPattern() : waitRunner_->pattern();
+  // Asked before queued() counts this one (waitsAtOnce looks at the last one queued).
+  *quiet = pointToPoint && waitRunner_->waitersRun() && pattern.waitsAtOnce();
   return std::make_shared<WorkState>(
       waitRunner_, std::chrono::duration_cast<std::chrono::milliseconds>(config_.timeout),
       Submission{std::this_thread::get_id(), pattern.queued(), ThreadMark{}, pointToPoint});
@@ -170,8 +172,8 @@ Result<Work> Engine::submitGroup(const std::vector<GroupOp>& ops) {
     parts.push_back(Pending::Part{*schedule, op.input, op.output, 0, p2p});
   }
   if (parts.empty()) return Work(WorkState::succeeded());
-  const bool quiet = waitRunner_->waitersRun() && waitRunner_->p2pPattern().waitsAtOnce();
-  auto work = queuedWork(/*pointToPoint=*/true);
+  bool quiet = false;
+  auto work = queuedWork(/*pointToPoint=*/true, &quiet);
   Pending pending =
       makePending(parts.front().schedule, parts.front().input, parts.front().output, 0, work);
   pending.p2p = parts.front().p2p;
@@ -202,9 +204,8 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
   }
   Result<std::shared_ptr<const Schedule>> schedule = planner_.plan(args);
   if (!schedule.isOk()) return schedule.status();
-  const bool quiet =
-      pointToPoint && waitRunner_->waitersRun() && waitRunner_->p2pPattern().waitsAtOnce();
-  auto work = queuedWork(pointToPoint);
+  bool quiet = false;
+  auto work = queuedWork(pointToPoint, &quiet);
   Pending pending = makePending(*schedule, input, output, 0, work);
   pending.scalar = args.scalar;
   pending.p2p.tagged = p2pTag.has_value();

@@ -148,9 +148,10 @@ class Engine : private ProgressQueue::Runner {
   bool hasParked() const override { return executor_.hasParked(); }
   void resumeParked() override;
   void closeIdle(const Status& reason, bool publish) override;
-  // A WorkState for a queued operation, with the wait runner and its Submission in
-  // `pattern` (the collectives' or the point-to-point one).
-  std::shared_ptr<WorkState> queuedWork(bool pointToPoint);
+  // A WorkState for a queued operation, with the wait runner and its Submission in its
+  // pattern (the collectives' or the point-to-point one); `*quiet`: a point-to-point
+  // operation whose submitters wait at once, to be queued without a wake-up.
+  std::shared_ptr<WorkState> queuedWork(bool pointToPoint, bool* quiet);
   // What markSubmitted() records for a queued operation.
   static ThreadMark submittedMark(bool pointToPoint);
 

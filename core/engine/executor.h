@@ -105,9 +105,9 @@ class Executor {
   // (may be null) is where a point-to-point batch takes further operations from; those it
   // took are completed here (recorded finished, their Work completed).
   Status execute(Pending& pending, PointToPointSource* adopt);
-  // Whether a waiter's batch left operations in flight (above), and runs them to their
-  // end (adopting from `adopt` meanwhile), completing each; on failure `*failedTag` is
-  // the operation that failed.
+  // Whether a point-to-point batch left operations in flight (above), and runs them to
+  // their end (adopting from `adopt` meanwhile), completing each; on failure
+  // `*failedTag` is the operation that failed.
   bool hasParked() const { return parked_.has_value(); }
   Status resumeParked(PointToPointSource* adopt, uint64_t* failedTag);
   // The team's run() of a team step (its set, and whether a fallback follows), with the

@@ -153,12 +153,7 @@ void CollieWork::complete(std::exception_ptr error) {
   finish(error);
 }
 
-void QueueLink::waitBegins(std::chrono::steady_clock::time_point pushed) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (queue_ != nullptr) queue_->waitBegins(pushed);
-}
-
-bool QueueLink::finishIfNext(const CollieWork* work) {
+bool QueueLink::finishIfNext(CollieWork* work) {
   CompletionQueue* queue;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -203,8 +198,8 @@ void CompletionQueue::push(PendingCall call) {
     ++inFlight_;
     if (!inlineFinish) {
       // Not a coalesced batch: a wait on one of its followers finishes nothing itself.
-      call.quiet = waitable && call.followers.empty() && !call.work->onDevice() &&
-                   promptStreak_.load() >= kPromptStreak;
+      call.quiet =
+          waitable && call.followers.empty() && !call.work->onDevice() && link_->waitsAtOnce();
       if (call.quiet) {
         lastQuietPush_ = std::chrono::steady_clock::now();
         wake = sleepsForGood_;
@@ -236,22 +231,14 @@ uint64_t CompletionQueue::completedByWaiter() {
   return gCompletedByWaiter.load(std::memory_order_relaxed);
 }
 
-void CompletionQueue::waitBegins(std::chrono::steady_clock::time_point pushed) {
-  if (std::chrono::steady_clock::now() - pushed <= kPromptWait) {
-    promptStreak_.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    promptStreak_.store(0, std::memory_order_relaxed);
-  }
-}
-
-bool CompletionQueue::finishIfNext(const CollieWork* work) {
+bool CompletionQueue::finishIfNext(CollieWork* work) {
   PendingCall call;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (queue_.empty() || queue_.front().work.get() != work) {
       // Taken by the thread, or an older call is pending: the thread finishes it, and
       // must not leave it to this waiter any more.
-      const_cast<CollieWork*>(work)->clearWaiterInside();
+      work->clearWaiterInside();
       if (!queue_.empty()) queued_.notify_one();
       return false;
     }
@@ -307,7 +294,7 @@ void CompletionQueue::run() {
       call = std::move(queue_.front());
       queue_.pop_front();
       // Pushed quietly, yet not waited for at once: the streak ends.
-      if (call.quiet) promptStreak_.store(0, std::memory_order_relaxed);
+      if (call.quiet) link_->endStreak();
     }
     gCompletedOnThread.fetch_add(1, std::memory_order_relaxed);
     finishCall(call);

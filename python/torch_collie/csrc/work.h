@@ -96,20 +96,36 @@ using OpList = c10::SmallVector<collie::Work, 1>;
 class CompletionQueue;
 class CollieWork;
 
-// A CollieWork's way back to its CompletionQueue (finishIfNext, the learning of prompt
-// waits), which the queue cuts when it stops: a work may outlive its backend. Thread
-// safe.
+// A CollieWork's way back to its CompletionQueue (finishIfNext), which the queue cuts
+// when it stops: a work may outlive its backend. It also keeps what the queue learns of
+// prompt waits, which needs no queue. Thread safe.
 class QueueLink {
  public:
+  static constexpr std::chrono::microseconds kPromptWait{100};
+  static constexpr uint32_t kPromptStreak = 3;
+
   explicit QueueLink(CompletionQueue* queue) : queue_(queue) {}
-  // CompletionQueue::waitBegins(), unless the queue stopped.
-  void waitBegins(std::chrono::steady_clock::time_point pushed);
+  // A thread begins to wait for the operations of a call pushed at `pushed`: within
+  // kPromptWait it counts as prompt, later it ends the streak.
+  void waitBegins(std::chrono::steady_clock::time_point pushed) {
+    if (std::chrono::steady_clock::now() - pushed <= kPromptWait) {
+      promptStreak_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      endStreak();
+    }
+  }
+  void endStreak() { promptStreak_.store(0, std::memory_order_relaxed); }
+  // kPromptStreak prompt waits in a row.
+  bool waitsAtOnce() const {
+    return promptStreak_.load(std::memory_order_relaxed) >= kPromptStreak;
+  }
   // CompletionQueue::finishIfNext(work), unless the queue stopped (false then).
-  bool finishIfNext(const CollieWork* work);
+  bool finishIfNext(CollieWork* work);
   // After it, nothing reaches the queue; waits for whoever is inside.
   void detach();
 
  private:
+  std::atomic<uint32_t> promptStreak_{0};  // prompt waits in a row
   std::mutex mutex_;
   std::condition_variable left_;
   CompletionQueue* queue_;  // guarded by mutex_; null once detached
@@ -227,13 +243,10 @@ class CompletionQueue {
   static uint64_t completedOnCaller();
   static uint64_t completedOnThread();
   static uint64_t completedByWaiter();
-  // A thread begins to wait for the operations of a call pushed at `pushed` (the
-  // learning of prompt waits, above). Through the work's QueueLink.
-  void waitBegins(std::chrono::steady_clock::time_point pushed);
   // If `work`'s call is the oldest pending and the queue's thread has not taken it,
   // finishes it on the calling thread (its operations must have ended); else wakes the
   // queue's thread and clears the work's waiterInside(). Through the work's QueueLink.
-  bool finishIfNext(const CollieWork* work);
+  bool finishIfNext(CollieWork* work);
   // Waits until every pushed call completed or `timeout` passed; true when empty.
   bool drain(std::chrono::milliseconds timeout);
   // Finishes the calls still queued (their collie operations must be able to end,
@@ -246,15 +259,12 @@ class CompletionQueue {
   // The front call, unless a waiter is about to finish it (and the queue is not stopping).
   bool frontIsTakeable() const;
 
-  static constexpr std::chrono::microseconds kPromptWait{100};
-  static constexpr uint32_t kPromptStreak = 3;
   static constexpr std::chrono::milliseconds kQuietTick{10};
   static constexpr std::chrono::seconds kQuietSpan{1};
 
   const int rank_;
   BackendHooks& hooks_;
-  const std::shared_ptr<QueueLink> link_;
-  std::atomic<uint32_t> promptStreak_{0};  // prompt waits in a row
+  const std::shared_ptr<QueueLink> link_;  // also what is learnt of prompt waits
   std::mutex mutex_;
   // Two conditions, so that a call finished on the caller's thread wakes nobody: the
   // thread sleeps on `queued_` (notified only when a call is queued or on stop), drain()
