@@ -72,6 +72,7 @@ void Executor::closeConnections() {
   transports_.transports.clear();
   matcher_.reset();
   failedExecutions_.clear();
+  spareExecutions_.clear();
 }
 
 Status Executor::teamFailed(const Status& status, uint64_t tag, TeamAlgorithms algorithms) const {
@@ -102,14 +103,37 @@ void Executor::waitForActivity(const std::vector<Connection*>& active) {
 
 void Executor::appendExecutions(const Pending& pending,
                                 std::vector<std::unique_ptr<Execution>>* executions) {
-  executions->push_back(std::make_unique<Execution>(
-      pending.schedule, pending.input, pending.output, pending.tag, &transports_.connections,
-      &channelMemory_, config_.reduceOnReceive, pending.p2p, &matcher_));
+  executions->push_back(makeExecution(pending, nullptr));
   for (const Pending::Part& part : pending.group) {
-    executions->push_back(std::make_unique<Execution>(
-        part.schedule, part.input, part.output, part.tag, &transports_.connections, &channelMemory_,
-        config_.reduceOnReceive, part.p2p, &matcher_));
+    executions->push_back(makeExecution(pending, &part));
   }
+}
+
+std::unique_ptr<Execution> Executor::makeExecution(const Pending& pending,
+                                                   const Pending::Part* part) {
+  const std::shared_ptr<const Schedule>& schedule = part ? part->schedule : pending.schedule;
+  const void* input = part ? part->input : pending.input;
+  void* output = part ? part->output : pending.output;
+  const uint64_t tag = part ? part->tag : pending.tag;
+  const PointToPointTag& p2p = part ? part->p2p : pending.p2p;
+  if (spareExecutions_.empty()) {
+    return std::make_unique<Execution>(schedule, input, output, tag, &transports_.connections,
+                                       &channelMemory_, config_.reduceOnReceive, p2p, &matcher_);
+  }
+  std::unique_ptr<Execution> execution = std::move(spareExecutions_.back());
+  spareExecutions_.pop_back();
+  execution->restart(schedule, input, output, tag, config_.reduceOnReceive, p2p);
+  return execution;
+}
+
+void Executor::recycle(Batch& batch) {
+  for (std::unique_ptr<Execution>& execution : batch.executions) {
+    if (execution && execution->finished() && spareExecutions_.size() < kSpareExecutions) {
+      spareExecutions_.push_back(std::move(execution));
+    }
+  }
+  batch.executions.clear();
+  if (spareBatch_.capacity() < batch.executions.capacity()) spareBatch_.swap(batch.executions);
 }
 
 Status Executor::preMultiply(Pending& pending) {
@@ -205,6 +229,7 @@ void Executor::recordTrial(const SingleCopyChoice::Trial& trial, Algorithm ran,
 
 Status Executor::executeSteps(Pending& pending, PointToPointSource* adopt) {
   Batch batch;
+  batch.executions.swap(spareBatch_);
   appendExecutions(pending, &batch.executions);
   const size_t own = batch.executions.size();
   if (!isPointToPoint(pending)) {
@@ -220,7 +245,9 @@ Status Executor::executeSteps(Pending& pending, PointToPointSource* adopt) {
   }
   batch.lastProgress = batch.idleSince = Clock::now();
   // A point-to-point batch returns once its own operations are done (see executor.h).
-  return drive(batch, &pending, own, adopt, /*untilOwnDone=*/adopt != nullptr);
+  Status status = drive(batch, &pending, own, adopt, /*untilOwnDone=*/adopt != nullptr);
+  recycle(batch);
+  return status;
 }
 
 void Executor::park(Batch& batch) {
@@ -245,6 +272,7 @@ Status Executor::resumeParked(PointToPointSource* adopt, uint64_t* failedTag) {
   parked_.reset();
   Status status = drive(batch, nullptr, 0, adopt, /*untilOwnDone=*/false);
   if (!status.isOk()) *failedTag = batch.failedTag;
+  recycle(batch);
   return status;
 }
 
@@ -276,7 +304,7 @@ Status Executor::drive(Batch& batch, Pending* lead, size_t own, PointToPointSour
       entry.pending.work->complete(finished ? Status() : status);
     }
   };
-  std::vector<Connection*> active;
+  std::vector<Connection*>& active = active_;
   Status status;
   while (true) {
     // Only from the front of the queue: a collective queued in between keeps its place,

@@ -146,9 +146,14 @@ class Executor {
     Clock::time_point idleSince;
     uint64_t failedTag = 0;  // set when the batch fails: what it names
   };
-  // One execution for the operation and one for each further part of its group.
+  // One execution for the operation and one for each further part of its group, finished
+  // ones reused where there are (spareExecutions_).
   void appendExecutions(const Pending& pending,
                         std::vector<std::unique_ptr<Execution>>* executions);
+  std::unique_ptr<Execution> makeExecution(const Pending& pending, const Pending::Part* part);
+  // After drive(): keeps the batch's finished executions and its vector for the next
+  // batch (what failed or was parked is no longer in it).
+  void recycle(Batch& batch);
   void waitForActivity(const std::vector<Connection*>& active);
   // kPreMulSum: pending.input scaled by pending.scalar into the output or scratch;
   // pending.input then points at the scaled copy.
@@ -196,6 +201,13 @@ class Executor {
   // may point at them are gone.
   std::vector<std::unique_ptr<Execution>> failedExecutions_;
   std::optional<Batch> parked_;  // see above
+  // Finished executions and a batch's emptied vector, kept so that a small send or
+  // receive makes no allocation here (the malloc/free pairs were about a fifth of an
+  // 8 B ping-pong's one-way time); at most kSpareExecutions are kept.
+  static constexpr size_t kSpareExecutions = 8;
+  std::vector<std::unique_ptr<Execution>> spareExecutions_;
+  std::vector<std::unique_ptr<Execution>> spareBatch_;
+  std::vector<Connection*> active_;  // drive()'s, reused
 };
 
 }  // namespace collie

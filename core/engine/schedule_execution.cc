@@ -35,6 +35,39 @@ Execution::Execution(std::shared_ptr<const Schedule> schedule, const void* input
       reduceOnReceive_(reduceOnReceive),
       p2p_(p2p),
       matcher_(matcher) {
+  prepare();
+}
+
+void Execution::restart(std::shared_ptr<const Schedule> schedule, const void* input, void* output,
+                        uint64_t tag, bool reduceOnReceive, const PointToPointTag& p2p) {
+  schedule_ = std::move(schedule);
+  input_ = static_cast<const uint8_t*>(input);
+  output_ = static_cast<uint8_t*>(output);
+  tag_ = tag;
+  elemSize_ = dataTypeSize(schedule_->args.dtype);
+  reduceOnReceive_ = reduceOnReceive;
+  p2p_ = p2p;
+  finished_ = false;
+  taggedReceive_ = false;
+  taggedPosted_ = false;
+  envelopes_.clear();
+  const size_t channels = schedule_->channels.size();
+  if (channels_.size() > channels) channels_.resize(channels);
+  for (ChannelState& state : channels_) state.reset();
+  channels_.resize(channels);
+  prepare();
+}
+
+void Execution::ChannelState::reset() {
+  next = 0;
+  recvPosted = false;
+  recvReduced = false;
+  recv = Completion{};
+  recvTarget = nullptr;
+  sends.clear();
+}
+
+void Execution::prepare() {
   if (p2p_.tagged) {
     taggedReceive_ = schedule_->args.kind == CollectiveKind::kRecv;
     if (!taggedReceive_) envelopes_.resize(schedule_->channels.size());
@@ -116,7 +149,8 @@ Status Execution::postTaggedSend(int channel, const Step& step) {
 
 Status Execution::postTaggedReceive() {
   taggedPosted_ = true;
-  std::vector<TagMatcher::Part> parts;
+  std::vector<TagMatcher::Part>& parts = parts_;
+  parts.clear();
   for (size_t c = 0; c < channels_.size(); ++c) {
     for (const Step& step : schedule_->channels[c]) {
       ChannelState& state = channels_[c];

@@ -49,6 +49,13 @@ class Execution {
             bool reduceOnReceive = true, const PointToPointTag& p2p = PointToPointTag{},
             TagMatcher* matcher = nullptr);
 
+  // Makes a finished execution run `schedule` from its start, on the same connections,
+  // channel memory and matcher, keeping the capacity of its own containers: the engine
+  // reuses finished executions so that a small send or receive allocates nothing here.
+  // Only once finished() (no transport points at its completions any more).
+  void restart(std::shared_ptr<const Schedule> schedule, const void* input, void* output,
+               uint64_t tag, bool reduceOnReceive, const PointToPointTag& p2p);
+
   // One turn: moves every channel as far as it can without blocking, then lists in
   // *active the connections it still has operations in flight on (appended, none twice)
   // and gives each one it adds a progress() call: a connection an execution of the same
@@ -87,8 +94,13 @@ class Execution {
     bool recvReduced = false;  // posted with postRecvReduce(): nothing left to reduce
     Completion recv;
     uint8_t* recvTarget = nullptr;
-    std::deque<PendingSend> sends;
+    std::deque<PendingSend> sends;  // pointer-stable: connections hold &sends[i].done
+    // As constructed, keeping the capacity of `sends`.
+    void reset();
   };
+
+  // The constructor's and restart()'s common part, once the members are set.
+  void prepare();
 
   uint8_t* pointer(int channel, const Slice& slice) const;
   // Moves the channels (advance()'s first part); whether all are done in *done.
@@ -128,6 +140,7 @@ class Execution {
   bool taggedReceive_ = false;             // p2p_.tagged and a receive
   bool taggedPosted_ = false;              // postTaggedReceive() ran
   std::vector<TaggedEnvelope> envelopes_;  // a tagged send's, per channel
+  std::vector<TagMatcher::Part> parts_;    // reused by postTaggedReceive()
 };
 
 }  // namespace collie

@@ -280,13 +280,15 @@ Status TcpConnection::abandonedError(int lane, const FrameHeader& got) const {
 }
 
 Status TcpConnection::checkHeader(int lane, const RecvItem& item, const FrameHeader& got) {
-  std::string where =
-      " (channel " + std::to_string(channel_) + ", socket " + std::to_string(lane) + ")";
+  // Only on the error paths: a header checked per message must not format (or allocate).
+  auto where = [&] {
+    return " (channel " + std::to_string(channel_) + ", socket " + std::to_string(lane) + ")";
+  };
   if (got.magic == kAbandonMagic && got.zero == 0) return fail(abandonedError(lane, got));
   const FrameCheck check = checkFrame(got, item.expect);
   if (check == FrameCheck::kCorrupt) {
     return fail(remoteError("tcp: rank " + std::to_string(peer_) + " sent a corrupt frame header" +
-                                where + ": bad magic " + hex(got.magic) +
+                                where() + ": bad magic " + hex(got.magic) +
                                 "; the stream is out of sync or not collie's",
                             peer_));
   }
@@ -304,7 +306,7 @@ Status TcpConnection::checkHeader(int lane, const RecvItem& item, const FrameHea
         "tcp: rank " + std::to_string(peer_) + " sent stripe " + std::to_string(got.stripe) + "/" +
             std::to_string(got.nstripes) + " at offset " + std::to_string(got.offset) +
             " where stripe " + std::to_string(want.stripe) + "/" + std::to_string(want.nstripes) +
-            " was expected" + where +
+            " was expected" + where() +
             ": the ranks disagree about the messages (one before it was cut short or sized "
             "differently)",
         peer_));
