@@ -37,7 +37,7 @@ class QueueWaitRunner final : public WaitRunner {
 
  private:
   WaitPattern pattern_;
-  WaitPattern p2pPattern_;
+  WaitPattern p2pPattern_{/*backOff=*/true};  // its streak queues quietly (Engine::queuedWork)
   const bool waitersRun_;
   std::mutex mutex_;
   std::condition_variable left_;

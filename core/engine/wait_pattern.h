@@ -32,6 +32,14 @@
 // 10 ms costs nothing measurable, and a caller that starts to overlap still gets the
 // queue back within a few of its buckets.
 //
+// A pattern made with backOff (the engine's point-to-point one, whose streak queues
+// operations without waking the progress thread: a miss there leaves the operation
+// unstarted until its caller waits or the progress thread looks again) asks for twice the
+// streak after each miss that ended a streak it had granted, up to kMaxStreak: a caller
+// that sends and then computes before it waits (a pipeline stage) stops being granted
+// after a few misses, as its runs of prompt waits are shorter than the streak asked for,
+// while a ping-pong, which never misses, keeps the grant.
+//
 // A collective waited for by another thread (collie's DDP Reducer waits on a helper
 // thread) is not waited at once: its submitter went on with its work.
 //
@@ -44,6 +52,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -89,6 +98,7 @@ struct ThreadMark {
 class WaitPattern {
  public:
   static constexpr uint32_t kStreak = 3;
+  static constexpr uint32_t kMaxStreak = 1u << 20;  // with backOff: at most this many
   static constexpr std::chrono::microseconds kPromptWait{100};
   static constexpr std::chrono::milliseconds kProbeEvery{10};
 
@@ -103,16 +113,27 @@ class WaitPattern {
            waiting.voluntarySwitches == submitted.voluntarySwitches;
   }
 
-  // Whether the last kStreak collectives queued were each waited at once (ending the
+  explicit WaitPattern(bool backOff = false) : backOff_(backOff) {}
+
+  // Whether the last streak() collectives queued were each waited at once (ending the
   // streak when the last one was not).
   bool waitsAtOnce() {
     const uint64_t queued = queued_.load(std::memory_order_relaxed);
+    const uint32_t required = required_.load(std::memory_order_relaxed);
     if (queued > 0 && lastWaited_.load(std::memory_order_relaxed) != queued - 1) {
-      streak_.store(0, std::memory_order_relaxed);  // the last one queued was not waited at once
+      // The last one queued was not waited at once; with backOff, where the streak had
+      // been granted (so that one was let go as if it would be), ask for more next time.
+      if (backOff_ && streak_.load(std::memory_order_relaxed) >= required) {
+        required_.store(std::min(2 * required, kMaxStreak), std::memory_order_relaxed);
+      }
+      streak_.store(0, std::memory_order_relaxed);
       return false;
     }
-    return streak_.load(std::memory_order_relaxed) >= kStreak;
+    return streak_.load(std::memory_order_relaxed) >= required;
   }
+  // The prompt waits in a row that waitsAtOnce() asks for now: kStreak, or with backOff
+  // twice as many after each miss of a granted streak.
+  uint32_t streak() const { return required_.load(std::memory_order_relaxed); }
   // A collective about to be queued: true to run it on the submitting thread instead.
   bool runAtSubmit() {
     if (!waitsAtOnce()) return false;
@@ -145,6 +166,8 @@ class WaitPattern {
   static constexpr int64_t kPromptWaitNs =
       std::chrono::duration_cast<std::chrono::nanoseconds>(kPromptWait).count();
 
+  const bool backOff_;
+  std::atomic<uint32_t> required_{kStreak};       // see streak()
   std::atomic<uint64_t> queued_{0};               // collectives queued so far
   std::atomic<uint64_t> lastWaited_{UINT64_MAX};  // the last one waited at once
   std::atomic<uint32_t> streak_{0};               // waited at once in a row

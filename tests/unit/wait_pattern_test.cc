@@ -187,5 +187,72 @@ TEST(WaitPatternTest, ProbesOnceKProbeEveryHasPassed) {
   EXPECT_FALSE(p.runAtSubmit());
 }
 
+// Waits at once (marked by the clock alone, as a point-to-point submitter marks) until
+// p grants the streak; returns how many it took. A wait this thread lost the CPU for
+// more than kPromptWait in the middle of is no prompt one and starts the count again,
+// which only makes it longer.
+uint64_t promptWaitsUntilGranted(WaitPattern& p) {
+  uint64_t waits = 0;
+  while (!p.waitsAtOnce() && waits < 8ull * WaitPattern::kMaxStreak) {
+    const uint64_t index = p.queued();
+    ThreadMark submitted;
+    submitted.steadyNs = ThreadMark::steadyNowNs();
+    submitted.cpuNs = -1;
+    p.waitedBySubmitter(index, submitted);
+    ++waits;
+  }
+  return waits;
+}
+
+// A pattern with backOff (the point-to-point one) asks for twice the streak after each
+// miss that ended a streak it had granted, so that a caller whose runs of prompt waits
+// are short stops being granted; one without keeps kStreak.
+TEST(WaitPatternTest, WithBackOffAMissedGrantDoublesTheStreakAskedFor) {
+  WaitPattern p(/*backOff=*/true);
+  uint32_t asked = WaitPattern::kStreak;
+  for (int miss = 0; miss < 4; ++miss) {
+    ASSERT_EQ(p.streak(), asked);
+    EXPECT_GE(promptWaitsUntilGranted(p), asked);
+    ASSERT_TRUE(p.waitsAtOnce());
+    (void)p.queued();  // granted, and not waited at once
+    EXPECT_FALSE(p.waitsAtOnce());
+    asked *= 2;
+  }
+  EXPECT_EQ(p.streak(), asked);
+  // A miss where nothing was granted asks for no more.
+  queueAndWaitAtOnce(p);
+  (void)p.queued();
+  EXPECT_FALSE(p.waitsAtOnce());
+  EXPECT_EQ(p.streak(), asked);
+}
+
+TEST(WaitPatternTest, WithBackOffTheStreakAskedForStopsAtKMaxStreak) {
+  WaitPattern p(/*backOff=*/true);
+  while (p.streak() < WaitPattern::kMaxStreak) {
+    const uint32_t asked = p.streak();
+    ASSERT_GE(promptWaitsUntilGranted(p), asked);
+    ASSERT_TRUE(p.waitsAtOnce());
+    (void)p.queued();
+    ASSERT_FALSE(p.waitsAtOnce());
+    ASSERT_GT(p.streak(), asked);
+  }
+  EXPECT_EQ(p.streak(), WaitPattern::kMaxStreak);
+  EXPECT_GE(promptWaitsUntilGranted(p), WaitPattern::kMaxStreak);
+  (void)p.queued();
+  EXPECT_FALSE(p.waitsAtOnce());
+  EXPECT_EQ(p.streak(), WaitPattern::kMaxStreak);
+}
+
+TEST(WaitPatternTest, WithoutBackOffAMissAsksForKStreakAgain) {
+  WaitPattern p;
+  for (int miss = 0; miss < 3; ++miss) {
+    for (uint32_t k = 0; k < WaitPattern::kStreak; ++k) queueAndWaitAtOnce(p);
+    EXPECT_TRUE(p.waitsAtOnce());
+    (void)p.queued();
+    EXPECT_FALSE(p.waitsAtOnce());
+    EXPECT_EQ(p.streak(), WaitPattern::kStreak);
+  }
+}
+
 }  // namespace
 }  // namespace collie

@@ -293,8 +293,9 @@ void CompletionQueue::run() {
       if (queue_.empty()) return;  // stopping and nothing left
       call = std::move(queue_.front());
       queue_.pop_front();
-      // Pushed quietly, yet not waited for at once: the streak ends.
-      if (call.quiet) link_->endStreak();
+      // Pushed quietly, yet not waited for at once: the streak ends, and a longer one is
+      // asked for.
+      if (call.quiet) link_->missedQuiet();
     }
     gCompletedOnThread.fetch_add(1, std::memory_order_relaxed);
     finishCall(call);

@@ -46,7 +46,8 @@
 // row within kPromptWait of their push), they are queued without waking the queue's
 // thread, which otherwise takes them first, and the thread looks at the queue every
 // kQuietTick instead (for kQuietSpan after such a push): a call nobody waits for after
-// all is finished within kQuietTick, and ends the streak. A call whose waiter is inside
+// all is finished within kQuietTick, ends the streak, and doubles the streak asked for
+// from then on (QueueLink::missedQuiet). A call whose waiter is inside
 // wait() is left to that waiter.
 //
 // A call on CUDA tensors (backend_device.cc) is enqueued on the caller's current stream,
@@ -68,6 +69,7 @@
 #include <c10/util/ArrayRef.h>
 #include <c10/util/SmallVector.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -103,21 +105,36 @@ class QueueLink {
  public:
   static constexpr std::chrono::microseconds kPromptWait{100};
   static constexpr uint32_t kPromptStreak = 3;
+  static constexpr uint32_t kMaxPromptStreak = 1u << 20;
 
   explicit QueueLink(CompletionQueue* queue) : queue_(queue) {}
   // A thread begins to wait for the operations of a call pushed at `pushed`: within
-  // kPromptWait it counts as prompt, later it ends the streak.
+  // kPromptWait it counts as prompt, later it ends the streak (a missed grant where the
+  // streak had been granted: that call was queued quietly).
   void waitBegins(std::chrono::steady_clock::time_point pushed) {
     if (std::chrono::steady_clock::now() - pushed <= kPromptWait) {
       promptStreak_.fetch_add(1, std::memory_order_relaxed);
+    } else if (waitsAtOnce()) {
+      missedQuiet();
     } else {
       endStreak();
     }
   }
   void endStreak() { promptStreak_.store(0, std::memory_order_relaxed); }
-  // kPromptStreak prompt waits in a row.
+  // A call queued quietly was finished by the queue's thread after all: the streak ends,
+  // and twice as many prompt waits in a row are asked for from now on (up to
+  // kMaxPromptStreak), as collie's engine does for its sends and receives
+  // (core/engine/wait_pattern.h): a caller that often goes on with its work before it
+  // waits stops being queued quietly after a few such calls.
+  void missedQuiet() {
+    const uint32_t required = required_.load(std::memory_order_relaxed);
+    required_.store(std::min(2 * required, kMaxPromptStreak), std::memory_order_relaxed);
+    endStreak();
+  }
+  // The prompt waits in a row asked for (kPromptStreak, doubled by each missedQuiet()).
   bool waitsAtOnce() const {
-    return promptStreak_.load(std::memory_order_relaxed) >= kPromptStreak;
+    return promptStreak_.load(std::memory_order_relaxed) >=
+           required_.load(std::memory_order_relaxed);
   }
   // CompletionQueue::finishIfNext(work), unless the queue stopped (false then).
   bool finishIfNext(CollieWork* work);
@@ -126,6 +143,7 @@ class QueueLink {
 
  private:
   std::atomic<uint32_t> promptStreak_{0};  // prompt waits in a row
+  std::atomic<uint32_t> required_{kPromptStreak};
   std::mutex mutex_;
   std::condition_variable left_;
   CompletionQueue* queue_;  // guarded by mutex_; null once detached
