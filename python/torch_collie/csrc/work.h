@@ -109,8 +109,9 @@ class QueueLink {
 
   explicit QueueLink(CompletionQueue* queue) : queue_(queue) {}
   // A thread begins to wait for the operations of a call pushed at `pushed`: within
-  // kPromptWait it counts as prompt, later it ends the streak (a missed grant where the
-  // streak had been granted: that call was queued quietly).
+  // kPromptWait it counts as prompt, later it ends the streak, as a missed grant where
+  // the streak had been granted (that call was queued quietly, unless it could not be:
+  // a call with followers or on a device, taken as a miss all the same).
   void waitBegins(std::chrono::steady_clock::time_point pushed) {
     if (std::chrono::steady_clock::now() - pushed <= kPromptWait) {
       promptStreak_.fetch_add(1, std::memory_order_relaxed);
