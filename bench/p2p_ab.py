@@ -13,6 +13,9 @@ MPI_Send/MPI_Recv, compiled here with mpicc) as the reference a user would pick.
 the benchmark's median one-way time in microseconds; the table gives the median over rounds
 of A, B and MPI, and the paired B/A: the median over rounds of B/A taken within one round.
 --tag runs collie's tagged ping-pong (`--tag 0`) instead of the untagged one.
+--overlap-every K --compute-us C passes those to the benchmark (every K-th send is waited
+for only after C us of compute) and compares, instead of the one-way time, how long those
+sends took to arrive (rank 1's median); Open MPI is not run then.
 """
 import argparse
 import json
@@ -63,14 +66,18 @@ int main(int argc, char** argv) {
 """
 
 
-def run_collie(libdir, transport, size, tag):
+def run_collie(libdir, transport, size, tag, overlap=None):
     env = dict(os.environ, LD_LIBRARY_PATH=os.path.abspath(libdir), COLLIE_TRANSPORT=transport)
     cmd = [os.path.join(ROOT, "build/bin/collie"), "run", "-n", "2", "--",
            os.path.join(ROOT, "build/bench/collie_p2p_pingpong"), "--bytes", str(size)]
     if tag:
         cmd += ["--tag", "0"]
+    metric = r"one way median ([0-9.]+) us"
+    if overlap:
+        cmd += ["--overlap-every", str(overlap[0]), "--compute-us", str(overlap[1])]
+        metric = r"arrived after median ([0-9.]+) us"
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    m = re.search(r"one way median ([0-9.]+) us", out.stdout + out.stderr)
+    m = re.search(metric, out.stdout + out.stderr)
     if not m:
         sys.exit("p2p_ab: no result from %s:\n%s%s" % (" ".join(cmd), out.stdout, out.stderr))
     return float(m.group(1))
@@ -103,9 +110,17 @@ def main():
     p.add_argument("--transports", default="shm,tcp")
     p.add_argument("--tag", action="store_true")
     p.add_argument("--no-mpi", action="store_true")
+    p.add_argument("--overlap-every", type=int, default=0)
+    p.add_argument("--compute-us", type=int, default=2000)
     p.add_argument("--json")
     args = p.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    overlap = None
+    if args.overlap_every > 0:
+        if min(sizes) < 8:
+            p.error("--overlap-every needs sizes of at least 8 bytes (the send carries its time)")
+        overlap = (args.overlap_every, args.compute_us)
+        args.no_mpi = True
     transports = args.transports.split(",")
     cells = {}
     with tempfile.TemporaryDirectory() as workdir:
@@ -117,10 +132,12 @@ def main():
                     order = ("a", "b") if rnd % 2 == 0 else ("b", "a")
                     for side in order:
                         libdir = args.a if side == "a" else args.b
-                        cell[side].append(run_collie(libdir, transport, size, args.tag))
+                        cell[side].append(run_collie(libdir, transport, size, args.tag, overlap))
                     if mpi and transport == "shm":
                         cell["mpi"].append(run_mpi(mpi, size))
             print("round %d of %d done" % (rnd + 1, args.rounds), file=sys.stderr)
+    if overlap:
+        print("arrival of every %d-th send, waited for after %d us of compute:" % overlap)
     print("| transport | bytes | A us | B us | B/A paired | Open MPI us (shm) |")
     print("|---|---|---|---|---|---|")
     rows = []
@@ -134,7 +151,10 @@ def main():
             "%.2f" % mpi_us if mpi_us is not None else ""))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"a": args.a, "b": args.b, "tag": args.tag, "rows": rows}, f, indent=1)
+            json.dump({"a": args.a, "b": args.b, "tag": args.tag,
+                       "overlap_every": args.overlap_every,
+                       "compute_us": args.compute_us if overlap else None, "rows": rows}, f,
+                      indent=1)
 
 
 if __name__ == "__main__":
