@@ -23,19 +23,8 @@ bool reduces(StepKind kind) {
 Execution::Execution(std::shared_ptr<const Schedule> schedule, const void* input, void* output,
                      uint64_t tag, ConnectionTable* connections, std::vector<ChannelMemory>* memory,
                      bool reduceOnReceive, const PointToPointTag& p2p, TagMatcher* matcher)
-    : schedule_(std::move(schedule)),
-      input_(static_cast<const uint8_t*>(input)),
-      output_(static_cast<uint8_t*>(output)),
-      tag_(tag),
-      connections_(connections),
-      memory_(memory),
-      kernels_(hostReduceBackend()),
-      elemSize_(dataTypeSize(schedule_->args.dtype)),
-      channels_(schedule_->channels.size()),
-      reduceOnReceive_(reduceOnReceive),
-      p2p_(p2p),
-      matcher_(matcher) {
-  prepare();
+    : connections_(connections), memory_(memory), kernels_(hostReduceBackend()), matcher_(matcher) {
+  restart(std::move(schedule), input, output, tag, reduceOnReceive, p2p);
 }
 
 void Execution::restart(std::shared_ptr<const Schedule> schedule, const void* input, void* output,
@@ -55,19 +44,6 @@ void Execution::restart(std::shared_ptr<const Schedule> schedule, const void* in
   if (channels_.size() > channels) channels_.resize(channels);
   for (ChannelState& state : channels_) state.reset();
   channels_.resize(channels);
-  prepare();
-}
-
-void Execution::ChannelState::reset() {
-  next = 0;
-  recvPosted = false;
-  recvReduced = false;
-  recv = Completion{};
-  recvTarget = nullptr;
-  sends.clear();
-}
-
-void Execution::prepare() {
   if (p2p_.tagged) {
     taggedReceive_ = schedule_->args.kind == CollectiveKind::kRecv;
     if (!taggedReceive_) envelopes_.resize(schedule_->channels.size());
@@ -86,6 +62,15 @@ void Execution::prepare() {
     }
     if (mem.staging.size() < staging) mem.staging.resize(staging);
   }
+}
+
+void Execution::ChannelState::reset() {
+  next = 0;
+  recvPosted = false;
+  recvReduced = false;
+  recv = Completion{};
+  recvTarget = nullptr;
+  sends.clear();
 }
 
 uint8_t* Execution::pointer(int channel, const Slice& slice) const {

@@ -99,9 +99,6 @@ class Execution {
     void reset();
   };
 
-  // The constructor's and restart()'s common part, once the members are set.
-  void prepare();
-
   uint8_t* pointer(int channel, const Slice& slice) const;
   // Moves the channels (advance()'s first part); whether all are done in *done.
   Status moveChannels(bool* progressed, bool* done);

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/rank_threads.h"
@@ -87,12 +88,8 @@ TEST_P(PointToPointAllocationsTest, ABlockingSendOrReceiveAllocatesAtMostTwiceIn
     warm.fetch_add(1);
     while (warm.load() < 2) std::this_thread::yield();
     if (r == 0) before = gAllocations.load();
-    if (r == 0) {
-      pingPong(*comms[r], r, kRounds, buffers[r], &errors[r]);
-      after = gAllocations.load();
-    } else {
-      pingPong(*comms[r], r, kRounds, buffers[r], &errors[r]);
-    }
+    pingPong(*comms[r], r, kRounds, buffers[r], &errors[r]);
+    if (r == 0) after = gAllocations.load();
   });
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
