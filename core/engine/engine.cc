@@ -32,6 +32,12 @@ size_t elementsPerRank(const CollectiveArgs& args) {
   return std::max(sent, received);
 }
 
+// A quiet push's time (ProgressQueue::push) from the submitter's clock read, or none.
+std::optional<std::chrono::steady_clock::time_point> quietAt(bool quiet, int64_t nowNs) {
+  if (!quiet) return std::nullopt;
+  return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(nowNs));
+}
+
 }  // namespace
 
 uint64_t Engine::runAtSubmitCount() { return gRunAtSubmit.load(std::memory_order_relaxed); }
@@ -115,23 +121,26 @@ void Engine::resumeParked() {
   giveUp(std::move(status), true, failedTag);
 }
 
-ThreadMark Engine::submittedMark(bool pointToPoint) {
-  if (!pointToPoint) return ThreadMark::now();
-  // The clock alone: the usage's system calls would be a fifth of a small message's
-  // one-way time, and a point-to-point wait counts only within kPromptWait.
+ThreadMark Engine::submittedMark(bool pointToPoint, int64_t nowNs) {
   ThreadMark mark;
-  mark.steadyNs = ThreadMark::steadyNowNs();
-  mark.cpuNs = -1;
+  mark.steadyNs = nowNs;
+  if (pointToPoint) {
+    // The clock alone: the usage's system calls would be a fifth of a small message's
+    // one-way time, and a point-to-point wait counts only within kPromptWait.
+    mark.cpuNs = -1;
+  } else {
+    mark.readUsage();
+  }
   return mark;
 }
 
-std::shared_ptr<WorkState> Engine::queuedWork(bool pointToPoint, bool* quiet) {
+std::shared_ptr<WorkState> Engine::queuedWork(bool pointToPoint, int64_t nowNs, bool* quiet) {
   WaitPattern& pattern = pointToPoint ? waitRunner_->p2pPattern() : waitRunner_->pattern();
   // Asked before queued() counts this one (waitsAtOnce looks at the last one queued).
   *quiet = pointToPoint && waitRunner_->waitersRun() && pattern.waitsAtOnce();
   return std::make_shared<WorkState>(
       waitRunner_, std::chrono::duration_cast<std::chrono::milliseconds>(config_.timeout),
-      Submission{std::this_thread::get_id(), pattern.queued(), ThreadMark{}, pointToPoint});
+      Submission{std::this_thread::get_id(), pattern.queued(nowNs), ThreadMark{}, pointToPoint});
 }
 
 void Engine::closeIdle(const Status& reason, bool publish) {
@@ -172,14 +181,16 @@ Result<Work> Engine::submitGroup(const std::vector<GroupOp>& ops) {
     parts.push_back(Pending::Part{*schedule, op.input, op.output, 0, p2p});
   }
   if (parts.empty()) return Work(WorkState::succeeded());
+  // One clock read for the pattern, a quiet push and the submitter's mark.
+  const int64_t nowNs = ThreadMark::steadyNowNs();
   bool quiet = false;
-  auto work = queuedWork(/*pointToPoint=*/true, &quiet);
+  auto work = queuedWork(/*pointToPoint=*/true, nowNs, &quiet);
   Pending pending =
       makePending(parts.front().schedule, parts.front().input, parts.front().output, 0, work);
   pending.p2p = parts.front().p2p;
   pending.group.assign(parts.begin() + 1, parts.end());
-  queue_.push(std::move(pending), "group", quiet);
-  work->markSubmitted(submittedMark(/*pointToPoint=*/true));
+  queue_.push(std::move(pending), "group", quietAt(quiet, nowNs));
+  work->markSubmitted(submittedMark(/*pointToPoint=*/true, nowNs));
   return Work(work);
 }
 
@@ -204,16 +215,19 @@ Result<Work> Engine::submit(const CollectiveArgs& args, const void* input, void*
   }
   Result<std::shared_ptr<const Schedule>> schedule = planner_.plan(args);
   if (!schedule.isOk()) return schedule.status();
+  // One clock read for the pattern, a quiet push and the submitter's mark.
+  const int64_t nowNs = ThreadMark::steadyNowNs();
   bool quiet = false;
-  auto work = queuedWork(pointToPoint, &quiet);
+  auto work = queuedWork(pointToPoint, nowNs, &quiet);
   Pending pending = makePending(*schedule, input, output, 0, work);
   pending.scalar = args.scalar;
   pending.p2p.tagged = p2pTag.has_value();
   pending.p2p.value = p2pTag.value_or(0);
-  queue_.push(std::move(pending), algorithmName((*schedule)->algorithm).data(), quiet);
-  // The submitter's usage is read once the collective is on its way (about 1 us of
-  // system calls, WaitPattern).
-  work->markSubmitted(submittedMark(pointToPoint));
+  queue_.push(std::move(pending), algorithmName((*schedule)->algorithm).data(),
+              quietAt(quiet, nowNs));
+  // A collective's submitter's usage is read once the collective is on its way (about
+  // 1 us of system calls, WaitPattern).
+  work->markSubmitted(submittedMark(pointToPoint, nowNs));
   return Work(work);
 }
 

@@ -149,11 +149,12 @@ class Engine : private ProgressQueue::Runner {
   void resumeParked() override;
   void closeIdle(const Status& reason, bool publish) override;
   // A WorkState for a queued operation, with the wait runner and its Submission in its
-  // pattern (the collectives' or the point-to-point one); `*quiet`: a point-to-point
-  // operation whose submitters wait at once, to be queued without a wake-up.
-  std::shared_ptr<WorkState> queuedWork(bool pointToPoint, bool* quiet);
-  // What markSubmitted() records for a queued operation.
-  static ThreadMark submittedMark(bool pointToPoint);
+  // pattern (the collectives' or the point-to-point one) as queued at `nowNs`
+  // (ThreadMark::steadyNowNs()); `*quiet`: a point-to-point operation whose submitters
+  // wait at once, to be queued without a wake-up.
+  std::shared_ptr<WorkState> queuedWork(bool pointToPoint, int64_t nowNs, bool* quiet);
+  // What markSubmitted() records for an operation queued at `nowNs`.
+  static ThreadMark submittedMark(bool pointToPoint, int64_t nowNs);
 
   // The fast path of submit(): runs the collective on the calling thread when nothing
   // is queued or running and its plan allows (see above; `anySize`: at any size, for a

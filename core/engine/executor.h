@@ -142,8 +142,14 @@ class Executor {
   struct Batch {
     std::vector<std::unique_ptr<Execution>> executions;
     std::vector<Adopted> adopted;  // taken in from the queue or a parked batch
-    Clock::time_point lastProgress;
+    // Since when the batch has made no progress: stamped at its first idle turn after
+    // progress (not per turn: a turn that moves data reads no clock), unset until then.
     Clock::time_point idleSince;
+    bool idleStamped = false;
+    // Idle turns since the clock was last read, while purely spinning (drive() reads it
+    // every kSpinTurnsPerClockRead turns then).
+    uint32_t unclockedSpins = 0;
+    bool spinning = false;
     uint64_t failedTag = 0;  // set when the batch fails: what it names
   };
   // One execution for the operation and one for each further part of its group, finished
@@ -205,6 +211,8 @@ class Executor {
   // receive makes no allocation here (the malloc/free pairs were about a fifth of an
   // 8 B ping-pong's one-way time); at most kSpareExecutions are kept.
   static constexpr size_t kSpareExecutions = 8;
+  // drive() reads the clock every this many idle turns while purely spinning (Batch).
+  static constexpr uint32_t kSpinTurnsPerClockRead = 4;
   std::vector<std::unique_ptr<Execution>> spareExecutions_;
   std::vector<std::unique_ptr<Execution>> spareBatch_;
   std::vector<Connection*> active_;  // drive()'s, reused

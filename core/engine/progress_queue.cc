@@ -73,7 +73,8 @@ uint64_t ProgressQueue::tagInline(const CollectiveArgs& args) {
   return nextTag(args);
 }
 
-void ProgressQueue::push(Pending pending, const char* algorithm, bool quiet) {
+void ProgressQueue::push(Pending pending, const char* algorithm,
+                         std::optional<std::chrono::steady_clock::time_point> quietAt) {
   bool wake = true;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -92,8 +93,8 @@ void ProgressQueue::push(Pending pending, const char* algorithm, bool quiet) {
     pending.flightId = recorder_->queued(args, pending.tag, algorithm);
     queue_.push_back(std::move(pending));
     queuedCount_.store(queue_.size());
-    if (quiet) {
-      lastQuietPush_ = std::chrono::steady_clock::now();
+    if (quietAt) {
+      lastQuietPush_ = *quietAt;
       wake = sleepsForGood_;
     }
   }

@@ -44,6 +44,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -84,8 +85,10 @@ class ProgressQueue : public PointToPointSource {
   // Tags `pending` (and each part of its group, in order) and queues it, recorded in
   // the flight recorder as `algorithm`; or, after a failure, completes its Work with
   // the failure.
-  // `quiet`: the submitter is known to wait for it at once (see above).
-  void push(Pending pending, const char* algorithm, bool quiet = false);
+  // `quietAt` set: the submitter is known to wait for it at once (see above); the
+  // time of the push, which the submitter read.
+  void push(Pending pending, const char* algorithm,
+            std::optional<std::chrono::steady_clock::time_point> quietAt = std::nullopt);
   // Queues a tagged and recorded operation ahead of everything queued; called with the
   // running claim held (releaseInline() then wakes the progress thread).
   void pushFront(Pending pending);

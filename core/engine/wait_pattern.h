@@ -140,9 +140,10 @@ class WaitPattern {
     return ThreadMark::steadyNowNs() - lastQueuedNs_.load(std::memory_order_relaxed) <
            kProbeEveryNs;
   }
-  // A collective is queued (after runAtSubmit()): its number, for waitedAtOnce().
-  uint64_t queued() {
-    lastQueuedNs_.store(ThreadMark::steadyNowNs(), std::memory_order_relaxed);
+  // A collective is queued at `nowNs` (ThreadMark::steadyNowNs(), after runAtSubmit()):
+  // its number, for waitedAtOnce().
+  uint64_t queued(int64_t nowNs) {
+    lastQueuedNs_.store(nowNs, std::memory_order_relaxed);
     return queued_.fetch_add(1, std::memory_order_relaxed);
   }
   // Queued collective `index`, submitted by a thread that marked `submitted` then

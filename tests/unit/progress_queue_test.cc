@@ -336,7 +336,7 @@ TEST(ProgressQueueTest, AQuietPushNobodyWaitsForStillRuns) {
   for (size_t count = 1; count <= 3; ++count) {
     Pending send = pendingOf(argsOf(CollectiveKind::kSend, 1, count));
     Work work(send.work);
-    f.queue.push(std::move(send), "p2p", /*quiet=*/true);
+    f.queue.push(std::move(send), "p2p", /*quietAt=*/std::chrono::steady_clock::now());
     EXPECT_TRUE(work.wait(5s).isOk());  // a short deadline: never run by the waiter
     std::this_thread::sleep_for(30ms);  // the progress thread is asleep again
   }

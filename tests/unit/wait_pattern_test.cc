@@ -15,7 +15,7 @@ constexpr int64_t kSecondNs = 1'000'000'000;
 
 // Queues one collective and has its submitter wait for it at once.
 void queueAndWaitAtOnce(WaitPattern& p) {
-  const uint64_t index = p.queued();
+  const uint64_t index = p.queued(ThreadMark::steadyNowNs());
   p.waitedBySubmitter(index, ThreadMark::now());
 }
 
@@ -66,7 +66,7 @@ TEST(WaitPatternTest, AWaitAfterComputingIsNotAWaitAtOnce) {
   WaitPattern p;
   for (uint32_t k = 0; k < 2 * WaitPattern::kStreak; ++k) {
     EXPECT_FALSE(p.runAtSubmit());
-    const uint64_t index = p.queued();
+    const uint64_t index = p.queued(ThreadMark::steadyNowNs());
     const ThreadMark submitted = ThreadMark::now();
     computeFor(1'000'000);
     p.waitedBySubmitter(index, submitted);
@@ -78,7 +78,7 @@ TEST(WaitPatternTest, AWaitAfterBlockingIsNotAWaitAtOnce) {
   WaitPattern p;
   for (uint32_t k = 0; k < 2 * WaitPattern::kStreak; ++k) {
     EXPECT_FALSE(p.runAtSubmit());
-    const uint64_t index = p.queued();
+    const uint64_t index = p.queued(ThreadMark::steadyNowNs());
     const ThreadMark submitted = ThreadMark::now();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     p.waitedBySubmitter(index, submitted);
@@ -94,7 +94,7 @@ TEST(WaitPatternTest, APreemptedSubmitterWaitsAtOnce) {
   for (uint32_t k = 0; k < WaitPattern::kStreak; ++k) {
     EXPECT_FALSE(p.runAtSubmit());
     before = std::chrono::steady_clock::now();
-    const uint64_t index = p.queued();
+    const uint64_t index = p.queued(ThreadMark::steadyNowNs());
     ThreadMark submitted = ThreadMark::now();
     submitted.steadyNs -= kSecondNs;  // a second ago, with no CPU used or blocking since
     p.waitedBySubmitter(index, submitted);
@@ -139,10 +139,10 @@ TEST(ThreadMarkTest, ReadsTheThreadsCpuTimeAndBlocking) {
 
 TEST(WaitPatternTest, AWaitForAnOlderCollectiveIsNotAWaitAtOnce) {
   WaitPattern p;
-  uint64_t previous = p.queued();
+  uint64_t previous = p.queued(ThreadMark::steadyNowNs());
   for (uint32_t k = 0; k < 2 * WaitPattern::kStreak; ++k) {
     EXPECT_FALSE(p.runAtSubmit());
-    const uint64_t index = p.queued();
+    const uint64_t index = p.queued(ThreadMark::steadyNowNs());
     p.waitedBySubmitter(previous, ThreadMark::now());  // posted the next one first
     previous = index;
   }
@@ -151,7 +151,7 @@ TEST(WaitPatternTest, AWaitForAnOlderCollectiveIsNotAWaitAtOnce) {
 
 TEST(WaitPatternTest, WaitingTwiceCountsOnce) {
   WaitPattern p;
-  const uint64_t index = p.queued();
+  const uint64_t index = p.queued(ThreadMark::steadyNowNs());
   for (uint32_t k = 0; k < WaitPattern::kStreak; ++k) {
     p.waitedBySubmitter(index, ThreadMark::now());
   }
@@ -162,7 +162,8 @@ TEST(WaitPatternTest, AQueuedCollectiveNotWaitedAtOnceEndsTheStreak) {
   WaitPattern p;
   SteadyTime before = streakOfPromptWaits(p);
   ASSERT_TRUE(runsAtSubmitUnlessProbeDue(p, before));
-  (void)p.queued();  // say the engine was busy: queued, and not waited at once
+  (void)p.queued(
+      ThreadMark::steadyNowNs());  // say the engine was busy: queued, and not waited at once
   EXPECT_FALSE(p.runAtSubmit());
   // The streak starts again from nothing.
   for (uint32_t k = 0; k < WaitPattern::kStreak; ++k) {
@@ -183,7 +184,7 @@ TEST(WaitPatternTest, ProbesOnceKProbeEveryHasPassed) {
   EXPECT_TRUE(runsAtSubmitUnlessProbeDue(p, before));
   std::this_thread::sleep_for(WaitPattern::kProbeEvery + std::chrono::milliseconds(1));
   EXPECT_FALSE(p.runAtSubmit()) << "a probe is due";
-  (void)p.queued();  // the probe: not waited at once
+  (void)p.queued(ThreadMark::steadyNowNs());  // the probe: not waited at once
   EXPECT_FALSE(p.runAtSubmit());
 }
 
@@ -194,7 +195,7 @@ TEST(WaitPatternTest, ProbesOnceKProbeEveryHasPassed) {
 uint64_t promptWaitsUntilGranted(WaitPattern& p) {
   uint64_t waits = 0;
   while (!p.waitsAtOnce() && waits < 8ull * WaitPattern::kMaxStreak) {
-    const uint64_t index = p.queued();
+    const uint64_t index = p.queued(ThreadMark::steadyNowNs());
     ThreadMark submitted;
     submitted.steadyNs = ThreadMark::steadyNowNs();
     submitted.cpuNs = -1;
@@ -214,14 +215,14 @@ TEST(WaitPatternTest, WithBackOffAMissedGrantDoublesTheStreakAskedFor) {
     ASSERT_EQ(p.streak(), asked);
     EXPECT_GE(promptWaitsUntilGranted(p), asked);
     ASSERT_TRUE(p.waitsAtOnce());
-    (void)p.queued();  // granted, and not waited at once
+    (void)p.queued(ThreadMark::steadyNowNs());  // granted, and not waited at once
     EXPECT_FALSE(p.waitsAtOnce());
     asked *= 2;
   }
   EXPECT_EQ(p.streak(), asked);
   // A miss where nothing was granted asks for no more.
   queueAndWaitAtOnce(p);
-  (void)p.queued();
+  (void)p.queued(ThreadMark::steadyNowNs());
   EXPECT_FALSE(p.waitsAtOnce());
   EXPECT_EQ(p.streak(), asked);
 }
@@ -232,13 +233,13 @@ TEST(WaitPatternTest, WithBackOffTheStreakAskedForStopsAtKMaxStreak) {
     const uint32_t asked = p.streak();
     ASSERT_GE(promptWaitsUntilGranted(p), asked);
     ASSERT_TRUE(p.waitsAtOnce());
-    (void)p.queued();
+    (void)p.queued(ThreadMark::steadyNowNs());
     ASSERT_FALSE(p.waitsAtOnce());
     ASSERT_GT(p.streak(), asked);
   }
   EXPECT_EQ(p.streak(), WaitPattern::kMaxStreak);
   EXPECT_GE(promptWaitsUntilGranted(p), WaitPattern::kMaxStreak);
-  (void)p.queued();
+  (void)p.queued(ThreadMark::steadyNowNs());
   EXPECT_FALSE(p.waitsAtOnce());
   EXPECT_EQ(p.streak(), WaitPattern::kMaxStreak);
 }
@@ -248,7 +249,7 @@ TEST(WaitPatternTest, WithoutBackOffAMissAsksForKStreakAgain) {
   for (int miss = 0; miss < 3; ++miss) {
     for (uint32_t k = 0; k < WaitPattern::kStreak; ++k) queueAndWaitAtOnce(p);
     EXPECT_TRUE(p.waitsAtOnce());
-    (void)p.queued();
+    (void)p.queued(ThreadMark::steadyNowNs());
     EXPECT_FALSE(p.waitsAtOnce());
     EXPECT_EQ(p.streak(), WaitPattern::kStreak);
   }
