@@ -206,11 +206,10 @@ PerfShape perfShape(CollectiveKind kind, int64_t bytes, DataType dtype, int nran
       shape.inPlaceSendOffset = shape.callCount * static_cast<size_t>(rank);
       break;
     case CollectiveKind::kAllToAll:
-      // nccl-tests: size / nranks per peer; all-to-all does not run in place.
+      // nccl-tests: size / nranks per peer; in place, send == recv (host buffers only).
       shape.callCount = count / n;
       shape.sendElems = shape.callCount * n;
       shape.recvElems = shape.callCount * n;
-      shape.inPlace = false;
       break;
     default:
       shape.callCount = count;

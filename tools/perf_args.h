@@ -104,7 +104,7 @@ struct PerfShape {
   // pointers are buffer + these offsets (elements).
   size_t inPlaceSendOffset = 0;
   size_t inPlaceRecvOffset = 0;
-  bool inPlace = true;  // false: the collective has no in-place form (all-to-all)
+  bool inPlace = true;  // false: the collective has no in-place form
 };
 
 PerfShape perfShape(CollectiveKind kind, int64_t bytes, DataType dtype, int nranks, int rank);

@@ -403,7 +403,10 @@ Status PerfRunner::run(std::vector<PerfRow>* rows) {
     PerfMeasurement notRun;
     notRun.skipped = true;
     Result<PerfMeasurement> in = notRun;
-    if (shape.inPlace) in = measure(shape, true);
+    // All-to-all in place runs on host buffers only (Communicator::allToAll).
+    const bool inPlace =
+        shape.inPlace && !(device_ && args_.collective == CollectiveKind::kAllToAll);
+    if (inPlace) in = measure(shape, true);
     if (!in.isOk()) return in.status();
     row.outOfPlace = *out;
     row.inPlace = *in;

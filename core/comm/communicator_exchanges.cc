@@ -65,6 +65,23 @@ Status checkSide(const char* side, int rank, int nranks, const std::vector<size_
 
 }  // namespace
 
+// In place (send == recv) the engine copies the input aside before any block lands
+// (Executor); a partial overlap is refused, and so is in place on device buffers (the
+// device path moves blocks between the ranks' buffers directly).
+Status Communicator::Impl::checkInPlace(const char* what, int rank, const void* send,
+                                        size_t sendBytes, const void* recv,
+                                        size_t recvBytes) const {
+  const bool inPlace = send == recv && rangesOverlap(send, sendBytes, recv, recvBytes);
+  COLLIE_RETURN_IF_ERROR(
+      checkOverlap(what, rank, send, sendBytes, recv, recvBytes, inPlace, "send == recv"));
+  if (inPlace && device != nullptr && isDeviceBuffer(send)) {
+    return refusedArgument(what, rank,
+                           "in place (send == recv) on device buffers is not supported; use two "
+                           "buffers");
+  }
+  return Status();
+}
+
 Result<Work> Communicator::allToAll(const void* send, void* recv, size_t count, DataType dtype,
                                     void* stream) {
   COLLIE_RETURN_IF_ERROR(impl_->check("allToAll", send, recv, count, dtype, nullptr, nullptr));
@@ -75,11 +92,7 @@ Result<Work> Communicator::allToAll(const void* send, void* recv, size_t count, 
                                " buffer is null but count is " + std::to_string(count));
   }
   const size_t bytes = count * dataTypeSize(dtype) * static_cast<size_t>(impl_->nranks);
-  if (rangesOverlap(send, bytes, recv, bytes)) {
-    return refusedArgument(
-        "allToAll", rank,
-        "send and recv overlap; all-to-all does not run in place (use two buffers)");
-  }
+  COLLIE_RETURN_IF_ERROR(impl_->checkInPlace("allToAll", rank, send, bytes, recv, bytes));
   return impl_->submit({.kind = CollectiveKind::kAllToAll, .count = count, .dtype = dtype}, send,
                        recv, stream);
 }
@@ -123,11 +136,8 @@ Result<Work> Communicator::allToAllV(const void* send, const std::vector<size_t>
                                std::to_string(recvCounts[rank]));
   }
   const size_t es = dataTypeSize(dtype);
-  if (rangesOverlap(send, sendEnd * es, recv, recvEnd * es)) {
-    return refusedArgument(
-        "allToAllV", rank,
-        "send and recv overlap; all-to-all does not run in place (use two buffers)");
-  }
+  COLLIE_RETURN_IF_ERROR(
+      impl_->checkInPlace("allToAllV", rank, send, sendEnd * es, recv, recvEnd * es));
   CollectiveArgs args;
   args.kind = CollectiveKind::kAllToAllV;
   args.dtype = dtype;

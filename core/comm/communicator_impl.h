@@ -72,6 +72,9 @@ struct Communicator::Impl {
                const ReduceOp* op, const int* root) const;
   Status checkPeer(const char* what, int peer) const;
   bool isDeviceBuffer(const void* ptr) const;
+  // An all-to-all's buffers: apart, or in place (send == recv) on host memory.
+  Status checkInPlace(const char* what, int rank, const void* send, size_t sendBytes,
+                      const void* recv, size_t recvBytes) const;
   // Sets up device or staging from deviceRuntime, engine and the windows (null: none
   // opened); nothing without a device runtime. Part of create (communicator_create.cc).
   Status openDevicePath(const EngineConfig& config, const DeviceKnobs& knobs,

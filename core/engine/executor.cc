@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <new>
 #include <thread>
 
 #include "core/kernel/reduce_backend.h"
 #include "core/log/log.h"
+#include "core/plan/exchange.h"
 #include "core/plan/fingerprint.h"
 #include "core/team/board_collectives.h"
 
@@ -166,27 +168,46 @@ Status Executor::preMultiply(Pending& pending) {
   if (count == 0) return Status();
   const size_t bytes = count * dataTypeSize(args.dtype);
   if (dst == nullptr) {
-    if (premulScratchBytes_ < bytes) {
-      premulScratch_.reset();
-      premulScratch_.reset(new (std::nothrow) uint8_t[bytes]);
-      premulScratchBytes_ = premulScratch_ != nullptr ? bytes : 0;
-      if (premulScratch_ == nullptr) {
-        return systemError(describeOperation(pending.tag, args) + " on rank " +
-                               std::to_string(config_.rank) + ": the " + std::to_string(bytes) +
-                               "-byte premulsum copy",
-                           ENOMEM);
-      }
-    }
-    dst = premulScratch_.get();
+    Result<uint8_t*> copy = scratch(pending, bytes, "premulsum copy");
+    if (!copy.isOk()) return copy.status();
+    dst = *copy;
   }
   hostReduceBackend().scale(dst, pending.input, pending.scalar.bytes, count, args.dtype);
   pending.input = dst;
   return Status();
 }
 
+Result<uint8_t*> Executor::scratch(const Pending& pending, size_t bytes, const char* what) {
+  if (scratchBytes_ < bytes) {
+    scratch_.reset();
+    scratch_.reset(new (std::nothrow) uint8_t[bytes]);
+    scratchBytes_ = scratch_ != nullptr ? bytes : 0;
+    if (scratch_ == nullptr) {
+      return systemError(describeOperation(pending.tag, pending.schedule->args) + " on rank " +
+                             std::to_string(config_.rank) + ": the " + std::to_string(bytes) +
+                             "-byte " + what,
+                         ENOMEM);
+    }
+  }
+  return scratch_.get();
+}
+
+Status Executor::stageInPlaceInput(Pending& pending) {
+  const size_t bytes = inPlaceExchangeBytes(pending.schedule->args, config_.nranks);
+  if (bytes == 0) return Status();
+  Result<uint8_t*> copy = scratch(pending, bytes, "copy of the all-to-all's input (in place)");
+  if (!copy.isOk()) return copy.status();
+  std::memcpy(*copy, pending.input, bytes);
+  pending.input = *copy;
+  return Status();
+}
+
 Status Executor::execute(Pending& pending, PointToPointSource* adopt) {
   if (pending.schedule->args.op == ReduceOp::kPreMulSum) {
     COLLIE_RETURN_IF_ERROR(preMultiply(pending));
+  }
+  if (pending.input == pending.output && pending.input != nullptr) {
+    COLLIE_RETURN_IF_ERROR(stageInPlaceInput(pending));
   }
   TeamAlgorithms algorithms = 0;
   if (pending.teamDeclined || !hasTeamStep(*pending.schedule, &algorithms)) {

@@ -164,6 +164,12 @@ class Executor {
   // kPreMulSum: pending.input scaled by pending.scalar into the output or scratch;
   // pending.input then points at the scaled copy.
   Status preMultiply(Pending& pending);
+  // An all-to-all in place (pending.input == pending.output): its input copied to
+  // scratch; pending.input then points at the copy, so that no block a peer still reads
+  // is overwritten by the block received in its place.
+  Status stageInPlaceInput(Pending& pending);
+  // scratch_ of at least `bytes` (grown, never shrunk), or the error naming `pending`.
+  Result<uint8_t*> scratch(const Pending& pending, size_t bytes, const char* what);
   // execute() after the team step: the schedule's steps.
   Status executeSteps(Pending& pending, PointToPointSource* adopt);
   // Runs `batch` (its first `own` executions are `lead`'s; a resumed batch has no lead)
@@ -200,9 +206,10 @@ class Executor {
   const std::atomic<bool>& aborted_;
   FlightRecorder* const recorder_;
   std::vector<ChannelMemory> channelMemory_;
-  // preMultiply()'s copy where the output cannot hold it; grows, never shrinks.
-  std::unique_ptr<uint8_t[]> premulScratch_;
-  size_t premulScratchBytes_ = 0;
+  // preMultiply()'s copy where the output cannot hold it, or stageInPlaceInput()'s (one
+  // collective uses it at a time); grows, never shrinks.
+  std::unique_ptr<uint8_t[]> scratch_;
+  size_t scratchBytes_ = 0;
   // Executions that failed keep their completions alive until the connections that
   // may point at them are gone.
   std::vector<std::unique_ptr<Execution>> failedExecutions_;

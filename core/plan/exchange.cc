@@ -11,6 +11,7 @@
 //   scatter, other       Recv from root; [agreement]
 #include "core/plan/exchange.h"
 
+#include <algorithm>
 #include <string>
 
 #include "core/plan/partition.h"
@@ -195,6 +196,19 @@ Status planExchangeAs(Algorithm algorithm, const CollectiveArgs& args, const Pla
   PlanParams as = params;
   as.algorithm = algorithm;
   return planExchange(args, as, schedule);
+}
+
+size_t inPlaceExchangeBytes(const CollectiveArgs& args, int nranks) {
+  if (args.kind == CollectiveKind::kAllToAll) {
+    return args.count * dataTypeSize(args.dtype) * static_cast<size_t>(nranks);
+  }
+  if (args.kind != CollectiveKind::kAllToAllV || args.layout == nullptr) return 0;
+  size_t end = 0;
+  for (size_t p = 0; p < args.layout->sendCounts.size(); ++p) {
+    if (args.layout->sendCounts[p] == 0) continue;
+    end = std::max(end, args.layout->sendOffsets[p] + args.layout->sendCounts[p]);
+  }
+  return end * dataTypeSize(args.dtype);
 }
 
 }  // namespace collie

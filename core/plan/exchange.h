@@ -38,4 +38,9 @@ Status planExchangeAs(Algorithm algorithm, const CollectiveArgs& args, const Pla
 // kAuto when the collective does not implement it.
 Algorithm exchangeAlgorithm(CollectiveKind kind, Algorithm requested);
 
+// The bytes of this rank's input that an all-to-all (either kind) in place, its input
+// the same buffer as its output, reads: what the engine copies aside before the
+// collective writes any block (Executor). 0 for the other kinds and for nothing to send.
+size_t inPlaceExchangeBytes(const CollectiveArgs& args, int nranks);
+
 }  // namespace collie

@@ -188,7 +188,9 @@ class Communicator {
   // Mismatch naming the field and the rank.
   //
   // recv block p (count elements) = block r of rank p's send, where r is this rank; send
-  // and recv hold size() blocks each and must not overlap (not in place).
+  // and recv hold size() blocks each. In place when send == recv (host memory: the input
+  // is copied aside first, one copy of the buffer; each rank chooses for itself); any
+  // other overlap, and in place on device buffers, is InvalidArgument.
   Result<Work> allToAll(const void* send, void* recv, size_t count, DataType dtype,
                         void* stream = nullptr);
   // All-to-all with a count per peer: sendCounts[p] elements at send + sendOffsets[p]
@@ -196,7 +198,9 @@ class Communicator {
   // recvOffsets[p]. Each vector has size() entries; empty offsets mean packed blocks in
   // rank order. sendCounts[p] must equal recvCounts[r] on rank p (a rank that sends
   // another length fails with Mismatch naming both ranks); receive blocks must not
-  // overlap each other, nor the send blocks.
+  // overlap each other. In place when send == recv (host memory; the send blocks are read
+  // as they were before any block landed, and bytes in no receive block keep theirs);
+  // otherwise the send blocks must not overlap the receive blocks.
   Result<Work> allToAllV(const void* send, const std::vector<size_t>& sendCounts,
                          const std::vector<size_t>& sendOffsets, void* recv,
                          const std::vector<size_t>& recvCounts,

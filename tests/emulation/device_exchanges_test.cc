@@ -348,6 +348,49 @@ TEST(DeviceExchangesTest, InPlaceGatherScatterAndRootMismatchOnOneHost) {
   for (const std::string& m : failures.messages) ADD_FAILURE() << m;
 }
 
+// An all-to-all in place on device buffers: refused on one host, where the device path
+// moves blocks between the ranks' buffers directly (nothing is submitted, so the next
+// collective runs); across hosts, staged through separate host buffers, it runs.
+TEST(DeviceExchangesTest, InPlaceAllToAllRefusedOnOneHostStagedAcrossHosts) {
+  constexpr size_t kCount = 300;
+  for (bool hostPerRank : {false, true}) {
+    SCOPED_TRACE(hostPerRank ? "host per rank" : "one host");
+    auto comm = hostPerRank ? comms(2, true) : smallSlotComms(2);
+    ASSERT_EQ(comm.size(), 2u);
+    Failures failures;
+    testing::onEveryRank(2, [&](int r) {
+      const std::string at = " (rank " + std::to_string(r) + ")";
+      DeviceInts buf(kCount * 2);
+      for (size_t i = 0; i < kCount * 2; ++i) buf.get()[i] = valueOf(r, i);
+      Result<Work> work = comm[r]->allToAll(buf.get(), buf.get(), kCount, DataType::kInt32);
+      if (!hostPerRank) {
+        if (work.isOk() || work.status().code() != StatusCode::kInvalidArgument ||
+            work.status().message().find("device buffers") == std::string::npos) {
+          failures.add("in place on one host" + at + ": " +
+                       (work.isOk() ? std::string("accepted") : work.status().toString()));
+        }
+        DeviceInts send(kCount * 2), recv(kCount * 2);
+        for (size_t i = 0; i < kCount * 2; ++i) send.get()[i] = valueOf(r, i);
+        work = comm[r]->allToAll(send.get(), recv.get(), kCount, DataType::kInt32);
+        finish(&failures, "out of place after the refusal" + at, std::move(work));
+        std::vector<int32_t> want(kCount * 2);
+        for (int p = 0; p < 2; ++p) {
+          for (size_t i = 0; i < kCount; ++i) want[p * kCount + i] = valueOf(p, r * kCount + i);
+        }
+        expectEqual(&failures, "out of place after the refusal" + at, recv.read(), want);
+        return;
+      }
+      finish(&failures, "in place across hosts" + at, std::move(work));
+      std::vector<int32_t> want(kCount * 2);
+      for (int p = 0; p < 2; ++p) {
+        for (size_t i = 0; i < kCount; ++i) want[p * kCount + i] = valueOf(p, r * kCount + i);
+      }
+      expectEqual(&failures, "in place across hosts" + at, buf.read(), want);
+    });
+    for (const std::string& m : failures.messages) ADD_FAILURE() << m;
+  }
+}
+
 // Both ranks send each other 400 KiB before receiving, in one group each: a hundred
 // chunks each way through two slots per pair, which only completes because the sends
 // and receives interleave (issued one after the other, both ranks would wait forever).

@@ -366,6 +366,13 @@ def check_collectives(c, pg, be):
         split_out = torch.empty_like(inp)
         dist.all_to_all_single(split_out, inp, [rows] * world, [rows] * world, group=pg)
         c.equal(f"all_to_all_single equal splits {rows}x{cols} {dtype}", split_out, want)
+        # In place (output is input): collie's engine copies the input aside first.
+        same = inp.clone()
+        dist.all_to_all_single(same, same, group=pg)
+        c.equal(f"all_to_all_single in place {rows}x{cols} {dtype}", same, want)
+        same = inp.clone()
+        dist.all_to_all_single(same, same, [rows] * world, [rows] * world, group=pg)
+        c.equal(f"all_to_all_single in place, splits {rows}x{cols} {dtype}", same, want)
 
 
 def check_dtypes(c, pg, be):

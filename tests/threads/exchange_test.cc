@@ -2,10 +2,12 @@
 // transports, ranks as threads: every byte of every rank's output equals what the
 // collective's definition puts there (and bytes outside it keep their sentinel), for
 // shm and tcp, 2-4 ranks, sizes from 0 elements to beyond the inline limit, every
-// all-to-all algorithm; and ranks that disagree (count, root, a peer's count) fail with
-// Mismatch naming the field or the length. COLLIE_TEST_QUICK=1 runs a few cases.
+// all-to-all algorithm, in place (send == recv) on every rank and on some; and ranks
+// that disagree (count, root, a peer's count) fail with Mismatch naming the field or the
+// length. COLLIE_TEST_QUICK=1 runs a few cases.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <ostream>
@@ -59,28 +61,36 @@ class ExchangeTest : public ::testing::TestWithParam<ExchangeCase> {
   }
 };
 
+// Out of place, then in place (send == recv) on every rank, then on even ranks only: in
+// place is each rank's own choice (the engine copies its input aside first).
 TEST_P(ExchangeTest, AllToAllDeliversEveryBlock) {
   const int n = GetParam().nranks;
   auto comms = make();
   ASSERT_EQ(comms.size(), static_cast<size_t>(n));
+  enum class InPlace { kNone, kEvery, kEvenRanks };
   for (size_t count : counts()) {
-    SCOPED_TRACE("count " + std::to_string(count));
-    onEveryRank(n, [&](int r) {
-      std::vector<int32_t> in(count * n), out(count * n, kSentinel);
-      for (int p = 0; p < n; ++p) {
-        for (size_t i = 0; i < count; ++i) in[p * count + i] = valueOf(r, p, i);
-      }
-      Result<Work> work = comms[r]->allToAll(in.data(), out.data(), count, DataType::kInt32);
-      ASSERT_TRUE(work.isOk()) << work.status().toString();
-      Status done = work->wait(30s);
-      ASSERT_TRUE(done.isOk()) << "rank " << r << ": " << done.toString();
-      for (int p = 0; p < n; ++p) {
-        for (size_t i = 0; i < count; ++i) {
-          ASSERT_EQ(out[p * count + i], valueOf(p, r, i))
-              << "rank " << r << " block from " << p << " at " << i;
+    for (InPlace mode : {InPlace::kNone, InPlace::kEvery, InPlace::kEvenRanks}) {
+      SCOPED_TRACE("count " + std::to_string(count) +
+                   ", in place: " + std::to_string(static_cast<int>(mode)));
+      onEveryRank(n, [&](int r) {
+        const bool inPlace = mode == InPlace::kEvery || (mode == InPlace::kEvenRanks && r % 2 == 0);
+        std::vector<int32_t> in(count * n), out(count * n, kSentinel);
+        for (int p = 0; p < n; ++p) {
+          for (size_t i = 0; i < count; ++i) in[p * count + i] = valueOf(r, p, i);
         }
-      }
-    });
+        std::vector<int32_t>& result = inPlace ? in : out;
+        Result<Work> work = comms[r]->allToAll(in.data(), result.data(), count, DataType::kInt32);
+        ASSERT_TRUE(work.isOk()) << work.status().toString();
+        Status done = work->wait(30s);
+        ASSERT_TRUE(done.isOk()) << "rank " << r << ": " << done.toString();
+        for (int p = 0; p < n; ++p) {
+          for (size_t i = 0; i < count; ++i) {
+            ASSERT_EQ(result[p * count + i], valueOf(p, r, i))
+                << "rank " << r << " block from " << p << " at " << i;
+          }
+        }
+      });
+    }
   }
 }
 
@@ -90,6 +100,31 @@ size_t pairCount(int from, int to, size_t scale) {
   return static_cast<size_t>((from * 3 + to * 5 + 1) % 4) * scale + (from == to ? 1 : 0);
 }
 
+// Rank r's layout of pairCount blocks: send blocks in rank order, receive blocks in
+// reverse rank order, each followed by a gap of that many elements.
+struct UnequalLayout {
+  std::vector<size_t> sendCounts, recvCounts, sendOffsets, recvOffsets;
+  size_t sendEnd = 0, recvEnd = 0;  // elements each side spans, gaps included
+};
+UnequalLayout unequalLayout(int r, int n, size_t scale, size_t sendGap, size_t recvGap) {
+  UnequalLayout l;
+  l.sendCounts.resize(n);
+  l.recvCounts.resize(n);
+  l.sendOffsets.resize(n);
+  l.recvOffsets.resize(n);
+  for (int p = 0; p < n; ++p) {
+    l.sendCounts[p] = pairCount(r, p, scale);
+    l.sendOffsets[p] = l.sendEnd;
+    l.sendEnd += l.sendCounts[p] + sendGap;
+  }
+  for (int p = n - 1; p >= 0; --p) {
+    l.recvCounts[p] = pairCount(p, r, scale);
+    l.recvOffsets[p] = l.recvEnd;
+    l.recvEnd += l.recvCounts[p] + recvGap;
+  }
+  return l;
+}
+
 TEST_P(ExchangeTest, AllToAllVDeliversUnequalBlocks) {
   const int n = GetParam().nranks;
   auto comms = make();
@@ -97,32 +132,55 @@ TEST_P(ExchangeTest, AllToAllVDeliversUnequalBlocks) {
   for (size_t scale : quickMatrix() ? std::vector<size_t>{7} : std::vector<size_t>{7, 9000}) {
     SCOPED_TRACE("scale " + std::to_string(scale));
     onEveryRank(n, [&](int r) {
-      std::vector<size_t> sendCounts(n), recvCounts(n), sendOffsets(n), recvOffsets(n);
-      size_t sendEnd = 0, recvEnd = 0;
+      const UnequalLayout l = unequalLayout(r, n, scale, 2, 3);
+      std::vector<int32_t> in(l.sendEnd, kSentinel), out(l.recvEnd, kSentinel);
       for (int p = 0; p < n; ++p) {
-        sendCounts[p] = pairCount(r, p, scale);
-        sendOffsets[p] = sendEnd;
-        sendEnd += sendCounts[p] + 2;  // a gap after each block
+        for (size_t i = 0; i < l.sendCounts[p]; ++i) in[l.sendOffsets[p] + i] = valueOf(r, p, i);
       }
-      for (int p = n - 1; p >= 0; --p) {
-        recvCounts[p] = pairCount(p, r, scale);
-        recvOffsets[p] = recvEnd;
-        recvEnd += recvCounts[p] + 3;
-      }
-      std::vector<int32_t> in(sendEnd, kSentinel), out(recvEnd, kSentinel);
-      for (int p = 0; p < n; ++p) {
-        for (size_t i = 0; i < sendCounts[p]; ++i) in[sendOffsets[p] + i] = valueOf(r, p, i);
-      }
-      Result<Work> work = comms[r]->allToAllV(in.data(), sendCounts, sendOffsets, out.data(),
-                                              recvCounts, recvOffsets, DataType::kInt32);
+      Result<Work> work = comms[r]->allToAllV(in.data(), l.sendCounts, l.sendOffsets, out.data(),
+                                              l.recvCounts, l.recvOffsets, DataType::kInt32);
       ASSERT_TRUE(work.isOk()) << work.status().toString();
       Status done = work->wait(30s);
       ASSERT_TRUE(done.isOk()) << "rank " << r << ": " << done.toString();
-      std::vector<int32_t> want(recvEnd, kSentinel);
+      std::vector<int32_t> want(l.recvEnd, kSentinel);
       for (int p = 0; p < n; ++p) {
-        for (size_t i = 0; i < recvCounts[p]; ++i) want[recvOffsets[p] + i] = valueOf(p, r, i);
+        for (size_t i = 0; i < l.recvCounts[p]; ++i) {
+          want[l.recvOffsets[p] + i] = valueOf(p, r, i);
+        }
       }
       ASSERT_EQ(out, want) << "rank " << r;
+    });
+  }
+}
+
+// With a count per peer in place: one buffer holds the send blocks (packed in rank
+// order) and the receive blocks (in reverse rank order, at other offsets), so a block
+// received lands over bytes still to be sent; the bytes in no receive block keep the
+// input's.
+TEST_P(ExchangeTest, AllToAllVInPlace) {
+  const int n = GetParam().nranks;
+  auto comms = make();
+  ASSERT_EQ(comms.size(), static_cast<size_t>(n));
+  for (size_t scale : quickMatrix() ? std::vector<size_t>{7} : std::vector<size_t>{7, 9000}) {
+    SCOPED_TRACE("scale " + std::to_string(scale));
+    onEveryRank(n, [&](int r) {
+      const UnequalLayout l = unequalLayout(r, n, scale, 0, 1);
+      std::vector<int32_t> buf(std::max(l.sendEnd, l.recvEnd), kSentinel);
+      for (int p = 0; p < n; ++p) {
+        for (size_t i = 0; i < l.sendCounts[p]; ++i) buf[l.sendOffsets[p] + i] = valueOf(r, p, i);
+      }
+      std::vector<int32_t> want = buf;
+      for (int p = 0; p < n; ++p) {
+        for (size_t i = 0; i < l.recvCounts[p]; ++i) {
+          want[l.recvOffsets[p] + i] = valueOf(p, r, i);
+        }
+      }
+      Result<Work> work = comms[r]->allToAllV(buf.data(), l.sendCounts, l.sendOffsets, buf.data(),
+                                              l.recvCounts, l.recvOffsets, DataType::kInt32);
+      ASSERT_TRUE(work.isOk()) << work.status().toString();
+      Status done = work->wait(30s);
+      ASSERT_TRUE(done.isOk()) << "rank " << r << ": " << done.toString();
+      ASSERT_EQ(buf, want) << "rank " << r;
     });
   }
 }
@@ -278,7 +336,8 @@ TEST(ExchangeArgs, RefusesBadArguments) {
   std::vector<int32_t> buf(64);
   auto a2a = comms[0]->allToAll(buf.data(), buf.data() + 1, 8, DataType::kInt32);
   ASSERT_FALSE(a2a.isOk());
-  EXPECT_NE(a2a.status().message().find("overlap"), std::string::npos) << a2a.status().toString();
+  EXPECT_NE(a2a.status().message().find("overlap other than in place"), std::string::npos)
+      << a2a.status().toString();
   auto g = comms[0]->gather(buf.data(), buf.data() + 8, 4, DataType::kInt32, 2);
   ASSERT_FALSE(g.isOk());
   EXPECT_NE(g.status().message().find("root 2"), std::string::npos) << g.status().toString();

@@ -3,10 +3,11 @@
 // rank pulls its blocks from the senders' buffers), forced with Options::algorithm and
 // chosen by auto, ranks as threads. Every byte of every rank's output equals the
 // definition's (bytes outside it keep their sentinel), 2-4 ranks, 0, 1 and odd counts,
-// every root, gather and scatter in place at the root; the flight recorder or the
-// exchange counter shows the path ran. A rank passing another count fails every rank
-// with Mismatch; a rank that closed its communicator fails the others with an error
-// naming it. COLLIE_TEST_QUICK=1 runs 3 ranks and small counts.
+// every root, gather and scatter in place at the root, all-to-all in place on every rank
+// and on some; the flight recorder or the exchange counter shows the path ran. A rank
+// passing another count fails every rank with Mismatch; a rank that closed its
+// communicator fails the others with an error naming it. COLLIE_TEST_QUICK=1 runs 3
+// ranks and small counts.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -62,22 +63,27 @@ std::vector<size_t> countsFor(Algorithm algorithm) {
 
 Status waitFor(Result<Work> work) { return work.isOk() ? work->wait(30s) : work.status(); }
 
+// Which ranks pass send == recv.
+enum class InPlace { kNone, kEvery, kOddRanks };
+
 void checkAllToAll(std::vector<std::unique_ptr<Communicator>>& comms, size_t count,
-                   Failures* failures) {
+                   Failures* failures, InPlace inPlace = InPlace::kNone) {
   const int n = static_cast<int>(comms.size());
   onEveryRank(n, [&](int r) {
+    const bool same = inPlace == InPlace::kEvery || (inPlace == InPlace::kOddRanks && r % 2 == 1);
     std::vector<int32_t> in(count * n), out(count * n, kSentinel);
     for (int p = 0; p < n; ++p) {
       for (size_t i = 0; i < count; ++i) in[p * count + i] = valueOf(r, p, i);
     }
-    Status done = waitFor(comms[r]->allToAll(in.data(), out.data(), count, DataType::kInt32));
+    std::vector<int32_t>& result = same ? in : out;
+    Status done = waitFor(comms[r]->allToAll(in.data(), result.data(), count, DataType::kInt32));
     if (!done.isOk()) return failures->add("rank " + std::to_string(r) + ": " + done.toString());
     for (int p = 0; p < n; ++p) {
       for (size_t i = 0; i < count; ++i) {
-        if (out[p * count + i] != valueOf(p, r, i)) {
-          return failures->add("all-to-all count " + std::to_string(count) + ": rank " +
-                               std::to_string(r) + " block from " + std::to_string(p) + " at " +
-                               std::to_string(i));
+        if (result[p * count + i] != valueOf(p, r, i)) {
+          return failures->add("all-to-all count " + std::to_string(count) +
+                               (same ? " in place" : "") + ": rank " + std::to_string(r) +
+                               " block from " + std::to_string(p) + " at " + std::to_string(i));
         }
       }
     }
@@ -133,8 +139,11 @@ TEST_P(TeamExchangeTest, ForcedTeamAlgorithmDeliversEveryBlock) {
   Failures failures;
   uint64_t calls = 0;
   for (size_t count : countsFor(algorithm)) {
-    checkAllToAll(comms, count, &failures);
-    calls += n;
+    // In place on every rank, and on some (each rank's choice): the input copied aside.
+    for (InPlace inPlace : {InPlace::kNone, InPlace::kEvery, InPlace::kOddRanks}) {
+      checkAllToAll(comms, count, &failures, inPlace);
+      calls += n;
+    }
     for (int root = 0; root < n; ++root) {
       // In place at the root once per root (the quick run: root 0 only).
       if (quickMatrix() && root > 0) continue;

@@ -172,7 +172,9 @@ TEST(PerfShape, ExchangesAsNcclTests) {
   EXPECT_EQ(a2a.sendElems, 249u);
   EXPECT_EQ(a2a.recvElems, 249u);
   EXPECT_EQ(a2a.sizeBytes, 996u);
-  EXPECT_FALSE(a2a.inPlace);  // all-to-all has no in-place form
+  EXPECT_TRUE(a2a.inPlace);  // send == recv: the whole buffer both ways
+  EXPECT_EQ(a2a.inPlaceSendOffset, 0u);
+  EXPECT_EQ(a2a.inPlaceRecvOffset, 0u);
   PerfShape g = perfShape(CollectiveKind::kGather, 1000, DataType::kFloat32, 3, 2);
   EXPECT_EQ(g.callCount, 83u);
   EXPECT_EQ(g.sendElems, 83u);

@@ -62,9 +62,11 @@ ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
   }
   const size_t block = count * dataTypeSize(static_cast<DataType>(datatype));
   const size_t total = block * static_cast<size_t>(comm->nranks);
-  if (overlaps(sendbuff, recvbuff, total)) {
+  // In place (sendbuff == recvbuff) runs on host buffers (Communicator::allToAll).
+  if (sendbuff != recvbuff && overlaps(sendbuff, recvbuff, total)) {
     return invalidArgumentResult(
-        "ncclAlltoAll: sendbuff and recvbuff overlap; all-to-all does not run in place");
+        "ncclAlltoAll: sendbuff and recvbuff overlap but differ; in place needs sendbuff == "
+        "recvbuff");
   }
   return submitExchange(Exchange::kAllToAll, comm, sendbuff, recvbuff, count, datatype, 0, stream);
 }
