@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Compares collie's all-reduce (or all-to-all, gather, scatter) with its peers, sizes 8 B .. 256 MiB.
 
-Usage: bench/compare.py [--collective allreduce|alltoall|gather|scatter] [--ranks N]
-                        [--transport shm|tcp] [--netns] [--build DIR] [--trials N]
-                        [--max BYTES] [--out DIR]
+Usage: bench/compare.py [--collective allreduce|alltoall|gather|scatter] [--in-place]
+                        [--ranks N] [--transport shm|tcp] [--netns] [--build DIR]
+                        [--trials N] [--max BYTES] [--out DIR]
 
 --collective alltoall|gather|scatter (root 0) compares `collie perf` of it with
 MPI_Alltoall / MPI_Gather / MPI_Scatter of Open MPI and MPICH (bench/mpi_exchange.c, built
-with each one's mpicc), out of place (all-to-all has no in-place form), sizes as
+with each one's mpicc), out of place (with --in-place, all-to-all only: collie perf's
+in-place column, send == recv, against MPI_Alltoall with MPI_IN_PLACE), sizes as
 nccl-tests count them (the larger buffer; each rank's block is size / nranks), busbw =
 size / time * (n-1)/n; Gloo, PyTorch and the ceiling are all-reduce only and left out.
 --ranks (default 2) sets the number of ranks (not with --netns).
@@ -162,8 +163,8 @@ class Bench:
     def collie_run(self, registered=False):
         results = {}
         coll = self.args.collective
-        # All-to-all has no in-place form; the exchanges are compared out of place.
-        column = "in_place" if coll == "allreduce" else "out_of_place"
+        # The exchanges are compared out of place, all-to-all in place with --in-place.
+        column = "in_place" if coll == "allreduce" or self.args.in_place else "out_of_place"
         for lo, hi, f, iters, warm in sweeps(self.args.max):
             with tempfile.TemporaryDirectory() as tmp:
                 js = os.path.join(tmp, "perf.json")
@@ -223,8 +224,8 @@ class Bench:
     def mpi_binary(self, flavour):
         name = "mpi_allreduce" if self.args.collective == "allreduce" else "mpi_exchange"
         path = os.path.join(self.build, "bench", f"{name}_{flavour}")
-        if not os.path.exists(path):
-            src = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.c")
+        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.c")
+        if not os.path.exists(path) or os.path.getmtime(path) < os.path.getmtime(src):
             run([f"mpicc.{flavour}", "-O2", "-o", path, src])
         return path
 
@@ -238,7 +239,7 @@ class Bench:
             bench = [binary, "-b", str(lo), "-e", str(hi), "-f", str(f), "-n", str(iters),
                      "-w", str(warm), "-t", "1"]
             if self.args.collective != "allreduce":
-                bench += ["-c", self.args.collective]
+                bench += ["-c", self.args.collective] + (["-i"] if self.args.in_place else [])
             if flavour == "openmpi":
                 btl = "self,vader" if self.args.transport == "shm" else "self,tcp"
                 cmd = ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "-np", str(N),
@@ -258,7 +259,8 @@ class Bench:
             else:
                 cmd = ["mpirun.mpich", "-np", str(N)] + bench
                 env = {"UCX_TLS": "tcp,self"} if self.args.transport == "tcp" else {}
-            # all-reduce: the in-place column; the exchanges print one (out of place)
+            # all-reduce: the in-place column; the exchanges print one (out of place, or
+            # all-to-all in place with -i)
             results.update(parse_size_lines(run(cmd, env),
                                             2 if self.args.collective == "allreduce" else 1))
         return results
@@ -420,6 +422,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--collective", choices=["allreduce", "alltoall", "gather", "scatter"],
                    default="allreduce")
+    p.add_argument("--in-place", action="store_true",
+                   help="all-to-all in place (send == recv; MPI_IN_PLACE for the MPIs)")
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--transport", choices=["shm", "tcp"], default="shm")
     p.add_argument("--netns", action="store_true", help="tcp between two network namespaces")
@@ -431,6 +435,8 @@ def main():
     p.add_argument("--doc", default=None,
                    help="also write the table into this markdown file's compare:SCENARIO block")
     args = p.parse_args()
+    if args.in_place and args.collective != "alltoall":
+        p.error("--in-place compares all-to-all only (the all-reduce is in place already)")
     if args.netns and args.transport != "tcp":
         p.error("--netns needs --transport tcp")
     if args.ranks < 2 or (args.netns and args.ranks != 2):
@@ -439,7 +445,7 @@ def main():
     N, COLLECTIVE = args.ranks, args.collective
     scenario = "shm" if args.transport == "shm" else ("tcp-netns" if args.netns else "tcp-loopback")
     if args.collective != "allreduce":
-        scenario = f"{args.collective}-{scenario}-n{N}"
+        scenario = f"{args.collective}{'-inplace' if args.in_place else ''}-{scenario}-n{N}"
     out = args.out or os.path.join("bench", "results", scenario)
     os.makedirs(out, exist_ok=True)
     bench = Bench(args)
@@ -488,7 +494,7 @@ def main():
                              ", ".join(f"{c['placement']} ({c['pingpong_ns']:.0f} ns)"
                                        for c in ceilings))
     what = ("float sum in place" if args.collective == "allreduce" else
-            f"{args.collective} of floats out of place")
+            f"{args.collective} of floats {'in' if args.in_place else 'out of'} place")
     md = (f"{scenario}, {N} ranks, {what}, median of {args.trials} runs, "
           f"load average {' '.join(load)} at the end; {ceiling_text}\n\n" +
           table(results, names, ceiling_gbps))

@@ -1,14 +1,16 @@
 /* MPI reference for `collie perf alltoall|gather|scatter`: MPI_Alltoall, MPI_Gather
- * (root 0) or MPI_Scatter (root 0) of floats, out of place. Sizes as nccl-tests and
+ * (root 0) or MPI_Scatter (root 0) of floats, out of place, or with -i MPI_Alltoall in
+ * place (MPI_IN_PLACE: the receive buffer is also the send buffer). Sizes as nccl-tests and
  * collie perf count them: `size` is the larger buffer (alltoall: each buffer; gather:
  * the root's receive buffer; scatter: its send buffer), each rank's block size / nranks.
  * Per size: `-w` warmup calls, then `-t` trials of `-n` back-to-back calls between
  * barriers; a trial's time is the slowest rank's average per call, and the reported time
  * is the median over trials (microseconds).
  *
- * Usage: mpirun -np N mpi_exchange -c alltoall|gather|scatter [-b minbytes] [-e maxbytes]
- *                                  [-f factor] [-n iters] [-w warmup] [-t trials]
- * Output (rank 0): one line per size, "size_bytes out_of_place_us". */
+ * Usage: mpirun -np N mpi_exchange -c alltoall|gather|scatter [-i] [-b minbytes]
+ *                                  [-e maxbytes] [-f factor] [-n iters] [-w warmup]
+ *                                  [-t trials]
+ * Output (rank 0): one line per size, "size_bytes us" (out of place, or in place with -i). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,10 +21,14 @@
 
 enum Collective { kAllToAll, kGather, kScatter };
 
-static void runOnce(enum Collective c, float* send, float* recv, int block) {
+static void runOnce(enum Collective c, float* send, float* recv, int block, int inPlace) {
   switch (c) {
     case kAllToAll:
-      MPI_Alltoall(send, block, MPI_FLOAT, recv, block, MPI_FLOAT, MPI_COMM_WORLD);
+      if (inPlace) {
+        MPI_Alltoall(MPI_IN_PLACE, block, MPI_FLOAT, recv, block, MPI_FLOAT, MPI_COMM_WORLD);
+      } else {
+        MPI_Alltoall(send, block, MPI_FLOAT, recv, block, MPI_FLOAT, MPI_COMM_WORLD);
+      }
       break;
     case kGather:
       MPI_Gather(send, block, MPI_FLOAT, recv, block, MPI_FLOAT, 0, MPI_COMM_WORLD);
@@ -38,20 +44,23 @@ struct Call {
   float* send;
   float* recv;
   int block;
+  int inPlace;
 };
 
 static void exchangeOnce(void* ctx) {
   struct Call* call = ctx;
-  runOnce(call->c, call->send, call->recv, call->block);
+  runOnce(call->c, call->send, call->recv, call->block, call->inPlace);
 }
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   struct SweepArgs args = sweepDefaults();
-  int opt, known = 0;
+  int opt, known = 0, inPlace = 0;
   enum Collective c = kAllToAll;
-  while ((opt = getopt(argc, argv, "c:" SWEEP_OPTIONS)) != -1) {
-    if (opt == 'c') {
+  while ((opt = getopt(argc, argv, "ic:" SWEEP_OPTIONS)) != -1) {
+    if (opt == 'i') {
+      inPlace = 1;
+    } else if (opt == 'c') {
       known = 1;
       if (strcmp(optarg, "alltoall") == 0) {
         c = kAllToAll;
@@ -66,10 +75,10 @@ int main(int argc, char** argv) {
       known = 0;
     }
   }
-  if (!known || !sweepValid(&args)) {
+  if (!known || !sweepValid(&args) || (inPlace && c != kAllToAll)) {
     fprintf(stderr,
-            "usage: %s -c alltoall|gather|scatter [-b min] [-e max] [-f factor >= 2] "
-            "[-n iters] [-w warmup] [-t trials]\n",
+            "usage: %s -c alltoall|gather|scatter [-i (alltoall only)] [-b min] [-e max] "
+            "[-f factor >= 2] [-n iters] [-w warmup] [-t trials]\n",
             argv[0]);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
@@ -83,11 +92,14 @@ int main(int argc, char** argv) {
   float* recv = malloc(sizeof(float) * (size_t)maxCount);
   if (send == NULL || recv == NULL) MPI_Abort(MPI_COMM_WORLD, 1);
   for (long i = 0; i < maxCount; ++i) send[i] = recv[i] = (float)(1 + (i + rank) % 3);
-  if (rank == 0) printf("# size_bytes out_of_place_us (median of %d trials)\n", trials);
+  if (rank == 0) {
+    printf("# size_bytes %s_us (median of %d trials)\n", inPlace ? "in_place" : "out_of_place",
+           trials);
+  }
   for (long bytes = minBytes; bytes <= maxBytes; bytes *= factor) {
     long block = bytes / (long)sizeof(float) / nranks;
     if (block == 0) continue; /* fewer elements than ranks: nothing to move (as collie perf) */
-    struct Call call = {c, send, recv, (int)block};
+    struct Call call = {c, send, recv, (int)block, inPlace};
     double us = timeCalls(exchangeOnce, &call, iters, warmup, trials);
     if (rank == 0) printf("%ld %.3f\n", block * nranks * (long)sizeof(float), us);
     fflush(stdout);
