@@ -65,9 +65,9 @@ Status checkSide(const char* side, int rank, int nranks, const std::vector<size_
 
 }  // namespace
 
-// In place (send == recv) the engine copies the input aside before any block lands
-// (Executor); a partial overlap is refused, and so is in place on device buffers (the
-// device path moves blocks between the ranks' buffers directly).
+// In place (send == recv) the engine copies what peers still read before any block
+// lands (docs/decisions/exchanges.md); a partial overlap is refused, and so is in place on
+// device buffers (the device path moves blocks between the ranks' buffers directly).
 Status Communicator::Impl::checkInPlace(const char* what, int rank, const void* send,
                                         size_t sendBytes, const void* recv,
                                         size_t recvBytes) const {

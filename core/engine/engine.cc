@@ -7,7 +7,6 @@
 #include "core/engine/cycle_clock.h"
 #include "core/engine/queue_wait_runner.h"
 #include "core/log/log.h"
-#include "core/plan/exchange.h"
 #include "core/plan/fingerprint.h"
 
 namespace collie {
@@ -323,11 +322,9 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
     *result = runInline(kept, args, input, output);
     return true;
   }
-  // A pre-multiplied sum's input is scaled first, and an all-to-all in place has its
-  // input copied aside (Executor::execute): never inline to the team, which would read
-  // the unscaled input, or blocks already overwritten.
+  // A pre-multiplied sum's input is scaled first (Executor::execute): never inline to the
+  // team, which would read the unscaled input.
   if (args.op == ReduceOp::kPreMulSum) return false;
-  if (input == output && inPlaceExchangeBytes(args, config_.nranks) > 0) return false;
   // With the claim held nobody closes the team meanwhile.
   TeamCollectives* teamNow = executor_.team();
   if (teamNow == nullptr || !teamNow->runsInline(args, algorithms, input, output)) return false;

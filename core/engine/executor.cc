@@ -193,6 +193,7 @@ Result<uint8_t*> Executor::scratch(const Pending& pending, size_t bytes, const c
 }
 
 Status Executor::stageInPlaceInput(Pending& pending) {
+  if (pending.input != pending.output || pending.input == nullptr) return Status();
   const size_t bytes = inPlaceExchangeBytes(pending.schedule->args, config_.nranks);
   if (bytes == 0) return Status();
   Result<uint8_t*> copy = scratch(pending, bytes, "copy of the all-to-all's input (in place)");
@@ -206,11 +207,9 @@ Status Executor::execute(Pending& pending, PointToPointSource* adopt) {
   if (pending.schedule->args.op == ReduceOp::kPreMulSum) {
     COLLIE_RETURN_IF_ERROR(preMultiply(pending));
   }
-  if (pending.input == pending.output && pending.input != nullptr) {
-    COLLIE_RETURN_IF_ERROR(stageInPlaceInput(pending));
-  }
   TeamAlgorithms algorithms = 0;
   if (pending.teamDeclined || !hasTeamStep(*pending.schedule, &algorithms)) {
+    COLLIE_RETURN_IF_ERROR(stageInPlaceInput(pending));
     return executeSteps(pending, adopt);
   }
   const Schedule& schedule = *pending.schedule;
@@ -233,6 +232,7 @@ Status Executor::execute(Pending& pending, PointToPointSource* adopt) {
     return Status();
   }
   pending.teamDeclined = true;
+  COLLIE_RETURN_IF_ERROR(stageInPlaceInput(pending));
   Status status = executeSteps(pending, adopt);
   if (status.isOk()) recordTrial(trial, Algorithm::kAuto, start);
   return status;

@@ -164,9 +164,11 @@ class Executor {
   // kPreMulSum: pending.input scaled by pending.scalar into the output or scratch;
   // pending.input then points at the scaled copy.
   Status preMultiply(Pending& pending);
-  // An all-to-all in place (pending.input == pending.output): its input copied to
-  // scratch; pending.input then points at the copy, so that no block a peer still reads
-  // is overwritten by the block received in its place.
+  // Before the schedule's steps of an all-to-all in place (pending.input ==
+  // pending.output): its input copied to scratch, pending.input then pointing at the copy,
+  // so that no block a peer still reads is overwritten by the block received in its
+  // place. Nothing for other collectives. (The team step takes it in place itself:
+  // TeamCollectives::run.)
   Status stageInPlaceInput(Pending& pending);
   // scratch_ of at least `bytes` (grown, never shrunk), or the error naming `pending`.
   Result<uint8_t*> scratch(const Pending& pending, size_t bytes, const char* what);

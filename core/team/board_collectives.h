@@ -187,6 +187,14 @@ class BoardCollectives final : public TeamCollectives {
   std::vector<const uint8_t*> directInputs_;
   std::vector<uint8_t*> directOutputs_;
   std::vector<CrossMemoryRank> crossMemoryRanks_;
+  // A cma all-to-all in place: the blocks this rank sends, copied here before it
+  // publishes where its peers read them (its own block stays in place); grows, never
+  // shrinks.
+  std::unique_ptr<uint8_t[]> inPlaceBlocks_;
+  size_t inPlaceBlocksBytes_ = 0;
+  // Where this rank's peers read the blocks of an all-to-all in place of blockBytes > 0
+  // each: a copy of them in inPlaceBlocks_ (null when it cannot be allocated).
+  const void* exchangeSource(const Call& call, size_t blockBytes);
 };
 
 }  // namespace collie

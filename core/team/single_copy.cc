@@ -1,5 +1,8 @@
 // BoardCollectives' single-copy collectives (direct, cma) and its fingerprint check: the
 // paths of a team step that are not the board itself (see board_collectives.h).
+#include <cerrno>
+#include <cstring>
+#include <new>
 #include <vector>
 
 #include "core/log/log.h"
@@ -19,6 +22,22 @@ bool BoardCollectives::wantsCrossMemory(const Call& call, bool hugePages) const 
   return call.args.kind != CollectiveKind::kAllReduce || call.input == call.output ||
          !call.fallback || hugePages ||
          call.args.count * dataTypeSize(call.args.dtype) <= offer_.cmaMaxBytes;
+}
+
+const void* BoardCollectives::exchangeSource(const Call& call, size_t blockBytes) {
+  const size_t total = blockBytes * static_cast<size_t>(nranks_);
+  if (inPlaceBlocksBytes_ < total) {
+    inPlaceBlocks_.reset(new (std::nothrow) uint8_t[total]);
+    inPlaceBlocksBytes_ = inPlaceBlocks_ != nullptr ? total : 0;
+    if (inPlaceBlocks_ == nullptr) return nullptr;
+  }
+  // Block p at its place for peer p; this rank's own block is neither copied nor read.
+  const auto* input = static_cast<const uint8_t*>(call.input);
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_) continue;
+    std::memcpy(inPlaceBlocks_.get() + p * blockBytes, input + p * blockBytes, blockBytes);
+  }
+  return inPlaceBlocks_.get();
 }
 
 bool BoardCollectives::crossMemoryPossible(const Call& call) const {
@@ -80,7 +99,15 @@ Result<TeamOutcome> BoardCollectives::runSingleCopy(const Call& call) {
   mine->pidNamespace = pidNamespace_;
   mine->send = send;
   mine->recv = recv;
-  mine->inputAddress = reinterpret_cast<uint64_t>(call.input);
+  // In place, peers must not read blocks this rank overwrites while they pull: they read
+  // a copy (the board, its fallback, copies the input onto itself before any output).
+  const void* source = call.input;
+  if (crossMemory && args.kind == CollectiveKind::kAllToAll && call.input == call.output &&
+      bytes > 0) {
+    source = exchangeSource(call, bytes);
+    if (source == nullptr) return systemError("team: copying an all-to-all in place", ENOMEM);
+  }
+  mine->inputAddress = reinterpret_cast<uint64_t>(source);
   mine->outputAddress = reinterpret_cast<uint64_t>(call.output);
   // A rank that declines at once wakes only the peers that wait for this note, not every
   // sleeping progress thread (on a busy host each needless wake costs a context switch).

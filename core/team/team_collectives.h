@@ -60,7 +60,9 @@ class TeamCollectives {
   // clock), kAborted soon after `cancelled` becomes true. One outcome per collective:
   // once a rank failed a collective, no rank reports it a success (a late rank fails with
   // kRemoteError naming the rank that failed it), and a rank about to fail one that
-  // another rank already completed completes it too (core/transport/team_board.h).
+  // another rank already completed completes it too (core/transport/team_board.h). An
+  // all-to-all may be in place (input == output, each rank's own choice): no block a
+  // peer still reads is overwritten before it read it.
   virtual Result<TeamOutcome> run(const CollectiveArgs& args, TeamAlgorithms algorithms,
                                   bool fallback, uint64_t tag, const void* input, void* output,
                                   std::chrono::microseconds timeout,

@@ -188,8 +188,8 @@ class Communicator {
   // Mismatch naming the field and the rank.
   //
   // recv block p (count elements) = block r of rank p's send, where r is this rank; send
-  // and recv hold size() blocks each. In place when send == recv (host memory: the input
-  // is copied aside first, one copy of the buffer; each rank chooses for itself); any
+  // and recv hold size() blocks each. In place when send == recv (host memory; each rank
+  // chooses for itself; what peers still read is copied first, at most the buffer); any
   // other overlap, and in place on device buffers, is InvalidArgument.
   Result<Work> allToAll(const void* send, void* recv, size_t count, DataType dtype,
                         void* stream = nullptr);

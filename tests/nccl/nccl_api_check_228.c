@@ -66,8 +66,8 @@ static void checkGatherScatter(ncclComm_t comm) {
     if (mine[i] != cell(0, rank, i)) FAIL("scatter: [%zu] = %d", i, mine[i]);
   ncclResult_t r = ncclScatter(all, mine, count, ncclInt32, nranks, comm, NULL);
   if (r != ncclInvalidArgument) FAIL("scatter from root %d returned %d", nranks, (int)r);
-  /* All-to-all in place (sendbuff == recvbuff; host memory): the input is copied aside
-   * first. Overlapping otherwise is refused. */
+  /* All-to-all in place (sendbuff == recvbuff; host memory). Overlapping otherwise is
+   * refused. */
   for (int to = 0; to < nranks; ++to)
     for (size_t i = 0; i < count; ++i) all[to * count + i] = cell(rank, to, i);
   NCCLCHECK(ncclAlltoAll(all, all, count, ncclInt32, comm, NULL));

@@ -366,7 +366,7 @@ def check_collectives(c, pg, be):
         split_out = torch.empty_like(inp)
         dist.all_to_all_single(split_out, inp, [rows] * world, [rows] * world, group=pg)
         c.equal(f"all_to_all_single equal splits {rows}x{cols} {dtype}", split_out, want)
-        # In place (output is input): collie's engine copies the input aside first.
+        # In place (output is input): collie runs it in place (board, cma or a copy).
         same = inp.clone()
         dist.all_to_all_single(same, same, group=pg)
         c.equal(f"all_to_all_single in place {rows}x{cols} {dtype}", same, want)

@@ -139,7 +139,8 @@ TEST_P(TeamExchangeTest, ForcedTeamAlgorithmDeliversEveryBlock) {
   Failures failures;
   uint64_t calls = 0;
   for (size_t count : countsFor(algorithm)) {
-    // In place on every rank, and on some (each rank's choice): the input copied aside.
+    // In place on every rank, and on some (each rank's choice): the board as it is, cma
+    // from a copy of the blocks sent.
     for (InPlace inPlace : {InPlace::kNone, InPlace::kEvery, InPlace::kOddRanks}) {
       checkAllToAll(comms, count, &failures, inPlace);
       calls += n;

@@ -167,7 +167,7 @@ c10::intrusive_ptr<c10d::Work> CollieBackend::alltoall_base(at::Tensor& output, 
   at::Tensor in = dense(input);
   at::Tensor out = dense(output);
   if (onDevice && in.numel() > 0 && out.numel() > 0 && in.data_ptr() == out.data_ptr()) {
-    in = in.clone();  // in place runs on host memory only (collie copies the input aside)
+    in = in.clone();  // collie runs all-to-all in place on host memory only
   }
   // Equal shares asked for (no splits): the all-to-all of one count, with the engine's
   // one-copy paths (the shm board, CMA) that one with a count per peer has not. A rank
