@@ -1,6 +1,5 @@
 // BoardCollectives' single-copy collectives (direct, cma) and its fingerprint check: the
 // paths of a team step that are not the board itself (see board_collectives.h).
-#include <cerrno>
 #include <cstring>
 #include <new>
 #include <vector>
@@ -77,7 +76,17 @@ Result<TeamOutcome> BoardCollectives::runSingleCopy(const Call& call) {
                           findSharedWindow(call.output, bytes, &recv);
   const bool hugePages = args.kind == CollectiveKind::kAllReduce && !registered &&
                          crossMemoryPossible(call) && adviseHugePages(call, bytes);
-  const bool crossMemory = wantsCrossMemory(call, hugePages);
+  bool crossMemory = wantsCrossMemory(call, hugePages);
+  // In place, peers must not read blocks this rank overwrites while they pull: they read
+  // a copy (the board, its fallback, copies the input onto itself before any output).
+  // Without memory for it this rank does not go cma, and every rank declines cma alike.
+  const void* source = call.input;
+  if (crossMemory && args.kind == CollectiveKind::kAllToAll && call.input == call.output &&
+      bytes > 0) {
+    source = exchangeSource(call, bytes);
+    crossMemory = source != nullptr;
+    if (source == nullptr) source = call.input;
+  }
   // Neither registered nor cross-memory here: every rank declines (the others once they
   // read this note), so there is nothing to wait for, and not waiting keeps a barrier
   // off every large collective; the fallback's messages carry the tag, so ranks that
@@ -99,14 +108,6 @@ Result<TeamOutcome> BoardCollectives::runSingleCopy(const Call& call) {
   mine->pidNamespace = pidNamespace_;
   mine->send = send;
   mine->recv = recv;
-  // In place, peers must not read blocks this rank overwrites while they pull: they read
-  // a copy (the board, its fallback, copies the input onto itself before any output).
-  const void* source = call.input;
-  if (crossMemory && args.kind == CollectiveKind::kAllToAll && call.input == call.output &&
-      bytes > 0) {
-    source = exchangeSource(call, bytes);
-    if (source == nullptr) return systemError("team: copying an all-to-all in place", ENOMEM);
-  }
   mine->inputAddress = reinterpret_cast<uint64_t>(source);
   mine->outputAddress = reinterpret_cast<uint64_t>(call.output);
   // A rank that declines at once wakes only the peers that wait for this note, not every
