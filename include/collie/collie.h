@@ -93,9 +93,10 @@ collieResult_t collieReduce(const void* send, void* recv, size_t count, collieDa
                             collieRedOp_t op, int root, collieComm_t comm);
 /* The exchanges (Communicator::allToAll, allToAllV, gather, scatter; host buffers):
  * all-to-all of `count` elements per peer (send and recv hold nranks blocks; in place
- * when send == recv, else not overlapping); with a count per peer, the arrays have nranks entries each, counts and
- * offsets in elements (NULL offsets: packed blocks); gather into the root's recv of
- * count * nranks elements; scatter from the root's send of count * nranks elements. */
+ * when send == recv, else not overlapping); with a count per peer, the arrays have
+ * nranks entries each, counts and offsets in elements (NULL offsets: packed blocks);
+ * gather into the root's recv of count * nranks elements; scatter from the root's send
+ * of count * nranks elements. */
 collieResult_t collieAllToAll(const void* send, void* recv, size_t count, collieDataType_t dtype,
                               collieComm_t comm);
 collieResult_t collieAllToAllV(const void* send, const size_t* sendCounts,
