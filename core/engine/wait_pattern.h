@@ -113,7 +113,10 @@ class WaitPattern {
            waiting.voluntarySwitches == submitted.voluntarySwitches;
   }
 
-  explicit WaitPattern(bool backOff = false) : backOff_(backOff) {}
+  // maxStreak bounds what backOff asks for (kMaxStreak; a test gives a smaller one to
+  // reach it in a few thousand waits).
+  explicit WaitPattern(bool backOff = false, uint32_t maxStreak = kMaxStreak)
+      : backOff_(backOff), maxStreak_(std::max(maxStreak, kStreak)) {}
 
   // Whether the last streak() collectives queued were each waited at once (ending the
   // streak when the last one was not).
@@ -124,7 +127,7 @@ class WaitPattern {
       // The last one queued was not waited at once; with backOff, where the streak had
       // been granted (so that one was let go as if it would be), ask for more next time.
       if (backOff_ && streak_.load(std::memory_order_relaxed) >= required) {
-        required_.store(std::min(2 * required, kMaxStreak), std::memory_order_relaxed);
+        required_.store(std::min(2 * required, maxStreak_), std::memory_order_relaxed);
       }
       streak_.store(0, std::memory_order_relaxed);
       return false;
@@ -132,8 +135,9 @@ class WaitPattern {
     return streak_.load(std::memory_order_relaxed) >= required;
   }
   // The prompt waits in a row that waitsAtOnce() asks for now: kStreak, or with backOff
-  // twice as many after each miss of a granted streak.
+  // twice as many after each miss of a granted streak, up to maxStreak.
   uint32_t streak() const { return required_.load(std::memory_order_relaxed); }
+  uint32_t maxStreak() const { return maxStreak_; }
   // A collective about to be queued: true to run it on the submitting thread instead.
   bool runAtSubmit() {
     if (!waitsAtOnce()) return false;
@@ -168,6 +172,7 @@ class WaitPattern {
       std::chrono::duration_cast<std::chrono::nanoseconds>(kPromptWait).count();
 
   const bool backOff_;
+  const uint32_t maxStreak_;
   std::atomic<uint32_t> required_{kStreak};       // see streak()
   std::atomic<uint64_t> queued_{0};               // collectives queued so far
   std::atomic<uint64_t> lastWaited_{UINT64_MAX};  // the last one waited at once
