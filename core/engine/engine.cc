@@ -331,7 +331,7 @@ bool Engine::submitInline(const CollectiveArgs& args, const void* input, void* o
   const uint64_t tag = queue_.tagInline(args);
   const uint64_t start = CycleClock::now();
   Result<TeamOutcome> outcome =
-      executor_.runTeam(args, algorithms, inlineFallback_, tag, input, output);
+      executor_.runTeam(args, schedule.fold, algorithms, inlineFallback_, tag, input, output);
   if (outcome.isOk() && outcome->declined()) {
     // Every rank declined it: its fallback steps run, here when small, else on the
     // progress thread ahead of anything queued meanwhile.

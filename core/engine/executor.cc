@@ -224,8 +224,8 @@ Status Executor::execute(Pending& pending, PointToPointSource* adopt) {
           : SingleCopyChoice::Trial{algorithms, -1};
   // The clock only for a trial: other team steps (the board's sizes, exchanges) read none.
   const Clock::time_point start = trial.slot >= 0 ? Clock::now() : Clock::time_point{};
-  Result<TeamOutcome> outcome =
-      runTeam(args, trial.algorithms, fallback, pending.tag, pending.input, pending.output);
+  Result<TeamOutcome> outcome = runTeam(args, schedule.fold, trial.algorithms, fallback,
+                                        pending.tag, pending.input, pending.output);
   if (!outcome.isOk()) return outcome.status();
   if (!outcome->declined()) {
     recordTrial(trial, outcome->ran, start);

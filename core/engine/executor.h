@@ -113,13 +113,15 @@ class Executor {
   // The team's run() of a team step (its set, and whether a fallback follows), with the
   // engine's timeout and abort flag; errors name the collective, the team step and this
   // rank. Inlined: it is on the board's fast path.
+  // `fold`: the schedule's (Schedule::fold).
   [[gnu::always_inline]] Result<TeamOutcome> runTeam(const CollectiveArgs& args,
+                                                     const FoldOrder& fold,
                                                      TeamAlgorithms algorithms, bool fallback,
                                                      uint64_t tag, const void* input,
                                                      void* output) {
     if (team_ == nullptr) return teamFailed(Status(), tag, algorithms);
     Result<TeamOutcome> outcome =
-        team_->run(args, algorithms, fallback, tag, input, output, config_.timeout, aborted_);
+        team_->run(args, algorithms, fallback, fold, tag, input, output, config_.timeout, aborted_);
     if (!outcome.isOk()) return teamFailed(outcome.status(), tag, algorithms);
     return outcome;
   }

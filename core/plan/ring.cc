@@ -191,6 +191,30 @@ Generator<Step> ringAllGatherSteps(CollectiveArgs args, PlanParams params, size_
 void planRingAllReduce(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
                        Schedule* schedule) {
   collectSteps(args, params, chunkElems, ringAllReduceSteps, schedule);
+  // Positions are ranks only without a host layout (a team is on one host anyway).
+  if (!params.hosts) schedule->fold = FoldOrder::ring(chunkElems, params.nchannels);
+}
+
+FoldRun ringFoldRun(const FoldOrder& fold, size_t count, int nranks, size_t elem) {
+  const size_t n = static_cast<size_t>(nranks);
+  // The channel (ringAllReduceSteps splits the elements evenly among them).
+  Range channel;
+  for (int c = 0; c < fold.ringChannels; ++c) {
+    channel = splitEven(0, count, fold.ringChannels, c);
+    if (elem < channel.begin + channel.count) break;
+  }
+  // The round, then the segment within it (splitEven's inverse: the first `extra`
+  // segments have base + 1 elements).
+  const size_t roundElems = fold.ringChunkElems * n;
+  const size_t roundBegin = channel.begin + (elem - channel.begin) / roundElems * roundElems;
+  const size_t roundCount = std::min(roundElems, channel.begin + channel.count - roundBegin);
+  const size_t base = roundCount / n;
+  const size_t extra = roundCount % n;
+  const size_t offset = elem - roundBegin;
+  const size_t index = offset < extra * (base + 1) ? offset / (base + 1)
+                                                   : extra + (offset - extra * (base + 1)) / base;
+  const Range segment = splitEven(roundBegin, roundCount, n, index);
+  return FoldRun{segment.begin + segment.count, static_cast<int>(index)};
 }
 
 void planRingReduceScatter(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,

@@ -11,11 +11,13 @@
 
 #include <cstddef>
 
+#include "core/plan/fold_order.h"
 #include "core/plan/generator.h"
 #include "core/plan/schedule.h"
 
 namespace collie {
 
+// Also sets schedule->fold to the ring's order (core/plan/fold_order.h).
 void planRingAllReduce(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,
                        Schedule* schedule);
 void planRingReduceScatter(const CollectiveArgs& args, const PlanParams& params, size_t chunkElems,

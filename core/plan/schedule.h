@@ -38,6 +38,7 @@
 
 #include "collie/status.h"
 #include "collie/types.h"
+#include "core/plan/fold_order.h"
 #include "core/plan/generator.h"
 #include "core/plan/layout.h"
 
@@ -174,6 +175,10 @@ struct Schedule {
   int rank = 0;
   int nranks = 1;
   size_t scratchBytesPerChannel = 0;
+  // The order in which the steps combine each element's values (core/plan/fold_order.h):
+  // a team step's single-copy all-reduce follows it, so that the bits do not depend on
+  // which of them or these steps ran.
+  FoldOrder fold;
   std::vector<std::vector<Step>> channels;
 
   size_t stepCount() const;

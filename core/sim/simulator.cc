@@ -323,9 +323,11 @@ RankBuffers buffersOf(const CollectiveArgs& args, SimulatedRank& rank, int r, bo
 }
 
 // The team algorithms' result for every rank: reductions combine the ranks' inputs in
-// rank order, from left to right, the average divided at the last step; every input is
-// read before any output is written (in place they alias).
-void runTeamReference(const CollectiveArgs& args, std::vector<SimulatedRank>* ranks, bool inPlace) {
+// rank order, from left to right, or an all-reduce in `order` (its schedule's fold,
+// core/plan/fold_order.h), the average divided at the last step; every input is read
+// before any output is written (in place they alias).
+void runTeamReference(const CollectiveArgs& args, const FoldOrder& order,
+                      std::vector<SimulatedRank>* ranks, bool inPlace) {
   const int n = static_cast<int>(ranks->size());
   const ReduceBackend& kernels = hostReduceBackend();
   const size_t bytes = args.count * dataTypeSize(args.dtype);
@@ -346,10 +348,28 @@ void runTeamReference(const CollectiveArgs& args, std::vector<SimulatedRank>* ra
     }
     return acc;
   };
+  // The all-reduce in the ring's order: each segment from the position that starts it,
+  // each next value the first operand (as the ring's reduce steps).
+  auto ringFold = [&]() {
+    const size_t es = dataTypeSize(args.dtype);
+    const int divisor = args.op == ReduceOp::kAvg ? n : 0;
+    std::vector<uint8_t> acc(bytes);
+    for (size_t e = 0; e < args.count;) {
+      const FoldRun run = ringFoldRun(order, args.count, n, e);
+      uint8_t* out = acc.data() + e * es;
+      std::memcpy(out, inputs[run.first].data() + e * es, (run.end - e) * es);
+      for (int k = 1; k < n; ++k) {
+        kernels.reduce(out, inputs[(run.first + k) % n].data() + e * es, out, run.end - e,
+                       args.dtype, args.op, k == n - 1 ? divisor : 0);
+      }
+      e = run.end;
+    }
+    return acc;
+  };
   switch (args.kind) {
     case CollectiveKind::kAllReduce: {
       if (bytes == 0) break;
-      const std::vector<uint8_t> value = fold(0);
+      const std::vector<uint8_t> value = order.isRing() && n > 1 ? ringFold() : fold(0);
       for (int r = 0; r < n; ++r) std::memcpy(at[r].output, value.data(), bytes);
       break;
     }
@@ -425,7 +445,9 @@ Status simulateSchedules(const std::vector<Schedule>& schedules, std::vector<Sim
   TeamAlgorithms algorithms = 0;
   COLLIE_RETURN_IF_ERROR(findTeamSteps(schedules, &teamStep, &algorithms));
   if (teamStep && team == TeamSimulation::kRun && algorithms != 0) {
-    if (ranks != nullptr) runTeamReference(schedules[0].args, ranks, inPlace);
+    if (ranks != nullptr) {
+      runTeamReference(schedules[0].args, schedules[0].fold, ranks, inPlace);
+    }
     if (stats != nullptr) {
       *stats = SimulationStats();
       stats->steps = static_cast<uint64_t>(n);

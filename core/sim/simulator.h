@@ -13,8 +13,10 @@
 // A team step (core/plan/team_step.h) must be first on channel 0 of every rank's schedule
 // or of none, with the same set everywhere. The simulated team either runs it, as the
 // reference of the team algorithms (every rank's output computed from every rank's
-// input, combined in rank order with the host kernels as the board and the single-copy
-// paths combine them, so results compare bitwise), or declines it on every rank, and
+// input, combined with the host kernels in the order the board and the single-copy
+// paths combine them: rank order, or an all-reduce's in the order of the ring behind the
+// team step, core/plan/fold_order.h; so results compare bitwise), or declines it on
+// every rank, and
 // then the fallback steps after it run. A team step with an empty set (the fingerprint
 // check) always declines; declining one without a fallback is an error, as it is for
 // the engine.

@@ -75,8 +75,9 @@ bool BoardCollectives::runsInline(const CollectiveArgs& args, TeamAlgorithms alg
 }
 
 Result<TeamOutcome> BoardCollectives::run(const CollectiveArgs& args, TeamAlgorithms algorithms,
-                                          bool fallback, uint64_t tag, const void* input,
-                                          void* output, std::chrono::microseconds timeout,
+                                          bool fallback, const FoldOrder& fold, uint64_t tag,
+                                          const void* input, void* output,
+                                          std::chrono::microseconds timeout,
                                           const std::atomic<bool>& cancelled) {
   const size_t bytes = args.count * dataTypeSize(args.dtype);
   const BoardWait wait{timeout, &cancelled};
@@ -93,7 +94,7 @@ Result<TeamOutcome> BoardCollectives::run(const CollectiveArgs& args, TeamAlgori
   if (board && directFirst && !cmaFirst) gDirectFirst.fetch_add(1, std::memory_order_relaxed);
   if (!board || cmaFirst || directFirst) {
     // The board after it counts as its fallback.
-    const Call call{args, algorithms, fallback || board, board, tag, input, output, wait};
+    const Call call{args, algorithms, fallback || board, board, fold, tag, input, output, wait};
     Result<TeamOutcome> outcome = runSingleCopy(call);
     if (!board || !outcome.isOk() || !outcome->declined()) return outcome;
     // Every rank read the same notes, so every rank goes on to the board alike, with

@@ -94,7 +94,7 @@ class BoardCollectives final : public TeamCollectives {
   bool runsInline(const CollectiveArgs& args, TeamAlgorithms algorithms, const void* input,
                   const void* output) const override;
   Result<TeamOutcome> run(const CollectiveArgs& args, TeamAlgorithms algorithms, bool fallback,
-                          uint64_t tag, const void* input, void* output,
+                          const FoldOrder& fold, uint64_t tag, const void* input, void* output,
                           std::chrono::microseconds timeout,
                           const std::atomic<bool>& cancelled) override;
 
@@ -105,6 +105,7 @@ class BoardCollectives final : public TeamCollectives {
     TeamAlgorithms algorithms;
     bool fallback;
     bool boardNext;  // declined, it goes on to the board (with the next sequence number)
+    const FoldOrder& fold;
     uint64_t tag;
     const void* input;
     void* output;

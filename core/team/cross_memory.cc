@@ -45,7 +45,7 @@ Result<bool> probeCrossMemory(PeerMemory& memory, int rank,
 Status CrossMemoryAllReduce::reduceShare(PeerMemory& memory, int rank,
                                          const std::vector<CrossMemoryRank>& ranks,
                                          const void* input, void* output, size_t count,
-                                         DataType dtype, ReduceOp op) {
+                                         DataType dtype, ReduceOp op, const FoldOrder& fold) {
   const int n = static_cast<int>(ranks.size());
   const size_t es = dataTypeSize(dtype);
   const size_t peers = static_cast<size_t>(std::max(1, n - 1));
@@ -78,7 +78,7 @@ Status CrossMemoryAllReduce::reduceShare(PeerMemory& memory, int rank,
       pulled += tileBytes;
     }
     uint8_t* result = static_cast<uint8_t*>(output) + offset;
-    reduceInOrder(result, sources, elems, dtype, op, scratch);
+    reduceAsFolded(result, sources, first, elems, count, fold, dtype, op, scratch);
     for (int r = 0; r < n; ++r) {
       if (r == rank) continue;
       COLLIE_RETURN_IF_ERROR(memory.push(r, ranks[r].output + offset, result, elems * es));

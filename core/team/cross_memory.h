@@ -5,11 +5,13 @@
 // in its board note). Rank r owns share r of the elements (shareRange(), as the direct
 // all-reduce). For each tile of its share (kCrossMemoryTileBytes over all peers, so that
 // it stays in cache) it pulls every peer's part of the input, reduces those and its own
-// input in rank order straight into its own output (fused: no separate copy pass), and
-// pushes that tile, still in cache, into every peer's output. So each input byte is read
-// once and each output byte written once, and every element is reduced once, by one
-// rank, in rank order: all outputs hold the same bits. In-place buffers are safe: share r
-// of any rank's buffer is read and then written only by rank r, tile by tile.
+// input straight into its own output (fused: no separate copy pass), and pushes that
+// tile, still in cache, into every peer's output. So each input byte is read once and
+// each output byte written once, and every element is reduced once, by one rank, in the
+// order of the schedule behind the team step (core/plan/fold_order.h: the ring's, else
+// rank order): all outputs hold the same bits, the bits the ring would give. In-place
+// buffers are safe: share r of any rank's buffer is read and then written only by rank
+// r, tile by tile.
 //
 // Exchanges (all-to-all, gather, scatter): each rank pulls the blocks it receives
 // straight from the senders' inputs into its output, one copy per block and no staging
@@ -28,6 +30,7 @@
 
 #include "collie/status.h"
 #include "collie/types.h"
+#include "core/plan/fold_order.h"
 #include "core/transport/peer_memory.h"
 
 namespace collie {
@@ -50,10 +53,11 @@ constexpr size_t kCrossMemoryLargeShareBytes = 4 << 20;
 class CrossMemoryAllReduce {
  public:
   // Share `rank` of `count` elements: for each tile, pulls every peer's part of the
-  // input, reduces them with `input`'s in rank order into `output` and pushes the result
-  // into every peer's output. `output` may equal `input`.
+  // input, reduces them with `input`'s in `fold`'s order into `output` and pushes the
+  // result into every peer's output. `output` may equal `input`.
   Status reduceShare(PeerMemory& memory, int rank, const std::vector<CrossMemoryRank>& ranks,
-                     const void* input, void* output, size_t count, DataType dtype, ReduceOp op);
+                     const void* input, void* output, size_t count, DataType dtype, ReduceOp op,
+                     const FoldOrder& fold);
 
  private:
   struct Free {

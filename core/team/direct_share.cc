@@ -77,9 +77,48 @@ void reduceInOrder(uint8_t* dst, const std::vector<const uint8_t*>& sources, siz
   kernels.reduce(dst, scratch, sources[n - 1], elems, dtype, op, divisor);
 }
 
+namespace {
+// dst = the ring's fold of elems elements from position `first` (core/plan/fold_order.h):
+// each next position's value first, as the ring's reduce steps apply op; rank r's values
+// at sources[r] + offset.
+void reduceRingOrder(uint8_t* dst, const std::vector<const uint8_t*>& sources, size_t offset,
+                     int first, size_t elems, DataType dtype, ReduceOp op, uint8_t* scratch) {
+  const ReduceBackend& kernels = hostReduceBackend();
+  const int n = static_cast<int>(sources.size());
+  const int divisor = op == ReduceOp::kAvg ? n : 0;
+  auto at = [&](int k) { return sources[(first + k) % n] + offset; };
+  if (n == 2) {
+    kernels.reduce(dst, at(1), at(0), elems, dtype, op, divisor);
+    return;
+  }
+  kernels.reduce(scratch, at(1), at(0), elems, dtype, op, 0);
+  for (int k = 2; k < n - 1; ++k) kernels.reduce(scratch, at(k), scratch, elems, dtype, op, 0);
+  kernels.reduce(dst, at(n - 1), scratch, elems, dtype, op, divisor);
+}
+}  // namespace
+
+void reduceAsFolded(uint8_t* dst, const std::vector<const uint8_t*>& sources, size_t at,
+                    size_t elems, size_t count, const FoldOrder& fold, DataType dtype, ReduceOp op,
+                    uint8_t* scratch) {
+  const int n = static_cast<int>(sources.size());
+  if (!fold.isRing() || n == 1) {
+    reduceInOrder(dst, sources, elems, dtype, op, scratch);
+    return;
+  }
+  const size_t es = dataTypeSize(dtype);
+  for (size_t done = 0; done < elems;) {
+    const FoldRun run = ringFoldRun(fold, count, n, at + done);
+    const size_t length = std::min(run.end - at, elems) - done;
+    reduceRingOrder(dst + done * es, sources, done * es, run.first, length, dtype, op,
+                    scratch == dst ? scratch + done * es : scratch);
+    done += length;
+  }
+}
+
 void directAllReduceShare(const std::vector<const uint8_t*>& inputs,
                           const std::vector<uint8_t*>& outputs, size_t count, DataType dtype,
-                          ReduceOp op, int rank, uint8_t* scratch, bool stream) {
+                          ReduceOp op, const FoldOrder& fold, int rank, uint8_t* scratch,
+                          bool stream) {
   const int n = static_cast<int>(inputs.size());
   const size_t es = dataTypeSize(dtype);
   const ShareRange share = shareRange(count, es, n, rank);
@@ -98,11 +137,18 @@ void directAllReduceShare(const std::vector<const uint8_t*>& inputs,
   if (stream && sameLane) {
     // The whole share in one pass: reduced in registers and streamed into both outputs,
     // as the dual-write bound does (docs/decisions/roofline-shm.md).
-    const size_t offset = share.begin * es;
-    void* const dsts[2] = {outputs[0] + offset, outputs[1] + offset};
-    hostReduceBackend().reduceFanOut(dsts, 2, inputs[0] + offset, inputs[1] + offset,
-                                     share.end - share.begin, dtype, op,
-                                     op == ReduceOp::kAvg ? 2 : 0);
+    // In the ring's order a segment started by rank f is op(x(f + 1), x(f)).
+    for (size_t first = share.begin; first < share.end;) {
+      const FoldRun run =
+          fold.isRing() ? ringFoldRun(fold, count, n, first) : FoldRun{share.end, 1};
+      const size_t end = std::min(run.end, share.end);
+      const size_t offset = first * es;
+      void* const dsts[2] = {outputs[0] + offset, outputs[1] + offset};
+      hostReduceBackend().reduceFanOut(dsts, 2, inputs[(run.first + 1) % 2] + offset,
+                                       inputs[run.first] + offset, end - first, dtype, op,
+                                       op == ReduceOp::kAvg ? 2 : 0);
+      first = end;
+    }
     return;
   }
   std::vector<const uint8_t*> sources(n);
@@ -110,7 +156,7 @@ void directAllReduceShare(const std::vector<const uint8_t*>& inputs,
     const size_t elems = std::min(tile, share.end - first);
     const size_t offset = first * es;
     for (int r = 0; r < n; ++r) sources[r] = inputs[r] + offset;
-    reduceInOrder(scratch, sources, elems, dtype, op, scratch);
+    reduceAsFolded(scratch, sources, first, elems, count, fold, dtype, op, scratch);
     for (int r = 0; r < n; ++r) {
       if (stream) {
         streamingCopy(outputs[r] + offset, scratch, elems * es);

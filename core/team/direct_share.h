@@ -1,11 +1,12 @@
 // The direct all-reduce's arithmetic (core/team/board_collectives.h runs it over buffers
 // every rank registered, collie/shared_memory.h): rank r owns share r of the elements
-// (64-byte aligned cuts). It loads that share from every rank's input in rank order,
-// reduces tile by tile in a cache-resident scratch (no copy-then-reduce), and writes each
-// finished tile into every rank's output (plain stores; streaming ones out of place from
-// kDirectStreamingMinBytes). Every element is computed once, by one rank, in rank order,
-// so all outputs hold the same bits; in-place buffers are safe because only rank r touches
-// share r of any buffer.
+// (64-byte aligned cuts). It loads that share from every rank's input, reduces tile by
+// tile in a cache-resident scratch (no copy-then-reduce), and writes each finished tile
+// into every rank's output (plain stores; streaming ones out of place from
+// kDirectStreamingMinBytes). Every element is computed once, by one rank, in the order of
+// the schedule behind the team step (core/plan/fold_order.h: the ring's, else rank
+// order), so all outputs hold the same bits, and the bits the fallback would give;
+// in-place buffers are safe because only rank r touches share r of any buffer.
 //
 // Thread safety: reentrant (the buffers aside).
 #pragma once
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "collie/types.h"
+#include "core/plan/fold_order.h"
 
 namespace collie {
 
@@ -33,7 +35,15 @@ ShareRange shareRange(size_t count, size_t elementBytes, int nranks, int rank);
 void reduceInOrder(uint8_t* dst, const std::vector<const uint8_t*>& sources, size_t elems,
                    DataType dtype, ReduceOp op, uint8_t* scratch);
 
-// Reduces share `rank` of `count` elements over `inputs` (rank order) into every one of
+// dst = elements [at, at + elems) of a `count`-element all-reduce, sources[r] pointing at
+// rank r's values of element `at`, combined in `fold`'s order (core/plan/fold_order.h:
+// rank order as reduceInOrder(), or the ring's; kAvg divided at the end). Aliasing and
+// `scratch` as for reduceInOrder().
+void reduceAsFolded(uint8_t* dst, const std::vector<const uint8_t*>& sources, size_t at,
+                    size_t elems, size_t count, const FoldOrder& fold, DataType dtype, ReduceOp op,
+                    uint8_t* scratch);
+
+// Reduces share `rank` of `count` elements over `inputs` (in `fold`'s order) into every one of
 // `outputs`. `scratch` holds kDirectTileBytes bytes, 64-byte aligned. With `stream` the
 // tiles are written with streaming (non-temporal) stores and fenced before returning:
 // for outputs that are not in cache (out of place, at least kDirectStreamingMinBytes).
@@ -45,7 +55,8 @@ constexpr size_t kDirectStreamingTileBytes = 2 * 1024;
 constexpr size_t kDirectStreamingMinBytes = 16 << 20;
 void directAllReduceShare(const std::vector<const uint8_t*>& inputs,
                           const std::vector<uint8_t*>& outputs, size_t count, DataType dtype,
-                          ReduceOp op, int rank, uint8_t* scratch, bool stream);
+                          ReduceOp op, const FoldOrder& fold, int rank, uint8_t* scratch,
+                          bool stream);
 
 // How many shares directAllReduceShare() reduced in this process (for tests and
 // diagnostics: it shows that the direct path ran).

@@ -174,8 +174,8 @@ Result<TeamOutcome> BoardCollectives::runSingleCopy(const Call& call) {
   // before writing it (docs/decisions/roofline-shm.md). In place they would evict the
   // lines just read, and small outputs are read again soon: plain stores there.
   const bool stream = call.input != call.output && bytes >= kDirectStreamingMinBytes;
-  directAllReduceShare(inputs, outputs, args.count, args.dtype, args.op, rank, scratch_.get(),
-                       stream);
+  directAllReduceShare(inputs, outputs, args.count, args.dtype, args.op, call.fold, rank,
+                       scratch_.get(), stream);
 
   // Nobody may return (and reuse its buffers) before every share is written.
   COLLIE_RETURN_IF_ERROR(board_.meet(BoardMeeting::kDone, sequence, 0,
@@ -222,7 +222,7 @@ Result<TeamOutcome> BoardCollectives::runCrossMemory(const Call& call, uint64_t 
   }
   if (args.kind == CollectiveKind::kAllReduce) {
     COLLIE_RETURN_IF_ERROR(crossMemory_.reduceShare(peers_, rank_, ranks, call.input, call.output,
-                                                    args.count, args.dtype, args.op));
+                                                    args.count, args.dtype, args.op, call.fold));
   } else {
     COLLIE_RETURN_IF_ERROR(pullBlocks(peers_, rank_, ranks, args.kind, args.root, call.input,
                                       call.output, args.count * dataTypeSize(args.dtype)));

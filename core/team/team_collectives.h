@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "collie/status.h"
+#include "core/plan/fold_order.h"
 #include "core/plan/team_step.h"
 
 namespace collie {
@@ -62,9 +63,12 @@ class TeamCollectives {
   // kRemoteError naming the rank that failed it), and a rank about to fail one that
   // another rank already completed completes it too (core/transport/team_board.h). An
   // all-to-all may be in place (input == output, each rank's own choice): no block a
-  // peer still reads is overwritten before it read it.
+  // peer still reads is overwritten before it read it. A single-copy all-reduce combines
+  // each element's values in `fold`'s order (the schedule's: core/plan/fold_order.h), so
+  // that it gives the bits the fallback would.
   virtual Result<TeamOutcome> run(const CollectiveArgs& args, TeamAlgorithms algorithms,
-                                  bool fallback, uint64_t tag, const void* input, void* output,
+                                  bool fallback, const FoldOrder& fold, uint64_t tag,
+                                  const void* input, void* output,
                                   std::chrono::microseconds timeout,
                                   const std::atomic<bool>& cancelled) = 0;
 };

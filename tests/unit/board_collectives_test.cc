@@ -220,8 +220,8 @@ std::vector<RankResult> runOnHeap(const Case& c, int n, TeamAlgorithms algorithm
       args.count = c.count;
       args.root = c.root;
       const uint64_t tag = tagOf != nullptr ? tagOf(r) : 0x5eed;
-      results[r].outcome = collectives.run(args, algorithms, /*fallback=*/false, tag, input.data(),
-                                           results[r].output.data(), 5s, cancelled);
+      results[r].outcome = collectives.run(args, algorithms, /*fallback=*/false, FoldOrder{}, tag,
+                                           input.data(), results[r].output.data(), 5s, cancelled);
       if (pulls != nullptr) *pulls += board.memory.pulls;
     });
   }

@@ -336,9 +336,9 @@ class ScriptedTeam : public TeamCollectives {
   bool runsInline(const CollectiveArgs&, TeamAlgorithms, const void*, const void*) const override {
     return true;
   }
-  Result<TeamOutcome> run(const CollectiveArgs&, TeamAlgorithms algorithms, bool fallback, uint64_t,
-                          const void*, void*, std::chrono::microseconds timeout,
-                          const std::atomic<bool>&) override {
+  Result<TeamOutcome> run(const CollectiveArgs&, TeamAlgorithms algorithms, bool fallback,
+                          const FoldOrder&, uint64_t, const void*, void*,
+                          std::chrono::microseconds timeout, const std::atomic<bool>&) override {
     ++calls;
     seenAlgorithms = algorithms;
     seenFallback = fallback;

@@ -9,7 +9,9 @@
 #include <numeric>
 #include <set>
 #include <tuple>
+#include <vector>
 
+#include "core/plan/team_step.h"
 #include "core/sim/simulator.h"
 
 namespace collie {
@@ -243,6 +245,86 @@ TEST(ScheduleTest, RingAllReduceTakesTwoNMinusTwoStepsPerRound) {
   // One Send, n - 1 receive-reduce steps, n - 1 all-gather receives.
   EXPECT_EQ(schedule.stepCount(), 1u + 4u + 4u);
   EXPECT_NE(scheduleToJson(schedule).find("RecvReduceSend"), std::string::npos);
+}
+
+// The ring's fold order (core/plan/fold_order.h) read back from its steps: the one Send
+// of a round's reduce-scatter on each rank carries the segment that rank starts. Every
+// element lies in exactly one, and ringFoldRun() names that rank and where the segment
+// ends, across channels, rounds, uneven segments and segments emptier than the ranks.
+TEST(ScheduleTest, RingFoldRunsAreTheSegmentsEachRankStarts) {
+  for (int n : {2, 3, 4, 5}) {
+    for (int channels : {1, 2, 3}) {
+      for (size_t chunkElems : {size_t{1}, size_t{3}, size_t{64}}) {
+        for (size_t count : {size_t{1}, size_t{7}, size_t{100}, size_t{1001}}) {
+          SCOPED_TRACE(std::to_string(n) + " ranks, " + std::to_string(channels) +
+                       " channels, chunk " + std::to_string(chunkElems) + ", count " +
+                       std::to_string(count));
+          std::vector<int> starter(count, -1);
+          std::vector<size_t> segmentEnd(count, 0);
+          FoldOrder fold;
+          for (int r = 0; r < n; ++r) {
+            PlanParams params;
+            params.nranks = n;
+            params.rank = r;
+            params.nchannels = channels;
+            params.chunkBytes = chunkElems * 4;
+            params.algorithm = Algorithm::kRing;
+            CollectiveArgs args;
+            args.count = count;
+            args.dtype = DataType::kFloat32;
+            Schedule schedule = *buildSchedule(args, params);
+            fold = schedule.fold;
+            for (const std::vector<Step>& steps : schedule.channels) {
+              for (const Step& step : steps) {
+                if (step.kind != StepKind::kSend) continue;
+                const size_t begin = step.src.offset / 4;
+                for (size_t e = begin; e < begin + step.bytes / 4; ++e) {
+                  EXPECT_EQ(starter[e], -1) << "element " << e << " started twice";
+                  starter[e] = r;
+                  segmentEnd[e] = begin + step.bytes / 4;
+                }
+              }
+            }
+          }
+          ASSERT_TRUE(fold.isRing());
+          ASSERT_EQ(fold.ringChunkElems, chunkElems);
+          ASSERT_EQ(fold.ringChannels, channels);
+          for (size_t e = 0; e < count; ++e) {
+            const FoldRun run = ringFoldRun(fold, count, n, e);
+            ASSERT_EQ(run.first, starter[e]) << "element " << e;
+            ASSERT_EQ(run.end, segmentEnd[e]) << "element " << e;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Behind a team step the ring's order is the schedule's; a tree's, and a ring planned in
+// host order (several hosts), are not described: rank order for the team.
+TEST(ScheduleTest, ARingBehindATeamStepGivesItsFoldOrder) {
+  PlanParams params;
+  params.nranks = 4;
+  params.rank = 1;
+  params.nchannels = 2;
+  params.chunkBytes = 1 << 16;
+  params.teamStep = true;
+  params.team = teamBit(Algorithm::kCma);
+  CollectiveArgs args;
+  args.count = 1 << 20;
+  args.dtype = DataType::kFloat32;
+  params.algorithm = Algorithm::kRing;
+  Schedule ring = *buildSchedule(args, params);
+  EXPECT_EQ(ring.fallback, Algorithm::kRing);
+  EXPECT_TRUE(ring.fold.isRing());
+  EXPECT_EQ(ring.fold.ringChunkElems, size_t{1} << 14);
+  EXPECT_EQ(ring.fold.ringChannels, 2);
+  params.algorithm = Algorithm::kTree;
+  EXPECT_FALSE(buildSchedule(args, params)->fold.isRing());
+  params.algorithm = Algorithm::kRing;
+  params.teamStep = false;
+  params.hosts = std::make_shared<const HostLayout>(HostLayout::make({0, 1, 0, 1}));
+  EXPECT_FALSE(buildSchedule(args, params)->fold.isRing());
 }
 
 // Ranks on several hosts (core/plan/layout.h): `nhosts` hosts of `perHost` ranks,

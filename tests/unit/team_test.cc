@@ -12,6 +12,7 @@
 #include "core/plan/team_step.h"
 #include "core/sim/simulator.h"
 #include "core/tune/tuner.h"
+#include "support/rounding_values.h"
 
 namespace collie {
 namespace {
@@ -418,6 +419,47 @@ TEST(TeamSimulation, RunAndDeclineBothMatchTheReferenceOnEveryRank) {
             }
           }
         }
+      }
+    }
+  }
+}
+
+// The team's all-reduce behind a ring sums in the ring's order (core/plan/fold_order.h):
+// run or declined (the ring's steps), every rank gets the same bits, with values whose
+// rank-order sum differs (checked, so the test can tell the orders apart).
+TEST(TeamSimulation, AnAllReduceRunOrDeclinedGivesTheSameBits) {
+  for (int n : {3, 4, 5}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax}) {
+      SCOPED_TRACE(std::to_string(n) + " ranks, " + std::string(reduceOpName(op)));
+      CollectiveArgs args;
+      args.op = op;
+      args.count = 1001;
+      std::vector<Schedule> plans = schedulesOf(args, n, teamBit(Algorithm::kCma), true);
+      ASSERT_TRUE(plans[0].fold.isRing());
+      std::vector<std::vector<uint8_t>> outputs;
+      for (TeamSimulation mode : {TeamSimulation::kRun, TeamSimulation::kDecline}) {
+        std::vector<SimulatedRank> ranks(n);
+        for (int r = 0; r < n; ++r) {
+          ranks[r].input.resize(args.count * 4);
+          ranks[r].output.assign(args.count * 4, 0xEE);
+          for (size_t i = 0; i < args.count; ++i) {
+            const float v = testing::roundingValue(r, i);
+            std::memcpy(ranks[r].input.data() + 4 * i, &v, 4);
+          }
+        }
+        ASSERT_TRUE(simulateSchedules(plans, &ranks, false, nullptr, mode).isOk());
+        for (int r = 1; r < n; ++r) ASSERT_EQ(ranks[r].output, ranks[0].output) << "rank " << r;
+        outputs.push_back(ranks[0].output);
+      }
+      EXPECT_EQ(outputs[0], outputs[1]) << "the team's reference and the ring differ";
+      if (op == ReduceOp::kSum) {
+        size_t differ = 0;
+        for (size_t i = 0; i < args.count; ++i) {
+          float sum = testing::roundingValue(0, i);
+          for (int r = 1; r < n; ++r) sum += testing::roundingValue(r, i);
+          differ += std::memcmp(&sum, outputs[1].data() + 4 * i, 4) != 0 ? 1 : 0;
+        }
+        EXPECT_GT(differ, 0u) << "the values do not tell the ring's order from rank order";
       }
     }
   }
