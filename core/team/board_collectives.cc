@@ -56,6 +56,7 @@ BoardCollectives::BoardCollectives(TeamBoard& board)
       scratch_(static_cast<uint8_t*>(std::aligned_alloc(64, kDirectTileBytes))),
       directInputs_(nranks_),
       directOutputs_(nranks_),
+      directSources_(nranks_),
       crossMemoryRanks_(nranks_) {}
 
 BoardCollectives::~BoardCollectives() = default;

@@ -187,6 +187,7 @@ class BoardCollectives final : public TeamCollectives {
   // and output (direct), every rank's addresses (cma); nranks entries each.
   std::vector<const uint8_t*> directInputs_;
   std::vector<uint8_t*> directOutputs_;
+  std::vector<const uint8_t*> directSources_;  // a tile's sources (directAllReduceShare)
   std::vector<CrossMemoryRank> crossMemoryRanks_;
   // A cma all-to-all in place: the blocks this rank sends, copied here before it
   // publishes where its peers read them (its own block stays in place); grows, never

@@ -63,7 +63,8 @@ Status CrossMemoryAllReduce::reduceShare(PeerMemory& memory, int rank,
   gShares.fetch_add(1, std::memory_order_relaxed);
   const size_t tile = tileBytes / es;
   uint8_t* scratch = buffer_.get() + peers * tileBytes;
-  std::vector<const uint8_t*> sources(n);
+  std::vector<const uint8_t*>& sources = sources_;
+  sources.resize(n);
   for (size_t first = share.begin; first < share.end; first += tile) {
     const size_t elems = std::min(tile, share.end - first);
     const size_t offset = first * es;

@@ -65,6 +65,7 @@ class CrossMemoryAllReduce {
   };
   std::unique_ptr<uint8_t, Free> buffer_;  // pulled tiles + scratch, 64-byte aligned
   size_t bufferBytes_ = 0;
+  std::vector<const uint8_t*> sources_;  // a tile's sources, kept between calls
 };
 
 // Whether every rank this rank's part of `kind` reaches lets it through (before anyone

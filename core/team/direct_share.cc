@@ -118,7 +118,7 @@ void reduceAsFolded(uint8_t* dst, const std::vector<const uint8_t*>& sources, si
 void directAllReduceShare(const std::vector<const uint8_t*>& inputs,
                           const std::vector<uint8_t*>& outputs, size_t count, DataType dtype,
                           ReduceOp op, const FoldOrder& fold, int rank, uint8_t* scratch,
-                          bool stream) {
+                          std::vector<const uint8_t*>* tileSources, bool stream) {
   const int n = static_cast<int>(inputs.size());
   const size_t es = dataTypeSize(dtype);
   const ShareRange share = shareRange(count, es, n, rank);
@@ -151,7 +151,8 @@ void directAllReduceShare(const std::vector<const uint8_t*>& inputs,
     }
     return;
   }
-  std::vector<const uint8_t*> sources(n);
+  std::vector<const uint8_t*>& sources = *tileSources;
+  sources.resize(n);
   for (size_t first = share.begin; first < share.end; first += tile) {
     const size_t elems = std::min(tile, share.end - first);
     const size_t offset = first * es;

@@ -175,7 +175,7 @@ Result<TeamOutcome> BoardCollectives::runSingleCopy(const Call& call) {
   // lines just read, and small outputs are read again soon: plain stores there.
   const bool stream = call.input != call.output && bytes >= kDirectStreamingMinBytes;
   directAllReduceShare(inputs, outputs, args.count, args.dtype, args.op, call.fold, rank,
-                       scratch_.get(), stream);
+                       scratch_.get(), &directSources_, stream);
 
   // Nobody may return (and reuse its buffers) before every share is written.
   COLLIE_RETURN_IF_ERROR(board_.meet(BoardMeeting::kDone, sequence, 0,

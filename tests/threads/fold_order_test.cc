@@ -21,6 +21,7 @@
 #include "support/quick_matrix.h"
 #include "support/rank_threads.h"
 #include "support/rounding_values.h"
+#include "support/sanitizers.h"
 
 namespace collie {
 namespace {

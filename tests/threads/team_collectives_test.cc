@@ -310,5 +310,41 @@ TEST(TeamCollectivesInline, BoardPathAllocatesNothing) {
   EXPECT_TRUE(ranWith(*comms[0], "board"));
 }
 
+// The same for the direct path on registered buffers (3 ranks: its tiles fold three
+// inputs), run inline once every rank's buffers were seen registered.
+TEST(TeamCollectivesInline, DirectPathAllocatesNothing) {
+  if (!COLLIE_COUNTS_ALLOCATIONS) {
+    GTEST_SKIP() << "sanitizer build: its allocator owns operator new; the normal build counts";
+  }
+  const int n = 3;
+  auto comms = make(n, "shm", Algorithm::kAuto);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(n));
+  const size_t count = 16384;  // 64 KiB: the board's size, where direct goes first
+  std::vector<float*> buffers(n);
+  for (int r = 0; r < n; ++r) {
+    buffers[r] = static_cast<float*>(*allocShared(count * sizeof(float)));
+    ASSERT_TRUE(comms[r]->registerBuffer(buffers[r], count * sizeof(float)).isOk());
+  }
+  std::vector<uint64_t> counted(n);
+  Failures failures;
+  const uint64_t before = directShareCount();
+  testing::onEveryRank(n, [&](int r) {
+    for (int i = 0; i < 300; ++i) {
+      counting = i >= 100;
+      Result<Work> work =
+          comms[r]->allReduce(buffers[r], buffers[r], count, DataType::kFloat32, ReduceOp::kMax);
+      Status status = work.isOk() ? work->wait() : work.status();
+      counting = false;
+      if (!status.isOk()) failures.add(status.toString());
+    }
+    counted[r] = allocations;
+  });
+  for (const std::string& message : failures.messages) ADD_FAILURE() << message;
+  EXPECT_GE(directShareCount() - before, 200u * n) << "the calls did not go direct";
+  for (int r = 0; r < n; ++r) EXPECT_EQ(counted[r], 0u) << "rank " << r;
+  comms.clear();
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(freeShared(buffers[r]).isOk());
+}
+
 }  // namespace
 }  // namespace collie
