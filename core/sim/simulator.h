@@ -16,10 +16,9 @@
 // input, combined with the host kernels in the order the board and the single-copy
 // paths combine them: rank order, or an all-reduce's in the order of the ring behind the
 // team step, core/plan/fold_order.h; so results compare bitwise), or declines it on
-// every rank, and
-// then the fallback steps after it run. A team step with an empty set (the fingerprint
-// check) always declines; declining one without a fallback is an error, as it is for
-// the engine.
+// every rank, and then the fallback steps after it run. A team step with an empty set
+// (the fingerprint check) always declines; declining one without a fallback is an error,
+// as it is for the engine.
 //
 // Thread safety: a call uses only its arguments; concurrent calls are independent.
 #pragma once
