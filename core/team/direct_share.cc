@@ -137,7 +137,8 @@ void directAllReduceShare(const std::vector<const uint8_t*>& inputs,
   if (stream && sameLane) {
     // The whole share in one pass: reduced in registers and streamed into both outputs,
     // as the dual-write bound does (docs/decisions/roofline-shm.md).
-    // In the ring's order a segment started by rank f is op(x(f + 1), x(f)).
+    // In the ring's order a segment started by rank f is op(x(f + 1), x(f)); rank order,
+    // op(x0, x1), is the whole share as if rank 1 started it.
     for (size_t first = share.begin; first < share.end;) {
       const FoldRun run =
           fold.isRing() ? ringFoldRun(fold, count, n, first) : FoldRun{share.end, 1};

@@ -43,11 +43,12 @@ void reduceAsFolded(uint8_t* dst, const std::vector<const uint8_t*>& sources, si
                     size_t elems, size_t count, const FoldOrder& fold, DataType dtype, ReduceOp op,
                     uint8_t* scratch);
 
-// Reduces share `rank` of `count` elements over `inputs` (in `fold`'s order) into every one of
-// `outputs`. `scratch` holds kDirectTileBytes bytes, 64-byte aligned; `sources` is the
-// caller's room for a tile's source pointers (resized here; kept, it allocates once). With `stream`
-// the tiles are written with streaming (non-temporal) stores and fenced before returning: for
-// outputs that are not in cache (out of place, at least kDirectStreamingMinBytes).
+// Reduces share `rank` of `count` elements over `inputs` (in `fold`'s order) into every
+// one of `outputs`. `scratch` holds kDirectTileBytes bytes, 64-byte aligned;
+// `tileSources` is the caller's room for a tile's source pointers (resized here; kept
+// between calls, it allocates once). With `stream` the tiles are written with streaming
+// (non-temporal) stores and fenced before returning: for outputs that are not in cache
+// (out of place, at least kDirectStreamingMinBytes).
 constexpr size_t kDirectTileBytes = 16 * 1024;
 constexpr size_t kDirectStreamingTileBytes = 2 * 1024;
 // 16 MiB: at 4 MiB (2 ranks, 16 MiB of inputs and outputs, inside the 32 MiB L3) plain
@@ -57,7 +58,7 @@ constexpr size_t kDirectStreamingMinBytes = 16 << 20;
 void directAllReduceShare(const std::vector<const uint8_t*>& inputs,
                           const std::vector<uint8_t*>& outputs, size_t count, DataType dtype,
                           ReduceOp op, const FoldOrder& fold, int rank, uint8_t* scratch,
-                          std::vector<const uint8_t*>* sources, bool stream);
+                          std::vector<const uint8_t*>* tileSources, bool stream);
 
 // How many shares directAllReduceShare() reduced in this process (for tests and
 // diagnostics: it shows that the direct path ran).
